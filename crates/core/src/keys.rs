@@ -1,0 +1,158 @@
+//! The signing keys of signet's logs: ECDSA P-256 with SHA-256.
+//!
+//! P-256 is not a free choice: sigstore-go verifies Rekor SETs and checkpoints only with
+//! ECDSA P-256/SHA-256, and a key ID is SHA-256 of the SubjectPublicKeyInfo DER.
+//! Keys live on disk as PKCS#8 PEM with mode 0600.
+
+use std::path::Path;
+
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair};
+
+use crate::{files, hash, pem};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("reading key {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("writing key {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("key {path} is not usable: {why}")]
+    Invalid { path: String, why: String },
+    #[error("signing failed")]
+    Sign,
+}
+
+/// An ECDSA P-256 key that signs checkpoints, SETs and SCTs.
+pub struct SigningKey {
+    pair: EcdsaKeyPair,
+    spki_der: Vec<u8>,
+    key_id: hash::Hash,
+    rng: SystemRandom,
+}
+
+impl std::fmt::Debug for SigningKey {
+    // Never print key material, only the public identity.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigningKey({})", hex::encode(self.key_id))
+    }
+}
+
+impl SigningKey {
+    pub fn generate() -> Result<Self, KeyError> {
+        let rng = SystemRandom::new();
+        let doc = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+            .map_err(|_| KeyError::Sign)?;
+        Self::from_pkcs8(doc.as_ref(), "<generated>")
+    }
+
+    pub fn from_pkcs8(der: &[u8], origin: &str) -> Result<Self, KeyError> {
+        let pair = EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, der)
+            .map_err(|e| KeyError::Invalid {
+                path: origin.to_string(),
+                why: format!("expected a PKCS#8 ECDSA P-256 private key ({e})"),
+            })?;
+        let spki_der = pair
+            .public_key()
+            .as_der()
+            .map_err(|_| KeyError::Sign)?
+            .as_ref()
+            .to_vec();
+        let key_id = hash::sha256(&spki_der);
+        Ok(SigningKey { pair, spki_der, key_id, rng: SystemRandom::new() })
+    }
+
+    /// Loads the key at `path`, or generates one there (0600) if the file does not exist.
+    pub fn load_or_generate(path: &Path) -> Result<Self, KeyError> {
+        let shown = path.display().to_string();
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let block = pem::decode_first(&bytes).map_err(|e| KeyError::Invalid {
+                    path: shown.clone(),
+                    why: e.to_string(),
+                })?;
+                if block.label != "PRIVATE KEY" {
+                    return Err(KeyError::Invalid {
+                        path: shown,
+                        why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label),
+                    });
+                }
+                Self::from_pkcs8(&block.der, &shown)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let rng = SystemRandom::new();
+                let doc =
+                    EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+                        .map_err(|_| KeyError::Sign)?;
+                let text = pem::encode("PRIVATE KEY", doc.as_ref());
+                files::write_atomic(path, text.as_bytes(), 0o600)
+                    .map_err(|source| KeyError::Write { path: shown.clone(), source })?;
+                Self::from_pkcs8(doc.as_ref(), &shown)
+            }
+            Err(source) => Err(KeyError::Read { path: shown, source }),
+        }
+    }
+
+    /// ASN.1 DER ECDSA signature over SHA-256(`message`).
+    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.pair
+            .sign(&self.rng, message)
+            .map(|s| s.as_ref().to_vec())
+            .map_err(|_| KeyError::Sign)
+    }
+
+    /// SubjectPublicKeyInfo DER of the public key.
+    pub fn spki_der(&self) -> &[u8] {
+        &self.spki_der
+    }
+
+    /// SHA-256 of the SPKI DER: Rekor's `logID` and the trusted root's `logId.keyId`.
+    pub fn key_id(&self) -> &hash::Hash {
+        &self.key_id
+    }
+
+    pub fn public_pem(&self) -> String {
+        pem::encode("PUBLIC KEY", &self.spki_der)
+    }
+}
+
+/// Verifies an ASN.1 ECDSA P-256/SHA-256 signature against an SPKI DER public key.
+pub fn verify_p256(spki_der: &[u8], message: &[u8], sig: &[u8]) -> bool {
+    signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_ASN1, spki_der)
+        .verify(message, sig)
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_key_persists_with_0600_and_signs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.key");
+        let k1 = SigningKey::load_or_generate(&path).unwrap();
+        let k2 = SigningKey::load_or_generate(&path).unwrap();
+        assert_eq!(k1.key_id(), k2.key_id(), "second start loads the same key");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let sig = k1.sign(b"note").unwrap();
+        assert!(verify_p256(k2.spki_der(), b"note", &sig));
+        assert!(!verify_p256(k2.spki_der(), b"other", &sig));
+        assert!(!format!("{k1:?}").contains("PRIVATE"));
+    }
+
+    #[test]
+    fn rejects_wrong_pem_label() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.key");
+        std::fs::write(&path, pem::encode("PUBLIC KEY", b"xx")).unwrap();
+        let err = SigningKey::load_or_generate(&path).unwrap_err().to_string();
+        assert!(err.contains("expected a PRIVATE KEY"), "{err}");
+    }
+}

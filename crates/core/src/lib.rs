@@ -1,0 +1,15 @@
+//! Shared building blocks for every signet crate.
+//!
+//! - [`hash`]: SHA-256 digests and the fixed-size [`hash::Hash`] type.
+//! - [`b64`]: the base64 flavours the Sigstore wire formats use.
+//! - [`jcs`]: RFC 8785 canonical JSON, the form Rekor stores and signs.
+//! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
+//! - [`keys`]: the ECDSA P-256 signing keys of the logs, and how they are kept on disk.
+//! - [`files`]: atomic, permission-aware file writes.
+
+pub mod b64;
+pub mod files;
+pub mod hash;
+pub mod jcs;
+pub mod keys;
+pub mod pem;

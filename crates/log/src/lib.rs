@@ -1,0 +1,22 @@
+//! The transparency log engine and the Rekor formats built on it.
+//!
+//! - [`merkle`]: RFC 6962/9162 hashing, inclusion and consistency proofs.
+//! - [`tree`]: the in-memory tree of one log.
+//! - [`checkpoint`]: C2SP signed-note checkpoints.
+//! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
+//! - [`storage`]: the `Storage` trait and its SQLite backend.
+//! - [`sequencer`]: batching, durable commits, and answering waiters.
+//! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
+//! - [`rekor`]: Rekor v1 and v2 entry formats.
+
+pub mod checkpoint;
+pub mod log;
+pub mod merkle;
+pub mod rekor;
+pub mod sequencer;
+pub mod storage;
+pub mod tiles;
+pub mod tree;
+
+pub use log::{AppendError, Log, LogConfig, OpenError, Stamper};
+pub use sequencer::{BatchPolicy, Sequenced};

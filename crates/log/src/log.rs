@@ -1,0 +1,253 @@
+//! One transparency log: its tree, key, sequencer and storage, behind a cloneable handle.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use signet_core::hash::Hash;
+use signet_core::keys::{KeyError, SigningKey};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
+use crate::merkle::{self, ProofError};
+use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
+use crate::storage::{Batch, LogId, Storage, StorageError, StoredCheckpoint, StoredEntry};
+use crate::tiles::TILE_WIDTH;
+use crate::tree::Tree;
+
+/// Signs something per entry at sequencing time, once its index and time are known.
+pub trait Stamper: Send + Sync + 'static {
+    fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError>;
+}
+
+pub struct LogConfig {
+    /// Storage namespace of this log.
+    pub id: LogId,
+    /// First line of every checkpoint.
+    pub origin: String,
+    /// Name on the checkpoint signature line.
+    pub key_name: String,
+    pub key: Arc<SigningKey>,
+    pub batch: BatchPolicy,
+    pub stamper: Option<Arc<dyn Stamper>>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AppendError {
+    #[error("storage failed; the entry was not logged: {0}")]
+    Storage(String),
+    #[error("signing failed; the entry was not logged: {0}")]
+    Signing(String),
+    #[error("the log is shutting down")]
+    Closed,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("stored log {log} is inconsistent: {why}")]
+    Corrupt { log: LogId, why: String },
+}
+
+pub(crate) struct Shared {
+    pub id: LogId,
+    pub origin: String,
+    pub signer: NoteSigner,
+    pub stamper: Option<Arc<dyn Stamper>>,
+    pub storage: Arc<dyn Storage>,
+    pub tree: RwLock<Tree>,
+    /// The newest durable checkpoint. Readers never see a size beyond it.
+    pub head: RwLock<Arc<SignedCheckpoint>>,
+}
+
+#[derive(Clone)]
+pub struct Log {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Pending>,
+}
+
+impl Log {
+    /// Opens (or creates) the log in `storage` and starts its sequencer on the current runtime.
+    pub async fn open(cfg: LogConfig, storage: Arc<dyn Storage>) -> Result<Log, OpenError> {
+        let signer = NoteSigner::new(cfg.key_name.clone(), cfg.key.clone());
+        let store = storage.clone();
+        let id = cfg.id;
+        let (tree, stored) = tokio::task::spawn_blocking(move || rebuild(&*store, id))
+            .await
+            .map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })??;
+        let root = tree.root(tree.size()).expect("own size");
+        let head = match stored {
+            Some(sc) => {
+                let parsed = checkpoint::verify(&sc.note, &cfg.key_name, cfg.key.spki_der()).map_err(|e| OpenError::Corrupt {
+                    log: id,
+                    why: format!("latest checkpoint does not verify with the configured key: {e}"),
+                })?;
+                if parsed.root_hash != root || parsed.size != tree.size() || parsed.origin != cfg.origin {
+                    return Err(OpenError::Corrupt {
+                        log: id,
+                        why: format!(
+                            "checkpoint (origin {:?}, size {}) does not match the stored tree (origin {:?}, size {})",
+                            parsed.origin, parsed.size, cfg.origin, tree.size()
+                        ),
+                    });
+                }
+                SignedCheckpoint { checkpoint: parsed, note: sc.note }
+            }
+            None => {
+                // A new log: make its empty checkpoint durable so readers always have one.
+                let cp = signer.sign(Checkpoint { origin: cfg.origin.clone(), size: 0, root_hash: root })?;
+                let batch = Batch {
+                    log: id,
+                    integrated_time: 0,
+                    entries: vec![],
+                    tiles: vec![],
+                    checkpoint: StoredCheckpoint { size: 0, note: cp.note.clone() },
+                };
+                let store = storage.clone();
+                tokio::task::spawn_blocking(move || store.commit(&batch))
+                    .await
+                    .map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })??;
+                cp
+            }
+        };
+        let shared = Arc::new(Shared {
+            id,
+            origin: cfg.origin,
+            signer,
+            stamper: cfg.stamper,
+            storage,
+            tree: RwLock::new(tree),
+            head: RwLock::new(Arc::new(head)),
+        });
+        let (tx, rx) = mpsc::channel(cfg.batch.max_entries.max(1) * 64);
+        tokio::spawn(sequencer::run(shared.clone(), rx, cfg.batch));
+        Ok(Log { shared, tx })
+    }
+
+    /// Submits one entry and waits until it is durable (or found to be a duplicate).
+    pub async fn append(&self, body: Vec<u8>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
+        let (reply, rx) = oneshot::channel();
+        let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, reply };
+        self.tx.send(pending).await.map_err(|_| AppendError::Closed)?;
+        rx.await.map_err(|_| AppendError::Closed)?
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.shared.origin
+    }
+
+    pub fn key(&self) -> &SigningKey {
+        self.shared.signer.key()
+    }
+
+    pub fn storage_id(&self) -> LogId {
+        self.shared.id
+    }
+
+    /// The newest durable checkpoint.
+    pub fn head(&self) -> Arc<SignedCheckpoint> {
+        self.shared.head.read().clone()
+    }
+
+    pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, ProofError> {
+        self.check_durable(size)?;
+        self.shared.tree.read().inclusion_proof(index, size)
+    }
+
+    pub fn consistency_proof(&self, first: u64, second: u64) -> Result<Vec<Hash>, ProofError> {
+        self.check_durable(second)?;
+        self.shared.tree.read().consistency_proof(first, second)
+    }
+
+    pub fn root(&self, size: u64) -> Result<Hash, ProofError> {
+        self.check_durable(size)?;
+        self.shared.tree.read().root(size)
+    }
+
+    /// Leaf hash at `index`, if it is durable.
+    pub fn leaf_hash(&self, index: u64) -> Option<Hash> {
+        if index >= self.head().checkpoint.size {
+            return None;
+        }
+        self.shared.tree.read().leaf(index).copied()
+    }
+
+    /// The hashes of tile `index` at tile level `level`, cut at `width` nodes, if the durable
+    /// tree has that many; the bytes served at /tile/<L>/<N>[.p/<W>].
+    pub fn tile(&self, level: u8, index: u64, width: u64) -> Option<Vec<u8>> {
+        let size = self.head().checkpoint.size;
+        let available = (size >> (8 * level as u32)).saturating_sub(index.saturating_mul(TILE_WIDTH));
+        if width == 0 || width > TILE_WIDTH || available < width {
+            return None;
+        }
+        let tree = self.shared.tree.read();
+        Some(tree.level_slice(8 * level as u32, index * TILE_WIDTH, width).concat())
+    }
+
+    pub async fn entry(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        if index >= self.head().checkpoint.size {
+            return Ok(None);
+        }
+        let (store, id) = (self.shared.storage.clone(), self.shared.id);
+        blocking(move || store.entry(id, index)).await
+    }
+
+    pub async fn entries(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
+        let size = self.head().checkpoint.size;
+        let count = count.min(size.saturating_sub(start));
+        let (store, id) = (self.shared.storage.clone(), self.shared.id);
+        blocking(move || store.entries(id, start, count)).await
+    }
+
+    pub async fn find_leaf(&self, leaf: Hash) -> Result<Option<u64>, StorageError> {
+        let (store, id) = (self.shared.storage.clone(), self.shared.id);
+        let found = blocking(move || store.find_leaves(id, &[leaf])).await?;
+        Ok(found.into_iter().next().flatten().filter(|&i| i < self.head().checkpoint.size))
+    }
+
+    pub async fn indices_by_digest(&self, digest: Vec<u8>, limit: usize) -> Result<Vec<u64>, StorageError> {
+        let (store, id) = (self.shared.storage.clone(), self.shared.id);
+        blocking(move || store.indices_by_digest(id, &digest, limit)).await
+    }
+
+    fn check_durable(&self, size: u64) -> Result<(), ProofError> {
+        let available = self.head().checkpoint.size;
+        if size > available {
+            return Err(ProofError::SizeOutOfRange { size, available });
+        }
+        Ok(())
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, StorageError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| StorageError::Backend(e.to_string()))?
+}
+
+/// Rebuilds the tree from the stored leaf tiles, cut at the latest durable checkpoint.
+fn rebuild(store: &dyn Storage, id: LogId) -> Result<(Tree, Option<StoredCheckpoint>), OpenError> {
+    let stored = store.latest_checkpoint(id)?;
+    let size = stored.as_ref().map_or(0, |c| c.size);
+    let mut tree = Tree::new();
+    for tile in store.tiles(id, 0)? {
+        if tile.index * TILE_WIDTH != tree.size() || tile.hashes.len() % 32 != 0 {
+            return Err(OpenError::Corrupt { log: id, why: format!("leaf tile {} is missing or malformed", tile.index) });
+        }
+        for h in tile.hashes.chunks_exact(32) {
+            if tree.size() == size {
+                break;
+            }
+            tree.push(h.try_into().expect("32-byte chunk"));
+        }
+    }
+    if tree.size() != size {
+        return Err(OpenError::Corrupt {
+            log: id,
+            why: format!("checkpoint covers {size} entries but the leaf tiles hold {}", tree.size()),
+        });
+    }
+    Ok((tree, stored))
+}

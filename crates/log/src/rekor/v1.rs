@@ -1,0 +1,239 @@
+//! Rekor v1 `hashedrekord` 0.0.1: parsing, verification, canonical bodies and SETs.
+//!
+//! The canonical body is what Rekor stores and hashes into the tree: the RFC 8785 JSON of
+//! `{apiVersion, kind, spec: {data: {hash}, signature: {content, publicKey: {content}}}}`,
+//! with the key re-armoured as Go's `encoding/pem` writes it. Byte-identical canonical
+//! bodies are what deduplication compares.
+
+use serde_json::{json, Value};
+use signet_core::{b64, jcs, pem};
+use signet_core::keys::{KeyError, SigningKey};
+
+use super::verifier::{HashAlg, PublicKey};
+use super::{malformed, only_keys, rejected, req_str, EntryError};
+use crate::log::Stamper;
+
+/// A verified entry, ready to append.
+#[derive(Debug, Clone)]
+pub struct HashedRekord {
+    /// The canonical body (the leaf data).
+    pub body: Vec<u8>,
+    /// `<algorithm>:<hex>`: the key of the artifact-digest index.
+    pub digest_key: String,
+}
+
+/// Parses and verifies a proposed entry (`POST /api/v1/log/entries`).
+pub fn parse(request: &Value) -> Result<HashedRekord, EntryError> {
+    only_keys(request, &["apiVersion", "kind", "spec"], "entry")?;
+    let kind = req_str(request, &["kind"], "kind")?;
+    if kind != "hashedrekord" {
+        return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\"")));
+    }
+    let version = req_str(request, &["apiVersion"], "apiVersion")?;
+    if version != "0.0.1" {
+        return Err(malformed("apiVersion", format!("unsupported hashedrekord version {version:?}; expected \"0.0.1\"")));
+    }
+    let spec = request.get("spec").ok_or_else(|| malformed("spec", "required field is missing"))?;
+    only_keys(spec, &["data", "signature"], "spec")?;
+
+    let alg_name = req_str(spec, &["data", "hash", "algorithm"], "spec.data.hash.algorithm")?;
+    let alg = match alg_name {
+        "sha256" => HashAlg::Sha256,
+        "sha384" => HashAlg::Sha384,
+        "sha512" => HashAlg::Sha512,
+        other => return Err(malformed("spec.data.hash.algorithm", format!("unsupported {other:?}; expected sha256, sha384 or sha512"))),
+    };
+    let hex_value = req_str(spec, &["data", "hash", "value"], "spec.data.hash.value")?.to_ascii_lowercase();
+    let digest = hex::decode(&hex_value).map_err(|e| malformed("spec.data.hash.value", format!("not hex: {e}")))?;
+    if digest.len() != alg.len() {
+        return Err(malformed(
+            "spec.data.hash.value",
+            format!("{} digest must be {} hex characters, got {}", alg_name, alg.len() * 2, hex_value.len()),
+        ));
+    }
+
+    let sig_b64 = req_str(spec, &["signature", "content"], "spec.signature.content")?;
+    let sig = b64::decode(sig_b64).map_err(|e| malformed("spec.signature.content", format!("not base64: {e}")))?;
+    if sig.is_empty() {
+        return Err(malformed("spec.signature.content", "signature is empty"));
+    }
+    let key_b64 = req_str(spec, &["signature", "publicKey", "content"], "spec.signature.publicKey.content")?;
+    let key_pem = b64::decode(key_b64).map_err(|e| malformed("spec.signature.publicKey.content", format!("not base64: {e}")))?;
+    let block = pem::decode_first(&key_pem).map_err(|e| malformed("spec.signature.publicKey.content", e.to_string()))?;
+    let key = match block.label.as_str() {
+        "CERTIFICATE" => PublicKey::from_certificate(&block.der),
+        "PUBLIC KEY" => PublicKey::from_spki(&block.der),
+        other => {
+            return Err(malformed(
+                "spec.signature.publicKey.content",
+                format!("PEM block {other:?}; expected CERTIFICATE or PUBLIC KEY"),
+            ))
+        }
+    }
+    .map_err(|e| rejected("spec.signature.publicKey.content", e))?;
+    key.verify_digest(alg, &digest, &sig).map_err(|e| rejected("spec.signature.content", e))?;
+
+    let canonical_key = pem::encode(&block.label, &block.der);
+    let body = jcs::to_vec(&json!({
+        "apiVersion": "0.0.1",
+        "kind": "hashedrekord",
+        "spec": {
+            "data": {"hash": {"algorithm": alg_name, "value": hex_value}},
+            "signature": {"content": b64::encode(&sig), "publicKey": {"content": b64::encode(canonical_key)}},
+        }
+    }));
+    Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}") })
+}
+
+/// Signs Signed Entry Timestamps: ECDSA over the canonical JSON of
+/// `{body, integratedTime, logID, logIndex}`, the promise Rekor v1 clients check offline.
+pub struct SetSigner {
+    key: std::sync::Arc<SigningKey>,
+    log_id_hex: String,
+}
+
+impl SetSigner {
+    pub fn new(key: std::sync::Arc<SigningKey>) -> Self {
+        let log_id_hex = hex::encode(key.key_id());
+        SetSigner { key, log_id_hex }
+    }
+}
+
+/// The bytes a SET signs.
+pub fn set_payload(body: &[u8], integrated_time: i64, log_id_hex: &str, index: u64) -> Vec<u8> {
+    jcs::to_vec(&json!({
+        "body": b64::encode(body),
+        "integratedTime": integrated_time,
+        "logID": log_id_hex,
+        "logIndex": index,
+    }))
+}
+
+impl Stamper for SetSigner {
+    fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.key.sign(&set_payload(body, integrated_time, &self.log_id_hex, index))
+    }
+}
+
+/// The entry UUID Rekor hands out: the 16-hex tree ID followed by the 64-hex leaf hash.
+pub fn entry_uuid(tree_id: i64, leaf_hash: &[u8]) -> String {
+    format!("{:016x}{}", tree_id, hex::encode(leaf_hash))
+}
+
+/// One `LogEntry` map (`{uuid: {...}}`) as Rekor v1 returns it.
+pub struct EntryView<'a> {
+    pub uuid: &'a str,
+    pub body: &'a [u8],
+    pub integrated_time: i64,
+    pub log_id_hex: &'a str,
+    pub index: u64,
+    pub set: Option<&'a [u8]>,
+    pub proof: &'a [[u8; 32]],
+    pub root_hash: &'a [u8; 32],
+    pub tree_size: u64,
+    pub checkpoint: &'a str,
+}
+
+impl EntryView<'_> {
+    pub fn to_json(&self) -> Value {
+        let mut verification = json!({
+            "inclusionProof": {
+                "checkpoint": self.checkpoint,
+                "hashes": self.proof.iter().map(hex::encode).collect::<Vec<_>>(),
+                "logIndex": self.index,
+                "rootHash": hex::encode(self.root_hash),
+                "treeSize": self.tree_size,
+            }
+        });
+        if let Some(set) = self.set {
+            verification["signedEntryTimestamp"] = Value::String(b64::encode(set));
+        }
+        let mut map = serde_json::Map::new();
+        map.insert(
+            self.uuid.to_string(),
+            json!({
+                "body": b64::encode(self.body),
+                "integratedTime": self.integrated_time,
+                "logID": self.log_id_hex,
+                "logIndex": self.index,
+                "verification": verification,
+            }),
+        );
+        Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::encoding::AsDer;
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+
+    pub(crate) fn signed_request(artifact: &[u8]) -> Value {
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+        let sig = pair.sign(&SystemRandom::new(), artifact).unwrap();
+        let spki = pair.public_key().as_der().unwrap();
+        let pem = pem::encode("PUBLIC KEY", spki.as_ref());
+        json!({
+            "apiVersion": "0.0.1", "kind": "hashedrekord",
+            "spec": {
+                "signature": {"content": b64::encode(sig.as_ref()), "publicKey": {"content": b64::encode(pem)}},
+                "data": {"hash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(artifact))}}
+            }
+        })
+    }
+
+    #[test]
+    fn canonical_body_is_sorted_jcs() {
+        let req = signed_request(b"hello");
+        let entry = parse(&req).unwrap();
+        let text = String::from_utf8(entry.body.clone()).unwrap();
+        assert!(text.starts_with(r#"{"apiVersion":"0.0.1","kind":"hashedrekord","spec":{"data":{"hash":{"algorithm":"sha256","value":""#));
+        assert!(entry.digest_key.starts_with("sha256:"));
+        // Upper-case hex and unpadded base64 canonicalize to the same body.
+        let mut req2 = req.clone();
+        let v = req2["spec"]["data"]["hash"]["value"].as_str().unwrap().to_uppercase();
+        req2["spec"]["data"]["hash"]["value"] = Value::String(v);
+        assert_eq!(parse(&req2).unwrap().body, entry.body);
+    }
+
+    #[test]
+    fn refuses_each_kind_of_bad_input_naming_the_field() {
+        let good = signed_request(b"x");
+        let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+            ("kind", Box::new(|v| v["kind"] = json!("rekord"))),
+            ("apiVersion", Box::new(|v| v["apiVersion"] = json!("0.0.2"))),
+            ("spec.data.hash.algorithm", Box::new(|v| v["spec"]["data"]["hash"]["algorithm"] = json!("md5"))),
+            ("spec.data.hash.value", Box::new(|v| v["spec"]["data"]["hash"]["value"] = json!("abc"))),
+            ("spec.data.hash.value", Box::new(|v| v["spec"]["data"]["hash"]["value"] = json!("zz".repeat(32)))),
+            ("spec.signature.content", Box::new(|v| v["spec"]["signature"]["content"] = json!("@@@"))),
+            ("spec.signature.content", Box::new(|v| v["spec"]["data"]["hash"]["value"] = json!("00".repeat(32)))),
+            ("spec.signature.publicKey.content", Box::new(|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode("not pem")))),
+            ("spec.signature.publicKey.content", Box::new(|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode(pem::encode("CERTIFICATE", b"bogus"))))),
+            ("spec", Box::new(|v| v["spec"]["extra"] = json!(1))),
+        ];
+        for (field, mutate) in cases {
+            let mut req = good.clone();
+            mutate(&mut req);
+            let err = parse(&req).unwrap_err();
+            let named = match &err {
+                EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => *field,
+            };
+            assert_eq!(named, field, "{err}");
+        }
+    }
+
+    #[test]
+    fn set_verifies_over_canonical_payload() {
+        let key = std::sync::Arc::new(SigningKey::generate().unwrap());
+        let signer = SetSigner::new(key.clone());
+        let set = signer.stamp(5, 1700000000, b"body").unwrap();
+        let payload = set_payload(b"body", 1700000000, &hex::encode(key.key_id()), 5);
+        assert_eq!(
+            String::from_utf8(payload.clone()).unwrap(),
+            format!(r#"{{"body":"Ym9keQ==","integratedTime":1700000000,"logID":"{}","logIndex":5}}"#, hex::encode(key.key_id()))
+        );
+        assert!(signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
+    }
+}

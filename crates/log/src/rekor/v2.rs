@@ -1,0 +1,230 @@
+//! Rekor v2 `hashedRekordRequestV002` entries and the protojson `TransparencyLogEntry` reply.
+//!
+//! The stored body must be byte-identical to what sigstore-go and sigstore-python rebuild
+//! from a bundle: the RFC 8785 JSON of the protojson `Entry`
+//! `{apiVersion:"0.0.2", kind:"hashedrekord", spec:{hashedRekordV002:{data, signature}}}`.
+
+use serde_json::{json, Value};
+use signet_core::{b64, jcs};
+
+use super::verifier::{HashAlg, KeyKind, PublicKey};
+use super::{malformed, only_keys, rejected, req_str, EntryError};
+
+#[derive(Debug, Clone)]
+pub struct HashedRekordV2 {
+    pub body: Vec<u8>,
+    /// `<algorithm>:<hex>` in Rekor v1 spelling (`sha256:…`), so one search key fits both logs.
+    pub digest_key: String,
+}
+
+/// What a `keyDetails` value promises: the key type and the digest it signs.
+fn key_details(name: &str) -> Option<(fn(KeyKind) -> bool, HashAlg, &'static str)> {
+    fn p256(k: KeyKind) -> bool {
+        k == KeyKind::EcdsaP256
+    }
+    fn p384(k: KeyKind) -> bool {
+        k == KeyKind::EcdsaP384
+    }
+    fn rsa2048(k: KeyKind) -> bool {
+        k == KeyKind::Rsa { bits: 2048 }
+    }
+    fn rsa3072(k: KeyKind) -> bool {
+        k == KeyKind::Rsa { bits: 3072 }
+    }
+    fn rsa4096(k: KeyKind) -> bool {
+        k == KeyKind::Rsa { bits: 4096 }
+    }
+    fn ed(k: KeyKind) -> bool {
+        k == KeyKind::Ed25519
+    }
+    Some(match name {
+        "PKIX_ECDSA_P256_SHA_256" => (p256, HashAlg::Sha256, "SHA2_256"),
+        "PKIX_ECDSA_P384_SHA_384" => (p384, HashAlg::Sha384, "SHA2_384"),
+        "PKIX_RSA_PKCS1V15_2048_SHA256" | "PKIX_RSA_PSS_2048_SHA256" => (rsa2048, HashAlg::Sha256, "SHA2_256"),
+        "PKIX_RSA_PKCS1V15_3072_SHA256" | "PKIX_RSA_PSS_3072_SHA256" => (rsa3072, HashAlg::Sha256, "SHA2_256"),
+        "PKIX_RSA_PKCS1V15_4096_SHA256" | "PKIX_RSA_PSS_4096_SHA256" => (rsa4096, HashAlg::Sha256, "SHA2_256"),
+        "PKIX_ED25519_PH" => (ed, HashAlg::Sha512, "SHA2_512"),
+        _ => return None,
+    })
+}
+
+/// Parses and verifies a `CreateEntryRequest` (`POST /api/v2/log/entries`).
+pub fn parse(request: &Value) -> Result<HashedRekordV2, EntryError> {
+    only_keys(request, &["hashedRekordRequestV002", "dsseRequestV002"], "request")?;
+    if request.get("dsseRequestV002").is_some() {
+        return Err(malformed(
+            "dsseRequestV002",
+            "DSSE entries are not accepted on this log yet; send a hashedRekordRequestV002 over the DSSE PAE digest",
+        ));
+    }
+    let req = request
+        .get("hashedRekordRequestV002")
+        .ok_or_else(|| malformed("hashedRekordRequestV002", "required field is missing"))?;
+    only_keys(req, &["digest", "signature"], "hashedRekordRequestV002")?;
+    let sig = req.get("signature").ok_or_else(|| malformed("signature", "required field is missing"))?;
+    only_keys(sig, &["content", "verifier"], "signature")?;
+    let verifier = sig.get("verifier").ok_or_else(|| malformed("signature.verifier", "required field is missing"))?;
+    only_keys(verifier, &["publicKey", "x509Certificate", "keyDetails"], "signature.verifier")?;
+
+    let digest = b64::decode(req_str(req, &["digest"], "digest")?).map_err(|e| malformed("digest", format!("not base64: {e}")))?;
+    let content = b64::decode(req_str(sig, &["content"], "signature.content")?)
+        .map_err(|e| malformed("signature.content", format!("not base64: {e}")))?;
+    if content.is_empty() {
+        return Err(malformed("signature.content", "signature is empty"));
+    }
+    let details = req_str(verifier, &["keyDetails"], "signature.verifier.keyDetails")?;
+    let (kind_ok, alg, alg_name) = key_details(details).ok_or_else(|| {
+        rejected("signature.verifier.keyDetails", format!("unsupported {details:?}; expected ECDSA P-256/P-384, RSA 2048-4096 (SHA-256) or PKIX_ED25519_PH"))
+    })?;
+    if digest.len() != alg.len() {
+        return Err(malformed("digest", format!("{details} signs {}-byte digests, got {} bytes", alg.len(), digest.len())));
+    }
+
+    let (key, verifier_json) = match (verifier.get("publicKey"), verifier.get("x509Certificate")) {
+        (Some(pk), None) => {
+            let raw = b64::decode(req_str(pk, &["rawBytes"], "signature.verifier.publicKey.rawBytes")?)
+                .map_err(|e| malformed("signature.verifier.publicKey.rawBytes", format!("not base64: {e}")))?;
+            let key = PublicKey::from_spki(&raw).map_err(|e| rejected("signature.verifier.publicKey.rawBytes", e))?;
+            (key, json!({"keyDetails": details, "publicKey": {"rawBytes": b64::encode(&raw)}}))
+        }
+        (None, Some(cert)) => {
+            let raw = b64::decode(req_str(cert, &["rawBytes"], "signature.verifier.x509Certificate.rawBytes")?)
+                .map_err(|e| malformed("signature.verifier.x509Certificate.rawBytes", format!("not base64: {e}")))?;
+            let key = PublicKey::from_certificate(&raw).map_err(|e| rejected("signature.verifier.x509Certificate.rawBytes", e))?;
+            (key, json!({"keyDetails": details, "x509Certificate": {"rawBytes": b64::encode(&raw)}}))
+        }
+        _ => return Err(malformed("signature.verifier", "exactly one of publicKey or x509Certificate is required")),
+    };
+    if !kind_ok(key.kind) {
+        return Err(rejected("signature.verifier.keyDetails", format!("{details} does not match the key, which is {:?}", key.kind)));
+    }
+    key.verify_digest(alg, &digest, &content).map_err(|e| rejected("signature.content", e))?;
+
+    let body = jcs::to_vec(&json!({
+        "apiVersion": "0.0.2",
+        "kind": "hashedrekord",
+        "spec": {"hashedRekordV002": {
+            "data": {"algorithm": alg_name, "digest": b64::encode(&digest)},
+            "signature": {"content": b64::encode(&content), "verifier": verifier_json},
+        }}
+    }));
+    let v1_alg = match alg {
+        HashAlg::Sha256 => "sha256",
+        HashAlg::Sha384 => "sha384",
+        HashAlg::Sha512 => "sha512",
+    };
+    Ok(HashedRekordV2 { body, digest_key: format!("{v1_alg}:{}", hex::encode(&digest)) })
+}
+
+/// A `TransparencyLogEntry` in strict protojson: int64 as strings, bytes as base64, empty
+/// repeated fields omitted, and nothing Rekor v2 does not send (no integratedTime, no promise).
+pub struct TransparencyLogEntry<'a> {
+    pub index: u64,
+    pub key_id: &'a [u8],
+    pub body: &'a [u8],
+    pub proof: &'a [[u8; 32]],
+    pub root_hash: &'a [u8; 32],
+    pub tree_size: u64,
+    pub checkpoint: &'a str,
+}
+
+impl TransparencyLogEntry<'_> {
+    pub fn to_json(&self) -> Value {
+        let mut inclusion = json!({
+            "logIndex": self.index.to_string(),
+            "rootHash": b64::encode(self.root_hash),
+            "treeSize": self.tree_size.to_string(),
+            "checkpoint": {"envelope": self.checkpoint},
+        });
+        if !self.proof.is_empty() {
+            inclusion["hashes"] = Value::Array(self.proof.iter().map(|h| Value::String(b64::encode(h))).collect());
+        }
+        json!({
+            "logIndex": self.index.to_string(),
+            "logId": {"keyId": b64::encode(self.key_id)},
+            "kindVersion": {"kind": "hashedrekord", "version": "0.0.2"},
+            "inclusionProof": inclusion,
+            "canonicalizedBody": b64::encode(self.body),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::encoding::AsDer;
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+
+    fn request(artifact: &[u8]) -> Value {
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+        let sig = pair.sign(&SystemRandom::new(), artifact).unwrap();
+        let spki = pair.public_key().as_der().unwrap();
+        json!({"hashedRekordRequestV002": {
+            "digest": b64::encode(signet_core::hash::sha256(artifact)),
+            "signature": {"content": b64::encode(sig.as_ref()), "verifier": {
+                "publicKey": {"rawBytes": b64::encode(spki.as_ref())}, "keyDetails": "PKIX_ECDSA_P256_SHA_256"}}
+        }})
+    }
+
+    #[test]
+    fn body_matches_the_entry_clients_rebuild() {
+        let req = request(b"a");
+        let e = parse(&req).unwrap();
+        let body: Value = serde_json::from_slice(&e.body).unwrap();
+        let r = &req["hashedRekordRequestV002"];
+        assert_eq!(
+            body,
+            json!({"apiVersion": "0.0.2", "kind": "hashedrekord", "spec": {"hashedRekordV002": {
+                "data": {"algorithm": "SHA2_256", "digest": r["digest"]},
+                "signature": {"content": r["signature"]["content"], "verifier": {
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    "publicKey": {"rawBytes": r["signature"]["verifier"]["publicKey"]["rawBytes"]}}}}}})
+        );
+        assert!(String::from_utf8(e.body).unwrap().starts_with(r#"{"apiVersion":"0.0.2","kind":"hashedrekord","spec":{"hashedRekordV002":{"data":{"algorithm":"SHA2_256","digest":""#));
+    }
+
+    #[test]
+    fn refuses_bad_requests() {
+        let good = request(b"a");
+        let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+            ("digest", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([1u8; 20])))),
+            ("digest", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!("%%%"))),
+            ("signature.content", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([1u8; 32])))),
+            ("digest", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_ECDSA_P384_SHA_384"))),
+            ("signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_RSA_PKCS1V15_2048_SHA256"))),
+            ("signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_ED25519"))),
+            ("signature.verifier.publicKey.rawBytes", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["publicKey"]["rawBytes"] = json!(b64::encode(b"junk")))),
+            ("dsseRequestV002", Box::new(|v| *v = json!({"dsseRequestV002": {}}))),
+            ("request", Box::new(|v| v["other"] = json!(1))),
+        ];
+        for (field, mutate) in cases {
+            let mut req = good.clone();
+            mutate(&mut req);
+            let err = parse(&req).unwrap_err();
+            let named = match &err {
+                EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => *field,
+            };
+            assert_eq!(named, field, "{err}");
+        }
+    }
+
+    #[test]
+    fn protojson_shape() {
+        let v = TransparencyLogEntry {
+            index: 3,
+            key_id: &[1, 2],
+            body: b"{}",
+            proof: &[],
+            root_hash: &[0; 32],
+            tree_size: 4,
+            checkpoint: "note",
+        }
+        .to_json();
+        assert_eq!(v["logIndex"], "3");
+        assert_eq!(v["inclusionProof"]["treeSize"], "4");
+        assert!(v["inclusionProof"].get("hashes").is_none());
+        assert!(v.get("integratedTime").is_none() && v.get("inclusionPromise").is_none());
+        assert_eq!(v.as_object().unwrap().len(), 5);
+    }
+}

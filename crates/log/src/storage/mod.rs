@@ -1,0 +1,94 @@
+//! Durable storage for the logs, behind one trait so that backends can be swapped.
+//!
+//! The contract, in Sunlight's words: when [`Storage::commit`] returns, the batch is fully
+//! persisted. A batch is the entries of one sequencer flush, the tiles they changed and the
+//! checkpoint that covers them, and it lands whole or not at all. The sequencer calls the
+//! trait from blocking threads, so implementations may block.
+
+mod sqlite;
+
+pub use sqlite::SqliteStorage;
+
+use signet_core::hash::Hash;
+
+/// Which log a row belongs to. Several logs share one store.
+pub type LogId = u8;
+
+/// An entry as the sequencer hands it to storage.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    pub index: u64,
+    pub leaf_hash: Hash,
+    /// The artifact digest the entry is searchable by, if any.
+    pub digest: Option<Vec<u8>>,
+    pub body: Vec<u8>,
+    /// Per-entry signature made at sequencing time (the SET on the Rekor v1 log).
+    pub stamp: Option<Vec<u8>>,
+}
+
+/// An entry as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    pub index: u64,
+    pub leaf_hash: Hash,
+    pub integrated_time: i64,
+    pub body: Vec<u8>,
+    pub stamp: Option<Vec<u8>>,
+}
+
+/// One C2SP tile as stored: the concatenated hashes of up to 256 nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tile {
+    pub level: u8,
+    pub index: u64,
+    pub hashes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCheckpoint {
+    pub size: u64,
+    pub note: String,
+}
+
+/// Everything one sequencer flush makes durable, in one commit.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub log: LogId,
+    pub integrated_time: i64,
+    pub entries: Vec<NewEntry>,
+    pub tiles: Vec<Tile>,
+    pub checkpoint: StoredCheckpoint,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage backend failed: {0}")]
+    Backend(String),
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+pub trait Storage: Send + Sync + 'static {
+    /// Persists `batch` atomically. When this returns `Ok`, the batch survives a crash.
+    fn commit(&self, batch: &Batch) -> Result<(), StorageError>;
+
+    /// The newest committed checkpoint of `log`, if it has one.
+    fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError>;
+
+    /// All tiles of one tile level, in index order (used to rebuild the tree at startup).
+    fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError>;
+
+    /// For each leaf hash, the index of an entry with that hash, if one is stored.
+    fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<Option<u64>>, StorageError>;
+
+    fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError>;
+
+    /// Entries `start..start + count` that exist, in index order.
+    fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError>;
+
+    /// Indices of entries whose artifact digest is `digest`, oldest first, at most `limit`.
+    fn indices_by_digest(&self, log: LogId, digest: &[u8], limit: usize) -> Result<Vec<u64>, StorageError>;
+
+    /// A small named value, set once and read back forever after (tree IDs and the like).
+    fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError>;
+}
