@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub tree: RwLock<Tree>,
     /// The newest durable checkpoint. Readers never see a size beyond it.
     pub head: RwLock<Arc<SignedCheckpoint>>,
+    /// Leaves sequenced but not yet durable, so that duplicates are caught in flight too.
+    pub inflight: parking_lot::Mutex<std::collections::HashMap<Hash, u64>>,
 }
 
 #[derive(Clone)]
@@ -120,6 +122,7 @@ impl Log {
             storage,
             tree: RwLock::new(tree),
             head: RwLock::new(Arc::new(head)),
+            inflight: Default::default(),
         });
         let (tx, rx) = mpsc::channel(cfg.batch.max_entries.max(1) * 64);
         tokio::spawn(sequencer::run(shared.clone(), rx, cfg.batch));

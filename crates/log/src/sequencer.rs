@@ -1,11 +1,15 @@
 //! The sequencer: the one task that owns a log's tree and assigns indices.
 //!
-//! Appends wait in a pool (a channel). The sequencer takes up to `batch_size` of them, or
-//! whatever arrived within `batch_delay` of the first, and then, in order:
-//! drops entries already in the log, appends the rest to the tree, signs one checkpoint,
-//! stamps each entry (the SET on Rekor v1), and commits all of it in one durable write.
-//! Only after that commit are the waiting requests answered. If the commit fails the tree is
-//! rolled back, every waiter gets the error, and no index is ever handed out twice.
+//! Appends wait in a pool (a channel). The sequencer takes up to `max_entries` of them, or
+//! whatever arrived within `max_delay` of the first, drops entries the log already holds,
+//! appends the rest to the tree, signs one checkpoint, and stamps each entry (the SET on
+//! Rekor v1). The committer then writes the batch in one durable commit and only then answers
+//! the waiting requests.
+//!
+//! The two stages run concurrently: while one batch is being fsynced, the next is prepared.
+//! Commits stay strictly in order. If a commit fails, the tree is cut back to the last
+//! durable size, that batch and every batch built on top of it fail, and no index is ever
+//! handed out twice.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,12 +24,14 @@ use crate::log::{AppendError, Shared};
 use crate::storage::{Batch, NewEntry, StoredCheckpoint, Tile};
 use crate::tiles::TILE_WIDTH;
 
+type Reply = oneshot::Sender<Result<Sequenced, AppendError>>;
+
 /// An entry waiting to be sequenced.
 pub(crate) struct Pending {
     pub leaf_hash: Hash,
     pub digest: Option<Vec<u8>>,
     pub body: Vec<u8>,
-    pub reply: oneshot::Sender<Result<Sequenced, AppendError>>,
+    pub reply: Reply,
 }
 
 /// What the sequencer tells a waiting request.
@@ -49,7 +55,23 @@ impl Default for BatchPolicy {
     }
 }
 
+/// A batch that is sequenced and signed, waiting for its durable commit.
+struct Prepared {
+    old_size: u64,
+    batch: Batch,
+    checkpoint: Arc<SignedCheckpoint>,
+    /// One reply per entry of `batch.entries`, in order.
+    fresh: Vec<Reply>,
+    /// Requests for entries that are already sequenced; answered once this batch is durable.
+    repeats: Vec<(u64, Reply)>,
+}
+
+/// How many prepared batches may wait for the committer.
+const PIPELINE_DEPTH: usize = 2;
+
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, policy: BatchPolicy) {
+    let (commit_tx, commit_rx) = mpsc::channel::<Prepared>(PIPELINE_DEPTH);
+    let committer = tokio::spawn(commit_loop(shared.clone(), commit_rx));
     let mut pool: Vec<Pending> = Vec::with_capacity(policy.max_entries);
     while let Some(first) = rx.recv().await {
         pool.push(first);
@@ -60,39 +82,57 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
                 Ok(None) | Err(_) => break,
             }
         }
-        flush(&shared, std::mem::take(&mut pool)).await;
+        if let Some(prepared) = prepare(&shared, std::mem::take(&mut pool)).await {
+            if commit_tx.send(prepared).await.is_err() {
+                break;
+            }
+        }
     }
+    drop(commit_tx);
+    let _ = committer.await;
 }
 
-async fn flush(shared: &Arc<Shared>, pool: Vec<Pending>) {
-    let leaves: Vec<Hash> = pool.iter().map(|p| p.leaf_hash).collect();
-    let storage = shared.storage.clone();
-    let log_id = shared.id;
-    let known = match tokio::task::spawn_blocking(move || storage.find_leaves(log_id, &leaves)).await {
+/// Dedupes, appends to the tree, signs. Returns `None` if nothing new needs committing.
+async fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
+    // Look in the in-flight set before storage: a batch leaves the set only after its commit,
+    // so an entry is always visible in one of the two.
+    let mut repeats: Vec<(u64, Reply)> = Vec::new();
+    let mut unknown: Vec<Pending> = Vec::with_capacity(pool.len());
+    {
+        let inflight = shared.inflight.lock();
+        for p in pool {
+            match inflight.get(&p.leaf_hash) {
+                Some(&index) => repeats.push((index, p.reply)),
+                None => unknown.push(p),
+            }
+        }
+    }
+    let leaves: Vec<Hash> = unknown.iter().map(|p| p.leaf_hash).collect();
+    let (storage, log_id) = (shared.storage.clone(), shared.id);
+    let stored = match tokio::task::spawn_blocking(move || storage.find_leaves(log_id, &leaves)).await {
         Ok(Ok(known)) => known,
-        Ok(Err(e)) => return fail_all(pool, AppendError::Storage(e.to_string())),
-        Err(e) => return fail_all(pool, AppendError::Storage(e.to_string())),
+        Ok(Err(e)) => return fail(unknown.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.1)), AppendError::Storage(e.to_string())),
+        Err(e) => return fail(unknown.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.1)), AppendError::Storage(e.to_string())),
     };
 
-    // Split the pool into new entries, duplicates of stored entries, and repeats within the pool.
+    let mut fresh: Vec<Pending> = Vec::with_capacity(unknown.len());
     let mut first_in_pool: HashMap<Hash, usize> = HashMap::new();
-    let mut fresh: Vec<Pending> = Vec::with_capacity(pool.len());
-    let mut repeats: Vec<(usize, Pending)> = Vec::new();
-    for (p, known) in pool.into_iter().zip(known) {
-        if let Some(index) = known {
+    let mut repeat_of_fresh: Vec<(usize, Reply)> = Vec::new();
+    for (p, stored) in unknown.into_iter().zip(stored) {
+        if let Some(index) = stored {
             let _ = p.reply.send(Ok(Sequenced::Duplicate { index }));
         } else if let Some(&pos) = first_in_pool.get(&p.leaf_hash) {
-            repeats.push((pos, p));
+            repeat_of_fresh.push((pos, p.reply));
         } else {
             first_in_pool.insert(p.leaf_hash, fresh.len());
             fresh.push(p);
         }
     }
-    if fresh.is_empty() {
-        return;
+    if fresh.is_empty() && repeats.is_empty() {
+        return None;
     }
 
-    let integrated_time = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let integrated_time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let (old_size, new_size, root, tiles) = {
         let mut tree = shared.tree.write();
         let old_size = tree.size();
@@ -103,74 +143,123 @@ async fn flush(shared: &Arc<Shared>, pool: Vec<Pending>) {
         let root = tree.root(new_size).expect("size is the tree's own");
         (old_size, new_size, root, changed_tiles(&tree, old_size, new_size))
     };
+    repeats.extend(repeat_of_fresh.into_iter().map(|(pos, r)| (old_size + pos as u64, r)));
 
-    let prepared = prepare(shared, &fresh, old_size, new_size, root, integrated_time);
-    let (checkpoint, entries) = match prepared {
+    let signed = sign_batch(shared, &mut fresh, old_size, new_size, root, integrated_time);
+    let (checkpoint, entries, replies) = match signed {
         Ok(x) => x,
         Err(e) => {
             shared.tree.write().truncate(old_size);
-            return fail_all(fresh.into_iter().chain(repeats.into_iter().map(|r| r.1)).collect(), e);
+            return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.1)), e);
         }
     };
-    let batch = Batch {
-        log: shared.id,
-        integrated_time,
-        entries,
-        tiles,
-        checkpoint: StoredCheckpoint { size: new_size, note: checkpoint.note.clone() },
-    };
-    let storage = shared.storage.clone();
-    let committed = tokio::task::spawn_blocking(move || storage.commit(&batch).map(|()| batch)).await;
-    let batch = match committed {
-        Ok(Ok(batch)) => batch,
-        Ok(Err(e)) => {
-            shared.tree.write().truncate(old_size);
-            return fail_all(fresh.into_iter().chain(repeats.into_iter().map(|r| r.1)).collect(), AppendError::Storage(e.to_string()));
+    {
+        let mut inflight = shared.inflight.lock();
+        for e in &entries {
+            inflight.insert(e.leaf_hash, e.index);
         }
-        Err(e) => {
-            shared.tree.write().truncate(old_size);
-            return fail_all(fresh.into_iter().chain(repeats.into_iter().map(|r| r.1)).collect(), AppendError::Storage(e.to_string()));
-        }
-    };
-
-    let checkpoint = Arc::new(checkpoint);
-    *shared.head.write() = checkpoint.clone();
-    for (p, e) in fresh.into_iter().zip(batch.entries) {
-        let _ = p.reply.send(Ok(Sequenced::New {
-            index: e.index,
+    }
+    Some(Prepared {
+        old_size,
+        batch: Batch {
+            log: shared.id,
             integrated_time,
-            stamp: e.stamp,
-            checkpoint: checkpoint.clone(),
-        }));
-    }
-    for (pos, p) in repeats {
-        let _ = p.reply.send(Ok(Sequenced::Duplicate { index: old_size + pos as u64 }));
-    }
+            entries,
+            tiles,
+            checkpoint: StoredCheckpoint { size: new_size, note: checkpoint.note.clone() },
+        },
+        checkpoint: Arc::new(checkpoint),
+        fresh: replies,
+        repeats,
+    })
 }
 
-/// Signs the checkpoint and stamps each entry. CPU-bound but short: one signature per entry.
-fn prepare(
+/// Signs the checkpoint and stamps each entry, taking the entries out of `fresh`.
+fn sign_batch(
     shared: &Shared,
-    fresh: &[Pending],
+    fresh: &mut Vec<Pending>,
     old_size: u64,
     new_size: u64,
     root: Hash,
     integrated_time: i64,
-) -> Result<(SignedCheckpoint, Vec<NewEntry>), AppendError> {
+) -> Result<(SignedCheckpoint, Vec<NewEntry>, Vec<Reply>), AppendError> {
     let checkpoint = shared
         .signer
         .sign(Checkpoint { origin: shared.origin.clone(), size: new_size, root_hash: root })
         .map_err(|e| AppendError::Signing(e.to_string()))?;
-    let mut entries = Vec::with_capacity(fresh.len());
+    let mut stamps = Vec::with_capacity(fresh.len());
     for (i, p) in fresh.iter().enumerate() {
-        let index = old_size + i as u64;
-        let stamp = match &shared.stamper {
-            Some(s) => Some(s.stamp(index, integrated_time, &p.body).map_err(|e| AppendError::Signing(e.to_string()))?),
+        stamps.push(match &shared.stamper {
+            Some(s) => Some(s.stamp(old_size + i as u64, integrated_time, &p.body).map_err(|e| AppendError::Signing(e.to_string()))?),
             None => None,
-        };
-        entries.push(NewEntry { index, leaf_hash: p.leaf_hash, digest: p.digest.clone(), body: p.body.clone(), stamp });
+        });
     }
-    Ok((checkpoint, entries))
+    let mut entries = Vec::with_capacity(fresh.len());
+    let mut replies = Vec::with_capacity(fresh.len());
+    for (i, (p, stamp)) in fresh.drain(..).zip(stamps).enumerate() {
+        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, body: p.body, stamp });
+        replies.push(p.reply);
+    }
+    Ok((checkpoint, entries, replies))
+}
+
+/// Commits prepared batches in order and answers their waiters.
+async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
+    let mut durable_size = shared.head.read().checkpoint.size;
+    while let Some(p) = rx.recv().await {
+        let Prepared { old_size, batch, checkpoint, fresh, repeats } = p;
+        let leaves: Vec<Hash> = batch.entries.iter().map(|e| e.leaf_hash).collect();
+        let outcome = if old_size != durable_size {
+            // Built on top of a batch that failed to commit.
+            Err(AppendError::Storage("an earlier batch failed to commit".into()))
+        } else if batch.entries.is_empty() {
+            Ok(batch)
+        } else {
+            let storage = shared.storage.clone();
+            match tokio::task::spawn_blocking(move || storage.commit(&batch).map(|()| batch)).await {
+                Ok(Ok(batch)) => Ok(batch),
+                Ok(Err(e)) => {
+                    shared.tree.write().truncate(durable_size);
+                    Err(AppendError::Storage(e.to_string()))
+                }
+                Err(e) => {
+                    shared.tree.write().truncate(durable_size);
+                    Err(AppendError::Storage(e.to_string()))
+                }
+            }
+        };
+        match outcome {
+            Ok(batch) => {
+                if !batch.entries.is_empty() {
+                    durable_size = checkpoint.checkpoint.size;
+                    *shared.head.write() = checkpoint.clone();
+                }
+                for (reply, e) in fresh.into_iter().zip(batch.entries) {
+                    let _ = reply.send(Ok(Sequenced::New {
+                        index: e.index,
+                        integrated_time: batch.integrated_time,
+                        stamp: e.stamp,
+                        checkpoint: checkpoint.clone(),
+                    }));
+                }
+                for (index, reply) in repeats {
+                    let answer = if index < durable_size {
+                        Ok(Sequenced::Duplicate { index })
+                    } else {
+                        Err(AppendError::Storage("the identical entry's batch failed to commit".into()))
+                    };
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) => {
+                fail::<()>(fresh.into_iter().chain(repeats.into_iter().map(|r| r.1)), e);
+            }
+        }
+        let mut inflight = shared.inflight.lock();
+        for leaf in leaves {
+            inflight.remove(&leaf);
+        }
+    }
 }
 
 /// The tiles (c2sp.org/tlog-tiles) whose contents changed when the tree grew.
@@ -190,9 +279,10 @@ pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u
     tiles
 }
 
-fn fail_all(pool: Vec<Pending>, err: AppendError) {
-    tracing::error!(error = %err, entries = pool.len(), "batch not committed");
-    for p in pool {
-        let _ = p.reply.send(Err(err.clone()));
+fn fail<T>(replies: impl IntoIterator<Item = Reply>, err: AppendError) -> Option<T> {
+    tracing::error!(error = %err, "batch not committed");
+    for r in replies {
+        let _ = r.send(Err(err.clone()));
     }
+    None
 }

@@ -1,0 +1,55 @@
+//! The signet server: configuration, startup, and the HTTP API over the service crates.
+//!
+//! - [`config`]: the TOML / environment / flag configuration.
+//! - [`state`]: opening storage, keys and logs at startup.
+//! - [`api`]: the router and handlers.
+//! - [`serve`]: binding, the readiness line, graceful shutdown.
+
+pub mod api;
+pub mod config;
+pub mod state;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+pub use config::Config;
+pub use state::{AppState, StartError};
+
+/// Opens everything, binds, prints `signet listening on <URL>` and serves until SIGINT/SIGTERM.
+///
+/// The listener is plain TCP for now; the TLS layer will wrap the accept loop here
+/// (axum's `serve` takes any `Listener`), leaving the router untouched.
+pub async fn serve(cfg: Config) -> Result<(), StartError> {
+    let state = Arc::new(AppState::open(&cfg).await?);
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| StartError::Io { what: format!("cannot listen on {}", cfg.listen), source })?;
+    let local = listener.local_addr().expect("bound socket has an address");
+    let url = match &cfg.public_url {
+        Some(u) => u.trim_end_matches('/').to_string(),
+        None => format!("http://{local}"),
+    };
+    println!("signet listening on {url}");
+    tracing::info!(%local, %url, "listening");
+    let app = api::router(state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|source| StartError::Io { what: "serving HTTP".into(), source })?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

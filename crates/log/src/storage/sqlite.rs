@@ -53,7 +53,8 @@ impl SqliteStorage {
         let writer = Connection::open(path).map_err(backend)?;
         writer
             .execute_batch(
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;",
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; \
+                 PRAGMA cache_size=-131072; PRAGMA mmap_size=17179869184; PRAGMA wal_autocheckpoint=16384;",
             )
             .map_err(backend)?;
         writer.execute_batch(SCHEMA).map_err(backend)?;
@@ -69,7 +70,8 @@ impl SqliteStorage {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .map_err(backend)?;
-            r.execute_batch("PRAGMA busy_timeout=5000;").map_err(backend)?;
+            r.execute_batch("PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184;")
+                .map_err(backend)?;
             readers.push(Mutex::new(r));
         }
         Ok(SqliteStorage { writer: Mutex::new(writer), readers, next_reader: AtomicUsize::new(0) })

@@ -1,0 +1,234 @@
+//! The open-loop load generator.
+//!
+//! Requests are scheduled at a constant arrival rate, independent of how fast responses come
+//! back, and each latency is measured from the request's *intended* send time. A server that
+//! stalls therefore shows its stall in the percentiles instead of silently slowing the
+//! generator down (coordinated omission; the wrk2 method). Workers each own one keep-alive
+//! connection and take scheduled requests from a shared backlog; a run is bounded in count
+//! and in time and stops by itself.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http::{Method, Uri};
+use tokio::sync::{mpsc, Mutex};
+use tokio::time::Instant;
+
+use crate::conn::Conn;
+use crate::result::{Latency, LoadResult, Second};
+use crate::workload::{RequestMaker, Workload};
+
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    pub target: Uri,
+    pub workload: Workload,
+    pub rate: f64,
+    pub duration: Duration,
+    pub connections: usize,
+    pub method: Method,
+    pub body: Bytes,
+    /// How long one request may take before it counts as a timeout.
+    pub timeout: Duration,
+    pub progress: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("invalid load spec: {0}")]
+    Spec(String),
+    #[error("target {0}: {1}")]
+    Target(String, String),
+}
+
+/// The most requests one run may schedule, whatever rate × duration asks for.
+pub const MAX_REQUESTS: u64 = 5_000_000;
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid bounds")
+}
+
+struct WorkerStats {
+    total: Histogram<u64>,
+    per_second: Vec<(u64, Histogram<u64>)>,
+    errors: BTreeMap<String, u64>,
+    ok: u64,
+    expired: u64,
+}
+
+pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
+    if !(spec.rate > 0.0 && spec.rate <= 1_000_000.0) {
+        return Err(LoadError::Spec(format!("rate must be in (0, 1000000], got {}", spec.rate)));
+    }
+    if spec.duration.is_zero() || spec.duration > Duration::from_secs(24 * 3600) {
+        return Err(LoadError::Spec("duration must be between 1 s and 24 h".into()));
+    }
+    if spec.connections == 0 || spec.connections > 4096 {
+        return Err(LoadError::Spec(format!("connections must be 1..=4096, got {}", spec.connections)));
+    }
+    if spec.target.scheme_str() != Some("http") || spec.target.authority().is_none() {
+        return Err(LoadError::Spec(format!("target {} must be an http:// URL (TLS arrives with the TLS layer)", spec.target)));
+    }
+    let total = ((spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
+
+    let read_size = if spec.workload == Workload::LogRead { tree_size(&spec.target).await? } else { 0 };
+    let (target, kind, method, body) = (spec.target.clone(), spec.workload, spec.method.clone(), spec.body.clone());
+    let maker = tokio::task::spawn_blocking(move || {
+        RequestMaker::prepare(&target, kind, total as usize, method, body, read_size)
+    })
+    .await
+    .map_err(|e| LoadError::Spec(e.to_string()))?;
+
+    // The backlog holds at most ~2 s of arrivals; beyond that requests are dropped and counted.
+    let backlog = ((spec.rate * 2.0) as usize).clamp(spec.connections * 2, 1_000_000);
+    let (tx, rx) = mpsc::channel::<(u64, Instant)>(backlog);
+    let rx = Arc::new(Mutex::new(rx));
+    let start = Instant::now() + Duration::from_millis(20);
+    let hard_stop = start + spec.duration + spec.timeout;
+
+    let mut workers = Vec::with_capacity(spec.connections);
+    for _ in 0..spec.connections {
+        let (rx, maker, target, timeout) = (rx.clone(), maker.clone(), spec.target.clone(), spec.timeout);
+        workers.push(tokio::spawn(async move { worker(rx, maker, target, timeout, start, hard_stop).await }));
+    }
+
+    let progress = spec.progress.then(|| {
+        let bar = indicatif::ProgressBar::new(spec.duration.as_secs().max(1));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed}/{len}s [{bar:30}] {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(format!("{} at {}/s", spec.workload.name(), spec.rate));
+        bar
+    });
+
+    let mut dropped = 0u64;
+    let interval = 1.0 / spec.rate;
+    for i in 0..total {
+        let intended = start + Duration::from_secs_f64(i as f64 * interval);
+        if intended > Instant::now() {
+            tokio::time::sleep_until(intended).await;
+        }
+        if tx.try_send((i, intended)).is_err() {
+            dropped += 1;
+        }
+        if let Some(bar) = &progress {
+            bar.set_position(intended.duration_since(start).as_secs());
+        }
+    }
+    drop(tx);
+
+    let mut total_hist = new_histogram();
+    let mut seconds: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
+    let mut errors = BTreeMap::new();
+    let mut ok = 0;
+    for w in workers {
+        let stats = w.await.map_err(|e| LoadError::Spec(format!("worker failed: {e}")))?;
+        total_hist.add(&stats.total).expect("same bounds");
+        for (t, h) in stats.per_second {
+            seconds.entry(t).or_insert_with(new_histogram).add(&h).expect("same bounds");
+        }
+        for (k, v) in stats.errors {
+            *errors.entry(k).or_insert(0) += v;
+        }
+        ok += stats.ok;
+        dropped += stats.expired;
+    }
+    let elapsed = start.elapsed().as_secs_f64().max(spec.duration.as_secs_f64());
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let per_second = seconds
+        .into_iter()
+        .map(|(t, h)| {
+            let l = Latency::from_histogram(&h);
+            Second { t, ok: h.len(), p50_ms: l.p50, p99_ms: l.p99 }
+        })
+        .collect();
+    Ok(LoadResult {
+        workload: spec.workload.name().to_string(),
+        target: spec.target.to_string(),
+        offered_rps: spec.rate,
+        achieved_rps: ok as f64 / elapsed,
+        duration_s: elapsed,
+        connections: spec.connections,
+        scheduled: total,
+        ok,
+        latency_ms: Latency::from_histogram(&total_hist),
+        errors,
+        dropped,
+        per_second,
+    })
+}
+
+async fn worker(
+    rx: Arc<Mutex<mpsc::Receiver<(u64, Instant)>>>,
+    maker: Arc<RequestMaker>,
+    target: Uri,
+    timeout: Duration,
+    start: Instant,
+    hard_stop: Instant,
+) -> WorkerStats {
+    let mut conn = Conn::new(&target);
+    let mut stats = WorkerStats {
+        total: new_histogram(),
+        per_second: Vec::new(),
+        errors: BTreeMap::new(),
+        ok: 0,
+        expired: 0,
+    };
+    loop {
+        let job = rx.lock().await.recv().await;
+        let Some((i, intended)) = job else { break };
+        if Instant::now() >= hard_stop {
+            stats.expired += 1;
+            continue;
+        }
+        let outcome = tokio::time::timeout(timeout, conn.send(maker.request(i))).await;
+        let done = Instant::now();
+        let err = match outcome {
+            Ok(Ok(resp)) if resp.status().is_success() => None,
+            Ok(Ok(resp)) => Some(format!("status_{}", resp.status().as_u16())),
+            Ok(Err(e)) => Some(e.kind().to_string()),
+            Err(_) => {
+                conn = Conn::new(&target);
+                Some("timeout".to_string())
+            }
+        };
+        match err {
+            None => {
+                let us = done.saturating_duration_since(intended).as_micros().max(1) as u64;
+                stats.total.saturating_record(us);
+                let sec = intended.saturating_duration_since(start).as_secs();
+                match stats.per_second.last_mut() {
+                    Some((t, h)) if *t == sec => h.saturating_record(us),
+                    _ => {
+                        let mut h = new_histogram();
+                        h.saturating_record(us);
+                        stats.per_second.push((sec, h));
+                    }
+                }
+                stats.ok += 1;
+            }
+            Some(kind) => *stats.errors.entry(kind).or_insert(0) += 1,
+        }
+    }
+    stats
+}
+
+/// The current Rekor v1 tree size, so reads pick indices that exist.
+async fn tree_size(target: &Uri) -> Result<u64, LoadError> {
+    let url = format!("{}/api/v1/log", target.to_string().trim_end_matches('/'));
+    let mut conn = Conn::new(target);
+    let req = http::Request::get(&url).body(http_body_util::Full::new(Bytes::new())).expect("valid");
+    let resp = conn.send(req).await.map_err(|e| LoadError::Target(url.clone(), e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(resp.body()).map_err(|e| LoadError::Target(url.clone(), format!("not JSON: {e}")))?;
+    match v.get("treeSize").and_then(|s| s.as_u64()) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(LoadError::Target(url, "log is empty or has no treeSize; run log-append first".into())),
+    }
+}

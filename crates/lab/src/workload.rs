@@ -1,0 +1,153 @@
+//! Workloads: how each request of a run is made.
+//!
+//! Append workloads sign their entries before the clock starts, so the generator spends its
+//! measured time sending requests, not computing signatures on the cores it shares with the
+//! server under test.
+
+use std::sync::Arc;
+
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use bytes::Bytes;
+use http::{Method, Request, Uri};
+use http_body_util::Full;
+use serde_json::json;
+use signet_core::{b64, hash, pem};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Distinct, validly signed hashedrekord v0.0.1 entries to `POST /api/v1/log/entries`.
+    LogAppend,
+    /// Distinct hashedRekordRequestV002 entries to `POST /api/v2/log/entries`.
+    LogAppendV2,
+    /// Entry + inclusion proof reads, `GET /api/v1/log/entries?logIndex=` at random indices.
+    LogRead,
+    /// The target URL itself, with `--method` and `--body`.
+    Custom,
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "log-append" => Workload::LogAppend,
+            "log-append-v2" => Workload::LogAppendV2,
+            "log-read" => Workload::LogRead,
+            "custom" => Workload::Custom,
+            other => {
+                return Err(format!(
+                    "unknown workload {other:?}; expected log-append, log-append-v2, log-read or custom \
+                     (sign, verify, mixed and tsa arrive with the CA and TSA)"
+                ))
+            }
+        })
+    }
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::LogAppend => "log-append",
+            Workload::LogAppendV2 => "log-append-v2",
+            Workload::LogRead => "log-read",
+            Workload::Custom => "custom",
+        }
+    }
+}
+
+/// Makes the i-th request of a run.
+pub struct RequestMaker {
+    base: String,
+    kind: Workload,
+    bodies: Vec<Bytes>,
+    method: Method,
+    custom_body: Bytes,
+    read_size: u64,
+}
+
+impl RequestMaker {
+    pub fn prepare(
+        target: &Uri,
+        kind: Workload,
+        count: usize,
+        method: Method,
+        custom_body: Bytes,
+        read_size: u64,
+    ) -> Arc<RequestMaker> {
+        let base = target.to_string().trim_end_matches('/').to_string();
+        let bodies = match kind {
+            Workload::LogAppend | Workload::LogAppendV2 => signed_entries(kind, count),
+            _ => Vec::new(),
+        };
+        Arc::new(RequestMaker { base, kind, bodies, method, custom_body, read_size })
+    }
+
+    pub fn request(&self, i: u64) -> Request<Full<Bytes>> {
+        let json = |path: &str, body: Bytes| {
+            Request::post(format!("{}{path}", self.base))
+                .header("content-type", "application/json")
+                .body(Full::new(body))
+                .expect("valid request")
+        };
+        match self.kind {
+            Workload::LogAppend => json("/api/v1/log/entries", self.bodies[i as usize % self.bodies.len()].clone()),
+            Workload::LogAppendV2 => json("/api/v2/log/entries", self.bodies[i as usize % self.bodies.len()].clone()),
+            Workload::LogRead => {
+                let index = rand::random::<u64>() % self.read_size.max(1);
+                Request::get(format!("{}/api/v1/log/entries?logIndex={index}", self.base))
+                    .body(Full::new(Bytes::new()))
+                    .expect("valid request")
+            }
+            Workload::Custom => Request::builder()
+                .method(self.method.clone())
+                .uri(&self.base)
+                .header("content-type", "application/json")
+                .body(Full::new(self.custom_body.clone()))
+                .expect("valid request"),
+        }
+    }
+}
+
+/// `count` distinct entries signed by a small pool of keys, made on all cores.
+fn signed_entries(kind: Workload, count: usize) -> Vec<Bytes> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let per = count.div_ceil(threads);
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let rng = SystemRandom::new();
+                let keys: Vec<(EcdsaKeyPair, Vec<u8>)> = (0..8)
+                    .map(|_| {
+                        let k = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).expect("keygen");
+                        let spki = k.public_key().as_der().expect("spki").as_ref().to_vec();
+                        (k, spki)
+                    })
+                    .collect();
+                (0..per)
+                    .map(|i| {
+                        let artifact: [u8; 32] = rand::random();
+                        let (key, spki) = &keys[i % keys.len()];
+                        let sig = key.sign(&rng, &artifact).expect("sign");
+                        let digest = hash::sha256(&artifact);
+                        let body = match kind {
+                            Workload::LogAppendV2 => json!({"hashedRekordRequestV002": {
+                                "digest": b64::encode(digest),
+                                "signature": {"content": b64::encode(sig.as_ref()), "verifier": {
+                                    "publicKey": {"rawBytes": b64::encode(spki)},
+                                    "keyDetails": "PKIX_ECDSA_P256_SHA_256"}}}}),
+                            _ => json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+                                "signature": {"content": b64::encode(sig.as_ref()),
+                                              "publicKey": {"content": b64::encode(pem::encode("PUBLIC KEY", spki))}},
+                                "data": {"hash": {"algorithm": "sha256", "value": hex::encode(digest)}}}}),
+                        };
+                        Bytes::from(serde_json::to_vec(&body).expect("json"))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut all: Vec<Bytes> = handles.into_iter().flat_map(|h| h.join().expect("signer thread")).collect();
+    all.truncate(count.max(1));
+    all
+}

@@ -1,0 +1,82 @@
+//! HTTP errors: every failure is `{"code": <status>, "message": "<what and why>"}`.
+//!
+//! This is the one place where crate errors become status codes. Client mistakes are 4xx
+//! with a message naming the field; only signet's own failures are 5xx, and those messages
+//! never carry secrets.
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use signet_log::rekor::EntryError;
+use signet_log::storage::StorageError;
+use signet_log::{merkle::ProofError, AppendError};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub headers: HeaderMap,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), headers: HeaderMap::new() }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: &str) -> Self {
+        if let Ok(v) = value.parse() {
+            self.headers.insert(name, v);
+        }
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = self.status.as_u16(), message = %self.message, "request failed");
+        }
+        let body = Json(json!({"code": self.status.as_u16(), "message": self.message}));
+        (self.status, self.headers, body).into_response()
+    }
+}
+
+impl From<EntryError> for ApiError {
+    fn from(e: EntryError) -> Self {
+        match e {
+            EntryError::Malformed { .. } => ApiError::bad_request(e.to_string()),
+            EntryError::Rejected { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+        }
+    }
+}
+
+impl From<ProofError> for ApiError {
+    fn from(e: ProofError) -> Self {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+impl From<AppendError> for ApiError {
+    fn from(e: AppendError) -> Self {
+        let status = match e {
+            AppendError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}

@@ -1,0 +1,107 @@
+//! Reading request input with errors that say what was wrong and what was expected.
+//!
+//! axum's stock extractors answer with plain-text rejections; signet answers every
+//! client mistake in its JSON error shape, so handlers read bodies and queries through here.
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, StatusCode};
+use serde_json::Value;
+
+use super::error::ApiError;
+
+/// Reads a JSON body of at most `limit` bytes.
+pub async fn json_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Value, ApiError> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("");
+        let mime = ct.split(';').next().unwrap_or("").trim();
+        if !mime.eq_ignore_ascii_case("application/json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("content type {mime:?} is not supported; expected application/json"),
+            ));
+        }
+    }
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than the {limit}-byte limit"))
+    })?;
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("request body is empty; expected a JSON object"));
+    }
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// Query parameters of a request, with typed accessors.
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(raw: Option<&str>) -> Result<Query, ApiError> {
+        let mut pairs = Vec::new();
+        for part in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            let decode = |s: &str| {
+                percent_decode(s).ok_or_else(|| ApiError::bad_request(format!("query parameter {k:?} is not valid percent-encoding")))
+            };
+            pairs.push((decode(k)?, decode(v)?));
+        }
+        Ok(Query(pairs))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// An optional integer in `0..=max`.
+    pub fn u64(&self, name: &str, max: u64) -> Result<Option<u64>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n <= max => Ok(Some(n)),
+                _ => Err(ApiError::bad_request(format!("{name} must be an integer from 0 to {max}, got {v:?}"))),
+            },
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_bounds() {
+        let q = Query::parse(Some("logIndex=5&firstSize=-1&x=%41")).unwrap();
+        assert_eq!(q.u64("logIndex", 10).unwrap(), Some(5));
+        assert!(q.u64("logIndex", 4).is_err());
+        assert!(q.u64("firstSize", 10).is_err());
+        assert_eq!(q.get("x"), Some("A"));
+        assert_eq!(q.u64("missing", 1).unwrap(), None);
+        assert!(Query::parse(Some("a=%zz")).is_err());
+    }
+}

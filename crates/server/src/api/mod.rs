@@ -1,0 +1,42 @@
+//! The HTTP surface: one router whose routes a tower layer stack can wrap.
+//!
+//! - [`rekor_v1`]: the Rekor v1 JSON API.
+//! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
+//! - [`ops`]: health and readiness.
+//! - [`error`] and [`input`]: JSON errors and strict input reading.
+
+pub mod error;
+pub mod input;
+pub mod ops;
+pub mod rekor_v1;
+pub mod rekor_v2;
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::state::AppState;
+use error::ApiError;
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/api/v1/log", get(rekor_v1::log_info))
+        .route("/api/v1/log/publicKey", get(rekor_v1::public_key))
+        .route("/api/v1/log/proof", get(rekor_v1::consistency_proof))
+        .route("/api/v1/log/entries", post(rekor_v1::create_entry).get(rekor_v1::get_entry_by_index))
+        .route("/api/v1/log/entries/retrieve", post(rekor_v1::retrieve_entries))
+        .route("/api/v1/log/entries/{uuid}", get(rekor_v1::get_entry_by_uuid))
+        .route("/api/v1/index/retrieve", post(rekor_v1::search_index))
+        .route("/api/v2/log/entries", post(rekor_v2::create_entry))
+        .route("/api/v2/checkpoint", get(rekor_v2::checkpoint))
+        .route("/api/v2/tile/{*path}", get(rekor_v2::tile))
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
+        })
+        .with_state(state)
+}

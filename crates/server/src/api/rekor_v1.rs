@@ -1,0 +1,250 @@
+//! The Rekor v1 JSON API (`/api/v1/...`): hashedrekord entries with SETs.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use signet_log::rekor::v1::{self, EntryView};
+use signet_log::storage::StoredEntry;
+use signet_log::{merkle, Log, Sequenced};
+
+use super::error::ApiError;
+use super::input::{json_body, Query};
+use crate::state::AppState;
+
+/// Rekor caps batch lookups; so do we, to bound the work one request can ask for.
+const MAX_RETRIEVE: usize = 10;
+const MAX_INDEX_RESULTS: usize = 1000;
+
+/// The Rekor v1 log and the identifiers its API exposes.
+pub struct RekorV1 {
+    pub log: Log,
+    pub tree_id: i64,
+    pub log_id_hex: String,
+}
+
+impl RekorV1 {
+    pub fn new(log: Log, tree_id: i64) -> Self {
+        let log_id_hex = hex::encode(log.key().key_id());
+        RekorV1 { log, tree_id, log_id_hex }
+    }
+
+    fn uuid(&self, leaf_hash: &[u8]) -> String {
+        v1::entry_uuid(self.tree_id, leaf_hash)
+    }
+
+    /// The entry map for a stored entry, proven against the newest checkpoint.
+    fn view(&self, entry: &StoredEntry) -> Result<Value, ApiError> {
+        let head = self.log.head();
+        let size = head.checkpoint.size;
+        let proof = self.log.inclusion_proof(entry.index, size)?;
+        Ok(EntryView {
+            uuid: &self.uuid(&entry.leaf_hash),
+            body: &entry.body,
+            integrated_time: entry.integrated_time,
+            log_id_hex: &self.log_id_hex,
+            index: entry.index,
+            set: entry.stamp.as_deref(),
+            proof: &proof,
+            root_hash: &head.checkpoint.root_hash,
+            tree_size: size,
+            checkpoint: &head.note,
+        }
+        .to_json())
+    }
+
+    /// Accepts a 64-hex leaf hash or an 80-hex tree ID + leaf hash of this tree.
+    fn parse_uuid(&self, uuid: &str) -> Result<[u8; 32], ApiError> {
+        let hash_hex = match uuid.len() {
+            64 => uuid,
+            80 => {
+                let (tree, hash) = uuid.split_at(16);
+                if i64::from_str_radix(tree, 16).ok() != Some(self.tree_id) {
+                    return Err(ApiError::not_found(format!("entry UUID {uuid} names tree {tree}, not this log's tree {:016x}", self.tree_id)));
+                }
+                hash
+            }
+            n => return Err(ApiError::bad_request(format!("entry UUID must be 64 or 80 hex characters, got {n}"))),
+        };
+        let bytes = hex::decode(hash_hex).map_err(|_| ApiError::bad_request(format!("entry UUID {uuid:?} is not hex")))?;
+        Ok(bytes.try_into().expect("64 hex characters are 32 bytes"))
+    }
+
+    async fn by_index(&self, index: u64) -> Result<Option<Value>, ApiError> {
+        match self.log.entry(index).await? {
+            Some(e) => Ok(Some(self.view(&e)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn by_leaf(&self, leaf: [u8; 32]) -> Result<Option<Value>, ApiError> {
+        match self.log.find_leaf(leaf).await? {
+            Some(index) => self.by_index(index).await,
+            None => Ok(None),
+        }
+    }
+}
+
+pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let request = json_body(&headers, body, state.max_body).await?;
+    let entry = v1::parse(&request)?;
+    let rekor = &state.rekor_v1;
+    let leaf = merkle::leaf_hash(&entry.body);
+    let uuid = rekor.uuid(&leaf);
+    let location = format!("/api/v1/log/entries/{uuid}");
+    match rekor.log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await? {
+        Sequenced::New { index, integrated_time, stamp, checkpoint } => {
+            let proof = rekor.log.inclusion_proof(index, checkpoint.checkpoint.size)?;
+            let view = EntryView {
+                uuid: &uuid,
+                body: &entry.body,
+                integrated_time,
+                log_id_hex: &rekor.log_id_hex,
+                index,
+                set: stamp.as_deref(),
+                proof: &proof,
+                root_hash: &checkpoint.checkpoint.root_hash,
+                tree_size: checkpoint.checkpoint.size,
+                checkpoint: &checkpoint.note,
+            };
+            Ok((
+                StatusCode::CREATED,
+                [(header::LOCATION, location), (header::ETAG, uuid.clone())],
+                Json(view.to_json()),
+            )
+                .into_response())
+        }
+        Sequenced::Duplicate { .. } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("an equivalent entry already exists in the transparency log with UUID {uuid}"),
+        )
+        .with_header("location", &location)),
+    }
+}
+
+pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
+    let q = Query::parse(q.as_deref())?;
+    let index = q
+        .u64("logIndex", i64::MAX as u64)?
+        .ok_or_else(|| ApiError::bad_request("logIndex query parameter is required"))?;
+    state
+        .rekor_v1
+        .by_index(index)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no entry at logIndex {index}")))
+}
+
+pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): Path<String>) -> Result<Json<Value>, ApiError> {
+    let leaf = state.rekor_v1.parse_uuid(&uuid)?;
+    state
+        .rekor_v1
+        .by_leaf(leaf)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no entry with UUID {uuid}")))
+}
+
+pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = json_body(&headers, body, state.max_body).await?;
+    let list = |name: &str| -> Result<Vec<Value>, ApiError> {
+        match request.get(name) {
+            None => Ok(vec![]),
+            Some(Value::Array(a)) if a.len() <= MAX_RETRIEVE => Ok(a.clone()),
+            Some(Value::Array(_)) => Err(ApiError::bad_request(format!("{name} may hold at most {MAX_RETRIEVE} items"))),
+            Some(_) => Err(ApiError::bad_request(format!("{name} must be an array"))),
+        }
+    };
+    let rekor = &state.rekor_v1;
+    let mut out = Vec::new();
+    for uuid in list("entryUUIDs")? {
+        let uuid = uuid.as_str().ok_or_else(|| ApiError::bad_request("entryUUIDs must hold strings"))?;
+        out.extend(rekor.by_leaf(rekor.parse_uuid(uuid)?).await?);
+    }
+    for index in list("logIndexes")? {
+        let index = index
+            .as_u64()
+            .filter(|i| *i <= i64::MAX as u64)
+            .ok_or_else(|| ApiError::bad_request("logIndexes must hold non-negative integers"))?;
+        out.extend(rekor.by_index(index).await?);
+    }
+    for proposed in list("entries")? {
+        let entry = v1::parse(&proposed)?;
+        out.extend(rekor.by_leaf(merkle::leaf_hash(&entry.body)).await?);
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+pub async fn search_index(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = json_body(&headers, body, state.max_body).await?;
+    for unsupported in ["publicKey", "email"] {
+        if request.get(unsupported).is_some() {
+            return Err(ApiError::bad_request(format!("search by {unsupported} is not supported; search by hash")));
+        }
+    }
+    let hash = request
+        .get("hash")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("hash is required: \"sha256:<64 hex>\""))?
+        .to_ascii_lowercase();
+    let (alg, hex_value) = hash.split_once(':').unwrap_or(("sha256", hash.as_str()));
+    let want_len = match alg {
+        "sha256" => 64,
+        "sha384" => 96,
+        "sha512" => 128,
+        _ => return Err(ApiError::bad_request(format!("hash algorithm {alg:?} is not supported; expected sha256, sha384 or sha512"))),
+    };
+    if hex_value.len() != want_len || hex::decode(hex_value).is_err() {
+        return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")));
+    }
+    let rekor = &state.rekor_v1;
+    let indices = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").into_bytes(), MAX_INDEX_RESULTS).await?;
+    let uuids: Vec<Value> = indices
+        .into_iter()
+        .filter_map(|i| rekor.log.leaf_hash(i))
+        .map(|leaf| Value::String(rekor.uuid(&leaf)))
+        .collect();
+    Ok(Json(Value::Array(uuids)))
+}
+
+pub async fn log_info(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let rekor = &state.rekor_v1;
+    let head = rekor.log.head();
+    Json(json!({
+        "rootHash": hex::encode(head.checkpoint.root_hash),
+        "signedTreeHead": head.note,
+        "treeID": rekor.tree_id.to_string(),
+        "treeSize": head.checkpoint.size,
+    }))
+}
+
+pub async fn consistency_proof(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
+    let q = Query::parse(q.as_deref())?;
+    let log = &state.rekor_v1.log;
+    let size = log.head().checkpoint.size;
+    let first = q.u64("firstSize", i64::MAX as u64)?.unwrap_or(1);
+    let last = q.u64("lastSize", i64::MAX as u64)?.unwrap_or(size);
+    if first == 0 {
+        return Err(ApiError::bad_request("firstSize must be at least 1"));
+    }
+    if first > last {
+        return Err(ApiError::bad_request(format!("firstSize {first} must not exceed lastSize {last}")));
+    }
+    if last > size {
+        return Err(ApiError::bad_request(format!("lastSize {last} is beyond the current tree size {size}")));
+    }
+    let hashes = log.consistency_proof(first, last)?;
+    let root = log.root(last)?;
+    Ok(Json(json!({
+        "rootHash": hex::encode(root),
+        "hashes": hashes.iter().map(hex::encode).collect::<Vec<_>>(),
+    })))
+}
+
+pub async fn public_key(State(state): State<Arc<AppState>>) -> Response {
+    ([(header::CONTENT_TYPE, "application/x-pem-file")], state.rekor_v1.log.key().public_pem()).into_response()
+}

@@ -1,0 +1,69 @@
+//! The Rekor v2 API: entry creation, checkpoints and C2SP tiles (`/api/v2/...`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use signet_log::rekor::v2::{self, TransparencyLogEntry};
+use signet_log::tiles::{self, TilePath, TILE_WIDTH};
+use signet_log::Sequenced;
+
+use super::error::ApiError;
+use super::input::json_body;
+use crate::state::AppState;
+
+pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let request = json_body(&headers, body, state.max_body).await?;
+    let entry = v2::parse(&request)?;
+    let log = &state.rekor_v2;
+    match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await? {
+        Sequenced::New { index, checkpoint, .. } => {
+            let proof = log.inclusion_proof(index, checkpoint.checkpoint.size)?;
+            let tle = TransparencyLogEntry {
+                index,
+                key_id: log.key().key_id(),
+                body: &entry.body,
+                proof: &proof,
+                root_hash: &checkpoint.checkpoint.root_hash,
+                tree_size: checkpoint.checkpoint.size,
+                checkpoint: &checkpoint.note,
+            };
+            Ok((StatusCode::CREATED, Json(tle.to_json())).into_response())
+        }
+        Sequenced::Duplicate { index } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("an equivalent entry already exists in the log at index {index}"),
+        )
+        .with_header("x-log-index", &index.to_string())),
+    }
+}
+
+pub async fn checkpoint(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+        state.rekor_v2.head().note.clone(),
+    )
+        .into_response()
+}
+
+pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) -> Result<Response, ApiError> {
+    let parsed = tiles::parse(&path).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let log = &state.rekor_v2;
+    let data = match parsed {
+        TilePath::Hashes { level, index, width } => log.tile(level, index, width),
+        TilePath::Entries { index, width } => {
+            let start = index
+                .checked_mul(TILE_WIDTH)
+                .ok_or_else(|| ApiError::bad_request("tile index is out of range"))?;
+            let entries = log.entries(start, width).await?;
+            (entries.len() as u64 == width).then(|| tiles::entry_bundle(entries.iter().map(|e| e.body.as_slice())))
+        }
+    };
+    let data = data.ok_or_else(|| ApiError::not_found(format!("tile {path} does not exist yet")))?;
+    // Full tiles never change; partial ones are replaced as the tree grows.
+    let cache = if parsed.is_full() { "public, max-age=31536000, immutable" } else { "public, max-age=1" };
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream"), (header::CACHE_CONTROL, cache)], data).into_response())
+}

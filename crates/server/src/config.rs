@@ -1,0 +1,248 @@
+//! Configuration: one TOML file, then `SIGNET_*` environment variables, then flags.
+//!
+//! Unknown keys are errors that name the key: a typo in a security service's config must
+//! not silently fall back to a default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address to bind.
+    pub listen: SocketAddr,
+    /// Where keys and the embedded database live.
+    pub data_dir: PathBuf,
+    /// The URL clients reach this instance at. Log origins are derived from its host.
+    pub public_url: Option<String>,
+    /// Generate missing keys and allow the development conveniences.
+    pub dev: bool,
+    /// `sqlite://PATH`; defaults to `<data_dir>/signet.sqlite`.
+    pub storage: Option<String>,
+    pub log: LogSettings,
+    pub keys: KeyPaths,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// Flush a batch once it holds this many entries...
+    pub batch_max_entries: usize,
+    /// ...or this many milliseconds after its first entry arrived.
+    pub batch_max_delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeyPaths {
+    /// PKCS#8 PEM ECDSA P-256 key of the Rekor v1 log; default `<data_dir>/keys/rekor-v1.pem`.
+    pub rekor_v1: Option<PathBuf>,
+    /// PKCS#8 PEM ECDSA P-256 key of the Rekor v2 log; default `<data_dir>/keys/rekor-v2.pem`.
+    pub rekor_v2: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".parse().expect("literal"),
+            data_dir: PathBuf::from("signet-data"),
+            public_url: None,
+            dev: false,
+            storage: None,
+            log: LogSettings::default(),
+            keys: KeyPaths::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10 }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_body_bytes: 128 * 1024 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("environment variable {name}: {why}")]
+    Env { name: String, why: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads `path` (if given) over the defaults, then applies `SIGNET_*` variables.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut cfg = match path {
+            Some(p) => {
+                let shown = p.display().to_string();
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+                toml::from_str::<Config>(&text).map_err(|e| ConfigError::Parse { path: shown, message: e.message().to_string() })?
+            }
+            None => Config::default(),
+        };
+        cfg.apply_env(|k| std::env::var(k).ok())?;
+        Ok(cfg)
+    }
+
+    fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        fn parse<T: std::str::FromStr>(name: &str, v: String) -> Result<T, ConfigError>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.parse().map_err(|e: T::Err| ConfigError::Env { name: name.into(), why: e.to_string() })
+        }
+        if let Some(v) = get("SIGNET_LISTEN") {
+            self.listen = parse("SIGNET_LISTEN", v)?;
+        }
+        if let Some(v) = get("SIGNET_DATA_DIR") {
+            self.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = get("SIGNET_PUBLIC_URL") {
+            self.public_url = Some(v);
+        }
+        if let Some(v) = get("SIGNET_STORAGE") {
+            self.storage = Some(v);
+        }
+        if let Some(v) = get("SIGNET_LOG_BATCH_MAX_ENTRIES") {
+            self.log.batch_max_entries = parse("SIGNET_LOG_BATCH_MAX_ENTRIES", v)?;
+        }
+        if let Some(v) = get("SIGNET_LOG_BATCH_MAX_DELAY_MS") {
+            self.log.batch_max_delay_ms = parse("SIGNET_LOG_BATCH_MAX_DELAY_MS", v)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the settings that have no safe default and fills in derived ones.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.log.batch_max_entries == 0 || self.log.batch_max_entries > 65_536 {
+            return Err(ConfigError::Invalid("log.batch_max_entries must be 1..=65536".into()));
+        }
+        if self.log.batch_max_delay_ms > 10_000 {
+            return Err(ConfigError::Invalid("log.batch_max_delay_ms must be at most 10000".into()));
+        }
+        if self.limits.max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid("limits.max_body_bytes must be at least 1024".into()));
+        }
+        if !self.dev && self.public_url.is_none() {
+            return Err(ConfigError::Invalid(
+                "public_url is required outside --dev (log origins are derived from its host)".into(),
+            ));
+        }
+        self.hostname()?;
+        Ok(())
+    }
+
+    /// The URL clients use: `public_url`, or under `--dev` the listen address over plain HTTP.
+    pub fn public_url(&self) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.listen),
+        }
+    }
+
+    /// The bare host of the public URL: no scheme, no port. It names the logs.
+    pub fn hostname(&self) -> Result<String, ConfigError> {
+        host_of(&self.public_url())
+    }
+
+    pub fn storage_path(&self) -> Result<PathBuf, ConfigError> {
+        match &self.storage {
+            None => Ok(self.data_dir.join("signet.sqlite")),
+            Some(url) => match url.strip_prefix("sqlite://") {
+                Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+                _ => Err(ConfigError::Invalid(format!(
+                    "storage {url:?} is not supported; expected sqlite://PATH (PostgreSQL support is not built yet)"
+                ))),
+            },
+        }
+    }
+
+    pub fn batch_delay(&self) -> Duration {
+        Duration::from_millis(self.log.batch_max_delay_ms)
+    }
+}
+
+/// Extracts the host from an http(s) URL: `https://log.example:8443/x` → `log.example`.
+pub fn host_of(url: &str) -> Result<String, ConfigError> {
+    let bad = || ConfigError::Invalid(format!("public URL {url:?} must look like http(s)://HOST[:PORT][/PATH]"));
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")).ok_or_else(bad)?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err(bad());
+    }
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) { h } else { authority }
+        })
+    };
+    if host.is_empty() || host.contains(':') && !authority.starts_with('[') {
+        return Err(bad());
+    }
+    Ok(host.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = toml::from_str::<Config>("listen = \"127.0.0.1:1\"\nlsiten = 1\n").unwrap_err();
+        assert!(err.message().contains("lsiten"), "{}", err.message());
+        let err = toml::from_str::<Config>("[log]\nbatch_size = 3\n").unwrap_err();
+        assert!(err.message().contains("batch_size"), "{}", err.message());
+    }
+
+    #[test]
+    fn env_overrides_and_errors() {
+        let mut c = Config::default();
+        c.apply_env(|k| (k == "SIGNET_LOG_BATCH_MAX_ENTRIES").then(|| "64".to_string())).unwrap();
+        assert_eq!(c.log.batch_max_entries, 64);
+        let err = c.apply_env(|k| (k == "SIGNET_LISTEN").then(|| "nope".to_string())).unwrap_err();
+        assert!(err.to_string().contains("SIGNET_LISTEN"));
+    }
+
+    #[test]
+    fn hosts() {
+        assert_eq!(host_of("https://Log.Example:8443/api").unwrap(), "log.example");
+        assert_eq!(host_of("http://127.0.0.1:8080").unwrap(), "127.0.0.1");
+        assert_eq!(host_of("http://[::1]:80/").unwrap(), "::1");
+        assert!(host_of("ftp://x").is_err());
+        assert!(host_of("http://").is_err());
+        assert!(host_of("http://u@h/").is_err());
+    }
+
+    #[test]
+    fn validation() {
+        let mut c = Config::default();
+        assert!(c.validate().unwrap_err().to_string().contains("public_url"));
+        c.dev = true;
+        c.validate().unwrap();
+        c.storage = Some("postgres://x".into());
+        assert!(c.storage_path().is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! Startup: open storage, load or create keys, open the logs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use signet_core::keys::SigningKey;
+use signet_log::rekor::v1::SetSigner;
+use signet_log::storage::{SqliteStorage, Storage};
+use signet_log::{BatchPolicy, Log, LogConfig};
+
+use crate::api::rekor_v1::RekorV1;
+use crate::config::Config;
+
+/// Storage namespaces of the logs. Never renumber: they are on disk.
+const REKOR_V1: u8 = 1;
+const REKOR_V2: u8 = 2;
+
+pub struct AppState {
+    pub rekor_v1: RekorV1,
+    pub rekor_v2: Log,
+    pub max_body: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("data dir {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("key {path} does not exist; start with --dev to generate keys, or point keys.* in the config at PEM files")]
+    MissingKey { path: String },
+    #[error(transparent)]
+    Key(#[from] signet_core::keys::KeyError),
+    #[error(transparent)]
+    Storage(#[from] signet_log::storage::StorageError),
+    #[error(transparent)]
+    Log(#[from] signet_log::OpenError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
+    let path = configured.clone().unwrap_or_else(|| cfg.data_dir.join("keys").join(default_name));
+    if !cfg.dev && !path.exists() {
+        return Err(StartError::MissingKey { path: path.display().to_string() });
+    }
+    if let Some(dir) = path.parent() {
+        signet_core::files::ensure_private_dir(dir)
+            .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
+    }
+    Ok(Arc::new(SigningKey::load_or_generate(&path)?))
+}
+
+impl AppState {
+    pub async fn open(cfg: &Config) -> Result<AppState, StartError> {
+        cfg.validate()?;
+        signet_core::files::ensure_private_dir(&cfg.data_dir)
+            .map_err(|source| StartError::DataDir { path: cfg.data_dir.display().to_string(), source })?;
+        let host = cfg.hostname()?;
+        let db = cfg.storage_path()?;
+        let storage: Arc<dyn Storage> = Arc::new(
+            tokio::task::spawn_blocking(move || SqliteStorage::open(&db))
+                .await
+                .expect("storage open does not panic")?,
+        );
+        let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
+
+        // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
+        let v1_key = key(cfg, &cfg.keys.rekor_v1, "rekor-v1.pem")?;
+        let fresh_id = (rand::random::<u64>() >> 1).max(1) as i64;
+        let stored = storage.get_or_init_meta("rekor_v1.tree_id", &fresh_id.to_be_bytes())?;
+        let tree_id = i64::from_be_bytes(stored.as_slice().try_into().map_err(|_| {
+            signet_log::storage::StorageError::Corrupt("rekor_v1.tree_id is not 8 bytes".into())
+        })?);
+        let v1 = Log::open(
+            LogConfig {
+                id: REKOR_V1,
+                origin: format!("{host} - {tree_id}"),
+                key_name: host.clone(),
+                key: v1_key.clone(),
+                batch,
+                stamper: Some(Arc::new(SetSigner::new(v1_key))),
+            },
+            storage.clone(),
+        )
+        .await?;
+
+        // Rekor v2: origin is the bare host of the log's base URL.
+        let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
+        let v2 = Log::open(
+            LogConfig { id: REKOR_V2, origin: host.clone(), key_name: host, key: v2_key, batch, stamper: None },
+            storage,
+        )
+        .await?;
+
+        Ok(AppState { rekor_v1: RekorV1::new(v1, tree_id), rekor_v2: v2, max_body: cfg.limits.max_body_bytes })
+    }
+}
