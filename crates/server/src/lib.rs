@@ -31,7 +31,6 @@ pub async fn serve(cfg: Config) -> Result<(), StartError> {
         None => format!("http://{local}"),
     };
     println!("signet listening on {url}");
-    tracing::info!(%local, %url, "listening");
     let app = api::router(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

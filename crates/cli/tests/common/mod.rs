@@ -1,0 +1,147 @@
+//! Test harness: a real `signet serve --dev` child process on a loopback port.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use serde_json::{json, Value};
+use signet_core::{b64, hash, pem};
+
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `signet serve --dev` on a free loopback port and waits for its ready line.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        Self::start_on(data_dir, "127.0.0.1:0", extra)
+    }
+
+    pub fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["serve", "--dev", "--data-dir"])
+            .arg(data_dir)
+            .args(["--listen", listen])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn signet");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines.next().expect("signet printed nothing").expect("read stdout");
+        let url = line
+            .strip_prefix("signet listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, url, data_dir: data_dir.to_path_buf() }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Reply, ureq::Error> {
+    let mut r = r?;
+    let headers = r
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let status = r.status().as_u16();
+    let body = r.body_mut().with_config().limit(64 << 20).read_to_vec()?;
+    Ok(Reply { status, headers, body })
+}
+
+pub fn get(agent: &ureq::Agent, url: &str) -> Result<Reply, ureq::Error> {
+    reply(agent.get(url).call())
+}
+
+pub fn post_json(agent: &ureq::Agent, url: &str, body: &Value) -> Result<Reply, ureq::Error> {
+    reply(agent.post(url).header("content-type", "application/json").send(serde_json::to_vec(body).unwrap()))
+}
+
+pub fn post_raw(agent: &ureq::Agent, url: &str, content_type: &str, body: Vec<u8>) -> Result<Reply, ureq::Error> {
+    reply(agent.post(url).header("content-type", content_type).send(body))
+}
+
+/// An ECDSA P-256 signer of artifacts.
+pub struct Signer {
+    pair: EcdsaKeyPair,
+    pub spki: Vec<u8>,
+    rng: SystemRandom,
+}
+
+impl Signer {
+    pub fn new() -> Signer {
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+        let spki = pair.public_key().as_der().unwrap().as_ref().to_vec();
+        Signer { pair, spki, rng: SystemRandom::new() }
+    }
+
+    /// A hashedrekord v0.0.1 proposed entry for `artifact`.
+    pub fn v1_entry(&self, artifact: &[u8]) -> Value {
+        let sig = self.pair.sign(&self.rng, artifact).unwrap();
+        json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+            "signature": {"content": b64::encode(sig.as_ref()),
+                          "publicKey": {"content": b64::encode(pem::encode("PUBLIC KEY", &self.spki))}},
+            "data": {"hash": {"algorithm": "sha256", "value": hex::encode(hash::sha256(artifact))}}}})
+    }
+
+    /// A hashedRekordRequestV002 for `artifact`.
+    pub fn v2_entry(&self, artifact: &[u8]) -> Value {
+        let sig = self.pair.sign(&self.rng, artifact).unwrap();
+        json!({"hashedRekordRequestV002": {
+            "digest": b64::encode(hash::sha256(artifact)),
+            "signature": {"content": b64::encode(sig.as_ref()), "verifier": {
+                "publicKey": {"rawBytes": b64::encode(&self.spki)}, "keyDetails": "PKIX_ECDSA_P256_SHA_256"}}}})
+    }
+}
+
+pub fn hex32(s: &str) -> [u8; 32] {
+    hex::decode(s).unwrap().try_into().unwrap()
+}

@@ -1,0 +1,275 @@
+//! The Rekor v1 and v2 HTTP APIs against a real `signet serve --dev` process.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use signet_core::{b64, jcs, keys};
+use signet_log::{checkpoint, merkle};
+
+fn v1_key(server: &Server, agent: &ureq::Agent) -> Vec<u8> {
+    let pem = get(agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
+    signet_core::pem::decode_first(pem.as_bytes()).unwrap().der
+}
+
+fn v2_key(server: &Server) -> Vec<u8> {
+    keys::SigningKey::load_or_generate(&server.data_dir.join("keys/rekor-v2.pem")).unwrap().spki_der().to_vec()
+}
+
+#[test]
+fn v1_entries_are_durable_provable_and_signed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let spki = v1_key(&server, &agent);
+    let info = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    let tree_id: i64 = info["treeID"].as_str().unwrap().parse().unwrap();
+    assert_eq!(info["treeSize"], 0);
+
+    let signer = Signer::new();
+    let entry = signer.v1_entry(b"artifact one");
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &entry).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uuid = r.header("etag").unwrap().to_string();
+    assert_eq!(uuid.len(), 80);
+    assert_eq!(&uuid[..16], format!("{tree_id:016x}"));
+    assert_eq!(r.header("location").unwrap(), format!("/api/v1/log/entries/{uuid}"));
+    let map = r.json();
+    let e = &map[&uuid];
+    assert_eq!(e["logID"], hex::encode(signet_core::hash::sha256(&spki)));
+    let body = b64::decode(e["body"].as_str().unwrap()).unwrap();
+    let leaf = merkle::leaf_hash(&body);
+    assert_eq!(hex::encode(leaf), &uuid[16..]);
+    let canonical: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(jcs::to_vec(&canonical), body, "stored body is RFC 8785 canonical");
+    assert_eq!(canonical["spec"]["data"], entry["spec"]["data"]);
+
+    // Inclusion proof against a checkpoint signed by the log key, with Rekor's v1 origin.
+    let proof = &e["verification"]["inclusionProof"];
+    let cp = checkpoint::verify(proof["checkpoint"].as_str().unwrap(), "127.0.0.1", &spki).unwrap();
+    assert_eq!(cp.origin, format!("127.0.0.1 - {tree_id}"));
+    assert_eq!(cp.size, proof["treeSize"].as_u64().unwrap());
+    assert_eq!(hex::encode(cp.root_hash), proof["rootHash"].as_str().unwrap());
+    let hashes: Vec<[u8; 32]> = proof["hashes"].as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect();
+    let index = e["logIndex"].as_u64().unwrap();
+    merkle::verify_inclusion(&leaf, index, cp.size, &hashes, &cp.root_hash).unwrap();
+
+    // The SET signs the canonical {body, integratedTime, logID, logIndex}.
+    let set = b64::decode(e["verification"]["signedEntryTimestamp"].as_str().unwrap()).unwrap();
+    let payload = jcs::to_vec(&json!({"body": e["body"], "integratedTime": e["integratedTime"], "logID": e["logID"], "logIndex": e["logIndex"]}));
+    assert!(keys::verify_p256(&spki, &payload, &set));
+
+    // The same entry again is a 409 pointing at the first.
+    let dup = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &entry).unwrap();
+    assert_eq!(dup.status, 409);
+    assert_eq!(dup.header("location").unwrap(), format!("/api/v1/log/entries/{uuid}"));
+    assert_eq!(dup.json()["code"], 409);
+
+    // Read back every way Rekor offers.
+    let by_index = get(&agent, &format!("{}/api/v1/log/entries?logIndex={index}", server.url)).unwrap().json();
+    assert_eq!(by_index[&uuid]["body"], e["body"]);
+    assert_eq!(by_index[&uuid]["verification"]["signedEntryTimestamp"], e["verification"]["signedEntryTimestamp"]);
+    let by_uuid = get(&agent, &format!("{}/api/v1/log/entries/{uuid}", server.url)).unwrap().json();
+    assert_eq!(by_uuid[&uuid]["logIndex"], index);
+    let by_hash = get(&agent, &format!("{}/api/v1/log/entries/{}", server.url, &uuid[16..])).unwrap().json();
+    assert_eq!(by_hash[&uuid]["logIndex"], index);
+    let retrieved = post_json(&agent, &format!("{}/api/v1/log/entries/retrieve", server.url), &json!({"entryUUIDs": [uuid], "logIndexes": [index]})).unwrap().json();
+    assert_eq!(retrieved.as_array().unwrap().len(), 2);
+    let digest = entry["spec"]["data"]["hash"]["value"].as_str().unwrap();
+    let found = post_json(&agent, &format!("{}/api/v1/index/retrieve", server.url), &json!({"hash": format!("sha256:{digest}")})).unwrap().json();
+    assert_eq!(found, json!([uuid]));
+
+    // More entries, then every earlier size is provably a prefix of the new tree.
+    let mut sizes = vec![(cp.size, cp.root_hash)];
+    for i in 0..5 {
+        let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(format!("more {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201);
+        let m = r.json();
+        let p = &m.as_object().unwrap().values().next().unwrap()["verification"]["inclusionProof"];
+        sizes.push((p["treeSize"].as_u64().unwrap(), hex32(p["rootHash"].as_str().unwrap())));
+    }
+    let head = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    let head_size = head["treeSize"].as_u64().unwrap();
+    let head_root = hex32(head["rootHash"].as_str().unwrap());
+    assert_eq!(head_size, 6);
+    for (size, root) in sizes {
+        let p = get(&agent, &format!("{}/api/v1/log/proof?firstSize={size}&lastSize={head_size}", server.url)).unwrap().json();
+        let hashes: Vec<[u8; 32]> = p["hashes"].as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect();
+        assert_eq!(hex32(p["rootHash"].as_str().unwrap()), head_root);
+        merkle::verify_consistency(size, head_size, &hashes, &root, &head_root).unwrap();
+    }
+}
+
+#[test]
+fn v2_entries_and_tiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let spki = v2_key(&server);
+    let key_id = signet_core::hash::sha256(&spki);
+
+    // 300 entries from 10 threads: more than one full tile.
+    let url = server.url.clone();
+    let handles: Vec<_> = (0..10)
+        .map(|t| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let (agent, signer) = (agent(), Signer::new());
+                for i in 0..30 {
+                    let r = post_json(&agent, &format!("{url}/api/v2/log/entries"), &signer.v2_entry(format!("{t}/{i}").as_bytes())).unwrap();
+                    assert_eq!(r.status, 201, "{}", r.text());
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+
+    let agent = agent();
+    let signer = Signer::new();
+    let entry = signer.v2_entry(b"v2 artifact");
+    let r = post_json(&agent, &format!("{}/api/v2/log/entries", server.url), &entry).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let tle = r.json();
+    let keys: Vec<&String> = tle.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["canonicalizedBody", "inclusionProof", "kindVersion", "logId", "logIndex"]);
+    assert_eq!(tle["logIndex"], "300");
+    assert_eq!(tle["kindVersion"], json!({"kind": "hashedrekord", "version": "0.0.2"}));
+    assert_eq!(tle["logId"]["keyId"], b64::encode(key_id));
+    let body = b64::decode(tle["canonicalizedBody"].as_str().unwrap()).unwrap();
+    let req = &entry["hashedRekordRequestV002"];
+    let expected = jcs::to_vec(&json!({"apiVersion": "0.0.2", "kind": "hashedrekord", "spec": {"hashedRekordV002": {
+        "data": {"algorithm": "SHA2_256", "digest": req["digest"]},
+        "signature": {"content": req["signature"]["content"], "verifier": {
+            "keyDetails": "PKIX_ECDSA_P256_SHA_256", "publicKey": {"rawBytes": req["signature"]["verifier"]["publicKey"]["rawBytes"]}}}}}}));
+    assert_eq!(body, expected);
+
+    let proof = &tle["inclusionProof"];
+    assert_eq!(proof["treeSize"], "301");
+    let note = proof["checkpoint"]["envelope"].as_str().unwrap();
+    let cp = checkpoint::verify(note, "127.0.0.1", &spki).unwrap();
+    assert_eq!((cp.origin.as_str(), cp.size), ("127.0.0.1", 301));
+    assert_eq!(b64::encode(cp.root_hash), proof["rootHash"].as_str().unwrap());
+    let hashes: Vec<[u8; 32]> = proof["hashes"].as_array().unwrap().iter().map(|h| b64::decode(h.as_str().unwrap()).unwrap().try_into().unwrap()).collect();
+    merkle::verify_inclusion(&merkle::leaf_hash(&body), 300, 301, &hashes, &cp.root_hash).unwrap();
+
+    let dup = post_json(&agent, &format!("{}/api/v2/log/entries", server.url), &entry).unwrap();
+    assert_eq!(dup.status, 409);
+    assert_eq!(dup.header("x-log-index"), Some("300"));
+
+    // The checkpoint endpoint serves the same head.
+    let head = get(&agent, &format!("{}/api/v2/checkpoint", server.url)).unwrap().text();
+    assert_eq!(checkpoint::verify(&head, "127.0.0.1", &spki).unwrap(), cp);
+
+    // Tiles: the full leaf tile, a partial one, a level-1 tile, and entry bundles.
+    let full = get(&agent, &format!("{}/api/v2/tile/0/000", server.url)).unwrap();
+    assert_eq!(full.status, 200);
+    assert!(full.header("cache-control").unwrap().contains("immutable"));
+    assert_eq!(full.body.len(), 256 * 32);
+    let bundle = get(&agent, &format!("{}/api/v2/tile/entries/000", server.url)).unwrap();
+    assert_eq!(bundle.status, 200);
+    let mut rest = bundle.body.as_slice();
+    let mut leaves = Vec::new();
+    while !rest.is_empty() {
+        let len = u16::from_be_bytes([rest[0], rest[1]]) as usize;
+        leaves.push(merkle::leaf_hash(&rest[2..2 + len]));
+        rest = &rest[2 + len..];
+    }
+    assert_eq!(leaves.len(), 256);
+    assert_eq!(leaves.concat(), full.body, "tile hashes are the leaf hashes of the bundled entries");
+    let partial = get(&agent, &format!("{}/api/v2/tile/0/001.p/45", server.url)).unwrap();
+    assert_eq!((partial.status, partial.body.len()), (200, 45 * 32));
+    assert_eq!(&partial.body[44 * 32..], merkle::leaf_hash(&body));
+    let level1 = get(&agent, &format!("{}/api/v2/tile/1/000.p/1", server.url)).unwrap();
+    // The single level-1 node is the root of the first 256 leaves.
+    let mut t = signet_log::tree::Tree::new();
+    leaves.iter().for_each(|l| t.push(*l));
+    assert_eq!(level1.body, t.root(256).unwrap());
+    assert_eq!(get(&agent, &format!("{}/api/v2/tile/0/001", server.url)).unwrap().status, 404, "full tile 1 does not exist yet");
+    assert_eq!(get(&agent, &format!("{}/api/v2/tile/0/001.p/46", server.url)).unwrap().status, 404);
+}
+
+#[test]
+fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let u = |p: &str| format!("{}{p}", server.url);
+    let signer = Signer::new();
+    let good = signer.v1_entry(b"good");
+    assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &good).unwrap().status, 201);
+    let good_v2 = signer.v2_entry(b"good");
+    assert_eq!(post_json(&agent, &u("/api/v2/log/entries"), &good_v2).unwrap().status, 201);
+
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut v = signer.v1_entry(b"fresh artifact");
+        f(&mut v);
+        v
+    };
+    // secp256k1 is not an accepted curve.
+    let k1 = hex::decode(format!("3056301006072a8648ce3d020106052b8104000a034200{}", "04".repeat(65))).unwrap();
+    let oversized = vec![b' '; 200 * 1024];
+    let cases: Vec<(&str, Box<dyn Fn() -> Reply>, u16, &str)> = vec![
+        ("malformed JSON", Box::new(|| post_raw(&agent, &u("/api/v1/log/entries"), "application/json", b"{bad".to_vec()).unwrap()), 400, "not valid JSON"),
+        ("JSON array", Box::new(|| post_raw(&agent, &u("/api/v1/log/entries"), "application/json", b"[]".to_vec()).unwrap()), 400, "JSON object"),
+        ("unknown kind", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["kind"] = json!("rpm"))).unwrap()), 400, "kind"),
+        ("unknown apiVersion", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["apiVersion"] = json!("9.9.9"))).unwrap()), 400, "apiVersion"),
+        ("bad base64", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["signature"]["content"] = json!("***"))).unwrap()), 400, "spec.signature.content"),
+        ("bad hex", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["data"]["hash"]["value"] = json!("g".repeat(64)))).unwrap()), 400, "spec.data.hash.value"),
+        ("wrong digest length", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["data"]["hash"]["value"] = json!("ab".repeat(20)))).unwrap()), 400, "64 hex"),
+        ("signature does not verify", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["data"]["hash"]["value"] = json!("ab".repeat(32)))).unwrap()), 422, "does not verify"),
+        ("unsupported key type", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode(signet_core::pem::encode("PUBLIC KEY", &k1))))).unwrap()), 422, "curve"),
+        ("certificate does not parse", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode(signet_core::pem::encode("CERTIFICATE", b"nope"))))).unwrap()), 422, "X.509"),
+        ("body over the limit", Box::new(|| post_raw(&agent, &u("/api/v1/log/entries"), "application/json", oversized.clone()).unwrap()), 413, "limit"),
+        ("wrong content type", Box::new(|| post_raw(&agent, &u("/api/v1/log/entries"), "text/plain", b"{}".to_vec()).unwrap()), 415, "application/json"),
+        ("negative logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=-1")).unwrap()), 400, "logIndex"),
+        ("huge logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=99999999999999999999")).unwrap()), 400, "logIndex"),
+        ("absent logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=9223372036854775807")).unwrap()), 404, "no entry"),
+        ("firstSize > lastSize", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=2&lastSize=1")).unwrap()), 400, "firstSize"),
+        ("lastSize beyond the tree", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=1&lastSize=5")).unwrap()), 400, "lastSize"),
+        ("bad UUID", Box::new(|| get(&agent, &u("/api/v1/log/entries/xyz")).unwrap()), 400, "UUID"),
+        ("search by unsupported field", Box::new(|| post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"email": "a@b"})).unwrap()), 400, "not supported"),
+        ("v2 wrong digest length", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &{ let mut v = signer.v2_entry(b"z"); v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([0u8; 31])); v }).unwrap()), 400, "digest"),
+        ("v2 unknown field", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &json!({"hashedRekordRequestV002": {}, "x": 1})).unwrap()), 400, "unknown field"),
+        ("v2 bad signature", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &{ let mut v = signer.v2_entry(b"z"); v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([0u8; 32])); v }).unwrap()), 422, "does not verify"),
+        ("malformed tile path", Box::new(|| get(&agent, &u("/api/v2/tile/0/12")).unwrap()), 400, "tile"),
+        ("tile beyond the tree", Box::new(|| get(&agent, &u("/api/v2/tile/0/x001/000")).unwrap()), 404, "tile"),
+        ("unknown endpoint", Box::new(|| get(&agent, &u("/api/v9/nothing")).unwrap()), 404, "endpoint"),
+        ("wrong method", Box::new(|| get(&agent, &u("/api/v2/log/entries")).unwrap()), 405, "method"),
+    ];
+    for (name, call, status, needle) in cases {
+        let r = call();
+        assert_eq!(r.status, status, "{name}: {}", r.text());
+        let body = r.json();
+        assert_eq!(body["code"], status, "{name}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{name}: message {message:?} should mention {needle:?}");
+    }
+    // Nothing was written by any of them.
+    assert_eq!(get(&agent, &u("/api/v1/log")).unwrap().json()["treeSize"], 1);
+    let head = get(&agent, &u("/api/v2/checkpoint")).unwrap().text();
+    assert_eq!(head.lines().nth(1), Some("1"));
+}
+
+#[test]
+fn restart_keeps_identity_and_contents() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let signer = Signer::new();
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"persist")).unwrap();
+    assert_eq!(r.status, 201);
+    let before = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    let key_before = get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
+    server.kill();
+    let server = Server::start(dir.path(), &[]);
+    let after = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    assert_eq!(before, after);
+    assert_eq!(get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text(), key_before);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for k in ["keys/rekor-v1.pem", "keys/rekor-v2.pem"] {
+            let mode = std::fs::metadata(dir.path().join(k)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{k}");
+        }
+    }
+}

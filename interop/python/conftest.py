@@ -1,0 +1,36 @@
+"""Starts a real `signet serve --dev` for the interop tests."""
+
+import os
+import re
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="session")
+def signet_bin():
+    path = os.environ.get("SIGNET_BIN", os.path.join(ROOT, "target", "release", "signet"))
+    if not os.path.exists(path):
+        pytest.fail(f"signet binary not found at {path}; build it with cargo build --release")
+    return path
+
+
+@pytest.fixture()
+def server(signet_bin):
+    with tempfile.TemporaryDirectory() as data_dir:
+        proc = subprocess.Popen(
+            [signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = proc.stdout.readline()
+        match = re.match(r"signet listening on (\S+)", line)
+        assert match, f"unexpected first line from signet: {line!r}"
+        try:
+            yield {"url": match.group(1), "data_dir": data_dir}
+        finally:
+            proc.kill()
+            proc.wait()
