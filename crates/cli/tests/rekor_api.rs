@@ -255,8 +255,10 @@ fn restart_keeps_identity_and_contents() {
     let mut server = Server::start(dir.path(), &[]);
     let agent = agent();
     let signer = Signer::new();
-    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"persist")).unwrap();
+    let entry = signer.v1_entry(b"persist");
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &entry).unwrap();
     assert_eq!(r.status, 201);
+    let uuid = r.header("etag").unwrap().to_string();
     let before = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     let key_before = get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
     server.kill();
@@ -264,6 +266,12 @@ fn restart_keeps_identity_and_contents() {
     let after = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     assert_eq!(before, after);
     assert_eq!(get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text(), key_before);
+    // The lookup indexes are rebuilt: the entry is found by UUID and by digest, and is still a duplicate.
+    assert_eq!(get(&agent, &format!("{}/api/v1/log/entries/{uuid}", server.url)).unwrap().status, 200);
+    let digest = entry["spec"]["data"]["hash"]["value"].as_str().unwrap();
+    let found = post_json(&agent, &format!("{}/api/v1/index/retrieve", server.url), &json!({"hash": digest})).unwrap().json();
+    assert_eq!(found, json!([uuid]));
+    assert_eq!(post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &entry).unwrap().status, 409);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

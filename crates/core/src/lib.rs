@@ -1,6 +1,7 @@
 //! Shared building blocks for every signet crate.
 //!
 //! - [`hash`]: SHA-256 digests and the fixed-size [`hash::Hash`] type.
+//! - [`hexfmt`]: fast lowercase hex.
 //! - [`b64`]: the base64 flavours the Sigstore wire formats use.
 //! - [`jcs`]: RFC 8785 canonical JSON, the form Rekor stores and signs.
 //! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
@@ -10,6 +11,7 @@
 pub mod b64;
 pub mod files;
 pub mod hash;
+pub mod hexfmt;
 pub mod jcs;
 pub mod keys;
 pub mod pem;

@@ -35,6 +35,11 @@ impl Conn {
         Conn { authority, sender: None }
     }
 
+    /// Opens the connection now, so that connection setup is not billed to the first request.
+    pub async fn warm_up(&mut self) -> Result<(), ConnError> {
+        self.connect().await.map(|_| ())
+    }
+
     async fn connect(&mut self) -> Result<&mut http1::SendRequest<Full<Bytes>>, ConnError> {
         if self.sender.as_ref().is_none_or(|s| s.is_closed()) {
             let stream = TcpStream::connect(&self.authority).await.map_err(ConnError::Connect)?;

@@ -14,7 +14,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http::{Method, Uri};
-use tokio::sync::{mpsc, Mutex};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
@@ -81,17 +80,25 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     .await
     .map_err(|e| LoadError::Spec(e.to_string()))?;
 
-    // The backlog holds at most ~2 s of arrivals; beyond that requests are dropped and counted.
-    let backlog = ((spec.rate * 2.0) as usize).clamp(spec.connections * 2, 1_000_000);
-    let (tx, rx) = mpsc::channel::<(u64, Instant)>(backlog);
-    let rx = Arc::new(Mutex::new(rx));
+    // Open every connection before the clock starts, as wrk does.
+    let mut conns = Vec::with_capacity(spec.connections);
+    for _ in 0..spec.connections {
+        let mut c = Conn::new(&spec.target);
+        c.warm_up().await.map_err(|e| LoadError::Target(spec.target.to_string(), e.to_string()))?;
+        conns.push(c);
+    }
     let start = Instant::now() + Duration::from_millis(20);
     let hard_stop = start + spec.duration + spec.timeout;
+    let schedule = Schedule { start, interval: Duration::from_secs_f64(1.0 / spec.rate), total, hard_stop };
 
+    // Connection k sends requests k, k + C, k + 2C, ... each at its own intended time, as
+    // wrk2 does: no shared queue to contend on, and a slow response delays (and is billed to)
+    // the requests behind it on that connection.
+    let stride = spec.connections as u64;
     let mut workers = Vec::with_capacity(spec.connections);
-    for _ in 0..spec.connections {
-        let (rx, maker, target, timeout) = (rx.clone(), maker.clone(), spec.target.clone(), spec.timeout);
-        workers.push(tokio::spawn(async move { worker(rx, maker, target, timeout, start, hard_stop).await }));
+    for (k, conn) in conns.into_iter().enumerate() {
+        let (maker, target, timeout) = (maker.clone(), spec.target.clone(), spec.timeout);
+        workers.push(tokio::spawn(async move { worker(conn, k as u64, stride, schedule, maker, target, timeout).await }));
     }
 
     let progress = spec.progress.then(|| {
@@ -104,22 +111,17 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         bar.set_message(format!("{} at {}/s", spec.workload.name(), spec.rate));
         bar
     });
-
-    let mut dropped = 0u64;
-    let interval = 1.0 / spec.rate;
-    for i in 0..total {
-        let intended = start + Duration::from_secs_f64(i as f64 * interval);
-        if intended > Instant::now() {
-            tokio::time::sleep_until(intended).await;
-        }
-        if tx.try_send((i, intended)).is_err() {
-            dropped += 1;
-        }
-        if let Some(bar) = &progress {
-            bar.set_position(intended.duration_since(start).as_secs());
-        }
+    if let Some(bar) = &progress {
+        let bar = bar.clone();
+        let secs = spec.duration.as_secs();
+        tokio::spawn(async move {
+            for s in 0..=secs {
+                tokio::time::sleep_until(start + Duration::from_secs(s)).await;
+                bar.set_position(s);
+            }
+        });
     }
-    drop(tx);
+    let mut dropped = 0u64;
 
     let mut total_hist = new_histogram();
     let mut seconds: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
@@ -164,15 +166,23 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     })
 }
 
+#[derive(Clone, Copy)]
+struct Schedule {
+    start: Instant,
+    interval: Duration,
+    total: u64,
+    hard_stop: Instant,
+}
+
 async fn worker(
-    rx: Arc<Mutex<mpsc::Receiver<(u64, Instant)>>>,
+    mut conn: Conn,
+    first: u64,
+    stride: u64,
+    schedule: Schedule,
     maker: Arc<RequestMaker>,
     target: Uri,
     timeout: Duration,
-    start: Instant,
-    hard_stop: Instant,
 ) -> WorkerStats {
-    let mut conn = Conn::new(&target);
     let mut stats = WorkerStats {
         total: new_histogram(),
         per_second: Vec::new(),
@@ -180,12 +190,16 @@ async fn worker(
         ok: 0,
         expired: 0,
     };
-    loop {
-        let job = rx.lock().await.recv().await;
-        let Some((i, intended)) = job else { break };
-        if Instant::now() >= hard_stop {
-            stats.expired += 1;
-            continue;
+    let mut i = first;
+    while i < schedule.total {
+        let intended = schedule.start + schedule.interval.mul_f64(i as f64);
+        if intended > Instant::now() {
+            tokio::time::sleep_until(intended).await;
+        }
+        if Instant::now() >= schedule.hard_stop {
+            // The run's time is up: what this connection still owes is dropped.
+            stats.expired += (schedule.total - i).div_ceil(stride);
+            break;
         }
         let outcome = tokio::time::timeout(timeout, conn.send(maker.request(i))).await;
         let done = Instant::now();
@@ -202,7 +216,7 @@ async fn worker(
             None => {
                 let us = done.saturating_duration_since(intended).as_micros().max(1) as u64;
                 stats.total.saturating_record(us);
-                let sec = intended.saturating_duration_since(start).as_secs();
+                let sec = intended.saturating_duration_since(schedule.start).as_secs();
                 match stats.per_second.last_mut() {
                     Some((t, h)) if *t == sec => h.saturating_record(us),
                     _ => {
@@ -215,6 +229,7 @@ async fn worker(
             }
             Some(kind) => *stats.errors.entry(kind).or_insert(0) += 1,
         }
+        i += stride;
     }
     stats
 }

@@ -46,8 +46,6 @@ fn main() {
     let mut idx = 0u64;
     for chunk in bodies.chunks(256) {
         let entries: Vec<_> = chunk.iter().map(|b| { idx += 1; NewEntry { index: idx, leaf_hash: signet_log::merkle::leaf_hash(&b.body), digest: Some(b.digest_key.clone().into_bytes()), body: b.body.clone(), stamp: Some(vec![0; 71]) } }).collect();
-        let lh: Vec<_> = entries.iter().map(|e| e.leaf_hash).collect();
-        s.find_leaves(1, &lh).unwrap();
         s.commit(&Batch { log: 1, integrated_time: 1, entries, tiles: vec![Tile{level:0,index:idx/256,hashes:vec![0;8192]}], checkpoint: StoredCheckpoint { size: idx, note: "x".into() } }).unwrap();
     }
     println!("store: {:?}/entry ({} batches)", t.elapsed() / n, n / 256);

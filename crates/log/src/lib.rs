@@ -3,6 +3,7 @@
 //! - [`merkle`]: RFC 6962/9162 hashing, inclusion and consistency proofs.
 //! - [`tree`]: the in-memory tree of one log.
 //! - [`checkpoint`]: C2SP signed-note checkpoints.
+//! - [`index`]: in-memory lookup by leaf hash and artifact digest.
 //! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
 //! - [`storage`]: the `Storage` trait and its SQLite backend.
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
@@ -10,6 +11,7 @@
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
 
 pub mod checkpoint;
+pub mod index;
 pub mod log;
 pub mod merkle;
 pub mod rekor;

@@ -8,6 +8,7 @@ use signet_core::keys::{KeyError, SigningKey};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
+use crate::index::KeyIndex;
 use crate::merkle::{self, ProofError};
 use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
 use crate::storage::{Batch, LogId, Storage, StorageError, StoredCheckpoint, StoredEntry};
@@ -62,6 +63,17 @@ pub(crate) struct Shared {
     pub head: RwLock<Arc<SignedCheckpoint>>,
     /// Leaves sequenced but not yet durable, so that duplicates are caught in flight too.
     pub inflight: parking_lot::Mutex<std::collections::HashMap<Hash, u64>>,
+    /// Durable entries by leaf hash and digest.
+    pub keys: RwLock<KeyIndex>,
+}
+
+impl Shared {
+    /// The index of the durable entry whose leaf hash is `leaf`.
+    pub fn durable_index_of(&self, leaf: &Hash) -> Option<u64> {
+        let keys = self.keys.read();
+        let tree = self.tree.read();
+        keys.leaf_candidates(leaf).iter().copied().find(|&i| tree.leaf(i) == Some(leaf))
+    }
 }
 
 #[derive(Clone)]
@@ -76,7 +88,7 @@ impl Log {
         let signer = NoteSigner::new(cfg.key_name.clone(), cfg.key.clone());
         let store = storage.clone();
         let id = cfg.id;
-        let (tree, stored) = tokio::task::spawn_blocking(move || rebuild(&*store, id))
+        let (tree, keys, stored) = tokio::task::spawn_blocking(move || rebuild(&*store, id))
             .await
             .map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })??;
         let root = tree.root(tree.size()).expect("own size");
@@ -123,6 +135,7 @@ impl Log {
             tree: RwLock::new(tree),
             head: RwLock::new(Arc::new(head)),
             inflight: Default::default(),
+            keys: RwLock::new(keys),
         });
         let (tx, rx) = mpsc::channel(cfg.batch.max_entries.max(1) * 64);
         tokio::spawn(sequencer::run(shared.clone(), rx, cfg.batch));
@@ -189,30 +202,41 @@ impl Log {
         Some(tree.level_slice(8 * level as u32, index * TILE_WIDTH, width).concat())
     }
 
-    pub async fn entry(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+    // Reads run on the calling task. They are short, page-cache-served point reads, cheaper
+    // than the thread handoff `spawn_blocking` would add; commits, which fsync, never run here.
+
+    pub fn entry(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
         if index >= self.head().checkpoint.size {
             return Ok(None);
         }
-        let (store, id) = (self.shared.storage.clone(), self.shared.id);
-        blocking(move || store.entry(id, index)).await
+        self.shared.storage.entry(self.shared.id, index)
     }
 
-    pub async fn entries(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
+    pub fn entries(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
         let size = self.head().checkpoint.size;
         let count = count.min(size.saturating_sub(start));
-        let (store, id) = (self.shared.storage.clone(), self.shared.id);
-        blocking(move || store.entries(id, start, count)).await
+        self.shared.storage.entries(self.shared.id, start, count)
     }
 
-    pub async fn find_leaf(&self, leaf: Hash) -> Result<Option<u64>, StorageError> {
-        let (store, id) = (self.shared.storage.clone(), self.shared.id);
-        let found = blocking(move || store.find_leaves(id, &[leaf])).await?;
-        Ok(found.into_iter().next().flatten().filter(|&i| i < self.head().checkpoint.size))
+    /// The index of the durable entry with leaf hash `leaf`.
+    pub fn find_leaf(&self, leaf: &Hash) -> Option<u64> {
+        self.shared.durable_index_of(leaf)
     }
 
-    pub async fn indices_by_digest(&self, digest: Vec<u8>, limit: usize) -> Result<Vec<u64>, StorageError> {
-        let (store, id) = (self.shared.storage.clone(), self.shared.id);
-        blocking(move || store.indices_by_digest(id, &digest, limit)).await
+    /// Indices of durable entries with digest key `digest` (`sha256:<hex>`), oldest first.
+    pub fn indices_by_digest(&self, digest: &[u8], limit: usize) -> Result<Vec<u64>, StorageError> {
+        let candidates: Vec<u64> = self.shared.keys.read().digest_candidates(digest).to_vec();
+        // A shared 64-bit prefix is only a candidate: confirm each against the stored key.
+        let mut out = Vec::new();
+        for i in candidates {
+            if out.len() == limit {
+                break;
+            }
+            if self.shared.storage.keys(self.shared.id, i, 1)?.first().and_then(|k| k.digest.as_deref()) == Some(digest) {
+                out.push(i);
+            }
+        }
+        Ok(out)
     }
 
     fn check_durable(&self, size: u64) -> Result<(), ProofError> {
@@ -224,33 +248,40 @@ impl Log {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
-) -> Result<T, StorageError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| StorageError::Backend(e.to_string()))?
-}
-
-/// Rebuilds the tree from the stored leaf tiles, cut at the latest durable checkpoint.
-fn rebuild(store: &dyn Storage, id: LogId) -> Result<(Tree, Option<StoredCheckpoint>), OpenError> {
+/// Rebuilds the tree and key index from the stored entry keys, cut at the latest durable
+/// checkpoint, and checks the stored upper tiles against the rebuilt tree.
+fn rebuild(store: &dyn Storage, id: LogId) -> Result<(Tree, KeyIndex, Option<StoredCheckpoint>), OpenError> {
+    const CHUNK: u64 = 65_536;
     let stored = store.latest_checkpoint(id)?;
     let size = stored.as_ref().map_or(0, |c| c.size);
     let mut tree = Tree::new();
-    for tile in store.tiles(id, 0)? {
-        if tile.index * TILE_WIDTH != tree.size() || tile.hashes.len() % 32 != 0 {
-            return Err(OpenError::Corrupt { log: id, why: format!("leaf tile {} is missing or malformed", tile.index) });
+    let mut keys = KeyIndex::default();
+    while tree.size() < size {
+        let chunk = store.keys(id, tree.size(), CHUNK.min(size - tree.size()))?;
+        if chunk.is_empty() {
+            break;
         }
-        for h in tile.hashes.chunks_exact(32) {
-            if tree.size() == size {
-                break;
-            }
-            tree.push(h.try_into().expect("32-byte chunk"));
+        for k in chunk {
+            keys.insert(tree.size(), &k.leaf_hash, k.digest.as_deref());
+            tree.push(k.leaf_hash);
         }
     }
     if tree.size() != size {
         return Err(OpenError::Corrupt {
             log: id,
-            why: format!("checkpoint covers {size} entries but the leaf tiles hold {}", tree.size()),
+            why: format!("checkpoint covers {size} entries but storage holds {}", tree.size()),
         });
     }
-    Ok((tree, stored))
+    for level in 1u8..8 {
+        for tile in store.tiles(id, level)? {
+            let nodes = tree.level_slice(8 * level as u32, tile.index * TILE_WIDTH, TILE_WIDTH);
+            if tile.hashes.len() > nodes.len() * 32 || tile.hashes != nodes.concat()[..tile.hashes.len()] {
+                return Err(OpenError::Corrupt {
+                    log: id,
+                    why: format!("stored tile {level}/{} does not match the tree rebuilt from the entries", tile.index),
+                });
+            }
+        }
+    }
+    Ok((tree, keys, stored))
 }

@@ -82,7 +82,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
                 Ok(None) | Err(_) => break,
             }
         }
-        if let Some(prepared) = prepare(&shared, std::mem::take(&mut pool)).await {
+        if let Some(prepared) = prepare(&shared, std::mem::take(&mut pool)) {
             if commit_tx.send(prepared).await.is_err() {
                 break;
             }
@@ -93,9 +93,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
 }
 
 /// Dedupes, appends to the tree, signs. Returns `None` if nothing new needs committing.
-async fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
-    // Look in the in-flight set before storage: a batch leaves the set only after its commit,
-    // so an entry is always visible in one of the two.
+fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
+    // Look in the in-flight set before the durable index: a batch leaves the set only after
+    // it has been added to the index, so an entry is always visible in one of the two.
     let mut repeats: Vec<(u64, Reply)> = Vec::new();
     let mut unknown: Vec<Pending> = Vec::with_capacity(pool.len());
     {
@@ -107,13 +107,7 @@ async fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
             }
         }
     }
-    let leaves: Vec<Hash> = unknown.iter().map(|p| p.leaf_hash).collect();
-    let (storage, log_id) = (shared.storage.clone(), shared.id);
-    let stored = match tokio::task::spawn_blocking(move || storage.find_leaves(log_id, &leaves)).await {
-        Ok(Ok(known)) => known,
-        Ok(Err(e)) => return fail(unknown.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.1)), AppendError::Storage(e.to_string())),
-        Err(e) => return fail(unknown.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.1)), AppendError::Storage(e.to_string())),
-    };
+    let stored: Vec<Option<u64>> = unknown.iter().map(|p| shared.durable_index_of(&p.leaf_hash)).collect();
 
     let mut fresh: Vec<Pending> = Vec::with_capacity(unknown.len());
     let mut first_in_pool: HashMap<Hash, usize> = HashMap::new();
@@ -208,7 +202,8 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
     let mut durable_size = shared.head.read().checkpoint.size;
     while let Some(p) = rx.recv().await {
         let Prepared { old_size, batch, checkpoint, fresh, repeats } = p;
-        let leaves: Vec<Hash> = batch.entries.iter().map(|e| e.leaf_hash).collect();
+        let keys: Vec<(u64, Hash, Option<Vec<u8>>)> =
+            batch.entries.iter().map(|e| (e.index, e.leaf_hash, e.digest.clone())).collect();
         let outcome = if old_size != durable_size {
             // Built on top of a batch that failed to commit.
             Err(AppendError::Storage("an earlier batch failed to commit".into()))
@@ -232,6 +227,11 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
             Ok(batch) => {
                 if !batch.entries.is_empty() {
                     durable_size = checkpoint.checkpoint.size;
+                    let mut index = shared.keys.write();
+                    for (i, leaf, digest) in &keys {
+                        index.insert(*i, leaf, digest.as_deref());
+                    }
+                    drop(index);
                     *shared.head.write() = checkpoint.clone();
                 }
                 for (reply, e) in fresh.into_iter().zip(batch.entries) {
@@ -256,16 +256,17 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
             }
         }
         let mut inflight = shared.inflight.lock();
-        for leaf in leaves {
+        for (_, leaf, _) in keys {
             inflight.remove(&leaf);
         }
     }
 }
 
-/// The tiles (c2sp.org/tlog-tiles) whose contents changed when the tree grew.
+/// The tiles (c2sp.org/tlog-tiles) above the leaves whose contents changed when the tree
+/// grew. Leaf tiles are not stored: the entries' own leaf hashes are that level.
 pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Vec<Tile> {
     let mut tiles = Vec::new();
-    for tile_level in 0u8..8 {
+    for tile_level in 1u8..8 {
         let shift = 8 * tile_level as u32;
         let (old_n, new_n) = (old_size >> shift, new_size >> shift);
         if new_n == old_n {

@@ -6,7 +6,7 @@
 //! bodies are what deduplication compares.
 
 use serde_json::{json, Value};
-use signet_core::{b64, jcs, pem};
+use signet_core::{b64, hexfmt, jcs, pem};
 use signet_core::keys::{KeyError, SigningKey};
 
 use super::verifier::{HashAlg, PublicKey};
@@ -117,7 +117,9 @@ impl Stamper for SetSigner {
 
 /// The entry UUID Rekor hands out: the 16-hex tree ID followed by the 64-hex leaf hash.
 pub fn entry_uuid(tree_id: i64, leaf_hash: &[u8]) -> String {
-    format!("{:016x}{}", tree_id, hex::encode(leaf_hash))
+    let mut s = format!("{:016x}", tree_id);
+    hexfmt::push(&mut s, leaf_hash);
+    s
 }
 
 /// One `LogEntry` map (`{uuid: {...}}`) as Rekor v1 returns it.
@@ -135,31 +137,37 @@ pub struct EntryView<'a> {
 }
 
 impl EntryView<'_> {
-    pub fn to_json(&self) -> Value {
-        let mut verification = json!({
-            "inclusionProof": {
-                "checkpoint": self.checkpoint,
-                "hashes": self.proof.iter().map(hex::encode).collect::<Vec<_>>(),
-                "logIndex": self.index,
-                "rootHash": hex::encode(self.root_hash),
-                "treeSize": self.tree_size,
+    /// The JSON text, written directly: this is the hot path of every entry read, and every
+    /// field but the checkpoint is hex, base64 or a number, so only that one needs escaping.
+    pub fn to_json_string(&self) -> String {
+        let mut s = String::with_capacity(self.body.len() * 4 / 3 + self.proof.len() * 70 + 600);
+        s.push_str("{\"");
+        s.push_str(self.uuid);
+        s.push_str("\":{\"body\":\"");
+        s.push_str(&b64::encode(self.body));
+        s.push_str(&format!("\",\"integratedTime\":{},\"logID\":\"", self.integrated_time));
+        s.push_str(self.log_id_hex);
+        s.push_str(&format!("\",\"logIndex\":{},\"verification\":{{\"inclusionProof\":{{\"checkpoint\":", self.index));
+        s.push_str(&serde_json::to_string(self.checkpoint).expect("strings serialize"));
+        s.push_str(",\"hashes\":[");
+        for (i, h) in self.proof.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
             }
-        });
-        if let Some(set) = self.set {
-            verification["signedEntryTimestamp"] = Value::String(b64::encode(set));
+            s.push('"');
+            hexfmt::push(&mut s, h);
+            s.push('"');
         }
-        let mut map = serde_json::Map::new();
-        map.insert(
-            self.uuid.to_string(),
-            json!({
-                "body": b64::encode(self.body),
-                "integratedTime": self.integrated_time,
-                "logID": self.log_id_hex,
-                "logIndex": self.index,
-                "verification": verification,
-            }),
-        );
-        Value::Object(map)
+        s.push_str(&format!("],\"logIndex\":{},\"rootHash\":\"", self.index));
+        hexfmt::push(&mut s, self.root_hash);
+        s.push_str(&format!("\",\"treeSize\":{}}}", self.tree_size));
+        if let Some(set) = self.set {
+            s.push_str(",\"signedEntryTimestamp\":\"");
+            s.push_str(&b64::encode(set));
+            s.push('"');
+        }
+        s.push_str("}}}");
+        s
     }
 }
 
@@ -222,6 +230,32 @@ mod tests {
             };
             assert_eq!(named, field, "{err}");
         }
+    }
+
+    #[test]
+    fn entry_view_is_rekor_shaped_json() {
+        let proof = [[1u8; 32], [2u8; 32]];
+        let text = EntryView {
+            uuid: "ab",
+            body: b"{}",
+            integrated_time: 17,
+            log_id_hex: "cd",
+            index: 3,
+            set: Some(b"sig"),
+            proof: &proof,
+            root_hash: &[3u8; 32],
+            tree_size: 4,
+            checkpoint: "o\n4\nr\n\n\u{2014} o x\n",
+        }
+        .to_json_string();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v,
+            json!({"ab": {"body": "e30=", "integratedTime": 17, "logID": "cd", "logIndex": 3, "verification": {
+                "inclusionProof": {"checkpoint": "o\n4\nr\n\n\u{2014} o x\n", "hashes": [hex::encode([1u8; 32]), hex::encode([2u8; 32])],
+                                   "logIndex": 3, "rootHash": hex::encode([3u8; 32]), "treeSize": 4},
+                "signedEntryTimestamp": "c2ln"}}})
+        );
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! persisted. A batch is the entries of one sequencer flush, the tiles they changed and the
 //! checkpoint that covers them, and it lands whole or not at all. The sequencer calls the
 //! trait from blocking threads, so implementations may block.
+//!
+//! Lookups by leaf hash and by digest are served from memory (`crate::index`); storage only
+//! has to hand back every entry's keys in index order at startup ([`Storage::keys`]).
 
 mod sqlite;
 
@@ -19,7 +22,7 @@ pub type LogId = u8;
 pub struct NewEntry {
     pub index: u64,
     pub leaf_hash: Hash,
-    /// The artifact digest the entry is searchable by, if any.
+    /// The artifact digest the entry is searchable by (`sha256:<hex>`), if any.
     pub digest: Option<Vec<u8>>,
     pub body: Vec<u8>,
     /// Per-entry signature made at sequencing time (the SET on the Rekor v1 log).
@@ -34,6 +37,13 @@ pub struct StoredEntry {
     pub integrated_time: i64,
     pub body: Vec<u8>,
     pub stamp: Option<Vec<u8>>,
+}
+
+/// The lookup keys of one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryKeys {
+    pub leaf_hash: Hash,
+    pub digest: Option<Vec<u8>>,
 }
 
 /// One C2SP tile as stored: the concatenated hashes of up to 256 nodes.
@@ -75,19 +85,16 @@ pub trait Storage: Send + Sync + 'static {
     /// The newest committed checkpoint of `log`, if it has one.
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError>;
 
-    /// All tiles of one tile level, in index order (used to rebuild the tree at startup).
+    /// All stored tiles of one tile level, in index order.
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError>;
 
-    /// For each leaf hash, the index of an entry with that hash, if one is stored.
-    fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<Option<u64>>, StorageError>;
+    /// Keys of entries `start..start + count`, in index order (startup rebuilds from these).
+    fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError>;
 
     fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError>;
 
     /// Entries `start..start + count` that exist, in index order.
     fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError>;
-
-    /// Indices of entries whose artifact digest is `digest`, oldest first, at most `limit`.
-    fn indices_by_digest(&self, log: LogId, digest: &[u8], limit: usize) -> Result<Vec<u64>, StorageError>;
 
     /// A small named value, set once and read back forever after (tree IDs and the like).
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError>;

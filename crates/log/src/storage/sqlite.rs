@@ -4,43 +4,58 @@
 //! WAL, which is the durability the sequencer's acknowledgements promise. One connection
 //! writes; a small pool serves reads.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::*;
 
-const READERS: usize = 4;
+/// Distinguishes stores in the per-thread reader cache.
+static NEXT_STORE_ID: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// One read-only connection per thread and store: reads never wait on a lock or hand
+    /// off to another thread, which at tens of thousands of reads a second is most of
+    /// their cost.
+    static READERS: RefCell<HashMap<usize, Connection>> = RefCell::new(HashMap::new());
+}
 
 pub struct SqliteStorage {
+    id: usize,
+    path: PathBuf,
     writer: Mutex<Connection>,
-    readers: Vec<Mutex<Connection>>,
-    next_reader: AtomicUsize,
+    /// Tells the checkpointer thread to end with the store.
+    stop: Arc<AtomicBool>,
 }
 
 fn backend(e: rusqlite::Error) -> StorageError {
     StorageError::Backend(e.to_string())
 }
 
+/// Indices stay below 2^48 so the log id fits above them in a row id.
+const MAX_INDEX: u64 = 1 << 48;
+
 /// Entries of all logs share one table; the log id sits in the top bits of the row id.
 fn row_id(log: LogId, index: u64) -> i64 {
     ((log as i64) << 48) | index as i64
 }
 
+/// `entry_keys` is small and scanned at startup; `entry_bodies` holds the bulk. Both are
+/// append-only rowid tables, so a commit dirties only the pages at their ends.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS entries(
+CREATE TABLE IF NOT EXISTS entry_keys(
     id INTEGER PRIMARY KEY,
     leaf_hash BLOB NOT NULL,
     digest BLOB,
-    integrated_time INTEGER NOT NULL,
-    body BLOB NOT NULL,
-    stamp BLOB
+    integrated_time INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS entries_by_leaf ON entries(leaf_hash);
-CREATE INDEX IF NOT EXISTS entries_by_digest ON entries(digest) WHERE digest IS NOT NULL;
+CREATE TABLE IF NOT EXISTS entry_bodies(id INTEGER PRIMARY KEY, body BLOB NOT NULL, stamp BLOB);
 CREATE TABLE IF NOT EXISTS tiles(
     log INTEGER NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hashes BLOB NOT NULL,
     PRIMARY KEY(log, level, idx)
@@ -48,13 +63,34 @@ CREATE TABLE IF NOT EXISTS tiles(
 CREATE TABLE IF NOT EXISTS checkpoints(log INTEGER PRIMARY KEY, size INTEGER NOT NULL, note TEXT NOT NULL);
 ";
 
+/// Copies the WAL back into the database from a thread of its own. Left to SQLite's
+/// auto-checkpoint, that copy (and its fsync) would run inside a commit every few thousand
+/// entries and stall the sequencer; PASSIVE checkpoints never block the writer.
+fn spawn_checkpointer(path: &Path, stop: Arc<AtomicBool>) -> Result<(), StorageError> {
+    let conn = Connection::open(path).map_err(backend)?;
+    conn.execute_batch("PRAGMA busy_timeout=5000;").map_err(backend)?;
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                tracing::warn!(error = %e, "WAL checkpoint failed");
+            }
+        })
+        .map_err(|e| StorageError::Backend(e.to_string()))?;
+    Ok(())
+}
+
 impl SqliteStorage {
     pub fn open(path: &Path) -> Result<Self, StorageError> {
         let writer = Connection::open(path).map_err(backend)?;
         writer
             .execute_batch(
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; \
-                 PRAGMA cache_size=-131072; PRAGMA mmap_size=17179869184; PRAGMA wal_autocheckpoint=16384;",
+                 PRAGMA cache_size=-131072; PRAGMA mmap_size=17179869184; PRAGMA wal_autocheckpoint=0;",
             )
             .map_err(backend)?;
         writer.execute_batch(SCHEMA).map_err(backend)?;
@@ -63,38 +99,51 @@ impl SqliteStorage {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        let mut readers = Vec::with_capacity(READERS);
-        for _ in 0..READERS {
-            let r = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(backend)?;
-            r.execute_batch("PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184;")
-                .map_err(backend)?;
-            readers.push(Mutex::new(r));
-        }
-        Ok(SqliteStorage { writer: Mutex::new(writer), readers, next_reader: AtomicUsize::new(0) })
+        let stop = Arc::new(AtomicBool::new(false));
+        spawn_checkpointer(path, stop.clone())?;
+        let id = NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(SqliteStorage { id, path: path.to_path_buf(), writer: Mutex::new(writer), stop })
+    }
+
+    fn open_reader(&self) -> rusqlite::Result<Connection> {
+        let r = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        r.execute_batch("PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184;")?;
+        Ok(r)
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StorageError> {
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        for i in 0..self.readers.len() {
-            if let Some(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
-                return f(&conn).map_err(backend);
-            }
-        }
-        let conn = self.readers[start % self.readers.len()].lock();
-        f(&conn).map_err(backend)
+        READERS.with(|cell| {
+            let mut readers = cell.borrow_mut();
+            let conn = match readers.entry(self.id) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => v.insert(self.open_reader().map_err(backend)?),
+            };
+            f(conn).map_err(backend)
+        })
     }
+}
+
+impl Drop for SqliteStorage {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Readers on other threads close when those threads end; this one's goes now.
+        let _ = READERS.try_with(|cell| cell.borrow_mut().remove(&self.id));
+    }
+}
+
+const ENTRY_SELECT: &str = "SELECT k.id, k.leaf_hash, k.integrated_time, b.body, b.stamp \
+     FROM entry_keys k JOIN entry_bodies b ON b.id = k.id";
+
+fn hash_column(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Hash> {
+    let v: Vec<u8> = row.get(i)?;
+    v.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(i, "leaf_hash".into(), rusqlite::types::Type::Blob))
 }
 
 fn stored_entry(log: LogId, row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEntry> {
     let id: i64 = row.get(0)?;
-    let leaf: Vec<u8> = row.get(1)?;
     Ok(StoredEntry {
         index: (id - row_id(log, 0)) as u64,
-        leaf_hash: leaf.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(1, "leaf_hash".into(), rusqlite::types::Type::Blob))?,
+        leaf_hash: hash_column(row, 1)?,
         integrated_time: row.get(2)?,
         body: row.get(3)?,
         stamp: row.get(4)?,
@@ -106,21 +155,16 @@ impl Storage for SqliteStorage {
         let mut conn = self.writer.lock();
         let tx = conn.transaction().map_err(backend)?;
         {
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO entries(id, leaf_hash, digest, integrated_time, body, stamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
+            let mut keys = tx
+                .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time) VALUES (?1, ?2, ?3, ?4)")
                 .map_err(backend)?;
+            let mut bodies =
+                tx.prepare_cached("INSERT INTO entry_bodies(id, body, stamp) VALUES (?1, ?2, ?3)").map_err(backend)?;
             for e in &batch.entries {
-                ins.execute(params![
-                    row_id(batch.log, e.index),
-                    &e.leaf_hash[..],
-                    e.digest.as_deref(),
-                    batch.integrated_time,
-                    &e.body,
-                    e.stamp.as_deref()
-                ])
-                .map_err(backend)?;
+                let id = row_id(batch.log, e.index);
+                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), batch.integrated_time])
+                    .map_err(backend)?;
+                bodies.execute(params![id, &e.body, e.stamp.as_deref()]).map_err(backend)?;
             }
             let mut tile = tx
                 .prepare_cached("INSERT OR REPLACE INTO tiles(log, level, idx, hashes) VALUES (?1, ?2, ?3, ?4)")
@@ -156,26 +200,22 @@ impl Storage for SqliteStorage {
         })
     }
 
-    fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<Option<u64>>, StorageError> {
-        let (lo, hi) = (row_id(log, 0), row_id(log + 1, 0));
+    fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT id FROM entries WHERE leaf_hash = ?1 AND id >= ?2 AND id < ?3 LIMIT 1",
-            )?;
-            leaves
-                .iter()
-                .map(|h| {
-                    st.query_row(params![&h[..], lo, hi], |r| r.get::<_, i64>(0))
-                        .optional()
-                        .map(|id| id.map(|id| (id - lo) as u64))
-                })
-                .collect()
+            let mut st = c.prepare_cached("SELECT leaf_hash, digest FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
+            let rows = st.query_map(params![row_id(log, start), row_id(log, start.saturating_add(count).min(MAX_INDEX))], |r| {
+                Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)? })
+            })?;
+            rows.collect()
         })
     }
 
     fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        if index >= MAX_INDEX {
+            return Ok(None);
+        }
         self.read(|c| {
-            c.prepare_cached("SELECT id, leaf_hash, integrated_time, body, stamp FROM entries WHERE id = ?1")?
+            c.prepare_cached(&format!("{ENTRY_SELECT} WHERE k.id = ?1"))?
                 .query_row([row_id(log, index)], |r| stored_entry(log, r))
                 .optional()
         })
@@ -183,22 +223,10 @@ impl Storage for SqliteStorage {
 
     fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT id, leaf_hash, integrated_time, body, stamp FROM entries WHERE id >= ?1 AND id < ?2 ORDER BY id",
-            )?;
-            let rows = st.query_map(params![row_id(log, start), row_id(log, start + count)], |r| stored_entry(log, r))?;
+            let mut st = c.prepare_cached(&format!("{ENTRY_SELECT} WHERE k.id >= ?1 AND k.id < ?2 ORDER BY k.id"))?;
+            let end = row_id(log, start.saturating_add(count).min(MAX_INDEX));
+            let rows = st.query_map(params![row_id(log, start.min(MAX_INDEX)), end], |r| stored_entry(log, r))?;
             rows.collect()
-        })
-    }
-
-    fn indices_by_digest(&self, log: LogId, digest: &[u8], limit: usize) -> Result<Vec<u64>, StorageError> {
-        let (lo, hi) = (row_id(log, 0), row_id(log + 1, 0));
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT id FROM entries WHERE digest = ?1 AND id >= ?2 AND id < ?3 ORDER BY id LIMIT ?4",
-            )?;
-            let rows = st.query_map(params![digest, lo, hi, limit as i64], |r| r.get::<_, i64>(0))?;
-            rows.map(|id| id.map(|id| (id - lo) as u64)).collect()
         })
     }
 
@@ -249,10 +277,12 @@ mod tests {
         assert_eq!((e.index, e.body.as_slice(), e.integrated_time), (1, &b"b"[..], 1700));
         assert_eq!(s.entries(1, 1, 10).unwrap().len(), 2);
         assert_eq!(s.entries(2, 0, 10).unwrap().len(), 1);
-        let found = s.find_leaves(1, &[crate::merkle::leaf_hash(b"c"), [0; 32]]).unwrap();
-        assert_eq!(found, vec![Some(2), None]);
-        assert_eq!(s.find_leaves(2, &[crate::merkle::leaf_hash(b"c")]).unwrap(), vec![None]);
-        assert_eq!(s.indices_by_digest(1, &[0; 32], 10).unwrap(), vec![0, 2]);
+        let keys = s.keys(1, 0, 10).unwrap();
+        assert_eq!(keys.len(), 3);
+        assert_eq!(keys[2].leaf_hash, crate::merkle::leaf_hash(b"c"));
+        assert_eq!(keys[1].digest.as_deref(), Some(&[1u8; 32][..]));
+        assert_eq!(s.keys(2, 0, 10).unwrap().len(), 1);
+        assert_eq!(s.entry(1, u64::MAX).unwrap(), None);
         assert_eq!(s.tiles(1, 0).unwrap()[0].hashes.len(), 96);
         assert_eq!(s.get_or_init_meta("tree", b"x").unwrap(), b"x");
         assert_eq!(s.get_or_init_meta("tree", b"y").unwrap(), b"x");

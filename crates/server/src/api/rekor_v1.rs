@@ -38,7 +38,7 @@ impl RekorV1 {
     }
 
     /// The entry map for a stored entry, proven against the newest checkpoint.
-    fn view(&self, entry: &StoredEntry) -> Result<Value, ApiError> {
+    fn view(&self, entry: &StoredEntry) -> Result<String, ApiError> {
         let head = self.log.head();
         let size = head.checkpoint.size;
         let proof = self.log.inclusion_proof(entry.index, size)?;
@@ -54,7 +54,7 @@ impl RekorV1 {
             tree_size: size,
             checkpoint: &head.note,
         }
-        .to_json())
+        .to_json_string())
     }
 
     /// Accepts a 64-hex leaf hash or an 80-hex tree ID + leaf hash of this tree.
@@ -74,15 +74,15 @@ impl RekorV1 {
         Ok(bytes.try_into().expect("64 hex characters are 32 bytes"))
     }
 
-    async fn by_index(&self, index: u64) -> Result<Option<Value>, ApiError> {
-        match self.log.entry(index).await? {
+    async fn by_index(&self, index: u64) -> Result<Option<String>, ApiError> {
+        match self.log.entry(index)? {
             Some(e) => Ok(Some(self.view(&e)?)),
             None => Ok(None),
         }
     }
 
-    async fn by_leaf(&self, leaf: [u8; 32]) -> Result<Option<Value>, ApiError> {
-        match self.log.find_leaf(leaf).await? {
+    async fn by_leaf(&self, leaf: [u8; 32]) -> Result<Option<String>, ApiError> {
+        match self.log.find_leaf(&leaf) {
             Some(index) => self.by_index(index).await,
             None => Ok(None),
         }
@@ -113,8 +113,8 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap
             };
             Ok((
                 StatusCode::CREATED,
-                [(header::LOCATION, location), (header::ETAG, uuid.clone())],
-                Json(view.to_json()),
+                [(header::LOCATION, location), (header::ETAG, uuid.clone()), (header::CONTENT_TYPE, JSON.to_string())],
+                view.to_json_string(),
             )
                 .into_response())
         }
@@ -126,7 +126,13 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap
     }
 }
 
-pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
+const JSON: &str = "application/json";
+
+fn json_text(text: String) -> Response {
+    ([(header::CONTENT_TYPE, JSON)], text).into_response()
+}
+
+pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let q = Query::parse(q.as_deref())?;
     let index = q
         .u64("logIndex", i64::MAX as u64)?
@@ -135,21 +141,21 @@ pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q):
         .rekor_v1
         .by_index(index)
         .await?
-        .map(Json)
+        .map(json_text)
         .ok_or_else(|| ApiError::not_found(format!("no entry at logIndex {index}")))
 }
 
-pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
     let leaf = state.rekor_v1.parse_uuid(&uuid)?;
     state
         .rekor_v1
         .by_leaf(leaf)
         .await?
-        .map(Json)
+        .map(json_text)
         .ok_or_else(|| ApiError::not_found(format!("no entry with UUID {uuid}")))
 }
 
-pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
+pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let request = json_body(&headers, body, state.max_body).await?;
     let list = |name: &str| -> Result<Vec<Value>, ApiError> {
         match request.get(name) {
@@ -176,7 +182,7 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
         let entry = v1::parse(&proposed)?;
         out.extend(rekor.by_leaf(merkle::leaf_hash(&entry.body)).await?);
     }
-    Ok(Json(Value::Array(out)))
+    Ok(json_text(format!("[{}]", out.join(","))))
 }
 
 pub async fn search_index(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
@@ -202,7 +208,7 @@ pub async fn search_index(State(state): State<Arc<AppState>>, headers: HeaderMap
         return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")));
     }
     let rekor = &state.rekor_v1;
-    let indices = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").into_bytes(), MAX_INDEX_RESULTS).await?;
+    let indices = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), MAX_INDEX_RESULTS)?;
     let uuids: Vec<Value> = indices
         .into_iter()
         .filter_map(|i| rekor.log.leaf_hash(i))

@@ -58,7 +58,7 @@ pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) 
             let start = index
                 .checked_mul(TILE_WIDTH)
                 .ok_or_else(|| ApiError::bad_request("tile index is out of range"))?;
-            let entries = log.entries(start, width).await?;
+            let entries = log.entries(start, width)?;
             (entries.len() as u64 == width).then(|| tiles::entry_bundle(entries.iter().map(|e| e.body.as_slice())))
         }
     };
