@@ -74,15 +74,18 @@ pub fn parse(request: &Value) -> Result<HashedRekord, EntryError> {
     key.verify_digest(alg, &digest, &sig).map_err(|e| rejected("spec.signature.content", e))?;
 
     let canonical_key = pem::encode(&block.label, &block.der);
-    let body = jcs::to_vec(&json!({
-        "apiVersion": "0.0.1",
-        "kind": "hashedrekord",
-        "spec": {
-            "data": {"hash": {"algorithm": alg_name, "value": hex_value}},
-            "signature": {"content": b64::encode(&sig), "publicKey": {"content": b64::encode(canonical_key)}},
-        }
-    }));
+    let body = canonical_body(alg_name, &hex_value, &b64::encode(&sig), &b64::encode(canonical_key));
     Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}") })
+}
+
+/// The RFC 8785 form of a hashedrekord 0.0.1 body, written directly: every value is an
+/// algorithm name, hex or base64, none of which JSON escapes, and the keys are in sorted order.
+/// A test holds it equal to `jcs::to_vec` of the same document.
+fn canonical_body(alg: &str, hex_value: &str, sig_b64: &str, key_b64: &str) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"0.0.1","kind":"hashedrekord","spec":{{"data":{{"hash":{{"algorithm":"{alg}","value":"{hex_value}"}}}},"signature":{{"content":"{sig_b64}","publicKey":{{"content":"{key_b64}"}}}}}}}}"#
+    )
+    .into_bytes()
 }
 
 /// Signs Signed Entry Timestamps: ECDSA over the canonical JSON of
@@ -204,6 +207,15 @@ mod tests {
         let v = req2["spec"]["data"]["hash"]["value"].as_str().unwrap().to_uppercase();
         req2["spec"]["data"]["hash"]["value"] = Value::String(v);
         assert_eq!(parse(&req2).unwrap().body, entry.body);
+    }
+
+    #[test]
+    fn direct_canonical_body_equals_jcs() {
+        let direct = canonical_body("sha256", "ab", "c2ln", "a2V5");
+        let via_jcs = jcs::to_vec(&json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": "ab"}},
+            "signature": {"content": "c2ln", "publicKey": {"content": "a2V5"}}}}));
+        assert_eq!(direct, via_jcs);
     }
 
     #[test]
