@@ -4,7 +4,7 @@
 //!   send time, HdrHistogram).
 //! - [`workload`]: what each request is: log appends, log reads, custom requests.
 //! - [`result`]: the JSON result and the printed table.
-//! - [`conn`]: one HTTP/1.1 keep-alive connection.
+//! - [`conn`]: one HTTP/1.1 keep-alive connection with a minimal, cheap client.
 
 pub mod conn;
 pub mod load;

@@ -201,11 +201,11 @@ async fn worker(
             stats.expired += (schedule.total - i).div_ceil(stride);
             break;
         }
-        let outcome = tokio::time::timeout(timeout, conn.send(maker.request(i))).await;
+        let outcome = tokio::time::timeout(timeout, conn.send(&maker.request(i))).await;
         let done = Instant::now();
         let err = match outcome {
-            Ok(Ok(resp)) if resp.status().is_success() => None,
-            Ok(Ok(resp)) => Some(format!("status_{}", resp.status().as_u16())),
+            Ok(Ok(reply)) if (200..300).contains(&reply.status) => None,
+            Ok(Ok(reply)) => Some(format!("status_{}", reply.status)),
             Ok(Err(e)) => Some(e.kind().to_string()),
             Err(_) => {
                 conn = Conn::new(&target);
@@ -236,14 +236,16 @@ async fn worker(
 
 /// The current Rekor v1 tree size, so reads pick indices that exist.
 async fn tree_size(target: &Uri) -> Result<u64, LoadError> {
-    let url = format!("{}/api/v1/log", target.to_string().trim_end_matches('/'));
+    let path = format!("{}/api/v1/log", target.path().trim_end_matches('/'));
     let mut conn = Conn::new(target);
-    let req = http::Request::get(&url).body(http_body_util::Full::new(Bytes::new())).expect("valid");
-    let resp = conn.send(req).await.map_err(|e| LoadError::Target(url.clone(), e.to_string()))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(resp.body()).map_err(|e| LoadError::Target(url.clone(), format!("not JSON: {e}")))?;
+    let (status, body) = conn
+        .fetch(&crate::conn::request_bytes("GET", target, &path, None))
+        .await
+        .map_err(|e| LoadError::Target(path.clone(), e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| LoadError::Target(path.clone(), format!("status {status}, not JSON: {e}")))?;
     match v.get("treeSize").and_then(|s| s.as_u64()) {
         Some(n) if n > 0 => Ok(n),
-        _ => Err(LoadError::Target(url, "log is empty or has no treeSize; run log-append first".into())),
+        _ => Err(LoadError::Target(path, "log is empty or has no treeSize; run log-append first".into())),
     }
 }

@@ -10,10 +10,11 @@ use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use bytes::Bytes;
-use http::{Method, Request, Uri};
-use http_body_util::Full;
+use http::{Method, Uri};
 use serde_json::json;
 use signet_core::{b64, hash, pem};
+
+use crate::conn;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workload {
@@ -56,13 +57,12 @@ impl Workload {
     }
 }
 
-/// Makes the i-th request of a run.
+/// Makes the i-th request of a run, as the bytes to write on the connection.
 pub struct RequestMaker {
-    base: String,
+    target: Uri,
     kind: Workload,
-    bodies: Vec<Bytes>,
-    method: Method,
-    custom_body: Bytes,
+    /// Fully serialized requests, made before the clock starts.
+    prepared: Vec<Vec<u8>>,
     read_size: u64,
 }
 
@@ -75,36 +75,33 @@ impl RequestMaker {
         custom_body: Bytes,
         read_size: u64,
     ) -> Arc<RequestMaker> {
-        let base = target.to_string().trim_end_matches('/').to_string();
-        let bodies = match kind {
-            Workload::LogAppend | Workload::LogAppendV2 => signed_entries(kind, count),
-            _ => Vec::new(),
+        let prefix = target.path().trim_end_matches('/').to_string();
+        let prepared = match kind {
+            Workload::LogAppend | Workload::LogAppendV2 => {
+                let path = if kind == Workload::LogAppend { "/api/v1/log/entries" } else { "/api/v2/log/entries" };
+                signed_entries(kind, count)
+                    .iter()
+                    .map(|body| conn::request_bytes("POST", target, &format!("{prefix}{path}"), Some(body)))
+                    .collect()
+            }
+            Workload::Custom => {
+                let path = target.path_and_query().map_or("/", |p| p.as_str());
+                let body = (!custom_body.is_empty()).then_some(&custom_body[..]);
+                vec![conn::request_bytes(method.as_str(), target, path, body)]
+            }
+            Workload::LogRead => Vec::new(),
         };
-        Arc::new(RequestMaker { base, kind, bodies, method, custom_body, read_size })
+        Arc::new(RequestMaker { target: target.clone(), kind, prepared, read_size })
     }
 
-    pub fn request(&self, i: u64) -> Request<Full<Bytes>> {
-        let json = |path: &str, body: Bytes| {
-            Request::post(format!("{}{path}", self.base))
-                .header("content-type", "application/json")
-                .body(Full::new(body))
-                .expect("valid request")
-        };
+    pub fn request(&self, i: u64) -> std::borrow::Cow<'_, [u8]> {
         match self.kind {
-            Workload::LogAppend => json("/api/v1/log/entries", self.bodies[i as usize % self.bodies.len()].clone()),
-            Workload::LogAppendV2 => json("/api/v2/log/entries", self.bodies[i as usize % self.bodies.len()].clone()),
             Workload::LogRead => {
                 let index = rand::random::<u64>() % self.read_size.max(1);
-                Request::get(format!("{}/api/v1/log/entries?logIndex={index}", self.base))
-                    .body(Full::new(Bytes::new()))
-                    .expect("valid request")
+                let path = format!("{}/api/v1/log/entries?logIndex={index}", self.target.path().trim_end_matches('/'));
+                std::borrow::Cow::Owned(conn::request_bytes("GET", &self.target, &path, None))
             }
-            Workload::Custom => Request::builder()
-                .method(self.method.clone())
-                .uri(&self.base)
-                .header("content-type", "application/json")
-                .body(Full::new(self.custom_body.clone()))
-                .expect("valid request"),
+            _ => std::borrow::Cow::Borrowed(&self.prepared[i as usize % self.prepared.len()]),
         }
     }
 }
