@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(cmd::serve::Args),
+    /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
+    DevToken(cmd::dev_token::Args),
     /// The performance lab: load generation and reports.
     Bench(cmd::bench::Args),
 }
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
+        Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }
 }

@@ -65,33 +65,8 @@ impl SigningKey {
 
     /// Loads the key at `path`, or generates one there (0600) if the file does not exist.
     pub fn load_or_generate(path: &Path) -> Result<Self, KeyError> {
-        let shown = path.display().to_string();
-        match std::fs::read(path) {
-            Ok(bytes) => {
-                let block = pem::decode_first(&bytes).map_err(|e| KeyError::Invalid {
-                    path: shown.clone(),
-                    why: e.to_string(),
-                })?;
-                if block.label != "PRIVATE KEY" {
-                    return Err(KeyError::Invalid {
-                        path: shown,
-                        why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label),
-                    });
-                }
-                Self::from_pkcs8(&block.der, &shown)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let rng = SystemRandom::new();
-                let doc =
-                    EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
-                        .map_err(|_| KeyError::Sign)?;
-                let text = pem::encode("PRIVATE KEY", doc.as_ref());
-                files::write_atomic(path, text.as_bytes(), 0o600)
-                    .map_err(|source| KeyError::Write { path: shown.clone(), source })?;
-                Self::from_pkcs8(doc.as_ref(), &shown)
-            }
-            Err(source) => Err(KeyError::Read { path: shown, source }),
-        }
+        let der = load_or_generate_pkcs8(path)?;
+        Self::from_pkcs8(&der, &path.display().to_string())
     }
 
     /// ASN.1 DER ECDSA signature over SHA-256(`message`).
@@ -114,6 +89,32 @@ impl SigningKey {
 
     pub fn public_pem(&self) -> String {
         pem::encode("PUBLIC KEY", &self.spki_der)
+    }
+}
+
+/// Reads the PKCS#8 ECDSA P-256 private key at `path`, or generates one there with mode 0600
+/// if the file does not exist. Returns the PKCS#8 DER.
+pub fn load_or_generate_pkcs8(path: &Path) -> Result<Vec<u8>, KeyError> {
+    let shown = path.display().to_string();
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let block = pem::decode_first(&bytes).map_err(|e| KeyError::Invalid { path: shown.clone(), why: e.to_string() })?;
+            if block.label != "PRIVATE KEY" {
+                return Err(KeyError::Invalid {
+                    path: shown,
+                    why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label),
+                });
+            }
+            Ok(block.der)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let rng = SystemRandom::new();
+            let doc = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, &rng).map_err(|_| KeyError::Sign)?;
+            let text = pem::encode("PRIVATE KEY", doc.as_ref());
+            files::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| KeyError::Write { path: shown, source })?;
+            Ok(doc.as_ref().to_vec())
+        }
+        Err(source) => Err(KeyError::Read { path: shown, source }),
     }
 }
 

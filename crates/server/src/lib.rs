@@ -21,23 +21,25 @@ pub use state::{AppState, StartError};
 ///
 /// The listener is plain TCP for now; the TLS layer will wrap the accept loop here
 /// (axum's `serve` takes any `Listener`), leaving the router untouched.
-pub async fn serve(cfg: Config) -> Result<(), StartError> {
-    let state = Arc::new(AppState::open(&cfg).await?);
+pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
+    cfg.validate()?;
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| StartError::Io { what: format!("cannot listen on {}", cfg.listen), source })?;
     let local = listener.local_addr().expect("bound socket has an address");
-    let url = match &cfg.public_url {
-        Some(u) => u.trim_end_matches('/').to_string(),
-        None => format!("http://{local}"),
-    };
-    println!("signet listening on {url}");
+    // Under --dev without a public URL, the URL is the address actually bound (port 0 picks one).
+    if cfg.public_url.is_none() {
+        cfg.public_url = Some(format!("http://{local}"));
+    }
+    let url = cfg.public_url();
+    let state = Arc::new(AppState::open(&cfg).await?);
     let app = api::router(state);
     // Without TCP_NODELAY a response split over two segments waits for the client's delayed
     // ACK: 40 ms stalls in the latency tail.
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
+    println!("signet listening on {url}");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await

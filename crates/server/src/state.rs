@@ -8,6 +8,9 @@ use signet_log::rekor::v1::SetSigner;
 use signet_log::storage::{SqliteStorage, Storage};
 use signet_log::{BatchPolicy, Log, LogConfig};
 
+use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
+use signet_ca::oidc::TokenVerifier;
+
 use crate::api::rekor_v1::RekorV1;
 use crate::config::Config;
 
@@ -19,6 +22,10 @@ pub struct AppState {
     pub rekor_v1: RekorV1,
     pub rekor_v2: Log,
     pub max_body: usize,
+    /// The development OIDC issuer; only under `--dev`.
+    pub dev_issuer: Option<Arc<DevIssuer>>,
+    /// Verifies identity tokens for the CA.
+    pub tokens: TokenVerifier,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +44,8 @@ pub enum StartError {
     Log(#[from] signet_log::OpenError),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
+    #[error(transparent)]
+    DevIssuer(#[from] DevIssuerError),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -93,6 +102,24 @@ impl AppState {
         )
         .await?;
 
-        Ok(AppState { rekor_v1: RekorV1::new(v1, tree_id), rekor_v2: v2, max_body: cfg.limits.max_body_bytes })
+        // The dev issuer lives under the instance's own URL, and is trusted only in dev mode.
+        let dev_issuer = if cfg.dev {
+            let issuer = Arc::new(DevIssuer::open(&cfg.data_dir, &format!("{}/oidc", cfg.public_url()))?);
+            let file = dev::issuer_file(&cfg.data_dir);
+            signet_core::files::write_atomic(&file, issuer.issuer().as_bytes(), 0o644)
+                .map_err(|source| StartError::Io { what: format!("writing {}", file.display()), source })?;
+            Some(issuer)
+        } else {
+            None
+        };
+        let tokens = TokenVerifier::new(dev_issuer.iter().map(|d| d.config()));
+
+        Ok(AppState {
+            rekor_v1: RekorV1::new(v1, tree_id),
+            rekor_v2: v2,
+            max_body: cfg.limits.max_body_bytes,
+            dev_issuer,
+            tokens,
+        })
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`rekor_v1`]: the Rekor v1 JSON API.
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
-//! - [`ops`]: health and readiness.
+//! - [`ops`]: health, readiness, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
 pub mod error;
@@ -24,6 +24,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
+        .route("/oidc/.well-known/openid-configuration", get(ops::oidc_discovery))
+        .route("/oidc/jwks", get(ops::oidc_jwks))
         .route("/api/v1/log", get(rekor_v1::log_info))
         .route("/api/v1/log/publicKey", get(rekor_v1::public_key))
         .route("/api/v1/log/proof", get(rekor_v1::consistency_proof))

@@ -1,4 +1,4 @@
-//! Operational endpoints: liveness and readiness.
+//! Operational endpoints: liveness and readiness; the dev OIDC issuer's documents.
 
 use std::sync::Arc;
 
@@ -19,4 +19,16 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Json<Value> {
         "rekorV1TreeSize": state.rekor_v1.log.head().checkpoint.size,
         "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
     }))
+}
+
+/// `GET /oidc/.well-known/openid-configuration` (dev only).
+pub async fn oidc_discovery(State(state): State<Arc<AppState>>) -> Result<Json<Value>, super::error::ApiError> {
+    let dev = state.dev_issuer.as_ref().ok_or_else(|| super::error::ApiError::not_found("no dev OIDC issuer outside --dev"))?;
+    Ok(Json(dev.discovery()))
+}
+
+/// `GET /oidc/jwks` (dev only).
+pub async fn oidc_jwks(State(state): State<Arc<AppState>>) -> Result<Json<Value>, super::error::ApiError> {
+    let dev = state.dev_issuer.as_ref().ok_or_else(|| super::error::ApiError::not_found("no dev OIDC issuer outside --dev"))?;
+    Ok(Json(dev.jwks().clone()))
 }
