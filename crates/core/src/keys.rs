@@ -95,6 +95,11 @@ impl SigningKey {
 /// Reads the PKCS#8 ECDSA P-256 private key at `path`, or generates one there with mode 0600
 /// if the file does not exist. Returns the PKCS#8 DER.
 pub fn load_or_generate_pkcs8(path: &Path) -> Result<Vec<u8>, KeyError> {
+    load_or_generate_pkcs8_for(path, &signature::ECDSA_P256_SHA256_ASN1_SIGNING)
+}
+
+/// Like [`load_or_generate_pkcs8`], for any ECDSA curve (the CA's keys are P-384).
+pub fn load_or_generate_pkcs8_for(path: &Path, alg: &'static signature::EcdsaSigningAlgorithm) -> Result<Vec<u8>, KeyError> {
     let shown = path.display().to_string();
     match std::fs::read(path) {
         Ok(bytes) => {
@@ -109,7 +114,7 @@ pub fn load_or_generate_pkcs8(path: &Path) -> Result<Vec<u8>, KeyError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let rng = SystemRandom::new();
-            let doc = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, &rng).map_err(|_| KeyError::Sign)?;
+            let doc = EcdsaKeyPair::generate_pkcs8(alg, &rng).map_err(|_| KeyError::Sign)?;
             let text = pem::encode("PRIVATE KEY", doc.as_ref());
             files::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| KeyError::Write { path: shown, source })?;
             Ok(doc.as_ref().to_vec())

@@ -1,0 +1,136 @@
+//! Building and signing X.509 certificates from RustCrypto's types, signed with AWS-LC.
+//!
+//! Certificates are assembled field by field rather than through a builder: the CT
+//! precertificate flow needs two TBS certificates that differ in exactly one extension,
+//! byte for byte, and that is easiest to guarantee when signet writes every field itself.
+
+use std::time::{Duration, SystemTime};
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P384_SHA384_ASN1_SIGNING};
+use der::asn1::{BitString, ObjectIdentifier, OctetString};
+use der::{Decode, Encode};
+use signet_core::hash::sha256;
+use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
+use x509_cert::certificate::{Certificate, TbsCertificate, Version};
+use x509_cert::ext::Extension;
+use x509_cert::name::Name;
+use x509_cert::serial_number::SerialNumber;
+use x509_cert::time::{Time, Validity};
+
+pub const ECDSA_WITH_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.3");
+
+#[derive(Debug, thiserror::Error)]
+pub enum X509Error {
+    #[error("encoding certificate: {0}")]
+    Der(#[from] der::Error),
+    #[error("signing certificate failed")]
+    Sign,
+    #[error("CA key is not a PKCS#8 ECDSA P-384 key: {0}")]
+    Key(String),
+    #[error("time out of range for a certificate")]
+    Time,
+}
+
+/// A CA signing key: ECDSA P-384 with SHA-384, as Fulcio's.
+pub struct CaKey {
+    pair: EcdsaKeyPair,
+    spki_der: Vec<u8>,
+    rng: SystemRandom,
+}
+
+impl CaKey {
+    pub fn from_pkcs8(der: &[u8]) -> Result<CaKey, X509Error> {
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, der).map_err(|e| X509Error::Key(e.to_string()))?;
+        let spki_der = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| X509Error::Sign)?.as_ref().to_vec();
+        Ok(CaKey { pair, spki_der, rng: SystemRandom::new() })
+    }
+
+    pub fn spki_der(&self) -> &[u8] {
+        &self.spki_der
+    }
+
+    pub fn spki(&self) -> SubjectPublicKeyInfoOwned {
+        SubjectPublicKeyInfoOwned::from_der(&self.spki_der).expect("AWS-LC writes valid SPKI")
+    }
+
+    fn sign(&self, data: &[u8]) -> Result<Vec<u8>, X509Error> {
+        self.pair.sign(&self.rng, data).map(|s| s.as_ref().to_vec()).map_err(|_| X509Error::Sign)
+    }
+}
+
+/// RFC 7093 §2 method 1: the leftmost 160 bits of SHA-256 of the subjectPublicKey bits.
+pub fn key_identifier(spki: &SubjectPublicKeyInfoOwned) -> Vec<u8> {
+    sha256(spki.subject_public_key.raw_bytes())[..20].to_vec()
+}
+
+pub fn signature_algorithm() -> AlgorithmIdentifierOwned {
+    AlgorithmIdentifierOwned { oid: ECDSA_WITH_SHA384, parameters: None }
+}
+
+pub fn time(t: SystemTime) -> Result<Time, X509Error> {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).map_err(|_| X509Error::Time)?;
+    // Whole seconds: certificates carry no fractions.
+    Time::try_from(SystemTime::UNIX_EPOCH + Duration::from_secs(d.as_secs())).map_err(|_| X509Error::Time)
+}
+
+/// An extension whose value is the DER of `value`.
+pub fn extension(oid: ObjectIdentifier, critical: bool, value: &impl Encode) -> Result<Extension, X509Error> {
+    Ok(Extension { extn_id: oid, critical, extn_value: OctetString::new(value.to_der()?)? })
+}
+
+/// An extension whose value is `raw` as is.
+pub fn raw_extension(oid: ObjectIdentifier, critical: bool, raw: Vec<u8>) -> Result<Extension, X509Error> {
+    Ok(Extension { extn_id: oid, critical, extn_value: OctetString::new(raw)? })
+}
+
+/// A random positive 20-byte serial (RFC 5280 §4.1.2.2 caps serials at 20 octets).
+pub fn random_serial() -> Result<SerialNumber, X509Error> {
+    let mut bytes: [u8; 20] = rand_bytes();
+    bytes[0] &= 0x7f;
+    bytes[0] |= 0x01; // never a leading zero byte, so the encoding stays 20 octets
+    Ok(SerialNumber::new(&bytes)?)
+}
+
+fn rand_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    aws_lc_rs::rand::fill(&mut b).expect("system RNG");
+    b
+}
+
+pub struct TbsSpec {
+    pub serial: SerialNumber,
+    pub issuer: Name,
+    pub subject: Name,
+    pub not_before: SystemTime,
+    pub not_after: SystemTime,
+    pub spki: SubjectPublicKeyInfoOwned,
+    pub extensions: Vec<Extension>,
+}
+
+pub fn tbs(spec: TbsSpec) -> Result<TbsCertificate, X509Error> {
+    Ok(TbsCertificate {
+        version: Version::V3,
+        serial_number: spec.serial,
+        signature: signature_algorithm(),
+        issuer: spec.issuer,
+        validity: Validity { not_before: time(spec.not_before)?, not_after: time(spec.not_after)? },
+        subject: spec.subject,
+        subject_public_key_info: spec.spki,
+        issuer_unique_id: None,
+        subject_unique_id: None,
+        extensions: Some(spec.extensions),
+    })
+}
+
+/// Signs `tbs` with `key` and returns the certificate's DER.
+pub fn sign(tbs: TbsCertificate, key: &CaKey) -> Result<Vec<u8>, X509Error> {
+    let tbs_der = tbs.to_der()?;
+    let sig = key.sign(&tbs_der)?;
+    let cert = Certificate {
+        tbs_certificate: tbs,
+        signature_algorithm: signature_algorithm(),
+        signature: BitString::from_bytes(&sig)?,
+    };
+    Ok(cert.to_der()?)
+}
