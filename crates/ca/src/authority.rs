@@ -131,15 +131,16 @@ impl Authority {
         self.intermediate_key.spki_der()
     }
 
-    /// The TBS of a leaf for `identity` and `spki`, valid from `now`; `last` is the final
-    /// extension (the CT poison for a precertificate, the SCT list for the certificate).
+    /// The TBS of a leaf for `identity` and `spki`, valid from `now`. `last` is the final
+    /// extension: the CT poison for a precertificate, the SCT list for the certificate, or
+    /// none for the TBS that the SCT signs (the precertificate without its poison).
     pub fn leaf_tbs(
         &self,
         identity: &Identity,
         spki: SubjectPublicKeyInfoOwned,
         serial: x509_cert::serial_number::SerialNumber,
         now: SystemTime,
-        last: Extension,
+        last: Option<Extension>,
     ) -> Result<TbsCertificate, CaError> {
         let san = match identity.kind {
             SubjectKind::Email => GeneralName::Rfc822Name(
@@ -151,7 +152,7 @@ impl Authority {
         };
         let ski = x509::key_identifier(&spki);
         let aki = x509::key_identifier(&self.intermediate.tbs_certificate.subject_public_key_info);
-        let extensions = vec![
+        let mut extensions = vec![
             x509::extension(OID_KEY_USAGE, true, &KeyUsage(KeyUsages::DigitalSignature.into()))?,
             x509::extension(OID_EXT_KEY_USAGE, false, &ExtendedKeyUsage(vec![OID_CODE_SIGNING]))?,
             x509::extension(OID_SUBJECT_KEY_ID, false, &SubjectKeyIdentifier(OctetString::new(ski)?))?,
@@ -164,8 +165,8 @@ impl Authority {
             x509::extension(OID_SUBJECT_ALT_NAME, true, &SubjectAltName(vec![san]))?,
             x509::raw_extension(OID_FULCIO_ISSUER_V1, false, identity.issuer.as_bytes().to_vec())?,
             x509::extension(OID_FULCIO_ISSUER_V2, false, &Utf8StringRef::new(&identity.issuer)?)?,
-            last,
         ];
+        extensions.extend(last);
         Ok(x509::tbs(TbsSpec {
             serial,
             issuer: self.intermediate.tbs_certificate.subject.clone(),
@@ -259,7 +260,7 @@ mod tests {
         }
 
         let tbs = ca
-            .leaf_tbs(&identity(), leaf_spki(), x509::random_serial().unwrap(), SystemTime::now(), poison().unwrap())
+            .leaf_tbs(&identity(), leaf_spki(), x509::random_serial().unwrap(), SystemTime::now(), Some(poison().unwrap()))
             .unwrap();
         let leaf = ca.sign(tbs).unwrap();
         let write = |name: &str, der: &[u8]| {

@@ -34,6 +34,8 @@ pub struct LogSettings {
     pub batch_max_entries: usize,
     /// ...or this many milliseconds after its first entry arrived.
     pub batch_max_delay_ms: u64,
+    /// The CT log's batch delay: every certificate waits for its SCT, so keep it short.
+    pub ct_batch_max_delay_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -69,7 +71,7 @@ impl Default for Config {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10 }
+        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2 }
     }
 }
 
@@ -139,8 +141,8 @@ impl Config {
         if self.log.batch_max_entries == 0 || self.log.batch_max_entries > 65_536 {
             return Err(ConfigError::Invalid("log.batch_max_entries must be 1..=65536".into()));
         }
-        if self.log.batch_max_delay_ms > 10_000 {
-            return Err(ConfigError::Invalid("log.batch_max_delay_ms must be at most 10000".into()));
+        if self.log.batch_max_delay_ms > 10_000 || self.log.ct_batch_max_delay_ms > 10_000 {
+            return Err(ConfigError::Invalid("log.batch_max_delay_ms and log.ct_batch_max_delay_ms must be at most 10000".into()));
         }
         if self.limits.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid("limits.max_body_bytes must be at least 1024".into()));

@@ -9,6 +9,9 @@ use signet_log::storage::{SqliteStorage, Storage};
 use signet_log::{BatchPolicy, Log, LogConfig};
 
 use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
+use signet_ca::authority::{Authority, CaError};
+use signet_ca::ct::CtLog;
+use signet_ca::issue::Issuer;
 use signet_ca::oidc::TokenVerifier;
 
 use crate::api::rekor_v1::RekorV1;
@@ -17,6 +20,7 @@ use crate::config::Config;
 /// Storage namespaces of the logs. Never renumber: they are on disk.
 const REKOR_V1: u8 = 1;
 const REKOR_V2: u8 = 2;
+const CT: u8 = 3;
 
 pub struct AppState {
     pub rekor_v1: RekorV1,
@@ -25,7 +29,9 @@ pub struct AppState {
     /// The development OIDC issuer; only under `--dev`.
     pub dev_issuer: Option<Arc<DevIssuer>>,
     /// Verifies identity tokens for the CA.
-    pub tokens: TokenVerifier,
+    pub tokens: Arc<TokenVerifier>,
+    /// The CA with its CT log.
+    pub ca: Issuer,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +52,8 @@ pub enum StartError {
     Io { what: String, source: std::io::Error },
     #[error(transparent)]
     DevIssuer(#[from] DevIssuerError),
+    #[error(transparent)]
+    Ca(#[from] CaError),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -97,8 +105,8 @@ impl AppState {
         // Rekor v2: origin is the bare host of the log's base URL.
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
         let v2 = Log::open(
-            LogConfig { id: REKOR_V2, origin: host.clone(), key_name: host, key: v2_key, batch, stamper: None },
-            storage,
+            LogConfig { id: REKOR_V2, origin: host.clone(), key_name: host.clone(), key: v2_key, batch, stamper: None },
+            storage.clone(),
         )
         .await?;
 
@@ -112,7 +120,33 @@ impl AppState {
         } else {
             None
         };
-        let tokens = TokenVerifier::new(dev_issuer.iter().map(|d| d.config()));
+        let tokens = Arc::new(TokenVerifier::new(dev_issuer.iter().map(|d| d.config())));
+
+        // The CA and its CT log.
+        if !cfg.dev && !cfg.data_dir.join("ca").join("intermediate.pem").exists() {
+            return Err(StartError::MissingKey { path: cfg.data_dir.join("ca").join("intermediate.pem").display().to_string() });
+        }
+        let data_dir = cfg.data_dir.clone();
+        let authority = Arc::new(
+            tokio::task::spawn_blocking(move || Authority::open(&data_dir)).await.expect("CA open does not panic")?,
+        );
+        let ct_key = key(cfg, &None, "ct.pem")?;
+        let ct_log = Log::open(
+            LogConfig {
+                id: CT,
+                origin: format!("{host}/ct"),
+                key_name: host.clone(),
+                key: ct_key.clone(),
+                batch: BatchPolicy {
+                    max_entries: cfg.log.batch_max_entries,
+                    max_delay: std::time::Duration::from_millis(cfg.log.ct_batch_max_delay_ms),
+                },
+                stamper: None,
+            },
+            storage.clone(),
+        )
+        .await?;
+        let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
 
         Ok(AppState {
             rekor_v1: RekorV1::new(v1, tree_id),
@@ -120,6 +154,7 @@ impl AppState {
             max_body: cfg.limits.max_body_bytes,
             dev_issuer,
             tokens,
+            ca,
         })
     }
 }

@@ -188,6 +188,31 @@ impl PublicKey {
     }
 }
 
+impl PublicKey {
+    /// Verifies `sig` over `message` with the key's natural hash: SHA-256 for P-256 and RSA,
+    /// SHA-384 for P-384, and pure Ed25519. This is how Fulcio checks a proof of possession.
+    pub fn verify_message(&self, message: &[u8], sig: &[u8]) -> Result<(), KeyError> {
+        let ok = match self.kind {
+            KeyKind::EcdsaP256 => verify_with(&signature::ECDSA_P256_SHA256_ASN1, &self.spki_der, message, sig),
+            KeyKind::EcdsaP384 => verify_with(&signature::ECDSA_P384_SHA384_ASN1, &self.spki_der, message, sig),
+            KeyKind::Rsa { .. } => {
+                verify_with(&signature::RSA_PKCS1_2048_8192_SHA256, &self.spki_der, message, sig)
+                    || verify_with(&signature::RSA_PSS_2048_8192_SHA256, &self.spki_der, message, sig)
+            }
+            KeyKind::Ed25519 => verify_with(&signature::ED25519, &self.raw, message, sig),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(KeyError::BadSignature)
+        }
+    }
+}
+
+fn verify_with(alg: &'static dyn VerificationAlgorithm, key: &[u8], message: &[u8], sig: &[u8]) -> bool {
+    signature::UnparsedPublicKey::new(alg, key).verify(message, sig).is_ok()
+}
+
 /// RFC 8032 Ed25519ph over a SHA-512 digest, with an empty context, through AWS-LC.
 fn ed25519ph_verify_digest(public_key: &[u8], digest: &[u8], sig: &[u8]) -> bool {
     if public_key.len() != 32 || digest.len() != 64 || sig.len() != 64 {

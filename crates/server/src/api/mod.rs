@@ -1,11 +1,13 @@
 //! The HTTP surface: one router whose routes a tower layer stack can wrap.
 //!
+//! - [`fulcio`]: the Fulcio v2 CA API.
 //! - [`rekor_v1`]: the Rekor v1 JSON API.
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
 //! - [`ops`]: health, readiness, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
 pub mod error;
+pub mod fulcio;
 pub mod input;
 pub mod ops;
 pub mod rekor_v1;
@@ -26,6 +28,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/oidc/.well-known/openid-configuration", get(ops::oidc_discovery))
         .route("/oidc/jwks", get(ops::oidc_jwks))
+        .route("/api/v2/signingCert", post(fulcio::signing_cert))
+        .route("/api/v2/trustBundle", get(fulcio::trust_bundle))
+        .route("/api/v2/configuration", get(fulcio::configuration))
         .route("/api/v1/log", get(rekor_v1::log_info))
         .route("/api/v1/log/publicKey", get(rekor_v1::public_key))
         .route("/api/v1/log/proof", get(rekor_v1::consistency_proof))

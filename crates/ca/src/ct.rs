@@ -1,0 +1,157 @@
+//! signet's certificate transparency log (RFC 6962) and the SCTs the CA embeds.
+//!
+//! Every leaf certificate is first logged as a precertificate entry; the log answers with a
+//! Signed Certificate Timestamp (v1, ECDSA P-256/SHA-256, the only kind sigstore-python
+//! accepts), and the SCT goes into the final certificate. The SCT is returned only once
+//! its entry is durable in the log, so it is a kept promise, not merely a promise to merge.
+//!
+//! The log reuses the `log` crate's engine. Its leaves are RFC 6962 `MerkleTreeLeaf`s of
+//! precertificate entries; a `MerkleTreeLeaf` and the data an SCT signs are byte-identical
+//! (both start with two zero bytes: version and leaf type / signature type).
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use der::asn1::OctetString;
+use der::Encode;
+use signet_core::keys::{self, SigningKey};
+use signet_log::{AppendError, Log, Sequenced};
+use x509_cert::ext::Extension;
+
+use crate::authority::OID_CT_SCT_LIST;
+
+/// A Signed Certificate Timestamp for a precertificate entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sct {
+    pub log_id: [u8; 32],
+    pub timestamp_ms: u64,
+    /// ASN.1 DER ECDSA P-256 signature.
+    pub signature: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CtError {
+    #[error("CT log append failed: {0}")]
+    Append(#[from] AppendError),
+    #[error("signing the SCT failed")]
+    Sign,
+    #[error("TBS certificate of {0} bytes is too large for a CT entry")]
+    TooLarge(usize),
+}
+
+/// RFC 6962 §3.4 `MerkleTreeLeaf` of a precert entry, which is also the §3.2 signed data.
+pub fn precert_leaf(timestamp_ms: u64, issuer_key_hash: &[u8; 32], tbs: &[u8]) -> Result<Vec<u8>, CtError> {
+    if tbs.len() >= 1 << 24 {
+        return Err(CtError::TooLarge(tbs.len()));
+    }
+    let mut out = Vec::with_capacity(2 + 8 + 2 + 32 + 3 + tbs.len() + 2);
+    out.extend_from_slice(&[0, 0]); // v1; timestamped_entry (certificate_timestamp when signed)
+    out.extend_from_slice(&timestamp_ms.to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes()); // precert_entry
+    out.extend_from_slice(issuer_key_hash);
+    out.extend_from_slice(&(tbs.len() as u32).to_be_bytes()[1..]);
+    out.extend_from_slice(tbs);
+    out.extend_from_slice(&0u16.to_be_bytes()); // no extensions
+    Ok(out)
+}
+
+impl Sct {
+    /// The TLS encoding of §3.2 `SignedCertificateTimestamp`.
+    pub fn to_tls(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + 32 + 8 + 2 + 4 + self.signature.len());
+        out.push(0);
+        out.extend_from_slice(&self.log_id);
+        out.extend_from_slice(&self.timestamp_ms.to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+        out.extend_from_slice(&[4, 3]); // sha256, ecdsa
+        out.extend_from_slice(&(self.signature.len() as u16).to_be_bytes());
+        out.extend_from_slice(&self.signature);
+        out
+    }
+
+    /// Checks the SCT over a precert entry against the log's SPKI.
+    pub fn verify(&self, log_spki: &[u8], issuer_key_hash: &[u8; 32], tbs: &[u8]) -> bool {
+        let Ok(data) = precert_leaf(self.timestamp_ms, issuer_key_hash, tbs) else { return false };
+        signet_core::hash::sha256(log_spki) == self.log_id && keys::verify_p256(log_spki, &data, &self.signature)
+    }
+}
+
+/// The §3.3 SCT list extension, as embedded in the final certificate.
+pub fn sct_list_extension(scts: &[Sct]) -> Result<Extension, der::Error> {
+    let mut list = Vec::new();
+    for sct in scts {
+        let tls = sct.to_tls();
+        list.extend_from_slice(&(tls.len() as u16).to_be_bytes());
+        list.extend_from_slice(&tls);
+    }
+    let mut value = (list.len() as u16).to_be_bytes().to_vec();
+    value.extend_from_slice(&list);
+    // extnValue holds the DER of an OCTET STRING that holds the TLS-encoded list.
+    Ok(Extension { extn_id: OID_CT_SCT_LIST, critical: false, extn_value: OctetString::new(OctetString::new(value)?.to_der()?)? })
+}
+
+/// The CT log: a log-engine tree of precert leaves and its SCT key.
+#[derive(Clone)]
+pub struct CtLog {
+    log: Log,
+    key: Arc<SigningKey>,
+}
+
+impl CtLog {
+    pub fn new(log: Log, key: Arc<SigningKey>) -> CtLog {
+        CtLog { log, key }
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    pub fn key(&self) -> &SigningKey {
+        &self.key
+    }
+
+    /// Logs the precert entry for `tbs` (the precertificate's TBS without its poison) and
+    /// returns its SCT once the entry is durable.
+    pub async fn submit(&self, issuer_key_hash: &[u8; 32], tbs: &[u8]) -> Result<Sct, CtError> {
+        let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let leaf = precert_leaf(timestamp_ms, issuer_key_hash, tbs)?;
+        let signature = self.key.sign(&leaf).map_err(|_| CtError::Sign)?;
+        match self.log.append(leaf, None).await? {
+            Sequenced::New { .. } | Sequenced::Duplicate { .. } => {}
+        }
+        Ok(Sct { log_id: *self.key.key_id(), timestamp_ms, signature })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sct_signs_the_precert_leaf_and_encodes_per_rfc6962() {
+        let key = SigningKey::generate().unwrap();
+        let ikh = [7u8; 32];
+        let tbs = b"tbs bytes";
+        let leaf = precert_leaf(1_700_000_000_123, &ikh, tbs).unwrap();
+        assert_eq!(&leaf[..2], &[0, 0]);
+        assert_eq!(&leaf[10..12], &[0, 1]);
+        assert_eq!(&leaf[44..47], &[0, 0, 9]);
+        let sct = Sct { log_id: *key.key_id(), timestamp_ms: 1_700_000_000_123, signature: key.sign(&leaf).unwrap() };
+        assert!(sct.verify(key.spki_der(), &ikh, tbs));
+        assert!(!sct.verify(key.spki_der(), &ikh, b"other tbs"));
+        assert!(!sct.verify(key.spki_der(), &[8u8; 32], tbs));
+
+        let tls = sct.to_tls();
+        assert_eq!(tls[0], 0);
+        assert_eq!(&tls[1..33], key.key_id());
+        assert_eq!(&tls[41..43], &[0, 0]);
+        assert_eq!(&tls[43..45], &[4, 3]);
+        let ext = sct_list_extension(&[sct.clone()]).unwrap();
+        let inner = ext.extn_value.as_bytes();
+        // OCTET STRING header, then the list length, then one length-prefixed SCT.
+        assert_eq!(inner[0], 0x04);
+        let list = &inner[2..];
+        assert_eq!(u16::from_be_bytes([list[0], list[1]]) as usize, tls.len() + 2);
+        assert_eq!(&list[4..], &tls[..]);
+    }
+}

@@ -1,0 +1,143 @@
+//! Issuing a code-signing certificate: Fulcio's `signingCert` flow.
+//!
+//! 1. Verify the identity token.
+//! 2. Verify that the caller holds the key: a signature over the token's `email` claim
+//!    (or `sub` when there is none), or a CSR whose self-signature verifies.
+//! 3. Build the TBS, log the precert entry in the CT log, and get its SCT.
+//! 4. Sign the final certificate, with the SCT embedded.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use der::{Decode, Encode};
+use serde_json::Value;
+use signet_core::{b64, hash::sha256, pem};
+use signet_log::rekor::verifier::{self, PublicKey};
+use spki::SubjectPublicKeyInfoOwned;
+use x509_cert::request::CertReq;
+
+use crate::authority::{Authority, CaError};
+use crate::ct::{self, CtError, CtLog};
+use crate::oidc::{Identity, TokenError, TokenVerifier};
+use crate::x509;
+
+/// How the caller proves it holds the key to certify.
+pub enum KeyProof {
+    /// `publicKeyRequest`: a PEM public key and a signature over the token's subject claim.
+    PublicKey { pem: String, proof_of_possession: Vec<u8> },
+    /// `certificateSigningRequest`: a PEM CSR, self-signed.
+    Csr { pem: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error("public key: {0}")]
+    Key(String),
+    #[error("proof of possession: {0}")]
+    Proof(String),
+    #[error("certificate signing request: {0}")]
+    Csr(String),
+    #[error(transparent)]
+    Ct(#[from] CtError),
+    #[error(transparent)]
+    Ca(#[from] CaError),
+}
+
+pub struct Issued {
+    pub leaf_der: Vec<u8>,
+    pub identity: Identity,
+}
+
+pub struct Issuer {
+    pub authority: Arc<Authority>,
+    pub ct: CtLog,
+    pub tokens: Arc<TokenVerifier>,
+    issuer_key_hash: [u8; 32],
+}
+
+impl Issuer {
+    pub fn new(authority: Arc<Authority>, ct: CtLog, tokens: Arc<TokenVerifier>) -> Issuer {
+        let issuer_key_hash = sha256(authority.issuer_spki_der());
+        Issuer { authority, ct, tokens, issuer_key_hash }
+    }
+
+    pub async fn issue(&self, token: &str, proof: KeyProof) -> Result<Issued, IssueError> {
+        let identity = self.tokens.verify(token)?;
+        let spki_der = match proof {
+            KeyProof::PublicKey { pem: key_pem, proof_of_possession } => {
+                let block = pem::decode_first(key_pem.as_bytes()).map_err(|e| IssueError::Key(e.to_string()))?;
+                if block.label != "PUBLIC KEY" {
+                    return Err(IssueError::Key(format!("PEM block {:?}; expected PUBLIC KEY", block.label)));
+                }
+                let key = PublicKey::from_spki(&block.der).map_err(|e| IssueError::Key(e.to_string()))?;
+                // Fulcio: the challenge is the email claim when present, otherwise `sub`.
+                let challenge = identity
+                    .claims
+                    .get("email")
+                    .or_else(|| identity.claims.get("sub"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if proof_of_possession.is_empty() {
+                    return Err(IssueError::Proof("missing; sign the token's email (or sub) claim with the key".into()));
+                }
+                key.verify_message(challenge.as_bytes(), &proof_of_possession).map_err(|_| {
+                    IssueError::Proof(format!("the signature over {challenge:?} does not verify with the public key"))
+                })?;
+                block.der
+            }
+            KeyProof::Csr { pem: csr_pem } => verify_csr(&csr_pem)?,
+        };
+        let spki = SubjectPublicKeyInfoOwned::from_der(&spki_der).map_err(|e| IssueError::Key(e.to_string()))?;
+
+        let serial = x509::random_serial().map_err(CaError::from)?;
+        let now = SystemTime::now();
+        let core = self.authority.leaf_tbs(&identity, spki.clone(), serial.clone(), now, None)?;
+        let core_der = core.to_der().map_err(CaError::from)?;
+        let sct = self.ct.submit(&self.issuer_key_hash, &core_der).await?;
+        let ext = ct::sct_list_extension(&[sct]).map_err(CaError::from)?;
+        let tbs = self.authority.leaf_tbs(&identity, spki, serial, now, Some(ext))?;
+        let leaf_der = self.authority.sign(tbs)?;
+        Ok(Issued { leaf_der, identity })
+    }
+}
+
+/// Parses a PEM CSR, checks its self-signature, and returns its SPKI DER.
+fn verify_csr(csr_pem: &str) -> Result<Vec<u8>, IssueError> {
+    let block = pem::decode_first(csr_pem.as_bytes()).map_err(|e| IssueError::Csr(e.to_string()))?;
+    if block.label != "CERTIFICATE REQUEST" && block.label != "NEW CERTIFICATE REQUEST" {
+        return Err(IssueError::Csr(format!("PEM block {:?}; expected CERTIFICATE REQUEST", block.label)));
+    }
+    let csr = CertReq::from_der(&block.der).map_err(|e| IssueError::Csr(format!("does not parse: {e}")))?;
+    let spki_der = csr.info.public_key.to_der().map_err(|e| IssueError::Csr(e.to_string()))?;
+    let key = PublicKey::from_spki(&spki_der).map_err(|e| IssueError::Key(e.to_string()))?;
+    let info = csr.info.to_der().map_err(|e| IssueError::Csr(e.to_string()))?;
+    let sig = csr.signature.as_bytes().ok_or_else(|| IssueError::Csr("signature has unused bits".into()))?;
+    let hash = match csr.algorithm.oid.to_string().as_str() {
+        "1.2.840.10045.4.3.2" | "1.2.840.113549.1.1.11" => Some(verifier::HashAlg::Sha256),
+        "1.2.840.10045.4.3.3" | "1.2.840.113549.1.1.12" => Some(verifier::HashAlg::Sha384),
+        "1.2.840.10045.4.3.4" | "1.2.840.113549.1.1.13" => Some(verifier::HashAlg::Sha512),
+        "1.3.101.112" => None,
+        other => return Err(IssueError::Csr(format!("signature algorithm {other} is not supported"))),
+    };
+    let verified = match hash {
+        Some(h) => {
+            let digest = match h {
+                verifier::HashAlg::Sha256 => sha256(&info).to_vec(),
+                verifier::HashAlg::Sha384 => aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA384, &info).as_ref().to_vec(),
+                verifier::HashAlg::Sha512 => aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA512, &info).as_ref().to_vec(),
+            };
+            key.verify_digest(h, &digest, sig)
+        }
+        None => key.verify_message(&info, sig),
+    };
+    verified.map_err(|_| IssueError::Csr("its signature does not verify with its own public key".into()))?;
+    Ok(spki_der)
+}
+
+/// Decodes the base64 of a PEM, as both request forms carry their PEM.
+pub fn b64_pem(field: &str, value: &str) -> Result<String, String> {
+    let raw = b64::decode(value).map_err(|e| format!("{field} is not base64: {e}"))?;
+    String::from_utf8(raw).map_err(|_| format!("{field} does not decode to PEM text"))
+}

@@ -1,0 +1,148 @@
+//! The Fulcio v2 API against a real `signet serve --dev`: a certificate for a dev-issuer
+//! identity, with an SCT from signet's CT log, that OpenSSL accepts up to signet's root.
+
+mod common;
+
+use std::process::Command;
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use common::*;
+use der::{Decode, Encode};
+use serde_json::{json, Value};
+use signet_core::{b64, pem};
+
+fn token(dir: &std::path::Path, email: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["dev-token", "--data-dir"])
+        .arg(dir)
+        .args(["--subject", email])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+struct Key {
+    pair: EcdsaKeyPair,
+    pem: String,
+}
+
+fn key() -> Key {
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let spki = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap();
+    let pem = pem::encode("PUBLIC KEY", spki.as_ref());
+    Key { pair, pem }
+}
+
+fn request(k: &Key, token: &str, challenge: &str) -> Value {
+    let pop = k.pair.sign(&SystemRandom::new(), challenge.as_bytes()).unwrap();
+    json!({"credentials": {"oidcIdentityToken": token},
+           "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": k.pem}, "proofOfPossession": b64::encode(pop.as_ref())}})
+}
+
+#[test]
+fn issues_a_certificate_with_an_embedded_sct() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let tok = token(dir.path(), "alice@example.com");
+    let k = key();
+    let r = post_json(&agent, &format!("{}/api/v2/signingCert", server.url), &request(&k, &tok, "alice@example.com")).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = r.json();
+    let chain: Vec<String> = body["signedCertificateEmbeddedSct"]["chain"]["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(chain.len(), 3, "leaf, intermediate, root");
+    let bundle = get(&agent, &format!("{}/api/v2/trustBundle", server.url)).unwrap().json();
+    assert_eq!(bundle["chains"][0]["certificates"], json!(chain[1..]));
+
+    // OpenSSL accepts the chain and shows the profile.
+    let paths: Vec<_> = ["leaf.pem", "inter.pem", "root.pem"]
+        .iter()
+        .zip(&chain)
+        .map(|(n, c)| {
+            let p = dir.path().join(n);
+            std::fs::write(&p, c).unwrap();
+            p
+        })
+        .collect();
+    let verify = Command::new("openssl")
+        .args(["verify", "-CAfile"])
+        .arg(&paths[2])
+        .arg("-untrusted")
+        .arg(&paths[1])
+        .arg(&paths[0])
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "openssl verify: {}{}", String::from_utf8_lossy(&verify.stdout), String::from_utf8_lossy(&verify.stderr));
+    let text = Command::new("openssl").args(["x509", "-noout", "-text", "-in"]).arg(&paths[0]).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    for needle in ["email:alice@example.com", "CT Precertificate SCTs", "Code Signing", "Validity"] {
+        assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+    }
+
+    // The SCT verifies against the CT log key over the TBS without the SCT extension.
+    let leaf_der = pem::decode_first(chain[0].as_bytes()).unwrap().der;
+    let leaf = x509_cert::Certificate::from_der(&leaf_der).unwrap();
+    let mut tbs = leaf.tbs_certificate.clone();
+    let exts = tbs.extensions.as_mut().unwrap();
+    let pos = exts.iter().position(|e| e.extn_id == signet_ca::authority::OID_CT_SCT_LIST).unwrap();
+    let sct_ext = exts.remove(pos);
+    let list = der::asn1::OctetString::from_der(sct_ext.extn_value.as_bytes()).unwrap();
+    let list = list.as_bytes();
+    assert_eq!(u16::from_be_bytes([list[0], list[1]]) as usize, list.len() - 2);
+    let sct = &list[4..];
+    let ct_key = signet_core::keys::SigningKey::load_or_generate(&dir.path().join("keys/ct.pem")).unwrap();
+    assert_eq!(&sct[1..33], ct_key.key_id());
+    let timestamp = u64::from_be_bytes(sct[33..41].try_into().unwrap());
+    let sig_len = u16::from_be_bytes([sct[45], sct[46]]) as usize;
+    let inter = x509_cert::Certificate::from_der(&pem::decode_first(chain[1].as_bytes()).unwrap().der).unwrap();
+    let ikh = signet_core::hash::sha256(&inter.tbs_certificate.subject_public_key_info.to_der().unwrap());
+    let signed = signet_ca::ct::precert_leaf(timestamp, &ikh, &tbs.to_der().unwrap()).unwrap();
+    assert!(signet_core::keys::verify_p256(ct_key.spki_der(), &signed, &sct[47..47 + sig_len]));
+
+    let config = get(&agent, &format!("{}/api/v2/configuration", server.url)).unwrap().json();
+    assert_eq!(config["issuers"][0]["issuerUrl"], format!("{}/oidc", server.url));
+}
+
+#[test]
+fn refuses_bad_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let url = format!("{}/api/v2/signingCert", server.url);
+    let tok = token(dir.path(), "bob@example.com");
+    let k = key();
+    let k1 = hex::decode(format!("3056301006072a8648ce3d020106052b8104000a034200{}", "04".repeat(65))).unwrap();
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        ("no token", json!({"publicKeyRequest": request(&k, "", "x")["publicKeyRequest"]}), 401, "identity token"),
+        ("garbage token", request(&k, "not.a.token", "bob@example.com"), 401, "malformed"),
+        ("PoP over the wrong claim", request(&k, &tok, "mallory@example.com"), 400, "proof of possession"),
+        ("missing PoP", { let mut r = request(&k, &tok, "bob@example.com"); r["publicKeyRequest"]["proofOfPossession"] = json!(""); r }, 400, "proof of possession"),
+        ("wrong PEM label", { let mut r = request(&k, &tok, "bob@example.com"); r["publicKeyRequest"]["publicKey"]["content"] = json!(pem::encode("CERTIFICATE", b"x")); r }, 400, "PUBLIC KEY"),
+        ("unsupported curve", { let mut r = request(&k, &tok, "bob@example.com"); r["publicKeyRequest"]["publicKey"]["content"] = json!(pem::encode("PUBLIC KEY", &k1)); r }, 400, "curve"),
+        ("malformed CSR", json!({"credentials": {"oidcIdentityToken": tok}, "certificateSigningRequest": b64::encode(pem::encode("CERTIFICATE REQUEST", b"junk"))}), 400, "certificate signing request"),
+        ("neither form", json!({"credentials": {"oidcIdentityToken": tok}}), 400, "exactly one"),
+    ];
+    for (name, body, status, needle) in cases {
+        let r = post_json(&agent, &url, &body).unwrap();
+        assert_eq!(r.status, status, "{name}: {}", r.text());
+        let msg = r.json()["message"].as_str().unwrap().to_string();
+        assert!(msg.to_lowercase().contains(&needle.to_lowercase()), "{name}: {msg:?} should mention {needle:?}");
+    }
+    // The token in the Authorization header works like the body field.
+    let mut req = request(&k, &tok, "bob@example.com");
+    req.as_object_mut().unwrap().remove("credentials");
+    let r = agent
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("authorization", &format!("Bearer {tok}"))
+        .send(serde_json::to_vec(&req).unwrap())
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}

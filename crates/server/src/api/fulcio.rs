@@ -1,0 +1,80 @@
+//! The Fulcio v2 API: `signingCert`, `trustBundle`, `configuration`.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::Json;
+use serde_json::{json, Value};
+use signet_ca::issue::{b64_pem, IssueError, KeyProof};
+use signet_core::{b64, pem};
+
+use super::error::ApiError;
+use super::input::json_body;
+use crate::state::AppState;
+
+impl From<IssueError> for ApiError {
+    fn from(e: IssueError) -> Self {
+        let status = match e {
+            IssueError::Token(_) => StatusCode::UNAUTHORIZED,
+            IssueError::Key(_) | IssueError::Proof(_) | IssueError::Csr(_) => StatusCode::BAD_REQUEST,
+            IssueError::Ct(_) | IssueError::Ca(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(v, |cur, p| cur.get(p))?.as_str()
+}
+
+/// `POST /api/v2/signingCert`. Token in the body (`credentials.oidcIdentityToken`) or as
+/// `Authorization: Bearer`; the key as `publicKeyRequest` or `certificateSigningRequest`.
+pub async fn signing_cert(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = json_body(&headers, body, state.max_body).await?;
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let token = str_at(&request, &["credentials", "oidcIdentityToken"])
+        .or(bearer)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "no identity token: send credentials.oidcIdentityToken or Authorization: Bearer"))?;
+
+    let proof = match (request.get("publicKeyRequest"), request.get("certificateSigningRequest")) {
+        (Some(pkr), None) => {
+            let content = str_at(pkr, &["publicKey", "content"])
+                .ok_or_else(|| ApiError::bad_request("publicKeyRequest.publicKey.content (a PEM public key) is required"))?;
+            let pop = str_at(pkr, &["proofOfPossession"]).unwrap_or_default();
+            let proof_of_possession = b64::decode(pop)
+                .map_err(|e| ApiError::bad_request(format!("publicKeyRequest.proofOfPossession is not base64: {e}")))?;
+            KeyProof::PublicKey { pem: content.to_string(), proof_of_possession }
+        }
+        (None, Some(Value::String(csr))) => {
+            KeyProof::Csr { pem: b64_pem("certificateSigningRequest", csr).map_err(ApiError::bad_request)? }
+        }
+        (None, Some(_)) => return Err(ApiError::bad_request("certificateSigningRequest must be a base64 string")),
+        _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required")),
+    };
+    let issued = state.ca.issue(token, proof).await?;
+    let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
+    chain.extend(state.ca.authority.chain_pem());
+    Ok(Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})))
+}
+
+/// `GET /api/v2/trustBundle`.
+pub async fn trust_bundle(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({"chains": [{"certificates": state.ca.authority.chain_pem()}]}))
+}
+
+/// `GET /api/v2/configuration`: the issuers this CA accepts tokens from.
+pub async fn configuration(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let issuers: Vec<Value> = state
+        .tokens
+        .issuers()
+        .map(|i| json!({"issuerUrl": i, "audience": "sigstore", "challengeClaim": "email"}))
+        .collect();
+    Json(json!({"issuers": issuers}))
+}
