@@ -32,6 +32,8 @@ pub struct LoadSpec {
     /// How long one request may take before it counts as a timeout.
     pub timeout: Duration,
     pub progress: bool,
+    /// Identity token for the `cert` workload.
+    pub token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,10 +74,14 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     }
     let total = ((spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
 
+    if spec.workload == Workload::Cert && crate::workload::token_challenge(spec.token.as_deref().unwrap_or("")).is_none() {
+        return Err(LoadError::Spec("the cert workload needs --token with an identity token (signet dev-token)".into()));
+    }
     let read_size = if spec.workload == Workload::LogRead { tree_size(&spec.target).await? } else { 0 };
     let (target, kind, method, body) = (spec.target.clone(), spec.workload, spec.method.clone(), spec.body.clone());
+    let token = spec.token.clone();
     let maker = tokio::task::spawn_blocking(move || {
-        RequestMaker::prepare(&target, kind, total as usize, method, body, read_size)
+        RequestMaker::prepare(&target, kind, total as usize, method, body, read_size, token.as_deref())
     })
     .await
     .map_err(|e| LoadError::Spec(e.to_string()))?;

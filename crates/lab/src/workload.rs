@@ -24,6 +24,8 @@ pub enum Workload {
     LogAppendV2,
     /// Entry + inclusion proof reads, `GET /api/v1/log/entries?logIndex=` at random indices.
     LogRead,
+    /// `POST /api/v2/signingCert` with a proof of possession, as cosign's first step.
+    Cert,
     /// The target URL itself, with `--method` and `--body`.
     Custom,
 }
@@ -35,11 +37,12 @@ impl std::str::FromStr for Workload {
             "log-append" => Workload::LogAppend,
             "log-append-v2" => Workload::LogAppendV2,
             "log-read" => Workload::LogRead,
+            "cert" => Workload::Cert,
             "custom" => Workload::Custom,
             other => {
                 return Err(format!(
-                    "unknown workload {other:?}; expected log-append, log-append-v2, log-read or custom \
-                     (sign, verify, mixed and tsa arrive with the CA and TSA)"
+                    "unknown workload {other:?}; expected log-append, log-append-v2, log-read, cert or custom \
+                     (sign, verify, mixed and tsa are still to come)"
                 ))
             }
         })
@@ -52,6 +55,7 @@ impl Workload {
             Workload::LogAppend => "log-append",
             Workload::LogAppendV2 => "log-append-v2",
             Workload::LogRead => "log-read",
+            Workload::Cert => "cert",
             Workload::Custom => "custom",
         }
     }
@@ -74,6 +78,7 @@ impl RequestMaker {
         method: Method,
         custom_body: Bytes,
         read_size: u64,
+        token: Option<&str>,
     ) -> Arc<RequestMaker> {
         let prefix = target.path().trim_end_matches('/').to_string();
         let prepared = match kind {
@@ -90,6 +95,14 @@ impl RequestMaker {
                 vec![conn::request_bytes(method.as_str(), target, path, body)]
             }
             Workload::LogRead => Vec::new(),
+            Workload::Cert => {
+                let token = token.expect("checked by the caller");
+                let path = format!("{prefix}/api/v2/signingCert");
+                cert_requests(token, count.min(256))
+                    .iter()
+                    .map(|body| conn::request_bytes("POST", target, &path, Some(body)))
+                    .collect()
+            }
         };
         Arc::new(RequestMaker { target: target.clone(), kind, prepared, read_size })
     }
@@ -104,6 +117,32 @@ impl RequestMaker {
             _ => std::borrow::Cow::Borrowed(&self.prepared[i as usize % self.prepared.len()]),
         }
     }
+}
+
+/// The claim Fulcio wants signed: `email`, else `sub` (read without verifying the token).
+pub fn token_challenge(token: &str) -> Option<String> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("email").or_else(|| claims.get("sub"))?.as_str().map(str::to_string)
+}
+
+/// `count` signingCert bodies, each with its own key and proof of possession.
+fn cert_requests(token: &str, count: usize) -> Vec<Bytes> {
+    let challenge = token_challenge(token).unwrap_or_default();
+    let rng = SystemRandom::new();
+    (0..count.max(1))
+        .map(|_| {
+            let k = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).expect("keygen");
+            let spki = k.public_key().as_der().expect("spki").as_ref().to_vec();
+            let pop = k.sign(&rng, challenge.as_bytes()).expect("sign");
+            let body = json!({"credentials": {"oidcIdentityToken": token}, "publicKeyRequest": {
+                "publicKey": {"algorithm": "ECDSA", "content": pem::encode("PUBLIC KEY", &spki)},
+                "proofOfPossession": b64::encode(pop.as_ref())}});
+            Bytes::from(serde_json::to_vec(&body).expect("json"))
+        })
+        .collect()
 }
 
 /// `count` distinct entries signed by a small pool of keys, made on all cores.

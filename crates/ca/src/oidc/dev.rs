@@ -132,8 +132,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dev = Arc::new(DevIssuer::open(dir.path(), "http://127.0.0.1:8080/oidc").unwrap());
         let token = dev.mint("alice@example.com", 300).unwrap();
-        let id = verifier(&dev).verify(&token).unwrap();
+        let v = verifier(&dev);
+        let id = v.verify(&token).unwrap();
         assert_eq!(id.subject, "alice@example.com");
+        assert_eq!(v.verify(&token).unwrap(), id, "a cached token gives the same identity");
+        // A cached token's identity does not leak to a token that differs only in its signature.
+        let mut forged = token.clone();
+        forged.truncate(forged.len() - 4);
+        forged.push_str("AAAA");
+        assert!(v.verify(&forged).is_err());
         assert_eq!(id.issuer, "http://127.0.0.1:8080/oidc");
         // The key persists: a second open verifies the first one's tokens.
         let again = Arc::new(DevIssuer::open(dir.path(), "http://127.0.0.1:8080/oidc").unwrap());

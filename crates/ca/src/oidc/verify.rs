@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use jsonwebtoken::{Algorithm, Validation};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use super::jwks::KeySet;
@@ -85,6 +85,17 @@ struct Issuer {
 pub struct TokenVerifier {
     issuers: HashMap<String, Issuer>,
     leeway_secs: u64,
+    /// Tokens already verified, by SHA-256 of the whole token (signature included), until
+    /// they expire. CI jobs sign many artifacts with one token; each signature check costs
+    /// as much as the rest of certificate issuance.
+    verified: Mutex<HashMap<[u8; 32], (Identity, u64)>>,
+}
+
+/// At most this many verified tokens are remembered.
+const CACHE_LIMIT: usize = 10_000;
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 const ACCEPTED: [Algorithm; 4] = [Algorithm::RS256, Algorithm::ES256, Algorithm::ES384, Algorithm::PS256];
@@ -95,7 +106,7 @@ impl TokenVerifier {
             .into_iter()
             .map(|c| (c.issuer.clone(), Issuer { config: c, keys: RwLock::new(None) }))
             .collect();
-        TokenVerifier { issuers, leeway_secs: 60 }
+        TokenVerifier { issuers, leeway_secs: 60, verified: Mutex::new(HashMap::new()) }
     }
 
     pub fn issuers(&self) -> impl Iterator<Item = &str> {
@@ -103,6 +114,29 @@ impl TokenVerifier {
     }
 
     pub fn verify(&self, token: &str) -> Result<Identity, TokenError> {
+        let digest = signet_core::hash::sha256(token.as_bytes());
+        let now = now_secs();
+        if let Some((identity, exp)) = self.verified.lock().get(&digest) {
+            // Expiry is checked exactly, without leeway, once a token is cached.
+            if now < *exp {
+                return Ok(identity.clone());
+            }
+        }
+        let identity = self.verify_uncached(token)?;
+        if let Some(exp) = identity.claims.get("exp").and_then(Value::as_u64) {
+            let mut cache = self.verified.lock();
+            if cache.len() >= CACHE_LIMIT {
+                cache.retain(|_, (_, e)| *e > now);
+                if cache.len() >= CACHE_LIMIT {
+                    cache.clear();
+                }
+            }
+            cache.insert(digest, (identity.clone(), exp));
+        }
+        Ok(identity)
+    }
+
+    fn verify_uncached(&self, token: &str) -> Result<Identity, TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
         if !ACCEPTED.contains(&header.alg) {
             return Err(TokenError::Algorithm(format!("{:?}", header.alg)));

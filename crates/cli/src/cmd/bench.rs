@@ -23,7 +23,7 @@ struct LoadArgs {
     /// Base URL of the instance (for `custom`, the full URL to request).
     #[arg(long)]
     target: String,
-    /// log-append, log-append-v2, log-read or custom.
+    /// log-append, log-append-v2, log-read, cert or custom.
     #[arg(long)]
     workload: Workload,
     /// Offered requests per second.
@@ -47,6 +47,9 @@ struct LoadArgs {
     /// Write the machine-readable result here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Identity token for the `cert` workload (e.g. from `signet dev-token`).
+    #[arg(long)]
+    token: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -75,6 +78,7 @@ fn load(a: LoadArgs) -> ExitCode {
         body: a.body.into_bytes().into(),
         timeout: Duration::from_secs_f64(a.timeout),
         progress: true,
+        token: a.token,
     };
     // One event-loop thread drives every connection. The generator shares its cores with the
     // server it measures, and a single thread cost 17 µs of CPU per request here against 22 µs
