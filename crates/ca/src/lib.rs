@@ -5,12 +5,11 @@
 //! - [`authority`]: the CA's root and intermediate, and the Fulcio leaf profile.
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.
-//!
-//! The Fulcio-compatible CA, the RFC 6962 CT log with embedded SCTs, and the RFC 3161
-//! timestamp authority follow (see the issue "CA, CT log and timestamp authority").
+//! - [`tsa`]: the RFC 3161 timestamp authority.
 
 pub mod authority;
 pub mod ct;
 pub mod issue;
 pub mod oidc;
+pub mod tsa;
 pub mod x509;

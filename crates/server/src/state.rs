@@ -13,6 +13,7 @@ use signet_ca::authority::{Authority, CaError};
 use signet_ca::ct::CtLog;
 use signet_ca::issue::Issuer;
 use signet_ca::oidc::TokenVerifier;
+use signet_ca::tsa::{Tsa, TsaError};
 
 use crate::api::rekor_v1::RekorV1;
 use crate::config::Config;
@@ -32,6 +33,8 @@ pub struct AppState {
     pub tokens: Arc<TokenVerifier>,
     /// The CA with its CT log.
     pub ca: Issuer,
+    /// The RFC 3161 timestamp authority.
+    pub tsa: Tsa,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +57,8 @@ pub enum StartError {
     DevIssuer(#[from] DevIssuerError),
     #[error(transparent)]
     Ca(#[from] CaError),
+    #[error(transparent)]
+    Tsa(#[from] TsaError),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -146,6 +151,11 @@ impl AppState {
             storage.clone(),
         )
         .await?;
+        let root_key = signet_core::keys::load_or_generate_pkcs8_for(
+            &cfg.data_dir.join("keys").join("ca-root.pem"),
+            &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
+        )?;
+        let tsa = Tsa::open(&cfg.data_dir, &root_key, authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
 
         Ok(AppState {
@@ -155,6 +165,7 @@ impl AppState {
             dev_issuer,
             tokens,
             ca,
+            tsa,
         })
     }
 }

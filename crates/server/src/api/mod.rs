@@ -3,6 +3,7 @@
 //! - [`fulcio`]: the Fulcio v2 CA API.
 //! - [`rekor_v1`]: the Rekor v1 JSON API.
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
+//! - [`tsa`]: the RFC 3161 timestamp API.
 //! - [`ops`]: health, readiness, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
@@ -12,6 +13,7 @@ pub mod input;
 pub mod ops;
 pub mod rekor_v1;
 pub mod rekor_v2;
+pub mod tsa;
 
 use std::sync::Arc;
 
@@ -31,6 +33,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/signingCert", post(fulcio::signing_cert))
         .route("/api/v2/trustBundle", get(fulcio::trust_bundle))
         .route("/api/v2/configuration", get(fulcio::configuration))
+        .route("/api/v1/timestamp", post(tsa::timestamp))
+        .route("/api/v1/timestamp/certchain", get(tsa::certchain))
         .route("/api/v1/log", get(rekor_v1::log_info))
         .route("/api/v1/log/publicKey", get(rekor_v1::public_key))
         .route("/api/v1/log/proof", get(rekor_v1::consistency_proof))

@@ -1,0 +1,270 @@
+//! The RFC 3161 timestamp authority.
+//!
+//! A timestamp token is a CMS SignedData (RFC 5652) over a TSTInfo. Its signed attributes
+//! are the content type, the message digest of the TSTInfo, and the ESS
+//! signingCertificateV2 (RFC 5816) naming the TSA certificate, which verifiers such as
+//! `openssl ts -verify` require. The TSA certificate is issued by the CA's root (not the
+//! code-signing intermediate, whose EKU would not nest) with a critical EKU of timeStamping.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use cmpv2::status::{PkiStatus, PkiStatusInfo};
+use cms::cert::{CertificateChoices, IssuerAndSerialNumber};
+use cms::content_info::{CmsVersion, ContentInfo};
+use cms::signed_data::{EncapsulatedContentInfo, SignedData, SignerIdentifier, SignerInfo};
+use der::asn1::{Any, GeneralizedTime, Int, ObjectIdentifier, OctetString, SetOfVec};
+use der::{Decode, Encode};
+use signet_core::hash::sha256;
+use signet_core::{files, keys, pem};
+use spki::AlgorithmIdentifierOwned;
+use x509_cert::attr::Attribute;
+use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages, SubjectKeyIdentifier};
+use x509_cert::name::Name;
+use x509_cert::Certificate;
+use x509_tsp::{Accuracy, MessageImprint, TimeStampReq, TimeStampResp, TspVersion, TstInfo};
+
+use crate::authority::{CaError, OID_EXT_KEY_USAGE, OID_KEY_USAGE, OID_SUBJECT_KEY_ID};
+use crate::x509::{self, CaKey, TbsSpec};
+
+/// The TSA policy, Sigstore's.
+pub const POLICY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.2");
+const ID_TIME_STAMPING: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.8");
+const ID_CT_TST_INFO: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.16.1.4");
+const ID_SIGNED_DATA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.7.2");
+const ID_CONTENT_TYPE: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.3");
+const ID_MESSAGE_DIGEST: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.4");
+const ID_SIGNING_CERTIFICATE_V2: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.16.2.47");
+const ID_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.1");
+const ID_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.2");
+const ID_SHA512: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.3");
+const ECDSA_WITH_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+
+#[derive(Debug, thiserror::Error)]
+pub enum TsaError {
+    #[error("timestamp request is not valid DER: {0}")]
+    Malformed(String),
+    #[error("hash algorithm {0} is not accepted; expected SHA-256, SHA-384 or SHA-512")]
+    BadAlgorithm(String),
+    #[error("message imprint is {got} bytes, but {alg} digests are {want}")]
+    BadImprint { alg: &'static str, got: usize, want: usize },
+    #[error("policy {0} is not offered; this TSA issues under {POLICY}")]
+    Policy(String),
+    #[error("only version 1 requests exist")]
+    Version,
+    #[error("timestamp request has extensions, which this TSA does not support")]
+    Extensions,
+    #[error(transparent)]
+    Ca(#[from] CaError),
+    #[error("building the timestamp failed: {0}")]
+    Build(String),
+}
+
+impl From<der::Error> for TsaError {
+    fn from(e: der::Error) -> Self {
+        TsaError::Build(e.to_string())
+    }
+}
+
+/// A request in signet's own terms (from DER or from the JSON form).
+pub struct Request {
+    pub hash_oid: ObjectIdentifier,
+    pub digest: Vec<u8>,
+    pub nonce: Option<Vec<u8>>,
+    pub cert_req: bool,
+    pub policy: Option<ObjectIdentifier>,
+}
+
+pub struct Tsa {
+    key: EcdsaKeyPair,
+    cert: Certificate,
+    cert_der: Vec<u8>,
+    root_der: Vec<u8>,
+    rng: SystemRandom,
+}
+
+impl Tsa {
+    /// Loads (or creates) the TSA key and certificate under `data_dir`, issued by `root`.
+    pub fn open(data_dir: &Path, root_key_pkcs8: &[u8], root_der: &[u8]) -> Result<Tsa, TsaError> {
+        let key_path = data_dir.join("keys").join("tsa.pem");
+        let cert_path = data_dir.join("ca").join("tsa.pem");
+        let pkcs8 = keys::load_or_generate_pkcs8(&key_path).map_err(CaError::from)?;
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &pkcs8).map_err(|e| TsaError::Build(e.to_string()))?;
+        let spki_der = aws_lc_rs::encoding::AsDer::as_der(aws_lc_rs::signature::KeyPair::public_key(&key))
+            .map_err(|_| TsaError::Build("TSA public key".into()))?
+            .as_ref()
+            .to_vec();
+        let cert_der = match std::fs::read(&cert_path) {
+            Ok(b) => pem::decode_first(&b).map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?.der,
+            Err(_) => {
+                let root = Certificate::from_der(root_der)?;
+                let root_key = CaKey::from_pkcs8(root_key_pkcs8).map_err(CaError::from)?;
+                let spki = spki::SubjectPublicKeyInfoOwned::from_der(&spki_der)?;
+                let now = SystemTime::now();
+                let extensions = vec![
+                    x509::extension(OID_KEY_USAGE, true, &KeyUsage(KeyUsages::DigitalSignature.into())).map_err(CaError::from)?,
+                    // RFC 3161 §2.3: the EKU is id-kp-timeStamping alone, and critical.
+                    x509::extension(OID_EXT_KEY_USAGE, true, &ExtendedKeyUsage(vec![ID_TIME_STAMPING])).map_err(CaError::from)?,
+                    x509::extension(OID_SUBJECT_KEY_ID, false, &SubjectKeyIdentifier(OctetString::new(x509::key_identifier(&spki))?))
+                        .map_err(CaError::from)?,
+                ];
+                let tbs = x509::tbs(TbsSpec {
+                    serial: x509::random_serial().map_err(CaError::from)?,
+                    issuer: root.tbs_certificate.subject.clone(),
+                    subject: Name::from_str("CN=signet timestamp authority,O=signet").map_err(|e| TsaError::Build(e.to_string()))?,
+                    not_before: now - Duration::from_secs(60),
+                    not_after: root.tbs_certificate.validity.not_after.to_system_time(),
+                    spki,
+                    extensions,
+                })
+                .map_err(CaError::from)?;
+                let der = x509::sign(tbs, &root_key).map_err(CaError::from)?;
+                files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &der).as_bytes(), 0o644)
+                    .map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?;
+                der
+            }
+        };
+        let cert = Certificate::from_der(&cert_der)?;
+        if cert.tbs_certificate.subject_public_key_info.to_der()? != spki_der {
+            return Err(TsaError::Build(format!("{} does not match {}", cert_path.display(), key_path.display())));
+        }
+        Ok(Tsa { key, cert, cert_der, root_der: root_der.to_vec(), rng: SystemRandom::new() })
+    }
+
+    /// PEMs of the TSA's chain: its certificate, then the root.
+    pub fn chain_pem(&self) -> Vec<String> {
+        vec![pem::encode("CERTIFICATE", &self.cert_der), pem::encode("CERTIFICATE", &self.root_der)]
+    }
+
+    /// Parses a DER `TimeStampReq`.
+    pub fn parse_der(der_bytes: &[u8]) -> Result<Request, TsaError> {
+        let req = TimeStampReq::from_der(der_bytes).map_err(|e| TsaError::Malformed(e.to_string()))?;
+        if req.version != TspVersion::V1 {
+            return Err(TsaError::Version);
+        }
+        if req.extensions.as_ref().is_some_and(|e| !e.is_empty()) {
+            return Err(TsaError::Extensions);
+        }
+        Ok(Request {
+            hash_oid: req.message_imprint.hash_algorithm.oid,
+            digest: req.message_imprint.hashed_message.as_bytes().to_vec(),
+            nonce: req.nonce.map(|n| n.as_bytes().to_vec()),
+            cert_req: req.cert_req,
+            policy: req.req_policy,
+        })
+    }
+
+    /// Issues a timestamp for `req` and returns the DER `TimeStampResp`.
+    pub fn timestamp(&self, req: &Request) -> Result<Vec<u8>, TsaError> {
+        let (alg, want) = match req.hash_oid {
+            o if o == ID_SHA256 => ("SHA-256", 32),
+            o if o == ID_SHA384 => ("SHA-384", 48),
+            o if o == ID_SHA512 => ("SHA-512", 64),
+            o => return Err(TsaError::BadAlgorithm(o.to_string())),
+        };
+        if req.digest.len() != want {
+            return Err(TsaError::BadImprint { alg, got: req.digest.len(), want });
+        }
+        if let Some(p) = req.policy {
+            if p != POLICY {
+                return Err(TsaError::Policy(p.to_string()));
+            }
+        }
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| TsaError::Build(e.to_string()))?;
+        let mut serial = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut serial).map_err(|_| TsaError::Build("RNG".into()))?;
+        serial[0] = (serial[0] & 0x7f) | 0x01;
+        let tst = TstInfo {
+            version: TspVersion::V1,
+            policy: POLICY,
+            message_imprint: MessageImprint {
+                hash_algorithm: spki::AlgorithmIdentifier { oid: req.hash_oid, parameters: None },
+                hashed_message: OctetString::new(req.digest.clone())?,
+            },
+            serial_number: Int::new(&serial)?,
+            gen_time: GeneralizedTime::from_unix_duration(Duration::from_secs(now.as_secs()))?,
+            // genTime has whole seconds; the true time is within one second of it.
+            accuracy: Some(Accuracy { seconds: Some(1), millis: None, micros: None }),
+            ordering: false,
+            nonce: req.nonce.as_deref().map(Int::new).transpose()?,
+            tsa: None,
+            extensions: None,
+        };
+        let token = self.sign_tst(&tst.to_der()?, req.cert_req)?;
+        let resp = TimeStampResp {
+            status: PkiStatusInfo { status: PkiStatus::Accepted, status_string: None, fail_info: None },
+            time_stamp_token: Some(token),
+        };
+        Ok(resp.to_der()?)
+    }
+
+    fn sign_tst(&self, tst_der: &[u8], include_cert: bool) -> Result<ContentInfo, TsaError> {
+        let sha256_alg = AlgorithmIdentifierOwned { oid: ID_SHA256, parameters: None };
+        let attr = |oid: ObjectIdentifier, value: Any| -> Result<Attribute, TsaError> {
+            Ok(Attribute { oid, values: SetOfVec::try_from(vec![value])? })
+        };
+        let signed_attrs: SetOfVec<Attribute> = SetOfVec::try_from(vec![
+            attr(ID_CONTENT_TYPE, Any::encode_from(&ID_CT_TST_INFO)?)?,
+            attr(ID_MESSAGE_DIGEST, Any::encode_from(&OctetString::new(sha256(tst_der).to_vec())?)?)?,
+            attr(ID_SIGNING_CERTIFICATE_V2, Any::from_der(&signing_certificate_v2(&self.cert_der))?)?,
+        ])?;
+        // The signature covers the DER of the attributes as a SET OF (RFC 5652 §5.4).
+        let signature = self
+            .key
+            .sign(&self.rng, &signed_attrs.to_der()?)
+            .map_err(|_| TsaError::Build("signing failed".into()))?;
+        let signer = SignerInfo {
+            version: CmsVersion::V1,
+            sid: SignerIdentifier::IssuerAndSerialNumber(IssuerAndSerialNumber {
+                issuer: self.cert.tbs_certificate.issuer.clone(),
+                serial_number: self.cert.tbs_certificate.serial_number.clone(),
+            }),
+            digest_alg: sha256_alg.clone(),
+            signed_attrs: Some(signed_attrs),
+            signature_algorithm: AlgorithmIdentifierOwned { oid: ECDSA_WITH_SHA256, parameters: None },
+            signature: OctetString::new(signature.as_ref().to_vec())?,
+            unsigned_attrs: None,
+        };
+        let certificates = if include_cert {
+            Some(cms::signed_data::CertificateSet(SetOfVec::try_from(vec![CertificateChoices::Certificate(self.cert.clone())])?))
+        } else {
+            None
+        };
+        let signed = SignedData {
+            version: CmsVersion::V3,
+            digest_algorithms: SetOfVec::try_from(vec![sha256_alg])?,
+            encap_content_info: EncapsulatedContentInfo {
+                econtent_type: ID_CT_TST_INFO,
+                econtent: Some(Any::encode_from(&OctetString::new(tst_der.to_vec())?)?),
+            },
+            certificates,
+            crls: None,
+            signer_infos: SetOfVec::try_from(vec![signer])?.into(),
+        };
+        Ok(ContentInfo { content_type: ID_SIGNED_DATA, content: Any::encode_from(&signed)? })
+    }
+}
+
+/// RFC 5035 `SigningCertificateV2 ::= SEQUENCE { certs SEQUENCE OF ESSCertIDv2 }`, one
+/// ESSCertIDv2 with the default hash (SHA-256) and so only `certHash`.
+fn signing_certificate_v2(cert_der: &[u8]) -> Vec<u8> {
+    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        let n = content.len();
+        if n < 128 {
+            out.push(n as u8);
+        } else {
+            let bytes = (n as u32).to_be_bytes();
+            let skip = bytes.iter().take_while(|b| **b == 0).count();
+            out.push(0x80 | (4 - skip) as u8);
+            out.extend_from_slice(&bytes[skip..]);
+        }
+        out.extend_from_slice(content);
+        out
+    }
+    let cert_id = tlv(0x30, &tlv(0x04, &sha256(cert_der)));
+    tlv(0x30, &tlv(0x30, &cert_id))
+}
