@@ -184,11 +184,16 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Serializes a request: `METHOD path HTTP/1.1`, Host, optional JSON body.
 pub fn request_bytes(method: &str, target: &Uri, path_and_query: &str, body: Option<&[u8]>) -> Vec<u8> {
+    request_bytes_typed(method, target, path_and_query, body, "application/json")
+}
+
+/// Like [`request_bytes`], with the body's content type given.
+pub fn request_bytes_typed(method: &str, target: &Uri, path_and_query: &str, body: Option<&[u8]>, content_type: &str) -> Vec<u8> {
     let host = target.authority().map(|a| a.as_str()).unwrap_or("");
     let mut out = Vec::with_capacity(128 + body.map_or(0, |b| b.len()));
     out.extend_from_slice(format!("{method} {path_and_query} HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
     if let Some(b) = body {
-        out.extend_from_slice(format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len()).as_bytes());
+        out.extend_from_slice(format!("Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n", b.len()).as_bytes());
         out.extend_from_slice(b);
     } else {
         out.extend_from_slice(b"\r\n");

@@ -26,6 +26,8 @@ pub enum Workload {
     LogRead,
     /// `POST /api/v2/signingCert` with a proof of possession, as cosign's first step.
     Cert,
+    /// RFC 3161 `POST /api/v1/timestamp` with distinct DER requests.
+    Tsa,
     /// The target URL itself, with `--method` and `--body`.
     Custom,
 }
@@ -38,11 +40,12 @@ impl std::str::FromStr for Workload {
             "log-append-v2" => Workload::LogAppendV2,
             "log-read" => Workload::LogRead,
             "cert" => Workload::Cert,
+            "tsa" => Workload::Tsa,
             "custom" => Workload::Custom,
             other => {
                 return Err(format!(
-                    "unknown workload {other:?}; expected log-append, log-append-v2, log-read, cert or custom \
-                     (sign, verify, mixed and tsa are still to come)"
+                    "unknown workload {other:?}; expected log-append, log-append-v2, log-read, cert, tsa or custom \
+                     (sign, verify and mixed are still to come)"
                 ))
             }
         })
@@ -56,6 +59,7 @@ impl Workload {
             Workload::LogAppendV2 => "log-append-v2",
             Workload::LogRead => "log-read",
             Workload::Cert => "cert",
+            Workload::Tsa => "tsa",
             Workload::Custom => "custom",
         }
     }
@@ -95,6 +99,12 @@ impl RequestMaker {
                 vec![conn::request_bytes(method.as_str(), target, path, body)]
             }
             Workload::LogRead => Vec::new(),
+            Workload::Tsa => {
+                let path = format!("{prefix}/api/v1/timestamp");
+                (0..count.clamp(1, 4096))
+                    .map(|_| conn::request_bytes_typed("POST", target, &path, Some(&timestamp_query(&rand::random())), "application/timestamp-query"))
+                    .collect()
+            }
             Workload::Cert => {
                 let token = token.expect("checked by the caller");
                 let path = format!("{prefix}/api/v2/signingCert");
@@ -117,6 +127,17 @@ impl RequestMaker {
             _ => std::borrow::Cow::Borrowed(&self.prepared[i as usize % self.prepared.len()]),
         }
     }
+}
+
+/// A DER RFC 3161 `TimeStampReq` for a SHA-256 digest, asking for the TSA certificate:
+/// `SEQUENCE { INTEGER 1, SEQUENCE { SEQUENCE { OID sha256 }, OCTET STRING digest }, BOOLEAN TRUE }`.
+pub fn timestamp_query(digest: &[u8; 32]) -> Vec<u8> {
+    let mut out = vec![0x30, 0x37, 0x02, 0x01, 0x01, 0x30, 0x2f, 0x30, 0x0b, 0x06, 0x09];
+    out.extend_from_slice(&[0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01]);
+    out.extend_from_slice(&[0x04, 0x20]);
+    out.extend_from_slice(digest);
+    out.extend_from_slice(&[0x01, 0x01, 0xff]);
+    out
 }
 
 /// The claim Fulcio wants signed: `email`, else `sub` (read without verifying the token).
