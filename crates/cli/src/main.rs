@@ -24,6 +24,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
     DevToken(cmd::dev_token::Args),
+    /// Trust distribution: export the documents clients verify with.
+    Trust(cmd::trust::Args),
     /// The performance lab: load generation and reports.
     Bench(cmd::bench::Args),
 }
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
+        Command::Trust(args) => cmd::trust::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }
 }

@@ -35,6 +35,8 @@ pub struct AppState {
     pub ca: Issuer,
     /// The RFC 3161 timestamp authority.
     pub tsa: Tsa,
+    /// Where the trust documents come from.
+    pub data_dir: std::path::PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +81,9 @@ impl AppState {
         signet_core::files::ensure_private_dir(&cfg.data_dir)
             .map_err(|source| StartError::DataDir { path: cfg.data_dir.display().to_string(), source })?;
         let host = cfg.hostname()?;
+        let url_file = crate::trust::public_url_file(&cfg.data_dir);
+        signet_core::files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
+            .map_err(|source| StartError::Io { what: format!("writing {}", url_file.display()), source })?;
         let db = cfg.storage_path()?;
         let storage: Arc<dyn Storage> = Arc::new(
             tokio::task::spawn_blocking(move || SqliteStorage::open(&db))
@@ -166,6 +171,7 @@ impl AppState {
             tokens,
             ca,
             tsa,
+            data_dir: cfg.data_dir.clone(),
         })
     }
 }

@@ -3,3 +3,4 @@
 pub mod bench;
 pub mod dev_token;
 pub mod serve;
+pub mod trust;

@@ -4,6 +4,7 @@
 //! - [`rekor_v1`]: the Rekor v1 JSON API.
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
 //! - [`tsa`]: the RFC 3161 timestamp API.
+//! - [`trust`]: the trust documents.
 //! - [`ops`]: health, readiness, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
@@ -13,6 +14,7 @@ pub mod input;
 pub mod ops;
 pub mod rekor_v1;
 pub mod rekor_v2;
+pub mod trust;
 pub mod tsa;
 
 use std::sync::Arc;
@@ -33,6 +35,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/signingCert", post(fulcio::signing_cert))
         .route("/api/v2/trustBundle", get(fulcio::trust_bundle))
         .route("/api/v2/configuration", get(fulcio::configuration))
+        .route("/trust/{name}", get(trust::document))
         .route("/api/v1/timestamp", post(tsa::timestamp))
         .route("/api/v1/timestamp/certchain", get(tsa::certchain))
         .route("/api/v1/log", get(rekor_v1::log_info))

@@ -1,0 +1,58 @@
+//! `signet trust export`: the documents clients need, written to a directory.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand)]
+enum What {
+    /// Write trusted_root.json, signing_config.json and client_trust_config.json.
+    Export(ExportArgs),
+}
+
+#[derive(clap::Args)]
+struct ExportArgs {
+    /// The instance's data dir.
+    #[arg(long, default_value = "signet-data")]
+    data_dir: PathBuf,
+    /// Where to write the files.
+    #[arg(long)]
+    out: PathBuf,
+    /// Base URL clients use; its host must be the instance's (defaults to its public URL).
+    #[arg(long)]
+    url: Option<String>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let What::Export(a) = args.what;
+    let instance = match signet_server::trust::instance(&a.data_dir, a.url.as_deref()) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("signet trust export: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&a.out) {
+        eprintln!("signet trust export: {}: {e}", a.out.display());
+        return ExitCode::FAILURE;
+    }
+    for (name, doc) in [
+        ("trusted_root.json", instance.trusted_root()),
+        ("signing_config.json", instance.signing_config()),
+        ("client_trust_config.json", instance.client_trust_config()),
+    ] {
+        let path = a.out.join(name);
+        let text = serde_json::to_string_pretty(&doc).expect("documents serialize") + "\n";
+        if let Err(e) = signet_core::files::write_atomic(&path, text.as_bytes(), 0o644) {
+            eprintln!("signet trust export: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("{}", path.display());
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,81 @@
+//! `signet trust export` and `/trust/*`: the documents describe the running instance.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+use signet_core::{b64, hash::sha256, pem};
+use signet_log::checkpoint;
+
+fn export(dir: &std::path::Path, out: &std::path::Path, url: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_signet"));
+    c.args(["trust", "export", "--data-dir"]).arg(dir).arg("--out").arg(out);
+    if let Some(u) = url {
+        c.args(["--url", u]);
+    }
+    c.output().unwrap()
+}
+
+fn spki_of(key: &Value) -> Vec<u8> {
+    b64::decode(key["publicKey"]["rawBytes"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn exported_documents_match_the_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let out = dir.path().join("trust");
+    let r = export(dir.path(), &out, None);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let read = |n: &str| -> Value { serde_json::from_slice(&std::fs::read(out.join(n)).unwrap()).unwrap() };
+    let (root, sc, ctc) = (read("trusted_root.json"), read("signing_config.json"), read("client_trust_config.json"));
+    assert_eq!(ctc["trustedRoot"], root);
+    assert_eq!(ctc["signingConfig"], sc);
+    assert_eq!(get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json(), root);
+
+    // tlogs[0] is the v1 log: its key is the one /api/v1/log/publicKey serves.
+    let v1_pem = get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
+    let v1 = &root["tlogs"][0];
+    assert_eq!(spki_of(v1), pem::decode_first(v1_pem.as_bytes()).unwrap().der);
+    assert_eq!(v1["logId"]["keyId"], b64::encode(sha256(&spki_of(v1))));
+    // tlogs[1] is the v2 log: its key verifies the v2 checkpoint, named after the URL's host.
+    let v2 = &root["tlogs"][1];
+    let note = get(&agent, &format!("{}/api/v2/checkpoint", server.url)).unwrap().text();
+    checkpoint::verify(&note, "127.0.0.1", &spki_of(v2)).unwrap();
+    assert_eq!(v2["baseUrl"], server.url);
+
+    // The CA and TSA chains are the ones the services hand out.
+    let bundle = get(&agent, &format!("{}/api/v2/trustBundle", server.url)).unwrap().json();
+    let chain: Vec<Vec<u8>> = bundle["chains"][0]["certificates"].as_array().unwrap().iter().map(|c| pem::decode_first(c.as_str().unwrap().as_bytes()).unwrap().der).collect();
+    let exported: Vec<Vec<u8>> = root["certificateAuthorities"][0]["certChain"]["certificates"].as_array().unwrap().iter().map(|c| b64::decode(c["rawBytes"].as_str().unwrap()).unwrap()).collect();
+    assert_eq!(chain, exported);
+    let tsa_chain = get(&agent, &format!("{}/api/v1/timestamp/certchain", server.url)).unwrap().text();
+    let tsa: Vec<Vec<u8>> = pem::decode_all(tsa_chain.as_bytes()).unwrap().into_iter().map(|b| b.der).collect();
+    let exported: Vec<Vec<u8>> = root["timestampAuthorities"][0]["certChain"]["certificates"].as_array().unwrap().iter().map(|c| b64::decode(c["rawBytes"].as_str().unwrap()).unwrap()).collect();
+    assert_eq!(tsa, exported);
+    let ct_spki = signet_core::keys::SigningKey::load_or_generate(&dir.path().join("keys/ct.pem")).unwrap().spki_der().to_vec();
+    assert_eq!(spki_of(&root["ctlogs"][0]), ct_spki);
+
+    // The signing config points every service at this instance.
+    assert_eq!(sc["tsaUrls"][0]["url"], format!("{}/api/v1/timestamp", server.url));
+    assert_eq!(sc["oidcUrls"][0]["url"], format!("{}/oidc", server.url));
+
+    // Another port on the same host is fine; another host is refused.
+    let same_host = export(dir.path(), &dir.path().join("t2"), Some("https://127.0.0.1:8443"));
+    assert!(same_host.status.success());
+    let other = export(dir.path(), &dir.path().join("t3"), Some("https://sign.example.com"));
+    assert_eq!(other.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&other.stderr).contains("differs from the instance's host"));
+    assert!(!dir.path().join("t3").exists(), "nothing is written on refusal");
+}
+
+#[test]
+fn export_needs_an_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = export(dir.path(), &dir.path().join("out"), None);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("start `signet serve`"));
+}

@@ -1,0 +1,77 @@
+//! The trust documents of an instance, from the public parts of its data dir.
+//!
+//! `serve` writes its public URL to `<data dir>/public-url` at every start. The logs are
+//! named after that URL's host, so trust documents for any other host would describe logs
+//! that do not exist: exporting for one is refused.
+
+use std::path::{Path, PathBuf};
+
+use der::Decode;
+use signet_core::{keys::SigningKey, pem};
+use signet_trust::root::Instance;
+
+use crate::config::host_of;
+
+pub fn public_url_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("public-url")
+}
+
+fn read_cert(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", path.display()))?.der)
+}
+
+fn read_key_spki(path: &Path) -> Result<Vec<u8>, String> {
+    if !path.exists() {
+        return Err(format!("{} does not exist; start `signet serve` on this data dir first", path.display()));
+    }
+    Ok(SigningKey::load_or_generate(path).map_err(|e| e.to_string())?.spki_der().to_vec())
+}
+
+/// Builds the instance description; `url`, if given, must have the instance's host.
+pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> {
+    let stored = std::fs::read_to_string(public_url_file(data_dir)).map_err(|_| {
+        format!("{} has no public-url; start `signet serve` on this data dir once first", data_dir.display())
+    })?;
+    let stored = stored.trim().trim_end_matches('/').to_string();
+    let url = match url {
+        Some(u) => {
+            let u = u.trim_end_matches('/').to_string();
+            let (want, got) = (host_of(&stored).map_err(|e| e.to_string())?, host_of(&u).map_err(|e| e.to_string())?);
+            if want != got {
+                return Err(format!(
+                    "--url host {got:?} differs from the instance's host {want:?}; its logs are named after {want:?}"
+                ));
+            }
+            u
+        }
+        None => stored,
+    };
+    let keys = data_dir.join("keys");
+    let ca = data_dir.join("ca");
+    let root = read_cert(&ca.join("root.pem"))?;
+    let valid_from = x509_cert::Certificate::from_der(&root)
+        .map_err(|e| format!("ca/root.pem: {e}"))?
+        .tbs_certificate
+        .validity
+        .not_before
+        .to_date_time();
+    Ok(Instance {
+        operator: host_of(&url).map_err(|e| e.to_string())?,
+        valid_from: format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            valid_from.year(),
+            valid_from.month(),
+            valid_from.day(),
+            valid_from.hour(),
+            valid_from.minutes(),
+            valid_from.seconds()
+        ),
+        url,
+        rekor_v1_spki: read_key_spki(&keys.join("rekor-v1.pem"))?,
+        rekor_v2_spki: read_key_spki(&keys.join("rekor-v2.pem"))?,
+        ct_spki: read_key_spki(&keys.join("ct.pem"))?,
+        ca_chain: vec![read_cert(&ca.join("intermediate.pem"))?, root.clone()],
+        tsa_chain: vec![read_cert(&ca.join("tsa.pem"))?, root],
+    })
+}

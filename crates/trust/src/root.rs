@@ -1,0 +1,142 @@
+//! TrustedRoot v0.1, SigningConfig v0.2 and ClientTrustConfig v0.1 documents.
+//!
+//! Field names and enum spellings follow the Sigstore protobuf-specs' JSON form exactly:
+//! sigstore-python parses signing configs strictly, so an unknown or misspelt field fails.
+
+use serde_json::{json, Value};
+use signet_core::b64;
+use signet_core::hash::sha256;
+
+pub const TRUSTED_ROOT_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.trustedroot+json;version=0.1";
+pub const SIGNING_CONFIG_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.signingconfig.v0.2+json";
+pub const CLIENT_TRUST_CONFIG_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json";
+
+/// The public parts of one signet instance.
+pub struct Instance {
+    /// The public base URL, no trailing slash.
+    pub url: String,
+    /// Who runs it (the `operator` of every service).
+    pub operator: String,
+    /// RFC 3339 start of validity for every key and service.
+    pub valid_from: String,
+    /// SPKI DER of the Rekor v1 log key (ECDSA P-256).
+    pub rekor_v1_spki: Vec<u8>,
+    /// SPKI DER of the Rekor v2 log key (ECDSA P-256).
+    pub rekor_v2_spki: Vec<u8>,
+    /// SPKI DER of the CT log key (ECDSA P-256).
+    pub ct_spki: Vec<u8>,
+    /// DER certificates above leaves: intermediate, root.
+    pub ca_chain: Vec<Vec<u8>>,
+    /// DER certificates of the TSA: its certificate, root.
+    pub tsa_chain: Vec<Vec<u8>>,
+}
+
+fn p256_key(spki: &[u8], valid_from: &str) -> Value {
+    json!({"rawBytes": b64::encode(spki), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": {"start": valid_from}})
+}
+
+fn log(base_url: &str, spki: &[u8], valid_from: &str) -> Value {
+    json!({
+        "baseUrl": base_url,
+        "hashAlgorithm": "SHA2_256",
+        "publicKey": p256_key(spki, valid_from),
+        "logId": {"keyId": b64::encode(sha256(spki))},
+    })
+}
+
+fn chain(certs: &[Vec<u8>]) -> Value {
+    json!({"certificates": certs.iter().map(|c| json!({"rawBytes": b64::encode(c)})).collect::<Vec<_>>()})
+}
+
+impl Instance {
+    pub fn trusted_root(&self) -> Value {
+        let org = self.operator.as_str();
+        json!({
+            "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
+            "tlogs": [
+                log(&self.url, &self.rekor_v1_spki, &self.valid_from),
+                log(&self.url, &self.rekor_v2_spki, &self.valid_from),
+            ],
+            "certificateAuthorities": [{
+                "subject": {"organization": org, "commonName": "signet"},
+                "uri": self.url,
+                "certChain": chain(&self.ca_chain),
+                "validFor": {"start": self.valid_from},
+            }],
+            "ctlogs": [log(&format!("{}/ct", self.url), &self.ct_spki, &self.valid_from)],
+            "timestampAuthorities": [{
+                "subject": {"organization": org, "commonName": "signet timestamp authority"},
+                "uri": format!("{}/api/v1/timestamp", self.url),
+                "certChain": chain(&self.tsa_chain),
+                "validFor": {"start": self.valid_from},
+            }],
+        })
+    }
+
+    pub fn signing_config(&self) -> Value {
+        let service = |url: String, major: u32| {
+            json!({"url": url, "majorApiVersion": major, "validFor": {"start": self.valid_from}, "operator": self.operator})
+        };
+        json!({
+            "mediaType": SIGNING_CONFIG_MEDIA_TYPE,
+            // majorApiVersion is the Fulcio *client* API version, 1, though the path is /api/v2.
+            "caUrls": [service(self.url.clone(), 1)],
+            "oidcUrls": [service(format!("{}/oidc", self.url), 1)],
+            "rekorTlogUrls": [service(self.url.clone(), 1), service(self.url.clone(), 2)],
+            // The TSA URL is the full endpoint.
+            "tsaUrls": [service(format!("{}/api/v1/timestamp", self.url), 1)],
+            "rekorTlogConfig": {"selector": "ANY"},
+            "tsaConfig": {"selector": "ANY"},
+        })
+    }
+
+    pub fn client_trust_config(&self) -> Value {
+        json!({
+            "mediaType": CLIENT_TRUST_CONFIG_MEDIA_TYPE,
+            "trustedRoot": self.trusted_root(),
+            "signingConfig": self.signing_config(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance() -> Instance {
+        Instance {
+            url: "https://sign.example".into(),
+            operator: "example".into(),
+            valid_from: "2026-11-22T00:00:00Z".into(),
+            rekor_v1_spki: vec![1],
+            rekor_v2_spki: vec![2],
+            ct_spki: vec![3],
+            ca_chain: vec![vec![4], vec![5]],
+            tsa_chain: vec![vec![6], vec![5]],
+        }
+    }
+
+    #[test]
+    fn documents_have_the_protobuf_specs_shape() {
+        let i = instance();
+        let root = i.trusted_root();
+        assert_eq!(root["tlogs"].as_array().unwrap().len(), 2);
+        assert_eq!(root["tlogs"][1]["logId"]["keyId"], b64::encode(sha256(&[2])));
+        assert_eq!(root["tlogs"][0]["publicKey"]["keyDetails"], "PKIX_ECDSA_P256_SHA_256");
+        assert_eq!(root["certificateAuthorities"][0]["certChain"]["certificates"][1]["rawBytes"], b64::encode([5]));
+        let sc = i.signing_config();
+        let majors: Vec<u64> = sc["rekorTlogUrls"].as_array().unwrap().iter().map(|s| s["majorApiVersion"].as_u64().unwrap()).collect();
+        assert_eq!(majors, [1, 2]);
+        assert_eq!(sc["caUrls"][0]["majorApiVersion"], 1);
+        assert_eq!(sc["tsaUrls"][0]["url"], "https://sign.example/api/v1/timestamp");
+        for list in ["caUrls", "oidcUrls", "rekorTlogUrls", "tsaUrls"] {
+            for s in sc[list].as_array().unwrap() {
+                let keys: Vec<&String> = s.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["majorApiVersion", "operator", "url", "validFor"], "{list}");
+            }
+        }
+        assert_eq!(sc["tsaConfig"]["selector"], "ANY");
+        let ctc = i.client_trust_config();
+        assert_eq!(ctc["trustedRoot"], root);
+    }
+}
