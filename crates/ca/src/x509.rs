@@ -32,6 +32,18 @@ pub enum X509Error {
     Time,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_time_until_2049_then_generalized() {
+        let at = |secs: u64| time(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)).unwrap();
+        assert!(matches!(at(1_800_000_000), Time::UtcTime(_)), "2027");
+        assert!(matches!(at(2_524_608_000), Time::GeneralTime(_)), "2050-01-01");
+    }
+}
+
 /// A CA signing key: ECDSA P-384 with SHA-384, as Fulcio's.
 pub struct CaKey {
     pair: EcdsaKeyPair,
@@ -68,10 +80,16 @@ pub fn signature_algorithm() -> AlgorithmIdentifierOwned {
     AlgorithmIdentifierOwned { oid: ECDSA_WITH_SHA384, parameters: None }
 }
 
+/// RFC 5280 §4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050. (webpki verifiers,
+/// `cryptography`'s among them, refuse a GeneralizedTime before 2050.)
 pub fn time(t: SystemTime) -> Result<Time, X509Error> {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).map_err(|_| X509Error::Time)?;
     // Whole seconds: certificates carry no fractions.
-    Time::try_from(SystemTime::UNIX_EPOCH + Duration::from_secs(d.as_secs())).map_err(|_| X509Error::Time)
+    let whole = Duration::from_secs(d.as_secs());
+    match der::asn1::UtcTime::from_unix_duration(whole) {
+        Ok(utc) => Ok(Time::UtcTime(utc)),
+        Err(_) => Ok(Time::GeneralTime(der::asn1::GeneralizedTime::from_unix_duration(whole).map_err(|_| X509Error::Time)?)),
+    }
 }
 
 /// An extension whose value is the DER of `value`.

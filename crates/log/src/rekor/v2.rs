@@ -116,8 +116,9 @@ pub fn parse(request: &Value) -> Result<HashedRekordV2, EntryError> {
     Ok(HashedRekordV2 { body, digest_key: format!("{v1_alg}:{}", hex::encode(&digest)) })
 }
 
-/// A `TransparencyLogEntry` in strict protojson: int64 as strings, bytes as base64, empty
-/// repeated fields omitted, and nothing Rekor v2 does not send (no integratedTime, no promise).
+/// A `TransparencyLogEntry` in strict protojson: int64 as strings, bytes as base64, and
+/// nothing Rekor v2 does not send (no integratedTime, no promise). `hashes` is written even
+/// when empty (a tree of one): sigstore-python's model requires the field.
 pub struct TransparencyLogEntry<'a> {
     pub index: u64,
     pub key_id: &'a [u8],
@@ -130,15 +131,13 @@ pub struct TransparencyLogEntry<'a> {
 
 impl TransparencyLogEntry<'_> {
     pub fn to_json(&self) -> Value {
-        let mut inclusion = json!({
+        let inclusion = json!({
             "logIndex": self.index.to_string(),
             "rootHash": b64::encode(self.root_hash),
             "treeSize": self.tree_size.to_string(),
+            "hashes": self.proof.iter().map(b64::encode).collect::<Vec<_>>(),
             "checkpoint": {"envelope": self.checkpoint},
         });
-        if !self.proof.is_empty() {
-            inclusion["hashes"] = Value::Array(self.proof.iter().map(|h| Value::String(b64::encode(h))).collect());
-        }
         json!({
             "logIndex": self.index.to_string(),
             "logId": {"keyId": b64::encode(self.key_id)},
@@ -223,7 +222,7 @@ mod tests {
         .to_json();
         assert_eq!(v["logIndex"], "3");
         assert_eq!(v["inclusionProof"]["treeSize"], "4");
-        assert!(v["inclusionProof"].get("hashes").is_none());
+        assert_eq!(v["inclusionProof"]["hashes"], json!([]), "present even when empty");
         assert!(v.get("integratedTime").is_none() && v.get("inclusionPromise").is_none());
         assert_eq!(v.as_object().unwrap().len(), 5);
     }
