@@ -24,7 +24,7 @@ fn v1_entries_are_durable_provable_and_signed() {
     let spki = v1_key(&server, &agent);
     let info = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     let tree_id: i64 = info["treeID"].as_str().unwrap().parse().unwrap();
-    assert_eq!(info["treeSize"], 0);
+    assert_eq!(info["treeSize"], 1, "a new log holds only its genesis entry");
 
     let signer = Signer::new();
     let entry = signer.v1_entry(b"artifact one");
@@ -91,7 +91,7 @@ fn v1_entries_are_durable_provable_and_signed() {
     let head = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     let head_size = head["treeSize"].as_u64().unwrap();
     let head_root = hex32(head["rootHash"].as_str().unwrap());
-    assert_eq!(head_size, 6);
+    assert_eq!(head_size, 7);
     for (size, root) in sizes {
         let p = get(&agent, &format!("{}/api/v1/log/proof?firstSize={size}&lastSize={head_size}", server.url)).unwrap().json();
         let hashes: Vec<[u8; 32]> = p["hashes"].as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect();
@@ -131,7 +131,7 @@ fn v2_entries_and_tiles() {
     let tle = r.json();
     let keys: Vec<&String> = tle.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["canonicalizedBody", "inclusionProof", "kindVersion", "logId", "logIndex"]);
-    assert_eq!(tle["logIndex"], "300");
+    assert_eq!(tle["logIndex"], "301");
     assert_eq!(tle["kindVersion"], json!({"kind": "hashedrekord", "version": "0.0.2"}));
     assert_eq!(tle["logId"]["keyId"], b64::encode(key_id));
     let body = b64::decode(tle["canonicalizedBody"].as_str().unwrap()).unwrap();
@@ -143,17 +143,17 @@ fn v2_entries_and_tiles() {
     assert_eq!(body, expected);
 
     let proof = &tle["inclusionProof"];
-    assert_eq!(proof["treeSize"], "301");
+    assert_eq!(proof["treeSize"], "302");
     let note = proof["checkpoint"]["envelope"].as_str().unwrap();
     let cp = checkpoint::verify(note, "127.0.0.1", &spki).unwrap();
-    assert_eq!((cp.origin.as_str(), cp.size), ("127.0.0.1", 301));
+    assert_eq!((cp.origin.as_str(), cp.size), ("127.0.0.1", 302));
     assert_eq!(b64::encode(cp.root_hash), proof["rootHash"].as_str().unwrap());
     let hashes: Vec<[u8; 32]> = proof["hashes"].as_array().unwrap().iter().map(|h| b64::decode(h.as_str().unwrap()).unwrap().try_into().unwrap()).collect();
-    merkle::verify_inclusion(&merkle::leaf_hash(&body), 300, 301, &hashes, &cp.root_hash).unwrap();
+    merkle::verify_inclusion(&merkle::leaf_hash(&body), 301, 302, &hashes, &cp.root_hash).unwrap();
 
     let dup = post_json(&agent, &format!("{}/api/v2/log/entries", server.url), &entry).unwrap();
     assert_eq!(dup.status, 409);
-    assert_eq!(dup.header("x-log-index"), Some("300"));
+    assert_eq!(dup.header("x-log-index"), Some("301"));
 
     // The checkpoint endpoint serves the same head.
     let head = get(&agent, &format!("{}/api/v2/checkpoint", server.url)).unwrap().text();
@@ -175,16 +175,16 @@ fn v2_entries_and_tiles() {
     }
     assert_eq!(leaves.len(), 256);
     assert_eq!(leaves.concat(), full.body, "tile hashes are the leaf hashes of the bundled entries");
-    let partial = get(&agent, &format!("{}/api/v2/tile/0/001.p/45", server.url)).unwrap();
-    assert_eq!((partial.status, partial.body.len()), (200, 45 * 32));
-    assert_eq!(&partial.body[44 * 32..], merkle::leaf_hash(&body));
+    let partial = get(&agent, &format!("{}/api/v2/tile/0/001.p/46", server.url)).unwrap();
+    assert_eq!((partial.status, partial.body.len()), (200, 46 * 32));
+    assert_eq!(&partial.body[45 * 32..], merkle::leaf_hash(&body));
     let level1 = get(&agent, &format!("{}/api/v2/tile/1/000.p/1", server.url)).unwrap();
     // The single level-1 node is the root of the first 256 leaves.
     let mut t = signet_log::tree::Tree::new();
     leaves.iter().for_each(|l| t.push(*l));
     assert_eq!(level1.body, t.root(256).unwrap());
     assert_eq!(get(&agent, &format!("{}/api/v2/tile/0/001", server.url)).unwrap().status, 404, "full tile 1 does not exist yet");
-    assert_eq!(get(&agent, &format!("{}/api/v2/tile/0/001.p/46", server.url)).unwrap().status, 404);
+    assert_eq!(get(&agent, &format!("{}/api/v2/tile/0/001.p/47", server.url)).unwrap().status, 404);
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
         ("huge logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=99999999999999999999")).unwrap()), 400, "logIndex"),
         ("absent logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=9223372036854775807")).unwrap()), 404, "no entry"),
         ("firstSize > lastSize", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=2&lastSize=1")).unwrap()), 400, "firstSize"),
-        ("lastSize beyond the tree", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=1&lastSize=5")).unwrap()), 400, "lastSize"),
+        ("lastSize beyond the tree", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=1&lastSize=9")).unwrap()), 400, "lastSize"),
         ("bad UUID", Box::new(|| get(&agent, &u("/api/v1/log/entries/xyz")).unwrap()), 400, "UUID"),
         ("search by unsupported field", Box::new(|| post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"email": "a@b"})).unwrap()), 400, "not supported"),
         ("v2 wrong digest length", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &{ let mut v = signer.v2_entry(b"z"); v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([0u8; 31])); v }).unwrap()), 400, "digest"),
@@ -243,10 +243,10 @@ fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
         let message = body["message"].as_str().unwrap();
         assert!(message.contains(needle), "{name}: message {message:?} should mention {needle:?}");
     }
-    // Nothing was written by any of them.
-    assert_eq!(get(&agent, &u("/api/v1/log")).unwrap().json()["treeSize"], 1);
+    // Nothing was written by any of them: each log holds its genesis entry and the good one.
+    assert_eq!(get(&agent, &u("/api/v1/log")).unwrap().json()["treeSize"], 2);
     let head = get(&agent, &u("/api/v2/checkpoint")).unwrap().text();
-    assert_eq!(head.lines().nth(1), Some("1"));
+    assert_eq!(head.lines().nth(1), Some("2"));
 }
 
 #[test]

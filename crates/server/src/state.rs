@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use signet_core::keys::SigningKey;
+use signet_log::rekor::genesis;
 use signet_log::rekor::v1::SetSigner;
 use signet_log::storage::{SqliteStorage, Storage};
 use signet_log::{BatchPolicy, Log, LogConfig};
@@ -61,6 +62,8 @@ pub enum StartError {
     Ca(#[from] CaError),
     #[error(transparent)]
     Tsa(#[from] TsaError),
+    #[error("writing the log's genesis entry: {0}")]
+    Genesis(String),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -119,6 +122,16 @@ impl AppState {
             storage.clone(),
         )
         .await?;
+
+        // A new log starts with its own genesis entry (see signet_log::rekor::genesis).
+        if v1.head().checkpoint.size == 0 {
+            let (body, digest) = genesis::v1_entry(v1.key(), v1.origin()).map_err(|e| StartError::Genesis(e.to_string()))?;
+            v1.append(body, Some(digest.into_bytes())).await.map_err(|e| StartError::Genesis(e.to_string()))?;
+        }
+        if v2.head().checkpoint.size == 0 {
+            let (body, digest) = genesis::v2_entry(v2.key(), v2.origin()).map_err(|e| StartError::Genesis(e.to_string()))?;
+            v2.append(body, Some(digest.into_bytes())).await.map_err(|e| StartError::Genesis(e.to_string()))?;
+        }
 
         // The dev issuer lives under the instance's own URL, and is trusted only in dev mode.
         let dev_issuer = if cfg.dev {

@@ -3,7 +3,9 @@
 //! - [`v1`]: Rekor v1 `hashedrekord` 0.0.1 entries, their canonical bodies and SETs.
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`verifier`]: signer keys and signature checks over digests.
+//! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
 
+pub mod genesis;
 pub mod v1;
 pub mod v2;
 pub mod verifier;
