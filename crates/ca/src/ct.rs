@@ -123,6 +123,47 @@ impl CtLog {
     }
 }
 
+/// RFC 6962 §3.5: the signed tree head for the log's newest durable checkpoint, signed now.
+pub fn signed_tree_head(ct: &CtLog) -> Result<serde_json::Value, CtError> {
+    let head = ct.log.head();
+    let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let mut data = Vec::with_capacity(50);
+    data.extend_from_slice(&[0, 1]); // v1, tree_hash
+    data.extend_from_slice(&timestamp_ms.to_be_bytes());
+    data.extend_from_slice(&head.checkpoint.size.to_be_bytes());
+    data.extend_from_slice(&head.checkpoint.root_hash);
+    let sig = ct.key.sign(&data).map_err(|_| CtError::Sign)?;
+    Ok(serde_json::json!({
+        "tree_size": head.checkpoint.size,
+        "timestamp": timestamp_ms,
+        "sha256_root_hash": signet_core::b64::encode(head.checkpoint.root_hash),
+        "tree_head_signature": signet_core::b64::encode(digitally_signed(&sig)),
+    }))
+}
+
+/// TLS `DigitallySigned` with SHA-256 and ECDSA.
+fn digitally_signed(sig: &[u8]) -> Vec<u8> {
+    let mut out = vec![4, 3];
+    out.extend_from_slice(&(sig.len() as u16).to_be_bytes());
+    out.extend_from_slice(sig);
+    out
+}
+
+/// The TBS certificate inside a precert `MerkleTreeLeaf`.
+pub fn leaf_tbs(leaf: &[u8]) -> Option<&[u8]> {
+    if leaf.len() < 49 || leaf[10..12] != [0, 1] {
+        return None;
+    }
+    let len = u32::from_be_bytes([0, leaf[44], leaf[45], leaf[46]]) as usize;
+    leaf.get(47..47 + len)
+}
+
+/// TLS `opaque<1..2^24-1>`: a 3-byte length, then the bytes.
+pub fn opaque24(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes()[1..]);
+    out.extend_from_slice(bytes);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

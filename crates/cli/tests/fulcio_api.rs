@@ -106,6 +106,32 @@ fn issues_a_certificate_with_an_embedded_sct() {
     let signed = signet_ca::ct::precert_leaf(timestamp, &ikh, &tbs.to_der().unwrap()).unwrap();
     assert!(signet_core::keys::verify_p256(ct_key.spki_der(), &signed, &sct[47..47 + sig_len]));
 
+    // The CT read API: the signed tree head, the entry, and its inclusion proof.
+    let sth = get(&agent, &format!("{}/ct/v1/get-sth", server.url)).unwrap().json();
+    let size = sth["tree_size"].as_u64().unwrap();
+    assert_eq!(size, 1);
+    let root: [u8; 32] = b64::decode(sth["sha256_root_hash"].as_str().unwrap()).unwrap().try_into().unwrap();
+    let mut signed_head = vec![0u8, 1];
+    signed_head.extend_from_slice(&sth["timestamp"].as_u64().unwrap().to_be_bytes());
+    signed_head.extend_from_slice(&size.to_be_bytes());
+    signed_head.extend_from_slice(&root);
+    let ths = b64::decode(sth["tree_head_signature"].as_str().unwrap()).unwrap();
+    assert_eq!(&ths[..2], &[4, 3]);
+    assert!(signet_core::keys::verify_p256(ct_key.spki_der(), &signed_head, &ths[4..]));
+    let entries = get(&agent, &format!("{}/ct/v1/get-entries?start=0&end=0", server.url)).unwrap().json();
+    let leaf_input = b64::decode(entries["entries"][0]["leaf_input"].as_str().unwrap()).unwrap();
+    assert_eq!(leaf_input, signed, "the logged leaf is the data the SCT signs");
+    let extra = b64::decode(entries["entries"][0]["extra_data"].as_str().unwrap()).unwrap();
+    let precert_len = u32::from_be_bytes([0, extra[0], extra[1], extra[2]]) as usize;
+    let precert = x509_cert::Certificate::from_der(&extra[3..3 + precert_len]).unwrap();
+    let poison = precert.tbs_certificate.extensions.as_ref().unwrap().last().unwrap();
+    assert!(poison.critical && poison.extn_id == signet_ca::authority::OID_CT_POISON);
+    let leaf_hash = signet_log::merkle::leaf_hash(&leaf_input);
+    let proof = get(&agent, &format!("{}/ct/v1/get-proof-by-hash?hash={}&tree_size=1", server.url, b64::encode(leaf_hash).replace('+', "%2B").replace('/', "%2F").replace('=', "%3D"))).unwrap().json();
+    assert_eq!(proof["leaf_index"], 0);
+    signet_log::merkle::verify_inclusion(&leaf_hash, 0, 1, &[], &root).unwrap();
+    assert_eq!(get(&agent, &format!("{}/ct/v1/get-entries?start=5&end=1", server.url)).unwrap().status, 400);
+
     let config = get(&agent, &format!("{}/api/v2/configuration", server.url)).unwrap().json();
     assert_eq!(config["issuers"][0]["issuerUrl"], format!("{}/oidc", server.url));
 }

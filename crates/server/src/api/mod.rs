@@ -1,6 +1,7 @@
 //! The HTTP surface: one router whose routes a tower layer stack can wrap.
 //!
 //! - [`fulcio`]: the Fulcio v2 CA API.
+//! - [`ct`]: the RFC 6962 CT log read API.
 //! - [`rekor_v1`]: the Rekor v1 JSON API.
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
 //! - [`tsa`]: the RFC 3161 timestamp API.
@@ -8,6 +9,7 @@
 //! - [`ops`]: health, readiness, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
+pub mod ct;
 pub mod error;
 pub mod fulcio;
 pub mod input;
@@ -36,6 +38,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/trustBundle", get(fulcio::trust_bundle))
         .route("/api/v2/configuration", get(fulcio::configuration))
         .route("/trust/{name}", get(trust::document))
+        .route("/ct/v1/get-sth", get(ct::get_sth))
+        .route("/ct/v1/get-sth-consistency", get(ct::get_sth_consistency))
+        .route("/ct/v1/get-proof-by-hash", get(ct::get_proof_by_hash))
+        .route("/ct/v1/get-entries", get(ct::get_entries))
         .route("/api/v1/timestamp", post(tsa::timestamp))
         .route("/api/v1/timestamp/certchain", get(tsa::certchain))
         .route("/api/v1/log", get(rekor_v1::log_info))
