@@ -172,3 +172,38 @@ fn refuses_bad_requests() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
 }
+
+#[test]
+fn configured_issuer_with_jwks_file_and_key_rotation() {
+    use signet_ca::oidc::dev::DevIssuer;
+    let dir = tempfile::tempdir().unwrap();
+    let issuer_url = "https://ci.example";
+    let first = DevIssuer::open(&dir.path().join("idp1"), issuer_url).unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, first.jwks().to_string()).unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(
+        &config,
+        format!("[[oidc.issuers]]\nurl = \"{issuer_url}\"\nsubject = \"email\"\njwks_file = \"{}\"\n", jwks.display()),
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--config", config.to_str().unwrap()]);
+    let agent = agent();
+    let url = format!("{}/api/v2/signingCert", server.url);
+    let k = key();
+
+    let tok = first.mint("ci@example.com", 300).unwrap();
+    let r = post_json(&agent, &url, &request(&k, &tok, "ci@example.com")).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // The issuer rotates its key: a token with the new key ID makes signet reread the file.
+    let second = DevIssuer::open(&dir.path().join("idp2"), issuer_url).unwrap();
+    let tok2 = second.mint("ci@example.com", 300).unwrap();
+    assert_eq!(post_json(&agent, &url, &request(&k, &tok2, "ci@example.com")).unwrap().status, 401, "unknown key before rotation");
+    std::fs::write(&jwks, second.jwks().to_string()).unwrap();
+    let r = post_json(&agent, &url, &request(&k, &tok2, "ci@example.com")).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let config = get(&agent, &format!("{}/api/v2/configuration", server.url)).unwrap().json();
+    let issuers: Vec<&str> = config["issuers"].as_array().unwrap().iter().map(|i| i["issuerUrl"].as_str().unwrap()).collect();
+    assert!(issuers.contains(&issuer_url));
+}

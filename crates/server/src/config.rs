@@ -25,6 +25,32 @@ pub struct Config {
     pub log: LogSettings,
     pub keys: KeyPaths,
     pub limits: Limits,
+    pub oidc: OidcSettings,
+}
+
+/// Identity-token issuers the CA trusts, besides the dev issuer under `--dev`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OidcSettings {
+    pub issuers: Vec<IssuerSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerSettings {
+    /// The `iss` claim, exactly.
+    pub url: String,
+    /// The `aud` claim tokens must carry.
+    #[serde(default = "default_audience")]
+    pub audience: String,
+    /// Which claim is the identity: `email`, `uri` (CI workflow identities) or `spiffe`.
+    pub subject: String,
+    /// A JWKS file with the issuer's keys, reread when a token names an unknown key ID.
+    pub jwks_file: PathBuf,
+}
+
+fn default_audience() -> String {
+    "sigstore".into()
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -65,6 +91,7 @@ impl Default for Config {
             log: LogSettings::default(),
             keys: KeyPaths::default(),
             limits: Limits::default(),
+            oidc: OidcSettings::default(),
         }
     }
 }
@@ -153,6 +180,17 @@ impl Config {
             ));
         }
         self.hostname()?;
+        for i in &self.oidc.issuers {
+            if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe") {
+                return Err(ConfigError::Invalid(format!(
+                    "oidc issuer {}: subject {:?} must be email, uri or spiffe",
+                    i.url, i.subject
+                )));
+            }
+            if !i.jwks_file.exists() {
+                return Err(ConfigError::Invalid(format!("oidc issuer {}: jwks_file {} does not exist", i.url, i.jwks_file.display())));
+            }
+        }
         Ok(())
     }
 
@@ -236,6 +274,22 @@ mod tests {
         assert!(host_of("ftp://x").is_err());
         assert!(host_of("http://").is_err());
         assert!(host_of("http://u@h/").is_err());
+    }
+
+    #[test]
+    fn oidc_issuers_parse_strictly() {
+        let c: Config = toml::from_str(
+            "[[oidc.issuers]]\nurl = \"https://token.actions.githubusercontent.com\"\nsubject = \"uri\"\njwks_file = \"/x\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.oidc.issuers[0].audience, "sigstore");
+        let err = toml::from_str::<Config>("[[oidc.issuers]]\nurl = \"u\"\nsubject = \"uri\"\njwks_file = \"/x\"\njwks = 1\n").unwrap_err();
+        assert!(err.message().contains("jwks"), "{}", err.message());
+        let mut c = c;
+        c.dev = true;
+        assert!(c.validate().unwrap_err().to_string().contains("jwks_file"));
+        c.oidc.issuers[0].subject = "name".into();
+        assert!(c.validate().unwrap_err().to_string().contains("email, uri or spiffe"));
     }
 
     #[test]

@@ -13,7 +13,8 @@ use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
 use signet_ca::authority::{Authority, CaError};
 use signet_ca::ct::CtLog;
 use signet_ca::issue::Issuer;
-use signet_ca::oidc::TokenVerifier;
+use signet_ca::oidc::jwks::KeySet;
+use signet_ca::oidc::{IssuerConfig, SubjectKind, TokenVerifier};
 use signet_ca::tsa::{Tsa, TsaError};
 
 use crate::api::rekor_v1::RekorV1;
@@ -143,7 +144,24 @@ impl AppState {
         } else {
             None
         };
-        let tokens = Arc::new(TokenVerifier::new(dev_issuer.iter().map(|d| d.config())));
+        let mut issuers: Vec<IssuerConfig> = dev_issuer.iter().map(|d| d.config()).collect();
+        for i in &cfg.oidc.issuers {
+            let path = i.jwks_file.clone();
+            issuers.push(IssuerConfig {
+                issuer: i.url.clone(),
+                audience: i.audience.clone(),
+                subject: match i.subject.as_str() {
+                    "email" => SubjectKind::Email,
+                    "uri" => SubjectKind::Uri,
+                    _ => SubjectKind::Spiffe,
+                },
+                keys: Arc::new(move || {
+                    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    KeySet::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+                }),
+            });
+        }
+        let tokens = Arc::new(TokenVerifier::new(issuers));
 
         // The CA and its CT log.
         if !cfg.dev && !cfg.data_dir.join("ca").join("intermediate.pem").exists() {
