@@ -34,3 +34,15 @@ def server(signet_bin):
         finally:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture()
+def dev_token(server, signet_bin):
+    """Mints a token from the running instance's dev issuer: dev_token(email) -> str."""
+
+    def mint(email):
+        out = subprocess.run([signet_bin, "dev-token", "--data-dir", server["data_dir"], "--subject", email],
+                             check=True, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    return mint

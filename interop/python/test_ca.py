@@ -6,7 +6,6 @@ import datetime
 import hashlib
 import json
 import os
-import subprocess
 import urllib.request
 
 from cryptography import x509
@@ -16,11 +15,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, ObjectIdentifier
 
 FULCIO_ISSUER_V1 = ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 FULCIO_ISSUER_V2 = ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
-
-
-def dev_token(signet_bin, data_dir, email):
-    out = subprocess.run([signet_bin, "dev-token", "--data-dir", data_dir, "--subject", email], capture_output=True, text=True, check=True)
-    return out.stdout.strip()
 
 
 def post(url, body, headers=None):
@@ -73,9 +67,9 @@ def check_certificate(chain_pem, data_dir, email, issuer):
     return leaf
 
 
-def test_public_key_request_with_proof_of_possession(server, signet_bin):
+def test_public_key_request_with_proof_of_possession(server, dev_token):
     email = "carol@example.com"
-    token = dev_token(signet_bin, server["data_dir"], email)
+    token = dev_token(email)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     pop = key.sign(email.encode(), ec.ECDSA(hashes.SHA256()))
@@ -88,9 +82,9 @@ def test_public_key_request_with_proof_of_possession(server, signet_bin):
     assert leaf.public_key().public_numbers() == key.public_key().public_numbers()
 
 
-def test_csr_with_bearer_token_as_sigstore_python_sends_it(server, signet_bin):
+def test_csr_with_bearer_token_as_sigstore_python_sends_it(server, dev_token):
     email = "dave@example.com"
-    token = dev_token(signet_bin, server["data_dir"], email)
+    token = dev_token(email)
     key = ec.generate_private_key(ec.SECP384R1())
     csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([])).sign(key, hashes.SHA384())
     resp = post(server["url"] + "/api/v2/signingCert",

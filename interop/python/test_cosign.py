@@ -25,23 +25,17 @@ def trust(server, signet_bin, tmp_path):
     return out
 
 
-def token_file(signet_bin, server, tmp_path, email):
-    token = subprocess.run([signet_bin, "dev-token", "--data-dir", server["data_dir"], "--subject", email],
-                           check=True, capture_output=True, text=True).stdout.strip()
-    path = tmp_path / "token"
-    path.write_text(token)  # cosign sends the file's bytes as they are: no trailing newline
-    return str(path)
-
-
-def test_cosign_sign_verify_and_cross_verify(server, signet_bin, trust, tmp_path):
+def test_cosign_sign_verify_and_cross_verify(server, dev_token, trust, tmp_path):
     email = "frank@example.com"
     issuer = server["url"] + "/oidc"
     artifact = tmp_path / "blob.txt"
     artifact.write_text("signed by cosign\n")
     bundle = tmp_path / "blob.sigstore.json"
+    token_file = tmp_path / "token"
+    token_file.write_text(dev_token(email))  # cosign sends the file's bytes as they are: no trailing newline
     signed = run(COSIGN, "sign-blob", "--yes", "--signing-config", str(trust / "signing_config.json"),
                  "--trusted-root", str(trust / "trusted_root.json"), "--bundle", str(bundle),
-                 "--identity-token", token_file(signet_bin, server, tmp_path, email), str(artifact))
+                 "--identity-token", str(token_file), str(artifact))
     assert signed.returncode == 0, signed.stderr
 
     verify = [COSIGN, "verify-blob", "--trusted-root", str(trust / "trusted_root.json"), "--bundle", str(bundle),
@@ -61,10 +55,9 @@ def test_cosign_sign_verify_and_cross_verify(server, signet_bin, trust, tmp_path
 
 
 @pytest.mark.parametrize("rekor_version", ["1", "2"])
-def test_cosign_verifies_sigstore_python_bundles(server, signet_bin, trust, tmp_path, rekor_version):
+def test_cosign_verifies_sigstore_python_bundles(server, dev_token, trust, tmp_path, rekor_version):
     email = "grace@example.com"
-    token = subprocess.run([signet_bin, "dev-token", "--data-dir", server["data_dir"], "--subject", email],
-                           check=True, capture_output=True, text=True).stdout.strip()
+    token = dev_token(email)
     artifact = tmp_path / "py.txt"
     artifact.write_text(f"signed by sigstore-python over rekor v{rekor_version}\n")
     signed = run(sys.executable, "-m", "sigstore", "--trust-config", str(trust / "client_trust_config.json"), "sign",

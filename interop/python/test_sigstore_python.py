@@ -1,7 +1,6 @@
 """sigstore-python, unchanged, signs against signet and verifies offline with signet's trust
 config, over Rekor v1 (with SET) and Rekor v2 (with an RFC 3161 timestamp)."""
 
-import os
 import subprocess
 import sys
 
@@ -20,10 +19,9 @@ def trust(server, signet_bin, tmp_path):
 
 
 @pytest.mark.parametrize("rekor_version", ["1", "2"])
-def test_sign_and_verify_offline(server, signet_bin, trust, tmp_path, rekor_version):
+def test_sign_and_verify_offline(server, dev_token, trust, tmp_path, rekor_version):
     email = "erin@example.com"
-    token = subprocess.run([signet_bin, "dev-token", "--data-dir", server["data_dir"], "--subject", email],
-                           check=True, capture_output=True, text=True).stdout.strip()
+    token = dev_token(email)
     artifact = tmp_path / "artifact.txt"
     artifact.write_text(f"signed over rekor v{rekor_version}\n")
     signed = sigstore("--trust-config", trust, "sign", "--identity-token", token, "--rekor-version", rekor_version, str(artifact))
