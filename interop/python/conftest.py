@@ -46,3 +46,11 @@ def dev_token(server, signet_bin):
         return out.stdout.strip()
 
     return mint
+
+
+@pytest.fixture()
+def trust(server, signet_bin, tmp_path):
+    """`signet trust export` for the running instance; returns the output directory."""
+    out = tmp_path / "trust"
+    subprocess.run([signet_bin, "trust", "export", "--data-dir", server["data_dir"], "--out", str(out)], check=True, capture_output=True)
+    return out

@@ -16,13 +16,10 @@ def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
 
 
-@pytest.fixture()
-def trust(server, signet_bin, tmp_path):
+@pytest.fixture(autouse=True)
+def cosign_installed():
     if not os.path.exists(COSIGN):
         pytest.fail(f"cosign not found at {COSIGN}; scripts/test installs it")
-    out = tmp_path / "trust"
-    subprocess.run([signet_bin, "trust", "export", "--data-dir", server["data_dir"], "--out", str(out)], check=True, capture_output=True)
-    return out
 
 
 def test_cosign_sign_verify_and_cross_verify(server, dev_token, trust, tmp_path):

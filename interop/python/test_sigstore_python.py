@@ -11,15 +11,9 @@ def sigstore(*args):
     return subprocess.run([sys.executable, "-m", "sigstore", *args], capture_output=True, text=True)
 
 
-@pytest.fixture()
-def trust(server, signet_bin, tmp_path):
-    out = tmp_path / "trust"
-    subprocess.run([signet_bin, "trust", "export", "--data-dir", server["data_dir"], "--out", str(out)], check=True, capture_output=True)
-    return str(out / "client_trust_config.json")
-
-
 @pytest.mark.parametrize("rekor_version", ["1", "2"])
 def test_sign_and_verify_offline(server, dev_token, trust, tmp_path, rekor_version):
+    trust = str(trust / "client_trust_config.json")
     email = "erin@example.com"
     token = dev_token(email)
     artifact = tmp_path / "artifact.txt"

@@ -37,8 +37,8 @@ pub struct AppState {
     pub ca: Issuer,
     /// The RFC 3161 timestamp authority.
     pub tsa: Tsa,
-    /// Where the trust documents come from.
-    pub data_dir: std::path::PathBuf,
+    /// The trust documents' inputs, read once at startup.
+    pub trust: signet_trust::root::Instance,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +65,8 @@ pub enum StartError {
     Tsa(#[from] TsaError),
     #[error("writing the log's genesis entry: {0}")]
     Genesis(String),
+    #[error("trust documents: {0}")]
+    Trust(String),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -202,7 +204,7 @@ impl AppState {
             tokens,
             ca,
             tsa,
-            data_dir: cfg.data_dir.clone(),
+            trust: crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?,
         })
     }
 }

@@ -11,7 +11,7 @@ use super::error::ApiError;
 use crate::state::AppState;
 
 pub async fn document(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
-    let instance = crate::trust::instance(&state.data_dir, None).map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let instance = &state.trust;
     match name.as_str() {
         "trusted_root.json" => Ok(Json(instance.trusted_root())),
         "signing_config.json" => Ok(Json(instance.signing_config())),
