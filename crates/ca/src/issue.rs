@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use der::{Decode, Encode};
 use serde_json::Value;
 use signet_core::{b64, hash::sha256, pem};
-use signet_log::rekor::verifier::{self, PublicKey};
+use signet_core::pubkey::{self as verifier, PublicKey};
 use spki::SubjectPublicKeyInfoOwned;
 use x509_cert::request::CertReq;
 

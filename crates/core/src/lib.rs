@@ -7,6 +7,9 @@
 //! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
 //! - [`keys`]: the ECDSA P-256 signing keys of the logs, and how they are kept on disk.
 //! - [`files`]: atomic, permission-aware file writes.
+//! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
+//! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
+//! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
 
 pub mod b64;
 pub mod files;
@@ -14,4 +17,7 @@ pub mod hash;
 pub mod hexfmt;
 pub mod jcs;
 pub mod keys;
+pub mod merkle;
+pub mod note;
 pub mod pem;
+pub mod pubkey;

@@ -1,4 +1,5 @@
-//! Checkpoints as C2SP signed notes (c2sp.org/signed-note, c2sp.org/tlog-checkpoint).
+//! Signing checkpoints as C2SP signed notes (c2sp.org/signed-note, c2sp.org/tlog-checkpoint).
+//! Parsing and verification are in `signet_core::note` and re-exported here.
 //!
 //! ```text
 //! <origin>\n<tree size>\n<base64 root hash>\n[extension lines]\n
@@ -10,24 +11,9 @@
 
 use std::sync::Arc;
 
-use signet_core::hash::Hash;
-use signet_core::keys::{self, KeyError, SigningKey};
 use signet_core::b64;
-
-/// The unsigned body of a checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checkpoint {
-    pub origin: String,
-    pub size: u64,
-    pub root_hash: Hash,
-}
-
-impl Checkpoint {
-    /// The note text that is signed: three lines, each ending in a newline.
-    pub fn body(&self) -> String {
-        format!("{}\n{}\n{}\n", self.origin, self.size, b64::encode(self.root_hash))
-    }
-}
+use signet_core::keys::{KeyError, SigningKey};
+pub use signet_core::note::{verify, Checkpoint, NoteError, SignedNote};
 
 /// A checkpoint together with its signed-note serialization.
 #[derive(Debug, Clone)]
@@ -60,56 +46,6 @@ impl NoteSigner {
         let note = format!("{body}\n\u{2014} {} {}\n", self.name, b64::encode(blob));
         Ok(SignedCheckpoint { checkpoint, note })
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoteError {
-    #[error("checkpoint note is malformed: {0}")]
-    Malformed(&'static str),
-    #[error("checkpoint carries no signature by key {0}")]
-    NoSignature(String),
-    #[error("checkpoint signature does not verify")]
-    BadSignature,
-}
-
-/// Parses a signed note and verifies the signature of `name` made by the P-256 key `spki_der`.
-/// Signatures by other keys are tolerated (cosignatures), as the signed-note spec requires.
-pub fn verify(note: &str, name: &str, spki_der: &[u8]) -> Result<Checkpoint, NoteError> {
-    let split = note.rfind("\n\n").ok_or(NoteError::Malformed("no blank line before signatures"))?;
-    let (body, sigs) = (&note[..split + 1], &note[split + 2..]);
-    let hint = &signet_core::hash::sha256(spki_der)[..4];
-    let mut found = false;
-    for line in sigs.lines() {
-        let rest = line.strip_prefix("\u{2014} ").ok_or(NoteError::Malformed("signature line must start with an em dash"))?;
-        let (line_name, sig_b64) = rest.rsplit_once(' ').ok_or(NoteError::Malformed("signature line has no signature"))?;
-        let blob = b64::decode(sig_b64).map_err(|_| NoteError::Malformed("signature is not base64"))?;
-        if line_name != name || blob.len() < 5 || &blob[..4] != hint {
-            continue;
-        }
-        found = true;
-        if !keys::verify_p256(spki_der, body.as_bytes(), &blob[4..]) {
-            return Err(NoteError::BadSignature);
-        }
-    }
-    if !found {
-        return Err(NoteError::NoSignature(name.to_string()));
-    }
-    parse_body(body)
-}
-
-fn parse_body(body: &str) -> Result<Checkpoint, NoteError> {
-    let mut lines = body.lines();
-    let origin = lines.next().filter(|o| !o.is_empty()).ok_or(NoteError::Malformed("missing origin"))?;
-    let size = lines
-        .next()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or(NoteError::Malformed("tree size is not a decimal integer"))?;
-    let root = lines
-        .next()
-        .and_then(|r| b64::decode(r).ok())
-        .and_then(|r| <Hash>::try_from(r.as_slice()).ok())
-        .ok_or(NoteError::Malformed("root hash is not 32 bytes of base64"))?;
-    Ok(Checkpoint { origin: origin.to_string(), size, root_hash: root })
 }
 
 #[cfg(test)]

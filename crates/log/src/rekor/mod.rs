@@ -2,13 +2,13 @@
 //!
 //! - [`v1`]: Rekor v1 `hashedrekord` 0.0.1 entries, their canonical bodies and SETs.
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
-//! - [`verifier`]: signer keys and signature checks over digests.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
+//!
+//! Signer keys and signature checks are `signet_core::pubkey`.
 
 pub mod genesis;
 pub mod v1;
 pub mod v2;
-pub mod verifier;
 
 /// Why an entry was refused. Every variant names the offending field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

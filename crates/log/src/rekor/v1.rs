@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use signet_core::{b64, hexfmt, jcs, pem};
 use signet_core::keys::{KeyError, SigningKey};
 
-use super::verifier::{HashAlg, PublicKey};
+use signet_core::pubkey::{HashAlg, PublicKey};
 use super::{malformed, only_keys, rejected, req_str, EntryError};
 use crate::log::Stamper;
 

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use signet_core::{b64, jcs};
 
-use super::verifier::{HashAlg, KeyKind, PublicKey};
+use signet_core::pubkey::{HashAlg, KeyKind, PublicKey};
 use super::{malformed, only_keys, rejected, req_str, EntryError};
 
 #[derive(Debug, Clone)]

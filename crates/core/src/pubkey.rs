@@ -1,8 +1,8 @@
-//! Public keys of entry signers and signature checks over a given digest.
+//! Public keys (ECDSA P-256/P-384, RSA, Ed25519) and signature checks over a digest or a message.
 //!
-//! hashedrekord entries carry only the artifact's digest, so every check here verifies a
-//! signature over a digest, never over a message. That rules out pure Ed25519 (it signs the
-//! whole message); Ed25519ph signs SHA-512(message) and is accepted.
+//! hashedrekord entries carry only the artifact's digest, so [`PublicKey::verify_digest`]
+//! verifies over a digest. That rules out pure Ed25519 (it signs the whole message);
+//! Ed25519ph signs SHA-512(message) and is accepted.
 
 use aws_lc_rs::digest::{self, Digest};
 use aws_lc_rs::signature::{self, VerificationAlgorithm};
@@ -124,6 +124,11 @@ impl PublicKey {
             .to_der()
             .map_err(|e| KeyError::BadCertificate(e.to_string()))?;
         Self::from_spki(&spki)
+    }
+
+    /// The subjectPublicKey bits: the EC point, the DER RSAPublicKey, or the 32-byte Ed25519 key.
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
     }
 
     /// Rejects points off the curve and the like now, so a bad key is a 400 at parse time.
