@@ -40,6 +40,11 @@ impl HashAlg {
         }
     }
 
+    /// The digest of `data` under this algorithm.
+    pub fn digest(self, data: &[u8]) -> Vec<u8> {
+        digest::digest(self.aws(), data).as_ref().to_vec()
+    }
+
     fn aws(self) -> &'static digest::Algorithm {
         match self {
             HashAlg::Sha256 => &digest::SHA256,
@@ -214,6 +219,17 @@ impl PublicKey {
     }
 }
 
+impl PublicKey {
+    /// Verifies `sig` over `message` hashed with an explicit `hash`, as X.509 and CMS
+    /// signatures name it in their algorithm identifier. Ed25519 signs the message itself.
+    pub fn verify_with_hash(&self, hash: HashAlg, message: &[u8], sig: &[u8]) -> Result<(), KeyError> {
+        match self.kind {
+            KeyKind::Ed25519 => self.verify_message(message, sig),
+            _ => self.verify_digest(hash, &hash.digest(message), sig),
+        }
+    }
+}
+
 fn verify_with(alg: &'static dyn VerificationAlgorithm, key: &[u8], message: &[u8], sig: &[u8]) -> bool {
     signature::UnparsedPublicKey::new(alg, key).verify(message, sig).is_ok()
 }
@@ -268,6 +284,9 @@ mod tests {
             let key = PublicKey::from_spki(spki.as_ref()).unwrap();
             let sig = pair.sign(&rng, b"artifact").unwrap();
             key.verify_digest(hash, &sha(hash, b"artifact"), sig.as_ref()).unwrap();
+            assert_eq!(hash.digest(b"artifact"), sha(hash, b"artifact"));
+            key.verify_with_hash(hash, b"artifact", sig.as_ref()).unwrap();
+            assert_eq!(key.verify_with_hash(hash, b"other", sig.as_ref()), Err(KeyError::BadSignature));
             assert_eq!(key.verify_digest(hash, &sha(hash, b"other"), sig.as_ref()), Err(KeyError::BadSignature));
             assert!(matches!(key.verify_digest(hash, &[0; 20], sig.as_ref()), Err(KeyError::Mismatch(_))));
         }
@@ -312,6 +331,9 @@ mod tests {
         key.verify_digest(HashAlg::Sha512, &d, &sig).unwrap();
         assert!(key.verify_digest(HashAlg::Sha512, &sha(HashAlg::Sha512, b"other"), &sig).is_err());
         assert!(matches!(key.verify_digest(HashAlg::Sha256, &[0; 32], &sig), Err(KeyError::Mismatch(_))));
+
+        key.verify_with_hash(HashAlg::Sha256, b"msg", pair.sign(b"msg").as_ref()).unwrap();
+        assert!(key.verify_with_hash(HashAlg::Sha256, b"other", pair.sign(b"msg").as_ref()).is_err());
 
         assert!(matches!(PublicKey::from_spki(b"junk"), Err(KeyError::Malformed(_))));
         assert!(matches!(PublicKey::from_certificate(b"junk"), Err(KeyError::BadCertificate(_))));

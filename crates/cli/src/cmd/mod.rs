@@ -4,3 +4,4 @@ pub mod bench;
 pub mod dev_token;
 pub mod serve;
 pub mod trust;
+pub mod verify_bundle;
