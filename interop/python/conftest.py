@@ -1,5 +1,6 @@
 """Starts a real `signet serve --dev` for the interop tests."""
 
+import contextlib
 import os
 import re
 import subprocess
@@ -18,8 +19,9 @@ def signet_bin():
     return path
 
 
-@pytest.fixture()
-def server(signet_bin):
+@contextlib.contextmanager
+def start_signet(signet_bin):
+    """A fresh `signet serve --dev` on a free loopback port, with its own data dir."""
     with tempfile.TemporaryDirectory() as data_dir:
         proc = subprocess.Popen(
             [signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
@@ -34,6 +36,12 @@ def server(signet_bin):
         finally:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture()
+def server(signet_bin):
+    with start_signet(signet_bin) as s:
+        yield s
 
 
 @pytest.fixture()

@@ -28,6 +28,8 @@ enum Command {
     Trust(cmd::trust::Args),
     /// The performance lab: load generation and reports.
     Bench(cmd::bench::Args),
+    /// Sign a file keylessly into a Sigstore bundle (sigstore-conformance protocol).
+    SignBundle(cmd::sign_bundle::Args),
     /// Verify a Sigstore bundle offline (sigstore-conformance protocol).
     VerifyBundle(cmd::verify_bundle::Args),
 }
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::SignBundle(args) => cmd::sign_bundle::run(args),
         Command::VerifyBundle(args) => cmd::verify_bundle::run(args),
     }
 }

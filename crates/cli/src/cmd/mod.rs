@@ -3,5 +3,6 @@
 pub mod bench;
 pub mod dev_token;
 pub mod serve;
+pub mod sign_bundle;
 pub mod trust;
 pub mod verify_bundle;

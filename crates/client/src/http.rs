@@ -1,0 +1,73 @@
+//! A blocking HTTP client for the signing flow: one agent, so connections to the same
+//! instance are reused across the CA, log and TSA calls.
+//!
+//! Plain HTTP only for now; HTTPS arrives with the `tls` crate's client.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{service_err, ClientError};
+
+pub struct Http {
+    agent: ureq::Agent,
+}
+
+/// A reply that passed the status check.
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(30))
+    }
+}
+
+impl Http {
+    pub fn new(timeout: Duration) -> Self {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build().into();
+        Http { agent }
+    }
+
+    pub fn post(
+        &self,
+        service: &'static str,
+        url: &str,
+        content_type: &str,
+        accept: &str,
+        body: Vec<u8>,
+        bearer: Option<&str>,
+    ) -> Result<Reply, ClientError> {
+        if url.starts_with("https://") {
+            return Err(service_err(service, url, "HTTPS is not supported by this client yet; use an http:// URL"));
+        }
+        let mut req = self.agent.post(url).header("content-type", content_type).header("accept", accept);
+        if let Some(token) = bearer {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let mut resp = req.send(body).map_err(|e| service_err(service, url, e))?;
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().with_config().limit(16 << 20).read_to_vec().map_err(|e| service_err(service, url, e))?;
+        if !(200..300).contains(&status) {
+            return Err(service_err(service, url, format!("HTTP {status}: {}", error_message(&body))));
+        }
+        Ok(Reply { status, body })
+    }
+
+    pub fn post_json(&self, service: &'static str, url: &str, body: &Value, bearer: Option<&str>) -> Result<Value, ClientError> {
+        let reply = self.post(service, url, "application/json", "application/json", body.to_string().into_bytes(), bearer)?;
+        serde_json::from_slice(&reply.body).map_err(|e| service_err(service, url, format!("reply is not JSON: {e}")))
+    }
+}
+
+/// The `message` of a JSON error reply, or the start of the body.
+fn error_message(body: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        if let Some(m) = v.get("message").and_then(Value::as_str) {
+            return m.to_string();
+        }
+    }
+    String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
+}
