@@ -16,6 +16,8 @@ pub struct Args {
 enum What {
     /// Open-loop load at a constant arrival rate; latency from intended send times.
     Load(LoadArgs),
+    /// In-process bundle verification per bundle, optionally beside a peer verifier.
+    Verify(super::bench_verify::Args),
 }
 
 #[derive(clap::Args)]
@@ -55,6 +57,7 @@ struct LoadArgs {
 pub fn run(args: Args) -> ExitCode {
     match args.what {
         What::Load(a) => load(a),
+        What::Verify(a) => super::bench_verify::run(a),
     }
 }
 
