@@ -195,3 +195,112 @@ def test_bundle_from_another_instance_is_refused(server, trust, signet_bin, tmp_
         for major, (bundle, _) in bundles.items():
             result = verify_bundle(signet_bin, other_trust, bundle, artifact, server=server)
             assert result.returncode == 1, f"v{major}: {result.stderr}"
+
+
+def in_toto_statement(tmp_path):
+    """A small in-toto statement whose one subject is an artifact file."""
+    artifact = tmp_path / "subject.bin"
+    artifact.write_text("the attested artifact\n")
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": artifact.name, "digest": {"sha256": hashlib.sha256(artifact.read_bytes()).hexdigest()}}],
+        "predicateType": "https://slsa.dev/provenance/v1",
+        "predicate": {"buildDefinition": {"buildType": "https://signet.dev/test"}, "runDetails": {"builder": {"id": "signet-test"}}},
+    }
+    path = tmp_path / "statement.json"
+    path.write_text(json.dumps(statement))
+    return artifact, path
+
+
+def sign_in_toto(signet_bin, token, signing_config, statement, bundle):
+    signed = run(signet_bin, "sign-bundle", "--in-toto", "--identity-token", token, "--bundle", bundle,
+                 "--signing-config", signing_config, statement)
+    assert signed.returncode == 0, signed.stderr
+    return json.loads(bundle.read_text())
+
+
+@pytest.mark.parametrize("major", [1, 2])
+def test_sign_bundle_in_toto_verifies_in_every_client(server, dev_token, trust, signet_bin, tmp_path, major):
+    artifact, statement = in_toto_statement(tmp_path)
+    bundle = tmp_path / f"dsse-v{major}.sigstore.json"
+    b = sign_in_toto(signet_bin, dev_token(EMAIL), only_rekor(trust, tmp_path, major), statement, bundle)
+
+    # The bundle shape: a DSSE envelope over the statement's exact bytes, and the log entry
+    # Rekor keeps for it (dsse 0.0.1 on v1; on v2, which has no DSSE kind, a hashedrekord
+    # over the SHA-256 of the envelope's PAE, as sigstore-python and sigstore-go rebuild it).
+    assert "messageSignature" not in b
+    env = b["dsseEnvelope"]
+    assert env["payloadType"] == "application/vnd.in-toto+json"
+    payload = base64.b64decode(env["payload"])
+    assert payload == statement.read_bytes()
+    assert len(env["signatures"]) == 1
+    entry = b["verificationMaterial"]["tlogEntries"][0]
+    body = json.loads(base64.b64decode(entry["canonicalizedBody"]))
+    pae = b"DSSEv1 28 application/vnd.in-toto+json %d %s" % (len(payload), payload)
+    if major == 1:
+        assert entry["kindVersion"] == {"kind": "dsse", "version": "0.0.1"}
+        assert body["spec"]["payloadHash"] == {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()}
+        assert body["spec"]["signatures"][0]["signature"] == env["signatures"][0]["sig"]
+        assert "inclusionPromise" in entry
+    else:
+        assert entry["kindVersion"] == {"kind": "hashedrekord", "version": "0.0.2"}
+        data = body["spec"]["hashedRekordV002"]["data"]
+        assert data == {"algorithm": "SHA2_256", "digest": base64.b64encode(hashlib.sha256(pae).digest()).decode()}
+        assert body["spec"]["hashedRekordV002"]["signature"]["content"] == env["signatures"][0]["sig"]
+    assert len(b["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]) == 1
+
+    issuer = server["url"] + "/oidc"
+    ours = verify_bundle(signet_bin, trust, bundle, artifact, server=server)
+    assert ours.returncode == 0, ours.stderr
+    digest = "sha256:" + hashlib.sha256(artifact.read_bytes()).hexdigest()
+    assert verify_bundle(signet_bin, trust, bundle, digest, server=server).returncode == 0
+    # sigstore-python verifies a DSSE bundle against the artifact that is the statement's subject.
+    py = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "verify", "identity",
+             "--offline", "--bundle", bundle, "--cert-identity", EMAIL, "--cert-oidc-issuer", issuer, artifact)
+    assert py.returncode == 0, py.stderr
+    go = run(SGVERIFY, "verify", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
+             "--identity", EMAIL, "--issuer", issuer, artifact)
+    assert go.returncode == 0, go.stderr
+    cosign = run(COSIGN, "verify-blob-attestation", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
+                 "--certificate-identity", EMAIL, "--certificate-oidc-issuer", issuer, "--type", "slsaprovenance1", artifact)
+    assert cosign.returncode == 0, cosign.stderr
+
+    # Every verifier refuses an artifact that is not a subject of the statement.
+    other = tmp_path / "other.bin"
+    other.write_text("not the subject\n")
+    assert verify_bundle(signet_bin, trust, bundle, other, server=server).returncode == 1
+    py_other = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "verify", "identity",
+                   "--offline", "--bundle", bundle, "--cert-identity", EMAIL, "--cert-oidc-issuer", issuer, other)
+    assert py_other.returncode != 0, py_other.stdout
+    go_other = run(SGVERIFY, "verify", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
+                   "--identity", EMAIL, "--issuer", issuer, other)
+    assert go_other.returncode != 0, go_other.stdout
+    cosign_other = run(COSIGN, "verify-blob-attestation", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
+                       "--certificate-identity", EMAIL, "--certificate-oidc-issuer", issuer, "--type", "slsaprovenance1", other)
+    assert cosign_other.returncode != 0 and "digest" in cosign_other.stderr, cosign_other.stderr
+
+    # A tampered payload (a different subject digest, re-encoded) is refused.
+    tampered_statement = json.loads(payload)
+    tampered_statement["subject"][0]["digest"]["sha256"] = hashlib.sha256(b"evil").hexdigest()
+    tampered = json.loads(json.dumps(b))
+    tampered["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(tampered_statement).encode()).decode()
+    tampered_path = tmp_path / "tampered.json"
+    tampered_path.write_text(json.dumps(tampered))
+    for target in (artifact, tmp_path / "evil"):
+        if not target.exists():
+            target.write_bytes(b"evil")
+        refused = verify_bundle(signet_bin, trust, tampered_path, target, server=server)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "signature" in refused.stderr.lower() or "envelope" in refused.stderr.lower(), refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_sign_bundle_in_toto_refuses_a_file_that_is_not_a_statement(server, dev_token, trust, signet_bin, tmp_path):
+    blob = tmp_path / "blob.txt"
+    blob.write_text("plain text, not an in-toto statement\n")
+    bundle = tmp_path / "never.json"
+    result = run(signet_bin, "sign-bundle", "--in-toto", "--identity-token", dev_token(EMAIL), "--bundle", bundle,
+                 "--signing-config", trust / "signing_config.json", blob)
+    assert result.returncode == 2, result.stderr
+    assert "in-toto statement" in result.stderr and "not JSON" in result.stderr, result.stderr
+    assert not bundle.exists()

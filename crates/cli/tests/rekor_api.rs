@@ -187,6 +187,74 @@ fn v2_entries_and_tiles() {
     assert_eq!(get(&agent, &format!("{}/api/v2/tile/0/001.p/47", server.url)).unwrap().status, 404);
 }
 
+/// A DSSE envelope over an in-toto statement about `subject`, signed by a fresh P-256 key:
+/// `(statement, envelope JSON text, signature, SPKI)`.
+fn dsse_envelope(subject: &[u8]) -> (Vec<u8>, String, Vec<u8>, Vec<u8>) {
+    use aws_lc_rs::encoding::AsDer;
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+    let statement = json!({"_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "s", "digest": {"sha256": hex::encode(signet_core::hash::sha256(subject))}}],
+        "predicateType": "https://example.com/p", "predicate": {}})
+    .to_string()
+    .into_bytes();
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let pae = signet_log::rekor::dsse::pae("application/vnd.in-toto+json", &statement);
+    let sig = pair.sign(&aws_lc_rs::rand::SystemRandom::new(), &pae).unwrap().as_ref().to_vec();
+    let envelope = json!({"payload": b64::encode(&statement), "payloadType": "application/vnd.in-toto+json",
+        "signatures": [{"keyid": "", "sig": b64::encode(&sig)}]})
+    .to_string();
+    (statement, envelope, sig, pair.public_key().as_der().unwrap().as_ref().to_vec())
+}
+
+fn v1_dsse_entry(envelope: &str, spki: &[u8]) -> Value {
+    json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {"proposedContent": {
+        "envelope": envelope, "verifiers": [b64::encode(signet_core::pem::encode("PUBLIC KEY", spki))]}}})
+}
+
+#[test]
+fn dsse_envelopes_on_both_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let u = |p: &str| format!("{}{p}", server.url);
+    let (statement, envelope, sig, spki) = dsse_envelope(b"the subject");
+
+    // Rekor v1: a dsse 0.0.1 entry that records the envelope by its hashes, as Rekor does.
+    let entry = v1_dsse_entry(&envelope, &spki);
+    let r = post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uuid = r.header("etag").unwrap().to_string();
+    let map = r.json();
+    let body = b64::decode(map[&uuid]["body"].as_str().unwrap()).unwrap();
+    let expected = jcs::to_vec(&json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {
+        "envelopeHash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(envelope.as_bytes()))},
+        "payloadHash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(&statement))},
+        "signatures": [{"signature": b64::encode(&sig), "verifier": b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))}]}}));
+    assert_eq!(body, expected);
+    assert_eq!(hex::encode(merkle::leaf_hash(&body)), &uuid[16..]);
+    assert!(map[&uuid]["verification"]["signedEntryTimestamp"].is_string());
+    // Found by the subject's digest, and a duplicate on the second try.
+    let subject = hex::encode(signet_core::hash::sha256(b"the subject"));
+    let found = post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"hash": format!("sha256:{subject}")})).unwrap().json();
+    assert_eq!(found, json!([uuid]));
+    assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap().status, 409);
+    let retrieved = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry]})).unwrap().json();
+    assert_eq!(retrieved[0][&uuid]["body"], map[&uuid]["body"]);
+
+    // Rekor v2 has no DSSE kind: the envelope is a hashedrekord over the SHA-256 of its PAE.
+    let pae = signet_log::rekor::dsse::pae("application/vnd.in-toto+json", &statement);
+    let request = json!({"hashedRekordRequestV002": {
+        "digest": b64::encode(signet_core::hash::sha256(&pae)),
+        "signature": {"content": b64::encode(&sig), "verifier": {
+            "publicKey": {"rawBytes": b64::encode(&spki)}, "keyDetails": "PKIX_ECDSA_P256_SHA_256"}}}});
+    let r = post_json(&agent, &u("/api/v2/log/entries"), &request).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["kindVersion"], json!({"kind": "hashedrekord", "version": "0.0.2"}));
+    let refused = post_json(&agent, &u("/api/v2/log/entries"), &json!({"dsseRequestV002": {"envelope": {}, "verifiers": []}})).unwrap();
+    assert_eq!(refused.status, 400);
+    assert!(refused.json()["message"].as_str().unwrap().contains("hashedRekordRequestV002"), "{}", refused.text());
+}
+
 #[test]
 fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,6 +272,13 @@ fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
         f(&mut v);
         v
     };
+    let (_, envelope, _, dsse_spki) = dsse_envelope(b"fresh subject");
+    let (_, stranger_envelope, _, _) = dsse_envelope(b"fresh subject");
+    let dsse_with = |f: &dyn Fn(&mut Value)| {
+        let mut env: Value = serde_json::from_str(&envelope).unwrap();
+        f(&mut env);
+        v1_dsse_entry(&env.to_string(), &dsse_spki)
+    };
     // secp256k1 is not an accepted curve.
     let k1 = hex::decode(format!("3056301006072a8648ce3d020106052b8104000a034200{}", "04".repeat(65))).unwrap();
     let oversized = vec![b' '; 200 * 1024];
@@ -220,6 +295,14 @@ fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
         ("certificate does not parse", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &with(&|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode(signet_core::pem::encode("CERTIFICATE", b"nope"))))).unwrap()), 422, "X.509"),
         ("body over the limit", Box::new(|| post_raw(&agent, &u("/api/v1/log/entries"), "application/json", oversized.clone()).unwrap()), 413, "limit"),
         ("wrong content type", Box::new(|| post_raw(&agent, &u("/api/v1/log/entries"), "text/plain", b"{}".to_vec()).unwrap()), 415, "application/json"),
+        ("dsse envelope not JSON", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &v1_dsse_entry("{nope", &dsse_spki)).unwrap()), 400, "spec.proposedContent.envelope"),
+        ("dsse payload not base64", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &dsse_with(&|e| e["payload"] = json!("%%%"))).unwrap()), 400, "spec.proposedContent.envelope.payload"),
+        ("dsse without signatures", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &dsse_with(&|e| e["signatures"] = json!([]))).unwrap()), 400, "spec.proposedContent.envelope.signatures"),
+        ("dsse without verifiers", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &{ let mut v = v1_dsse_entry(&envelope, &dsse_spki); v["spec"]["proposedContent"]["verifiers"] = json!([]); v }).unwrap()), 400, "spec.proposedContent.verifiers"),
+        ("dsse server-side fields", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &{ let mut v = v1_dsse_entry(&envelope, &dsse_spki); v["spec"]["payloadHash"] = json!({}); v }).unwrap()), 400, "unknown field"),
+        ("dsse tampered payload", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &dsse_with(&|e| e["payload"] = json!(b64::encode(b"{}")))).unwrap()), 422, "does not verify"),
+        ("dsse signed by another key", Box::new(|| post_json(&agent, &u("/api/v1/log/entries"), &v1_dsse_entry(&stranger_envelope, &dsse_spki)).unwrap()), 422, "does not verify"),
+        ("v2 dsseRequestV002", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &json!({"dsseRequestV002": {"envelope": {}, "verifiers": []}})).unwrap()), 400, "dsseRequestV002"),
         ("negative logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=-1")).unwrap()), 400, "logIndex"),
         ("huge logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=99999999999999999999")).unwrap()), 400, "logIndex"),
         ("absent logIndex", Box::new(|| get(&agent, &u("/api/v1/log/entries?logIndex=9223372036854775807")).unwrap()), 404, "no entry"),

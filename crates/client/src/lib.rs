@@ -6,13 +6,15 @@
 //! - [`signing_config`]: which CA, log and TSA a SigningConfig v0.2 selects.
 //! - [`token`]: the identity claim a proof of possession signs.
 //! - [`fulcio`]: certificate requests and chains (Fulcio v2 API).
-//! - [`rekor`]: hashedrekord entries for Rekor v1 and v2, as bundle tlog entries.
+//! - [`dsse`]: DSSE envelopes over in-toto statements, and their PAE.
+//! - [`rekor`]: hashedrekord and dsse entries for Rekor v1 and v2, as bundle tlog entries.
 //! - [`tsa`]: RFC 3161 timestamp requests and replies.
 //! - [`bundle`]: Sigstore bundle v0.3 assembly.
 //! - [`http`]: a blocking JSON/DER client with connection reuse.
-//! - [`sign`]: the flow, from artifact and token to bundle.
+//! - [`sign`]: the flow, from artifact (or in-toto statement) and token to bundle.
 
 pub mod bundle;
+pub mod dsse;
 pub mod fulcio;
 pub mod http;
 pub mod rekor;
@@ -21,7 +23,7 @@ pub mod signing_config;
 pub mod token;
 pub mod tsa;
 
-pub use sign::{sign_artifact, Signer};
+pub use sign::{sign_artifact, sign_payload, Payload, Signer};
 
 /// Why signing failed. Each variant names the service or document at fault.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +36,8 @@ pub enum ClientError {
     Service { service: &'static str, url: String, why: String },
     #[error("key: {0}")]
     Key(String),
+    #[error("in-toto statement: {0}")]
+    Statement(String),
 }
 
 pub(crate) fn service_err(service: &'static str, url: &str, why: impl std::fmt::Display) -> ClientError {

@@ -1,5 +1,10 @@
-//! hashedrekord entries for Rekor v1 (0.0.1) and v2 (0.0.2), and the bundle `tlogEntries`
-//! element each reply becomes.
+//! Log entries for Rekor v1 (hashedrekord 0.0.1, dsse 0.0.1) and v2 (hashedrekord 0.0.2),
+//! and the bundle `tlogEntries` element each reply becomes.
+//!
+//! Rekor v2 has no DSSE kind: a DSSE envelope goes there as a hashedrekord whose digest is
+//! the SHA-256 of the envelope's PAE and whose signature is the envelope's (rekor-tiles
+//! `CLIENTS.md`), as sigstore-python 4.5 and sigstore-go 1.3 do. So [`v2_request`] serves
+//! both, given the digest of what was signed.
 //!
 //! A Rekor v2 reply already is a protobuf-JSON `TransparencyLogEntry`. A v1 reply is Rekor's
 //! swagger shape (hex log ID and hashes, a SET beside the proof), so it is translated.
@@ -20,6 +25,18 @@ pub fn v1_request(digest: &[u8; 32], signature: &[u8], cert_der: &[u8]) -> Value
         "spec": {
             "data": {"hash": {"algorithm": "sha256", "value": hex::encode(digest)}},
             "signature": {"content": b64::encode(signature), "publicKey": {"content": b64::encode(pem::encode("CERTIFICATE", cert_der))}},
+        }
+    })
+}
+
+/// A Rekor v1 dsse 0.0.1 over an envelope (its JSON text, which the log hashes as sent),
+/// verified by the key in `cert_der`.
+pub fn v1_dsse_request(envelope_json: &str, cert_der: &[u8]) -> Value {
+    json!({
+        "apiVersion": "0.0.1",
+        "kind": "dsse",
+        "spec": {
+            "proposedContent": {"envelope": envelope_json, "verifiers": [b64::encode(pem::encode("CERTIFICATE", cert_der))]},
         }
     })
 }
@@ -113,5 +130,21 @@ mod tests {
         assert_eq!(e["inclusionProof"]["treeSize"], "8");
         assert_eq!(e["inclusionPromise"]["signedEntryTimestamp"], "U0VU");
         assert!(v1_to_bundle_entry(&json!({"a": {}, "b": {}})).is_err());
+    }
+
+    #[test]
+    fn dsse_requests() {
+        let env = crate::dsse::envelope(b"{}", b"sig").to_string();
+        let v1 = v1_dsse_request(&env, b"cert");
+        assert_eq!(v1["kind"], "dsse");
+        assert_eq!(v1["apiVersion"], "0.0.1");
+        assert_eq!(v1["spec"]["proposedContent"]["envelope"], env, "the envelope travels as JSON text");
+        let pem = b64::decode(v1["spec"]["proposedContent"]["verifiers"][0].as_str().unwrap()).unwrap();
+        assert_eq!(pem::decode_first(&pem).unwrap().der, b"cert");
+        // On Rekor v2 the envelope is a hashedrekord over the digest of its PAE.
+        let digest = signet_core::hash::sha256(&crate::dsse::pae(b"{}"));
+        let v2 = v2_request(&digest, b"sig", b"cert");
+        assert_eq!(v2["hashedRekordRequestV002"]["digest"], b64::encode(digest));
+        assert_eq!(v2["hashedRekordRequestV002"]["signature"]["content"], b64::encode(b"sig"));
     }
 }

@@ -1,5 +1,6 @@
-//! `signet sign-bundle`: keyless signing of one file into a Sigstore bundle, speaking the
-//! sigstore-conformance CLI protocol.
+//! `signet sign-bundle`: keyless signing of one file (or, with `--in-toto`, of an in-toto
+//! statement as a DSSE envelope) into a Sigstore bundle, speaking the sigstore-conformance
+//! CLI protocol.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,8 @@ pub struct Args {
     /// services always come from --signing-config.
     #[arg(long)]
     staging: bool,
-    /// Sign FILE as an in-toto statement in a DSSE envelope.
+    /// FILE is an in-toto statement (JSON): sign it as a DSSE envelope over its PAE. On Rekor v1
+    /// it is logged as a dsse entry, on Rekor v2 as a hashedrekord over the PAE digest.
     #[arg(long)]
     in_toto: bool,
     /// The OIDC identity token (or a file that holds it).
@@ -25,7 +27,7 @@ pub struct Args {
     /// SigningConfig v0.2 naming the CA, log and TSA (`signet trust export` writes one).
     #[arg(long)]
     signing_config: Option<PathBuf>,
-    /// The file to sign.
+    /// The file to sign (with --in-toto, the statement).
     file: PathBuf,
 }
 
@@ -36,9 +38,6 @@ fn usage(why: impl std::fmt::Display) -> ExitCode {
 
 pub fn run(args: Args) -> ExitCode {
     let _ = (args.staging, &args.trusted_root);
-    if args.in_toto {
-        return usage("--in-toto (DSSE envelopes) is not supported yet; sign the statement file as a blob instead");
-    }
     let Some(config_path) = &args.signing_config else {
         return usage("--signing-config is required: signet does not fetch one over TUF (see `signet trust export`)");
     };
@@ -55,7 +54,16 @@ pub fn run(args: Args) -> ExitCode {
         Err(e) => return usage(format!("{}: {e}", args.file.display())),
     };
     let token = identity_token(&args.identity_token);
-    match signer.sign(token.trim(), &artifact) {
+    let signed = if args.in_toto {
+        // The statement is checked before any service is asked for anything.
+        if let Err(e) = signet_client::dsse::check_statement(&artifact) {
+            return usage(format!("{}: {e}", args.file.display()));
+        }
+        signer.sign_in_toto(token.trim(), &artifact)
+    } else {
+        signer.sign(token.trim(), &artifact)
+    };
+    match signed {
         Ok(bundle) => {
             let text = serde_json::to_string_pretty(&bundle).expect("bundle serializes") + "\n";
             if let Err(e) = signet_core::files::write_atomic(&args.bundle, text.as_bytes(), 0o644) {

@@ -1,11 +1,13 @@
 //! Rekor's entry formats on top of the generic log engine.
 //!
 //! - [`v1`]: Rekor v1 `hashedrekord` 0.0.1 entries, their canonical bodies and SETs.
+//! - [`dsse`]: Rekor v1 `dsse` 0.0.1 entries (DSSE envelopes, recorded by their hashes).
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
 //!
 //! Signer keys and signature checks are `signet_core::pubkey`.
 
+pub mod dsse;
 pub mod genesis;
 pub mod v1;
 pub mod v2;

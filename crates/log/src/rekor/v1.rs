@@ -1,4 +1,5 @@
-//! Rekor v1 `hashedrekord` 0.0.1: parsing, verification, canonical bodies and SETs.
+//! Rekor v1 `hashedrekord` 0.0.1: parsing, verification, canonical bodies and SETs. The
+//! entry parser also takes `dsse` 0.0.1, whose format lives in [`super::dsse`].
 //!
 //! The canonical body is what Rekor stores and hashes into the tree: the RFC 8785 JSON of
 //! `{apiVersion, kind, spec: {data: {hash}, signature: {content, publicKey: {content}}}}`,
@@ -13,7 +14,7 @@ use signet_core::pubkey::{HashAlg, PublicKey};
 use super::{malformed, only_keys, rejected, req_str, EntryError};
 use crate::log::Stamper;
 
-/// A verified entry, ready to append.
+/// A verified entry of either kind, ready to append.
 #[derive(Debug, Clone)]
 pub struct HashedRekord {
     /// The canonical body (the leaf data).
@@ -22,18 +23,23 @@ pub struct HashedRekord {
     pub digest_key: String,
 }
 
-/// Parses and verifies a proposed entry (`POST /api/v1/log/entries`).
+/// Parses and verifies a proposed entry (`POST /api/v1/log/entries`): a hashedrekord, or a
+/// dsse envelope (see [`super::dsse`]).
 pub fn parse(request: &Value) -> Result<HashedRekord, EntryError> {
     only_keys(request, &["apiVersion", "kind", "spec"], "entry")?;
     let kind = req_str(request, &["kind"], "kind")?;
-    if kind != "hashedrekord" {
-        return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\"")));
+    if kind != "hashedrekord" && kind != "dsse" {
+        return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\" and \"dsse\"")));
     }
     let version = req_str(request, &["apiVersion"], "apiVersion")?;
     if version != "0.0.1" {
-        return Err(malformed("apiVersion", format!("unsupported hashedrekord version {version:?}; expected \"0.0.1\"")));
+        return Err(malformed("apiVersion", format!("unsupported {kind} version {version:?}; expected \"0.0.1\"")));
     }
     let spec = request.get("spec").ok_or_else(|| malformed("spec", "required field is missing"))?;
+    if kind == "dsse" {
+        let e = super::dsse::parse_spec(spec)?;
+        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key });
+    }
     only_keys(spec, &["data", "signature"], "spec")?;
 
     let alg_name = req_str(spec, &["data", "hash", "algorithm"], "spec.data.hash.algorithm")?;

@@ -3,6 +3,11 @@
 //! The stored body must be byte-identical to what sigstore-go and sigstore-python rebuild
 //! from a bundle: the RFC 8785 JSON of the protojson `Entry`
 //! `{apiVersion:"0.0.2", kind:"hashedrekord", spec:{hashedRekordV002:{data, signature}}}`.
+//!
+//! Rekor v2 has no DSSE kind (rekor-tiles `CLIENTS.md`; `DSSERequestV002` is deprecated and
+//! Rekor v2 refuses it): a client logs an envelope as a hashedrekord whose digest is the
+//! SHA-256 of the envelope's PAE and whose signature is the envelope's, which is what
+//! sigstore-python 4.5 and sigstore-go 1.3 rebuild when they verify a DSSE bundle.
 
 use serde_json::{json, Value};
 use signet_core::{b64, jcs};
@@ -54,7 +59,7 @@ pub fn parse(request: &Value) -> Result<HashedRekordV2, EntryError> {
     if request.get("dsseRequestV002").is_some() {
         return Err(malformed(
             "dsseRequestV002",
-            "DSSE entries are not accepted on this log yet; send a hashedRekordRequestV002 over the DSSE PAE digest",
+            "Rekor v2 has no DSSE entry type; send a hashedRekordRequestV002 whose digest is the SHA-256 of the envelope's PAE and whose signature is the envelope's",
         ));
     }
     let req = request

@@ -1,0 +1,209 @@
+//! Rekor v1 `dsse` 0.0.1: a DSSE envelope, verified and recorded by its hashes.
+//!
+//! The proposed entry carries the envelope as a JSON string and the keys that verify it:
+//! `{apiVersion:"0.0.1", kind:"dsse", spec:{proposedContent:{envelope, verifiers:[b64 PEM]}}}`.
+//! As in Rekor (`pkg/types/dsse/v0.0.1`), every signature must verify over the DSSE PAE with
+//! one of the verifiers, and the stored body keeps hashes, not the envelope:
+//! `{apiVersion, kind, spec:{envelopeHash, payloadHash, signatures:[{signature, verifier}]}}`,
+//! where `envelopeHash` is SHA-256 of the envelope string exactly as sent, `payloadHash`
+//! SHA-256 of the decoded payload, and the signatures are sorted by their base64 text, each
+//! with its key re-armoured as Go's `encoding/pem` writes it. Rekor v2 has no DSSE kind: a
+//! client logs an envelope there as a hashedrekord over the digest of its PAE.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use signet_core::pubkey::{HashAlg, PublicKey};
+use signet_core::{b64, hash::sha256, jcs, pem};
+
+use super::{malformed, only_keys, rejected, req_str, EntryError};
+
+/// A verified entry, ready to append.
+#[derive(Debug, Clone)]
+pub struct DsseEntry {
+    /// The canonical body (the leaf data).
+    pub body: Vec<u8>,
+    /// `sha256:<hex>` of the first in-toto subject with a SHA-256 digest, so that a search by
+    /// artifact digest finds the attestations about it; otherwise the payload hash.
+    pub digest_key: String,
+}
+
+/// DSSE v1 pre-authentication encoding: "DSSEv1" SP len(type) SP type SP len(body) SP body.
+pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).into_bytes();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Parses and verifies the `spec` of a proposed dsse 0.0.1 entry.
+pub fn parse_spec(spec: &Value) -> Result<DsseEntry, EntryError> {
+    only_keys(spec, &["proposedContent"], "spec")?;
+    let proposed = spec.get("proposedContent").ok_or_else(|| malformed("spec.proposedContent", "required field is missing"))?;
+    only_keys(proposed, &["envelope", "verifiers"], "spec.proposedContent")?;
+    let envelope_text = req_str(proposed, &["envelope"], "spec.proposedContent.envelope")?;
+    let envelope: Value = serde_json::from_str(envelope_text)
+        .map_err(|e| malformed("spec.proposedContent.envelope", format!("not a JSON DSSE envelope: {e}")))?;
+    only_keys(&envelope, &["payload", "payloadType", "signatures"], "spec.proposedContent.envelope")?;
+    let payload_type = req_str(&envelope, &["payloadType"], "spec.proposedContent.envelope.payloadType")?;
+    let payload = b64::decode(req_str(&envelope, &["payload"], "spec.proposedContent.envelope.payload")?)
+        .map_err(|e| malformed("spec.proposedContent.envelope.payload", format!("not base64: {e}")))?;
+    let sig_values = envelope
+        .get("signatures")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| malformed("spec.proposedContent.envelope.signatures", "must be a list of one or more signatures"))?;
+    let mut signatures = Vec::with_capacity(sig_values.len());
+    for s in sig_values {
+        only_keys(s, &["keyid", "sig"], "spec.proposedContent.envelope.signatures")?;
+        let sig = b64::decode(req_str(s, &["sig"], "spec.proposedContent.envelope.signatures.sig")?)
+            .map_err(|e| malformed("spec.proposedContent.envelope.signatures.sig", format!("not base64: {e}")))?;
+        if sig.is_empty() {
+            return Err(malformed("spec.proposedContent.envelope.signatures.sig", "signature is empty"));
+        }
+        signatures.push(sig);
+    }
+
+    let verifier_values = proposed
+        .get("verifiers")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| malformed("spec.proposedContent.verifiers", "must be a list of one or more base64 PEM keys or certificates"))?;
+    let mut verifiers = Vec::with_capacity(verifier_values.len());
+    for v in verifier_values {
+        let text = v.as_str().ok_or_else(|| malformed("spec.proposedContent.verifiers", "must hold strings"))?;
+        let pem_text = b64::decode(text).map_err(|e| malformed("spec.proposedContent.verifiers", format!("not base64: {e}")))?;
+        let block = pem::decode_first(&pem_text).map_err(|e| malformed("spec.proposedContent.verifiers", e.to_string()))?;
+        let key = match block.label.as_str() {
+            "CERTIFICATE" => PublicKey::from_certificate(&block.der),
+            "PUBLIC KEY" => PublicKey::from_spki(&block.der),
+            other => {
+                return Err(malformed("spec.proposedContent.verifiers", format!("PEM block {other:?}; expected CERTIFICATE or PUBLIC KEY")))
+            }
+        }
+        .map_err(|e| rejected("spec.proposedContent.verifiers", e))?;
+        verifiers.push((key, b64::encode(pem::encode(&block.label, &block.der))));
+    }
+
+    // Rekor verifies with SHA-256 whatever the key (sigstore `LoadVerifier(key, SHA256)`);
+    // Ed25519 signs the PAE itself.
+    let message = pae(payload_type, &payload);
+    let mut recorded = BTreeMap::new();
+    for sig in &signatures {
+        let verifier = verifiers
+            .iter()
+            .find(|(key, _)| key.verify_with_hash(HashAlg::Sha256, &message, sig).is_ok())
+            .map(|(_, pem_b64)| pem_b64.clone())
+            .ok_or_else(|| {
+                rejected("spec.proposedContent.envelope.signatures.sig", "a signature over the DSSE PAE does not verify with any of the verifiers")
+            })?;
+        recorded.insert(b64::encode(sig), verifier);
+    }
+
+    let payload_hash = hex::encode(sha256(&payload));
+    let body = jcs::to_vec(&json!({
+        "apiVersion": "0.0.1",
+        "kind": "dsse",
+        "spec": {
+            "envelopeHash": {"algorithm": "sha256", "value": hex::encode(sha256(envelope_text.as_bytes()))},
+            "payloadHash": {"algorithm": "sha256", "value": payload_hash},
+            "signatures": recorded.iter().map(|(s, v)| json!({"signature": s, "verifier": v})).collect::<Vec<_>>(),
+        }
+    }));
+    let subject = (payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
+    Ok(DsseEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)) })
+}
+
+/// The first `subject[].digest.sha256` of an in-toto statement, lower-case, if well-formed.
+fn first_sha256_subject(payload: &[u8]) -> Option<String> {
+    let statement: Value = serde_json::from_slice(payload).ok()?;
+    statement.get("subject")?.as_array()?.iter().find_map(|s| {
+        let d = s.pointer("/digest/sha256")?.as_str()?.to_ascii_lowercase();
+        (d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit())).then_some(d)
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use aws_lc_rs::encoding::AsDer;
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+
+    pub(crate) const STATEMENT: &str = r#"{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"a.txt","digest":{"sha256":"A0CFC71271D6E278E57CD332FF957C3F7043FDDA354C4CBB190A30D56EFA01BF"}}],"predicateType":"https://example.com/p","predicate":{}}"#;
+
+    /// A proposed dsse entry signed by a fresh P-256 key, and that key's SPKI.
+    pub(crate) fn request(payload: &[u8]) -> (Value, Vec<u8>) {
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+        let sig = pair.sign(&SystemRandom::new(), &pae("application/vnd.in-toto+json", payload)).unwrap();
+        let spki = pair.public_key().as_der().unwrap().as_ref().to_vec();
+        let envelope = json!({"payload": b64::encode(payload), "payloadType": "application/vnd.in-toto+json",
+            "signatures": [{"keyid": "", "sig": b64::encode(sig.as_ref())}]});
+        let req = json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {"proposedContent": {
+            "envelope": envelope.to_string(), "verifiers": [b64::encode(pem::encode("PUBLIC KEY", &spki))]}}});
+        (req, spki)
+    }
+
+    #[test]
+    fn pae_matches_the_dsse_spec_example() {
+        assert_eq!(pae("http://example.com/HelloWorld", b"hello world"), b"DSSEv1 29 http://example.com/HelloWorld 11 hello world");
+    }
+
+    #[test]
+    fn body_records_hashes_and_signatures_as_rekor_does() {
+        let (req, spki) = request(STATEMENT.as_bytes());
+        let e = super::super::v1::parse(&req).unwrap();
+        let envelope_text = req["spec"]["proposedContent"]["envelope"].as_str().unwrap();
+        let envelope: Value = serde_json::from_str(envelope_text).unwrap();
+        let expected = json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {
+            "envelopeHash": {"algorithm": "sha256", "value": hex::encode(sha256(envelope_text.as_bytes()))},
+            "payloadHash": {"algorithm": "sha256", "value": hex::encode(sha256(STATEMENT.as_bytes()))},
+            "signatures": [{"signature": envelope["signatures"][0]["sig"], "verifier": b64::encode(pem::encode("PUBLIC KEY", &spki))}]}});
+        assert_eq!(e.body, jcs::to_vec(&expected));
+        assert_eq!(e.digest_key, "sha256:a0cfc71271d6e278e57cd332ff957c3f7043fdda354c4cbb190a30d56efa01bf", "indexed by subject");
+        let (other, _) = request(b"not a statement");
+        assert_eq!(super::super::v1::parse(&other).unwrap().digest_key, format!("sha256:{}", hex::encode(sha256(b"not a statement"))));
+    }
+
+    #[test]
+    fn refuses_each_kind_of_bad_input_naming_the_field() {
+        let (good, _) = request(STATEMENT.as_bytes());
+        let env = |f: &dyn Fn(&mut Value)| {
+            let mut e: Value = serde_json::from_str(good["spec"]["proposedContent"]["envelope"].as_str().unwrap()).unwrap();
+            f(&mut e);
+            let mut r = good.clone();
+            r["spec"]["proposedContent"]["envelope"] = json!(e.to_string());
+            r
+        };
+        let with = |f: &dyn Fn(&mut Value)| {
+            let mut r = good.clone();
+            f(&mut r);
+            r
+        };
+        let (stranger, _) = request(STATEMENT.as_bytes());
+        let cases: Vec<(&str, Value)> = vec![
+            ("apiVersion", with(&|v| v["apiVersion"] = json!("0.0.2"))),
+            ("spec", with(&|v| v["spec"]["signatures"] = json!([]))),
+            ("spec.proposedContent", with(&|v| v["spec"] = json!({}))),
+            ("spec.proposedContent.envelope", with(&|v| v["spec"]["proposedContent"]["envelope"] = json!("{not json"))),
+            ("spec.proposedContent.envelope", with(&|v| v["spec"]["proposedContent"]["envelope"] = json!({"payload": ""}))),
+            ("spec.proposedContent.envelope", env(&|e| e["extra"] = json!(1))),
+            ("spec.proposedContent.envelope.payload", env(&|e| e["payload"] = json!("%%%"))),
+            ("spec.proposedContent.envelope.payloadType", env(&|e| e.as_object_mut().unwrap().remove("payloadType").map(drop).unwrap())),
+            ("spec.proposedContent.envelope.signatures", env(&|e| e["signatures"] = json!([]))),
+            ("spec.proposedContent.envelope.signatures.sig", env(&|e| e["signatures"][0]["sig"] = json!("@@"))),
+            ("spec.proposedContent.envelope.signatures.sig", env(&|e| e["payload"] = json!(b64::encode(b"tampered")))),
+            ("spec.proposedContent.envelope.signatures.sig", env(&|e| e["payloadType"] = json!("text/plain"))),
+            ("spec.proposedContent.envelope.signatures.sig", with(&|v| v["spec"]["proposedContent"]["verifiers"] = stranger["spec"]["proposedContent"]["verifiers"].clone())),
+            ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([]))),
+            ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode("not pem")]))),
+            ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode(pem::encode("CERTIFICATE", b"bogus"))]))),
+        ];
+        for (field, req) in cases {
+            let err = super::super::v1::parse(&req).unwrap_err();
+            let named = match &err {
+                EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => *field,
+            };
+            assert_eq!(named, field, "{err}");
+        }
+    }
+}
