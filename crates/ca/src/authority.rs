@@ -146,7 +146,7 @@ impl Authority {
             SubjectKind::Email => GeneralName::Rfc822Name(
                 Ia5String::new(&identity.subject).map_err(|e| CaError::Identity(identity.subject.clone(), e.to_string()))?,
             ),
-            SubjectKind::Uri | SubjectKind::Spiffe => GeneralName::UniformResourceIdentifier(
+            SubjectKind::Uri | SubjectKind::Spiffe | SubjectKind::GithubWorkflow => GeneralName::UniformResourceIdentifier(
                 Ia5String::new(&identity.subject).map_err(|e| CaError::Identity(identity.subject.clone(), e.to_string()))?,
             ),
         };
@@ -166,6 +166,14 @@ impl Authority {
             x509::raw_extension(OID_FULCIO_ISSUER_V1, false, identity.issuer.as_bytes().to_vec())?,
             x509::extension(OID_FULCIO_ISSUER_V2, false, &Utf8StringRef::new(&identity.issuer)?)?,
         ];
+        if identity.kind == SubjectKind::GithubWorkflow {
+            for e in crate::ci::github_extensions(&identity.claims) {
+                extensions.push(match e.encoding {
+                    crate::ci::Encoding::Raw => x509::raw_extension(e.oid, false, e.value.into_bytes())?,
+                    crate::ci::Encoding::Utf8String => x509::extension(e.oid, false, &Utf8StringRef::new(&e.value)?)?,
+                });
+            }
+        }
         extensions.extend(last);
         Ok(x509::tbs(TbsSpec {
             serial,

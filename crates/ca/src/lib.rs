@@ -3,11 +3,13 @@
 //! - [`oidc`]: verifying identity tokens, and the built-in development issuer.
 //! - [`x509`]: assembling and signing certificates.
 //! - [`authority`]: the CA's root and intermediate, and the Fulcio leaf profile.
+//! - [`ci`]: Fulcio's CI extensions from GitHub Actions token claims.
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.
 //! - [`tsa`]: the RFC 3161 timestamp authority.
 
 pub mod authority;
+pub mod ci;
 pub mod ct;
 pub mod issue;
 pub mod oidc;

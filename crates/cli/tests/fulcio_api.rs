@@ -207,3 +207,52 @@ fn configured_issuer_with_jwks_file_and_key_rotation() {
     let issuers: Vec<&str> = config["issuers"].as_array().unwrap().iter().map(|i| i["issuerUrl"].as_str().unwrap()).collect();
     assert!(issuers.contains(&issuer_url));
 }
+
+#[test]
+fn github_actions_tokens_get_the_workflow_san_and_ci_extensions() {
+    use der::asn1::Utf8StringRef;
+    use signet_ca::oidc::dev::DevIssuer;
+    let dir = tempfile::tempdir().unwrap();
+    let issuer_url = "https://token.actions.githubusercontent.com";
+    let idp = DevIssuer::open(&dir.path().join("idp"), issuer_url).unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, idp.jwks().to_string()).unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(
+        &config,
+        format!("[[oidc.issuers]]\nurl = \"{issuer_url}\"\nsubject = \"github-workflow\"\njwks_file = \"{}\"\n", jwks.display()),
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--config", config.to_str().unwrap()]);
+    let url = format!("{}/api/v2/signingCert", server.url);
+    let workflow = "octo/app/.github/workflows/release.yml@refs/tags/v1";
+    let sub = "repo:octo/app:ref:refs/tags/v1";
+    let claims = json!({"job_workflow_ref": workflow, "repository": "octo/app", "repository_id": "42", "sha": "abc123",
+                        "ref": "refs/tags/v1", "event_name": "push", "run_id": "9", "run_attempt": "1"});
+    let tok = idp.mint_claims(sub, claims, 300).unwrap();
+    let k = key();
+    let r = post_json(&agent(), &url, &request(&k, &tok, sub)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let chain = r.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"][0].as_str().unwrap().to_string();
+    let leaf = x509_cert::Certificate::from_der(&signet_core::pem::decode_first(chain.as_bytes()).unwrap().der).unwrap();
+    let ext = |arc: &str| {
+        let oid = der::asn1::ObjectIdentifier::new_unwrap(arc);
+        leaf.tbs_certificate.extensions.as_ref().unwrap().iter().find(|e| e.extn_id == oid).map(|e| e.extn_value.as_bytes().to_vec())
+    };
+    let utf8 = |arc: &str| ext(arc).map(|v| Utf8StringRef::from_der(&v).unwrap().as_str().to_string());
+    let san = ext("2.5.29.17").unwrap();
+    assert!(san.windows(workflow.len()).any(|w| w == workflow.as_bytes()), "SAN is the workflow URI");
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.8").unwrap(), issuer_url);
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.9").unwrap(), format!("https://github.com/{workflow}"));
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.12").unwrap(), "https://github.com/octo/app");
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.13").unwrap(), "abc123");
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.21").unwrap(), "https://github.com/octo/app/actions/runs/9/attempts/1");
+    assert_eq!(ext("1.3.6.1.4.1.57264.1.5").unwrap(), b"octo/app", "the deprecated extensions hold raw bytes");
+    assert!(ext("1.3.6.1.4.1.57264.1.22").is_none(), "no claim, no extension");
+
+    // A token of this issuer without job_workflow_ref names the claim it lacks.
+    let bare = idp.mint_claims(sub, json!({}), 300).unwrap();
+    let r = post_json(&agent(), &url, &request(&k, &bare, sub)).unwrap();
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(r.text().contains("job_workflow_ref"), "{}", r.text());
+}

@@ -181,9 +181,9 @@ impl Config {
         }
         self.hostname()?;
         for i in &self.oidc.issuers {
-            if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe") {
+            if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe" | "github-workflow") {
                 return Err(ConfigError::Invalid(format!(
-                    "oidc issuer {}: subject {:?} must be email, uri or spiffe",
+                    "oidc issuer {}: subject {:?} must be email, uri, spiffe or github-workflow",
                     i.url, i.subject
                 )));
             }

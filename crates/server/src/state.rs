@@ -155,6 +155,7 @@ impl AppState {
                 subject: match i.subject.as_str() {
                     "email" => SubjectKind::Email,
                     "uri" => SubjectKind::Uri,
+                    "github-workflow" => SubjectKind::GithubWorkflow,
                     _ => SubjectKind::Spiffe,
                 },
                 keys: Arc::new(move || {

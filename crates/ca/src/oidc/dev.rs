@@ -95,14 +95,18 @@ impl DevIssuer {
 
     /// A token for `email`, valid for `ttl_secs`, in the shape public issuers use.
     pub fn mint(&self, email: &str, ttl_secs: u64) -> Result<String, DevIssuerError> {
+        self.mint_claims(email, json!({"email": email, "email_verified": true}), ttl_secs)
+    }
+
+    /// A token for `sub` with `extra` claims (e.g. a CI provider's), for tests and demos.
+    pub fn mint_claims(&self, sub: &str, extra: serde_json::Value, ttl_secs: u64) -> Result<String, DevIssuerError> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some(self.kid.clone());
-        let claims = json!({
-            "iss": self.issuer, "sub": email, "aud": AUDIENCE,
-            "iat": now, "nbf": now, "exp": now + ttl_secs,
-            "email": email, "email_verified": true,
-        });
+        let mut claims = json!({"iss": self.issuer, "sub": sub, "aud": AUDIENCE, "iat": now, "nbf": now, "exp": now + ttl_secs});
+        if let (Some(c), Some(e)) = (claims.as_object_mut(), extra.as_object()) {
+            c.extend(e.clone());
+        }
         jsonwebtoken::encode(&header, &claims, &self.encoding).map_err(|e| DevIssuerError::Mint(e.to_string()))
     }
 

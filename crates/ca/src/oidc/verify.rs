@@ -24,6 +24,9 @@ pub enum SubjectKind {
     Uri,
     /// `sub` is a SPIFFE ID (`spiffe://...`).
     Spiffe,
+    /// A GitHub Actions token: the SAN is the workflow's URI (from `job_workflow_ref`), and
+    /// the certificate carries Fulcio's CI extensions ([`crate::ci`]).
+    GithubWorkflow,
 }
 
 /// Fetches a fresh key set for an issuer (OIDC discovery, a file, or the dev issuer).
@@ -234,6 +237,7 @@ fn identity(config: &IssuerConfig, claims: serde_json::Map<String, Value>) -> Re
             }
             sub
         }
+        SubjectKind::GithubWorkflow => crate::ci::github_subject(&claims).ok_or(TokenError::MissingClaim("job_workflow_ref"))?,
     };
     Ok(Identity { issuer: config.issuer.clone(), subject, kind: config.subject, claims })
 }
