@@ -34,7 +34,7 @@ fn each_absolute_rule_can_fail() {
         ("max_p999_ms = 59", "p99.9 <= 59.00 ms"),
         ("max_error_pct = 1", "errors <= 1%"),
     ] {
-        let d = criteria(&format!("rule = [{{ workload = \"log-append\", {rule} }}]")).evaluate(&results(&[r.clone()]));
+        let d = criteria(&format!("rule = [{{ workload = \"log-append\", {rule} }}]")).evaluate(&results(std::slice::from_ref(&r)));
         assert!(!d.go, "{rule} should fail:\n{}", d.render());
         assert_eq!(d.checks[0].criterion, criterion);
         assert!(d.render().contains("NO-GO: 1 of 1 checks fail"), "{}", d.render());

@@ -15,6 +15,8 @@ const OFFERED: RGBColor = RGBColor(0x88, 0x88, 0x88);
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), Box<dyn std::error::Error>>;
+/// A percentile's name, bar colour and value in a result.
+type Percentile = (&'static str, RGBColor, fn(&LoadResult) -> f64);
 
 /// Draws on a white canvas and returns the SVG text (or an SVG that says what failed).
 fn svg(size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
@@ -151,7 +153,7 @@ pub fn throughput_vs_offered(results: &[(String, &LoadResult)]) -> String {
 /// p50, p90, p99 and p99.9 side by side for each result.
 pub fn percentile_bars(results: &[(String, &LoadResult)]) -> String {
     let n = results.len().max(1);
-    let percentiles: [(&str, RGBColor, fn(&LoadResult) -> f64); 4] = [
+    let percentiles: [Percentile; 4] = [
         ("p50", P50, |r| r.latency_ms.p50),
         ("p90", P90, |r| r.latency_ms.p90),
         ("p99", P99, |r| r.latency_ms.p99),
