@@ -5,10 +5,20 @@
 //! - [`workload`]: what each request is: log appends, log reads, custom requests.
 //! - [`result`]: the JSON result and the printed table.
 //! - [`conn`]: one HTTP/1.1 keep-alive connection with a minimal, cheap client.
+//! - [`compare`]: the regression gate between two results (`signet bench compare`).
+//! - [`gonogo`]: the GO/NO-GO decision against a criteria file (`signet bench gonogo`).
+//! - [`report`]: the HTML report with charts and the summary table (`signet bench report`).
+//! - [`table`]: markdown tables as the reference reports print them.
 
+pub mod compare;
 pub mod conn;
+#[cfg(test)]
+mod fixture;
+pub mod gonogo;
 pub mod load;
+pub mod report;
 pub mod result;
+pub mod table;
 pub mod workload;
 
 pub use load::{run, LoadSpec};

@@ -17,7 +17,7 @@ use http::{Method, Uri};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
-use crate::result::{Latency, LoadResult, Second};
+use crate::result::{Bucket, Latency, LoadResult, Second};
 use crate::workload::{RequestMaker, Workload};
 
 #[derive(Debug, Clone)]
@@ -169,6 +169,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         errors,
         dropped,
         per_second,
+        histogram: Bucket::from_histogram(&total_hist),
     })
 }
 

@@ -13,6 +13,7 @@ pub struct Latency {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    #[serde(default)]
     pub mean: f64,
 }
 
@@ -34,6 +35,41 @@ impl Latency {
     }
 }
 
+/// One bucket of the latency histogram: `count` responses took more than the previous
+/// bucket's `le_ms` and at most this one's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Bucket {
+    pub le_ms: f64,
+    pub count: u64,
+}
+
+/// Buckets per decade of the latency histogram (upper bounds 10^(k/5) µs: 1, 1.58, 2.51, 3.98, 6.31, 10, ...).
+pub const BUCKETS_PER_DECADE: f64 = 5.0;
+
+impl Bucket {
+    /// Log-spaced buckets of a microsecond histogram, from the first non-empty bucket to the
+    /// last (empty ones in between included). The counts add up to `h.len()`.
+    pub fn from_histogram(h: &Histogram<u64>) -> Vec<Bucket> {
+        let mut by_k: BTreeMap<i32, u64> = BTreeMap::new();
+        for v in h.iter_recorded() {
+            // The highest value equivalent to the recorded one, so the bucket bound is never below it.
+            let us = v.value_iterated_to().max(1) as f64;
+            let k = (BUCKETS_PER_DECADE * us.log10()).ceil() as i32;
+            *by_k.entry(k).or_insert(0) += v.count_at_value();
+        }
+        let (Some(&lo), Some(&hi)) = (by_k.keys().next(), by_k.keys().next_back()) else { return Vec::new() };
+        (lo..=hi)
+            .map(|k| Bucket { le_ms: bucket_bound_ms(k), count: by_k.get(&k).copied().unwrap_or(0) })
+            .collect()
+    }
+}
+
+/// The upper bound of bucket `k` in milliseconds, rounded to the nanosecond.
+fn bucket_bound_ms(k: i32) -> f64 {
+    let us = 10f64.powf(k as f64 / BUCKETS_PER_DECADE);
+    (us * 1000.0).round() / 1_000_000.0
+}
+
 /// One second of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Second {
@@ -43,17 +79,23 @@ pub struct Second {
     pub p99_ms: f64,
 }
 
+/// The fields outside the documented contract (`docs/lab.md`) default when absent, so files
+/// written by older versions, or by hand, still load.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LoadResult {
     pub workload: String,
+    #[serde(default)]
     pub target: String,
     pub offered_rps: f64,
     pub achieved_rps: f64,
     pub duration_s: f64,
+    #[serde(default)]
     pub connections: usize,
     /// Requests scheduled by the arrival process.
+    #[serde(default)]
     pub scheduled: u64,
     /// Responses with a 2xx status.
+    #[serde(default)]
     pub ok: u64,
     /// Latency of the 2xx responses, from each request's intended send time.
     pub latency_ms: Latency,
@@ -61,13 +103,54 @@ pub struct LoadResult {
     pub errors: BTreeMap<String, u64>,
     /// Requests never sent: the backlog was full, or the run's time was up.
     pub dropped: u64,
+    #[serde(default)]
     pub per_second: Vec<Second>,
+    /// Latency of the 2xx responses in log-spaced buckets ([`Bucket::from_histogram`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<Bucket>,
+}
+
+/// Why a result file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: cannot read: {why}")]
+    Io { path: String, why: std::io::Error },
+    #[error("{path}: not JSON: {why}")]
+    NotJson { path: String, why: serde_json::Error },
+    #[error("{path}: this is a `signet bench verify` result; expected a `signet bench load --json` result (workload, offered_rps, achieved_rps, latency_ms, ...)")]
+    VerifyResult { path: String },
+    #[error("{path}: not a `signet bench load --json` result: {why}")]
+    NotLoadResult { path: String, why: serde_json::Error },
 }
 
 impl LoadResult {
+    /// Reads a `signet bench load --json` file.
+    pub fn read(path: &std::path::Path) -> Result<LoadResult, ReadError> {
+        let p = path.display().to_string();
+        let text = std::fs::read(path).map_err(|why| ReadError::Io { path: p.clone(), why })?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|why| ReadError::NotJson { path: p.clone(), why })?;
+        if value.get("signet").is_some() && value.get("workload").is_none() {
+            return Err(ReadError::VerifyResult { path: p });
+        }
+        serde_json::from_value(value).map_err(|why| ReadError::NotLoadResult { path: p, why })
+    }
+
+    /// All failed requests, of every kind.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Failed requests as a percentage of the answered ones (ok + errors).
+    pub fn error_pct(&self) -> f64 {
+        let errors = self.error_count();
+        let answered = self.ok + errors;
+        if answered == 0 { 0.0 } else { 100.0 * errors as f64 / answered as f64 }
+    }
+
     /// The short table printed last.
     pub fn table(&self) -> String {
-        let errors: u64 = self.errors.values().sum();
+        let errors = self.error_count();
         let l = &self.latency_ms;
         let mut s = String::new();
         s.push_str("workload        offered/s  achieved/s      ok  errors  dropped   p50 ms   p90 ms   p99 ms  p99.9 ms   max ms\n");
@@ -79,5 +162,62 @@ impl LoadResult {
             s.push_str(&format!("  error {k}: {v}\n"));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_text(name: &str, text: &str) -> Result<LoadResult, ReadError> {
+        let dir = std::env::temp_dir().join(format!("signet-result-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let r = LoadResult::read(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        r
+    }
+
+    #[test]
+    fn a_result_with_only_the_documented_fields_loads() {
+        let text = r#"{"workload": "log-append", "offered_rps": 2000.0, "achieved_rps": 1990.2, "duration_s": 5.02,
+            "latency_ms": {"p50": 10.7, "p90": 16.2, "p99": 20.7, "p999": 23.8, "max": 25.5},
+            "errors": {"status_409": 3}, "dropped": 0}"#;
+        let r = read_text("old.json", text).unwrap();
+        assert_eq!(r.latency_ms.p99, 20.7);
+        assert!(r.histogram.is_empty() && r.per_second.is_empty());
+        assert_eq!(r.error_count(), 3);
+    }
+
+    #[test]
+    fn other_files_are_refused_with_what_was_expected() {
+        let verify = read_text("v.json", r#"{"signet": {"cases": []}, "peer": null}"#).unwrap_err();
+        assert!(verify.to_string().ends_with("v.json: this is a `signet bench verify` result; expected a `signet bench load --json` result (workload, offered_rps, achieved_rps, latency_ms, ...)"), "{verify}");
+        let partial = read_text("p.json", r#"{"workload": "tsa"}"#).unwrap_err();
+        assert!(partial.to_string().contains("p.json: not a `signet bench load --json` result: missing field `offered_rps`"), "{partial}");
+        let text = read_text("t.txt", "p99 = 3").unwrap_err();
+        assert!(text.to_string().contains("t.txt: not JSON"), "{text}");
+    }
+
+    #[test]
+    fn the_histogram_round_trips_and_is_omitted_when_empty() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).unwrap();
+        for us in [1, 999, 1000, 1001, 25_000, 25_000] {
+            h.record(us).unwrap();
+        }
+        let buckets = Bucket::from_histogram(&h);
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 6);
+        assert_eq!(buckets[0], Bucket { le_ms: 0.001, count: 1 });
+        // 999 and 1000 µs fall in the bucket up to 1 ms; 1001 µs in the next one.
+        let one_ms = buckets.iter().find(|b| b.le_ms == 1.0).unwrap();
+        assert_eq!(one_ms.count, 2);
+        assert!(Bucket::from_histogram(&Histogram::<u64>::new(3).unwrap()).is_empty());
+
+        let mut r = crate::fixture::result("tsa", 100.0, 5.0, &[]);
+        assert!(!serde_json::to_string(&r).unwrap().contains("histogram"));
+        r.histogram = buckets;
+        let back: LoadResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 }

@@ -18,6 +18,12 @@ enum What {
     Load(LoadArgs),
     /// In-process bundle verification per bundle, optionally beside a peer verifier.
     Verify(super::bench_verify::Args),
+    /// Compare two load results of one workload; exit 1 when p99, throughput or errors regressed.
+    Compare(super::bench_gates::CompareArgs),
+    /// Judge load results against a criteria file; print GO (exit 0) or NO-GO (exit 1).
+    Gonogo(super::bench_gates::GonogoArgs),
+    /// Print a summary table of load results and optionally write an HTML page with charts.
+    Report(super::bench_gates::ReportArgs),
 }
 
 #[derive(clap::Args)]
@@ -58,6 +64,9 @@ pub fn run(args: Args) -> ExitCode {
     match args.what {
         What::Load(a) => load(a),
         What::Verify(a) => super::bench_verify::run(a),
+        What::Compare(a) => super::bench_gates::compare(a),
+        What::Gonogo(a) => super::bench_gates::gonogo(a),
+        What::Report(a) => super::bench_gates::report(a),
     }
 }
 
