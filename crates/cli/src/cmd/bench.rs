@@ -18,6 +18,8 @@ enum What {
     Load(LoadArgs),
     /// In-process bundle verification per bundle, optionally beside a peer verifier.
     Verify(super::bench_verify::Args),
+    /// Crypto micro-benchmarks: aws-lc-rs beside OpenSSL (libssl 3), median ops/s of interleaved repeats.
+    Crypto(super::bench_crypto::Args),
 }
 
 #[derive(clap::Args)]
@@ -58,6 +60,7 @@ pub fn run(args: Args) -> ExitCode {
     match args.what {
         What::Load(a) => load(a),
         What::Verify(a) => super::bench_verify::run(a),
+        What::Crypto(a) => super::bench_crypto::run(a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_crypto;
 pub mod bench_verify;
 pub mod dev_token;
 pub mod serve;
