@@ -24,6 +24,8 @@ enum What {
     Gonogo(super::bench_gates::GonogoArgs),
     /// Print a summary table of load results and optionally write an HTML page with charts.
     Report(super::bench_gates::ReportArgs),
+    /// Crypto micro-benchmarks: aws-lc-rs beside OpenSSL (libssl 3), median ops/s of interleaved repeats.
+    Crypto(super::bench_crypto::Args),
 }
 
 #[derive(clap::Args)]
@@ -67,6 +69,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Compare(a) => super::bench_gates::compare(a),
         What::Gonogo(a) => super::bench_gates::gonogo(a),
         What::Report(a) => super::bench_gates::report(a),
+        What::Crypto(a) => super::bench_crypto::run(a),
     }
 }
 
