@@ -256,3 +256,40 @@ fn github_actions_tokens_get_the_workflow_san_and_ci_extensions() {
     assert_eq!(r.status, 401, "{}", r.text());
     assert!(r.text().contains("job_workflow_ref"), "{}", r.text());
 }
+
+#[test]
+fn refusals_are_counted_in_metrics_by_reason() {
+    use signet_ca::oidc::dev::DevIssuer;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let idp = DevIssuer::open(&dir.path().join("data"), &format!("{}/oidc", server.url)).unwrap();
+    let url = format!("{}/api/v2/signingCert", server.url);
+    let (agent, k) = (agent(), key());
+    let email = "m@example.com";
+    let mint = |extra: Value| idp.mint_claims(email, extra, 300).unwrap();
+    let expired = mint(json!({"email": email, "email_verified": true, "exp": 1_000_000_000, "nbf": 999_999_000, "iat": 999_999_000}));
+    let wrong_aud = mint(json!({"email": email, "email_verified": true, "aud": "not-sigstore"}));
+    let unverified = mint(json!({"email": email, "email_verified": false}));
+    for (token, want) in [(&expired, "expired"), (&wrong_aud, "audience"), (&unverified, "verified")] {
+        let r = post_json(&agent, &url, &request(&k, token, email)).unwrap();
+        assert_eq!(r.status, 401, "{}", r.text());
+        assert!(r.text().contains(want), "{}", r.text());
+    }
+    let good = mint(json!({"email": email, "email_verified": true}));
+    assert_eq!(post_json(&agent, &url, &request(&k, &good, "someone-else@example.com")).unwrap().status, 400);
+    assert_eq!(post_json(&agent, &url, &request(&k, &good, email)).unwrap().status, 200);
+    assert_eq!(post_raw(&agent, &url, "text/plain", b"x".to_vec()).unwrap().status, 415);
+
+    let metrics = get(&agent, &format!("{}/metrics", server.url)).unwrap().text();
+    for line in [
+        "signet_refused_total{route=\"/api/v2/signingCert\",reason=\"token_expired\"} 1",
+        "signet_refused_total{route=\"/api/v2/signingCert\",reason=\"token_wrong_audience\"} 1",
+        "signet_refused_total{route=\"/api/v2/signingCert\",reason=\"token_email_not_verified\"} 1",
+        "signet_refused_total{route=\"/api/v2/signingCert\",reason=\"proof_of_possession\"} 1",
+        "signet_refused_total{route=\"/api/v2/signingCert\",reason=\"unsupported_media_type\"} 1",
+        "signet_http_responses_total{route=\"/api/v2/signingCert\",status=\"401\"} 3",
+        "signet_http_responses_total{route=\"/api/v2/signingCert\",status=\"200\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "missing {line:?} in\n{metrics}");
+    }
+}

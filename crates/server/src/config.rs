@@ -289,7 +289,7 @@ mod tests {
         c.dev = true;
         assert!(c.validate().unwrap_err().to_string().contains("jwks_file"));
         c.oidc.issuers[0].subject = "name".into();
-        assert!(c.validate().unwrap_err().to_string().contains("email, uri or spiffe"));
+        assert!(c.validate().unwrap_err().to_string().contains("email, uri, spiffe or github-workflow"));
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! - [`config`]: the TOML / environment / flag configuration.
 //! - [`state`]: opening storage, keys and logs at startup.
 //! - [`api`]: the router and handlers.
+//! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`trust`]: the trust documents, from a data dir.
 //! - [`serve`]: binding, the readiness line, graceful shutdown.
 
 pub mod api;
 pub mod config;
+pub mod metrics;
 pub mod state;
 pub mod trust;
 

@@ -39,6 +39,8 @@ pub struct AppState {
     pub tsa: Tsa,
     /// The trust documents' inputs, read once at startup.
     pub trust: signet_trust::root::Instance,
+    /// Request and refusal counters for `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +208,7 @@ impl AppState {
             ca,
             tsa,
             trust: crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?,
+            metrics: Default::default(),
         })
     }
 }

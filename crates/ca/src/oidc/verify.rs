@@ -79,6 +79,26 @@ pub enum TokenError {
     BadSubject(String, &'static str),
 }
 
+impl TokenError {
+    /// A stable name for metrics labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TokenError::Malformed(_) => "token_malformed",
+            TokenError::Algorithm(_) => "token_algorithm",
+            TokenError::UnknownIssuer(_) => "token_unknown_issuer",
+            TokenError::UnknownKey(_) => "token_unknown_key",
+            TokenError::KeysUnavailable(_) => "token_keys_unavailable",
+            TokenError::BadSignature => "token_bad_signature",
+            TokenError::Expired => "token_expired",
+            TokenError::NotYetValid => "token_not_yet_valid",
+            TokenError::WrongAudience(_) => "token_wrong_audience",
+            TokenError::MissingClaim(_) => "token_missing_claim",
+            TokenError::EmailNotVerified => "token_email_not_verified",
+            TokenError::BadSubject(..) => "token_bad_subject",
+        }
+    }
+}
+
 struct Issuer {
     config: IssuerConfig,
     keys: RwLock<Option<KeySet>>,

@@ -12,16 +12,20 @@ use signet_log::rekor::EntryError;
 use signet_log::storage::StorageError;
 use signet_log::{merkle::ProofError, AppendError};
 
+use crate::metrics::Refusal;
+
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
     pub headers: HeaderMap,
+    /// Why a client request was refused, for `/metrics` (see [`crate::metrics::Refusal`]).
+    pub reason: Option<&'static str>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), headers: HeaderMap::new() }
+        ApiError { status, message: message.into(), headers: HeaderMap::new(), reason: None }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -30,6 +34,12 @@ impl ApiError {
 
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// Names the refusal for the metrics: a few stable words, such as `token_expired`.
+    pub fn because(mut self, reason: &'static str) -> Self {
+        self.reason = Some(reason);
+        self
     }
 
     pub fn with_header(mut self, name: &'static str, value: &str) -> Self {
@@ -46,22 +56,26 @@ impl IntoResponse for ApiError {
             tracing::error!(status = self.status.as_u16(), message = %self.message, "request failed");
         }
         let body = Json(json!({"code": self.status.as_u16(), "message": self.message}));
-        (self.status, self.headers, body).into_response()
+        let mut response = (self.status, self.headers, body).into_response();
+        if let Some(reason) = self.reason {
+            response.extensions_mut().insert(Refusal(reason));
+        }
+        response
     }
 }
 
 impl From<EntryError> for ApiError {
     fn from(e: EntryError) -> Self {
         match e {
-            EntryError::Malformed { .. } => ApiError::bad_request(e.to_string()),
-            EntryError::Rejected { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+            EntryError::Malformed { .. } => ApiError::bad_request(e.to_string()).because("entry_malformed"),
+            EntryError::Rejected { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).because("entry_rejected"),
         }
     }
 }
 
 impl From<ProofError> for ApiError {
     fn from(e: ProofError) -> Self {
-        ApiError::bad_request(e.to_string())
+        ApiError::bad_request(e.to_string()).because("proof_out_of_range")
     }
 }
 

@@ -16,12 +16,15 @@ use crate::state::AppState;
 
 impl From<IssueError> for ApiError {
     fn from(e: IssueError) -> Self {
-        let status = match e {
-            IssueError::Token(_) => StatusCode::UNAUTHORIZED,
-            IssueError::Key(_) | IssueError::Proof(_) | IssueError::Csr(_) => StatusCode::BAD_REQUEST,
-            IssueError::Ct(_) | IssueError::Ca(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        let (status, reason) = match &e {
+            IssueError::Token(t) => (StatusCode::UNAUTHORIZED, t.reason()),
+            IssueError::Key(_) => (StatusCode::BAD_REQUEST, "key_unsupported"),
+            IssueError::Proof(_) => (StatusCode::BAD_REQUEST, "proof_of_possession"),
+            IssueError::Csr(_) => (StatusCode::BAD_REQUEST, "csr_invalid"),
+            IssueError::Ct(_) | IssueError::Ca(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        ApiError::new(status, e.to_string())
+        let error = ApiError::new(status, e.to_string());
+        if status.is_client_error() { error.because(reason) } else { error }
     }
 }
 

@@ -18,16 +18,18 @@ pub async fn json_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 format!("content type {mime:?} is not supported; expected application/json"),
-            ));
+            )
+            .because("unsupported_media_type"));
         }
     }
     let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than the {limit}-byte limit"))
+            .because("body_too_large")
     })?;
     if bytes.is_empty() {
         return Err(ApiError::bad_request("request body is empty; expected a JSON object"));
     }
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")).because("malformed_json"))?;
     if !value.is_object() {
         return Err(ApiError::bad_request("request body must be a JSON object"));
     }

@@ -6,7 +6,7 @@
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
 //! - [`tsa`]: the RFC 3161 timestamp API.
 //! - [`trust`]: the trust documents.
-//! - [`ops`]: health, readiness, and the dev OIDC issuer's documents.
+//! - [`ops`]: health, readiness, metrics, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
 pub mod ct;
@@ -29,8 +29,10 @@ use crate::state::AppState;
 use error::ApiError;
 
 pub fn router(state: Arc<AppState>) -> Router {
+    let metrics = state.metrics.clone();
     Router::new()
         .route("/healthz", get(ops::healthz))
+        .route("/metrics", get(ops::metrics))
         .route("/readyz", get(ops::readyz))
         .route("/oidc/.well-known/openid-configuration", get(ops::oidc_discovery))
         .route("/oidc/jwks", get(ops::oidc_jwks))
@@ -59,4 +61,5 @@ pub fn router(state: Arc<AppState>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
         })
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count))
 }

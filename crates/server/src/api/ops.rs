@@ -1,4 +1,4 @@
-//! Operational endpoints: liveness and readiness; the dev OIDC issuer's documents.
+//! Operational endpoints: liveness, readiness and metrics; the dev OIDC issuer's documents.
 
 use std::sync::Arc;
 
@@ -19,6 +19,11 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Json<Value> {
         "rekorV1TreeSize": state.rekor_v1.log.head().checkpoint.size,
         "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
     }))
+}
+
+/// `GET /metrics`: Prometheus text format (see [`crate::metrics`]).
+pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
 }
 
 /// `GET /oidc/.well-known/openid-configuration` (dev only).

@@ -20,7 +20,7 @@ impl From<TsaError> for ApiError {
             TsaError::Ca(_) | TsaError::Build(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };
-        ApiError::new(status, e.to_string())
+        ApiError::new(status, e.to_string()).because("timestamp_request")
     }
 }
 
