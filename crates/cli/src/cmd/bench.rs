@@ -106,6 +106,9 @@ fn load(a: LoadArgs) -> ExitCode {
         Err(e) => return usage(e),
     };
     let soak = match (a.preset, a.server_pid) {
+        (Some(Preset::Soak), Some(_)) if !(a.soak_growth_pct >= 0.0) => {
+            return usage(format!("--soak-growth-pct must be a percentage >= 0, got {}", a.soak_growth_pct))
+        }
         (Some(Preset::Soak), Some(pid)) => Some(SoakSpec { pid, threshold_pct: a.soak_growth_pct }),
         (Some(Preset::Soak), None) => return usage("--preset soak needs --server-pid PID (the signet serve process to sample)".into()),
         (_, Some(_)) => return usage("--server-pid is only used with --preset soak".into()),
