@@ -74,7 +74,7 @@ impl Conn {
         self.send_keeping(request, None).await
     }
 
-    /// Sends one request and returns the status and the body (chunked bodies are not kept).
+    /// Sends one request and returns the status and the body.
     pub async fn fetch(&mut self, request: &[u8]) -> Result<(u16, Vec<u8>), ConnError> {
         let mut body = Vec::new();
         let reply = self.send_keeping(request, Some(&mut body)).await?;
@@ -126,7 +126,7 @@ impl Conn {
         }
         self.buf.advance(head_end);
         let body_len = if chunked {
-            self.read_chunked().await?
+            self.read_chunked(keep).await?
         } else {
             let n = length.unwrap_or(0);
             while self.buf.len() < n {
@@ -144,7 +144,7 @@ impl Conn {
         Ok(Reply { status, body_len })
     }
 
-    async fn read_chunked(&mut self) -> Result<usize, ConnError> {
+    async fn read_chunked(&mut self, mut keep: Option<&mut Vec<u8>>) -> Result<usize, ConnError> {
         let mut total = 0;
         loop {
             let line_end = loop {
@@ -160,6 +160,9 @@ impl Conn {
             // The chunk, then its CRLF (after the last, zero-size chunk: the final CRLF).
             while self.buf.len() < size + 2 {
                 read_more(self.stream.as_mut().expect("connected"), &mut self.buf).await?;
+            }
+            if let Some(out) = keep.as_deref_mut() {
+                out.extend_from_slice(&self.buf[..size]);
             }
             self.buf.advance(size + 2);
             total += size;
@@ -180,6 +183,17 @@ async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), Con
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Like [`request_bytes`], with `Authorization: Bearer <token>`.
+pub fn request_bytes_bearer(method: &str, target: &Uri, path_and_query: &str, body: &[u8], token: &str) -> Vec<u8> {
+    let mut out = format!("Authorization: Bearer {token}\r\n").into_bytes();
+    let plain = request_bytes(method, target, path_and_query, Some(body));
+    // After the request line and Host header, before the content headers.
+    let at = find(&plain, b"\r\n").and_then(|first| find(&plain[first + 2..], b"\r\n").map(|second| first + 2 + second + 2)).expect("request has a Host line");
+    out.splice(0..0, plain[..at].iter().copied());
+    out.extend_from_slice(&plain[at..]);
+    out
 }
 
 /// Serializes a request: `METHOD path HTTP/1.1`, Host, optional JSON body.
@@ -234,6 +248,20 @@ mod tests {
         assert_eq!(c.send(&req).await.unwrap(), Reply { status: 200, body_len: 5 });
         assert_eq!(c.send(&req).await.unwrap(), Reply { status: 409, body_len: 5 });
         assert_eq!(c.send(&req).await.unwrap(), Reply { status: 204, body_len: 0 });
+    }
+
+    #[tokio::test]
+    async fn fetch_keeps_chunked_bodies() {
+        let uri = serve_once(vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"]).await;
+        let mut c = Conn::new(&uri);
+        assert_eq!(c.fetch(&request_bytes("GET", &uri, "/", None)).await.unwrap(), (200, b"abcde".to_vec()));
+    }
+
+    #[test]
+    fn bearer_requests_carry_the_token_before_the_body_headers() {
+        let uri: Uri = "http://127.0.0.1:9/".parse().unwrap();
+        let r = request_bytes_bearer("POST", &uri, "/x", b"{}", "t.o.k");
+        assert_eq!(r, b"POST /x HTTP/1.1\r\nHost: 127.0.0.1:9\r\nAuthorization: Bearer t.o.k\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
     }
 
     #[tokio::test]

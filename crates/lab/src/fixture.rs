@@ -18,5 +18,7 @@ pub fn result(workload: &str, rps: f64, p99: f64, errors: &[(&str, u64)]) -> Loa
         dropped: 0,
         per_second: Vec::new(),
         histogram: Vec::new(),
+        by_kind: Default::default(),
+        soak: None,
     }
 }

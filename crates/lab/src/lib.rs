@@ -3,6 +3,9 @@
 //! - [`load`]: the open-loop load generator (constant arrival rate, latency from the intended
 //!   send time, HdrHistogram).
 //! - [`workload`]: what each request is: log appends, log reads, custom requests.
+//! - [`txn`]: transactions of several requests: `sign`, `verify` and `mixed`.
+//! - [`preset`]: `--preset low|medium|high|stress|soak`.
+//! - [`soak`]: sampling the server process during a soak, and the growth verdict.
 //! - [`result`]: the JSON result and the printed table.
 //! - [`conn`]: one HTTP/1.1 keep-alive connection with a minimal, cheap client.
 //! - [`compare`]: the regression gate between two results (`signet bench compare`).
@@ -18,9 +21,12 @@ pub mod crypto;
 mod fixture;
 pub mod gonogo;
 pub mod load;
+pub mod preset;
 pub mod report;
 pub mod result;
+pub mod soak;
 pub mod table;
+pub mod txn;
 pub mod workload;
 
 pub use load::{run, LoadSpec};

@@ -17,7 +17,8 @@ use http::{Method, Uri};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
-use crate::result::{Bucket, Latency, LoadResult, Second};
+use crate::result::{Bucket, KindResult, Latency, LoadResult, Second};
+use crate::txn::{Transactions, TxnSpec};
 use crate::workload::{RequestMaker, Workload};
 
 #[derive(Debug, Clone)]
@@ -32,8 +33,30 @@ pub struct LoadSpec {
     /// How long one request may take before it counts as a timeout.
     pub timeout: Duration,
     pub progress: bool,
-    /// Identity token for the `cert` workload.
+    /// Identity token for the `cert`, `sign` and `mixed` workloads.
     pub token: Option<String>,
+    /// Where `sign` transactions append: Rekor v1 or v2.
+    pub rekor_version: u8,
+    /// Entries appended before the clock starts, for `verify` transactions to look up.
+    pub seed_entries: usize,
+    /// Seeds the per-arrival choices of `mixed` and `verify`.
+    pub rng_seed: u64,
+    /// Sample the server process during the run (`--preset soak`).
+    pub soak: Option<SoakSpec>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SoakSpec {
+    pub pid: u32,
+    /// RSS or fd growth above this percentage is "growth".
+    pub threshold_pct: f64,
+}
+
+/// What the workers execute per arrival: one prepared request, or a transaction.
+#[derive(Clone)]
+enum Driver {
+    Requests(Arc<RequestMaker>),
+    Transactions(Arc<Transactions>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +80,8 @@ struct WorkerStats {
     errors: BTreeMap<String, u64>,
     ok: u64,
     expired: u64,
+    /// Transaction workloads: histogram, ok and errors per kind.
+    by_kind: BTreeMap<&'static str, (Histogram<u64>, u64, u64)>,
 }
 
 pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
@@ -77,14 +102,42 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     if spec.workload == Workload::Cert && crate::workload::token_challenge(spec.token.as_deref().unwrap_or("")).is_none() {
         return Err(LoadError::Spec("the cert workload needs --token with an identity token (signet dev-token)".into()));
     }
-    let read_size = if spec.workload == Workload::LogRead { tree_size(&spec.target).await? } else { 0 };
-    let (target, kind, method, body) = (spec.target.clone(), spec.workload, spec.method.clone(), spec.body.clone());
-    let token = spec.token.clone();
-    let maker = tokio::task::spawn_blocking(move || {
-        RequestMaker::prepare(&target, kind, total as usize, method, body, read_size, token.as_deref())
-    })
-    .await
-    .map_err(|e| LoadError::Spec(e.to_string()))?;
+    if !matches!(spec.rekor_version, 1 | 2) {
+        return Err(LoadError::Spec(format!("rekor version must be 1 or 2, got {}", spec.rekor_version)));
+    }
+    if let Some(soak) = spec.soak {
+        crate::soak::read_proc(soak.pid)
+            .map_err(|e| LoadError::Spec(format!("--server-pid {}: cannot read /proc/{}: {e}", soak.pid, soak.pid)))?;
+    }
+    let driver = if spec.workload.is_transaction() {
+        let seeded = if spec.workload == Workload::Sign {
+            Vec::new()
+        } else {
+            if spec.seed_entries == 0 {
+                return Err(LoadError::Spec(format!("the {} workload needs --seed N > 0 entries to look up", spec.workload.name())));
+            }
+            crate::txn::seed_entries(&spec.target, spec.seed_entries)
+                .await
+                .map_err(|e| LoadError::Target(spec.target.to_string(), e))?
+        };
+        let (target, token) = (spec.target.clone(), spec.token.clone());
+        let txn = TxnSpec { workload: spec.workload, count: total as usize, rng_seed: spec.rng_seed, rekor_version: spec.rekor_version };
+        let t = tokio::task::spawn_blocking(move || Transactions::prepare(&target, &txn, token.as_deref(), &seeded))
+            .await
+            .map_err(|e| LoadError::Spec(e.to_string()))?
+            .map_err(LoadError::Spec)?;
+        Driver::Transactions(Arc::new(t))
+    } else {
+        let read_size = if spec.workload == Workload::LogRead { tree_size(&spec.target).await? } else { 0 };
+        let (target, kind, method, body) = (spec.target.clone(), spec.workload, spec.method.clone(), spec.body.clone());
+        let token = spec.token.clone();
+        let maker = tokio::task::spawn_blocking(move || {
+            RequestMaker::prepare(&target, kind, total as usize, method, body, read_size, token.as_deref())
+        })
+        .await
+        .map_err(|e| LoadError::Spec(e.to_string()))?;
+        Driver::Requests(maker)
+    };
 
     // Open every connection before the clock starts, as wrk does.
     let mut conns = Vec::with_capacity(spec.connections);
@@ -103,9 +156,13 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     let stride = spec.connections as u64;
     let mut workers = Vec::with_capacity(spec.connections);
     for (k, conn) in conns.into_iter().enumerate() {
-        let (maker, target, timeout) = (maker.clone(), spec.target.clone(), spec.timeout);
-        workers.push(tokio::spawn(async move { worker(conn, k as u64, stride, schedule, maker, target, timeout).await }));
+        let (driver, target, timeout) = (driver.clone(), spec.target.clone(), spec.timeout);
+        workers.push(tokio::spawn(async move { worker(conn, k as u64, stride, schedule, driver, target, timeout).await }));
     }
+    let soak = spec.soak.map(|s| {
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        (s, stop, tokio::spawn(crate::soak::sample(s.pid, start, stopped)))
+    });
 
     let progress = spec.progress.then(|| {
         let bar = indicatif::ProgressBar::new(spec.duration.as_secs().max(1));
@@ -133,6 +190,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     let mut seconds: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
     let mut errors = BTreeMap::new();
     let mut ok = 0;
+    let mut kinds: BTreeMap<&'static str, (Histogram<u64>, u64, u64)> = BTreeMap::new();
     for w in workers {
         let stats = w.await.map_err(|e| LoadError::Spec(format!("worker failed: {e}")))?;
         total_hist.add(&stats.total).expect("same bounds");
@@ -144,7 +202,21 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         }
         ok += stats.ok;
         dropped += stats.expired;
+        for (k, (h, kind_ok, kind_errors)) in stats.by_kind {
+            let e = kinds.entry(k).or_insert_with(|| (new_histogram(), 0, 0));
+            e.0.add(&h).expect("same bounds");
+            e.1 += kind_ok;
+            e.2 += kind_errors;
+        }
     }
+    let soak = match soak {
+        Some((s, stop, task)) => {
+            let _ = stop.send(());
+            let samples = task.await.map_err(|e| LoadError::Spec(format!("soak sampler failed: {e}")))?;
+            Some(crate::soak::SoakReport::new(s.pid, s.threshold_pct, samples))
+        }
+        None => None,
+    };
     let elapsed = start.elapsed().as_secs_f64().max(spec.duration.as_secs_f64());
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -170,6 +242,14 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         dropped,
         per_second,
         histogram: Bucket::from_histogram(&total_hist),
+        by_kind: kinds
+            .into_iter()
+            .map(|(k, (h, ok, errors))| {
+                let r = KindResult { ok, errors, achieved_rps: ok as f64 / elapsed, latency_ms: Latency::from_histogram(&h) };
+                (k.to_string(), r)
+            })
+            .collect(),
+        soak,
     })
 }
 
@@ -186,7 +266,7 @@ async fn worker(
     first: u64,
     stride: u64,
     schedule: Schedule,
-    maker: Arc<RequestMaker>,
+    driver: Driver,
     target: Uri,
     timeout: Duration,
 ) -> WorkerStats {
@@ -196,6 +276,7 @@ async fn worker(
         errors: BTreeMap::new(),
         ok: 0,
         expired: 0,
+        by_kind: BTreeMap::new(),
     };
     let mut i = first;
     while i < schedule.total {
@@ -208,17 +289,39 @@ async fn worker(
             stats.expired += (schedule.total - i).div_ceil(stride);
             break;
         }
-        let outcome = tokio::time::timeout(timeout, conn.send(&maker.request(i))).await;
-        let done = Instant::now();
-        let err = match outcome {
-            Ok(Ok(reply)) if (200..300).contains(&reply.status) => None,
-            Ok(Ok(reply)) => Some(format!("status_{}", reply.status)),
-            Ok(Err(e)) => Some(e.kind().to_string()),
-            Err(_) => {
-                conn = Conn::new(&target);
-                Some("timeout".to_string())
+        let (kind, err) = match &driver {
+            Driver::Requests(maker) => {
+                let err = match tokio::time::timeout(timeout, conn.send(&maker.request(i))).await {
+                    Ok(Ok(reply)) if (200..300).contains(&reply.status) => None,
+                    Ok(Ok(reply)) => Some(format!("status_{}", reply.status)),
+                    Ok(Err(e)) => Some(e.kind().to_string()),
+                    Err(_) => {
+                        conn = Conn::new(&target);
+                        Some("timeout".to_string())
+                    }
+                };
+                (None, err)
             }
+            // One timeout covers the whole transaction, from its first request to its last.
+            Driver::Transactions(txns) => match tokio::time::timeout(timeout, txns.execute(&mut conn, i)).await {
+                Ok((kind, result)) => (Some(kind), result.err()),
+                Err(_) => {
+                    conn = Conn::new(&target);
+                    (Some(txns.kind(i)), Some(format!("{}_timeout", txns.kind(i).name())))
+                }
+            },
         };
+        let done = Instant::now();
+        if let Some(kind) = kind {
+            let e = stats.by_kind.entry(kind.name()).or_insert_with(|| (new_histogram(), 0, 0));
+            match &err {
+                None => {
+                    e.0.saturating_record(done.saturating_duration_since(intended).as_micros().max(1) as u64);
+                    e.1 += 1;
+                }
+                Some(_) => e.2 += 1,
+            }
+        }
         match err {
             None => {
                 let us = done.saturating_duration_since(intended).as_micros().max(1) as u64;

@@ -108,6 +108,24 @@ pub struct LoadResult {
     /// Latency of the 2xx responses in log-spaced buckets ([`Bucket::from_histogram`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub histogram: Vec<Bucket>,
+    /// Transaction workloads (`sign`, `verify`, `mixed`): the same figures per kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_kind: BTreeMap<String, KindResult>,
+    /// `--preset soak`: the server process sampled every second, and the growth verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<crate::soak::SoakReport>,
+}
+
+/// The figures of one kind of transaction in a mixed run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KindResult {
+    /// Transactions whose every step answered 2xx.
+    pub ok: u64,
+    /// Failed transactions, of every kind of error.
+    pub errors: u64,
+    pub achieved_rps: f64,
+    /// From each transaction's intended start to its last response.
+    pub latency_ms: Latency,
 }
 
 /// Why a result file could not be used.
@@ -158,8 +176,18 @@ impl LoadResult {
             "{:<15} {:>9.0} {:>11.0} {:>7} {:>7} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2}\n",
             self.workload, self.offered_rps, self.achieved_rps, self.ok, errors, self.dropped, l.p50, l.p90, l.p99, l.p999, l.max
         ));
+        for (kind, r) in &self.by_kind {
+            let l = &r.latency_ms;
+            s.push_str(&format!(
+                "  {:<13} {:>9} {:>11.0} {:>7} {:>7} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2}\n",
+                kind, "", r.achieved_rps, r.ok, r.errors, "", l.p50, l.p90, l.p99, l.p999, l.max
+            ));
+        }
         for (k, v) in &self.errors {
             s.push_str(&format!("  error {k}: {v}\n"));
+        }
+        if let Some(soak) = &self.soak {
+            s.push_str(&soak.summary());
         }
         s
     }

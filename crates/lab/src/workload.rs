@@ -30,6 +30,12 @@ pub enum Workload {
     Tsa,
     /// The target URL itself, with `--method` and `--body`.
     Custom,
+    /// The keyless flow as one transaction: certificate, log entry, timestamp ([`crate::txn`]).
+    Sign,
+    /// The RHTAS verify path as one transaction: search by digest, then get the entry.
+    Verify,
+    /// 20% sign and 80% verify transactions, chosen per arrival by a seeded RNG.
+    Mixed,
 }
 
 impl std::str::FromStr for Workload {
@@ -42,10 +48,12 @@ impl std::str::FromStr for Workload {
             "cert" => Workload::Cert,
             "tsa" => Workload::Tsa,
             "custom" => Workload::Custom,
+            "sign" => Workload::Sign,
+            "verify" => Workload::Verify,
+            "mixed" => Workload::Mixed,
             other => {
                 return Err(format!(
-                    "unknown workload {other:?}; expected log-append, log-append-v2, log-read, cert, tsa or custom \
-                     (sign, verify and mixed are still to come)"
+                    "unknown workload {other:?}; expected sign, verify, mixed, log-append, log-append-v2, log-read, cert, tsa or custom"
                 ))
             }
         })
@@ -61,7 +69,15 @@ impl Workload {
             Workload::Cert => "cert",
             Workload::Tsa => "tsa",
             Workload::Custom => "custom",
+            Workload::Sign => "sign",
+            Workload::Verify => "verify",
+            Workload::Mixed => "mixed",
         }
+    }
+
+    /// Whether each arrival is a transaction of several requests ([`crate::txn`]).
+    pub fn is_transaction(self) -> bool {
+        matches!(self, Workload::Sign | Workload::Verify | Workload::Mixed)
     }
 }
 
@@ -90,7 +106,7 @@ impl RequestMaker {
                 let path = if kind == Workload::LogAppend { "/api/v1/log/entries" } else { "/api/v2/log/entries" };
                 signed_entries(kind, count)
                     .iter()
-                    .map(|body| conn::request_bytes("POST", target, &format!("{prefix}{path}"), Some(body)))
+                    .map(|(_, body)| conn::request_bytes("POST", target, &format!("{prefix}{path}"), Some(body)))
                     .collect()
             }
             Workload::Custom => {
@@ -98,7 +114,7 @@ impl RequestMaker {
                 let body = (!custom_body.is_empty()).then_some(&custom_body[..]);
                 vec![conn::request_bytes(method.as_str(), target, path, body)]
             }
-            Workload::LogRead => Vec::new(),
+            Workload::LogRead | Workload::Sign | Workload::Verify | Workload::Mixed => Vec::new(),
             Workload::Tsa => {
                 let path = format!("{prefix}/api/v1/timestamp");
                 (0..count.clamp(1, 4096))
@@ -166,8 +182,9 @@ fn cert_requests(token: &str, count: usize) -> Vec<Bytes> {
         .collect()
 }
 
-/// `count` distinct entries signed by a small pool of keys, made on all cores.
-fn signed_entries(kind: Workload, count: usize) -> Vec<Bytes> {
+/// `count` distinct entries signed by a small pool of keys, made on all cores, each with the
+/// SHA-256 digest of its artifact (what `POST /api/v1/index/retrieve` finds it by).
+pub(crate) fn signed_entries(kind: Workload, count: usize) -> Vec<([u8; 32], Bytes)> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let per = count.div_ceil(threads);
     let handles: Vec<_> = (0..threads)
@@ -198,13 +215,13 @@ fn signed_entries(kind: Workload, count: usize) -> Vec<Bytes> {
                                               "publicKey": {"content": b64::encode(pem::encode("PUBLIC KEY", spki))}},
                                 "data": {"hash": {"algorithm": "sha256", "value": hex::encode(digest)}}}}),
                         };
-                        Bytes::from(serde_json::to_vec(&body).expect("json"))
+                        (digest, Bytes::from(serde_json::to_vec(&body).expect("json")))
                     })
                     .collect::<Vec<_>>()
             })
         })
         .collect();
-    let mut all: Vec<Bytes> = handles.into_iter().flat_map(|h| h.join().expect("signer thread")).collect();
+    let mut all: Vec<([u8; 32], Bytes)> = handles.into_iter().flat_map(|h| h.join().expect("signer thread")).collect();
     all.truncate(count.max(1));
     all
 }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use signet_lab::load::SoakSpec;
+use signet_lab::preset::{self, Preset};
 use signet_lab::{LoadSpec, Workload};
 
 #[derive(clap::Args)]
@@ -33,18 +35,22 @@ struct LoadArgs {
     /// Base URL of the instance (for `custom`, the full URL to request).
     #[arg(long)]
     target: String,
-    /// log-append, log-append-v2, log-read, cert or custom.
+    /// sign, verify, mixed (20% sign / 80% verify), log-append, log-append-v2, log-read, cert, tsa or custom.
     #[arg(long)]
     workload: Workload,
-    /// Offered requests per second.
+    /// low, medium, high, stress (100 / 1,000 / 10,000 / 50,000 per second for 30 s), or soak
+    /// (100/s, needs --duration and --server-pid). Explicit --rate, --duration, --connections win.
     #[arg(long)]
-    rate: f64,
+    preset: Option<Preset>,
+    /// Offered requests (transactions, for sign/verify/mixed) per second.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Seconds of arrivals.
     #[arg(long)]
-    duration: f64,
-    /// Keep-alive connections (one worker each).
-    #[arg(long, default_value_t = 64)]
-    connections: usize,
+    duration: Option<f64>,
+    /// Keep-alive connections (one worker each; 64 without a preset).
+    #[arg(long)]
+    connections: Option<usize>,
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
@@ -57,9 +63,24 @@ struct LoadArgs {
     /// Write the machine-readable result here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Identity token for the `cert` workload (e.g. from `signet dev-token`).
+    /// Identity token for the `cert`, `sign` and `mixed` workloads (e.g. from `signet dev-token`).
     #[arg(long)]
     token: Option<String>,
+    /// Where `sign` transactions append: 1 (Rekor v1) or 2 (Rekor v2).
+    #[arg(long, default_value_t = 1)]
+    rekor_version: u8,
+    /// Entries appended before the clock starts for `verify` and `mixed` to look up.
+    #[arg(long, default_value_t = 1000)]
+    seed: usize,
+    /// Seed of the per-arrival choices (sign or verify; which digest).
+    #[arg(long, default_value_t = 1)]
+    rng_seed: u64,
+    /// The server's process ID, sampled every second during `--preset soak` (from /proc).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Soak: RSS or fd growth above this percentage (first to last tenth of the run) is "growth".
+    #[arg(long, default_value_t = signet_lab::soak::DEFAULT_GROWTH_PCT)]
+    soak_growth_pct: f64,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -80,20 +101,37 @@ fn load(a: LoadArgs) -> ExitCode {
     };
     let Ok(target) = a.target.parse() else { return usage(format!("--target {:?} is not a URL", a.target)) };
     let Ok(method) = a.method.parse() else { return usage(format!("--method {:?} is not an HTTP method", a.method)) };
-    if !(a.duration > 0.0 && a.duration <= 86_400.0) || !(a.timeout > 0.0 && a.timeout <= 600.0) {
+    let r = match preset::resolve(a.preset, a.rate, a.duration, a.connections) {
+        Ok(r) => r,
+        Err(e) => return usage(e),
+    };
+    let soak = match (a.preset, a.server_pid) {
+        (Some(Preset::Soak), Some(_)) if !(a.soak_growth_pct >= 0.0) => {
+            return usage(format!("--soak-growth-pct must be a percentage >= 0, got {}", a.soak_growth_pct))
+        }
+        (Some(Preset::Soak), Some(pid)) => Some(SoakSpec { pid, threshold_pct: a.soak_growth_pct }),
+        (Some(Preset::Soak), None) => return usage("--preset soak needs --server-pid PID (the signet serve process to sample)".into()),
+        (_, Some(_)) => return usage("--server-pid is only used with --preset soak".into()),
+        _ => None,
+    };
+    if !(r.duration > 0.0 && r.duration <= 86_400.0) || !(a.timeout > 0.0 && a.timeout <= 600.0) {
         return usage("--duration must be in (0, 86400] and --timeout in (0, 600] seconds".into());
     }
     let spec = LoadSpec {
         target,
         workload: a.workload,
-        rate: a.rate,
-        duration: Duration::from_secs_f64(a.duration),
-        connections: a.connections,
+        rate: r.rate,
+        duration: Duration::from_secs_f64(r.duration),
+        connections: r.connections,
         method,
         body: a.body.into_bytes().into(),
         timeout: Duration::from_secs_f64(a.timeout),
         progress: true,
         token: a.token,
+        rekor_version: a.rekor_version,
+        seed_entries: a.seed,
+        rng_seed: a.rng_seed,
+        soak,
     };
     // One event-loop thread drives every connection. The generator shares its cores with the
     // server it measures, and a single thread cost 17 µs of CPU per request here against 22 µs
