@@ -48,6 +48,22 @@ def verify_bundle(signet_bin, trust, bundle, artifact, identity=EMAIL, issuer=No
                "--certificate-oidc-issuer", issuer or server["url"] + "/oidc", "--trusted-root", trust / "trusted_root.json", artifact)
 
 
+def assert_verifies_in_signet_python_and_go(signet_bin, trust, server, bundle, artifact):
+    """`signet verify-bundle` (by file and by digest), sigstore-python and sigstore-go accept the bundle; returns the issuer."""
+    issuer = server["url"] + "/oidc"
+    ours = verify_bundle(signet_bin, trust, bundle, artifact, server=server)
+    assert ours.returncode == 0, ours.stderr
+    digest = "sha256:" + hashlib.sha256(artifact.read_bytes()).hexdigest()
+    assert verify_bundle(signet_bin, trust, bundle, digest, server=server).returncode == 0
+    py = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "verify", "identity",
+             "--offline", "--bundle", bundle, "--cert-identity", EMAIL, "--cert-oidc-issuer", issuer, artifact)
+    assert py.returncode == 0, py.stderr
+    go = run(SGVERIFY, "verify", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
+             "--identity", EMAIL, "--issuer", issuer, artifact)
+    assert go.returncode == 0, go.stderr
+    return issuer
+
+
 @pytest.fixture()
 def signed(server, dev_token, trust, signet_bin, tmp_path):
     """Signs one artifact with `signet sign-bundle` over Rekor v1 and over Rekor v2."""
@@ -80,20 +96,10 @@ def test_sign_bundle_shape_and_default_log(server, dev_token, trust, signet_bin,
 def test_sign_bundle_verifies_in_every_client(server, trust, signet_bin, signed, major):
     artifact, bundles = signed
     bundle, _ = bundles[major]
-    issuer = server["url"] + "/oidc"
-    ours = verify_bundle(signet_bin, trust, bundle, artifact, server=server)
-    assert ours.returncode == 0, ours.stderr
-    digest = "sha256:" + hashlib.sha256(artifact.read_bytes()).hexdigest()
-    assert verify_bundle(signet_bin, trust, bundle, digest, server=server).returncode == 0
-    py = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "verify", "identity",
-             "--offline", "--bundle", bundle, "--cert-identity", EMAIL, "--cert-oidc-issuer", issuer, artifact)
-    assert py.returncode == 0, py.stderr
+    issuer = assert_verifies_in_signet_python_and_go(signet_bin, trust, server, bundle, artifact)
     cosign = run(COSIGN, "verify-blob", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
                  "--certificate-identity", EMAIL, "--certificate-oidc-issuer", issuer, artifact)
     assert cosign.returncode == 0, cosign.stderr
-    go = run(SGVERIFY, "verify", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
-             "--identity", EMAIL, "--issuer", issuer, artifact)
-    assert go.returncode == 0, go.stderr
 
     wrong = verify_bundle(signet_bin, trust, bundle, artifact, identity="mallory@example.com", server=server)
     assert wrong.returncode == 1 and "identity" in wrong.stderr, wrong.stderr
@@ -249,18 +255,8 @@ def test_sign_bundle_in_toto_verifies_in_every_client(server, dev_token, trust, 
         assert body["spec"]["hashedRekordV002"]["signature"]["content"] == env["signatures"][0]["sig"]
     assert len(b["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]) == 1
 
-    issuer = server["url"] + "/oidc"
-    ours = verify_bundle(signet_bin, trust, bundle, artifact, server=server)
-    assert ours.returncode == 0, ours.stderr
-    digest = "sha256:" + hashlib.sha256(artifact.read_bytes()).hexdigest()
-    assert verify_bundle(signet_bin, trust, bundle, digest, server=server).returncode == 0
-    # sigstore-python verifies a DSSE bundle against the artifact that is the statement's subject.
-    py = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "verify", "identity",
-             "--offline", "--bundle", bundle, "--cert-identity", EMAIL, "--cert-oidc-issuer", issuer, artifact)
-    assert py.returncode == 0, py.stderr
-    go = run(SGVERIFY, "verify", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
-             "--identity", EMAIL, "--issuer", issuer, artifact)
-    assert go.returncode == 0, go.stderr
+    # Every verifier checks a DSSE bundle against the artifact that is the statement's subject.
+    issuer = assert_verifies_in_signet_python_and_go(signet_bin, trust, server, bundle, artifact)
     cosign = run(COSIGN, "verify-blob-attestation", "--trusted-root", trust / "trusted_root.json", "--bundle", bundle,
                  "--certificate-identity", EMAIL, "--certificate-oidc-issuer", issuer, "--type", "slsaprovenance1", artifact)
     assert cosign.returncode == 0, cosign.stderr
