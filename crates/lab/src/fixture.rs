@@ -20,5 +20,6 @@ pub fn result(workload: &str, rps: f64, p99: f64, errors: &[(&str, u64)]) -> Loa
         histogram: Vec::new(),
         by_kind: Default::default(),
         soak: None,
+        disk: None,
     }
 }

@@ -12,11 +12,13 @@
 //! - [`gonogo`]: the GO/NO-GO decision against a criteria file (`signet bench gonogo`).
 //! - [`report`]: the HTML report with charts and the summary table (`signet bench report`).
 //! - [`table`]: markdown tables as the reference reports print them.
+//! - [`disk`]: the disk probe, `fdatasync` latency sampled beside a run (`--disk-probe`).
 //! - [`crypto`]: crypto micro-benchmarks, aws-lc-rs beside OpenSSL (`signet bench crypto`).
 
 pub mod compare;
 pub mod conn;
 pub mod crypto;
+pub mod disk;
 #[cfg(test)]
 mod fixture;
 pub mod gonogo;

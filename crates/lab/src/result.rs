@@ -114,6 +114,9 @@ pub struct LoadResult {
     /// `--preset soak`: the server process sampled every second, and the growth verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<crate::soak::SoakReport>,
+    /// `--disk-probe DIR`: the disk's own `fdatasync` latency during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::disk::DiskReport>,
 }
 
 /// The figures of one kind of transaction in a mixed run.
@@ -188,6 +191,12 @@ impl LoadResult {
         }
         if let Some(soak) = &self.soak {
             s.push_str(&soak.summary());
+        }
+        if let Some(d) = &self.disk {
+            s.push_str(&format!(
+                "disk probe ({}): fdatasync p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} samples\n",
+                d.dir, d.p50_ms, d.p99_ms, d.max_ms, d.samples
+            ));
         }
         s
     }

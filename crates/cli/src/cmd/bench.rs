@@ -81,6 +81,10 @@ struct LoadArgs {
     /// Soak: RSS or fd growth above this percentage (first to last tenth of the run) is "growth".
     #[arg(long, default_value_t = signet_lab::soak::DEFAULT_GROWTH_PCT)]
     soak_growth_pct: f64,
+    /// Sample the disk's own fdatasync latency in this directory during the run (4 KiB every
+    /// 10 ms), to tell the disk's slow seconds from the server's. Use the server's data dir.
+    #[arg(long)]
+    disk_probe: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -132,6 +136,7 @@ fn load(a: LoadArgs) -> ExitCode {
         seed_entries: a.seed,
         rng_seed: a.rng_seed,
         soak,
+        disk_probe: a.disk_probe,
     };
     // One event-loop thread drives every connection. The generator shares its cores with the
     // server it measures, and a single thread cost 17 µs of CPU per request here against 22 µs
