@@ -72,3 +72,31 @@ fn sign_needs_a_token_and_soak_needs_a_pid() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--preset soak needs --duration"));
 }
+
+#[test]
+fn warmup_arrivals_are_sent_but_not_recorded_and_the_disk_probe_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let before = tree_size(&server.url);
+    let json = dir.path().join("append.json");
+    let out = signet(&[
+        "bench", "load", "--target", &server.url, "--workload", "log-append", "--rate", "40", "--warmup", "1",
+        "--duration", "1", "--connections", "4", "--disk-probe", data.to_str().unwrap(), "--json", json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench load failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!((r["scheduled"].as_u64(), r["ok"].as_u64(), r["warmup_s"].as_f64()), (Some(40), Some(40), Some(1.0)));
+    let grown = tree_size(&server.url) - before;
+    assert!((80..=83).contains(&grown), "warm-up entries were appended too: the log grew by {grown}");
+    let disk = &r["disk"];
+    assert!(disk["samples"].as_u64().unwrap() >= 10, "{disk}");
+    assert!(disk["max_ms"].as_f64().unwrap() >= disk["p50_ms"].as_f64().unwrap());
+    assert!(stdout.contains("disk probe ("), "{stdout}");
+    assert!(!std::fs::read_dir(&data).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains("disk-probe")));
+
+    let out = signet(&["bench", "load", "--target", &server.url, "--workload", "log-read", "--rate", "5", "--duration", "1", "--warmup", "7200"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--warmup must be in [0, 3600] seconds"));
+}

@@ -32,8 +32,34 @@ pub struct DiskReport {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
-    /// The slowest `fdatasync` of each second since the probe started.
+    /// The slowest `fdatasync` in progress during each second since the probe started: a
+    /// stall counts in every second it spans.
     pub per_second_max_ms: Vec<f64>,
+    /// Seconds in which the disk was quick: no `fdatasync` reached [`QUIET_MS`], neither
+    /// then nor in the second before (a queue built up in a stall drains in the next second).
+    #[serde(default)]
+    pub quiet_seconds: u64,
+    /// The run's worst per-second p99 over those quiet seconds: what the server does when
+    /// the disk is not stalling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_worst_p99_ms: Option<f64>,
+}
+
+/// An `fdatasync` this slow makes its second "not quiet".
+pub const QUIET_MS: f64 = 20.0;
+
+impl DiskReport {
+    /// Fills in the quiet-second figures from the run's per-second p99s, indexed by second.
+    pub fn attribute(&mut self, per_second_p99_ms: &[(u64, f64)]) {
+        let quiet = |t: usize| self.per_second_max_ms.get(t).is_some_and(|&m| m > 0.0 && m < QUIET_MS);
+        let in_quiet: Vec<f64> = per_second_p99_ms
+            .iter()
+            .filter(|(t, _)| quiet(*t as usize) && (*t == 0 || quiet(*t as usize - 1)))
+            .map(|&(_, p99)| p99)
+            .collect();
+        self.quiet_seconds = in_quiet.len() as u64;
+        self.quiet_worst_p99_ms = in_quiet.into_iter().reduce(f64::max);
+    }
 }
 
 /// A running probe; [`DiskProbe::finish`] stops it and returns the report.
@@ -43,15 +69,16 @@ pub struct DiskProbe {
 }
 
 impl DiskProbe {
-    /// Starts sampling in `dir` (which must exist and be writable).
-    pub fn start(dir: &Path) -> std::io::Result<DiskProbe> {
+    /// Starts sampling in `dir` (which must exist and be writable). Seconds count from
+    /// `origin`, the run's clock.
+    pub fn start(dir: &Path, origin: Instant) -> std::io::Result<DiskProbe> {
         let path = dir.join(format!(".signet-disk-probe-{}", std::process::id()));
         let file = prepare(&path)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let dir_name = dir.display().to_string();
         let thread = std::thread::Builder::new().name("disk-probe".into()).spawn(move || {
-            let report = sample(&file, &flag, dir_name);
+            let report = sample(&file, &flag, dir_name, origin);
             let _ = std::fs::remove_file(&path);
             report
         })?;
@@ -71,23 +98,25 @@ fn prepare(path: &PathBuf) -> std::io::Result<File> {
     Ok(file)
 }
 
-fn sample(file: &File, stop: &AtomicBool, dir: String) -> std::io::Result<DiskReport> {
+fn sample(file: &File, stop: &AtomicBool, dir: String, start: Instant) -> std::io::Result<DiskReport> {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds");
     let mut per_second: Vec<u64> = Vec::new();
     let block = [0xa5u8; BLOCK];
-    let start = Instant::now();
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
         file.write_all_at(&block, (i % BLOCKS) * BLOCK as u64)?;
         let t = Instant::now();
         file.sync_data()?;
-        let us = t.elapsed().as_micros().max(1) as u64;
+        let end = Instant::now();
+        let us = end.duration_since(t).as_micros().max(1) as u64;
         hist.saturating_record(us);
-        let second = t.duration_since(start).as_secs() as usize;
-        if per_second.len() <= second {
-            per_second.resize(second + 1, 0);
+        let (first, last) = (t.saturating_duration_since(start).as_secs() as usize, end.saturating_duration_since(start).as_secs() as usize);
+        if per_second.len() <= last {
+            per_second.resize(last + 1, 0);
         }
-        per_second[second] = per_second[second].max(us);
+        for s in &mut per_second[first..=last] {
+            *s = (*s).max(us);
+        }
         i += 1;
         std::thread::sleep(PERIOD);
     }
@@ -99,6 +128,8 @@ fn sample(file: &File, stop: &AtomicBool, dir: String) -> std::io::Result<DiskRe
         p99_ms: ms(hist.value_at_quantile(0.99)),
         max_ms: ms(hist.max()),
         per_second_max_ms: per_second.into_iter().map(ms).collect(),
+        quiet_seconds: 0,
+        quiet_worst_p99_ms: None,
     })
 }
 
@@ -110,7 +141,7 @@ mod tests {
     fn samples_until_stopped_and_leaves_no_file() {
         let dir = std::env::temp_dir().join(format!("signet-disk-probe-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let probe = DiskProbe::start(&dir).unwrap();
+        let probe = DiskProbe::start(&dir, Instant::now()).unwrap();
         std::thread::sleep(Duration::from_millis(120));
         let r = probe.finish().unwrap();
         assert!(r.samples >= 2, "{r:?}");
@@ -121,7 +152,25 @@ mod tests {
     }
 
     #[test]
+    fn quiet_seconds_exclude_stalls_and_the_second_after() {
+        let mut r = DiskReport {
+            dir: "d".into(),
+            samples: 0,
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            max_ms: 0.0,
+            // Second 2 stalls; second 5 has no sample at all.
+            per_second_max_ms: vec![1.0, 2.0, 300.0, 1.0, 1.0, 0.0, 1.0],
+            quiet_seconds: 0,
+            quiet_worst_p99_ms: None,
+        };
+        let p99: Vec<(u64, f64)> = vec![(0, 9.0), (1, 11.0), (2, 310.0), (3, 120.0), (4, 12.0), (5, 8.0), (6, 10.0)];
+        r.attribute(&p99);
+        assert_eq!((r.quiet_seconds, r.quiet_worst_p99_ms), (3, Some(12.0)), "seconds 0, 1 and 4");
+    }
+
+    #[test]
     fn a_missing_directory_is_an_error() {
-        assert!(DiskProbe::start(Path::new("/nonexistent/signet-probe")).is_err());
+        assert!(DiskProbe::start(Path::new("/nonexistent/signet-probe"), Instant::now()).is_err());
     }
 }

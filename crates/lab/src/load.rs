@@ -45,6 +45,9 @@ pub struct LoadSpec {
     pub soak: Option<SoakSpec>,
     /// Sample the disk's `fdatasync` latency in this directory during the run.
     pub disk_probe: Option<std::path::PathBuf>,
+    /// Arrivals sent at the same rate before `duration` starts, and not recorded: the
+    /// server's caches and the kernel's connection state settle first.
+    pub warmup: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -152,13 +155,17 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     if spec.duration.is_zero() || spec.duration > Duration::from_secs(24 * 3600) {
         return Err(LoadError::Spec("duration must be between 1 s and 24 h".into()));
     }
+    if spec.warmup > Duration::from_secs(3600) {
+        return Err(LoadError::Spec(format!("warm-up must be at most 1 h, got {} s", spec.warmup.as_secs_f64())));
+    }
     if spec.connections == 0 || spec.connections > 4096 {
         return Err(LoadError::Spec(format!("connections must be 1..=4096, got {}", spec.connections)));
     }
     if spec.target.scheme_str() != Some("http") || spec.target.authority().is_none() {
         return Err(LoadError::Spec(format!("target {} must be an http:// URL (TLS arrives with the TLS layer)", spec.target)));
     }
-    let total = ((spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
+    let warm = (spec.rate * spec.warmup.as_secs_f64()).ceil() as u64;
+    let total = (warm + (spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
 
     if spec.workload == Workload::Cert && crate::workload::token_challenge(spec.token.as_deref().unwrap_or("")).is_none() {
         return Err(LoadError::Spec("the cert workload needs --token with an identity token (signet dev-token)".into()));
@@ -208,15 +215,17 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         conns.push(c);
     }
     let start = Instant::now() + Duration::from_millis(20);
-    let hard_stop = start + spec.duration + spec.timeout;
-    let schedule = Schedule { start, interval: Duration::from_secs_f64(1.0 / spec.rate), total, hard_stop };
+    let interval = Duration::from_secs_f64(1.0 / spec.rate);
+    let measure_from = start + interval.mul_f64(warm as f64);
+    let hard_stop = measure_from + spec.duration + spec.timeout;
+    let schedule = Schedule { start, interval, warm, measure_from, total, hard_stop };
 
     // Connection k sends requests k, k + C, k + 2C, ... each at its own intended time, as
     // wrk2 does: no shared queue to contend on, and a slow response delays (and is billed to)
     // the requests behind it on that connection.
     let disk = match &spec.disk_probe {
         Some(dir) => Some(
-            crate::disk::DiskProbe::start(dir)
+            crate::disk::DiskProbe::start(dir, start.into_std())
                 .map_err(|e| LoadError::Spec(format!("--disk-probe {}: {e}", dir.display())))?,
         ),
         None => None,
@@ -234,7 +243,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     });
 
     let progress = spec.progress.then(|| {
-        let bar = indicatif::ProgressBar::new(spec.duration.as_secs().max(1));
+        let bar = indicatif::ProgressBar::new((spec.warmup + spec.duration).as_secs().max(1));
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} {elapsed}/{len}s [{bar:30}] {msg}")
                 .expect("template")
@@ -245,7 +254,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     });
     if let Some(bar) = &progress {
         let bar = bar.clone();
-        let secs = spec.duration.as_secs();
+        let secs = (spec.warmup + spec.duration).as_secs();
         tokio::spawn(async move {
             for s in 0..=secs {
                 tokio::time::sleep_until(start + Duration::from_secs(s)).await;
@@ -256,13 +265,20 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     for w in workers {
         w.await.map_err(|e| LoadError::Spec(format!("worker failed: {e}")))?;
     }
-    let disk = match disk {
-        Some(probe) => Some(probe.finish().map_err(|e| LoadError::Spec(format!("disk probe: {e}")))?),
-        None => None,
-    };
     let mut recorder = std::mem::replace(&mut *lock(&recorder), Recorder::new(spec.timeout));
     recorder.close_seconds_before(u64::MAX);
     let Recorder { total: total_hist, closed_seconds: per_second, errors, ok, expired: dropped, by_kind: kinds, .. } = recorder;
+    let disk = match disk {
+        Some(probe) => {
+            let mut report = probe.finish().map_err(|e| LoadError::Spec(format!("disk probe: {e}")))?;
+            // The probe's seconds count from the start; the run's from the warm-up's end.
+            let offset = measure_from.saturating_duration_since(start).as_secs();
+            let p99: Vec<(u64, f64)> = per_second.iter().map(|s| (s.t + offset, s.p99_ms)).collect();
+            report.attribute(&p99);
+            Some(report)
+        }
+        None => None,
+    };
     let soak = match soak {
         Some((s, stop, task)) => {
             let _ = stop.send(());
@@ -271,7 +287,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         }
         None => None,
     };
-    let elapsed = start.elapsed().as_secs_f64().max(spec.duration.as_secs_f64());
+    let elapsed = measure_from.elapsed().as_secs_f64().max(spec.duration.as_secs_f64());
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
@@ -282,7 +298,8 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         achieved_rps: ok as f64 / elapsed,
         duration_s: elapsed,
         connections: spec.connections,
-        scheduled: total,
+        scheduled: total.saturating_sub(warm),
+        warmup_s: spec.warmup.as_secs_f64(),
         ok,
         latency_ms: Latency::from_histogram(&total_hist),
         errors,
@@ -304,6 +321,10 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
 #[derive(Clone, Copy)]
 struct Schedule {
     start: Instant,
+    /// Arrivals before this index are warm-up: sent, not recorded.
+    warm: u64,
+    /// The intended time of the first recorded arrival.
+    measure_from: Instant,
     interval: Duration,
     total: u64,
     hard_stop: Instant,
@@ -352,11 +373,13 @@ async fn worker(
                 }
             },
         };
-        let now = Instant::now();
-        let us = now.saturating_duration_since(intended).as_micros().max(1) as u64;
-        let second = intended.saturating_duration_since(schedule.start).as_secs();
-        let now_s = now.saturating_duration_since(schedule.start).as_secs();
-        lock(&recorder).record(second, now_s, kind, err.map_or(Ok(us), Err));
+        if i >= schedule.warm {
+            let now = Instant::now();
+            let us = now.saturating_duration_since(intended).as_micros().max(1) as u64;
+            let second = intended.saturating_duration_since(schedule.measure_from).as_secs();
+            let now_s = now.saturating_duration_since(schedule.measure_from).as_secs();
+            lock(&recorder).record(second, now_s, kind, err.map_or(Ok(us), Err));
+        }
         i += stride;
     }
 }

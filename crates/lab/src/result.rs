@@ -91,9 +91,12 @@ pub struct LoadResult {
     pub duration_s: f64,
     #[serde(default)]
     pub connections: usize,
-    /// Requests scheduled by the arrival process.
+    /// Requests scheduled by the arrival process (after the warm-up).
     #[serde(default)]
     pub scheduled: u64,
+    /// Seconds of arrivals sent before the measured `duration_s`, and not recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_s: f64,
     /// Responses with a 2xx status.
     #[serde(default)]
     pub ok: u64,
@@ -129,6 +132,10 @@ pub struct KindResult {
     pub achieved_rps: f64,
     /// From each transaction's intended start to its last response.
     pub latency_ms: Latency,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// Why a result file could not be used.
@@ -197,6 +204,13 @@ impl LoadResult {
                 "disk probe ({}): fdatasync p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} samples\n",
                 d.dir, d.p50_ms, d.p99_ms, d.max_ms, d.samples
             ));
+            if let Some(p99) = d.quiet_worst_p99_ms {
+                s.push_str(&format!(
+                    "  in the {} seconds without an fdatasync over {} ms (nor in the second before), the worst p99 was {p99:.2} ms\n",
+                    d.quiet_seconds,
+                    crate::disk::QUIET_MS
+                ));
+            }
         }
         s
     }

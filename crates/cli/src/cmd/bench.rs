@@ -85,6 +85,9 @@ struct LoadArgs {
     /// 10 ms), to tell the disk's slow seconds from the server's. Use the server's data dir.
     #[arg(long)]
     disk_probe: Option<PathBuf>,
+    /// Seconds of arrivals at the same rate before the measured --duration, not recorded.
+    #[arg(long, default_value_t = 0.0)]
+    warmup: f64,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -121,6 +124,9 @@ fn load(a: LoadArgs) -> ExitCode {
     if !(r.duration > 0.0 && r.duration <= 86_400.0) || !(a.timeout > 0.0 && a.timeout <= 600.0) {
         return usage("--duration must be in (0, 86400] and --timeout in (0, 600] seconds".into());
     }
+    if !(0.0..=3600.0).contains(&a.warmup) {
+        return usage(format!("--warmup must be in [0, 3600] seconds, got {}", a.warmup));
+    }
     let spec = LoadSpec {
         target,
         workload: a.workload,
@@ -137,6 +143,7 @@ fn load(a: LoadArgs) -> ExitCode {
         rng_seed: a.rng_seed,
         soak,
         disk_probe: a.disk_probe,
+        warmup: Duration::from_secs_f64(a.warmup),
     };
     // One event-loop thread drives every connection. The generator shares its cores with the
     // server it measures, and a single thread cost 17 µs of CPU per request here against 22 µs
