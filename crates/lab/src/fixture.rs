@@ -14,7 +14,7 @@ pub fn result(workload: &str, rps: f64, p99: f64, errors: &[(&str, u64)]) -> Loa
         scheduled: 10_000,
         warmup_s: 0.0,
         ok: (rps * 10.0) as u64,
-        latency_ms: Latency { p50: p99 / 2.0, p90: p99 * 0.8, p99, p999: p99 * 1.5, max: p99 * 2.0, mean: p99 / 2.0 },
+        latency_ms: Latency { p50: p99 / 2.0, p90: p99 * 0.8, p95: p99 * 0.9, p99, p999: p99 * 1.5, max: p99 * 2.0, mean: p99 / 2.0 },
         errors: errors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         dropped: 0,
         per_second: Vec::new(),

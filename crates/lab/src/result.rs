@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct Latency {
     pub p50: f64,
     pub p90: f64,
+    /// Report 004 (RHTAS) quotes p95.
+    #[serde(default)]
+    pub p95: f64,
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
@@ -22,11 +25,12 @@ impl Latency {
     pub fn from_histogram(h: &Histogram<u64>) -> Latency {
         let ms = |us: u64| us as f64 / 1000.0;
         if h.is_empty() {
-            return Latency { p50: 0.0, p90: 0.0, p99: 0.0, p999: 0.0, max: 0.0, mean: 0.0 };
+            return Latency { p50: 0.0, p90: 0.0, p95: 0.0, p99: 0.0, p999: 0.0, max: 0.0, mean: 0.0 };
         }
         Latency {
             p50: ms(h.value_at_quantile(0.50)),
             p90: ms(h.value_at_quantile(0.90)),
+            p95: ms(h.value_at_quantile(0.95)),
             p99: ms(h.value_at_quantile(0.99)),
             p999: ms(h.value_at_quantile(0.999)),
             max: ms(h.max()),
