@@ -46,11 +46,25 @@ pub struct IssuerSettings {
     /// Which claim is the identity: `email`, `uri` (CI workflow identities) or `spiffe`.
     pub subject: String,
     /// A JWKS file with the issuer's keys, reread when a token names an unknown key ID.
-    pub jwks_file: PathBuf,
+    /// Without it, the keys come from OIDC discovery at `url` (see [`crate::discovery`]).
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// Discovery only: PEM CA certificates trusted for the issuer's HTTPS endpoints, for
+    /// private CAs. Default: the platform's roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Discovery only: at least this many seconds between two fetches of the key set, however
+    /// many tokens name unknown key IDs.
+    #[serde(default = "default_min_refresh")]
+    pub min_refresh_interval_secs: u64,
 }
 
 fn default_audience() -> String {
     "sigstore".into()
+}
+
+fn default_min_refresh() -> u64 {
+    10
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -187,8 +201,25 @@ impl Config {
                     i.url, i.subject
                 )));
             }
-            if !i.jwks_file.exists() {
-                return Err(ConfigError::Invalid(format!("oidc issuer {}: jwks_file {} does not exist", i.url, i.jwks_file.display())));
+            let invalid = |why: String| ConfigError::Invalid(format!("oidc issuer {}: {why}", i.url));
+            match &i.jwks_file {
+                Some(file) => {
+                    if !file.exists() {
+                        return Err(invalid(format!("jwks_file {} does not exist", file.display())));
+                    }
+                    if i.ca_file.is_some() {
+                        return Err(invalid("ca_file applies only to OIDC discovery; drop it, or drop jwks_file".into()));
+                    }
+                }
+                None => {
+                    crate::discovery::check_url(&i.url).map_err(|why| invalid(format!("url: {why}")))?;
+                    if let Some(ca) = i.ca_file.as_ref().filter(|f| !f.exists()) {
+                        return Err(invalid(format!("ca_file {} does not exist", ca.display())));
+                    }
+                    if !(1..=86_400).contains(&i.min_refresh_interval_secs) {
+                        return Err(invalid("min_refresh_interval_secs must be 1..=86400".into()));
+                    }
+                }
             }
         }
         Ok(())
@@ -290,6 +321,46 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("jwks_file"));
         c.oidc.issuers[0].subject = "name".into();
         assert!(c.validate().unwrap_err().to_string().contains("email, uri, spiffe or github-workflow"));
+    }
+
+    #[test]
+    fn oidc_discovery_issuers() {
+        let parse = |extra: &str| {
+            let mut c: Config = toml::from_str(&format!("dev = true\n[[oidc.issuers]]\nsubject = \"email\"\n{extra}")).unwrap();
+            c.dev = true;
+            c
+        };
+        let c = parse("url = \"https://accounts.example\"\n");
+        let i = &c.oidc.issuers[0];
+        assert_eq!((i.jwks_file.as_ref(), i.ca_file.as_ref(), i.min_refresh_interval_secs), (None, None, 10));
+        c.validate().unwrap();
+
+        let err = parse("url = \"http://accounts.example\"\n").validate().unwrap_err().to_string();
+        assert!(err.contains("http://accounts.example") && err.contains("plain http"), "{err}");
+        for loopback in ["http://127.0.0.1:8080", "http://localhost:1/x", "http://[::1]:9"] {
+            parse(&format!("url = \"{loopback}\"\n")).validate().unwrap();
+        }
+        let err = parse("url = \"idp.example\"\n").validate().unwrap_err().to_string();
+        assert!(err.contains("https://HOST"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "").unwrap();
+        parse(&format!("url = \"https://a.example\"\nca_file = \"{}\"\n", ca.display())).validate().unwrap();
+        let err = parse("url = \"https://a.example\"\nca_file = \"/nonexistent/ca.pem\"\n").validate().unwrap_err().to_string();
+        assert!(err.contains("ca_file /nonexistent/ca.pem does not exist"), "{err}");
+        let err = parse(&format!("url = \"https://a.example\"\nca_file = \"{0}\"\njwks_file = \"{0}\"\n", ca.display()))
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ca_file applies only to OIDC discovery"), "{err}");
+        let err = parse("url = \"https://a.example\"\nmin_refresh_interval_secs = 0\n").validate().unwrap_err().to_string();
+        assert!(err.contains("min_refresh_interval_secs"), "{err}");
+        // A JWKS file issuer never fetches, so its URL is only the `iss` to match.
+        parse(&format!("url = \"http://ci.example\"\njwks_file = \"{}\"\n", ca.display())).validate().unwrap();
+
+        let err = toml::from_str::<Config>("[[oidc.issuers]]\nurl = \"u\"\nsubject = \"uri\"\nca_fil = \"x\"\n").unwrap_err();
+        assert!(err.message().contains("ca_fil"), "{}", err.message());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! - [`config`]: the TOML / environment / flag configuration.
 //! - [`state`]: opening storage, keys and logs at startup.
+//! - [`issuers`]: the configured OIDC issuers and their key sources (a file, or discovery).
+//! - [`discovery`]: OIDC discovery of an issuer's key set over HTTPS.
 //! - [`api`]: the router and handlers.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`trust`]: the trust documents, from a data dir.
@@ -9,6 +11,8 @@
 
 pub mod api;
 pub mod config;
+pub mod discovery;
+pub mod issuers;
 pub mod metrics;
 pub mod state;
 pub mod trust;

@@ -13,8 +13,7 @@ use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
 use signet_ca::authority::{Authority, CaError};
 use signet_ca::ct::CtLog;
 use signet_ca::issue::Issuer;
-use signet_ca::oidc::jwks::KeySet;
-use signet_ca::oidc::{IssuerConfig, SubjectKind, TokenVerifier};
+use signet_ca::oidc::{IssuerConfig, TokenVerifier};
 use signet_ca::tsa::{Tsa, TsaError};
 
 use crate::api::rekor_v1::RekorV1;
@@ -149,23 +148,7 @@ impl AppState {
             None
         };
         let mut issuers: Vec<IssuerConfig> = dev_issuer.iter().map(|d| d.config()).collect();
-        for i in &cfg.oidc.issuers {
-            let path = i.jwks_file.clone();
-            issuers.push(IssuerConfig {
-                issuer: i.url.clone(),
-                audience: i.audience.clone(),
-                subject: match i.subject.as_str() {
-                    "email" => SubjectKind::Email,
-                    "uri" => SubjectKind::Uri,
-                    "github-workflow" => SubjectKind::GithubWorkflow,
-                    _ => SubjectKind::Spiffe,
-                },
-                keys: Arc::new(move || {
-                    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                    KeySet::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
-                }),
-            });
-        }
+        issuers.extend(crate::issuers::configured(&cfg.oidc.issuers)?);
         let tokens = Arc::new(TokenVerifier::new(issuers));
 
         // The CA and its CT log.

@@ -4,7 +4,8 @@
 //! ES256, ES384 or PS256 and matches the key, its signature verifies under a key of that
 //! issuer's set, its audience matches, and it is within its validity (with 60 s of skew).
 //! An unknown key ID triggers one refresh of the issuer's key set before the token is
-//! refused, so issuers can rotate keys.
+//! refused, so issuers can rotate keys. Sources that go over the network are wrapped in
+//! [`super::refresh::rate_limited`], so that such refreshes cannot be forced at will.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,7 +60,7 @@ pub enum TokenError {
     Algorithm(String),
     #[error("identity token issuer {0:?} is not a configured OIDC issuer")]
     UnknownIssuer(String),
-    #[error("identity token key ID {0:?} is not in the issuer's key set, even after refreshing it")]
+    #[error("identity token key ID {0:?} is not in the issuer's current key set")]
     UnknownKey(String),
     #[error("the issuer's key set could not be fetched: {0}")]
     KeysUnavailable(String),

@@ -1,0 +1,109 @@
+//! Which servers a client trusts, as a rustls `ClientConfig`.
+//!
+//! The crypto provider is always aws-lc-rs, handed to rustls explicitly: nothing depends
+//! on a process-wide default provider, and ring is never linked.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::{ClientConfig, RootCertStore};
+
+/// The roots a client verifies server certificates against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The operating system's store (`/etc/ssl/certs`; `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured).
+    Platform,
+    /// Only the certificates in this PEM bundle: for private CAs.
+    PemFile(PathBuf),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error("CA bundle {path}: {why}")]
+    Bundle { path: String, why: String },
+    #[error("platform root certificates: {0}")]
+    Platform(String),
+    #[error("TLS client setup: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The crypto provider every signet TLS config uses.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// A client config that verifies servers against `trust`, with rustls' safe protocol versions.
+pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, TrustError> {
+    let roots = roots(trust)?;
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+fn roots(trust: &Trust) -> Result<RootCertStore, TrustError> {
+    let mut store = RootCertStore::empty();
+    match trust {
+        Trust::Platform => {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _ignored) = store.add_parsable_certificates(found.certs);
+            if added == 0 {
+                let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+                return Err(TrustError::Platform(format!(
+                    "none found ({}); install ca-certificates or configure a CA bundle file",
+                    if errors.is_empty() { "the store is empty".to_string() } else { errors.join("; ") }
+                )));
+            }
+        }
+        Trust::PemFile(path) => {
+            let bundle = |why: String| TrustError::Bundle { path: path.display().to_string(), why };
+            let pem = std::fs::read(path).map_err(|e| bundle(e.to_string()))?;
+            let certs = CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bundle(format!("not a PEM file: {e}")))?;
+            if certs.is_empty() {
+                return Err(bundle("holds no CERTIFICATE block; expected PEM CA certificates".into()));
+            }
+            for (i, cert) in certs.into_iter().enumerate() {
+                store.add(cert).map_err(|e| bundle(format!("certificate {} is not a usable CA certificate: {e}", i + 1)))?;
+            }
+        }
+    }
+    Ok(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundle_errors_name_the_file_and_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let err = client_config(&Trust::PemFile(missing.clone())).unwrap_err().to_string();
+        assert!(err.contains(&missing.display().to_string()), "{err}");
+
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "just text\n").unwrap();
+        let err = client_config(&Trust::PemFile(empty)).unwrap_err().to_string();
+        assert!(err.contains("no CERTIFICATE block"), "{err}");
+
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").unwrap();
+        let err = client_config(&Trust::PemFile(junk)).unwrap_err().to_string();
+        assert!(err.contains("certificate 1"), "{err}");
+    }
+
+    #[test]
+    fn a_generated_ca_is_accepted_as_a_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = crate::testing::TestPki::new();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, &pki.ca_pem).unwrap();
+        client_config(&Trust::PemFile(path)).unwrap();
+    }
+}

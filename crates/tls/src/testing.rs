@@ -1,0 +1,182 @@
+//! Test fixtures: a throwaway CA with a server certificate for the loopback names, and a
+//! loopback HTTP(S) server that serves fixed documents and counts the requests per path.
+//!
+//! Only for tests (feature `testing`): real TLS and real HTTP, with nothing mocked.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::ServerConfig;
+
+/// A CA and a server certificate it issued for `localhost`, `127.0.0.1` and `::1`.
+pub struct TestPki {
+    /// The CA certificate, PEM: what a client's `ca_file` holds.
+    pub ca_pem: String,
+    server_chain: Vec<CertificateDer<'static>>,
+    server_key: Vec<u8>,
+}
+
+impl TestPki {
+    pub fn new() -> TestPki {
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "signet test CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+        let issuer = Issuer::new(ca, ca_key);
+
+        let key = KeyPair::generate().expect("server key");
+        let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        let mut params = CertificateParams::new(names).expect("server params");
+        params.distinguished_name.push(DnType::CommonName, "localhost");
+        let cert = params.signed_by(&key, &issuer).expect("server certificate");
+        TestPki {
+            ca_pem: ca_cert.pem(),
+            server_chain: vec![cert.der().clone(), ca_cert.der().clone()],
+            server_key: key.serialize_der(),
+        }
+    }
+
+    /// A rustls server config presenting the server certificate.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.server_key.clone()));
+        let config = ServerConfig::builder_with_provider(crate::client::provider())
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(self.server_chain.clone(), key)
+            .expect("server certificate and key");
+        Arc::new(config)
+    }
+}
+
+impl Default for TestPki {
+    fn default() -> Self {
+        TestPki::new()
+    }
+}
+
+#[derive(Default)]
+struct Routes {
+    /// Path → (status, body).
+    documents: HashMap<String, (u16, String)>,
+    hits: HashMap<String, usize>,
+}
+
+/// A server on 127.0.0.1 with a free port, serving what [`TestServer::set`] put at each
+/// path (404 elsewhere). It stops when dropped.
+pub struct TestServer {
+    /// `https://127.0.0.1:PORT` (or `http://` without TLS), without a trailing slash.
+    pub url: String,
+    pub addr: SocketAddr,
+    routes: Arc<Mutex<Routes>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// An HTTPS server presenting `pki`'s server certificate.
+    pub fn https(pki: &TestPki) -> TestServer {
+        Self::start(Some(pki.server_config()))
+    }
+
+    /// A plain HTTP server.
+    pub fn http() -> TestServer {
+        Self::start(None)
+    }
+
+    fn start(tls: Option<Arc<ServerConfig>>) -> TestServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        listener.set_nonblocking(true).expect("nonblocking listener");
+        let addr = listener.local_addr().expect("bound address");
+        let url = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
+        let routes = Arc::new(Mutex::new(Routes::default()));
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let served = routes.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("test server runtime");
+            rt.block_on(serve(listener, tls, served, stopped));
+        });
+        TestServer { url, addr, routes, stop: Some(stop), thread: Some(thread) }
+    }
+
+    /// Serves `body` with `status` at `path` from now on.
+    pub fn set(&self, path: &str, status: u16, body: impl Into<String>) {
+        self.routes.lock().unwrap().documents.insert(path.to_string(), (status, body.into()));
+    }
+
+    /// How many requests reached `path`.
+    pub fn hits(&self, path: &str) -> usize {
+        self.routes.lock().unwrap().hits.get(path).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+    routes: Arc<Mutex<Routes>>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    loop {
+        let tcp = tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(_) => continue,
+            },
+        };
+        let routes = routes.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let routes = routes.clone();
+                async move { Ok::<_, Infallible>(answer(&routes, req.uri().path())) }
+            });
+            let http = hyper::server::conn::http1::Builder::new();
+            match acceptor {
+                // A client that refuses the certificate ends the handshake; nothing to serve.
+                Some(acceptor) => {
+                    if let Ok(stream) = acceptor.accept(tcp).await {
+                        let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                }
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(tcp), service).await;
+                }
+            }
+        });
+    }
+}
+
+fn answer(routes: &Mutex<Routes>, path: &str) -> hyper::Response<Full<Bytes>> {
+    let mut routes = routes.lock().unwrap();
+    *routes.hits.entry(path.to_string()).or_default() += 1;
+    let (status, body) = routes.documents.get(path).cloned().unwrap_or((404, "not found".into()));
+    hyper::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
+}
