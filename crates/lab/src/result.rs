@@ -214,6 +214,14 @@ impl LoadResult {
         if answered == 0 { 0.0 } else { 100.0 * errors as f64 / answered as f64 }
     }
 
+    /// The transport in a few words: `HTTP/2 over TLSv1.3, new connections`.
+    pub fn transport(&self) -> String {
+        let mut s = format!("HTTP/{}", self.http);
+        s.push_str(&self.tls.as_ref().map_or(" plain".to_string(), |t| format!(" over {}", t.version)));
+        s.push_str(if self.new_connection { ", new connections" } else { ", keep-alive" });
+        s
+    }
+
     /// How the run talked to the target, when that is not plain HTTP/1.1 keep-alive, and
     /// connection setup times when connections were opened during the run.
     fn transport_line(&self) -> Option<String> {
@@ -309,6 +317,9 @@ mod tests {
         assert_eq!(r.latency_ms.p99, 20.7);
         assert!(r.histogram.is_empty() && r.per_second.is_empty());
         assert_eq!(r.error_count(), 3);
+        // Older files were all plain HTTP/1.1 keep-alive.
+        assert_eq!((r.http.as_str(), r.new_connection, r.tls.is_none()), ("1.1", false, true));
+        assert_eq!(r.transport(), "HTTP/1.1 plain, keep-alive");
     }
 
     #[test]

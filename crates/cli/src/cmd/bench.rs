@@ -18,7 +18,7 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Open-loop load at a constant arrival rate; latency from intended send times.
-    Load(LoadArgs),
+    Load(Box<LoadArgs>),
     /// In-process bundle verification per bundle, optionally beside a peer verifier.
     Verify(super::bench_verify::Args),
     /// Compare two load results of one workload; exit 1 when p99, throughput or errors regressed.
@@ -107,7 +107,7 @@ struct LoadArgs {
 
 pub fn run(args: Args) -> ExitCode {
     match args.what {
-        What::Load(a) => load(a),
+        What::Load(a) => load(*a),
         What::Verify(a) => super::bench_verify::run(a),
         What::Compare(a) => super::bench_gates::compare(a),
         What::Gonogo(a) => super::bench_gates::gonogo(a),
