@@ -74,7 +74,7 @@ fn flag_combinations_that_cannot_work_exit_2_naming_the_flag() {
         (&["--target", "http://127.0.0.1:9", "--streams", "8"], "--streams needs --http 2"),
         (&["--target", "http://127.0.0.1:9", "--http", "2", "--new-connection", "--streams", "8"], "--streams does not go with --new-connection"),
         (&["--target", "http://127.0.0.1:9", "--ca-file", not_pem.to_str().unwrap()], "needs an https:// target"),
-        (&["--target", "https://127.0.0.1:9", "--ca-file", not_pem.to_str().unwrap()], "no certificates found; expected PEM CERTIFICATE blocks"),
+        (&["--target", "https://127.0.0.1:9", "--ca-file", not_pem.to_str().unwrap()], "holds no CERTIFICATE block; expected PEM CA certificates"),
         (&["--target", "ftp://127.0.0.1:9"], "must be an http:// or https:// URL"),
         (&["--target", "http://127.0.0.1:9", "--http", "3"], "unknown HTTP version \"3\"; expected 1.1 or 2"),
         (&["--target", "http://127.0.0.1:9", "--http", "2", "--streams", "0"], "streams must be 1..=1000"),

@@ -13,10 +13,10 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use http::Uri;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use serde::{Deserialize, Serialize};
+use signet_tls::Trust;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -234,36 +234,16 @@ fn socket_addr(target: &Uri, default_port: u16) -> String {
     format!("{host}:{}", target.port_u16().unwrap_or(default_port))
 }
 
-/// A rustls client configuration on aws-lc-rs trusting `ca_file`, or the platform's roots.
+/// A rustls client configuration on aws-lc-rs (`signet-tls`) trusting `ca_file`, or the
+/// platform's roots.
 pub fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, String> {
-    let mut roots = RootCertStore::empty();
-    match ca_file {
-        Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("--ca-file {}: cannot read: {e}", path.display()))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("--ca-file {}: not PEM: {e}", path.display()))?;
-            if certs.is_empty() {
-                return Err(format!("--ca-file {}: no certificates found; expected PEM CERTIFICATE blocks", path.display()));
-            }
-            for cert in certs {
-                roots.add(cert).map_err(|e| format!("--ca-file {}: unusable certificate: {e}", path.display()))?;
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-            if roots.is_empty() {
-                return Err("no platform root certificates found; give the target's CA with --ca-file PEM".into());
-            }
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    Ok(ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS configuration: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    let trust = ca_file.map_or(Trust::Platform, |p| Trust::PemFile(p.to_path_buf()));
+    let config = signet_tls::client_config(&trust).map_err(|e| match ca_file {
+        Some(_) => format!("--ca-file: {e}"),
+        None => format!("{e}; or give the target's CA with --ca-file PEM"),
+    })?;
+    // A copy, to set this dialer's ALPN protocols on it.
+    Ok(ClientConfig::clone(&config))
 }
 
 #[cfg(test)]
@@ -283,9 +263,9 @@ mod tests {
         let path = dir.join("empty.pem");
         std::fs::write(&path, "not a certificate\n").unwrap();
         let err = client_config(Some(&path)).unwrap_err();
-        assert!(err.contains("no certificates found; expected PEM CERTIFICATE blocks"), "{err}");
+        assert!(err.starts_with("--ca-file: CA bundle ") && err.ends_with("holds no CERTIFICATE block; expected PEM CA certificates"), "{err}");
         let missing = client_config(Some(&dir.join("absent.pem"))).unwrap_err();
-        assert!(missing.contains("cannot read"), "{missing}");
+        assert!(missing.contains("absent.pem"), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -11,7 +11,8 @@
 //!   clients the workers send through.
 //! - [`conn`]: one HTTP/1.1 connection with a minimal, cheap client (the default path).
 //! - [`h2`]: HTTP/2 clients on hyper, streams multiplexed on shared connections.
-//! - [`dial`]: opening a connection: TCP, TLS for https (rustls on aws-lc-rs), setup times.
+//! - [`dial`]: opening a connection: TCP, TLS for https (rustls on aws-lc-rs, trust from
+//!   `signet-tls`), setup times.
 //! - [`compare`]: the regression gate between two results (`signet bench compare`).
 //! - [`gonogo`]: the GO/NO-GO decision against a criteria file (`signet bench gonogo`).
 //! - [`report`]: the HTML report with charts and the summary table (`signet bench report`).
