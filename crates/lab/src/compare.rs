@@ -98,6 +98,9 @@ pub fn compare(
             num(new.offered_rps, 0)
         ));
     }
+    if base.transport() != new.transport() {
+        notes.push(format!("transports differ ({} and {}); the figures include that difference", base.transport(), new.transport()));
+    }
     let mut c = Comparison { max_regression_pct, rows: Vec::new(), regressions: Vec::new(), notes };
     let pct = max_regression_pct;
     let (bl, nl) = (&base.latency_ms, &new.latency_ms);
@@ -273,5 +276,18 @@ mod tests {
         assert!(err.to_string().contains("different workloads: base \"log-append\", new \"log-read\""), "{err}");
         let c = compare(&a, &b, 10.0, true).unwrap();
         assert!(c.notes.iter().any(|n| n.contains("different workloads")));
+    }
+
+    #[test]
+    fn different_transports_are_noted() {
+        let a = result("log-append", 1000.0, 20.0, &[]);
+        assert!(compare(&a, &a.clone(), 10.0, false).unwrap().notes.is_empty());
+        let mut b = a.clone();
+        (b.http, b.new_connection) = ("2".into(), true);
+        let c = compare(&a, &b, 10.0, false).unwrap();
+        assert_eq!(
+            c.notes,
+            vec!["transports differ (HTTP/1.1 plain, keep-alive and HTTP/2 plain, new connections); the figures include that difference"]
+        );
     }
 }

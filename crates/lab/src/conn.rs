@@ -1,33 +1,42 @@
-//! One HTTP/1.1 keep-alive connection per generator connection, reconnected after failures.
+//! One HTTP/1.1 connection per generator connection: keep-alive and reconnected after
+//! failures, or (new-connection mode) opened for one request and closed.
 //!
 //! The generator shares the machine with the server it measures, so every microsecond it
 //! spends per request is taken from the server. A general-purpose client (hyper) cost about
 //! 26 µs of CPU per request here; this one writes pre-built request bytes and reads the
 //! response with a minimal parser (status line, `Content-Length` or chunked body), as wrk
 //! does. It is a measuring instrument, not a general client: it speaks only what signet and
-//! common servers answer over plain HTTP/1.1.
+//! common servers answer over HTTP/1.1, plain or over TLS ([`crate::dial`]).
+
+use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use http::Uri;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::dial::{Dialer, Setup, Stream};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnError {
     #[error("connect: {0}")]
     Connect(std::io::Error),
+    #[error("{0}")]
+    Tls(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
     #[error("malformed response: {0}")]
     Protocol(&'static str),
+    #[error("HTTP/2: {0}")]
+    Http2(String),
 }
 
 impl ConnError {
     pub fn kind(&self) -> &'static str {
         match self {
             ConnError::Connect(_) => "connect",
+            ConnError::Tls(_) => "tls",
             ConnError::Io(_) => "io",
             ConnError::Protocol(_) => "protocol",
+            ConnError::Http2(_) => "http2",
         }
     }
 }
@@ -40,33 +49,52 @@ pub struct Reply {
 }
 
 pub struct Conn {
-    authority: String,
-    stream: Option<TcpStream>,
+    dialer: Arc<Dialer>,
+    stream: Option<Stream>,
     buf: BytesMut,
+    /// New-connection mode: every exchange opens its own connection and closes it.
+    fresh: bool,
+    /// Connections opened since the owner last drained this.
+    setups: Vec<Setup>,
 }
 
 /// The most a response head may take; more means the peer is not speaking HTTP/1.1 to us.
 const MAX_HEAD: usize = 64 * 1024;
 
 impl Conn {
-    pub fn new(target: &Uri) -> Conn {
-        let authority = target.authority().map(|a| a.to_string()).unwrap_or_default();
-        Conn { authority, stream: None, buf: BytesMut::with_capacity(16 * 1024) }
+    /// A keep-alive connection; it connects on first use (or [`Conn::warm_up`]).
+    pub fn new(dialer: &Arc<Dialer>) -> Conn {
+        Conn { dialer: dialer.clone(), stream: None, buf: BytesMut::with_capacity(16 * 1024), fresh: false, setups: Vec::new() }
+    }
+
+    /// A connection that opens a new connection for every exchange and closes it after.
+    pub fn fresh(dialer: &Arc<Dialer>) -> Conn {
+        Conn { fresh: true, ..Conn::new(dialer) }
     }
 
     /// Opens the connection now, so that connection setup is not billed to the first request.
     pub async fn warm_up(&mut self) -> Result<(), ConnError> {
-        self.connect().await.map(|_| ())
+        self.connect().await
     }
 
-    async fn connect(&mut self) -> Result<&mut TcpStream, ConnError> {
+    /// Forgets the connection (after a timeout its state is unknown); the next request reconnects.
+    pub fn reset(&mut self) {
+        self.stream = None;
+    }
+
+    /// The setups of the connections opened since the last call.
+    pub fn drain_setups(&mut self) -> std::vec::Drain<'_, Setup> {
+        self.setups.drain(..)
+    }
+
+    async fn connect(&mut self) -> Result<(), ConnError> {
         if self.stream.is_none() {
-            let stream = TcpStream::connect(&self.authority).await.map_err(ConnError::Connect)?;
-            stream.set_nodelay(true).map_err(ConnError::Connect)?;
+            let (stream, setup) = self.dialer.connect().await?;
+            self.setups.push(setup);
             self.buf.clear();
             self.stream = Some(stream);
         }
-        Ok(self.stream.as_mut().expect("just set"))
+        Ok(())
     }
 
     /// Sends one serialized request and reads the whole response, dropping the body.
@@ -85,6 +113,12 @@ impl Conn {
         let result = self.exchange(request, keep).await;
         if result.is_err() {
             self.stream = None;
+        } else if self.fresh {
+            if let Some(mut stream) = self.stream.take() {
+                // A TLS close_notify, so the server sees an orderly close rather than a
+                // truncation; a plain connection just sends its FIN.
+                let _ = stream.shutdown().await;
+            }
         }
         result
     }
@@ -173,7 +207,7 @@ impl Conn {
     }
 }
 
-async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), ConnError> {
+async fn read_more(stream: &mut Stream, buf: &mut BytesMut) -> Result<(), ConnError> {
     buf.reserve(16 * 1024);
     if stream.read_buf(buf).await? == 0 {
         return Err(ConnError::Protocol("connection closed mid-response"));
@@ -186,7 +220,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Like [`request_bytes`], with `Authorization: Bearer <token>`.
-pub fn request_bytes_bearer(method: &str, target: &Uri, path_and_query: &str, body: &[u8], token: &str) -> Vec<u8> {
+pub fn request_bytes_bearer(method: &str, target: &http::Uri, path_and_query: &str, body: &[u8], token: &str) -> Vec<u8> {
     let mut out = format!("Authorization: Bearer {token}\r\n").into_bytes();
     let plain = request_bytes(method, target, path_and_query, Some(body));
     // After the request line and Host header, before the content headers.
@@ -197,12 +231,12 @@ pub fn request_bytes_bearer(method: &str, target: &Uri, path_and_query: &str, bo
 }
 
 /// Serializes a request: `METHOD path HTTP/1.1`, Host, optional JSON body.
-pub fn request_bytes(method: &str, target: &Uri, path_and_query: &str, body: Option<&[u8]>) -> Vec<u8> {
+pub fn request_bytes(method: &str, target: &http::Uri, path_and_query: &str, body: Option<&[u8]>) -> Vec<u8> {
     request_bytes_typed(method, target, path_and_query, body, "application/json")
 }
 
 /// Like [`request_bytes`], with the body's content type given.
-pub fn request_bytes_typed(method: &str, target: &Uri, path_and_query: &str, body: Option<&[u8]>, content_type: &str) -> Vec<u8> {
+pub fn request_bytes_typed(method: &str, target: &http::Uri, path_and_query: &str, body: Option<&[u8]>, content_type: &str) -> Vec<u8> {
     let host = target.authority().map(|a| a.as_str()).unwrap_or("");
     let mut out = Vec::with_capacity(128 + body.map_or(0, |b| b.len()));
     out.extend_from_slice(format!("{method} {path_and_query} HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
@@ -218,8 +252,13 @@ pub fn request_bytes_typed(method: &str, target: &Uri, path_and_query: &str, bod
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Uri;
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
+
+    fn conn(uri: &Uri) -> Conn {
+        Conn::new(&Arc::new(Dialer::plain(uri)))
+    }
 
     async fn serve_once(responses: Vec<&'static [u8]>) -> Uri {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -243,7 +282,7 @@ mod tests {
             b"HTTP/1.1 204 No Content\r\n\r\n",
         ])
         .await;
-        let mut c = Conn::new(&uri);
+        let mut c = conn(&uri);
         let req = request_bytes("GET", &uri, "/", None);
         assert_eq!(c.send(&req).await.unwrap(), Reply { status: 200, body_len: 5 });
         assert_eq!(c.send(&req).await.unwrap(), Reply { status: 409, body_len: 5 });
@@ -253,7 +292,7 @@ mod tests {
     #[tokio::test]
     async fn fetch_keeps_chunked_bodies() {
         let uri = serve_once(vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"]).await;
-        let mut c = Conn::new(&uri);
+        let mut c = conn(&uri);
         assert_eq!(c.fetch(&request_bytes("GET", &uri, "/", None)).await.unwrap(), (200, b"abcde".to_vec()));
     }
 
@@ -267,7 +306,7 @@ mod tests {
     #[tokio::test]
     async fn garbage_is_a_protocol_error() {
         let uri = serve_once(vec![b"SMTP ready\r\n\r\n"]).await;
-        let mut c = Conn::new(&uri);
+        let mut c = conn(&uri);
         let err = c.send(&request_bytes("GET", &uri, "/", None)).await.unwrap_err();
         assert_eq!(err.kind(), "protocol");
     }

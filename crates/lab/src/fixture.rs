@@ -22,5 +22,12 @@ pub fn result(workload: &str, rps: f64, p99: f64, errors: &[(&str, u64)]) -> Loa
         by_kind: Default::default(),
         soak: None,
         disk: None,
+        http: "1.1".into(),
+        streams: None,
+        new_connection: false,
+        tls: None,
+        connects: 0,
+        connect_ms: None,
+        tls_handshake_ms: None,
     }
 }

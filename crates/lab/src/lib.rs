@@ -7,7 +7,12 @@
 //! - [`preset`]: `--preset low|medium|high|stress|soak`.
 //! - [`soak`]: sampling the server process during a soak, and the growth verdict.
 //! - [`result`]: the JSON result and the printed table.
-//! - [`conn`]: one HTTP/1.1 keep-alive connection with a minimal, cheap client.
+//! - [`transport`]: HTTP/1.1 or HTTP/2, keep-alive or a new connection per request; the
+//!   clients the workers send through.
+//! - [`conn`]: one HTTP/1.1 connection with a minimal, cheap client (the default path).
+//! - [`h2`]: HTTP/2 clients on hyper, streams multiplexed on shared connections.
+//! - [`dial`]: opening a connection: TCP, TLS for https (rustls on aws-lc-rs, trust from
+//!   `signet-tls`), setup times.
 //! - [`compare`]: the regression gate between two results (`signet bench compare`).
 //! - [`gonogo`]: the GO/NO-GO decision against a criteria file (`signet bench gonogo`).
 //! - [`report`]: the HTML report with charts and the summary table (`signet bench report`).
@@ -18,16 +23,19 @@
 pub mod compare;
 pub mod conn;
 pub mod crypto;
+pub mod dial;
 pub mod disk;
 #[cfg(test)]
 mod fixture;
 pub mod gonogo;
+pub mod h2;
 pub mod load;
 pub mod preset;
 pub mod report;
 pub mod result;
 pub mod soak;
 pub mod table;
+pub mod transport;
 pub mod txn;
 pub mod workload;
 

@@ -3,9 +3,10 @@
 //! Requests are scheduled at a constant arrival rate, independent of how fast responses come
 //! back, and each latency is measured from the request's *intended* send time. A server that
 //! stalls therefore shows its stall in the percentiles instead of silently slowing the
-//! generator down (coordinated omission; the wrk2 method). Workers each own one keep-alive
-//! connection and sends every C-th scheduled request (wrk2's striping); a run is bounded in
-//! count and in time and stops by itself.
+//! generator down (coordinated omission; the wrk2 method). Workers each own one client (a
+//! keep-alive connection, an HTTP/2 stream slot, or a slot for new connections; see
+//! [`crate::transport`]) and send every W-th scheduled request (wrk2's striping); a run is
+//! bounded in count and in time and stops by itself.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,9 @@ use http::{Method, Uri};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
+use crate::dial::{Dialer, Setup};
 use crate::result::{Bucket, KindResult, Latency, LoadResult, Second};
+use crate::transport::{Client, HttpVersion, Transport};
 use crate::txn::{Transactions, TxnSpec};
 use crate::workload::{RequestMaker, Workload};
 
@@ -48,6 +51,8 @@ pub struct LoadSpec {
     /// Arrivals sent at the same rate before `duration` starts, and not recorded: the
     /// server's caches and the kernel's connection state settle first.
     pub warmup: Duration,
+    /// HTTP version, keep-alive or new connections, and TLS trust.
+    pub transport: Transport,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +101,9 @@ struct Recorder {
     expired: u64,
     /// Transaction workloads: histogram, ok and errors per kind.
     by_kind: BTreeMap<&'static str, (Histogram<u64>, u64, u64)>,
+    /// Connections opened by measured arrivals: setup time (TCP + TLS + HTTP/2 preface), TLS alone.
+    connect: Histogram<u64>,
+    handshake: Histogram<u64>,
 }
 
 impl Recorder {
@@ -109,6 +117,15 @@ impl Recorder {
             ok: 0,
             expired: 0,
             by_kind: BTreeMap::new(),
+            connect: new_histogram(),
+            handshake: new_histogram(),
+        }
+    }
+
+    fn record_setup(&mut self, setup: Setup) {
+        self.connect.saturating_record(setup.total_us);
+        if let Some(us) = setup.tls_us {
+            self.handshake.saturating_record(us);
         }
     }
 
@@ -161,9 +178,8 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     if spec.connections == 0 || spec.connections > 4096 {
         return Err(LoadError::Spec(format!("connections must be 1..=4096, got {}", spec.connections)));
     }
-    if spec.target.scheme_str() != Some("http") || spec.target.authority().is_none() {
-        return Err(LoadError::Spec(format!("target {} must be an http:// URL (TLS arrives with the TLS layer)", spec.target)));
-    }
+    spec.transport.check(&spec.target, spec.connections).map_err(LoadError::Spec)?;
+    let dialers = spec.transport.dialers(&spec.target).map_err(LoadError::Spec)?;
     let warm = (spec.rate * spec.warmup.as_secs_f64()).ceil() as u64;
     let total = (warm + (spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
 
@@ -184,7 +200,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
             if spec.seed_entries == 0 {
                 return Err(LoadError::Spec(format!("the {} workload needs --seed N > 0 entries to look up", spec.workload.name())));
             }
-            crate::txn::seed_entries(&spec.target, spec.seed_entries)
+            crate::txn::seed_entries(&dialers.setup, &spec.target, spec.seed_entries)
                 .await
                 .map_err(|e| LoadError::Target(spec.target.to_string(), e))?
         };
@@ -196,7 +212,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
             .map_err(LoadError::Spec)?;
         Driver::Transactions(Arc::new(t))
     } else {
-        let read_size = if spec.workload == Workload::LogRead { tree_size(&spec.target).await? } else { 0 };
+        let read_size = if spec.workload == Workload::LogRead { tree_size(&dialers.setup, &spec.target).await? } else { 0 };
         let (target, kind, method, body) = (spec.target.clone(), spec.workload, spec.method.clone(), spec.body.clone());
         let token = spec.token.clone();
         let maker = tokio::task::spawn_blocking(move || {
@@ -207,22 +223,22 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         Driver::Requests(maker)
     };
 
-    // Open every connection before the clock starts, as wrk does.
-    let mut conns = Vec::with_capacity(spec.connections);
-    for _ in 0..spec.connections {
-        let mut c = Conn::new(&spec.target);
-        c.warm_up().await.map_err(|e| LoadError::Target(spec.target.to_string(), e.to_string()))?;
-        conns.push(c);
-    }
+    // Open every keep-alive connection before the clock starts, as wrk does.
+    let clients = spec
+        .transport
+        .clients(&dialers.workers, spec.connections)
+        .await
+        .map_err(|e| LoadError::Target(spec.target.to_string(), e.to_string()))?;
     let start = Instant::now() + Duration::from_millis(20);
     let interval = Duration::from_secs_f64(1.0 / spec.rate);
     let measure_from = start + interval.mul_f64(warm as f64);
     let hard_stop = measure_from + spec.duration + spec.timeout;
     let schedule = Schedule { start, interval, warm, measure_from, total, hard_stop };
 
-    // Connection k sends requests k, k + C, k + 2C, ... each at its own intended time, as
+    // Client k of W sends requests k, k + W, k + 2W, ... each at its own intended time, as
     // wrk2 does: no shared queue to contend on, and a slow response delays (and is billed to)
-    // the requests behind it on that connection.
+    // the requests behind it on that client. W is the connection count, times the streams
+    // per connection for HTTP/2.
     let disk = match &spec.disk_probe {
         Some(dir) => Some(
             crate::disk::DiskProbe::start(dir, start.into_std())
@@ -230,12 +246,12 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         ),
         None => None,
     };
-    let stride = spec.connections as u64;
+    let stride = clients.len() as u64;
     let recorder = Arc::new(Mutex::new(Recorder::new(spec.timeout)));
-    let mut workers = Vec::with_capacity(spec.connections);
-    for (k, conn) in conns.into_iter().enumerate() {
-        let (driver, target, timeout, recorder) = (driver.clone(), spec.target.clone(), spec.timeout, recorder.clone());
-        workers.push(tokio::spawn(async move { worker(conn, k as u64, stride, schedule, driver, target, timeout, recorder).await }));
+    let mut workers = Vec::with_capacity(clients.len());
+    for (k, client) in clients.into_iter().enumerate() {
+        let (driver, timeout, recorder) = (driver.clone(), spec.timeout, recorder.clone());
+        workers.push(tokio::spawn(async move { worker(client, k as u64, stride, schedule, driver, timeout, recorder).await }));
     }
     let soak = spec.soak.map(|s| {
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -267,7 +283,8 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     }
     let mut recorder = std::mem::replace(&mut *lock(&recorder), Recorder::new(spec.timeout));
     recorder.close_seconds_before(u64::MAX);
-    let Recorder { total: total_hist, closed_seconds: per_second, errors, ok, expired: dropped, by_kind: kinds, .. } = recorder;
+    let Recorder { total: total_hist, closed_seconds: per_second, errors, ok, expired: dropped, by_kind: kinds, connect, handshake, .. } =
+        recorder;
     let disk = match disk {
         Some(probe) => {
             let mut report = probe.finish().map_err(|e| LoadError::Spec(format!("disk probe: {e}")))?;
@@ -315,6 +332,13 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
             .collect(),
         soak,
         disk,
+        http: spec.transport.http.name().to_string(),
+        streams: (spec.transport.http == HttpVersion::Http2 && !spec.transport.new_connection).then_some(spec.transport.streams),
+        new_connection: spec.transport.new_connection,
+        tls: dialers.workers.tls_info(),
+        connects: connect.len(),
+        connect_ms: (!connect.is_empty()).then(|| Latency::from_histogram(&connect)),
+        tls_handshake_ms: (!handshake.is_empty()).then(|| Latency::from_histogram(&handshake)),
     })
 }
 
@@ -331,12 +355,11 @@ struct Schedule {
 }
 
 async fn worker(
-    mut conn: Conn,
+    mut conn: Client,
     first: u64,
     stride: u64,
     schedule: Schedule,
     driver: Driver,
-    target: Uri,
     timeout: Duration,
     recorder: Arc<Mutex<Recorder>>,
 ) {
@@ -358,7 +381,7 @@ async fn worker(
                     Ok(Ok(reply)) => Some(format!("status_{}", reply.status)),
                     Ok(Err(e)) => Some(e.kind().to_string()),
                     Err(_) => {
-                        conn = Conn::new(&target);
+                        conn.reset();
                         Some("timeout".to_string())
                     }
                 };
@@ -368,7 +391,7 @@ async fn worker(
             Driver::Transactions(txns) => match tokio::time::timeout(timeout, txns.execute(&mut conn, i)).await {
                 Ok((kind, result)) => (Some(kind.name()), result.err()),
                 Err(_) => {
-                    conn = Conn::new(&target);
+                    conn.reset();
                     (Some(txns.kind(i).name()), Some(format!("{}_timeout", txns.kind(i).name())))
                 }
             },
@@ -378,7 +401,13 @@ async fn worker(
             let us = now.saturating_duration_since(intended).as_micros().max(1) as u64;
             let second = intended.saturating_duration_since(schedule.measure_from).as_secs();
             let now_s = now.saturating_duration_since(schedule.measure_from).as_secs();
-            lock(&recorder).record(second, now_s, kind, err.map_or(Ok(us), Err));
+            let mut r = lock(&recorder);
+            r.record(second, now_s, kind, err.map_or(Ok(us), Err));
+            for setup in conn.drain_setups() {
+                r.record_setup(setup);
+            }
+        } else {
+            conn.drain_setups().for_each(drop);
         }
         i += stride;
     }
@@ -389,9 +418,9 @@ fn lock(recorder: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
 }
 
 /// The current Rekor v1 tree size, so reads pick indices that exist.
-async fn tree_size(target: &Uri) -> Result<u64, LoadError> {
+async fn tree_size(dialer: &Arc<Dialer>, target: &Uri) -> Result<u64, LoadError> {
     let path = format!("{}/api/v1/log", target.path().trim_end_matches('/'));
-    let mut conn = Conn::new(target);
+    let mut conn = Conn::new(dialer);
     let (status, body) = conn
         .fetch(&crate::conn::request_bytes("GET", target, &path, None))
         .await

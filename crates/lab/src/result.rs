@@ -124,6 +124,28 @@ pub struct LoadResult {
     /// `--disk-probe DIR`: the disk's own `fdatasync` latency during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<crate::disk::DiskReport>,
+    /// `1.1` or `2` (`--http`).
+    #[serde(default = "http_1_1")]
+    pub http: String,
+    /// HTTP/2 keep-alive: the most concurrent streams per connection (`--streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<usize>,
+    /// Every request opened its own connection (`--new-connection`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub new_connection: bool,
+    /// An `https://` target: what the TLS handshake negotiated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::dial::TlsInfo>,
+    /// Connections opened by measured requests (all of them with `--new-connection`; in
+    /// keep-alive mode, reconnections after errors).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub connects: u64,
+    /// Setup time of those connections: TCP connect, TLS handshake, HTTP/2 preface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<Latency>,
+    /// The TLS handshake alone, from ClientHello to a usable session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_ms: Option<Latency>,
 }
 
 /// The figures of one kind of transaction in a mixed run.
@@ -140,6 +162,18 @@ pub struct KindResult {
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
+}
+
+fn is_false(x: &bool) -> bool {
+    !*x
+}
+
+fn http_1_1() -> String {
+    "1.1".into()
 }
 
 /// Why a result file could not be used.
@@ -180,6 +214,43 @@ impl LoadResult {
         if answered == 0 { 0.0 } else { 100.0 * errors as f64 / answered as f64 }
     }
 
+    /// The transport in a few words: `HTTP/2 over TLSv1.3, new connections`.
+    pub fn transport(&self) -> String {
+        let mut s = format!("HTTP/{}", self.http);
+        s.push_str(&self.tls.as_ref().map_or(" plain".to_string(), |t| format!(" over {}", t.version)));
+        s.push_str(if self.new_connection { ", new connections" } else { ", keep-alive" });
+        s
+    }
+
+    /// How the run talked to the target, when that is not plain HTTP/1.1 keep-alive, and
+    /// connection setup times when connections were opened during the run.
+    fn transport_line(&self) -> Option<String> {
+        let mut s = String::new();
+        if self.http != "1.1" || self.new_connection || self.tls.is_some() {
+            s.push_str(&format!("transport: HTTP/{}", self.http));
+            if let Some(tls) = &self.tls {
+                s.push_str(&format!(" over {} ({}, ALPN {})", tls.version, tls.cipher, tls.alpn.as_deref().unwrap_or("none")));
+            }
+            if let Some(n) = self.streams {
+                s.push_str(&format!(", up to {n} streams per connection"));
+            }
+            if self.new_connection {
+                s.push_str(", a new connection per request");
+            }
+            s.push('\n');
+        }
+        if let Some(c) = &self.connect_ms {
+            s.push_str(&format!(
+                "connection setup ({} opened): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n",
+                self.connects, c.p50, c.p99, c.max
+            ));
+        }
+        if let Some(h) = &self.tls_handshake_ms {
+            s.push_str(&format!("  of which TLS handshake: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n", h.p50, h.p99, h.max));
+        }
+        (!s.is_empty()).then_some(s)
+    }
+
     /// The short table printed last.
     pub fn table(&self) -> String {
         let errors = self.error_count();
@@ -199,6 +270,9 @@ impl LoadResult {
         }
         for (k, v) in &self.errors {
             s.push_str(&format!("  error {k}: {v}\n"));
+        }
+        if let Some(line) = self.transport_line() {
+            s.push_str(&line);
         }
         if let Some(soak) = &self.soak {
             s.push_str(&soak.summary());
@@ -243,6 +317,9 @@ mod tests {
         assert_eq!(r.latency_ms.p99, 20.7);
         assert!(r.histogram.is_empty() && r.per_second.is_empty());
         assert_eq!(r.error_count(), 3);
+        // Older files were all plain HTTP/1.1 keep-alive.
+        assert_eq!((r.http.as_str(), r.new_connection, r.tls.is_none()), ("1.1", false, true));
+        assert_eq!(r.transport(), "HTTP/1.1 plain, keep-alive");
     }
 
     #[test]

@@ -25,6 +25,8 @@ use signet_client::{fulcio, rekor, token, tsa};
 use signet_core::{b64, hash, merkle};
 
 use crate::conn::{self, Conn};
+use crate::dial::Dialer;
+use crate::transport::Client;
 use crate::workload::Workload;
 
 /// The kinds of transaction, as named in the result's `by_kind`.
@@ -177,14 +179,14 @@ impl Transactions {
     }
 
     /// Runs arrival `i` on `conn`: its kind, and the kind of error of the first step that failed.
-    pub async fn execute(&self, conn: &mut Conn, i: u64) -> (Kind, Result<(), String>) {
+    pub async fn execute(&self, conn: &mut Client, i: u64) -> (Kind, Result<(), String>) {
         match self.plan(i) {
             Plan::Sign(p) => (Kind::Sign, self.sign(conn, p).await),
             Plan::Verify(d) => (Kind::Verify, self.verify(conn, d).await),
         }
     }
 
-    async fn sign(&self, conn: &mut Conn, p: &SignPlan) -> Result<(), String> {
+    async fn sign(&self, conn: &mut Client, p: &SignPlan) -> Result<(), String> {
         let body = step(conn, "cert", self.cert_request(p.key)).await?;
         let reply: Value = serde_json::from_slice(&body).map_err(|_| "cert_bad_reply".to_string())?;
         let chain = fulcio::chain(&reply).map_err(|_| "cert_bad_reply".to_string())?;
@@ -193,7 +195,7 @@ impl Transactions {
         tsa::check_response("timestamp", &stamp).map_err(|_| "tsa_refused".to_string())
     }
 
-    async fn verify(&self, conn: &mut Conn, digest: &[u8; 32]) -> Result<(), String> {
+    async fn verify(&self, conn: &mut Client, digest: &[u8; 32]) -> Result<(), String> {
         let body = step(conn, "index", &self.search_request(digest)).await?;
         let uuids: Vec<String> = serde_json::from_slice(&body).map_err(|_| "index_bad_reply".to_string())?;
         let uuid = uuids.first().ok_or("index_not_found")?;
@@ -205,7 +207,7 @@ impl Transactions {
 
 /// One request of a transaction: its body on a 2xx, else `<step>_status_<code>` or
 /// `<step>_<connection error kind>`.
-async fn step(conn: &mut Conn, name: &str, request: &[u8]) -> Result<Vec<u8>, String> {
+async fn step(conn: &mut Client, name: &str, request: &[u8]) -> Result<Vec<u8>, String> {
     match conn.fetch(request).await {
         Ok((status, body)) if (200..300).contains(&status) => Ok(body),
         Ok((status, _)) => Err(format!("{name}_status_{status}")),
@@ -278,7 +280,7 @@ fn sign_artifacts(keys: &[EcdsaKeyPair], count: usize) -> Vec<(usize, [u8; 32], 
 
 /// The entries that verify transactions look up: `n` distinct signed hashedrekords appended
 /// to the Rekor v1 log over a few connections before the clock starts. Returns their digests.
-pub async fn seed_entries(target: &Uri, n: usize) -> Result<Vec<[u8; 32]>, String> {
+pub async fn seed_entries(dialer: &Arc<Dialer>, target: &Uri, n: usize) -> Result<Vec<[u8; 32]>, String> {
     let entries = tokio::task::spawn_blocking(move || crate::workload::signed_entries(Workload::LogAppend, n))
         .await
         .map_err(|e| e.to_string())?;
@@ -289,9 +291,9 @@ pub async fn seed_entries(target: &Uri, n: usize) -> Result<Vec<[u8; 32]>, Strin
     let lanes = 16.min(n.max(1));
     let mut tasks = Vec::new();
     for lane in 0..lanes {
-        let (requests, target) = (requests.clone(), target.clone());
+        let (requests, dialer) = (requests.clone(), dialer.clone());
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::new(&target);
+            let mut conn = Conn::new(&dialer);
             for (i, req) in requests.iter().skip(lane).step_by(lanes) {
                 match conn.send(req).await {
                     // 409: already in the log from an earlier run with the same entry, which is as good.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use signet_lab::load::SoakSpec;
 use signet_lab::preset::{self, Preset};
+use signet_lab::transport::{HttpVersion, Transport};
 use signet_lab::{LoadSpec, Workload};
 
 #[derive(clap::Args)]
@@ -17,7 +18,7 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Open-loop load at a constant arrival rate; latency from intended send times.
-    Load(LoadArgs),
+    Load(Box<LoadArgs>),
     /// In-process bundle verification per bundle, optionally beside a peer verifier.
     Verify(super::bench_verify::Args),
     /// Compare two load results of one workload; exit 1 when p99, throughput or errors regressed.
@@ -48,9 +49,23 @@ struct LoadArgs {
     /// Seconds of arrivals.
     #[arg(long)]
     duration: Option<f64>,
-    /// Keep-alive connections (one worker each; 64 without a preset).
+    /// Connections (64 without a preset): keep-alive connections, or with --new-connection
+    /// the most connections open at once.
     #[arg(long)]
     connections: Option<usize>,
+    /// HTTP version: 1.1, or 2 (h2c with prior knowledge over http://, ALPN h2 over https://).
+    #[arg(long, default_value = "1.1")]
+    http: HttpVersion,
+    /// HTTP/2 keep-alive: the most concurrent streams per connection [default: 100].
+    #[arg(long)]
+    streams: Option<usize>,
+    /// Open a new connection (TCP, and TLS for https) for every request and close it after;
+    /// latency then includes the setup, which is also reported on its own (connect_ms).
+    #[arg(long)]
+    new_connection: bool,
+    /// PEM CA certificates to trust for an https:// target (default: the platform's roots).
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
@@ -92,7 +107,7 @@ struct LoadArgs {
 
 pub fn run(args: Args) -> ExitCode {
     match args.what {
-        What::Load(a) => load(a),
+        What::Load(a) => load(*a),
         What::Verify(a) => super::bench_verify::run(a),
         What::Compare(a) => super::bench_gates::compare(a),
         What::Gonogo(a) => super::bench_gates::gonogo(a),
@@ -127,6 +142,13 @@ fn load(a: LoadArgs) -> ExitCode {
     if !(0.0..=3600.0).contains(&a.warmup) {
         return usage(format!("--warmup must be in [0, 3600] seconds, got {}", a.warmup));
     }
+    let streams = match (a.streams, a.http, a.new_connection) {
+        (Some(_), HttpVersion::Http1, _) => return usage("--streams needs --http 2 (HTTP/1.1 sends one request at a time per connection)".into()),
+        (Some(_), _, true) => return usage("--streams does not go with --new-connection (each request has its own connection)".into()),
+        (Some(n), _, _) => n,
+        (None, _, _) => Transport::default().streams,
+    };
+    let transport = Transport { http: a.http, streams, new_connection: a.new_connection, ca_file: a.ca_file };
     let spec = LoadSpec {
         target,
         workload: a.workload,
@@ -144,6 +166,7 @@ fn load(a: LoadArgs) -> ExitCode {
         soak,
         disk_probe: a.disk_probe,
         warmup: Duration::from_secs_f64(a.warmup),
+        transport,
     };
     // One event-loop thread drives every connection. The generator shares its cores with the
     // server it measures, and a single thread cost 17 µs of CPU per request here against 22 µs
