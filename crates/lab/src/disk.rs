@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -73,7 +73,9 @@ impl DiskProbe {
     /// `origin`, the run's clock.
     pub fn start(dir: &Path, origin: Instant) -> std::io::Result<DiskProbe> {
         let path = dir.join(format!(".signet-disk-probe-{}", std::process::id()));
-        let file = prepare(&path)?;
+        let file = prepare(&path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let dir_name = dir.display().to_string();
@@ -91,7 +93,7 @@ impl DiskProbe {
     }
 }
 
-fn prepare(path: &PathBuf) -> std::io::Result<File> {
+fn prepare(path: &Path) -> std::io::Result<File> {
     let mut file = OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(path)?;
     file.write_all(&vec![0u8; BLOCK * BLOCKS as usize])?;
     file.sync_all()?;
