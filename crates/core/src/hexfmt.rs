@@ -3,14 +3,18 @@
 
 const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
-/// Appends the lowercase hex of `bytes` to `out`.
+/// Appends the lowercase hex of `bytes` to `out`, through a stack buffer (no allocation
+/// beyond `out`'s own growth).
 pub fn push(out: &mut String, bytes: &[u8]) {
-    let mut buf = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        buf.push(DIGITS[(b >> 4) as usize]);
-        buf.push(DIGITS[(b & 15) as usize]);
+    out.reserve(bytes.len() * 2);
+    let mut buf = [0u8; 128];
+    for chunk in bytes.chunks(buf.len() / 2) {
+        for (pair, b) in buf.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = DIGITS[(b >> 4) as usize];
+            pair[1] = DIGITS[(b & 15) as usize];
+        }
+        out.push_str(std::str::from_utf8(&buf[..chunk.len() * 2]).expect("hex digits are ASCII"));
     }
-    out.push_str(std::str::from_utf8(&buf).expect("hex digits are ASCII"));
 }
 
 /// Lowercase hex of `bytes`.
@@ -26,5 +30,8 @@ mod tests {
     fn matches_the_hex_crate() {
         let data: Vec<u8> = (0..=255u8).collect();
         assert_eq!(super::encode(&data), hex::encode(&data));
+        let mut s = String::from("x");
+        super::push(&mut s, &data[..65]);
+        assert_eq!(s, format!("x{}", hex::encode(&data[..65])), "across a chunk boundary");
     }
 }

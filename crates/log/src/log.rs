@@ -13,7 +13,7 @@ use crate::merkle::{self, ProofError};
 use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
 use crate::storage::{Batch, LogId, Storage, StorageError, StoredCheckpoint, StoredEntry};
 use crate::tiles::TILE_WIDTH;
-use crate::tree::Tree;
+use crate::tree::{RightEdge, Tree};
 
 /// Signs something per entry at sequencing time, once its index and time are known.
 pub trait Stamper: Send + Sync + 'static {
@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     pub inflight: parking_lot::Mutex<std::collections::HashMap<Hash, u64>>,
     /// Durable entries by leaf hash and digest.
     pub keys: RwLock<KeyIndex>,
+    /// The right edge of the newest durable size a proof was asked against. Durable leaves
+    /// never change, so an edge once computed stays true.
+    pub edge: parking_lot::Mutex<Option<Arc<RightEdge>>>,
 }
 
 impl Shared {
@@ -136,6 +139,7 @@ impl Log {
             head: RwLock::new(Arc::new(head)),
             inflight: Default::default(),
             keys: RwLock::new(keys),
+            edge: Default::default(),
         });
         let (tx, rx) = mpsc::channel(cfg.batch.max_entries.max(1) * 64);
         tokio::spawn(sequencer::run(shared.clone(), rx, cfg.batch));
@@ -169,12 +173,30 @@ impl Log {
 
     pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, ProofError> {
         self.check_durable(size)?;
-        self.shared.tree.read().inclusion_proof(index, size)
+        let tree = self.shared.tree.read();
+        let edge = self.right_edge(&tree, size)?;
+        tree.inclusion_proof_at(&edge, index)
     }
 
     pub fn consistency_proof(&self, first: u64, second: u64) -> Result<Vec<Hash>, ProofError> {
         self.check_durable(second)?;
-        self.shared.tree.read().consistency_proof(first, second)
+        let tree = self.shared.tree.read();
+        let edge = self.right_edge(&tree, second)?;
+        tree.consistency_proof_at(first, &edge)
+    }
+
+    /// The right edge of durable size `size`, from the cache when it holds that size.
+    fn right_edge(&self, tree: &Tree, size: u64) -> Result<Arc<RightEdge>, ProofError> {
+        let mut cached = self.shared.edge.lock();
+        if let Some(edge) = cached.as_ref().filter(|e| e.size == size) {
+            return Ok(edge.clone());
+        }
+        let edge = Arc::new(tree.right_edge(size)?);
+        // Proofs are asked against the head far more often than against older sizes.
+        if cached.as_ref().is_none_or(|c| c.size < size) {
+            *cached = Some(edge.clone());
+        }
+        Ok(edge)
     }
 
     pub fn root(&self, size: u64) -> Result<Hash, ProofError> {

@@ -12,6 +12,12 @@ pub trait Nodes {
     /// Hash of the perfect subtree of height `level` whose leftmost leaf is `index << level`.
     /// Only called for subtrees that lie wholly inside the tree being proven.
     fn node(&self, level: u32, index: u64) -> Hash;
+
+    /// MTH(D[lo:hi]) for a range that is not a complete subtree, if the source has it at
+    /// hand; `None` makes [`range_hash`] compute it from complete subtrees.
+    fn known_range(&self, _lo: u64, _hi: u64) -> Option<Hash> {
+        None
+    }
 }
 
 /// The largest power of two strictly less than `n` (n ≥ 2), the split point k of RFC 6962.
@@ -29,8 +35,37 @@ pub fn range_hash<N: Nodes + ?Sized>(nodes: &N, lo: u64, hi: u64) -> Hash {
     if n.is_power_of_two() && lo % n == 0 {
         return nodes.node(n.trailing_zeros(), lo >> n.trailing_zeros());
     }
+    if let Some(h) = nodes.known_range(lo, hi) {
+        return h;
+    }
     let k = split(n);
     node_hash(&range_hash(nodes, lo, lo + k), &range_hash(nodes, lo + k, hi))
+}
+
+/// The incomplete ranges on the right edge of the tree of `size` leaves, `[lo, size)` with
+/// their hashes, largest first (the first is the root, unless `size` is a power of two).
+///
+/// Every proof against `size` that reaches the right edge hashes some of these, and
+/// computing them costs one node hash per set bit of `size`: cheap once, not per proof.
+pub fn right_edge<N: Nodes + ?Sized>(nodes: &N, size: u64) -> Vec<(u64, Hash)> {
+    // Walk down the right edge: [lo, size) splits into a complete left part [lo, lo + k)
+    // and the rest, until the rest is itself complete.
+    let mut starts = Vec::new();
+    let mut lo = 0;
+    while size - lo > 1 && !((size - lo).is_power_of_two() && lo % (size - lo) == 0) {
+        starts.push(lo);
+        lo += split(size - lo);
+    }
+    // Then hash back up, each range from its complete left part and the range after it.
+    let mut right = range_hash(nodes, lo, size);
+    let mut out = Vec::with_capacity(starts.len());
+    for &start in starts.iter().rev() {
+        let k = split(size - start);
+        right = node_hash(&range_hash(nodes, start, start + k), &right);
+        out.push((start, right));
+    }
+    out.reverse();
+    out
 }
 
 /// Root hash of the first `size` leaves.
@@ -113,6 +148,37 @@ mod tests {
             n => {
                 let k = split(n as u64) as usize;
                 node_hash(&naive_mth(&leaves[..k]), &naive_mth(&leaves[k..]))
+            }
+        }
+    }
+
+    /// The naive tree, with its right edge at one size cached.
+    struct Edged<'a>(&'a Naive, u64, Vec<(u64, Hash)>);
+    impl Nodes for Edged<'_> {
+        fn node(&self, level: u32, index: u64) -> Hash {
+            self.0.node(level, index)
+        }
+        fn known_range(&self, lo: u64, hi: u64) -> Option<Hash> {
+            (hi == self.1).then(|| self.2.iter().find(|(s, _)| *s == lo).map(|(_, h)| *h)).flatten()
+        }
+    }
+
+    #[test]
+    fn right_edge_hashes_match_and_give_the_same_proofs() {
+        let leaves = Naive((0u32..70).map(|i| leaf_hash(&i.to_le_bytes())).collect());
+        for size in 1u64..=70 {
+            let edge = right_edge(&leaves, size);
+            assert_eq!(edge.len() as u32, size.count_ones() - 1, "one range per extra set bit of {size}");
+            for &(lo, h) in &edge {
+                assert_eq!(h, naive_mth(&leaves.0[lo as usize..size as usize]), "[{lo}, {size})");
+            }
+            let edged = Edged(&leaves, size, edge);
+            assert_eq!(root(&edged, size), naive_mth(&leaves.0[..size as usize]));
+            for i in 0..size {
+                assert_eq!(inclusion_proof(&edged, i, size).unwrap(), inclusion_proof(&leaves, i, size).unwrap());
+            }
+            for first in 0..=size {
+                assert_eq!(consistency_proof(&edged, first, size).unwrap(), consistency_proof(&leaves, first, size).unwrap());
             }
         }
     }

@@ -63,6 +63,24 @@ impl Tree {
         merkle::consistency_proof(self, first, second)
     }
 
+    /// The right edge of the tree of `size` leaves, to prove against that size repeatedly.
+    pub fn right_edge(&self, size: u64) -> Result<RightEdge, ProofError> {
+        self.check(size)?;
+        Ok(RightEdge { size, ranges: merkle::right_edge(self, size) })
+    }
+
+    /// [`Tree::inclusion_proof`] against `edge.size`, taking right-edge hashes from `edge`.
+    pub fn inclusion_proof_at(&self, edge: &RightEdge, index: u64) -> Result<Vec<Hash>, ProofError> {
+        self.check(edge.size)?;
+        merkle::inclusion_proof(&WithEdge { tree: self, edge }, index, edge.size)
+    }
+
+    /// [`Tree::consistency_proof`] from `first` to `edge.size`, taking right-edge hashes from `edge`.
+    pub fn consistency_proof_at(&self, first: u64, edge: &RightEdge) -> Result<Vec<Hash>, ProofError> {
+        self.check(edge.size)?;
+        merkle::consistency_proof(&WithEdge { tree: self, edge }, first, edge.size)
+    }
+
     pub fn leaf(&self, index: u64) -> Option<&Hash> {
         self.levels[0].get(index as usize)
     }
@@ -89,6 +107,33 @@ impl Nodes for Tree {
     }
 }
 
+/// The hashes of the incomplete subtrees on the right edge of one tree size
+/// ([`merkle::right_edge`]). Without them every proof against the head rehashes the edge.
+pub struct RightEdge {
+    pub size: u64,
+    ranges: Vec<(u64, Hash)>,
+}
+
+struct WithEdge<'a> {
+    tree: &'a Tree,
+    edge: &'a RightEdge,
+}
+
+impl Nodes for WithEdge<'_> {
+    fn node(&self, level: u32, index: u64) -> Hash {
+        self.tree.node(level, index)
+    }
+
+    fn known_range(&self, lo: u64, hi: u64) -> Option<Hash> {
+        if hi != self.edge.size {
+            return None;
+        }
+        // At most 63 ranges, sorted by start.
+        let i = self.edge.ranges.binary_search_by_key(&lo, |&(start, _)| start).ok()?;
+        Some(self.edge.ranges[i].1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +154,15 @@ mod tests {
             let idx = size - 1;
             let p = t.inclusion_proof(idx, 300).unwrap();
             verify_inclusion(t.leaf(idx).unwrap(), idx, 300, &p, &roots[300]).unwrap();
+        }
+        for size in [1u64, 5, 256, 299, 300] {
+            let edge = t.right_edge(size).unwrap();
+            for i in 0..size {
+                assert_eq!(t.inclusion_proof_at(&edge, i).unwrap(), t.inclusion_proof(i, size).unwrap());
+            }
+            for first in [0, 1, size / 2, size] {
+                assert_eq!(t.consistency_proof_at(first, &edge).unwrap(), t.consistency_proof(first, size).unwrap());
+            }
         }
         t.truncate(257);
         assert_eq!(t.size(), 257);
