@@ -7,11 +7,14 @@
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.
 //! - [`tsa`]: the RFC 3161 timestamp authority.
+//! - `micro` (feature `micro`): the criterion suite of issuance, SCTs and timestamps.
 
 pub mod authority;
 pub mod ci;
 pub mod ct;
 pub mod issue;
+#[cfg(feature = "micro")]
+pub mod micro;
 pub mod oidc;
 pub mod tsa;
 pub mod x509;

@@ -10,6 +10,7 @@
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
+//! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
 pub mod b64;
 pub mod files;
@@ -18,6 +19,8 @@ pub mod hexfmt;
 pub mod jcs;
 pub mod keys;
 pub mod merkle;
+#[cfg(feature = "micro")]
+pub mod micro;
 pub mod note;
 pub mod pem;
 pub mod pubkey;

@@ -19,6 +19,7 @@
 //! - [`table`]: markdown tables as the reference reports print them.
 //! - [`disk`]: the disk probe, `fdatasync` latency sampled beside a run (`--disk-probe`).
 //! - [`crypto`]: crypto micro-benchmarks, aws-lc-rs beside OpenSSL (`signet bench crypto`).
+//! - [`micro`]: the crates' criterion suites, run by name; medians read back (`signet bench micro`).
 
 pub mod compare;
 pub mod conn;
@@ -30,6 +31,7 @@ mod fixture;
 pub mod gonogo;
 pub mod h2;
 pub mod load;
+pub mod micro;
 pub mod preset;
 pub mod report;
 pub mod result;

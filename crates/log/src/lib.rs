@@ -9,11 +9,14 @@
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
+//! - `micro` (feature `micro`): the criterion suite of all of the above.
 
 pub mod checkpoint;
 pub mod index;
 pub mod log;
 pub mod merkle;
+#[cfg(feature = "micro")]
+pub mod micro;
 pub mod rekor;
 pub mod sequencer;
 pub mod storage;

@@ -29,6 +29,8 @@ enum What {
     Report(super::bench_gates::ReportArgs),
     /// Crypto micro-benchmarks: aws-lc-rs beside OpenSSL (libssl 3), median ops/s of interleaved repeats.
     Crypto(super::bench_crypto::Args),
+    /// Criterion micro-benchmarks of the crates (core, log, ca), by suite or id filter; `--list` names them.
+    Micro(super::bench_micro::Args),
 }
 
 #[derive(clap::Args)]
@@ -113,6 +115,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Gonogo(a) => super::bench_gates::gonogo(a),
         What::Report(a) => super::bench_gates::report(a),
         What::Crypto(a) => super::bench_crypto::run(a),
+        What::Micro(a) => super::bench_micro::run(a),
     }
 }
 

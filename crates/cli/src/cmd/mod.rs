@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_gates;
 pub mod bench_crypto;
+pub mod bench_micro;
 pub mod bench_verify;
 pub mod dev_token;
 pub mod serve;

@@ -1,0 +1,73 @@
+//! Checkpoints and Rekor entries: the CPU work of an append request before it is queued,
+//! and of a client checking a checkpoint. Inputs come from the fixture (a P-256 key and
+//! certificate), so the signature checks are real ones.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use signet_core::keys::SigningKey;
+use signet_core::micro::criterion::Criterion;
+use signet_core::micro::fixture::SignedArtifact;
+use signet_core::micro::{measure, Bench, Opts};
+
+use crate::checkpoint::{self, Checkpoint, NoteSigner};
+use crate::rekor::{v1, v2};
+
+const ORIGIN: &str = "log.example.org - 2605736670972794746";
+
+fn checkpoint() -> Checkpoint {
+    Checkpoint { origin: ORIGIN.into(), size: 1_000_000, root_hash: signet_core::hash::sha256(b"root") }
+}
+
+pub fn checkpoint_sign(c: &mut Criterion, bench: &Bench) {
+    let signer = NoteSigner::new("log.example.org", Arc::new(SigningKey::generate().expect("P-256 key")));
+    let cp = checkpoint();
+    measure(c, bench, Opts::default(), |b| b.iter(|| signer.sign(black_box(cp.clone())).expect("signs")));
+}
+
+pub fn checkpoint_verify(c: &mut Criterion, bench: &Bench) {
+    let key = Arc::new(SigningKey::generate().expect("P-256 key"));
+    let note = NoteSigner::new("log.example.org", key.clone()).sign(checkpoint()).expect("signs").note;
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| checkpoint::verify(black_box(&note), "log.example.org", key.spki_der()).expect("verifies"))
+    });
+}
+
+/// Request bodies as they arrive: JSON bytes, parsed inside the timed loop as the handler does.
+fn request_bytes(v: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("JSON serializes")
+}
+
+pub fn rekor_v1(c: &mut Criterion, bench: &Bench) {
+    let req = request_bytes(&SignedArtifact::new(b"micro-benchmark artifact").hashedrekord_v1());
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            let v: serde_json::Value = serde_json::from_slice(black_box(&req)).expect("JSON");
+            v1::parse(&v).expect("a valid entry")
+        })
+    });
+}
+
+pub fn rekor_v2(c: &mut Criterion, bench: &Bench) {
+    let req = request_bytes(&SignedArtifact::new(b"micro-benchmark artifact").hashedrekord_v2());
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            let v: serde_json::Value = serde_json::from_slice(black_box(&req)).expect("JSON");
+            v2::parse(&v).expect("a valid entry")
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_requests_are_accepted_by_both_apis() {
+        let s = SignedArtifact::new(b"x");
+        let e1 = v1::parse(&s.hashedrekord_v1()).unwrap();
+        let e2 = v2::parse(&s.hashedrekord_v2()).unwrap();
+        assert_eq!(e1.digest_key, e2.digest_key);
+        assert!(String::from_utf8(e1.body).unwrap().contains(r#""kind":"hashedrekord""#));
+    }
+}
