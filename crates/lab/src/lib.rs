@@ -19,6 +19,8 @@
 //! - [`table`]: markdown tables as the reference reports print them.
 //! - [`disk`]: the disk probe, `fdatasync` latency sampled beside a run (`--disk-probe`).
 //! - [`crypto`]: crypto micro-benchmarks, aws-lc-rs beside OpenSSL (`signet bench crypto`).
+//! - [`tlsbench`]: report 003's TLS handshake and payload table, signet's backends side by
+//!   side (and external servers such as nginx) (`signet bench tls`).
 
 pub mod compare;
 pub mod conn;
@@ -35,6 +37,7 @@ pub mod report;
 pub mod result;
 pub mod soak;
 pub mod table;
+pub mod tlsbench;
 pub mod transport;
 pub mod txn;
 pub mod workload;

@@ -29,6 +29,8 @@ enum What {
     Report(super::bench_gates::ReportArgs),
     /// Crypto micro-benchmarks: aws-lc-rs beside OpenSSL (libssl 3), median ops/s of interleaved repeats.
     Crypto(super::bench_crypto::Args),
+    /// TLS backends side by side (report 003): handshake time, and throughput and latency per payload size.
+    Tls(super::bench_tls::Args),
 }
 
 #[derive(clap::Args)]
@@ -113,6 +115,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Gonogo(a) => super::bench_gates::gonogo(a),
         What::Report(a) => super::bench_gates::report(a),
         What::Crypto(a) => super::bench_crypto::run(a),
+        What::Tls(a) => super::bench_tls::run(a),
     }
 }
 
