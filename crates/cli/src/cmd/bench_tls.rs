@@ -40,10 +40,13 @@ pub struct Args {
     /// Payload sizes in bytes, comma-separated [default: 1,64,256,1024,4096,16384,65536].
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<usize>>,
-    /// Seconds of messages per size and server.
-    #[arg(long, default_value_t = 0.5)]
+    /// Seconds of messages per size and server, split over --repeats rounds.
+    #[arg(long, default_value_t = 0.6)]
     seconds_per_size: f64,
-    /// At most this many messages per size and server.
+    /// Rounds per size, the servers alternating; MB/s is the median of a server's rounds.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// At most this many messages per round.
     #[arg(long, default_value_t = 50_000)]
     max_messages: usize,
     /// Write the machine-readable result here.
@@ -67,8 +70,8 @@ pub fn run(a: Args) -> ExitCode {
             Err(e) => return usage(e),
         }
     }
-    if !(0.01..=60.0).contains(&a.seconds_per_size) || a.handshakes == 0 || a.max_messages == 0 {
-        return usage("--seconds-per-size must be 0.01..=60, --handshakes and --max-messages at least 1".into());
+    if !(0.01..=60.0).contains(&a.seconds_per_size) || a.handshakes == 0 || a.max_messages == 0 || a.repeats == 0 {
+        return usage("--seconds-per-size must be 0.01..=60, --handshakes, --repeats and --max-messages at least 1".into());
     }
     let spec = Spec {
         method: if a.method == "get" { Method::Get } else { Method::Echo },
@@ -80,6 +83,7 @@ pub fn run(a: Args) -> ExitCode {
         handshakes: a.handshakes,
         sizes: a.sizes.unwrap_or_else(|| tlsbench::REPORT_SIZES.to_vec()),
         seconds_per_size: a.seconds_per_size,
+        repeats: a.repeats,
         max_messages: a.max_messages,
     };
     let report = match tlsbench::run(&spec, &mut |line| eprintln!("  {line}")) {

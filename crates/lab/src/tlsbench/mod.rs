@@ -57,7 +57,10 @@ pub struct Spec {
     pub cert: Option<(PathBuf, PathBuf)>,
     pub handshakes: usize,
     pub sizes: Vec<usize>,
+    /// Seconds per size and server, split over `repeats` rounds.
     pub seconds_per_size: f64,
+    pub repeats: usize,
+    /// At most this many messages per round.
     pub max_messages: usize,
 }
 
@@ -82,8 +85,9 @@ pub struct ServerResult {
 pub struct PayloadResult {
     pub bytes: usize,
     pub messages: usize,
-    /// Payload bytes per second one way, in MB/s (10^6 bytes).
+    /// Payload bytes per second one way, in MB/s (10^6 bytes): the median of the rounds.
     pub mb_s: f64,
+    /// Per-message round trip: the median of the rounds' medians (and of their p99s).
     pub latency_ms_p50: f64,
     pub latency_ms_p99: f64,
 }
@@ -153,21 +157,35 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
     for r in &results {
         progress(format!("{:<10} handshake p50 {:.3} ms over {} ({})", r.name, r.handshake_ms_p50, r.handshakes, r.agreed.cipher));
     }
-    let budget = Duration::from_secs_f64(spec.seconds_per_size);
-    for (k, size) in spec.sizes.iter().enumerate() {
-        // Alternate who goes first, so that no server always measures right after a switch.
-        let order: Vec<usize> = if k % 2 == 0 { (0..all.len()).collect() } else { (0..all.len()).rev().collect() };
-        for i in order {
-            let run = client.payload(&all[i].name, all[i].addr, *size, budget, spec.max_messages).await?;
-            let mb_s = (*size * run.messages) as f64 / run.elapsed.as_secs_f64() / 1e6;
-            progress(format!("{:<10} {:>6} B  {:>9.2} MB/s  p50 {:.3} ms", all[i].name, size, mb_s, run.median_us / 1e3));
-            results[i].payloads.push(PayloadResult {
+    // Each size is measured in `repeats` short rounds, servers alternating within a round;
+    // a server's MB/s is the median of its rounds, so that one stalled round (another
+    // process took the core) does not decide the row.
+    let repeats = spec.repeats.max(1);
+    let budget = Duration::from_secs_f64(spec.seconds_per_size / repeats as f64);
+    for size in &spec.sizes {
+        let mut rounds: Vec<Vec<client::PayloadRun>> = vec![Vec::new(); all.len()];
+        for round in 0..repeats {
+            let order: Vec<usize> = if round % 2 == 0 { (0..all.len()).collect() } else { (0..all.len()).rev().collect() };
+            for i in order {
+                rounds[i].push(client.payload(&all[i].name, all[i].addr, *size, budget, spec.max_messages).await?);
+            }
+        }
+        for (i, runs) in rounds.iter().enumerate() {
+            let mut rates: Vec<f64> = runs.iter().map(|r| (*size * r.messages) as f64 / r.elapsed.as_secs_f64() / 1e6).collect();
+            rates.sort_by(f64::total_cmp);
+            let mut p50s: Vec<f64> = runs.iter().map(|r| r.median_us).collect();
+            p50s.sort_by(f64::total_cmp);
+            let mut p99s: Vec<f64> = runs.iter().map(|r| r.p99_us).collect();
+            p99s.sort_by(f64::total_cmp);
+            let result = PayloadResult {
                 bytes: *size,
-                messages: run.messages,
-                mb_s,
-                latency_ms_p50: run.median_us / 1e3,
-                latency_ms_p99: run.p99_us / 1e3,
-            });
+                messages: runs.iter().map(|r| r.messages).sum(),
+                mb_s: rates[rates.len() / 2],
+                latency_ms_p50: p50s[p50s.len() / 2] / 1e3,
+                latency_ms_p99: p99s[p99s.len() / 2] / 1e3,
+            };
+            progress(format!("{:<10} {:>6} B  {:>9.2} MB/s  p50 {:.3} ms", all[i].name, size, result.mb_s, result.latency_ms_p50));
+            results[i].payloads.push(result);
         }
     }
     Ok(Report { method: match spec.method { Method::Echo => "echo", Method::Get => "get" }.into(), servers: results })
