@@ -20,6 +20,8 @@
 //! - [`disk`]: the disk probe, `fdatasync` latency sampled beside a run (`--disk-probe`).
 //! - [`crypto`]: crypto micro-benchmarks, aws-lc-rs beside OpenSSL (`signet bench crypto`).
 //! - [`micro`]: the crates' criterion suites, run by name; medians read back (`signet bench micro`).
+//! - [`tlsbench`]: report 003's TLS handshake and payload table, signet's backends side by
+//!   side (and external servers such as nginx) (`signet bench tls`).
 
 pub mod compare;
 pub mod conn;
@@ -37,6 +39,7 @@ pub mod report;
 pub mod result;
 pub mod soak;
 pub mod table;
+pub mod tlsbench;
 pub mod transport;
 pub mod txn;
 pub mod workload;

@@ -26,6 +26,65 @@ pub struct Config {
     pub keys: KeyPaths,
     pub limits: Limits,
     pub oidc: OidcSettings,
+    pub tls: TlsSettings,
+}
+
+/// HTTPS: without `cert` (and `key`), signet serves plain HTTP.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsSettings {
+    /// PEM certificate chain, leaf first. May be a symlink (e.g. in a Kubernetes secret mount).
+    pub cert: Option<PathBuf>,
+    /// PEM private key of the leaf certificate.
+    pub key: Option<PathBuf>,
+    /// `rustls` (the default) or `openssl`.
+    pub backend: Option<String>,
+    /// Seconds between two re-reads of the files; a changed pair is installed for new handshakes.
+    pub reload_interval_secs: u64,
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        TlsSettings { cert: None, key: None, backend: None, reload_interval_secs: 5 }
+    }
+}
+
+impl TlsSettings {
+    /// The backend named by `backend`, rustls when none is.
+    pub fn backend(&self) -> Result<signet_tls::Backend, ConfigError> {
+        match &self.backend {
+            None => Ok(signet_tls::Backend::default()),
+            Some(name) => name.parse().map_err(|e: signet_tls::UnknownBackend| ConfigError::Invalid(format!("tls.backend: {e}"))),
+        }
+    }
+
+    /// Whether signet serves HTTPS.
+    pub fn enabled(&self) -> bool {
+        self.cert.is_some()
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.backend()?;
+        match (&self.cert, &self.key) {
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(ConfigError::Invalid(
+                    "tls.cert (--tls-cert) and tls.key (--tls-key) go together; give both, or neither for plain HTTP".into(),
+                ))
+            }
+            (None, None) if self.backend.is_some() => {
+                return Err(ConfigError::Invalid(
+                    "tls.backend (--tls-backend) needs tls.cert and tls.key (--tls-cert, --tls-key); \
+                     a self-issued --dev certificate is not built yet"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
+        if !(1..=3600).contains(&self.reload_interval_secs) {
+            return Err(ConfigError::Invalid("tls.reload_interval_secs must be 1..=3600".into()));
+        }
+        Ok(())
+    }
 }
 
 /// Identity-token issuers the CA trusts, besides the dev issuer under `--dev`.
@@ -106,6 +165,7 @@ impl Default for Config {
             keys: KeyPaths::default(),
             limits: Limits::default(),
             oidc: OidcSettings::default(),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -168,6 +228,15 @@ impl Config {
         if let Some(v) = get("SIGNET_STORAGE") {
             self.storage = Some(v);
         }
+        if let Some(v) = get("SIGNET_TLS_CERT") {
+            self.tls.cert = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("SIGNET_TLS_KEY") {
+            self.tls.key = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("SIGNET_TLS_BACKEND") {
+            self.tls.backend = Some(v);
+        }
         if let Some(v) = get("SIGNET_LOG_BATCH_MAX_ENTRIES") {
             self.log.batch_max_entries = parse("SIGNET_LOG_BATCH_MAX_ENTRIES", v)?;
         }
@@ -194,6 +263,7 @@ impl Config {
             ));
         }
         self.hostname()?;
+        self.tls.validate()?;
         for i in &self.oidc.issuers {
             if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe" | "github-workflow") {
                 return Err(ConfigError::Invalid(format!(
@@ -225,12 +295,18 @@ impl Config {
         Ok(())
     }
 
-    /// The URL clients use: `public_url`, or under `--dev` the listen address over plain HTTP.
+    /// The URL clients use: `public_url`, or under `--dev` the listen address (https when
+    /// TLS is configured).
     pub fn public_url(&self) -> String {
         match &self.public_url {
             Some(u) => u.trim_end_matches('/').to_string(),
-            None => format!("http://{}", self.listen),
+            None => format!("{}://{}", self.scheme(), self.listen),
         }
+    }
+
+    /// `https` when a certificate is configured, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.enabled() { "https" } else { "http" }
     }
 
     /// The bare host of the public URL: no scheme, no port. It names the logs.
@@ -361,6 +437,33 @@ mod tests {
 
         let err = toml::from_str::<Config>("[[oidc.issuers]]\nurl = \"u\"\nsubject = \"uri\"\nca_fil = \"x\"\n").unwrap_err();
         assert!(err.message().contains("ca_fil"), "{}", err.message());
+    }
+
+    #[test]
+    fn tls_settings() {
+        let mut c: Config = toml::from_str("dev = true\n[tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\nbackend = \"openssl\"\n").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.tls.backend().unwrap(), signet_tls::Backend::Openssl);
+        assert_eq!((c.scheme(), c.tls.reload_interval_secs), ("https", 5));
+        c.tls.backend = Some("gnutls".into());
+        assert!(c.validate().unwrap_err().to_string().contains("expected rustls or openssl"));
+        c.tls.backend = None;
+        c.tls.key = None;
+        assert!(c.validate().unwrap_err().to_string().contains("go together"));
+        c.tls.cert = None;
+        c.tls.backend = Some("rustls".into());
+        assert!(c.validate().unwrap_err().to_string().contains("needs tls.cert"));
+        let err = toml::from_str::<Config>("[tls]\ncertificate = \"x\"\n").unwrap_err();
+        assert!(err.message().contains("certificate"), "{}", err.message());
+        let mut c = Config::default();
+        c.apply_env(|k| match k {
+            "SIGNET_TLS_CERT" => Some("/c".into()),
+            "SIGNET_TLS_KEY" => Some("/k".into()),
+            "SIGNET_TLS_BACKEND" => Some("openssl".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!((c.tls.cert.unwrap(), c.tls.backend.unwrap()), (PathBuf::from("/c"), "openssl".to_string()));
     }
 
     #[test]

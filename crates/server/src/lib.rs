@@ -7,19 +7,23 @@
 //! - [`api`]: the router and handlers.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`trust`]: the trust documents, from a data dir.
+//! - [`listener`]: HTTPS: TLS handshakes (by `signet-tls`) in front of the same router.
 //! - [`serve`]: binding, the readiness line, graceful shutdown.
 
 pub mod api;
 pub mod config;
 pub mod discovery;
 pub mod issuers;
+pub mod listener;
 pub mod metrics;
 pub mod state;
 pub mod trust;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::serve::ListenerExt;
+use signet_tls::{Acceptor, FileSource};
 use tokio::net::TcpListener;
 
 pub use config::Config;
@@ -27,32 +31,49 @@ pub use state::{AppState, StartError};
 
 /// Opens everything, binds, prints `signet listening on <URL>` and serves until SIGINT/SIGTERM.
 ///
-/// The listener is plain TCP for now; the TLS layer will wrap the accept loop here
-/// (axum's `serve` takes any `Listener`), leaving the router untouched.
+/// With `tls.cert` and `tls.key` the same router is served over HTTPS (HTTP/1.1 or HTTP/2,
+/// by ALPN) behind a [`listener::TlsListener`]; the files are re-read every
+/// `tls.reload_interval_secs` and a changed certificate goes live for new handshakes.
 pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     cfg.validate()?;
+    // The certificate is checked before anything binds or opens: a bad TLS config fails fast.
+    let tls = match (&cfg.tls.cert, &cfg.tls.key) {
+        (Some(cert), Some(key)) => {
+            let source = FileSource::new(cert, key);
+            let acceptor = Acceptor::new(cfg.tls.backend()?, &source.load()?)?;
+            Some((acceptor, source))
+        }
+        _ => None,
+    };
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| StartError::Io { what: format!("cannot listen on {}", cfg.listen), source })?;
     let local = listener.local_addr().expect("bound socket has an address");
     // Under --dev without a public URL, the URL is the address actually bound (port 0 picks one).
     if cfg.public_url.is_none() {
-        cfg.public_url = Some(format!("http://{local}"));
+        cfg.public_url = Some(format!("{}://{local}", cfg.scheme()));
     }
     let url = cfg.public_url();
     let state = Arc::new(AppState::open(&cfg).await?);
     let app = api::router(state);
-    // Without TCP_NODELAY a response split over two segments waits for the client's delayed
-    // ACK: 40 ms stalls in the latency tail.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    println!("signet listening on {url}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|source| StartError::Io { what: "serving HTTP".into(), source })?;
-    Ok(())
+    let serving = |source| StartError::Io { what: "serving HTTP".into(), source };
+    match tls {
+        None => {
+            // Without TCP_NODELAY a response split over two segments waits for the client's
+            // delayed ACK: 40 ms stalls in the latency tail.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            println!("signet listening on {url}");
+            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(serving)
+        }
+        Some((acceptor, source)) => {
+            let _reloading = source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs));
+            let listener = listener::TlsListener::new(listener, acceptor).map_err(serving)?;
+            println!("signet listening on {url}");
+            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(serving)
+        }
+    }
 }
 
 async fn shutdown_signal() {

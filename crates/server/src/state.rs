@@ -68,6 +68,8 @@ pub enum StartError {
     Genesis(String),
     #[error("trust documents: {0}")]
     Trust(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] signet_tls::CertError),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {

@@ -1,19 +1,34 @@
-//! TLS for signet, on rustls with the aws-lc-rs provider.
+//! TLS for signet: rustls (aws-lc-rs) on the client side; rustls or OpenSSL on the server side.
 //!
 //! Client side:
 //! - [`client`]: which servers a client trusts (platform roots or a PEM bundle), as a rustls `ClientConfig`.
 //! - [`fetch`]: a small blocking GET of a JSON document over HTTPS, with a timeout and a size limit.
 //!
+//! Server side:
+//! - [`backend`]: the TLS libraries a server can terminate with, chosen at runtime.
+//! - [`certified`]: a certificate chain and key, parsed and checked once for every backend.
+//! - [`acceptor`]: the backend-neutral acceptor (TCP in, TLS stream out) and its stream.
+//! - `rustls_acceptor`, `openssl_acceptor`: the two backends; each reads the current
+//!   certificate with one atomic load per handshake.
+//! - [`file_source`]: certificates from PEM files, re-read on a timer for hot rotation.
+//!
 //! For tests (feature `testing`):
 //! - [`testing`]: a throwaway CA and a loopback HTTP(S) server that serves fixed documents.
-//!
-//! The server side (backends behind one trait, certificate sources and hot rotation) joins
-//! this crate with the TLS listener.
 
+pub mod acceptor;
+pub mod backend;
+pub mod certified;
 pub mod client;
 pub mod fetch;
+pub mod file_source;
+mod openssl_acceptor;
+mod rustls_acceptor;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use acceptor::{Acceptor, Negotiated, ServerStream};
+pub use backend::{Backend, UnknownBackend};
+pub use certified::{CertError, CertifiedPair};
 pub use client::{client_config, Trust, TrustError};
 pub use fetch::{is_loopback_host, FetchError, Failure, Fetcher};
+pub use file_source::{FileSource, Reloader};

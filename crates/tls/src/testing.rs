@@ -20,8 +20,21 @@ use rustls::ServerConfig;
 pub struct TestPki {
     /// The CA certificate, PEM: what a client's `ca_file` holds.
     pub ca_pem: String,
+    ca: Issuer<'static, KeyPair>,
+    ca_der: CertificateDer<'static>,
     server_chain: Vec<CertificateDer<'static>>,
     server_key: Vec<u8>,
+    server_chain_pem: String,
+}
+
+/// A server certificate chain and its key, in PEM, as an operator's files hold them.
+pub struct ServerPem {
+    /// The server certificate, then the CA certificate.
+    pub chain: String,
+    /// PKCS#8.
+    pub key: String,
+    /// The server certificate in DER, to recognise it on the client side.
+    pub leaf_der: Vec<u8>,
 }
 
 impl TestPki {
@@ -33,17 +46,54 @@ impl TestPki {
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
         let issuer = Issuer::new(ca, ca_key);
+        let mut pki = TestPki {
+            ca_pem: ca_cert.pem(),
+            ca: issuer,
+            ca_der: ca_cert.der().clone(),
+            server_chain: Vec::new(),
+            server_key: Vec::new(),
+            server_chain_pem: String::new(),
+        };
+        let (chain, key, chain_pem) = pki.issue(None);
+        pki.server_chain = chain;
+        pki.server_key = key.serialize_der();
+        pki.server_chain_pem = chain_pem;
+        pki
+    }
 
+    /// A fresh server key and certificate for the loopback names, valid now, or until
+    /// `not_after` when given (a date in the past makes an expired certificate).
+    fn issue(&self, not_after: Option<(i32, u8, u8)>) -> (Vec<CertificateDer<'static>>, KeyPair, String) {
         let key = KeyPair::generate().expect("server key");
         let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
         let mut params = CertificateParams::new(names).expect("server params");
         params.distinguished_name.push(DnType::CommonName, "localhost");
-        let cert = params.signed_by(&key, &issuer).expect("server certificate");
-        TestPki {
-            ca_pem: ca_cert.pem(),
-            server_chain: vec![cert.der().clone(), ca_cert.der().clone()],
-            server_key: key.serialize_der(),
+        if let Some((y, m, d)) = not_after {
+            params.not_before = rcgen::date_time_ymd(y - 1, m, d);
+            params.not_after = rcgen::date_time_ymd(y, m, d);
         }
+        let cert = params.signed_by(&key, &self.ca).expect("server certificate");
+        let chain_pem = format!("{}{}", cert.pem(), self.ca_pem);
+        (vec![cert.der().clone(), self.ca_der.clone()], key, chain_pem)
+    }
+
+    /// The server certificate (the one [`TestPki::server_config`] presents) as PEM files hold it.
+    pub fn server_pem(&self) -> ServerPem {
+        let key = PrivatePkcs8KeyDer::from(self.server_key.clone());
+        let key = KeyPair::try_from(&key).expect("our own key parses");
+        pem_of(&self.server_chain, &key, &self.server_chain_pem)
+    }
+
+    /// Another server certificate from the same CA, with a new key: a rotation.
+    pub fn issue_server(&self) -> ServerPem {
+        let (chain, key, chain_pem) = self.issue(None);
+        pem_of(&chain, &key, &chain_pem)
+    }
+
+    /// A server certificate from the same CA that expired on `year`-01-01.
+    pub fn issue_expired(&self, year: i32) -> ServerPem {
+        let (chain, key, chain_pem) = self.issue(Some((year, 1, 1)));
+        pem_of(&chain, &key, &chain_pem)
     }
 
     /// A rustls server config presenting the server certificate.
@@ -57,6 +107,10 @@ impl TestPki {
             .expect("server certificate and key");
         Arc::new(config)
     }
+}
+
+fn pem_of(chain: &[CertificateDer<'static>], key: &KeyPair, chain_pem: &str) -> ServerPem {
+    ServerPem { chain: chain_pem.to_string(), key: key.serialize_pem(), leaf_der: chain[0].to_vec() }
 }
 
 impl Default for TestPki {

@@ -31,6 +31,8 @@ enum What {
     Crypto(super::bench_crypto::Args),
     /// Criterion micro-benchmarks of the crates (core, log, ca), by suite or id filter; `--list` names them.
     Micro(super::bench_micro::Args),
+    /// TLS backends side by side (report 003): handshake time, and throughput and latency per payload size.
+    Tls(super::bench_tls::Args),
 }
 
 #[derive(clap::Args)]
@@ -116,6 +118,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Report(a) => super::bench_gates::report(a),
         What::Crypto(a) => super::bench_crypto::run(a),
         What::Micro(a) => super::bench_micro::run(a),
+        What::Tls(a) => super::bench_tls::run(a),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_gates;
+pub mod bench_tls;
 pub mod bench_crypto;
 pub mod bench_micro;
 pub mod bench_verify;

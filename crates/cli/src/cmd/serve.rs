@@ -26,8 +26,18 @@ pub struct Args {
     /// Storage URL: sqlite://PATH (default under the data dir).
     #[arg(long)]
     storage: Option<String>,
-    /// Serve plain HTTP. Plain HTTP is all `serve` speaks until the TLS layer lands, so this
-    /// is accepted and changes nothing, keeping scripts valid afterwards.
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key. The files
+    /// are re-read every few seconds and a changed certificate is used for new connections.
+    #[arg(long, value_name = "FILE", conflicts_with = "plain_http")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", conflicts_with = "plain_http")]
+    tls_key: Option<PathBuf>,
+    /// TLS library for HTTPS: rustls (default) or openssl.
+    #[arg(long, value_name = "rustls|openssl")]
+    tls_backend: Option<String>,
+    /// Serve plain HTTP, which is what `serve` does without --tls-cert; accepted so that
+    /// scripts can say so explicitly.
     #[arg(long)]
     plain_http: bool,
 }
@@ -52,8 +62,22 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(s) = args.storage {
         cfg.storage = Some(s);
     }
+    if let Some(c) = args.tls_cert {
+        cfg.tls.cert = Some(c);
+    }
+    if let Some(k) = args.tls_key {
+        cfg.tls.key = Some(k);
+    }
+    if let Some(b) = args.tls_backend {
+        cfg.tls.backend = Some(b);
+    }
+    if args.plain_http {
+        // Explicitly plain: a certificate from the config file or environment is not used.
+        cfg.tls.cert = None;
+        cfg.tls.key = None;
+        cfg.tls.backend = None;
+    }
     cfg.dev |= args.dev;
-    let _ = args.plain_http;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     match runtime.block_on(signet_server::serve(cfg)) {
@@ -61,7 +85,9 @@ pub fn run(args: Args) -> ExitCode {
         Err(e) => {
             eprintln!("signet: {e}");
             match e {
-                signet_server::StartError::Config(_) | signet_server::StartError::MissingKey { .. } => ExitCode::from(2),
+                signet_server::StartError::Config(_)
+                | signet_server::StartError::MissingKey { .. }
+                | signet_server::StartError::Tls(_) => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             }
         }

@@ -1,0 +1,119 @@
+//! `signet bench tls`: report 003's TLS table for signet's backends, measured side by side
+//! in one run, optionally beside external servers such as nginx. See `signet_lab::tlsbench`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use signet_lab::tlsbench::{self, BenchError, Method, Spec};
+use signet_tls::Backend;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What a message is: `echo` (bytes echoed over the TLS stream, report 003's method) or
+    /// `get` (HTTP/1.1 GET /bytes/N answered with N bytes; the method for comparing with a
+    /// web server such as nginx serving files of those sizes).
+    #[arg(long, default_value = "echo", value_parser = ["echo", "get"])]
+    method: String,
+    /// In-process servers to measure, comma-separated [default: rustls,openssl].
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<String>>,
+    /// An external server to measure as well, as NAME=HOST:PORT (repeatable), e.g.
+    /// nginx=127.0.0.1:8443. It must speak the chosen --method.
+    #[arg(long = "target", value_name = "NAME=HOST:PORT")]
+    targets: Vec<String>,
+    /// PEM CA certificates that signed the external servers' and --tls-cert's certificates.
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
+    /// The name the client asks for (SNI) and verifies.
+    #[arg(long, default_value = "localhost")]
+    server_name: String,
+    /// The in-process servers' certificate chain (default: a throwaway ECDSA P-256 one).
+    /// Give the external servers' own, so that every server signs with the same key type.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// New connections (full handshakes) per server.
+    #[arg(long, default_value_t = 500)]
+    handshakes: usize,
+    /// Payload sizes in bytes, comma-separated [default: 1,64,256,1024,4096,16384,65536].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Seconds of messages per size and server, split over --repeats rounds.
+    #[arg(long, default_value_t = 0.6)]
+    seconds_per_size: f64,
+    /// Rounds per size, the servers alternating; MB/s is the median of a server's rounds.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// At most this many messages per round.
+    #[arg(long, default_value_t = 50_000)]
+    max_messages: usize,
+    /// Write the machine-readable result here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+pub fn run(a: Args) -> ExitCode {
+    let usage = |m: String| {
+        eprintln!("signet bench tls: {m}");
+        ExitCode::from(2)
+    };
+    let backends = match a.backends.unwrap_or_else(|| vec!["rustls".into(), "openssl".into()]).iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
+        Ok(b) => b,
+        Err(e) => return usage(format!("--backends: {e}")),
+    };
+    let mut targets = Vec::new();
+    for t in &a.targets {
+        match parse_target(t) {
+            Ok(target) => targets.push(target),
+            Err(e) => return usage(e),
+        }
+    }
+    if !(0.01..=60.0).contains(&a.seconds_per_size) || a.handshakes == 0 || a.max_messages == 0 || a.repeats == 0 {
+        return usage("--seconds-per-size must be 0.01..=60, --handshakes, --repeats and --max-messages at least 1".into());
+    }
+    let spec = Spec {
+        method: if a.method == "get" { Method::Get } else { Method::Echo },
+        backends,
+        targets,
+        ca_file: a.ca_file,
+        server_name: a.server_name,
+        cert: a.tls_cert.zip(a.tls_key),
+        handshakes: a.handshakes,
+        sizes: a.sizes.unwrap_or_else(|| tlsbench::REPORT_SIZES.to_vec()),
+        seconds_per_size: a.seconds_per_size,
+        repeats: a.repeats,
+        max_messages: a.max_messages,
+    };
+    let report = match tlsbench::run(&spec, &mut |line| eprintln!("  {line}")) {
+        Ok(r) => r,
+        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e) => {
+            eprintln!("signet bench tls: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = a.json {
+        let text = serde_json::to_string_pretty(&report).expect("report serializes");
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("signet bench tls: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    print!("{}", report.tables());
+    ExitCode::SUCCESS
+}
+
+fn parse_target(t: &str) -> Result<(String, SocketAddr), String> {
+    let (name, addr) = t.split_once('=').ok_or_else(|| format!("--target {t:?}: expected NAME=HOST:PORT"))?;
+    let addr = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("--target {t:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--target {t:?}: {addr} resolves to no address"))?;
+    if name.is_empty() {
+        return Err(format!("--target {t:?}: the name before = is empty"));
+    }
+    Ok((name.to_string(), addr))
+}

@@ -1,0 +1,51 @@
+//! `signet bench tls` in small: both in-process backends measured by both methods, with
+//! every figure present and the handshake named; bad specs refused as usage errors.
+
+use signet_lab::tlsbench::{self, BenchError, Method, Spec};
+use signet_tls::Backend;
+
+fn spec(method: Method) -> Spec {
+    Spec {
+        method,
+        backends: Backend::ALL.to_vec(),
+        targets: Vec::new(),
+        ca_file: None,
+        server_name: "localhost".into(),
+        cert: None,
+        handshakes: 8,
+        sizes: vec![1, 4096, 65536],
+        seconds_per_size: 0.03,
+        repeats: 1,
+        max_messages: 200,
+    }
+}
+
+#[test]
+fn both_methods_measure_both_backends() {
+    for method in [Method::Echo, Method::Get] {
+        let report = tlsbench::run(&spec(method), &mut |_| {}).unwrap();
+        assert_eq!(report.servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["rustls", "openssl"]);
+        for s in &report.servers {
+            assert_eq!((s.agreed.version.as_str(), s.handshakes), ("TLSv1.3", 8), "{}", s.name);
+            assert!(s.agreed.cipher.starts_with("TLS_"), "{}", s.agreed.cipher);
+            assert!(s.handshake_ms_p50 > 0.0 && s.handshake_ms_p99 >= s.handshake_ms_p50);
+            assert_eq!(s.payloads.iter().map(|p| p.bytes).collect::<Vec<_>>(), [1, 4096, 65536]);
+            for p in &s.payloads {
+                assert!(p.messages >= 20 && p.mb_s > 0.0 && p.latency_ms_p50 > 0.0, "{} {}: {p:?}", s.name, p.bytes);
+            }
+        }
+        let tables = report.tables();
+        assert!(tables.contains("| openssl vs rustls MB/s |") && tables.contains("64 KiB"), "{tables}");
+    }
+}
+
+#[test]
+fn bad_specs_are_usage_errors() {
+    let mut s = spec(Method::Echo);
+    s.sizes = vec![0];
+    assert!(matches!(tlsbench::run(&s, &mut |_| {}), Err(BenchError::Usage(_))));
+    let mut s = spec(Method::Echo);
+    s.targets = vec![("nginx".into(), "127.0.0.1:9".parse().unwrap())];
+    let err = tlsbench::run(&s, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("--target needs --ca-file"), "{err}");
+}

@@ -1,0 +1,112 @@
+//! The OpenSSL backend: an `SslAcceptor` (Mozilla's "intermediate" profile: TLS 1.2 and 1.3)
+//! per certificate, behind an atomic pointer.
+//!
+//! OpenSSL binds the certificate to the `SSL_CTX`, so rotation builds a new context and
+//! swaps it in; each handshake takes the current context with one atomic load when it
+//! creates its `SSL`. A connection keeps a reference to the context it started with, so
+//! open connections are untouched by a swap.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use openssl::pkey::PKey;
+use openssl::ssl::{AlpnError, Ssl, SslAcceptor, SslMethod};
+use openssl::x509::X509;
+use rustls::pki_types::PrivateKeyDer;
+use tokio::net::TcpStream;
+use tokio_openssl::SslStream;
+
+use crate::certified::{CertError, CertifiedPair};
+
+pub(crate) struct OpensslAcceptor {
+    current: ArcSwap<SslAcceptor>,
+    /// ALPN in wire format (length-prefixed names), the form OpenSSL selects from.
+    alpn_wire: Arc<Vec<u8>>,
+}
+
+impl OpensslAcceptor {
+    pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]]) -> Result<OpensslAcceptor, CertError> {
+        let mut alpn_wire = Vec::new();
+        for p in alpn {
+            alpn_wire.push(p.len() as u8);
+            alpn_wire.extend_from_slice(p);
+        }
+        let alpn_wire = Arc::new(alpn_wire);
+        let first = build(pair, &alpn_wire)?;
+        Ok(OpensslAcceptor { current: ArcSwap::from_pointee(first), alpn_wire })
+    }
+
+    pub(crate) fn install(&self, pair: &CertifiedPair) -> Result<(), CertError> {
+        self.current.store(Arc::new(build(pair, &self.alpn_wire)?));
+        Ok(())
+    }
+
+    pub(crate) async fn accept(&self, tcp: TcpStream) -> std::io::Result<SslStream<TcpStream>> {
+        // The guard is dropped before the handshake awaits: only the `SSL` keeps the context.
+        let ssl = Ssl::new(self.current.load().context()).map_err(std::io::Error::other)?;
+        let mut stream = SslStream::new(ssl, tcp).map_err(std::io::Error::other)?;
+        Pin::new(&mut stream).accept().await.map_err(|e| match e.into_io_error() {
+            Ok(io) => io,
+            Err(ssl) => std::io::Error::new(std::io::ErrorKind::InvalidData, ssl.to_string()),
+        })?;
+        Ok(stream)
+    }
+}
+
+/// A context presenting `pair`, refusing anything older than TLS 1.2.
+fn build(pair: &CertifiedPair, alpn_wire: &Arc<Vec<u8>>) -> Result<SslAcceptor, CertError> {
+    let refused = |e: openssl::error::ErrorStack| CertError::Backend { backend: "openssl", why: e.to_string() };
+    let mut builder = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(refused)?;
+    let mut chain = pair.chain().iter();
+    let leaf = chain.next().expect("a checked pair has a leaf certificate");
+    let leaf = X509::from_der(leaf).map_err(refused)?;
+    builder.set_certificate(&leaf).map_err(refused)?;
+    for extra in chain {
+        builder.add_extra_chain_cert(X509::from_der(extra).map_err(refused)?).map_err(refused)?;
+    }
+    let key = match pair.key() {
+        PrivateKeyDer::Pkcs8(der) => PKey::private_key_from_pkcs8(der.secret_pkcs8_der()),
+        other => PKey::private_key_from_der(other.secret_der()),
+    }
+    .map_err(refused)?;
+    builder.set_private_key(&key).map_err(refused)?;
+    builder.check_private_key().map_err(refused)?;
+    let ours = alpn_wire.clone();
+    builder.set_alpn_select_callback(move |_, offered| select_alpn(&ours, offered));
+    Ok(builder.build())
+}
+
+/// As rustls does: the first of our protocols that the client offered (server preference),
+/// and a fatal no_application_protocol alert when the client offered only others. Both lists
+/// are in wire format; the answer must borrow from the client's.
+fn select_alpn<'a>(ours: &[u8], offered: &'a [u8]) -> Result<&'a [u8], AlpnError> {
+    let client: Vec<&'a [u8]> = wire_names(offered).collect();
+    wire_names(ours)
+        .find_map(|want| client.iter().find(|name| **name == want).copied())
+        .ok_or(AlpnError::ALERT_FATAL)
+}
+
+/// The names of a length-prefixed ALPN list; a truncated tail is ignored.
+fn wire_names(mut wire: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let (&len, rest) = wire.split_first()?;
+        let name = rest.get(..len as usize)?;
+        wire = &rest[len as usize..];
+        Some(name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpn_prefers_the_servers_order_and_refuses_strangers() {
+        let ours = b"\x02h2\x08http/1.1";
+        assert_eq!(select_alpn(ours, b"\x08http/1.1\x02h2").unwrap(), b"h2");
+        assert_eq!(select_alpn(ours, b"\x06spdy/3\x08http/1.1").unwrap(), b"http/1.1");
+        assert!(select_alpn(ours, b"\x06spdy/3").is_err());
+        assert!(select_alpn(ours, b"\x09http/1.1").is_err(), "a truncated list matches nothing");
+    }
+}
