@@ -1,6 +1,6 @@
-"""Markdown for the disk probe of a `signet bench load --disk-probe` result, shared by the
-bench-* scripts: the disk's own fdatasync beside the run, and the run's worst per-second p99
-in the seconds when the disk did not stall."""
+"""Markdown for what the machine did beside a `signet bench load` run, shared by the bench-*
+scripts: the disk probe (the disk's own fdatasync beside the run, and the run's worst per-second
+p99 in the seconds when the disk did not stall), and the hypervisor's CPU steal."""
 
 
 def disk_note(result):
@@ -19,3 +19,17 @@ def disk_cells(result):
     quiet = d.get("quiet_worst_p99_ms")
     quiet_cell = "–" if quiet is None else f"{quiet:.0f} ms ({d['quiet_seconds']} s)"
     return f"{d.get('p99_ms', 0):.1f} / {d.get('max_ms', 0):.0f} ms | {quiet_cell}"
+
+
+def steal_note(cpu_file):
+    """`; host CPU steal N %` from two /proc/stat `cpu` lines (before, after); empty if unreadable.
+
+    Steal is the time the hypervisor ran something else while this VM's vCPUs wanted to run:
+    capacity the measured run did not get, which no change in signet could win back."""
+    try:
+        before, after = (list(map(int, line.split()[1:9])) for line in open(cpu_file).read().splitlines()[:2])
+    except (OSError, ValueError):
+        return ""
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d)
+    return f"; host CPU steal {100 * d[7] / total:.0f} %" if total else ""
