@@ -26,6 +26,8 @@ pub struct Config {
     pub keys: KeyPaths,
     pub limits: Limits,
     pub oidc: OidcSettings,
+    /// Rate limits, bans and API tokens (docs/guard.md); all off by default.
+    pub guard: signet_guard::GuardConfig,
 }
 
 /// Identity-token issuers the CA trusts, besides the dev issuer under `--dev`.
@@ -106,6 +108,7 @@ impl Default for Config {
             keys: KeyPaths::default(),
             limits: Limits::default(),
             oidc: OidcSettings::default(),
+            guard: signet_guard::GuardConfig::default(),
         }
     }
 }
@@ -194,6 +197,7 @@ impl Config {
             ));
         }
         self.hostname()?;
+        self.guard.validate().map_err(ConfigError::Invalid)?;
         for i in &self.oidc.issuers {
             if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe" | "github-workflow") {
                 return Err(ConfigError::Invalid(format!(
@@ -361,6 +365,15 @@ mod tests {
 
         let err = toml::from_str::<Config>("[[oidc.issuers]]\nurl = \"u\"\nsubject = \"uri\"\nca_fil = \"x\"\n").unwrap_err();
         assert!(err.message().contains("ca_fil"), "{}", err.message());
+    }
+
+    #[test]
+    fn guard_section_parses_strictly() {
+        let c: Config = toml::from_str("[guard.rate_limit]\nenabled = true\nper_second = 5\nburst = 7\n[guard.auth]\nrequire = \"writes\"\n").unwrap();
+        assert!(c.guard.active() && c.guard.rate_limit.burst == 7);
+        let err = toml::from_str::<Config>("[guard.ban]\nmax_refusal = 3\n").unwrap_err();
+        assert!(err.message().contains("max_refusal"), "{}", err.message());
+        assert!(!Config::default().guard.active(), "off by default");
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         let _ = tcp.set_nodelay(true);
     });
     println!("signet listening on {url}");
-    axum::serve(listener, app)
+    // Connect info gives the guard each request's peer address (rate limits and bans by IP).
+    axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|source| StartError::Io { what: "serving HTTP".into(), source })?;
