@@ -20,6 +20,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Operate the guard: API tokens and bans, shared with a running server via the data dir.
+    #[command(subcommand)]
+    Admin(cmd::admin::Admin),
     /// Run the server.
     Serve(cmd::serve::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
+        Command::Admin(args) => cmd::admin::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),

@@ -230,6 +230,24 @@ pub fn request_bytes_bearer(method: &str, target: &http::Uri, path_and_query: &s
     out
 }
 
+/// Adds `Name: value` header lines to a serialized request, after its Host line
+/// (`--header` of the `custom` workload). Names and values were checked by the caller.
+pub fn with_headers(request: Vec<u8>, headers: &[(String, String)]) -> Vec<u8> {
+    if headers.is_empty() {
+        return request;
+    }
+    let at = find(&request, b"\r\n")
+        .and_then(|first| find(&request[first + 2..], b"\r\n").map(|second| first + 2 + second + 2))
+        .expect("request has a Host line");
+    let mut out = Vec::with_capacity(request.len() + 64 * headers.len());
+    out.extend_from_slice(&request[..at]);
+    for (name, value) in headers {
+        out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    out.extend_from_slice(&request[at..]);
+    out
+}
+
 /// Serializes a request: `METHOD path HTTP/1.1`, Host, optional JSON body.
 pub fn request_bytes(method: &str, target: &http::Uri, path_and_query: &str, body: Option<&[u8]>) -> Vec<u8> {
     request_bytes_typed(method, target, path_and_query, body, "application/json")
@@ -294,6 +312,13 @@ mod tests {
         let uri = serve_once(vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"]).await;
         let mut c = conn(&uri);
         assert_eq!(c.fetch(&request_bytes("GET", &uri, "/", None)).await.unwrap(), (200, b"abcde".to_vec()));
+    }
+
+    #[test]
+    fn extra_headers_follow_the_host_line() {
+        let uri: Uri = "http://h:1/x".parse().unwrap();
+        let r = with_headers(request_bytes("GET", &uri, "/x", None), &[("Authorization".into(), "Bearer t".into()), ("X-A".into(), "b".into())]);
+        assert_eq!(r, b"GET /x HTTP/1.1\r\nHost: h:1\r\nAuthorization: Bearer t\r\nX-A: b\r\n\r\n");
     }
 
     #[test]

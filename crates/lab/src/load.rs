@@ -33,6 +33,8 @@ pub struct LoadSpec {
     pub connections: usize,
     pub method: Method,
     pub body: Bytes,
+    /// Extra `(name, value)` headers of `custom` requests, e.g. `Authorization`.
+    pub headers: Vec<(String, String)>,
     /// How long one request may take before it counts as a timeout.
     pub timeout: Duration,
     pub progress: bool,
@@ -214,9 +216,9 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     } else {
         let read_size = if spec.workload == Workload::LogRead { tree_size(&dialers.setup, &spec.target).await? } else { 0 };
         let (target, kind, method, body) = (spec.target.clone(), spec.workload, spec.method.clone(), spec.body.clone());
-        let token = spec.token.clone();
+        let (token, headers) = (spec.token.clone(), spec.headers.clone());
         let maker = tokio::task::spawn_blocking(move || {
-            RequestMaker::prepare(&target, kind, total as usize, method, body, read_size, token.as_deref())
+            RequestMaker::prepare(&target, kind, total as usize, method, body, read_size, token.as_deref(), &headers)
         })
         .await
         .map_err(|e| LoadError::Spec(e.to_string()))?;

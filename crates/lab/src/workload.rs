@@ -28,7 +28,7 @@ pub enum Workload {
     Cert,
     /// RFC 3161 `POST /api/v1/timestamp` with distinct DER requests.
     Tsa,
-    /// The target URL itself, with `--method` and `--body`.
+    /// The target URL itself, with `--method`, `--body` and `--header`.
     Custom,
     /// The keyless flow as one transaction: certificate, log entry, timestamp ([`crate::txn`]).
     Sign,
@@ -99,6 +99,7 @@ impl RequestMaker {
         custom_body: Bytes,
         read_size: u64,
         token: Option<&str>,
+        headers: &[(String, String)],
     ) -> Arc<RequestMaker> {
         let prefix = target.path().trim_end_matches('/').to_string();
         let prepared = match kind {
@@ -112,7 +113,7 @@ impl RequestMaker {
             Workload::Custom => {
                 let path = target.path_and_query().map_or("/", |p| p.as_str());
                 let body = (!custom_body.is_empty()).then_some(&custom_body[..]);
-                vec![conn::request_bytes(method.as_str(), target, path, body)]
+                vec![conn::with_headers(conn::request_bytes(method.as_str(), target, path, body), headers)]
             }
             Workload::LogRead | Workload::Sign | Workload::Verify | Workload::Mixed => Vec::new(),
             Workload::Tsa => {

@@ -110,6 +110,7 @@ fn spec(target: String, connections: usize, transport: Transport) -> LoadSpec {
         connections,
         method: http::Method::GET,
         body: Bytes::new(),
+        headers: Vec::new(),
         timeout: Duration::from_secs(10),
         progress: false,
         token: None,

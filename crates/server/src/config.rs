@@ -27,6 +27,8 @@ pub struct Config {
     pub limits: Limits,
     pub oidc: OidcSettings,
     pub tls: TlsSettings,
+    /// Rate limits, bans and API tokens (docs/guard.md); all off by default.
+    pub guard: signet_guard::GuardConfig,
 }
 
 /// HTTPS: without `cert` (and `key`), signet serves plain HTTP.
@@ -166,6 +168,7 @@ impl Default for Config {
             limits: Limits::default(),
             oidc: OidcSettings::default(),
             tls: TlsSettings::default(),
+            guard: signet_guard::GuardConfig::default(),
         }
     }
 }
@@ -264,6 +267,7 @@ impl Config {
         }
         self.hostname()?;
         self.tls.validate()?;
+        self.guard.validate().map_err(ConfigError::Invalid)?;
         for i in &self.oidc.issuers {
             if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe" | "github-workflow") {
                 return Err(ConfigError::Invalid(format!(
@@ -464,6 +468,15 @@ mod tests {
         })
         .unwrap();
         assert_eq!((c.tls.cert.unwrap(), c.tls.backend.unwrap()), (PathBuf::from("/c"), "openssl".to_string()));
+    }
+
+    #[test]
+    fn guard_section_parses_strictly() {
+        let c: Config = toml::from_str("[guard.rate_limit]\nenabled = true\nper_second = 5\nburst = 7\n[guard.auth]\nrequire = \"writes\"\n").unwrap();
+        assert!(c.guard.active() && c.guard.rate_limit.burst == 7);
+        let err = toml::from_str::<Config>("[guard.ban]\nmax_refusal = 3\n").unwrap_err();
+        assert!(err.message().contains("max_refusal"), "{}", err.message());
+        assert!(!Config::default().guard.active(), "off by default");
     }
 
     #[test]

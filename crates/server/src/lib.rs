@@ -57,6 +57,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let state = Arc::new(AppState::open(&cfg).await?);
     let app = api::router(state);
     let serving = |source| StartError::Io { what: "serving HTTP".into(), source };
+    // Connect info gives the guard each request's peer address (rate limits and bans by IP).
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     match tls {
         None => {
             // Without TCP_NODELAY a response split over two segments waits for the client's
@@ -69,7 +71,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
         Some((acceptor, source)) => {
             let _reloading = source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs));
-            let listener = listener::TlsListener::new(listener, acceptor).map_err(serving)?;
+            // The no-op tap is what gives a custom listener axum's connect info (the peer address
+            // the guard keys on): axum implements it for any `TapIo`, not for listeners in general.
+            let listener = listener::TlsListener::new(listener, acceptor).map_err(serving)?.tap_io(|_| {});
             println!("signet listening on {url}");
             axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(serving)
         }

@@ -94,7 +94,8 @@ pub async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: 
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_string();
     let response = next.run(request).await;
     let status = response.status().as_u16();
-    let refusal = response.extensions().get::<Refusal>().copied().or_else(|| {
+    let guard = response.extensions().get::<signet_guard::Refusal>().map(|r| Refusal(r.0));
+    let refusal = response.extensions().get::<Refusal>().copied().or(guard).or_else(|| {
         response.status().is_client_error().then_some(Refusal("client_error"))
     });
     metrics.record(&route, status, refusal);

@@ -40,6 +40,8 @@ pub struct AppState {
     pub trust: signet_trust::root::Instance,
     /// Request and refusal counters for `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Rate limits, bans and API tokens, shared with `signet admin` through the data dir.
+    pub guard: Arc<signet_guard::Guard>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,8 @@ pub enum StartError {
     Trust(String),
     #[error("TLS: {0}")]
     Tls(#[from] signet_tls::CertError),
+    #[error(transparent)]
+    Guard(#[from] signet_guard::StoreError),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -183,6 +187,10 @@ impl AppState {
         )?;
         let tsa = Tsa::open(&cfg.data_dir, &root_key, authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
+        let (data_dir, guard_cfg) = (cfg.data_dir.clone(), cfg.guard.clone());
+        let guard = tokio::task::spawn_blocking(move || signet_guard::Guard::open(&data_dir, guard_cfg))
+            .await
+            .expect("guard open does not panic")?;
 
         Ok(AppState {
             rekor_v1: RekorV1::new(v1, tree_id),
@@ -194,6 +202,7 @@ impl AppState {
             tsa,
             trust: crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?,
             metrics: Default::default(),
+            guard,
         })
     }
 }

@@ -79,6 +79,10 @@ struct LoadArgs {
     /// Request body for `custom`.
     #[arg(long, default_value = "")]
     body: String,
+    /// Extra request header for `custom`, as 'Name: value' (repeatable), e.g.
+    /// 'Authorization: Bearer sgt_…'.
+    #[arg(long = "header")]
+    headers: Vec<String>,
     /// Write the machine-readable result here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -154,6 +158,18 @@ fn load(a: LoadArgs) -> ExitCode {
         (Some(n), _, _) => n,
         (None, _, _) => Transport::default().streams,
     };
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        match h.split_once(':').map(|(n, v)| (n.trim(), v.trim())) {
+            Some((n, v)) if http::HeaderName::try_from(n).is_ok() && http::HeaderValue::try_from(v).is_ok() => {
+                headers.push((n.to_string(), v.to_string()))
+            }
+            _ => return usage(format!("--header {h:?} is not 'Name: value'")),
+        }
+    }
+    if !headers.is_empty() && a.workload != Workload::Custom {
+        return usage("--header applies to the custom workload only".into());
+    }
     let transport = Transport { http: a.http, streams, new_connection: a.new_connection, ca_file: a.ca_file };
     let spec = LoadSpec {
         target,
@@ -163,6 +179,7 @@ fn load(a: LoadArgs) -> ExitCode {
         connections: r.connections,
         method,
         body: a.body.into_bytes().into(),
+        headers,
         timeout: Duration::from_secs_f64(a.timeout),
         progress: true,
         token: a.token,

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod admin;
 pub mod bench;
 pub mod bench_gates;
 pub mod bench_tls;

@@ -101,6 +101,10 @@ pub fn get(agent: &ureq::Agent, url: &str) -> Result<Reply, ureq::Error> {
     reply(agent.get(url).call())
 }
 
+pub fn get_bearer(agent: &ureq::Agent, url: &str, token: &str) -> Result<Reply, ureq::Error> {
+    reply(agent.get(url).header("authorization", &format!("Bearer {token}")).call())
+}
+
 pub fn post_json(agent: &ureq::Agent, url: &str, body: &Value) -> Result<Reply, ureq::Error> {
     reply(agent.post(url).header("content-type", "application/json").send(serde_json::to_vec(body).unwrap()))
 }

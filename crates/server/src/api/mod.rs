@@ -6,9 +6,11 @@
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
 //! - [`tsa`]: the RFC 3161 timestamp API.
 //! - [`trust`]: the trust documents.
+//! - [`admin`]: `/api/admin/…`, behind an admin API token whatever the config.
 //! - [`ops`]: health, readiness, metrics, and the dev OIDC issuer's documents.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
+pub mod admin;
 pub mod ct;
 pub mod error;
 pub mod fulcio;
@@ -30,7 +32,10 @@ use error::ApiError;
 
 pub fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
-    Router::new()
+    let guard = state.guard.clone();
+    let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin);
+    let mut app = Router::new()
+        .route("/api/admin/tokens", get(admin::tokens).layer(admin_only))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/readyz", get(ops::readyz))
@@ -60,6 +65,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
         })
-        .with_state(state)
-        .layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count))
+        .with_state(state);
+    // The guard (docs/guard.md), when configured: authn outside, so that the rate limiter
+    // keys authenticated clients by token. Off, the router carries no guard layer at all.
+    if guard.config.active() {
+        app = app
+            .layer(signet_guard::RateLimitLayer::new(guard.clone()))
+            .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public));
+    }
+    app.layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count))
 }

@@ -1,0 +1,174 @@
+//! The guard on a real server: rate limits, bans, API tokens, and `signet admin` changing
+//! a running server through the shared data dir.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{agent, get, get_bearer, Server};
+
+fn signet(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().expect("run signet");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn admin(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["admin"];
+    all.extend_from_slice(&args[..2]);
+    all.extend_from_slice(&["--data-dir", dir.to_str().unwrap()]);
+    all.extend_from_slice(&args[2..]);
+    let (ok, out, err) = signet(&all);
+    assert!(ok, "signet {all:?} failed: {err}");
+    out
+}
+
+fn start(dir: &Path, config: &str) -> Server {
+    let file = dir.join("signet.toml");
+    std::fs::write(&file, config).unwrap();
+    Server::start(&dir.join("data"), &["--config", file.to_str().unwrap()])
+}
+
+/// Polls `check` for up to 5 s: admin changes reach the server on its next store poll.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn rate_limit_refuses_beyond_burst_with_retry_after_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "[guard.rate_limit]\nenabled = true\nper_second = 2\nburst = 5\n");
+    let a = agent();
+    let url = format!("{}/api/v1/log", server.url);
+    for i in 0..5 {
+        assert_eq!(get(&a, &url).unwrap().status, 200, "request {i} is within the burst");
+    }
+    let r = get(&a, &url).unwrap();
+    assert_eq!(r.status, 429);
+    let retry: u64 = r.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=2).contains(&retry), "retry after {retry}");
+    let body = r.json();
+    assert_eq!(body["code"], 429);
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("rate limit exceeded for ip:127.0.0.1") && message.contains("burst of 5"), "{message}");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(&a, &url).unwrap().status, 200, "the bucket refills at 2/s");
+    let metrics = get(&a, &format!("{}/metrics", server.url)).unwrap().text();
+    assert!(metrics.contains("reason=\"rate_limited\"} 1"), "{metrics}");
+}
+
+#[test]
+fn ban_engages_after_refusals_and_admin_lift_clears_it_on_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        "[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 1\n\
+         [guard.ban]\nenabled = true\nmax_refusals = 3\nwindow_secs = 60\nduration_secs = 600\n",
+    );
+    let data = dir.path().join("data");
+    let a = agent();
+    let url = format!("{}/api/v2/checkpoint", server.url);
+    assert_eq!(get(&a, &url).unwrap().status, 200);
+    for _ in 0..4 {
+        assert_eq!(get(&a, &url).unwrap().status, 429, "refused, and counted");
+    }
+    let r = get(&a, &url).unwrap();
+    assert_eq!(r.status, 403, "the fourth refusal within the window bans: {}", r.text());
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("ip:127.0.0.1 is banned") && message.contains("signet admin ban lift"), "{message}");
+    assert!(r.header("retry-after").is_some());
+
+    eventually("the ban is in the store", || admin(&data, &["ban", "list"]).contains("ip:127.0.0.1"));
+    let listed = admin(&data, &["ban", "list", "--json"]);
+    assert!(listed.contains("more than 3 refusals"), "{listed}");
+    admin(&data, &["ban", "lift", "127.0.0.1"]);
+    assert!(!admin(&data, &["ban", "list"]).contains("127.0.0.1"));
+    eventually("the running server lifts the ban", || get(&a, &url).unwrap().status != 403);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(&a, &url).unwrap().status, 200);
+    let (ok, _, err) = signet(&["admin", "ban", "lift", "--data-dir", data.to_str().unwrap(), "127.0.0.1"]);
+    assert!(!ok && err.contains("not banned"), "{err}");
+}
+
+#[test]
+fn tokens_authenticate_by_role_and_revocation_reaches_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "[guard.auth]\nrequire = \"all\"\n");
+    let data = dir.path().join("data");
+    let a = agent();
+    let url = format!("{}/api/v1/log", server.url);
+
+    // Created while the server runs.
+    let signer = admin(&data, &["token", "create", "--role", "signer", "--name", "ci"]).trim().to_string();
+    let root = admin(&data, &["token", "create", "--role", "admin", "--name", "root", "--ttl", "3600"]).trim().to_string();
+    assert!(signer.starts_with("sgt_") && !signer.contains(char::is_whitespace), "the token alone: {signer:?}");
+
+    let r = get(&a, &url).unwrap();
+    assert_eq!(r.status, 401);
+    assert!(r.json()["message"].as_str().unwrap().contains("needs an API token"));
+    assert_eq!(get(&a, &format!("{}/healthz", server.url)).unwrap().status, 200, "probes stay open");
+    eventually("the new token is accepted", || get_bearer(&a, &url, &signer).unwrap().status == 200);
+
+    let mut wrong = signer.clone();
+    wrong.pop();
+    wrong.push(if signer.ends_with('x') { 'y' } else { 'x' });
+    let r = get_bearer(&a, &url, &wrong).unwrap();
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["message"], "the API token is not valid");
+
+    let tokens_url = format!("{}/api/admin/tokens", server.url);
+    let r = get_bearer(&a, &tokens_url, &signer).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("needs role admin"));
+    let r = get_bearer(&a, &tokens_url, &root).unwrap();
+    assert_eq!(r.status, 200);
+    let listed = r.text();
+    assert!(listed.contains("\"ci\"") && listed.contains("\"signer\"") && listed.contains("\"root\""), "{listed}");
+    assert!(!listed.contains(&signer[20..]) && !listed.contains(&root[20..]), "no secrets listed");
+
+    let list = admin(&data, &["token", "list"]);
+    assert!(list.contains("ci") && list.contains("signer") && list.contains("root"), "{list}");
+    assert!(!list.contains(&signer[20..]), "list never shows a token");
+    let disk = std::fs::read(data.join("guard.sqlite")).unwrap();
+    for t in [&signer, &root] {
+        let secret = t.rsplit('_').next().unwrap().as_bytes();
+        assert!(!disk.windows(secret.len()).any(|w| w == secret), "the store holds no plaintext token");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(data.join("guard.sqlite")).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    admin(&data, &["token", "revoke", "ci"]);
+    eventually("the revoked token is refused", || get_bearer(&a, &url, &signer).unwrap().status == 401);
+    assert_eq!(get_bearer(&a, &url, &signer).unwrap().json()["message"], "the API token has been revoked");
+    assert!(admin(&data, &["token", "list", "--json"]).contains("\"revoked\": 1"), "revocation time listed");
+    assert_eq!(get_bearer(&a, &url, &root).unwrap().status, 200);
+}
+
+#[test]
+fn off_by_default_yet_admin_routes_need_an_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let data = dir.path().join("data");
+    let a = agent();
+    for _ in 0..50 {
+        assert_eq!(get(&a, &format!("{}/api/v1/log", server.url)).unwrap().status, 200);
+    }
+    // An OIDC-looking bearer on a public route is not the guard's business.
+    assert_eq!(get_bearer(&a, &format!("{}/api/v1/log", server.url), "eyJ.a.b").unwrap().status, 200);
+    let tokens_url = format!("{}/api/admin/tokens", server.url);
+    assert_eq!(get(&a, &tokens_url).unwrap().status, 401);
+    let reader = admin(&data, &["token", "create", "--role", "reader"]).trim().to_string();
+    let root = admin(&data, &["token", "create", "--role", "admin"]).trim().to_string();
+    eventually("the admin token is accepted", || get_bearer(&a, &tokens_url, &root).unwrap().status == 200);
+    assert_eq!(get_bearer(&a, &tokens_url, &reader).unwrap().status, 403);
+    let (ok, _, err) = signet(&["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--role", "root"]);
+    assert!(!ok && err.contains("expected admin, signer or reader"), "{err}");
+}

@@ -1,0 +1,113 @@
+//! `[guard]`: which protections are on. Everything is off by default, so that a plain
+//! `signet serve` answers Sigstore clients exactly as before; admin routes need an admin
+//! token whatever this says.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardConfig {
+    pub rate_limit: RateLimitConfig,
+    pub ban: BanConfig,
+    pub auth: AuthConfig,
+}
+
+/// Token buckets per client. Reads (GET, HEAD) and writes (everything else) have their own
+/// buckets, so that a burst of log reads cannot starve a client's signing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    pub enabled: bool,
+    /// Sustained read requests per second per client.
+    pub per_second: u32,
+    /// Read requests a client may send at once above the sustained rate.
+    pub burst: u32,
+    /// Sustained writes per second per client; default: `per_second`.
+    pub write_per_second: Option<u32>,
+    /// Write burst; default: `burst`.
+    pub write_burst: Option<u32>,
+}
+
+/// A client refused (429 or 401) more than `max_refusals` times within `window_secs` is
+/// banned for `duration_secs`: it gets a 403 without further work until then.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BanConfig {
+    pub enabled: bool,
+    pub max_refusals: u32,
+    pub window_secs: u64,
+    pub duration_secs: u64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Which public (Sigstore) routes need an API token.
+    pub require: Require,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Require {
+    /// No public route needs a token (real Sigstore clients send none).
+    #[default]
+    None,
+    /// Writes (POST, PUT, DELETE, PATCH) need a `signer` or `admin` token.
+    Writes,
+    /// Every route but `/healthz` and `/readyz` needs a token; writes need `signer` or `admin`.
+    All,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig { enabled: false, per_second: 100, burst: 200, write_per_second: None, write_burst: None }
+    }
+}
+
+impl Default for BanConfig {
+    fn default() -> Self {
+        BanConfig { enabled: false, max_refusals: 100, window_secs: 60, duration_secs: 600 }
+    }
+}
+
+impl GuardConfig {
+    /// Whether the global layers are needed at all. When not, the router has none of them
+    /// and pays nothing.
+    pub fn active(&self) -> bool {
+        self.rate_limit.enabled || self.ban.enabled || self.auth.require != Require::None
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let r = &self.rate_limit;
+        if r.enabled {
+            let all = [r.per_second, r.burst, r.write_per_second.unwrap_or(1), r.write_burst.unwrap_or(1)];
+            if all.contains(&0) {
+                return Err("guard.rate_limit: per_second, burst, write_per_second and write_burst must be at least 1".into());
+            }
+        }
+        let b = &self.ban;
+        if b.enabled && (b.max_refusals == 0 || b.window_secs == 0 || b.duration_secs == 0) {
+            return Err("guard.ban: max_refusals, window_secs and duration_secs must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_by_default_and_strict() {
+        let c: GuardConfig = serde_json::from_str("{}").unwrap();
+        assert!(!c.active());
+        let c: GuardConfig = serde_json::from_str(r#"{"auth": {"require": "writes"}}"#).unwrap();
+        assert!(c.active());
+        let e = serde_json::from_str::<GuardConfig>(r#"{"rate_limit": {"per_secnd": 3}}"#).unwrap_err();
+        assert!(e.to_string().contains("per_secnd"), "{e}");
+        let mut c = GuardConfig::default();
+        c.rate_limit.enabled = true;
+        c.rate_limit.burst = 0;
+        assert!(c.validate().unwrap_err().contains("burst"));
+    }
+}

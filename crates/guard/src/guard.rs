@@ -1,0 +1,168 @@
+//! [`Guard`]: what the layers read on every request, kept in step with `guard.sqlite`.
+//!
+//! The request path never touches SQLite. It reads an in-memory snapshot of the tokens and
+//! bans. One thread, `guard-store`, owns the database connection and every 200 ms:
+//! 1. writes the bans this server imposed since the last tick (so `admin ban list` sees them);
+//! 2. polls `PRAGMA data_version`, which changes only when another process committed
+//!    (`signet admin token create|revoke`, `ban lift`), and only then rereads both tables.
+//!
+//! So an admin change reaches a running server within about 200 ms, and the steady state
+//! costs one cheap pragma five times a second.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+
+use crate::authn::Identity;
+use crate::ban::{Bans, Strikes};
+use crate::client::ClientKey;
+use crate::config::GuardConfig;
+use crate::ratelimit::Limiters;
+use crate::store::{self, BanRecord, Store, StoreError, TokenRecord};
+use crate::token::{self, TokenId};
+
+/// How often the store thread looks for other processes' changes.
+pub const POLL: Duration = Duration::from_millis(200);
+
+pub struct Guard {
+    pub config: GuardConfig,
+    tokens: RwLock<HashMap<TokenId, TokenRecord>>,
+    pub(crate) bans: Bans,
+    strikes: Strikes,
+    pub(crate) limiters: Option<Limiters>,
+    to_store: mpsc::Sender<BanRecord>,
+}
+
+/// Why a presented API token was not accepted. The messages are safe to return: none
+/// reveals anything to a caller who does not already hold the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("the API token is not valid")]
+    Invalid,
+    #[error("the API token has expired")]
+    Expired,
+    #[error("the API token has been revoked")]
+    Revoked,
+}
+
+impl Guard {
+    /// Opens the store under `data_dir`, loads the snapshot and starts the store thread.
+    pub fn open(data_dir: &Path, config: GuardConfig) -> Result<Arc<Guard>, StoreError> {
+        let store = Store::open(data_dir)?;
+        let (to_store, pending) = mpsc::channel();
+        let guard = Arc::new(Guard {
+            limiters: config.rate_limit.enabled.then(|| Limiters::new(&config.rate_limit)),
+            strikes: Strikes::new(config.ban.clone()),
+            config,
+            tokens: RwLock::new(HashMap::new()),
+            bans: Bans::default(),
+            to_store,
+        });
+        guard.reload(&store)?;
+        let weak = Arc::downgrade(&guard);
+        std::thread::Builder::new()
+            .name("guard-store".into())
+            .spawn(move || keep_in_step(weak, store, pending))
+            .map_err(|source| StoreError::Io { path: "guard-store thread".into(), source })?;
+        Ok(guard)
+    }
+
+    fn reload(&self, store: &Store) -> Result<(), StoreError> {
+        let tokens = store.tokens()?.into_iter().map(|t| (t.id, t)).collect();
+        *self.tokens.write() = tokens;
+        self.bans.replace(&store.bans()?);
+        Ok(())
+    }
+
+    /// Checks a presented `sgt_…` token. `None`: not a signet token at all (e.g. an OIDC
+    /// identity token meant for the CA), which is none of the guard's business.
+    pub fn authenticate(&self, presented: &str) -> Option<Result<Identity, AuthError>> {
+        let id = token::claimed_id(presented)?;
+        let tokens = self.tokens.read();
+        let Some(record) = tokens.get(&id) else {
+            // Hash anyway, so an unknown id costs what a wrong secret does.
+            let _ = token::hash(presented);
+            return Some(Err(AuthError::Invalid));
+        };
+        if !token::matches(presented, &record.hash) {
+            return Some(Err(AuthError::Invalid));
+        }
+        if record.revoked.is_some() {
+            return Some(Err(AuthError::Revoked));
+        }
+        if record.expires.is_some_and(|e| store::now() >= e) {
+            return Some(Err(AuthError::Expired));
+        }
+        Some(Ok(Identity { id, role: record.role }))
+    }
+
+    /// Counts a refusal of `client`; bans it when that crosses the threshold.
+    pub fn strike(&self, client: ClientKey, why: &str) {
+        if let Some(ban) = self.strikes.strike(client, store::now(), why) {
+            tracing::warn!(client = %ban.client, until = ban.until, reason = %ban.reason, "client banned");
+            self.bans.insert(ban.client, ban.until);
+            let _ = self.to_store.send(ban);
+        }
+    }
+
+    pub fn banned_until(&self, client: &ClientKey) -> Option<u64> {
+        self.bans.banned_until(client, store::now())
+    }
+
+    /// The tokens, without their hashes' use to anyone: for `GET /api/admin/tokens`.
+    pub fn tokens(&self) -> Vec<TokenRecord> {
+        let mut all: Vec<TokenRecord> = self.tokens.read().values().cloned().collect();
+        all.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+        all
+    }
+}
+
+fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRecord>) {
+    let mut version = store.data_version().ok();
+    let mut last_sweep = Instant::now();
+    loop {
+        match pending.recv_timeout(POLL) {
+            Ok(ban) => {
+                if let Err(e) = store.insert_ban(&ban) {
+                    tracing::error!("recording a ban: {e}");
+                }
+                // Again in memory: a reread may have replaced the map since it was imposed.
+                if let Some(g) = guard.upgrade() {
+                    g.bans.insert(ban.client, ban.until);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let Some(guard) = guard.upgrade() else { return };
+        let now_version = store.data_version().ok();
+        if now_version != version {
+            version = now_version;
+            if let Err(e) = guard.reload(&store) {
+                tracing::error!("rereading the guard store: {e}");
+            }
+            // Bans imposed while rereading are still queued: put them back in memory too.
+            while let Ok(ban) = pending.try_recv() {
+                guard.bans.insert(ban.client, ban.until);
+                if let Err(e) = store.insert_ban(&ban) {
+                    tracing::error!("recording a ban: {e}");
+                }
+            }
+        }
+        // Forget idle clients now and then, so that memory follows the active clients only.
+        if last_sweep.elapsed() >= Duration::from_secs(10) {
+            last_sweep = Instant::now();
+            let now = store::now();
+            guard.bans.forget_expired(now);
+            guard.strikes.forget_old(now);
+            if let Some(l) = &guard.limiters {
+                l.forget_idle();
+            }
+        }
+    }
+}

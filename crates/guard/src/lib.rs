@@ -1,0 +1,39 @@
+//! The guard: the tower layers that stand between the network and the handlers.
+//!
+//! Request path, outermost first (DESIGN.md: validate → authenticate → authorize →
+//! rate-limit → audit; validation and audit are not built yet):
+//!
+//! 1. [`authn`]: a banned client IP is refused first (the cheapest answer); then an
+//!    `Authorization: Bearer sgt_…` API token is checked and becomes an [`authn::Identity`];
+//!    then the route's required [`token::Role`] is enforced (admin routes always need `admin`).
+//! 2. [`ratelimit`]: per-client token buckets (governor), reads and writes apart; a client
+//!    is its token when it presented one, else its IP. Refusals count towards a [`ban`].
+//!
+//! The state the layers share:
+//!
+//! - [`config`]: `[guard]` in the server's TOML: what is on (nothing, by default).
+//! - [`token`]: the API token format, roles, and hashing (only SHA-256 hashes are stored).
+//! - [`ban`]: strikes within a window, and the active bans.
+//! - [`store`]: `guard.sqlite` in the data dir, shared with `signet admin` (tokens, bans).
+//! - [`guard`]: [`Guard`], the in-memory snapshot the layers read, and the thread that
+//!   keeps it in step with the store.
+//! - [`client`]: who a request comes from (IP or token).
+//! - [`refuse`]: the JSON refusals (`{"code","message"}`) the layers answer with.
+
+pub mod authn;
+pub mod ban;
+pub mod client;
+pub mod config;
+pub mod guard;
+pub mod ratelimit;
+pub mod refuse;
+pub mod store;
+pub mod token;
+
+pub use authn::{AuthnLayer, Identity};
+pub use config::GuardConfig;
+pub use guard::Guard;
+pub use ratelimit::RateLimitLayer;
+pub use refuse::Refusal;
+pub use store::{Store, StoreError};
+pub use token::Role;

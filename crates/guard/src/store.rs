@@ -1,0 +1,277 @@
+//! `guard.sqlite`: the tokens and bans that `signet admin` and a running server share.
+//!
+//! SQLite gives both processes atomic updates under its own locking, and a cheap way for
+//! the server to notice the other's changes: `PRAGMA data_version` changes whenever
+//! another connection commits, so the server polls one integer instead of rereading
+//! tables (see [`crate::guard`]). The file is created 0600; it holds only token hashes,
+//! but the hashes and names are still nobody else's business.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use crate::client::ClientKey;
+use crate::token::{self, NewToken, Role, TokenId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("guard store {path}: {source}")]
+    Sqlite { path: String, source: rusqlite::Error },
+    #[error("guard store {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("guard store {path}: {what}")]
+    Corrupt { path: String, what: String },
+    #[error("a token named {0:?} already exists; pick another --name or revoke it first")]
+    NameTaken(String),
+    #[error("no token named or with id {0:?}")]
+    NoSuchToken(String),
+}
+
+/// A stored token: everything but the secret, which is never stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenRecord {
+    #[serde(serialize_with = "display")]
+    pub id: TokenId,
+    pub name: String,
+    #[serde(serialize_with = "display")]
+    pub role: Role,
+    #[serde(skip)]
+    pub hash: [u8; 32],
+    pub created: u64,
+    /// Unix seconds after which the token is refused; `None`: never.
+    pub expires: Option<u64>,
+    /// Unix seconds at which it was revoked.
+    pub revoked: Option<u64>,
+}
+
+impl TokenRecord {
+    pub fn usable_at(&self, now: u64) -> bool {
+        self.revoked.is_none() && self.expires.is_none_or(|e| now < e)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BanRecord {
+    #[serde(serialize_with = "display")]
+    pub client: ClientKey,
+    pub reason: String,
+    pub since: u64,
+    pub until: u64,
+}
+
+fn display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+pub fn path(data_dir: &Path) -> PathBuf {
+    data_dir.join("guard.sqlite")
+}
+
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+impl Store {
+    /// Opens (creating, mode 0600) `<data_dir>/guard.sqlite`.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        let file = path(data_dir);
+        let shown = file.display().to_string();
+        let io = |source| StoreError::Io { path: shown.clone(), source };
+        signet_core::files::ensure_private_dir(data_dir).map_err(io)?;
+        // Create the file with its final mode before SQLite opens it: SQLite would create it
+        // 0644, and its journal files copy the database file's mode.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        opts.open(&file).map_err(io)?;
+        let conn = Connection::open(&file).map_err(|source| StoreError::Sqlite { path: shown.clone(), source })?;
+        let store = Store { conn, path: shown };
+        store
+            .conn
+            .execute_batch(
+                "PRAGMA busy_timeout=5000;
+                 CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL,
+                     hash BLOB NOT NULL, created INTEGER NOT NULL, expires INTEGER, revoked INTEGER);
+                 CREATE TABLE IF NOT EXISTS bans (client TEXT PRIMARY KEY, reason TEXT NOT NULL,
+                     since INTEGER NOT NULL, until INTEGER NOT NULL);",
+            )
+            .map_err(|e| store.err(e))?;
+        Ok(store)
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite { path: self.path.clone(), source }
+    }
+
+    fn corrupt(&self, what: String) -> StoreError {
+        StoreError::Corrupt { path: self.path.clone(), what }
+    }
+
+    /// Changes whenever another connection commits (SQLite's `PRAGMA data_version`).
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA data_version", [], |r| r.get(0)).map_err(|e| self.err(e))
+    }
+
+    /// Makes and stores a token; the plaintext is in the result and nowhere else.
+    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+        let new = token::generate();
+        let name = name.map_or_else(|| format!("token-{}", new.id), str::to_string);
+        let created = now();
+        let expires = ttl_secs.map(|t| created.saturating_add(t));
+        let taken: bool = self
+            .conn
+            .query_row("SELECT EXISTS(SELECT 1 FROM tokens WHERE name = ?1)", [&name], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if taken {
+            return Err(StoreError::NameTaken(name));
+        }
+        self.conn
+            .execute(
+                "INSERT INTO tokens (id, name, role, hash, created, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![new.id.to_string(), name, role.name(), &new.hash[..], created as i64, expires.map(|e| e as i64)],
+            )
+            .map_err(|e| self.err(e))?;
+        let record = TokenRecord { id: new.id, name, role, hash: new.hash, created, expires, revoked: None };
+        Ok((new, record))
+    }
+
+    pub fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, name, role, hash, created, expires, revoked FROM tokens ORDER BY created, name")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Vec<u8>>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, Option<i64>>(6)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, name, role, hash, created, expires, revoked) = row.map_err(|e| self.err(e))?;
+            out.push(TokenRecord {
+                id: id.parse().map_err(|e| self.corrupt(e))?,
+                role: role.parse().map_err(|e| self.corrupt(e))?,
+                hash: hash.try_into().map_err(|_| self.corrupt(format!("token {name}: hash is not 32 bytes")))?,
+                name,
+                created: created as u64,
+                expires: expires.map(|e| e as u64),
+                revoked: revoked.map(|r| r as u64),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Revokes the token with this name or id. Its record stays, marked, for `list`.
+    pub fn revoke(&self, name_or_id: &str) -> Result<TokenRecord, StoreError> {
+        let id: Option<String> = self
+            .conn
+            .query_row("SELECT id FROM tokens WHERE name = ?1 OR id = ?1", [name_or_id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let id = id.ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))?;
+        self.conn
+            .execute("UPDATE tokens SET revoked = COALESCE(revoked, ?2) WHERE id = ?1", params![id, now() as i64])
+            .map_err(|e| self.err(e))?;
+        let all = self.tokens()?;
+        all.into_iter().find(|t| t.id.to_string() == id).ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))
+    }
+
+    /// Bans still in force.
+    pub fn bans(&self) -> Result<Vec<BanRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT client, reason, since, until FROM bans WHERE until > ?1 ORDER BY since, client")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([now() as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (client, reason, since, until) = row.map_err(|e| self.err(e))?;
+            let client = client.parse().map_err(|e| self.corrupt(e))?;
+            out.push(BanRecord { client, reason, since: since as u64, until: until as u64 });
+        }
+        Ok(out)
+    }
+
+    /// Records a ban, replacing an older one of the same client; drops expired ones.
+    pub fn insert_ban(&self, ban: &BanRecord) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO bans (client, reason, since, until) VALUES (?1, ?2, ?3, ?4)",
+                params![ban.client.to_string(), ban.reason, ban.since as i64, ban.until as i64],
+            )
+            .map_err(|e| self.err(e))?;
+        self.conn.execute("DELETE FROM bans WHERE until <= ?1", [now() as i64]).map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Lifts the ban of `client`; false when it had none.
+    pub fn lift(&self, client: &ClientKey) -> Result<bool, StoreError> {
+        let n = self.conn.execute("DELETE FROM bans WHERE client = ?1", [client.to_string()]).map_err(|e| self.err(e))?;
+        Ok(n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_without_plaintext() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let (new, rec) = s.create_token(Some("ci"), Role::Signer, Some(60)).unwrap();
+        assert!(matches!(s.create_token(Some("ci"), Role::Reader, None), Err(StoreError::NameTaken(_))));
+        let listed = s.tokens().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].id, listed[0].role, listed[0].hash), (rec.id, Role::Signer, new.hash));
+        assert!(listed[0].usable_at(now()) && !listed[0].usable_at(now() + 61));
+        assert!(s.revoke("ci").unwrap().revoked.is_some());
+        assert!(!s.tokens().unwrap()[0].usable_at(now()));
+        assert!(matches!(s.revoke("nope"), Err(StoreError::NoSuchToken(_))));
+        drop(s);
+        let bytes = std::fs::read(path(dir.path())).unwrap();
+        let secret = new.plaintext.split('_').nth(2).unwrap();
+        assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "no plaintext secret on disk");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(path(dir.path())).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn bans_expire_and_lift() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let ip: ClientKey = "10.1.2.3".parse().unwrap();
+        let other: ClientKey = "10.1.2.4".parse().unwrap();
+        s.insert_ban(&BanRecord { client: ip, reason: "r".into(), since: now(), until: now() + 100 }).unwrap();
+        s.insert_ban(&BanRecord { client: other, reason: "r".into(), since: now() - 10, until: now() - 1 }).unwrap();
+        let bans = s.bans().unwrap();
+        assert_eq!(bans.len(), 1);
+        assert_eq!(bans[0].client, ip);
+        assert!(s.lift(&ip).unwrap());
+        assert!(!s.lift(&ip).unwrap());
+        assert!(s.bans().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,152 @@
+//! API tokens: `sgt_<id>_<secret>`.
+//!
+//! The id (8 random bytes, hex) is not secret: it names the token in `signet admin token
+//! list`, in bans and in rate-limit keys, and it finds the stored record without comparing
+//! secrets. The secret (32 random bytes, base64url) is shown once, at creation. At rest
+//! there is only the SHA-256 of the whole token, compared in constant time, so neither a
+//! copy of the store nor response timing gives the token away.
+
+use std::fmt;
+
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use base64::Engine;
+use subtle::ConstantTimeEq;
+
+/// Every signet API token starts with this, which tells it apart from an OIDC identity
+/// token in the same `Authorization: Bearer` header (cosign sends those to Fulcio).
+pub const PREFIX: &str = "sgt_";
+
+/// What a token may do. Each role includes the ones below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Reads (GET, HEAD).
+    Reader,
+    /// Reads and writes: certificates, log entries, timestamps.
+    Signer,
+    /// Everything, including `/api/admin/…`.
+    Admin,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Signer => "signer",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        match s {
+            "reader" => Ok(Role::Reader),
+            "signer" => Ok(Role::Signer),
+            "admin" => Ok(Role::Admin),
+            other => Err(format!("unknown role {other:?}; expected admin, signer or reader")),
+        }
+    }
+}
+
+/// A token's public id: 16 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TokenId(pub [u8; 8]);
+
+impl fmt::Display for TokenId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for TokenId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TokenId, String> {
+        let bad = || format!("{s:?} is not a token id (16 hex digits)");
+        if s.len() != 16 {
+            return Err(bad());
+        }
+        let mut id = [0u8; 8];
+        for (i, b) in id.iter_mut().enumerate() {
+            *b = u8::from_str_radix(s.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+        }
+        Ok(TokenId(id))
+    }
+}
+
+/// A freshly made token: the plaintext (to print once) and what is stored.
+pub struct NewToken {
+    pub id: TokenId,
+    pub plaintext: String,
+    pub hash: [u8; 32],
+}
+
+/// Makes a token from the system's CSPRNG.
+pub fn generate() -> NewToken {
+    let rng = SystemRandom::new();
+    let mut id = [0u8; 8];
+    let mut secret = [0u8; 32];
+    rng.fill(&mut id).expect("system RNG");
+    rng.fill(&mut secret).expect("system RNG");
+    let id = TokenId(id);
+    let plaintext = format!("{PREFIX}{id}_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret));
+    let hash = hash(&plaintext);
+    NewToken { id, plaintext, hash }
+}
+
+/// SHA-256 of the whole token string, the only form that is stored.
+pub fn hash(token: &str) -> [u8; 32] {
+    signet_core::hash::sha256(token.as_bytes())
+}
+
+/// The id a presented token claims, or `None` when it is not shaped like a signet token.
+/// The claim means nothing until [`matches`] agrees.
+pub fn claimed_id(token: &str) -> Option<TokenId> {
+    let rest = token.strip_prefix(PREFIX)?;
+    let (id, secret) = rest.split_once('_')?;
+    if secret.len() != 43 {
+        return None;
+    }
+    id.parse().ok()
+}
+
+/// Whether `token` hashes to `stored`, compared in constant time.
+pub fn matches(token: &str, stored: &[u8; 32]) -> bool {
+    hash(token).ct_eq(stored).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_tokens_parse_and_match_only_themselves() {
+        let t = generate();
+        assert!(t.plaintext.starts_with("sgt_"));
+        assert_eq!(claimed_id(&t.plaintext), Some(t.id));
+        assert!(matches(&t.plaintext, &t.hash));
+        let mut forged = t.plaintext.clone();
+        forged.pop();
+        forged.push(if t.plaintext.ends_with('A') { 'B' } else { 'A' });
+        assert_eq!(claimed_id(&forged), Some(t.id), "same id, other secret");
+        assert!(!matches(&forged, &t.hash));
+        assert_eq!(claimed_id("eyJhbGciOi.x.y"), None, "an OIDC JWT is not a signet token");
+        assert_ne!(generate().plaintext, t.plaintext);
+    }
+
+    #[test]
+    fn roles_order_and_parse() {
+        assert!(Role::Admin > Role::Signer && Role::Signer > Role::Reader);
+        assert_eq!("signer".parse::<Role>().unwrap(), Role::Signer);
+        assert!("root".parse::<Role>().unwrap_err().contains("admin, signer or reader"));
+    }
+}
