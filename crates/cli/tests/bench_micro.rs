@@ -12,10 +12,10 @@ fn list_names_every_suite_and_benchmark() {
     let out = signet().args(["bench", "micro", "--list"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for suite in ["core: ", "log: ", "ca: "] {
+    for suite in ["core: ", "log: ", "ca: ", "guard: "] {
         assert!(text.lines().any(|l| l.starts_with(suite)), "no suite line {suite:?} in\n{text}");
     }
-    for id in ["core/jcs/hashedrekord", "log/tree/inclusion_proof_1m", "log/sqlite/commit_256", "ca/tsa/timestamp"] {
+    for id in ["core/jcs/hashedrekord", "log/tree/inclusion_proof_1m", "log/sqlite/commit_256", "ca/tsa/timestamp", "guard/ratelimit/refuse"] {
         assert!(text.contains(id), "{id} not listed in\n{text}");
     }
 }
@@ -47,5 +47,5 @@ fn a_name_that_picks_nothing_is_a_usage_error() {
     let out = signet().args(["bench", "micro", "no-such-bench"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("\"no-such-bench\"") && err.contains("core, log, ca"), "{err}");
+    assert!(err.contains("\"no-such-bench\"") && err.contains("core, log, ca, guard"), "{err}");
 }

@@ -19,12 +19,15 @@
 //!   keeps it in step with the store.
 //! - [`client`]: who a request comes from (IP or token).
 //! - [`refuse`]: the JSON refusals (`{"code","message"}`) the layers answer with.
+//! - `micro` (feature `micro`): the criterion suite, `signet bench micro guard`.
 
 pub mod authn;
 pub mod ban;
 pub mod client;
 pub mod config;
 pub mod guard;
+#[cfg(feature = "micro")]
+pub mod micro;
 pub mod ratelimit;
 pub mod refuse;
 pub mod store;

@@ -1,0 +1,58 @@
+//! The guard's criterion suite (feature `micro`): `signet bench micro guard`, `cargo bench -p signet-guard`.
+//!
+//! What the guard adds to every request when it is on: checking a presented API token, and
+//! one rate-limit decision, on the path that admits and on the path that refuses (the one
+//! that answers a flood, so it has to stay cheap).
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+
+use signet_core::micro::criterion::Criterion;
+use signet_core::micro::{measure, Bench, Opts, Suite};
+
+use crate::client::ClientKey;
+use crate::config::RateLimitConfig;
+use crate::ratelimit::Limiters;
+use crate::token;
+
+pub fn suite() -> Suite {
+    let b = |id, about, run| Bench { id, about, run };
+    Suite {
+        name: "guard",
+        about: "the guard's per-request work: API token check, rate-limit decisions",
+        benches: vec![
+            b("guard/token/check", "parse a presented sgt_ token's id and compare its SHA-256 with the stored hash in constant time", token_check),
+            b("guard/ratelimit/admit", "one GCRA decision for a client with room in its bucket (keyed governor limiter)", admit),
+            b("guard/ratelimit/refuse", "one GCRA decision for a client whose bucket is empty, with the wait until it refills", refuse),
+        ],
+    }
+}
+
+fn token_check(c: &mut Criterion, bench: &Bench) {
+    let t = token::generate();
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            let presented = black_box(t.plaintext.as_str());
+            black_box(token::claimed_id(presented).is_some() && token::matches(presented, &t.hash))
+        })
+    });
+}
+
+fn limiters(per_second: u32, burst: u32) -> Limiters {
+    Limiters::new(&RateLimitConfig { enabled: true, per_second, burst, write_per_second: None, write_burst: None })
+}
+
+const CLIENT: ClientKey = ClientKey::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+fn admit(c: &mut Criterion, bench: &Bench) {
+    // A bucket that never empties during a run: every decision admits.
+    let l = limiters(u32::MAX, u32::MAX);
+    measure(c, bench, Opts::default(), |b| b.iter(|| black_box(l.check(black_box(&CLIENT), false).is_ok())));
+}
+
+fn refuse(c: &mut Criterion, bench: &Bench) {
+    let l = limiters(1, 1);
+    let _ = l.check(&CLIENT, false);
+    assert!(l.check(&CLIENT, false).is_err(), "the bucket is empty after its burst");
+    measure(c, bench, Opts::default(), |b| b.iter(|| black_box(l.check(black_box(&CLIENT), false).is_err())));
+}
