@@ -33,10 +33,13 @@ def sct_signed_data(sct, issuer_key_hash, tbs_precert):
 
 def check_certificate(chain_pem, data_dir, email, issuer):
     leaf, inter, root = (x509.load_pem_x509_certificate(c.encode()) for c in chain_pem)
-    # Chain signatures: root self-signed, intermediate by root, leaf by intermediate.
+    # Chain signatures: root (P-384) self-signed, intermediate by root, leaf by intermediate,
+    # which is P-256 with SHA-256 by default (docs/ca.md).
+    assert root.public_key().curve.name == "secp384r1"
+    assert inter.public_key().curve.name == "secp256r1" and isinstance(leaf.signature_hash_algorithm, hashes.SHA256)
     root.public_key().verify(root.signature, root.tbs_certificate_bytes, ec.ECDSA(hashes.SHA384()))
     root.public_key().verify(inter.signature, inter.tbs_certificate_bytes, ec.ECDSA(hashes.SHA384()))
-    inter.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, ec.ECDSA(hashes.SHA384()))
+    inter.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
     assert inter.extensions.get_extension_for_class(x509.BasicConstraints).critical
 
     # Fulcio's leaf profile.

@@ -1,4 +1,5 @@
-//! The certificate authority: a P-384 root and intermediate, and Fulcio's leaf profile.
+//! The certificate authority: a P-384 root, a P-256 (or P-384) intermediate, and Fulcio's
+//! leaf profile.
 //!
 //! sigstore-python checks chains with `cryptography`'s webpki policy, so the leaf follows
 //! Fulcio exactly: 10 minutes of validity, an empty subject, the identity in a critical SAN,
@@ -22,7 +23,7 @@ use x509_cert::ext::Extension;
 use x509_cert::name::Name;
 
 use crate::oidc::{Identity, SubjectKind};
-use crate::x509::{self, CaKey, TbsSpec, X509Error};
+use crate::x509::{self, CaCurve, CaKey, TbsSpec, X509Error};
 
 pub const OID_KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
 pub const OID_EXT_KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37");
@@ -53,6 +54,12 @@ pub enum CaError {
     File { path: String, why: String },
     #[error("the identity {0:?} cannot go in a SAN: {1}")]
     Identity(String, String),
+    #[error(
+        "{path} is a {found} key, but ca.intermediate_key asks for {wanted}; a CA key's curve is fixed when the key \
+         is made: set ca.intermediate_key = \"{}\" or leave it out, or start a new data dir",
+        .found.config_name()
+    )]
+    CurveMismatch { path: String, found: CaCurve, wanted: CaCurve },
 }
 
 impl From<der::Error> for CaError {
@@ -75,15 +82,21 @@ fn file_err(path: &Path, e: impl std::fmt::Display) -> CaError {
 
 impl Authority {
     /// Loads the CA from `data_dir`, creating the root and intermediate on first start.
-    pub fn open(data_dir: &Path) -> Result<Authority, CaError> {
+    /// `intermediate_curve` is the curve of a new intermediate key (P-256 when `None`); an
+    /// existing key keeps its curve, and must match `intermediate_curve` when one is given.
+    pub fn open(data_dir: &Path, intermediate_curve: Option<CaCurve>) -> Result<Authority, CaError> {
         let keys_dir = data_dir.join("keys");
         let ca_dir = data_dir.join("ca");
         for d in [&keys_dir, &ca_dir] {
             files::ensure_private_dir(d).map_err(|e| file_err(d, e))?;
         }
-        let p384 = &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING;
-        let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&keys_dir.join("ca-root.pem"), p384)?)?;
-        let inter_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&keys_dir.join("ca-intermediate.pem"), p384)?)?;
+        let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&keys_dir.join("ca-root.pem"), CaCurve::P384.signing())?)?;
+        let inter_path = keys_dir.join("ca-intermediate.pem");
+        let wanted = intermediate_curve.unwrap_or(CaCurve::P256);
+        let inter_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&inter_path, wanted.signing())?)?;
+        if intermediate_curve.is_some_and(|c| c != inter_key.curve()) {
+            return Err(CaError::CurveMismatch { path: inter_path.display().to_string(), found: inter_key.curve(), wanted });
+        }
         let (root_path, inter_path) = (ca_dir.join("root.pem"), ca_dir.join("intermediate.pem"));
 
         let read = |p: &Path| -> Result<Option<Vec<u8>>, CaError> {
@@ -124,6 +137,11 @@ impl Authority {
 
     pub fn intermediate_der(&self) -> &[u8] {
         &self.intermediate_der
+    }
+
+    /// The curve of the key that signs leaves.
+    pub fn intermediate_curve(&self) -> CaCurve {
+        self.intermediate_key.curve()
     }
 
     /// SPKI DER of the key that signs leaves (the CT issuer key hash is over this).
@@ -177,6 +195,7 @@ impl Authority {
         extensions.extend(last);
         Ok(x509::tbs(TbsSpec {
             serial,
+            signature: self.intermediate_key.signature_algorithm(),
             issuer: self.intermediate.tbs_certificate.subject.clone(),
             subject: Name::default(),
             not_before: now,
@@ -234,6 +253,7 @@ fn ca_tbs(
     }
     Ok(x509::tbs(TbsSpec {
         serial: x509::random_serial()?,
+        signature: issuer_key.signature_algorithm(),
         issuer,
         subject,
         not_before: now - Duration::from_secs(60),
@@ -263,43 +283,57 @@ mod tests {
         SubjectPublicKeyInfoOwned::from_der(der.as_ref()).unwrap()
     }
 
+    fn openssl(args: &[&str], files: &[&Path]) -> (bool, String) {
+        let out = Command::new("openssl").args(args).args(files).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    }
+
     #[test]
     fn chain_and_leaf_verify_in_openssl() {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = Authority::open(dir.path()).unwrap();
-        let again = Authority::open(dir.path()).unwrap();
-        assert_eq!(ca.root_der(), again.root_der(), "the CA persists across restarts");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.path().join("keys/ca-root.pem")).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
+        for (curve, leaf_sig) in [(None, "ecdsa-with-SHA256"), (Some(CaCurve::P384), "ecdsa-with-SHA384")] {
+            let dir = tempfile::tempdir().unwrap();
+            let ca = Authority::open(dir.path(), curve).unwrap();
+            let again = Authority::open(dir.path(), None).unwrap();
+            assert_eq!(ca.root_der(), again.root_der(), "the CA persists across restarts");
+            assert_eq!(ca.intermediate_curve(), curve.unwrap_or(CaCurve::P256));
+            #[cfg(unix)]
+            for key in ["ca-root.pem", "ca-intermediate.pem"] {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(dir.path().join("keys").join(key)).unwrap().permissions().mode();
+                assert_eq!(mode & 0o777, 0o600, "{key}");
+            }
 
-        let tbs = ca
-            .leaf_tbs(&identity(), leaf_spki(), x509::random_serial().unwrap(), SystemTime::now(), Some(poison().unwrap()))
-            .unwrap();
-        let leaf = ca.sign(tbs).unwrap();
-        let write = |name: &str, der: &[u8]| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, pem::encode("CERTIFICATE", der)).unwrap();
-            p
-        };
-        let (root, inter, leaf_path) = (write("r.pem", ca.root_der()), write("i.pem", ca.intermediate_der()), write("l.pem", &leaf));
-        let text = Command::new("openssl").args(["x509", "-noout", "-text", "-in"]).arg(&leaf_path).output().unwrap();
-        assert!(text.status.success());
-        let text = String::from_utf8(text.stdout).unwrap();
-        for needle in ["email:alice@example.com", "Code Signing", "Digital Signature", "X509v3 Subject Alternative Name: critical", "1.3.6.1.4.1.57264.1.8", "ecdsa-with-SHA384"] {
-            assert!(text.contains(needle), "openssl shows no {needle:?}:\n{text}");
+            let tbs = ca.leaf_tbs(&identity(), leaf_spki(), x509::random_serial().unwrap(), SystemTime::now(), None).unwrap();
+            let leaf = ca.sign(tbs).unwrap();
+            let write = |name: &str, der: &[u8]| {
+                let p = dir.path().join(name);
+                std::fs::write(&p, pem::encode("CERTIFICATE", der)).unwrap();
+                p
+            };
+            let (root, inter, leaf) = (write("r.pem", ca.root_der()), write("i.pem", ca.intermediate_der()), write("l.pem", &leaf));
+            let (ok, text) = openssl(&["x509", "-noout", "-text", "-in"], &[&leaf]);
+            assert!(ok, "{text}");
+            for needle in ["email:alice@example.com", "Code Signing", "Digital Signature", "X509v3 Subject Alternative Name: critical", "1.3.6.1.4.1.57264.1.8", leaf_sig] {
+                assert!(text.contains(needle), "openssl shows no {needle:?}:\n{text}");
+            }
+            let (_, inter_text) = openssl(&["x509", "-noout", "-text", "-in"], &[&inter]);
+            assert!(inter_text.contains("ecdsa-with-SHA384"), "the P-384 root signs the intermediate:\n{inter_text}");
+            // The whole chain verifies for code signing, leaf to root.
+            let (ok, out) = openssl(&["verify", "-purpose", "any", "-CAfile"], &[&root, Path::new("-untrusted"), &inter, &leaf]);
+            assert!(ok, "{out}");
         }
-        // The chain verifies up to the root for code signing (the poison is critical and unknown
-        // to OpenSSL, so check the chain with the intermediate as the leaf).
-        let ok = Command::new("openssl")
-            .args(["verify", "-CAfile"])
-            .arg(&root)
-            .arg(&inter)
-            .output()
-            .unwrap();
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+    }
+
+    #[test]
+    fn an_existing_intermediate_keeps_its_curve_and_a_mismatch_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Authority::open(dir.path(), Some(CaCurve::P384)).unwrap();
+        let reopened = Authority::open(dir.path(), None).unwrap();
+        assert_eq!(reopened.intermediate_curve(), CaCurve::P384, "no setting keeps the key on disk");
+        assert_eq!(reopened.intermediate_der(), first.intermediate_der());
+        let err = Authority::open(dir.path(), Some(CaCurve::P256)).err().expect("a P-256 setting over a P-384 key is refused");
+        let msg = err.to_string();
+        assert!(msg.contains("ca-intermediate.pem is a P-384 key") && msg.contains("ca.intermediate_key = \"p384\""), "{msg}");
+        assert_eq!(Authority::open(dir.path(), Some(CaCurve::P384)).unwrap().intermediate_der(), first.intermediate_der());
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! The CPU work of a `signingCert` request after the token is verified, split where the
 //! request path waits on the CT log: sign the SCT, then build and sign the final leaf.
-//! Plus the TSA's whole reply. The CA (P-384 root and intermediate) and the TSA are created
-//! in a temporary data dir, as `serve --dev` creates them.
+//! Plus the TSA's whole reply. The CA (P-384 root; P-256 intermediate, the default, or P-384,
+//! Fulcio's) and the TSA are created in a temporary data dir, as `serve --dev` creates them.
 
 use std::hint::black_box;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,7 +21,7 @@ use crate::authority::Authority;
 use crate::ct::{self, Sct};
 use crate::oidc::{Identity, SubjectKind};
 use crate::tsa::Tsa;
-use crate::x509;
+use crate::x509::{self, CaCurve};
 
 pub fn suite() -> Suite {
     let b = |id, about, run| Bench { id, about, run };
@@ -29,7 +29,8 @@ pub fn suite() -> Suite {
         name: "ca",
         about: "certificate authority: leaf issuance, SCTs, RFC 3161 timestamps",
         benches: vec![
-            b("ca/issue/leaf_p256", "build the Fulcio leaf TBS for a P-256 key (SAN, issuer extensions, embedded SCT) and sign it with the P-384 intermediate", issue_leaf),
+            b("ca/issue/leaf_p256", "build the Fulcio leaf TBS for a P-256 key (SAN, issuer extensions, embedded SCT) and sign it with a P-256 intermediate (the default)", issue_leaf),
+            b("ca/issue/leaf_p256_by_p384", "the same leaf, signed with a P-384 intermediate (ca.intermediate_key = \"p384\", as Fulcio's)", issue_leaf_by_p384),
             b("ca/ct/sct_sign", "RFC 6962 precert entry of a leaf TBS and its SCT signature (ECDSA P-256)", sct_sign),
             b("ca/tsa/timestamp", "RFC 3161: parse a DER TimeStampReq and build the signed TimeStampResp (CMS, ECDSA P-256)", timestamp),
         ],
@@ -43,8 +44,12 @@ struct Ca {
 }
 
 fn ca() -> Ca {
+    ca_with(CaCurve::P256)
+}
+
+fn ca_with(intermediate: CaCurve) -> Ca {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let authority = Authority::open(dir.path()).expect("the CA opens");
+    let authority = Authority::open(dir.path(), Some(intermediate)).expect("the CA opens");
     Ca { authority, dir }
 }
 
@@ -70,7 +75,15 @@ fn leaf_inputs(ca: &Ca) -> (SubjectPublicKeyInfoOwned, Vec<u8>) {
 }
 
 fn issue_leaf(c: &mut Criterion, bench: &Bench) {
-    let ca = ca();
+    issue_leaf_with(c, bench, CaCurve::P256)
+}
+
+fn issue_leaf_by_p384(c: &mut Criterion, bench: &Bench) {
+    issue_leaf_with(c, bench, CaCurve::P384)
+}
+
+fn issue_leaf_with(c: &mut Criterion, bench: &Bench, intermediate: CaCurve) {
+    let ca = ca_with(intermediate);
     let (spki, tbs) = leaf_inputs(&ca);
     let ct_key = SigningKey::generate().expect("P-256 key");
     let ikh = signet_core::hash::sha256(ca.authority.issuer_spki_der());
@@ -121,8 +134,7 @@ fn timestamp_request() -> Vec<u8> {
 
 fn timestamp(c: &mut Criterion, bench: &Bench) {
     let ca = ca();
-    let p384 = &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING;
-    let root_key = keys::load_or_generate_pkcs8_for(&ca.dir.path().join("keys").join("ca-root.pem"), p384).expect("root key");
+    let root_key = keys::load_or_generate_pkcs8_for(&ca.dir.path().join("keys").join("ca-root.pem"), CaCurve::P384.signing()).expect("root key");
     let tsa = Tsa::open(ca.dir.path(), &root_key, ca.authority.root_der()).expect("the TSA opens");
     let req = timestamp_request();
     measure(c, bench, Opts::default(), |b| {

@@ -113,6 +113,7 @@ impl Tsa {
                 ];
                 let tbs = x509::tbs(TbsSpec {
                     serial: x509::random_serial().map_err(CaError::from)?,
+                    signature: root_key.signature_algorithm(),
                     issuer: root.tbs_certificate.subject.clone(),
                     subject: Name::from_str("CN=signet timestamp authority,O=signet").map_err(|e| TsaError::Build(e.to_string()))?,
                     not_before: now - Duration::from_secs(60),

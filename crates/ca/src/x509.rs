@@ -7,7 +7,9 @@
 use std::time::{Duration, SystemTime};
 
 use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P384_SHA384_ASN1_SIGNING};
+use aws_lc_rs::signature::{
+    EcdsaKeyPair, EcdsaSigningAlgorithm, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING,
+};
 use der::asn1::{BitString, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
 use signet_core::hash::sha256;
@@ -18,7 +20,69 @@ use x509_cert::name::Name;
 use x509_cert::serial_number::SerialNumber;
 use x509_cert::time::{Time, Validity};
 
+pub const ECDSA_WITH_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
 pub const ECDSA_WITH_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.3");
+
+/// The curve of a CA key, which fixes its hash: P-256 with SHA-256, P-384 with SHA-384.
+///
+/// Fulcio's own CA is P-384 throughout. signet's root stays P-384, but a new intermediate is
+/// P-256 unless configured otherwise: it signs every leaf, a P-384 signature costs about six
+/// times a P-256 one (docs/performance.md, report 002), and the leaves, logs and TSA that
+/// the chain vouches for are all P-256 already, so P-384 buys no strength the bundle keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaCurve {
+    P256,
+    P384,
+}
+
+impl CaCurve {
+    pub fn signing(self) -> &'static EcdsaSigningAlgorithm {
+        match self {
+            CaCurve::P256 => &ECDSA_P256_SHA256_ASN1_SIGNING,
+            CaCurve::P384 => &ECDSA_P384_SHA384_ASN1_SIGNING,
+        }
+    }
+
+    pub fn signature_oid(self) -> ObjectIdentifier {
+        match self {
+            CaCurve::P256 => ECDSA_WITH_SHA256,
+            CaCurve::P384 => ECDSA_WITH_SHA384,
+        }
+    }
+
+    /// How the configuration spells it (`ca.intermediate_key`).
+    pub fn config_name(self) -> &'static str {
+        match self {
+            CaCurve::P256 => "p256",
+            CaCurve::P384 => "p384",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CaCurve::P256 => "P-256",
+            CaCurve::P384 => "P-384",
+        }
+    }
+}
+
+impl std::fmt::Display for CaCurve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CaCurve {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<CaCurve, String> {
+        match s.to_ascii_lowercase().replace('-', "").as_str() {
+            "p256" => Ok(CaCurve::P256),
+            "p384" => Ok(CaCurve::P384),
+            _ => Err(format!("unknown CA key curve {s:?}; expected p256 or p384")),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum X509Error {
@@ -26,8 +90,10 @@ pub enum X509Error {
     Der(#[from] der::Error),
     #[error("signing certificate failed")]
     Sign,
-    #[error("CA key is not a PKCS#8 ECDSA P-384 key: {0}")]
+    #[error("CA key is not a PKCS#8 ECDSA P-256 or P-384 key: {0}")]
     Key(String),
+    #[error("the TBS names signature algorithm {tbs}, but the signing key is {key}")]
+    AlgorithmMismatch { tbs: String, key: CaCurve },
     #[error("time out of range for a certificate")]
     Time,
 }
@@ -42,20 +108,53 @@ mod tests {
         assert!(matches!(at(1_800_000_000), Time::UtcTime(_)), "2027");
         assert!(matches!(at(2_524_608_000), Time::GeneralTime(_)), "2050-01-01");
     }
+
+    #[test]
+    fn a_ca_key_knows_its_curve_and_signs_with_its_hash() {
+        for curve in [CaCurve::P256, CaCurve::P384] {
+            let pkcs8 = EcdsaKeyPair::generate_pkcs8(curve.signing(), &SystemRandom::new()).unwrap();
+            let key = CaKey::from_pkcs8(pkcs8.as_ref()).unwrap();
+            assert_eq!(key.curve(), curve);
+            assert_eq!(key.signature_algorithm().oid, curve.signature_oid());
+        }
+        assert!(CaKey::from_pkcs8(b"not a key").is_err());
+        assert_eq!("P-256".parse::<CaCurve>(), Ok(CaCurve::P256));
+        assert_eq!("p384".parse::<CaCurve>(), Ok(CaCurve::P384));
+        assert!("p521".parse::<CaCurve>().unwrap_err().contains("expected p256 or p384"));
+    }
 }
 
-/// A CA signing key: ECDSA P-384 with SHA-384, as Fulcio's.
+/// A CA signing key: ECDSA on P-256 or P-384, the curve read from the key itself.
 pub struct CaKey {
     pair: EcdsaKeyPair,
+    curve: CaCurve,
     spki_der: Vec<u8>,
     rng: SystemRandom,
 }
 
 impl CaKey {
     pub fn from_pkcs8(der: &[u8]) -> Result<CaKey, X509Error> {
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, der).map_err(|e| X509Error::Key(e.to_string()))?;
-        let spki_der = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| X509Error::Sign)?.as_ref().to_vec();
-        Ok(CaKey { pair, spki_der, rng: SystemRandom::new() })
+        // AWS-LC refuses a key on another curve, so the first curve that parses is the key's.
+        let mut last = None;
+        for curve in [CaCurve::P256, CaCurve::P384] {
+            match EcdsaKeyPair::from_pkcs8(curve.signing(), der) {
+                Ok(pair) => {
+                    let spki_der = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| X509Error::Sign)?.as_ref().to_vec();
+                    return Ok(CaKey { pair, curve, spki_der, rng: SystemRandom::new() });
+                }
+                Err(e) => last = Some(e.to_string()),
+            }
+        }
+        Err(X509Error::Key(last.unwrap_or_default()))
+    }
+
+    pub fn curve(&self) -> CaCurve {
+        self.curve
+    }
+
+    /// The AlgorithmIdentifier of this key's signatures, for a TBS's `signature` field.
+    pub fn signature_algorithm(&self) -> AlgorithmIdentifierOwned {
+        AlgorithmIdentifierOwned { oid: self.curve.signature_oid(), parameters: None }
     }
 
     pub fn spki_der(&self) -> &[u8] {
@@ -74,10 +173,6 @@ impl CaKey {
 /// RFC 7093 §2 method 1: the leftmost 160 bits of SHA-256 of the subjectPublicKey bits.
 pub fn key_identifier(spki: &SubjectPublicKeyInfoOwned) -> Vec<u8> {
     sha256(spki.subject_public_key.raw_bytes())[..20].to_vec()
-}
-
-pub fn signature_algorithm() -> AlgorithmIdentifierOwned {
-    AlgorithmIdentifierOwned { oid: ECDSA_WITH_SHA384, parameters: None }
 }
 
 /// RFC 5280 §4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050. (webpki verifiers,
@@ -118,6 +213,8 @@ fn rand_bytes<const N: usize>() -> [u8; N] {
 
 pub struct TbsSpec {
     pub serial: SerialNumber,
+    /// The issuer key's signature algorithm ([`CaKey::signature_algorithm`]).
+    pub signature: AlgorithmIdentifierOwned,
     pub issuer: Name,
     pub subject: Name,
     pub not_before: SystemTime,
@@ -130,7 +227,7 @@ pub fn tbs(spec: TbsSpec) -> Result<TbsCertificate, X509Error> {
     Ok(TbsCertificate {
         version: Version::V3,
         serial_number: spec.serial,
-        signature: signature_algorithm(),
+        signature: spec.signature,
         issuer: spec.issuer,
         validity: Validity { not_before: time(spec.not_before)?, not_after: time(spec.not_after)? },
         subject: spec.subject,
@@ -143,11 +240,16 @@ pub fn tbs(spec: TbsSpec) -> Result<TbsCertificate, X509Error> {
 
 /// Signs `tbs` with `key` and returns the certificate's DER.
 pub fn sign(tbs: TbsCertificate, key: &CaKey) -> Result<Vec<u8>, X509Error> {
+    // RFC 5280 §4.1.1.2: the outer algorithm must equal the TBS's, and both must be the key's.
+    let algorithm = key.signature_algorithm();
+    if tbs.signature != algorithm {
+        return Err(X509Error::AlgorithmMismatch { tbs: tbs.signature.oid.to_string(), key: key.curve() });
+    }
     let tbs_der = tbs.to_der()?;
     let sig = key.sign(&tbs_der)?;
     let cert = Certificate {
         tbs_certificate: tbs,
-        signature_algorithm: signature_algorithm(),
+        signature_algorithm: algorithm,
         signature: BitString::from_bytes(&sig)?,
     };
     Ok(cert.to_der()?)

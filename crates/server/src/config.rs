@@ -23,6 +23,7 @@ pub struct Config {
     /// `sqlite://PATH`; defaults to `<data_dir>/signet.sqlite`.
     pub storage: Option<String>,
     pub log: LogSettings,
+    pub ca: CaSettings,
     pub keys: KeyPaths,
     pub limits: Limits,
     pub oidc: OidcSettings,
@@ -139,6 +140,25 @@ pub struct LogSettings {
     pub ct_batch_max_delay_ms: u64,
 }
 
+/// The certificate authority.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaSettings {
+    /// Curve of the intermediate that signs leaves, `p256` or `p384` (Fulcio's). It applies
+    /// when the key is made; an existing key keeps its curve and must match it. Unset: the
+    /// key on disk, or P-256 for a new one.
+    pub intermediate_key: Option<String>,
+}
+
+impl CaSettings {
+    pub fn intermediate_curve(&self) -> Result<Option<signet_ca::x509::CaCurve>, ConfigError> {
+        self.intermediate_key
+            .as_deref()
+            .map(|s| s.parse().map_err(|e: String| ConfigError::Invalid(format!("ca.intermediate_key: {e}"))))
+            .transpose()
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KeyPaths {
@@ -164,6 +184,7 @@ impl Default for Config {
             dev: false,
             storage: None,
             log: LogSettings::default(),
+            ca: CaSettings::default(),
             keys: KeyPaths::default(),
             limits: Limits::default(),
             oidc: OidcSettings::default(),
@@ -240,6 +261,9 @@ impl Config {
         if let Some(v) = get("SIGNET_TLS_BACKEND") {
             self.tls.backend = Some(v);
         }
+        if let Some(v) = get("SIGNET_CA_INTERMEDIATE_KEY") {
+            self.ca.intermediate_key = Some(v);
+        }
         if let Some(v) = get("SIGNET_LOG_BATCH_MAX_ENTRIES") {
             self.log.batch_max_entries = parse("SIGNET_LOG_BATCH_MAX_ENTRIES", v)?;
         }
@@ -266,6 +290,7 @@ impl Config {
             ));
         }
         self.hostname()?;
+        self.ca.intermediate_curve()?;
         self.tls.validate()?;
         self.guard.validate().map_err(ConfigError::Invalid)?;
         for i in &self.oidc.issuers {
@@ -375,6 +400,17 @@ mod tests {
         assert_eq!(c.log.batch_max_entries, 64);
         let err = c.apply_env(|k| (k == "SIGNET_LISTEN").then(|| "nope".to_string())).unwrap_err();
         assert!(err.to_string().contains("SIGNET_LISTEN"));
+    }
+
+    #[test]
+    fn ca_intermediate_key_parses_strictly() {
+        let c: Config = toml::from_str("[ca]\nintermediate_key = \"p384\"\n").unwrap();
+        assert_eq!(c.ca.intermediate_curve().unwrap(), Some(signet_ca::x509::CaCurve::P384));
+        assert_eq!(Config::default().ca.intermediate_curve().unwrap(), None);
+        let mut c = Config { dev: true, ..Config::default() };
+        c.apply_env(|k| (k == "SIGNET_CA_INTERMEDIATE_KEY").then(|| "rsa".to_string())).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("ca.intermediate_key") && err.contains("expected p256 or p384"), "{err}");
     }
 
     #[test]

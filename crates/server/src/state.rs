@@ -161,9 +161,9 @@ impl AppState {
         if !cfg.dev && !cfg.data_dir.join("ca").join("intermediate.pem").exists() {
             return Err(StartError::MissingKey { path: cfg.data_dir.join("ca").join("intermediate.pem").display().to_string() });
         }
-        let data_dir = cfg.data_dir.clone();
+        let (data_dir, curve) = (cfg.data_dir.clone(), cfg.ca.intermediate_curve()?);
         let authority = Arc::new(
-            tokio::task::spawn_blocking(move || Authority::open(&data_dir)).await.expect("CA open does not panic")?,
+            tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await.expect("CA open does not panic")?,
         );
         let ct_key = key(cfg, &None, "ct.pem")?;
         let ct_log = Log::open(

@@ -14,6 +14,9 @@
 //!
 //! For tests (feature `testing`):
 //! - [`testing`]: a throwaway CA and a loopback HTTP(S) server that serves fixed documents.
+//!
+//! For the lab (feature `micro`):
+//! - [`micro`]: the criterion suite, handshakes and 16 KiB records through both acceptors.
 
 pub mod acceptor;
 pub mod backend;
@@ -21,6 +24,8 @@ pub mod certified;
 pub mod client;
 pub mod fetch;
 pub mod file_source;
+#[cfg(feature = "micro")]
+pub mod micro;
 mod openssl_acceptor;
 mod rustls_acceptor;
 #[cfg(feature = "testing")]

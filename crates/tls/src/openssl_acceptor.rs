@@ -14,7 +14,7 @@ use openssl::pkey::PKey;
 use openssl::ssl::{AlpnError, Ssl, SslAcceptor, SslMethod};
 use openssl::x509::X509;
 use rustls::pki_types::PrivateKeyDer;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_openssl::SslStream;
 
 use crate::certified::{CertError, CertifiedPair};
@@ -42,10 +42,11 @@ impl OpensslAcceptor {
         Ok(())
     }
 
-    pub(crate) async fn accept(&self, tcp: TcpStream) -> std::io::Result<SslStream<TcpStream>> {
+    /// The server side of a handshake on `io`: TCP in service, an in-memory pipe in the benches.
+    pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(&self, io: S) -> std::io::Result<SslStream<S>> {
         // The guard is dropped before the handshake awaits: only the `SSL` keeps the context.
         let ssl = Ssl::new(self.current.load().context()).map_err(std::io::Error::other)?;
-        let mut stream = SslStream::new(ssl, tcp).map_err(std::io::Error::other)?;
+        let mut stream = SslStream::new(ssl, io).map_err(std::io::Error::other)?;
         Pin::new(&mut stream).accept().await.map_err(|e| match e.into_io_error() {
             Ok(io) => io,
             Err(ssl) => std::io::Error::new(std::io::ErrorKind::InvalidData, ssl.to_string()),

@@ -11,7 +11,7 @@ use arc_swap::ArcSwap;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
 use crate::certified::{CertError, CertifiedPair};
@@ -48,7 +48,8 @@ impl RustlsAcceptor {
         self.current.0.store(pair.rustls_key());
     }
 
-    pub(crate) async fn accept(&self, tcp: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
-        self.acceptor.accept(tcp).await
+    /// The server side of a handshake on `io`: TCP in service, an in-memory pipe in the benches.
+    pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(&self, io: S) -> std::io::Result<TlsStream<S>> {
+        self.acceptor.accept(io).await
     }
 }

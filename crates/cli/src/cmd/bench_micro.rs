@@ -1,4 +1,4 @@
-//! `signet bench micro`: the criterion suites of core, log, ca and guard, run by name in-process.
+//! `signet bench micro`: the criterion suites of core, log, ca, guard and tls, run by name in-process.
 //! See `signet_lab::micro`; the suites live with their crates behind the `micro` feature.
 
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ pub struct Args {
 
 /// Every suite, in the order of the crate graph's leaves first.
 fn suites() -> Vec<Suite> {
-    vec![signet_core::micro::suite(), signet_log::micro::suite(), signet_ca::micro::suite(), signet_guard::micro::suite()]
+    vec![signet_core::micro::suite(), signet_log::micro::suite(), signet_ca::micro::suite(), signet_guard::micro::suite(), signet_tls::micro::suite()]
 }
 
 pub fn run(a: Args) -> ExitCode {
