@@ -51,15 +51,16 @@ pub fn decode_first(text: &[u8]) -> Result<Block, PemError> {
     let end = body_and_end
         .find(&end_marker)
         .ok_or_else(|| PemError::Malformed(format!("missing {end_marker}")))?;
-    let body: String = body_and_end[..end]
-        .chars()
-        .filter(|c| !c.is_ascii_whitespace())
-        .collect();
-    if body.contains(':') {
+    // Bytes, not chars: base64 is ASCII, and a byte filter is several times faster than
+    // collecting chars into a String (a third of a load generator's PEM time).
+    let raw = body_and_end[..end].as_bytes();
+    let mut body = Vec::with_capacity(raw.len());
+    body.extend(raw.iter().copied().filter(|b| !b.is_ascii_whitespace()));
+    if body.contains(&b':') {
         return Err(PemError::Malformed("encrypted or header-carrying PEM is not supported".into()));
     }
     let der = STANDARD
-        .decode(body.as_bytes())
+        .decode(&body)
         .map_err(|e| PemError::Malformed(format!("bad base64 in {label} block: {e}")))?;
     Ok(Block { label: label.to_string(), der })
 }
