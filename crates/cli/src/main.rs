@@ -23,6 +23,9 @@ enum Command {
     /// Operate the guard: API tokens and bans, shared with a running server via the data dir.
     #[command(subcommand)]
     Admin(cmd::admin::Admin),
+    /// The audit log: check its hash chain.
+    #[command(subcommand)]
+    Audit(cmd::audit::Audit),
     /// Run the server.
     Serve(cmd::serve::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Admin(args) => cmd::admin::run(args),
+        Command::Audit(args) => cmd::audit::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),

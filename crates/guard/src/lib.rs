@@ -1,8 +1,10 @@
 //! The guard: the tower layers that stand between the network and the handlers.
 //!
 //! Request path, outermost first (DESIGN.md: validate → authenticate → authorize →
-//! rate-limit → audit; validation and audit are not built yet):
+//! rate-limit → audit; validation is not built yet, and audit comes first here):
 //!
+//! 0. [`audit`]: one hash-chained record per request in `audit.sqlite`. Outermost, unlike
+//!    DESIGN.md's order, so that the requests the layers below refuse are recorded too.
 //! 1. [`authn`]: a banned client IP is refused first (the cheapest answer); then an
 //!    `Authorization: Bearer sgt_…` API token is checked and becomes an [`authn::Identity`];
 //!    then the route's required [`token::Role`] is enforced (admin routes always need `admin`).
@@ -21,6 +23,7 @@
 //! - [`refuse`]: the JSON refusals (`{"code","message"}`) the layers answer with.
 //! - `micro` (feature `micro`): the criterion suite, `signet bench micro guard`.
 
+pub mod audit;
 pub mod authn;
 pub mod ban;
 pub mod client;

@@ -55,11 +55,12 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     }
     let url = cfg.public_url();
     let state = Arc::new(AppState::open(&cfg).await?);
+    let audit = state.audit.clone();
     let app = api::router(state);
     let serving = |source| StartError::Io { what: "serving HTTP".into(), source };
     // Connect info gives the guard each request's peer address (rate limits and bans by IP).
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    match tls {
+    let served = match tls {
         None => {
             // Without TCP_NODELAY a response split over two segments waits for the client's
             // delayed ACK: 40 ms stalls in the latency tail.
@@ -77,7 +78,12 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
             println!("signet listening on {url}");
             axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(serving)
         }
+    };
+    // The requests answered before the shutdown are in the audit log before the process ends.
+    if let Some(log) = audit {
+        let _ = tokio::task::spawn_blocking(move || log.flush()).await;
     }
+    served
 }
 
 async fn shutdown_signal() {

@@ -42,6 +42,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Rate limits, bans and API tokens, shared with `signet admin` through the data dir.
     pub guard: Arc<signet_guard::Guard>,
+    /// The audit log, unless `[guard.audit] enabled = false`.
+    pub audit: Option<Arc<signet_guard::audit::AuditLog>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,6 +193,17 @@ impl AppState {
         let guard = tokio::task::spawn_blocking(move || signet_guard::Guard::open(&data_dir, guard_cfg))
             .await
             .expect("guard open does not panic")?;
+        let audit = match cfg.guard.audit.enabled {
+            true => {
+                let data_dir = cfg.data_dir.clone();
+                Some(
+                    tokio::task::spawn_blocking(move || signet_guard::audit::AuditLog::open(&data_dir))
+                        .await
+                        .expect("audit open does not panic")?,
+                )
+            }
+            false => None,
+        };
 
         Ok(AppState {
             rekor_v1: RekorV1::new(v1, tree_id),
@@ -203,6 +216,7 @@ impl AppState {
             trust: crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?,
             metrics: Default::default(),
             guard,
+            audit,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod admin;
+pub mod audit;
 pub mod bench;
 pub mod bench_gates;
 pub mod bench_tls;

@@ -33,6 +33,7 @@ use error::ApiError;
 pub fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
     let guard = state.guard.clone();
+    let (audit, audit_guard) = (state.audit.clone(), state.guard.clone());
     let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin);
     let mut app = Router::new()
         .route("/api/admin/tokens", get(admin::tokens).layer(admin_only))
@@ -73,5 +74,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             .layer(signet_guard::RateLimitLayer::new(guard.clone()))
             .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public));
     }
-    app.layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count))
+    app = app.layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count));
+    // The audit layer outermost, so that it records what the layers inside refuse.
+    match audit {
+        Some(log) => app.layer(signet_guard::audit::AuditLayer { log, guard: audit_guard }),
+        None => app,
+    }
 }

@@ -1,0 +1,110 @@
+//! The audit log on a real server: every request recorded (refusals too), callers named by
+//! IP or token id but never by token, and `signet audit verify` catching an edit. Off by
+//! default: a server without `[guard.audit]` writes no audit log.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{agent, get, get_bearer, Server};
+use serde_json::Value;
+
+fn signet(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().expect("run signet");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn verify(data: &Path) -> (Option<i32>, String, String) {
+    signet(&["audit", "verify", "--data-dir", data.to_str().unwrap()])
+}
+
+fn records(data: &Path) -> Vec<Value> {
+    let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    let mut q = conn.prepare("SELECT records FROM audit ORDER BY first_seq").unwrap();
+    let batches = q.query_map([], |r| r.get::<_, Vec<u8>>(0)).unwrap();
+    let mut all = Vec::new();
+    for batch in batches {
+        for line in batch.unwrap().split(|b| *b == b'\n') {
+            all.push(serde_json::from_slice(line).unwrap());
+        }
+    }
+    all
+}
+
+#[test]
+fn every_request_is_recorded_in_a_chain_that_verify_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\n[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 3\n").unwrap();
+    let mut server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let (ok, token, err) = signet(&["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--role", "reader", "--name", "audited"]);
+    assert_eq!(ok, Some(0), "{err}");
+    let token = token.trim().to_string();
+
+    let a = agent();
+    let log = format!("{}/api/v1/log", server.url);
+    assert_eq!(get(&a, &format!("{}/no/such/route?secret=1", server.url)).unwrap().status, 404);
+    let statuses: Vec<u16> = (0..3).map(|_| get(&a, &log).unwrap().status).collect();
+    assert_eq!(statuses, [200, 200, 429], "the fourth request from this IP exceeds the burst of 3");
+    // The server picks the new token up within 200 ms; the token's own bucket is fresh.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get_bearer(&a, &log, &token).unwrap().status != 200 {
+        assert!(Instant::now() < deadline, "the token was never accepted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Records reach the file within about 100 ms.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let all = loop {
+        let all = records(&data);
+        if all.iter().any(|r| r["client"].as_str().unwrap_or("").starts_with("token:")) {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "no token-named record: {all:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let refused: Vec<&Value> = all.iter().filter(|r| r["status"] == 429).collect();
+    assert!(!refused.is_empty(), "the 429 is recorded: {all:?}");
+    assert_eq!(refused[0]["client"], "ip:127.0.0.1");
+    assert_eq!(refused[0]["path"], "/api/v1/log");
+    assert!(all.iter().any(|r| r["status"] == 404 && r["path"] == "/no/such/route"), "paths are kept without their query");
+    let id = token.strip_prefix("sgt_").unwrap().split('_').next().unwrap();
+    assert!(all.iter().any(|r| r["client"].as_str().unwrap().contains(id)), "the token's id names its caller");
+    let file = std::fs::read(data.join("audit.sqlite")).unwrap();
+    let wal = std::fs::read(data.join("audit.sqlite-wal")).unwrap_or_default();
+    for bytes in [&file, &wal] {
+        assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()), "the token itself is never stored");
+    }
+    for (i, r) in all.iter().enumerate() {
+        assert_eq!(r["seq"], i as u64 + 1);
+    }
+
+    let (code, out, err) = verify(&data);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with(&format!("audit chain ok: {} records, head ", all.len())), "{out}");
+
+    // Turning the 429 into a 200, with the server stopped, is caught at that record.
+    server.kill();
+    let seq = refused[0]["seq"].as_u64().unwrap();
+    let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    let edited = conn
+        .execute("UPDATE audit SET records = CAST(replace(CAST(records AS TEXT), '\"status\":429', '\"status\":200') AS BLOB) WHERE first_seq <= ?1 AND last_seq >= ?1", [seq])
+        .unwrap();
+    assert_eq!(edited, 1);
+    drop(conn);
+    let (code, _, err) = verify(&data);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("audit chain broken at record {seq}:")), "{err}");
+
+    let (code, _, err) = verify(&dir.path().join("nowhere"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no audit log"), "{err}");
+
+    let plain = tempfile::tempdir().unwrap();
+    let server = Server::start(&plain.path().join("data"), &[]);
+    assert_eq!(get(&a, &format!("{}/api/v1/log", server.url)).unwrap().status, 200);
+    assert!(!plain.path().join("data/audit.sqlite").exists(), "off by default");
+}

@@ -1,0 +1,117 @@
+//! The layer that audits every request: the outermost one, so that it sees the requests the
+//! other guard layers refuse (401, 403, 429) as well as the ones they let through.
+//!
+//! The caller is named as the rate limiter names it ([`crate::client`]): its API token's id
+//! when it presented a valid one, else its IP. A token is never recorded, only its id.
+//! A tower service rather than an axum `from_fn`: it adds no allocation to the request.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::response::Response;
+use http::{header, Method, Request, Uri};
+use tower::{Layer, Service};
+
+use super::chain::{now_ms, AuditLog, Entry};
+use crate::client::{peer_ip, ClientKey};
+use crate::guard::Guard;
+
+/// The log, and the guard to recognise API tokens.
+#[derive(Clone)]
+pub struct AuditLayer {
+    pub log: Arc<AuditLog>,
+    pub guard: Arc<Guard>,
+}
+
+impl<S> Layer<S> for AuditLayer {
+    type Service = Audited<S>;
+    fn layer(&self, inner: S) -> Audited<S> {
+        Audited { log: self.log.clone(), guard: self.guard.clone(), inner }
+    }
+}
+
+#[derive(Clone)]
+pub struct Audited<S> {
+    log: Arc<AuditLog>,
+    guard: Arc<Guard>,
+    inner: S,
+}
+
+impl<S> Service<Request<Body>> for Audited<S>
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Recorded<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let pending = Pending {
+            log: self.log.clone(),
+            start: Instant::now(),
+            client: client_of(&self.guard, &request),
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+        };
+        Recorded { inner: self.inner.call(request), pending: Some(pending) }
+    }
+}
+
+struct Pending {
+    log: Arc<AuditLog>,
+    start: Instant,
+    client: ClientKey,
+    method: Method,
+    uri: Uri,
+}
+
+pin_project_lite::pin_project! {
+    /// The inner response future; records the request when it completes.
+    pub struct Recorded<F> {
+        #[pin]
+        inner: F,
+        pending: Option<Pending>,
+    }
+}
+
+impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let out = std::task::ready!(this.inner.poll(cx));
+        if let (Some(p), Ok(response)) = (this.pending.take(), &out) {
+            p.log.record(Entry {
+                time_ms: now_ms(),
+                client: p.client,
+                method: p.method,
+                uri: p.uri,
+                status: response.status().as_u16(),
+                micros: p.start.elapsed().as_micros() as u64,
+            });
+        }
+        Poll::Ready(out)
+    }
+}
+
+fn client_of<B>(guard: &Guard, request: &Request<B>) -> ClientKey {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    match token.and_then(|t| guard.authenticate(t)) {
+        Some(Ok(identity)) => ClientKey::Token(identity.id),
+        _ => ClientKey::Ip(peer_ip(request)),
+    }
+}

@@ -1,0 +1,26 @@
+//! The audit log: one record per request, hash-chained, in `audit.sqlite` in the data dir.
+//!
+//! - [`record`]: what a record holds and how it is chained: each record's hash is
+//!   SHA-256(previous hash ‖ the record's JSON), starting from 32 zero bytes.
+//! - [`chain`]: [`AuditLog`], which takes records from the request path through a bounded
+//!   queue and writes them in batches from a thread of its own.
+//! - [`verify`]: walks the stored chain and names the first record that does not fit
+//!   (`signet audit verify`).
+//! - [`layer`]: the tower layer that records every request, refused ones included.
+//!
+//! Editing or deleting a stored record breaks the chain at that record. Rewriting the whole
+//! chain from there on is not caught yet: that needs the chain's head anchored in the
+//! transparency log (DESIGN.md), which is the next step.
+
+pub mod chain;
+pub mod layer;
+pub mod record;
+pub mod verify;
+
+pub use chain::AuditLog;
+pub use layer::AuditLayer;
+pub use record::Record;
+pub use verify::{verify, Verified, VerifyError};
+
+/// The file under the data dir.
+pub const FILE: &str = "audit.sqlite";

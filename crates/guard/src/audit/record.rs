@@ -1,0 +1,75 @@
+//! One audit record and the chain rule.
+//!
+//! The record is stored as the exact JSON bytes that were hashed, so that verifying needs no
+//! canonical form: serde writes a struct's fields in declaration order, and the stored bytes
+//! are what the next hash covers. JSON escapes newlines inside strings, so a batch can keep
+//! its records one per line.
+
+use serde::{Deserialize, Serialize};
+use signet_core::hash::sha256_parts;
+
+/// The hash before the first record.
+pub const GENESIS: [u8; 32] = [0; 32];
+
+/// The longest path kept; longer ones are cut (a flood of junk paths must not bloat the log).
+pub const MAX_PATH: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// 1, 2, 3, … with no gaps.
+    pub seq: u64,
+    /// When the response was ready, in milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    /// `token:ID` for a caller with a valid API token, else `ip:ADDR`; `signet` for the
+    /// log's own records.
+    pub client: String,
+    pub method: String,
+    /// The path without its query, at most [`MAX_PATH`] bytes.
+    pub path: String,
+    /// The response status; 0 for the log's own records.
+    pub status: u16,
+    /// Time to the response head, in microseconds.
+    pub micros: u64,
+    /// Set on the log's own records, e.g. how many records a full queue lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The hash that chains `json` (a record's stored bytes) after `prev`.
+pub fn link(prev: &[u8; 32], json: &[u8]) -> [u8; 32] {
+    sha256_parts(&[prev, json])
+}
+
+/// `path` cut to [`MAX_PATH`] bytes on a character boundary.
+pub fn clip(path: &str) -> String {
+    if path.len() <= MAX_PATH {
+        return path.to_string();
+    }
+    let mut end = MAX_PATH;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &path[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chain_covers_every_byte_and_the_order() {
+        let a = br#"{"seq":1}"#;
+        let b = br#"{"seq":2}"#;
+        let h1 = link(&GENESIS, a);
+        assert_ne!(link(&GENESIS, b), h1);
+        assert_ne!(link(&h1, b), link(&GENESIS, b), "a hash depends on the one before");
+    }
+
+    #[test]
+    fn long_paths_are_clipped_on_a_char_boundary() {
+        assert_eq!(clip("/api/v2/checkpoint"), "/api/v2/checkpoint");
+        let long = "é".repeat(200);
+        let c = clip(&long);
+        assert!(c.len() <= MAX_PATH + "…".len() && c.ends_with('…'));
+    }
+}

@@ -1,0 +1,188 @@
+//! Checking a stored chain: `signet audit verify --data-dir DIR`.
+//!
+//! The database is opened read-only, so a check never creates or changes anything. Every
+//! record must follow the one before (seq + 1), carry its own seq, and have the hash that
+//! chains its stored bytes after the previous hash.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::record::{self, Record, GENESIS};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub records: u64,
+    /// The hash of the last record ([`GENESIS`] for an empty log).
+    pub head: [u8; 32],
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("no audit log at {0} (it is created when `signet serve` starts with [guard.audit] enabled)")]
+    Missing(String),
+    #[error("audit log {path}: {source}")]
+    Sqlite { path: String, source: rusqlite::Error },
+    #[error("audit chain broken at record {seq}: {why}")]
+    Broken { seq: u64, why: String },
+}
+
+pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
+    let path = data_dir.join(super::FILE);
+    if !path.exists() {
+        return Err(VerifyError::Missing(path.display().to_string()));
+    }
+    let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+    let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit ORDER BY first_seq").map_err(err)?;
+    let mut rows = rows.query([]).map_err(err)?;
+    let (mut last, mut head) = (0u64, GENESIS);
+    while let Some(row) = rows.next().map_err(err)? {
+        let first: u64 = row.get(0).map_err(err)?;
+        let end: u64 = row.get(1).map_err(err)?;
+        if first != last + 1 {
+            return Err(VerifyError::Broken {
+                seq: first,
+                why: format!("it follows record {last}: records {}..{} are missing", last + 1, first.saturating_sub(1)),
+            });
+        }
+        // Bytes whatever the column type: an edit through SQL may leave TEXT where a BLOB was.
+        let bytes = |i: usize| -> Result<Vec<u8>, VerifyError> {
+            let v = row.get_ref(i).map_err(err)?;
+            v.as_bytes().map(<[u8]>::to_vec).map_err(|_| VerifyError::Broken {
+                seq: first,
+                why: format!("its batch's column {i} holds a {}, not bytes", v.data_type()),
+            })
+        };
+        let (records, hashes) = (bytes(2)?, bytes(3)?);
+        let lines: Vec<&[u8]> = records.split(|b| *b == b'\n').collect();
+        let count = end.checked_sub(first).map(|n| n + 1);
+        if count != Some(lines.len() as u64) || hashes.len() != lines.len() * 32 {
+            return Err(VerifyError::Broken {
+                seq: first,
+                why: format!(
+                    "its batch says records {first}..{end} but holds {} records and {} hashes",
+                    lines.len(),
+                    hashes.len() / 32
+                ),
+            });
+        }
+        for (i, (json, stored)) in lines.iter().zip(hashes.chunks(32)).enumerate() {
+            let seq = first + i as u64;
+            let broken = |why: String| VerifyError::Broken { seq, why };
+            let parsed: Record =
+                serde_json::from_slice(json).map_err(|e| broken(format!("its stored record is not a record: {e}")))?;
+            if parsed.seq != seq {
+                return Err(broken(format!("its stored record says seq {}", parsed.seq)));
+            }
+            let expected = record::link(&head, json);
+            if stored != expected {
+                return Err(broken("its hash does not chain its contents after the record before: edited, replaced or reordered".into()));
+            }
+            head = expected;
+        }
+        last = end;
+    }
+    Ok(Verified { records: last, head })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::chain::{now_ms, AuditLog, Entry};
+    use super::*;
+
+    fn entry(path: &str, status: u16) -> Entry {
+        Entry {
+            time_ms: now_ms(),
+            client: "ip:127.0.0.1".parse().unwrap(),
+            method: http::Method::GET,
+            uri: path.parse().unwrap(),
+            status,
+            micros: 42,
+        }
+    }
+
+    fn filled(n: usize) -> (tempfile::TempDir, Verified) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path()).unwrap();
+        for i in 0..n {
+            log.record(entry(&format!("/api/v1/log/entries/{i}"), 200));
+            if i % 2 == 0 {
+                // Batches of one and two records: a batch boundary falls between 1 and 2, 3 and 4.
+                log.flush();
+            }
+        }
+        log.flush();
+        let v = verify(dir.path()).unwrap();
+        (dir, v)
+    }
+
+    fn exec(dir: &Path, sql: &str) {
+        Connection::open(dir.join(super::super::FILE)).unwrap().execute_batch(sql).unwrap();
+    }
+
+    #[test]
+    fn an_intact_chain_verifies_and_survives_a_restart() {
+        let (dir, v) = filled(5);
+        assert_eq!(v.records, 5);
+        let log = AuditLog::open(dir.path()).unwrap();
+        log.record(entry("/healthz", 200));
+        log.flush();
+        let again = verify(dir.path()).unwrap();
+        assert_eq!(again.records, 6, "a reopened log continues the chain");
+        assert_ne!(again.head, v.head);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(super::super::FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn an_edit_a_deletion_and_a_swap_are_each_caught_at_their_record() {
+        // Batches: [1], [2, 3], [4, 5].
+        let (dir, _) = filled(5);
+        exec(dir.path(), "UPDATE audit SET records = CAST(replace(CAST(records AS TEXT), 'entries/2\"', 'entries/9\"') AS BLOB)");
+        let e = verify(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("record 3:") && e.contains("does not chain"), "{e}");
+
+        let (dir, _) = filled(5);
+        exec(dir.path(), "DELETE FROM audit WHERE first_seq = 2");
+        let e = verify(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("record 4:") && e.contains("records 2..3 are missing"), "{e}");
+
+        let (dir, _) = filled(5);
+        exec(dir.path(), "UPDATE audit SET records = CAST(replace(CAST(records AS TEXT), CHAR(10), '') AS BLOB) WHERE first_seq = 4");
+        let e = verify(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("record 4:") && e.contains("holds 1 records"), "{e}");
+
+        let (dir, _) = filled(5);
+        exec(dir.path(), "UPDATE audit SET records = (SELECT records FROM audit WHERE first_seq = 2), hashes = (SELECT hashes FROM audit WHERE first_seq = 2) WHERE first_seq = 4");
+        let e = verify(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("record 4:") && e.contains("says seq 2"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_log_is_named_and_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = verify(dir.path()).unwrap_err();
+        assert!(matches!(e, VerifyError::Missing(_)), "{e}");
+        assert!(!dir.path().join(super::super::FILE).exists());
+    }
+
+    #[test]
+    fn a_full_queue_is_recorded_in_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path()).unwrap();
+        log.count_lost(7);
+        log.record(entry("/x", 200));
+        log.flush();
+        let conn = Connection::open(dir.path().join(super::super::FILE)).unwrap();
+        let batch: Vec<u8> = conn.query_row("SELECT records FROM audit", [], |r| r.get(0)).unwrap();
+        let notes: Vec<String> = String::from_utf8(batch).unwrap().lines().map(str::to_string).collect();
+        assert_eq!(notes.len(), 2);
+        assert!(notes[1].contains("lost 7 records") && notes[1].contains("\"client\":\"signet\""), "{notes:?}");
+        assert_eq!(verify(dir.path()).unwrap().records, 2);
+    }
+}
