@@ -16,10 +16,10 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::response::Response;
 use futures_util::future::{Either, Ready};
-use http::{header, Request, StatusCode};
+use http::{Request, StatusCode};
 use tower::{Layer, Service};
 
-use crate::client::{peer_ip, ClientKey};
+use crate::client::{bearer, peer_ip, ClientKey};
 use crate::config::Require;
 use crate::guard::{AuthError, Guard};
 use crate::ratelimit::is_write;
@@ -97,13 +97,7 @@ impl<S> Authn<S> {
         }
         let mut who = request.extensions().get::<Identity>().copied();
         if who.is_none() {
-            let presented = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-                .map(str::trim);
-            match presented.and_then(|t| self.guard.authenticate(t)) {
+            match bearer(request).and_then(|t| self.guard.authenticate(t)) {
                 Some(Ok(identity)) => {
                     request.extensions_mut().insert(identity);
                     who = Some(identity);

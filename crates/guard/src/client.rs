@@ -40,6 +40,17 @@ impl std::str::FromStr for ClientKey {
     }
 }
 
+/// The bearer value of `Authorization`, if any: a signet API token, or (from Fulcio clients)
+/// an OIDC identity token, which the guard leaves alone.
+pub fn bearer<B>(request: &Request<B>) -> Option<&str> {
+    request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+}
+
 /// The peer's IP, from axum's `ConnectInfo`. Without it (a router served without connect
 /// info) every request shares one key, which fails safe: limits still apply, to everyone.
 pub fn peer_ip<B>(request: &Request<B>) -> IpAddr {

@@ -14,11 +14,11 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::response::Response;
-use http::{header, Method, Request, Uri};
+use http::{Method, Request, Uri};
 use tower::{Layer, Service};
 
 use super::chain::{now_ms, AuditLog, Entry};
-use crate::client::{peer_ip, ClientKey};
+use crate::client::{bearer, peer_ip, ClientKey};
 use crate::guard::Guard;
 
 /// The log, and the guard to recognise API tokens.
@@ -104,13 +104,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
 }
 
 fn client_of<B>(guard: &Guard, request: &Request<B>) -> ClientKey {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
-    match token.and_then(|t| guard.authenticate(t)) {
+    match bearer(request).and_then(|t| guard.authenticate(t)) {
         Some(Ok(identity)) => ClientKey::Token(identity.id),
         _ => ClientKey::Ip(peer_ip(request)),
     }
