@@ -6,6 +6,7 @@
 //! - [`jcs`]: RFC 8785 canonical JSON, the form Rekor stores and signs.
 //! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
 //! - [`keys`]: the ECDSA P-256 signing keys of the logs, and how they are kept on disk.
+//! - [`cpu`]: CPU-heavy work on a bounded blocking pool, off the async runtime.
 //! - [`files`]: atomic, permission-aware file writes.
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
@@ -13,6 +14,7 @@
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
 pub mod b64;
+pub mod cpu;
 pub mod files;
 pub mod hash;
 pub mod hexfmt;

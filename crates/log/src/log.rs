@@ -148,8 +148,19 @@ impl Log {
 
     /// Submits one entry and waits until it is durable (or found to be a duplicate).
     pub async fn append(&self, body: Vec<u8>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
+        self.append_with_extra(body, digest, None).await
+    }
+
+    /// [`Log::append`], keeping `extra` as the entry's stamp (for a log without a
+    /// [`Stamper`]): bytes made once at submission and served with the entry ever after.
+    pub async fn append_with_extra(
+        &self,
+        body: Vec<u8>,
+        digest: Option<Vec<u8>>,
+        extra: Option<Vec<u8>>,
+    ) -> Result<Sequenced, AppendError> {
         let (reply, rx) = oneshot::channel();
-        let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, reply };
+        let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, extra, reply };
         self.tx.send(pending).await.map_err(|_| AppendError::Closed)?;
         rx.await.map_err(|_| AppendError::Closed)?
     }

@@ -31,6 +31,9 @@ pub(crate) struct Pending {
     pub leaf_hash: Hash,
     pub digest: Option<Vec<u8>>,
     pub body: Vec<u8>,
+    /// Bytes made at submission to keep beside the entry (the CT log's precertificate),
+    /// stored as its stamp when the log has no [`crate::Stamper`].
+    pub extra: Option<Vec<u8>>,
     pub reply: Reply,
 }
 
@@ -185,7 +188,7 @@ fn sign_batch(
     for (i, p) in fresh.iter().enumerate() {
         stamps.push(match &shared.stamper {
             Some(s) => Some(s.stamp(old_size + i as u64, integrated_time, &p.body).map_err(|e| AppendError::Signing(e.to_string()))?),
-            None => None,
+            None => p.extra.clone(),
         });
     }
     let mut entries = Vec::with_capacity(fresh.len());

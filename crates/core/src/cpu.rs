@@ -1,0 +1,63 @@
+//! CPU-heavy work (signatures, certificate issuance) off the async runtime.
+//!
+//! An ECDSA signature costs 20–120 µs. Run on a runtime worker, a burst of them holds that
+//! worker away from every read queued behind it. [`run`] moves the work to tokio's blocking
+//! threads, but admits at most one job per core at a time: more would only queue inside the
+//! kernel's scheduler, and an unbounded pool lets a write burst take every core from reads.
+//!
+//! A panic inside a job is caught by tokio and returned as [`Panicked`], so a bug costs that
+//! job, never the caller's task or the process.
+
+use std::sync::OnceLock;
+
+use tokio::sync::Semaphore;
+
+/// The job panicked; the message is the panic's payload when it was a string.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("a CPU task panicked: {0}")]
+pub struct Panicked(pub String);
+
+fn permits() -> &'static Semaphore {
+    static POOL: OnceLock<Semaphore> = OnceLock::new();
+    POOL.get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())))
+}
+
+/// Runs `job` on a blocking thread, at most one job per core at once, and returns its result.
+pub async fn run<R, F>(job: F) -> Result<R, Panicked>
+where
+    R: Send + 'static,
+    F: FnOnce() -> R + Send + 'static,
+{
+    // The semaphore is never closed, so acquire cannot fail; if it ever did, running
+    // without a permit is the safe fallback.
+    let _permit = permits().acquire().await.ok();
+    match tokio::task::spawn_blocking(job).await {
+        Ok(r) => Ok(r),
+        Err(e) => Err(Panicked(panic_message(e))),
+    }
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_results_and_catches_panics() {
+        assert_eq!(run(|| 6 * 7).await.unwrap(), 42);
+        let err = run(|| -> u8 { panic!("boom") }).await.unwrap_err();
+        assert!(err.0.contains("boom"), "{err}");
+        // The pool still works after a panic.
+        assert_eq!(run(|| 1).await.unwrap(), 1);
+    }
+}
