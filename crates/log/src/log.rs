@@ -40,6 +40,8 @@ pub enum AppendError {
     Signing(String),
     #[error("the log is shutting down")]
     Closed,
+    #[error("the log failed the batch that held this entry (an internal error, logged); the entry was not logged, retry")]
+    Aborted,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +164,8 @@ impl Log {
         let (reply, rx) = oneshot::channel();
         let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, extra, reply };
         self.tx.send(pending).await.map_err(|_| AppendError::Closed)?;
-        rx.await.map_err(|_| AppendError::Closed)?
+        // The reply is dropped unanswered only when its batch panicked (see the sequencer).
+        rx.await.map_err(|_| AppendError::Aborted)?
     }
 
     pub fn origin(&self) -> &str {

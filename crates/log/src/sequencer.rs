@@ -12,6 +12,8 @@
 //! handed out twice.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -65,8 +67,16 @@ struct Prepared {
     checkpoint: Arc<SignedCheckpoint>,
     /// One reply per entry of `batch.entries`, in order.
     fresh: Vec<Reply>,
-    /// Requests for entries that are already sequenced; answered once this batch is durable.
-    repeats: Vec<(u64, Reply)>,
+    /// Requests for entries that are already sequenced (their index and leaf hash); answered
+    /// once this batch is durable.
+    repeats: Vec<(u64, Hash, Reply)>,
+}
+
+/// Panics caught in the sequencer since the process started (served at `/metrics`).
+static PANICS: AtomicU64 = AtomicU64::new(0);
+
+pub fn panics() -> u64 {
+    PANICS.load(Ordering::Relaxed)
 }
 
 /// How many prepared batches may wait for the committer.
@@ -85,27 +95,55 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
                 Ok(None) | Err(_) => break,
             }
         }
-        if let Some(prepared) = prepare(&shared, std::mem::take(&mut pool)) {
-            if commit_tx.send(prepared).await.is_err() {
-                break;
+        // A panic while preparing (a bug in signing, stamping or the tree) fails this batch
+        // only: its waiters' replies are dropped with it (they get `AppendError::Aborted`),
+        // the tree is cut back, and the sequencer goes on with the next batch.
+        let size_before = shared.tree.read().size();
+        let batch = std::mem::take(&mut pool);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| prepare(&shared, batch))) {
+            Ok(Some(prepared)) => {
+                if commit_tx.send(prepared).await.is_err() {
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(payload) => {
+                PANICS.fetch_add(1, Ordering::Relaxed);
+                shared.tree.write().truncate(size_before);
+                tracing::error!(log = shared.id, panic = panic_text(&*payload), "preparing a batch panicked; its entries were not logged");
             }
         }
     }
     drop(commit_tx);
-    let _ = committer.await;
+    if let Err(e) = committer.await {
+        // The committer died mid-batch: what it acknowledged is durable, but memory may no
+        // longer match storage. A server that answers but never commits is worse than none,
+        // so stop, and let the restart rebuild the tree from storage.
+        PANICS.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(log = shared.id, error = %e, "the log's committer failed; stopping signet (acknowledged entries are durable; restart to resume)");
+        std::process::exit(1);
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
 }
 
 /// Dedupes, appends to the tree, signs. Returns `None` if nothing new needs committing.
 fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
     // Look in the in-flight set before the durable index: a batch leaves the set only after
     // it has been added to the index, so an entry is always visible in one of the two.
-    let mut repeats: Vec<(u64, Reply)> = Vec::new();
+    let mut repeats: Vec<(u64, Hash, Reply)> = Vec::new();
     let mut unknown: Vec<Pending> = Vec::with_capacity(pool.len());
     {
         let inflight = shared.inflight.lock();
         for p in pool {
             match inflight.get(&p.leaf_hash) {
-                Some(&index) => repeats.push((index, p.reply)),
+                Some(&index) => repeats.push((index, p.leaf_hash, p.reply)),
                 None => unknown.push(p),
             }
         }
@@ -114,12 +152,12 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
 
     let mut fresh: Vec<Pending> = Vec::with_capacity(unknown.len());
     let mut first_in_pool: HashMap<Hash, usize> = HashMap::new();
-    let mut repeat_of_fresh: Vec<(usize, Reply)> = Vec::new();
+    let mut repeat_of_fresh: Vec<(usize, Hash, Reply)> = Vec::new();
     for (p, stored) in unknown.into_iter().zip(stored) {
         if let Some(index) = stored {
             let _ = p.reply.send(Ok(Sequenced::Duplicate { index }));
         } else if let Some(&pos) = first_in_pool.get(&p.leaf_hash) {
-            repeat_of_fresh.push((pos, p.reply));
+            repeat_of_fresh.push((pos, p.leaf_hash, p.reply));
         } else {
             first_in_pool.insert(p.leaf_hash, fresh.len());
             fresh.push(p);
@@ -137,17 +175,25 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
             tree.push(p.leaf_hash);
         }
         let new_size = tree.size();
-        let root = tree.root(new_size).expect("size is the tree's own");
+        let root = match tree.root(new_size) {
+            Ok(root) => root,
+            // Cannot happen (the size is the tree's own); fail the batch rather than panic.
+            Err(e) => {
+                tree.truncate(old_size);
+                drop(tree);
+                return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), AppendError::Storage(e.to_string()));
+            }
+        };
         (old_size, new_size, root, changed_tiles(&tree, old_size, new_size))
     };
-    repeats.extend(repeat_of_fresh.into_iter().map(|(pos, r)| (old_size + pos as u64, r)));
+    repeats.extend(repeat_of_fresh.into_iter().map(|(pos, leaf, r)| (old_size + pos as u64, leaf, r)));
 
     let signed = sign_batch(shared, &mut fresh, old_size, new_size, root, integrated_time);
     let (checkpoint, entries, replies) = match signed {
         Ok(x) => x,
         Err(e) => {
             shared.tree.write().truncate(old_size);
-            return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.1)), e);
+            return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), e);
         }
     };
     {
@@ -245,23 +291,31 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
                         checkpoint: checkpoint.clone(),
                     }));
                 }
-                for (index, reply) in repeats {
-                    let answer = if index < durable_size {
-                        Ok(Sequenced::Duplicate { index })
-                    } else {
-                        Err(AppendError::Storage("the identical entry's batch failed to commit".into()))
-                    };
-                    let _ = reply.send(answer);
+                let tree = shared.tree.read();
+                for (index, leaf, reply) in repeats {
+                    let _ = reply.send(repeat_answer(index, &leaf, durable_size, |i| tree.leaf(i).copied()));
                 }
             }
             Err(e) => {
-                fail::<()>(fresh.into_iter().chain(repeats.into_iter().map(|r| r.1)), e);
+                fail::<()>(fresh.into_iter().chain(repeats.into_iter().map(|r| r.2)), e);
             }
         }
         let mut inflight = shared.inflight.lock();
         for (_, leaf, _) in keys {
             inflight.remove(&leaf);
         }
+    }
+}
+
+/// The answer to a request whose entry was in flight at `index` when it arrived. That batch
+/// may since have failed, and `index` been reused by another entry: only a durable leaf that
+/// is the same entry makes it a duplicate. Otherwise the entry is not logged, and a retry
+/// will log it.
+fn repeat_answer(index: u64, leaf: &Hash, durable_size: u64, leaf_at: impl Fn(u64) -> Option<Hash>) -> Result<Sequenced, AppendError> {
+    if index < durable_size && leaf_at(index).as_ref() == Some(leaf) {
+        Ok(Sequenced::Duplicate { index })
+    } else {
+        Err(AppendError::Storage("the identical entry's batch failed to commit; retry".into()))
     }
 }
 
@@ -281,6 +335,23 @@ pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u
         }
     }
     tiles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeat_is_a_duplicate_only_of_the_same_durable_leaf() {
+        let (mine, other) = ([1u8; 32], [2u8; 32]);
+        let leaves = [[0u8; 32], other, mine];
+        let at = |i: u64| leaves.get(i as usize).copied();
+        assert!(matches!(repeat_answer(2, &mine, 3, at), Ok(Sequenced::Duplicate { index: 2 })));
+        // The batch that held the entry at 1 failed, and index 1 now holds another entry.
+        assert!(repeat_answer(1, &mine, 3, at).is_err());
+        // Not durable (yet, or ever).
+        assert!(repeat_answer(2, &mine, 2, at).is_err());
+    }
 }
 
 fn fail<T>(replies: impl IntoIterator<Item = Reply>, err: AppendError) -> Option<T> {

@@ -30,7 +30,9 @@ pub struct TilePathError {
     pub why: &'static str,
 }
 
-/// Parses the part of a tile URL after `tile/`.
+/// Parses the part of a tile URL after `tile/`. Only the canonical spelling of a tile is
+/// accepted (no leading zeros in the level or width, no leading `x000` groups), so that one
+/// tile has one URL and caches cannot be filled with aliases.
 pub fn parse(path: &str) -> Result<TilePath, TilePathError> {
     let err = |why| TilePathError { path: path.to_string(), why };
     let (head, rest) = path.split_once('/').ok_or_else(|| err("missing index"))?;
@@ -55,8 +57,9 @@ pub fn parse(path: &str) -> Result<TilePath, TilePathError> {
     Ok(TilePath::Hashes { level, index, width })
 }
 
+/// A decimal number of 1 to 3 digits, without leading zeros.
 fn parse_digits(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 3 || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || s.len() > 3 || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0')) {
         return None;
     }
     s.parse().ok()
@@ -69,6 +72,10 @@ fn parse_index(s: &str) -> Option<u64> {
         let last = i == parts.len() - 1;
         let digits = if last { *part } else { part.strip_prefix('x')? };
         if digits.len() != 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        // `x000/001` names tile 1, whose path is `001`: the leading group must not be zero.
+        if i == 0 && !last && digits == "000" {
             return None;
         }
         n = n.checked_mul(1000)?.checked_add(digits.parse::<u64>().ok()?)?;
@@ -88,15 +95,24 @@ pub fn format_index(mut n: u64) -> String {
     groups.join("/")
 }
 
+/// An entry too long for a bundle's 16-bit length prefix. Admission refuses such entries
+/// (`limits.max_entry_bytes`), so this names a log written without that limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("entry {position} of the bundle is {len} bytes; entry bundles hold entries of at most 65535 bytes")]
+pub struct EntryTooLong {
+    pub position: usize,
+    pub len: usize,
+}
+
 /// Serializes leaves into an entry bundle.
-pub fn entry_bundle<'a>(entries: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub fn entry_bundle<'a>(entries: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<u8>, EntryTooLong> {
     let mut out = Vec::new();
-    for e in entries {
-        let len = u16::try_from(e.len()).expect("entries are far below 64 KiB");
+    for (position, e) in entries.into_iter().enumerate() {
+        let len = u16::try_from(e.len()).map_err(|_| EntryTooLong { position, len: e.len() })?;
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(e);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -115,13 +131,18 @@ mod tests {
 
     #[test]
     fn rejects_malformed_paths() {
-        for bad in ["0", "0/1", "0/0001", "0/001/002", "9/000", "0/000.p/0", "0/000.p/256", "x/000", "0/x01/000", "0/-01"] {
+        for bad in ["0", "0/1", "0/0001", "0/001/002", "9/000", "0/000.p/0", "0/000.p/256", "x/000", "0/x01/000", "0/-01",
+            // Non-canonical spellings of valid tiles.
+            "00/001", "0/x000/001", "entries/x000/x001/000", "0/001.p/07", "0/001.p/007", "entries/000.p/09"] {
             assert!(parse(bad).is_err(), "{bad} should be rejected");
         }
     }
 
     #[test]
     fn bundles_are_length_prefixed() {
-        assert_eq!(entry_bundle([&b"ab"[..], &b""[..]]), vec![0, 2, b'a', b'b', 0, 0]);
+        assert_eq!(entry_bundle([&b"ab"[..], &b""[..]]).unwrap(), vec![0, 2, b'a', b'b', 0, 0]);
+        let long = vec![0u8; 65_536];
+        assert_eq!(entry_bundle([&b"a"[..], &long[..]]), Err(EntryTooLong { position: 1, len: 65_536 }));
+        assert!(entry_bundle([&long[..65_535]]).is_ok());
     }
 }

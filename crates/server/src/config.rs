@@ -26,6 +26,7 @@ pub struct Config {
     pub ca: CaSettings,
     pub keys: KeyPaths,
     pub limits: Limits,
+    pub http: HttpSettings,
     pub oidc: OidcSettings,
     pub tls: TlsSettings,
     /// Rate limits, bans and API tokens (docs/guard.md); all off by default.
@@ -173,6 +174,39 @@ pub struct KeyPaths {
 pub struct Limits {
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Largest log entry body (the canonical entry, after parsing). Rekor v2 entry bundles
+    /// prefix each entry with a 16-bit length (c2sp.org/tlog-tiles), so at most 65535.
+    pub max_entry_bytes: usize,
+}
+
+/// Connections: how long a client may take, how many may be open, how shutdown ends.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    /// A client must send a request's complete headers within this many seconds of the
+    /// connection opening (or of the previous response), or it is closed.
+    pub header_read_timeout_secs: u64,
+    /// A connection on which nothing was read or written for this long is closed.
+    pub idle_timeout_secs: u64,
+    /// Open connections at most (TLS handshakes included). Beyond it a new connection is
+    /// closed at once.
+    pub max_connections: usize,
+    /// On SIGTERM, in-flight requests get this long to finish before their connections close.
+    pub shutdown_grace_secs: u64,
+    /// One log line per request (`signet::access`), off by default.
+    pub access_log: bool,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+            max_connections: 10_000,
+            shutdown_grace_secs: 10,
+            access_log: false,
+        }
+    }
 }
 
 impl Default for Config {
@@ -187,6 +221,7 @@ impl Default for Config {
             ca: CaSettings::default(),
             keys: KeyPaths::default(),
             limits: Limits::default(),
+            http: HttpSettings::default(),
             oidc: OidcSettings::default(),
             tls: TlsSettings::default(),
             guard: signet_guard::GuardConfig::default(),
@@ -202,7 +237,7 @@ impl Default for LogSettings {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 128 * 1024 }
+        Limits { max_body_bytes: 128 * 1024, max_entry_bytes: 32 * 1024 }
     }
 }
 
@@ -283,6 +318,21 @@ impl Config {
         }
         if self.limits.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid("limits.max_body_bytes must be at least 1024".into()));
+        }
+        if !(1024..=65_535).contains(&self.limits.max_entry_bytes) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_entry_bytes must be 1024..=65535 (tile entry bundles carry 16-bit lengths), got {}",
+                self.limits.max_entry_bytes
+            )));
+        }
+        let http = &self.http;
+        if !(1..=3600).contains(&http.header_read_timeout_secs) || !(1..=86_400).contains(&http.idle_timeout_secs) {
+            return Err(ConfigError::Invalid(
+                "http.header_read_timeout_secs must be 1..=3600 and http.idle_timeout_secs 1..=86400".into(),
+            ));
+        }
+        if http.max_connections == 0 || http.shutdown_grace_secs > 3600 {
+            return Err(ConfigError::Invalid("http.max_connections must be at least 1 and http.shutdown_grace_secs at most 3600".into()));
         }
         if !self.dev && self.public_url.is_none() {
             return Err(ConfigError::Invalid(

@@ -6,6 +6,7 @@
 //! - [`discovery`]: OIDC discovery of an issuer's key set over HTTPS.
 //! - [`api`]: the router and handlers.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
+//! - [`panic`]: the panic boundary: a bug costs one request (a JSON 500, logged and counted).
 //! - [`trust`]: the trust documents, from a data dir.
 //! - [`listener`]: HTTPS: TLS handshakes (by `signet-tls`) in front of the same router.
 //! - [`serve`]: binding, the readiness line, graceful shutdown.
@@ -16,6 +17,7 @@ pub mod discovery;
 pub mod issuers;
 pub mod listener;
 pub mod metrics;
+pub mod panic;
 pub mod state;
 pub mod trust;
 

@@ -34,6 +34,8 @@ impl RouteCounters {
 #[derive(Default)]
 pub struct Metrics {
     routes: RwLock<HashMap<String, Arc<RouteCounters>>>,
+    /// Requests whose handling panicked (answered 500 by [`crate::panic`]).
+    pub panics: AtomicU64,
 }
 
 impl Metrics {
@@ -84,6 +86,10 @@ impl Metrics {
                 let _ = writeln!(out, "signet_refused_total{{route=\"{name}\",reason=\"{reason}\"}} {}", c.load(Ordering::Relaxed));
             }
         }
+        out.push_str("# HELP signet_panics_total Panics caught: in request handling, or in a log's sequencer (whose batch then failed).\n");
+        out.push_str("# TYPE signet_panics_total counter\n");
+        let _ = writeln!(out, "signet_panics_total{{where=\"request\"}} {}", self.panics.load(Ordering::Relaxed));
+        let _ = writeln!(out, "signet_panics_total{{where=\"sequencer\"}} {}", signet_log::sequencer::panics());
         out
     }
 }

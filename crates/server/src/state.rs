@@ -28,6 +28,8 @@ pub struct AppState {
     pub rekor_v1: RekorV1,
     pub rekor_v2: Log,
     pub max_body: usize,
+    /// Largest entry body either Rekor log admits (`limits.max_entry_bytes`).
+    pub max_entry: usize,
     /// The development OIDC issuer; only under `--dev`.
     pub dev_issuer: Option<Arc<DevIssuer>>,
     /// Verifies identity tokens for the CA.
@@ -209,6 +211,7 @@ impl AppState {
             rekor_v1: RekorV1::new(v1, tree_id),
             rekor_v2: v2,
             max_body: cfg.limits.max_body_bytes,
+            max_entry: cfg.limits.max_entry_bytes,
             dev_issuer,
             tokens,
             ca,

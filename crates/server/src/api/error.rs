@@ -88,7 +88,7 @@ impl From<StorageError> for ApiError {
 impl From<AppendError> for ApiError {
     fn from(e: AppendError) -> Self {
         let status = match e {
-            AppendError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+            AppendError::Closed | AppendError::Aborted => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())

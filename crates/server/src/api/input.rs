@@ -36,6 +36,29 @@ pub async fn json_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<
     Ok(value)
 }
 
+/// Refuses a body whose top-level object has a field outside `allowed`, naming it: a typo
+/// in a request must not be silently ignored.
+pub fn only_fields(request: &Value, allowed: &[&str]) -> Result<(), ApiError> {
+    if let Some(obj) = request.as_object() {
+        if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(ApiError::bad_request(format!("unknown field {k:?}; expected only {allowed:?}")).because("unknown_field"));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an entry whose canonical body is longer than `limit` bytes, before it is logged.
+pub fn entry_size(body: &[u8], limit: usize) -> Result<(), ApiError> {
+    if body.len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the entry is {} bytes; this log admits entries of at most {limit} bytes (limits.max_entry_bytes)", body.len()),
+        )
+        .because("entry_too_large"));
+    }
+    Ok(())
+}
+
 /// Query parameters of a request, with typed accessors.
 pub struct Query(Vec<(String, String)>);
 

@@ -74,6 +74,8 @@ pub fn router(state: Arc<AppState>) -> Router {
             .layer(signet_guard::RateLimitLayer::new(guard.clone()))
             .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public));
     }
+    // Inside the metrics and audit layers, so that a panic's 500 is counted and audited too.
+    app = app.layer(crate::panic::layer(metrics.clone()));
     app = app.layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count));
     // The audit layer outermost, so that it records what the layers inside refuse.
     match audit {

@@ -59,6 +59,10 @@ impl RekorV1 {
 
     /// Accepts a 64-hex leaf hash or an 80-hex tree ID + leaf hash of this tree.
     fn parse_uuid(&self, uuid: &str) -> Result<[u8; 32], ApiError> {
+        // Hex first: only then are byte offsets character boundaries.
+        if !uuid.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ApiError::bad_request(format!("entry UUID {uuid:?} is not hex; expected 64 or 80 hex characters")));
+        }
         let hash_hex = match uuid.len() {
             64 => uuid,
             80 => {
@@ -70,8 +74,9 @@ impl RekorV1 {
             }
             n => return Err(ApiError::bad_request(format!("entry UUID must be 64 or 80 hex characters, got {n}"))),
         };
-        let bytes = hex::decode(hash_hex).map_err(|_| ApiError::bad_request(format!("entry UUID {uuid:?} is not hex")))?;
-        Ok(bytes.try_into().expect("64 hex characters are 32 bytes"))
+        let mut leaf = [0u8; 32];
+        hex::decode_to_slice(hash_hex, &mut leaf).map_err(|_| ApiError::bad_request(format!("entry UUID {uuid:?} is not hex")))?;
+        Ok(leaf)
     }
 
     async fn by_index(&self, index: u64) -> Result<Option<String>, ApiError> {
@@ -92,6 +97,7 @@ impl RekorV1 {
 pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let request = json_body(&headers, body, state.max_body).await?;
     let entry = v1::parse(&request)?;
+    super::input::entry_size(&entry.body, state.max_entry)?;
     let rekor = &state.rekor_v1;
     let leaf = merkle::leaf_hash(&entry.body);
     let uuid = rekor.uuid(&leaf);
@@ -157,6 +163,7 @@ pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): P
 
 pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let request = json_body(&headers, body, state.max_body).await?;
+    super::input::only_fields(&request, &["entryUUIDs", "logIndexes", "entries"])?;
     let list = |name: &str| -> Result<Vec<Value>, ApiError> {
         match request.get(name) {
             None => Ok(vec![]),
@@ -187,6 +194,12 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
 
 pub async fn search_index(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
     let request = json_body(&headers, body, state.max_body).await?;
+    super::input::only_fields(&request, &["hash", "publicKey", "email", "operator"])?;
+    if let Some(op) = request.get("operator") {
+        if op.as_str().is_none_or(|o| o != "and" && o != "or") {
+            return Err(ApiError::bad_request(format!("operator must be \"and\" or \"or\", got {op}")));
+        }
+    }
     for unsupported in ["publicKey", "email"] {
         if request.get(unsupported).is_some() {
             return Err(ApiError::bad_request(format!("search by {unsupported} is not supported; search by hash")));

@@ -18,6 +18,7 @@ use crate::state::AppState;
 pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let request = json_body(&headers, body, state.max_body).await?;
     let entry = v2::parse(&request)?;
+    super::input::entry_size(&entry.body, state.max_entry)?;
     let log = &state.rekor_v2;
     match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await? {
         Sequenced::New { index, checkpoint, .. } => {
@@ -59,7 +60,12 @@ pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) 
                 .checked_mul(TILE_WIDTH)
                 .ok_or_else(|| ApiError::bad_request("tile index is out of range"))?;
             let entries = log.entries(start, width)?;
-            (entries.len() as u64 == width).then(|| tiles::entry_bundle(entries.iter().map(|e| e.body.as_slice())))
+            match entries.len() as u64 == width {
+                true => Some(tiles::entry_bundle(entries.iter().map(|e| e.body.as_slice())).map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("entry bundle {path} cannot be served: {e}"))
+                })?),
+                false => None,
+            }
         }
     };
     let data = data.ok_or_else(|| ApiError::not_found(format!("tile {path} does not exist yet")))?;

@@ -1,0 +1,140 @@
+//! The sequencer under failure: a panic while preparing a batch, and a failed commit, each
+//! cost that batch only, and the entries in it can be appended again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use signet_core::keys::{KeyError, SigningKey};
+use signet_log::storage::{Batch, EntryKeys, LogId, SqliteStorage, Storage, StorageError, StoredCheckpoint, StoredEntry, Tile};
+use signet_log::{AppendError, BatchPolicy, Log, LogConfig, Sequenced, Stamper};
+
+/// Stamps every entry, but panics on the body `boom`: a bug reached by one request.
+struct PanickyStamper;
+
+impl Stamper for PanickyStamper {
+    fn stamp(&self, index: u64, _time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError> {
+        if body == b"boom" {
+            panic!("stamper bug at index {index}");
+        }
+        Ok(vec![1])
+    }
+}
+
+/// SQLite, except that a commit with entries fails while `fail` is set.
+struct FlakyStorage {
+    inner: SqliteStorage,
+    fail: AtomicBool,
+}
+
+impl Storage for FlakyStorage {
+    fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
+        if !batch.entries.is_empty() && self.fail.load(Ordering::SeqCst) {
+            return Err(StorageError::Backend("disk on fire".into()));
+        }
+        self.inner.commit(batch)
+    }
+    fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
+        self.inner.latest_checkpoint(log)
+    }
+    fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError> {
+        self.inner.tiles(log, level)
+    }
+    fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
+        self.inner.keys(log, start, count)
+    }
+    fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        self.inner.entry(log, index)
+    }
+    fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
+        self.inner.entries(log, start, count)
+    }
+    fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
+        self.inner.get_or_init_meta(key, init)
+    }
+}
+
+fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
+    LogConfig {
+        id: 1,
+        origin: "test.example/log".into(),
+        key_name: "test.example".into(),
+        key: Arc::new(SigningKey::generate().unwrap()),
+        batch: BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
+        stamper,
+    }
+}
+
+/// Issue 17 item 3: a panic in the sequencer used to end its task, and from then on every
+/// append failed while reads went on: a server that answers but never commits.
+#[tokio::test]
+async fn a_panic_while_preparing_costs_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
+    let log = Log::open(config(Some(Arc::new(PanickyStamper))), storage).await.unwrap();
+    let before = signet_log::sequencer::panics();
+
+    assert!(matches!(log.append(b"boom".to_vec(), None).await, Err(AppendError::Aborted)));
+    assert!(signet_log::sequencer::panics() > before, "the panic is counted");
+    assert_eq!(log.head().checkpoint.size, 0);
+
+    // The log goes on: the next entries get the indices the failed batch would have had.
+    for (i, body) in [b"one".as_slice(), b"two"].into_iter().enumerate() {
+        match log.append(body.to_vec(), None).await.unwrap() {
+            Sequenced::New { index, checkpoint, .. } => {
+                assert_eq!(index, i as u64);
+                assert_eq!(checkpoint.checkpoint.size, i as u64 + 1);
+            }
+            other => panic!("expected a new entry, got {other:?}"),
+        }
+    }
+    let proof = log.inclusion_proof(1, 2).unwrap();
+    let root = log.root(2).unwrap();
+    signet_core::merkle::verify_inclusion(&signet_log::merkle::leaf_hash(b"two"), 1, 2, &proof, &root).unwrap();
+}
+
+/// Issue 17 item 14: an entry whose batch failed to commit is neither in flight nor present
+/// afterwards, and appending it again logs it.
+#[tokio::test]
+async fn an_entry_whose_commit_failed_can_be_appended_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage { inner: SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap(), fail: AtomicBool::new(false) });
+    let log = Log::open(config(None), storage.clone()).await.unwrap();
+    assert!(matches!(log.append(b"first".to_vec(), None).await.unwrap(), Sequenced::New { index: 0, .. }));
+
+    storage.fail.store(true, Ordering::SeqCst);
+    let failed: Vec<_> = futures_join(&log, &[b"a".as_slice(), b"b", b"c", b"a"]).await;
+    assert!(failed.iter().all(|r| matches!(r, Err(AppendError::Storage(_)))), "{failed:?}");
+    assert_eq!(log.head().checkpoint.size, 1);
+    assert_eq!(log.find_leaf(&signet_log::merkle::leaf_hash(b"a")), None);
+
+    storage.fail.store(false, Ordering::SeqCst);
+    let again = futures_join(&log, &[b"c".as_slice(), b"a", b"b"]).await;
+    let mut indices: Vec<u64> = again
+        .into_iter()
+        .map(|r| match r {
+            Ok(Sequenced::New { index, .. }) => index,
+            other => panic!("a retry must log the entry, got {other:?}"),
+        })
+        .collect();
+    indices.sort();
+    assert_eq!(indices, [1, 2, 3]);
+    assert_eq!(log.entry(1).unwrap().map(|e| e.body.len()), Some(1));
+    // And now they are duplicates.
+    assert!(matches!(log.append(b"a".to_vec(), None).await.unwrap(), Sequenced::Duplicate { .. }));
+}
+
+async fn futures_join(log: &Log, bodies: &[&[u8]]) -> Vec<Result<Sequenced, AppendError>> {
+    let tasks: Vec<_> = bodies
+        .iter()
+        .map(|b| {
+            let (log, body) = (log.clone(), b.to_vec());
+            tokio::spawn(async move { log.append(body, None).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
