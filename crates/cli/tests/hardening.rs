@@ -119,3 +119,176 @@ fn unknown_fields_and_noncanonical_tile_paths_are_refused() {
         assert_eq!(r.status, 400, "{alias}: {}", r.text());
     }
 }
+
+/// Starts `signet serve --dev` with `config` (TOML), its soft open-file limit first lowered
+/// to `nofile`, and waits for the ready line.
+fn start_with(dir: &std::path::Path, config: &str, nofile: u32) -> Server {
+    use std::io::BufRead;
+    let config_path = dir.join("signet.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let data_dir = dir.join("data");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &format!("ulimit -Sn {nofile} && exec \"$0\" \"$@\"")])
+        .arg(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config_path)
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let url = line.strip_prefix("signet listening on ").unwrap_or_else(|| panic!("{line}")).to_string();
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, url, data_dir }
+}
+
+fn addr(server: &Server) -> String {
+    server.url.trim_start_matches("http://").to_string()
+}
+
+/// Whether the server has closed `conn` (a read sees EOF or a reset within `wait`).
+fn closed_by_server(conn: &mut std::net::TcpStream, wait: std::time::Duration) -> bool {
+    use std::io::Read;
+    conn.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 512];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // e.g. a 408 before the close
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Item 6: 1,500 connections that send half a request and stall. With no header timeout and
+/// `nofile` 1024, they used to starve the server: `/healthz` was dead for 30 s.
+#[test]
+fn stalled_connections_neither_starve_the_server_nor_stay() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with(dir.path(), "[http]\nheader_read_timeout_secs = 3\n", 1024);
+    let mut stalled = Vec::new();
+    for _ in 0..1_500 {
+        let mut c = std::net::TcpStream::connect(addr(&server)).unwrap();
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+        stalled.push(c);
+    }
+    let fresh = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(2))).build();
+    let fresh: ureq::Agent = fresh.into();
+    let started = Instant::now();
+    let r = get(&fresh, &format!("{}/healthz", server.url)).expect("a fresh client is answered within 2 s");
+    assert_eq!(r.status, 200);
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // The server closes them: all well within a minute (3 s header timeout here).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut open: Vec<_> = stalled;
+    while !open.is_empty() && Instant::now() < deadline {
+        open.retain_mut(|c| !closed_by_server(c, Duration::from_millis(1)));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(open.len() < 15, "{} of 1500 stalled connections still open after a minute", open.len());
+    let metrics = get(&agent(), &format!("{}/metrics", server.url)).unwrap().text();
+    assert!(metrics.contains("signet_connections_open"), "{metrics}");
+}
+
+/// Item 6: past `max_connections`, a new connection is closed at once.
+#[test]
+fn connections_past_the_cap_are_closed_at_once() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with(dir.path(), "[http]\nmax_connections = 20\n", 4096);
+    let held: Vec<_> = (0..20).map(|_| std::net::TcpStream::connect(addr(&server)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = std::net::TcpStream::connect(addr(&server)).unwrap();
+    assert!(closed_by_server(&mut extra, Duration::from_secs(2)), "the 21st connection is closed");
+    drop(held);
+    // Once they are gone, the server answers again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if get(&agent(), &format!("{}/healthz", server.url)).map(|r| r.status) .ok() == Some(200) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server answers once the held connections close");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let metrics = get(&agent(), &format!("{}/metrics", server.url)).unwrap().text();
+    assert!(!metrics.contains("signet_connections_closed_total{reason=\"max_connections\"} 0"), "{metrics}");
+}
+
+/// Item 7: a client that sent half a request held SIGTERM for 30 s or more.
+#[test]
+fn shutdown_is_bounded_by_the_grace_period() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start_with(dir.path(), "[http]\nshutdown_grace_secs = 2\nheader_read_timeout_secs = 60\nidle_timeout_secs = 600\n", 4096);
+    let signer = Signer::new();
+    let r = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"before shutdown")).unwrap();
+    assert_eq!(r.status, 201);
+    // Half a request with a body still to come.
+    let mut half = std::net::TcpStream::connect(addr(&server)).unwrap();
+    half.write_all(b"POST /api/v1/log/entries HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"apiVersion\"").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let started = Instant::now();
+    let status = std::process::Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let deadline = started + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(Instant::now() < deadline, "signet still running 10 s after SIGTERM with a 2 s grace period");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "exit 0 after a bounded shutdown: {exit:?}");
+    assert!(started.elapsed() >= Duration::from_millis(1500), "in-flight requests got their grace period");
+
+    // What was acknowledged is still there.
+    let server = Server::start(&server.data_dir.clone(), &[]);
+    let r = get(&agent(), &format!("{}/api/v1/log/entries?logIndex=1", server.url)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// Item 8: a second server on the same data dir used to start, rewrite the published URL
+/// and issuer files, and break the first one's signingCert until it restarted.
+#[test]
+fn a_second_server_on_one_data_dir_exits_2_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Server::start(dir.path(), &[]);
+    let files = ["public-url", "oidc-issuer"];
+    let snapshot = |d: &std::path::Path| -> Vec<Option<Vec<u8>>> {
+        let mut all: Vec<Option<Vec<u8>>> = files.iter().map(|f| std::fs::read(d.join(f)).ok()).collect();
+        let mut names: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        all.push(Some(format!("{names:?}").into_bytes()));
+        all
+    };
+    let before = snapshot(dir.path());
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains(&format!("is in use by pid {}", first.child.id())), "{stderr}");
+    assert_eq!(snapshot(dir.path()), before, "the second server changed nothing");
+
+    // The first one still issues certificates, and admin commands work beside it.
+    let token = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["dev-token", "--subject", "me@example.com", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(token.status.success());
+    let list = std::process::Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "token", "list", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
+    let ready = get(&agent(), &format!("{}/readyz", first.url)).unwrap();
+    assert_eq!(ready.status, 200, "{}", ready.text());
+}

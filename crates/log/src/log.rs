@@ -168,6 +168,11 @@ impl Log {
         rx.await.map_err(|_| AppendError::Aborted)?
     }
 
+    /// Whether the sequencer still takes entries (false once it has stopped).
+    pub fn is_running(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
     pub fn origin(&self) -> &str {
         &self.shared.origin
     }

@@ -8,14 +8,18 @@
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`panic`]: the panic boundary: a bug costs one request (a JSON 500, logged and counted).
 //! - [`trust`]: the trust documents, from a data dir.
-//! - [`listener`]: HTTPS: TLS handshakes (by `signet-tls`) in front of the same router.
-//! - [`serve`]: binding, the readiness line, graceful shutdown.
+//! - [`conn`]: accepting connections (plain or TLS): the cap, the timeouts, bounded draining.
+//! - [`datadir`]: the exclusive lock that keeps a second server off a data dir.
+//! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
+//! - [`serve`]: the order of startup, the ready line, and shutdown.
 
 pub mod api;
 pub mod config;
+pub mod conn;
+pub mod datadir;
 pub mod discovery;
 pub mod issuers;
-pub mod listener;
+pub mod lifecycle;
 pub mod metrics;
 pub mod panic;
 pub mod state;
@@ -24,20 +28,23 @@ pub mod trust;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use signet_tls::{Acceptor, FileSource};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 pub use config::Config;
 pub use state::{AppState, StartError};
 
 /// Opens everything, binds, prints `signet listening on <URL>` and serves until SIGINT/SIGTERM.
 ///
-/// With `tls.cert` and `tls.key` the same router is served over HTTPS (HTTP/1.1 or HTTP/2,
-/// by ALPN) behind a [`listener::TlsListener`]; the files are re-read every
-/// `tls.reload_interval_secs` and a changed certificate goes live for new handshakes.
+/// The order matters. The data dir's lock comes first, so a second server changes nothing.
+/// The socket is bound and accepting before storage opens, so that `/healthz` answers
+/// during a long start while `/readyz` says 503; the ready line is printed, and `/readyz`
+/// turns 200, only once every log's sequencer runs. With `tls.cert` and `tls.key` the same
+/// router is served over HTTPS, and the files are re-read every `tls.reload_interval_secs`.
 pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     cfg.validate()?;
+    let _lock = datadir::DataDirLock::acquire(&cfg.data_dir)?;
     // The certificate is checked before anything binds or opens: a bad TLS config fails fast.
     let tls = match (&cfg.tls.cert, &cfg.tls.key) {
         (Some(cert), Some(key)) => {
@@ -47,57 +54,137 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
         _ => None,
     };
+    match conn::raise_fd_limit() {
+        Ok(n) => tracing::info!(open_files = n, "file descriptor limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit; connections may be refused early"),
+    }
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| StartError::Io { what: format!("cannot listen on {}", cfg.listen), source })?;
-    let local = listener.local_addr().expect("bound socket has an address");
+    let local = listener.local_addr().map_err(|source| StartError::Io { what: "reading the bound address".into(), source })?;
     // Under --dev without a public URL, the URL is the address actually bound (port 0 picks one).
     if cfg.public_url.is_none() {
         cfg.public_url = Some(format!("{}://{local}", cfg.scheme()));
     }
     let url = cfg.public_url();
-    let state = Arc::new(AppState::open(&cfg).await?);
-    let audit = state.audit.clone();
-    let app = api::router(state);
-    let serving = |source| StartError::Io { what: "serving HTTP".into(), source };
-    // Connect info gives the guard each request's peer address (rate limits and bans by IP).
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let served = match tls {
-        None => {
-            // Without TCP_NODELAY a response split over two segments waits for the client's
-            // delayed ACK: 40 ms stalls in the latency tail.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            println!("signet listening on {url}");
-            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(serving)
-        }
-        Some((acceptor, source)) => {
-            let _reloading = source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs));
-            // The no-op tap is what gives a custom listener axum's connect info (the peer address
-            // the guard keys on): axum implements it for any `TapIo`, not for listeners in general.
-            let listener = listener::TlsListener::new(listener, acceptor).map_err(serving)?.tap_io(|_| {});
-            println!("signet listening on {url}");
-            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(serving)
+
+    let lifecycle = Arc::new(lifecycle::Lifecycle::default());
+    let app_slot: conn::AppSlot = Default::default();
+    let stats = Arc::new(conn::ConnStats::default());
+    let server = conn::Server {
+        settings: cfg.http.clone(),
+        tls: tls.as_ref().map(|(a, _)| a.clone()),
+        app: app_slot.clone(),
+        starting: api::ready::starting_router(),
+        stats: stats.clone(),
+    };
+    let _reloading = tls
+        .as_ref()
+        .map(|(acceptor, source)| source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs)));
+    let (stop, stopped) = watch::channel(false);
+    let accepting = tokio::spawn(server.run(listener, wait_for(stopped)));
+
+    let opened = tokio::select! {
+        opened = AppState::open(&cfg, lifecycle.clone(), stats) => opened,
+        reason = shutdown_signal() => {
+            tracing::info!(reason, "shutting down before the start completed");
+            let _ = stop.send(true);
+            let _ = accepting.await;
+            return Ok(());
         }
     };
+    let state = match opened {
+        Ok(state) => Arc::new(state),
+        Err(e) => {
+            let _ = stop.send(true);
+            let _ = accepting.await;
+            return Err(e);
+        }
+    };
+    let audit = state.audit.clone();
+    let startup = startup_line(&cfg, &state, local);
+    let _ = app_slot.set(api::router(state));
+    lifecycle.ready();
+    tracing::info!(
+        listen = %local,
+        scheme = cfg.scheme(),
+        url = %url,
+        tls = startup.tls,
+        storage = %startup.storage,
+        guard = %startup.guard,
+        audit = startup.audit,
+        "signet started"
+    );
+    // The contract's ready line, on stdout. A failed write (a closed or full stdout) must not
+    // take the server down: it is dropped.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "signet listening on {url}").and_then(|()| out.flush());
+    }
+
+    let reason = shutdown_signal().await;
+    lifecycle.shutting_down();
+    tracing::info!(reason, grace_secs = cfg.http.shutdown_grace_secs, "shutting down: no new connections; in-flight requests may finish");
+    let _ = stop.send(true);
+    let _ = accepting.await;
     // The requests answered before the shutdown are in the audit log before the process ends.
     if let Some(log) = audit {
         let _ = tokio::task::spawn_blocking(move || log.flush()).await;
     }
-    served
+    tracing::info!(reason, "signet stopped");
+    Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+struct Startup {
+    tls: &'static str,
+    storage: String,
+    guard: String,
+    audit: bool,
+}
+
+fn startup_line(cfg: &Config, state: &AppState, _local: std::net::SocketAddr) -> Startup {
+    let tls = match cfg.tls.cert {
+        None => "off",
+        Some(_) => match cfg.tls.backend() {
+            Ok(signet_tls::Backend::Openssl) => "openssl",
+            _ => "rustls",
+        },
+    };
+    let storage = cfg.storage_path().map(|p| format!("sqlite://{}", p.display())).unwrap_or_else(|e| e.to_string());
+    let g = &state.guard.config;
+    let guard = if g.active() {
+        format!("rate_limit={} auth={:?}", g.rate_limit.enabled, g.auth.require)
+    } else {
+        "off".to_string()
+    };
+    Startup { tls, storage, guard, audit: state.audit.is_some() }
+}
+
+async fn wait_for(mut stopped: watch::Receiver<bool>) {
+    // An error means the sender is gone, which also means stop.
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// Resolves on SIGINT or SIGTERM, naming which.
+async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut term), Ok(mut int)) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            },
+            _ => {
+                tracing::warn!("cannot install signal handlers; stop signet with SIGKILL");
+                std::future::pending().await
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "ctrl-c"
+    }
 }

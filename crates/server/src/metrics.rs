@@ -36,9 +36,16 @@ pub struct Metrics {
     routes: RwLock<HashMap<String, Arc<RouteCounters>>>,
     /// Requests whose handling panicked (answered 500 by [`crate::panic`]).
     pub panics: AtomicU64,
+    /// The connection layer's counters.
+    pub conn: Arc<crate::conn::ConnStats>,
 }
 
 impl Metrics {
+    /// Counters that also report the connection layer's `conn`.
+    pub fn with_conn(conn: Arc<crate::conn::ConnStats>) -> Metrics {
+        Metrics { conn, ..Default::default() }
+    }
+
     fn route(&self, path: &str) -> Arc<RouteCounters> {
         if let Some(c) = self.routes.read().get(path) {
             return c.clone();
@@ -86,6 +93,13 @@ impl Metrics {
                 let _ = writeln!(out, "signet_refused_total{{route=\"{name}\",reason=\"{reason}\"}} {}", c.load(Ordering::Relaxed));
             }
         }
+        let conn = &self.conn;
+        out.push_str("# HELP signet_connections_open Open client connections.\n# TYPE signet_connections_open gauge\n");
+        let _ = writeln!(out, "signet_connections_open {}", conn.open.load(Ordering::Relaxed));
+        out.push_str("# HELP signet_connections_closed_total Connections closed by signet, by reason.\n");
+        out.push_str("# TYPE signet_connections_closed_total counter\n");
+        let _ = writeln!(out, "signet_connections_closed_total{{reason=\"max_connections\"}} {}", conn.refused.load(Ordering::Relaxed));
+        let _ = writeln!(out, "signet_connections_closed_total{{reason=\"idle\"}} {}", conn.idle_closed.load(Ordering::Relaxed));
         out.push_str("# HELP signet_panics_total Panics caught: in request handling, or in a log's sequencer (whose batch then failed).\n");
         out.push_str("# TYPE signet_panics_total counter\n");
         let _ = writeln!(out, "signet_panics_total{{where=\"request\"}} {}", self.panics.load(Ordering::Relaxed));

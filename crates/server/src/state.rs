@@ -46,6 +46,8 @@ pub struct AppState {
     pub guard: Arc<signet_guard::Guard>,
     /// The audit log, unless `[guard.audit] enabled = false`.
     pub audit: Option<Arc<signet_guard::audit::AuditLog>>,
+    /// Starting, ready or shutting down (`/readyz`).
+    pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,8 @@ pub enum StartError {
     Tls(#[from] signet_tls::CertError),
     #[error(transparent)]
     Guard(#[from] signet_guard::StoreError),
+    #[error(transparent)]
+    Lock(#[from] crate::datadir::LockError),
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -93,7 +97,11 @@ fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result
 }
 
 impl AppState {
-    pub async fn open(cfg: &Config) -> Result<AppState, StartError> {
+    pub async fn open(
+        cfg: &Config,
+        lifecycle: Arc<crate::lifecycle::Lifecycle>,
+        conn: Arc<crate::conn::ConnStats>,
+    ) -> Result<AppState, StartError> {
         cfg.validate()?;
         signet_core::files::ensure_private_dir(&cfg.data_dir)
             .map_err(|source| StartError::DataDir { path: cfg.data_dir.display().to_string(), source })?;
@@ -217,9 +225,10 @@ impl AppState {
             ca,
             tsa,
             trust: crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?,
-            metrics: Default::default(),
+            metrics: Arc::new(crate::metrics::Metrics::with_conn(conn)),
             guard,
             audit,
+            lifecycle,
         })
     }
 }

@@ -7,7 +7,8 @@
 //! - [`tsa`]: the RFC 3161 timestamp API.
 //! - [`trust`]: the trust documents.
 //! - [`admin`]: `/api/admin/…`, behind an admin API token whatever the config.
-//! - [`ops`]: health, readiness, metrics, and the dev OIDC issuer's documents.
+//! - [`ops`]: health, metrics, and the dev OIDC issuer's documents.
+//! - [`ready`]: readiness, and the router that answers while the instance opens.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
 
 pub mod admin;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod fulcio;
 pub mod input;
 pub mod ops;
+pub mod ready;
 pub mod rekor_v1;
 pub mod rekor_v2;
 pub mod trust;
@@ -39,7 +41,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/admin/tokens", get(admin::tokens).layer(admin_only))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
-        .route("/readyz", get(ops::readyz))
+        .route("/readyz", get(ready::readyz))
         .route("/oidc/.well-known/openid-configuration", get(ops::oidc_discovery))
         .route("/oidc/jwks", get(ops::oidc_jwks))
         .route("/api/v2/signingCert", post(fulcio::signing_cert))

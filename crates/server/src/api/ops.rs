@@ -12,15 +12,6 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready once the logs are open and have a durable checkpoint, which `AppState` guarantees.
-pub async fn readyz(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(json!({
-        "status": "ready",
-        "rekorV1TreeSize": state.rekor_v1.log.head().checkpoint.size,
-        "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
-    }))
-}
-
 /// `GET /metrics`: Prometheus text format (see [`crate::metrics`]).
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::HeaderName, &'static str); 1], String) {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())

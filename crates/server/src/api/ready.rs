@@ -1,0 +1,67 @@
+//! Readiness: `GET /readyz` is 200 only while this instance can take writes, and the
+//! router that answers while the instance is still opening.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use crate::lifecycle::Phase;
+use crate::state::AppState;
+
+/// 200 once storage is open, keys are loaded and every log's sequencer runs; 503 while
+/// starting, once shutdown has begun, or if a sequencer has stopped.
+pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
+    let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": status})));
+    match state.lifecycle.phase() {
+        Phase::Starting => return unready("starting"),
+        Phase::ShuttingDown => return unready("shutting down"),
+        Phase::Ready => {}
+    }
+    let logs = [("rekor_v1", &state.rekor_v1.log), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
+    if let Some((name, _)) = logs.iter().find(|(_, log)| !log.is_running()) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name})));
+    }
+    (
+        StatusCode::OK,
+        Json(json!({
+            "status": "ready",
+            "rekorV1TreeSize": state.rekor_v1.log.head().checkpoint.size,
+            "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
+        })),
+    )
+}
+
+/// What answers before the app is open: liveness yes, readiness no, everything else 503.
+pub fn starting_router() -> Router {
+    Router::new()
+        .route("/healthz", get(super::ops::healthz))
+        .route("/readyz", get(|| async { (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "starting"}))) }))
+        .fallback(|| async {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "signet is starting (opening storage and keys); retry shortly")
+                .with_header("retry-after", "1")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    /// Issue 17 item 16: before the app is open, liveness answers and readiness does not.
+    #[tokio::test]
+    async fn while_starting_only_liveness_answers() {
+        let status = |path: &'static str| async move {
+            let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
+            starting_router().oneshot(request).await.unwrap().status()
+        };
+        assert_eq!(status("/healthz").await, StatusCode::OK);
+        assert_eq!(status("/readyz").await, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status("/api/v1/log").await, StatusCode::SERVICE_UNAVAILABLE);
+    }
+}

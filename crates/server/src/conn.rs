@@ -1,0 +1,251 @@
+//! Connections: accepting, capping, timing out, and draining them.
+//!
+//! axum's `serve` has no header-read timeout, no connection cap and no bound on graceful
+//! shutdown, so a few thousand silent sockets could starve signet and one half-sent
+//! request could hold a SIGTERM for as long as the client liked. This loop drives hyper
+//! directly:
+//!
+//! - **Cap.** At most `http.max_connections` are open (TLS handshakes included). Past it, a
+//!   new connection is closed as soon as it is accepted: the client learns at once, and the
+//!   loop never spins, because it only wakes for real connections.
+//! - **Header timeout.** A request's headers must arrive within `header_read_timeout_secs`
+//!   of the connection opening or the previous response (hyper's HTTP/1 timer, which also
+//!   ends idle keep-alive connections); a TLS handshake has the same bound.
+//! - **Idle timeout.** A connection on which nothing is read or written for
+//!   `idle_timeout_secs` is closed, whatever the protocol (this is what ends a stalled
+//!   request body, or an HTTP/2 connection that stopped talking).
+//! - **Shutdown.** When `shutdown` resolves, the listener closes, open connections are told
+//!   to finish (HTTP/1 stops keep-alive, HTTP/2 sends GOAWAY), and after at most
+//!   `shutdown_grace_secs` whatever is left is dropped.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use signet_tls::Acceptor;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+use crate::config::HttpSettings;
+
+/// Counters of the connection layer, for `/metrics`.
+#[derive(Default)]
+pub struct ConnStats {
+    pub open: AtomicU64,
+    /// Closed at accept because `max_connections` were open.
+    pub refused: AtomicU64,
+    /// Closed because nothing was read or written for `idle_timeout_secs`.
+    pub idle_closed: AtomicU64,
+}
+
+/// What the accept loop serves: the app once it is open. Until then (and for a request that
+/// arrives before `set`), a small router answers `/healthz` and says "not ready".
+pub type AppSlot = Arc<OnceLock<Router>>;
+
+pub struct Server {
+    pub settings: HttpSettings,
+    pub tls: Option<Acceptor>,
+    pub app: AppSlot,
+    pub starting: Router,
+    pub stats: Arc<ConnStats>,
+}
+
+impl Server {
+    /// Accepts on `listener` until `shutdown` resolves, then drains (bounded) and returns.
+    pub async fn run(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        let limits = Arc::new(Semaphore::new(self.settings.max_connections));
+        let graceful = GracefulShutdown::new();
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(self.settings.header_read_timeout_secs))
+            // A fixed cap on header count keeps one request's parse bounded.
+            .max_headers(100);
+        let this = Arc::new(self);
+        tokio::pin!(shutdown);
+        loop {
+            let (tcp, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off rather than spin.
+                        tracing::warn!(error = %e, "accepting a connection failed; retrying in 100 ms");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let Ok(permit) = limits.clone().try_acquire_owned() else {
+                this.stats.refused.fetch_add(1, Ordering::Relaxed);
+                drop(tcp);
+                continue;
+            };
+            // Without TCP_NODELAY a response split over two segments waits for the client's
+            // delayed ACK: 40 ms stalls in the latency tail.
+            let _ = tcp.set_nodelay(true);
+            let (this, builder, watcher) = (this.clone(), builder.clone(), graceful.watcher());
+            tokio::spawn(async move {
+                this.stats.open.fetch_add(1, Ordering::Relaxed);
+                this.serve_one(tcp, peer, builder, watcher).await;
+                this.stats.open.fetch_sub(1, Ordering::Relaxed);
+                drop(permit);
+            });
+        }
+        drop(listener);
+        let grace = Duration::from_secs(this.settings.shutdown_grace_secs);
+        let open = graceful.count();
+        if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+            tracing::warn!(open, grace_secs = grace.as_secs(), "connections still open after the shutdown grace period were closed");
+        }
+    }
+
+    async fn serve_one(&self, tcp: TcpStream, peer: SocketAddr, builder: auto::Builder<TokioExecutor>, watcher: hyper_util::server::graceful::Watcher) {
+        let activity = Arc::new(Activity::default());
+        let header_timeout = Duration::from_secs(self.settings.header_read_timeout_secs);
+        let (app, starting) = (self.app.clone(), self.starting.clone());
+        let service = tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let router = app.get().cloned().unwrap_or_else(|| starting.clone());
+            router.oneshot(request)
+        });
+        let service = TowerToHyperService::new(service);
+        let idle = Duration::from_secs(self.settings.idle_timeout_secs);
+        match &self.tls {
+            None => {
+                let io = TokioIo::new(Watched { inner: tcp, activity: activity.clone() });
+                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+                self.until_idle(conn, &activity, idle).await;
+            }
+            Some(acceptor) => {
+                let handshake = tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await;
+                let stream = match handshake {
+                    Ok(Ok(stream)) => stream,
+                    // A scanner, a client that distrusts us, a timeout: that client's problem only.
+                    Ok(Err(e)) => return tracing::debug!("TLS handshake with {peer} failed: {e}"),
+                    Err(_) => return tracing::debug!("TLS handshake with {peer} timed out"),
+                };
+                let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
+                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+                self.until_idle(conn, &activity, idle).await;
+            }
+        }
+    }
+
+    /// Drives `conn` to its end, or drops it once it has been idle for `idle`.
+    async fn until_idle<F: Future>(&self, conn: F, activity: &Activity, idle: Duration) {
+        tokio::pin!(conn);
+        let check = (idle / 4).max(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                _ = &mut conn => return,
+                () = tokio::time::sleep(check) => {
+                    if activity.idle_for() >= idle {
+                        self.stats.idle_closed.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// When a connection last moved a byte, in milliseconds since the process's first use.
+#[derive(Default)]
+struct Activity {
+    last_ms: AtomicU64,
+}
+
+fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ms.store(clock_ms(), Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        Duration::from_millis(clock_ms().saturating_sub(self.last_ms.load(Ordering::Relaxed)))
+    }
+}
+
+/// A stream that notes the time of every read and write that moved bytes.
+struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit, so that the connection cap, not
+/// the descriptor table, is what bounds connections. Returns the limit now in force.
+pub fn raise_fd_limit() -> std::io::Result<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        limit = raised;
+    }
+    Ok(limit.rlim_cur as u64)
+}
