@@ -1,5 +1,7 @@
 //! `signet`: a thin command-line front over the service crates.
 
+#[macro_use]
+mod output;
 mod cmd;
 
 use std::process::ExitCode;
@@ -14,6 +16,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "signet", version, about = "A self-hosted, Sigstore-compatible artifact signing service")]
 struct Cli {
+    /// Log line format on stderr: text (default) or json (one object per line).
+    #[arg(long, global = true, value_name = "text|json", env = "SIGNET_LOG_FORMAT", default_value = "text")]
+    log_format: signet_server::logging::Format,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,12 +48,7 @@ enum Command {
 fn main() -> ExitCode {
     // clap exits with 2 on usage errors, which is the contract.
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SIGNET_LOG").unwrap_or_else(|_| "warn,signet=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    signet_server::logging::init(cli.log_format);
     match cli.command {
         Command::Admin(args) => cmd::admin::run(args),
         Command::Audit(args) => cmd::audit::run(args),

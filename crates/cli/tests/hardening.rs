@@ -292,3 +292,91 @@ fn a_second_server_on_one_data_dir_exits_2_and_changes_nothing() {
     let ready = get(&agent(), &format!("{}/readyz", first.url)).unwrap();
     assert_eq!(ready.status, 200, "{}", ready.text());
 }
+
+/// Item 19: the access log carries the id sent back in `x-request-id`, names the path
+/// without its query, and never a token.
+#[test]
+fn access_log_lines_carry_the_request_id_and_no_secret() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[http]\naccess_log = true\n").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--log-format", "json", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = std::io::BufReader::new(child.stdout.take().unwrap()).lines().next().unwrap().unwrap();
+    let url = line.strip_prefix("signet listening on ").unwrap().to_string();
+    let stderr = child.stderr.take().unwrap();
+    let secret = "sgt_0000000000000000_secretsecretsecretsecret";
+    let r = get_bearer(&agent(), &format!("{url}/api/v1/log?token={secret}"), secret).unwrap();
+    let id = r.header("x-request-id").expect("x-request-id").to_string();
+    assert_eq!(id.len(), 24);
+    let other = get(&agent(), &format!("{url}/healthz")).unwrap();
+    assert_ne!(other.header("x-request-id"), Some(id.as_str()), "each request has its own id");
+    std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    child.wait().unwrap();
+    let lines: Vec<serde_json::Value> = std::io::BufReader::new(stderr)
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).expect("every line is JSON"))
+        .collect();
+    let access: Vec<&serde_json::Value> = lines.iter().filter(|l| l["target"] == "signet::access").collect();
+    let mine = access.iter().find(|l| l["request_id"] == id.as_str()).unwrap_or_else(|| panic!("no access line for {id}: {lines:?}"));
+    assert_eq!(mine["path"], "/api/v1/log");
+    assert_eq!(mine["status"], 200);
+    assert!(lines.iter().any(|l| l["message"] == "signet started" && l["listen"].as_str().is_some()), "startup line: {lines:?}");
+    assert!(lines.iter().any(|l| l["message"] == "signet stopped" && l["reason"] == "SIGTERM"), "shutdown line: {lines:?}");
+    let all = format!("{lines:?}");
+    assert!(!all.contains("secretsecret"), "no token in the logs");
+}
+
+/// Item 19: with stdout and stderr on a full disk (/dev/full), writing a log line used to
+/// panic (`println!`, and tracing's own `eprintln!` on a failed write). Now lines are
+/// dropped and counted, and signet keeps serving and logging entries.
+#[test]
+fn a_full_log_disk_does_not_take_signet_down() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[http]\naccess_log = true\n").unwrap();
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(full())
+        .stderr(full())
+        .spawn()
+        .unwrap();
+    let mut server = Server { child, url: format!("http://127.0.0.1:{port}"), data_dir: dir.path().join("data") };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(&agent(), &format!("{}/readyz", server.url)).map(|r| r.status).ok() != Some(200) {
+        assert!(server.child.try_wait().unwrap().is_none(), "signet exited with its output on a full disk");
+        assert!(Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let signer = Signer::new();
+    for i in 0..20 {
+        let r = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(format!("full {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    // A refused request, and its access-log line, go the same way.
+    let bad = get(&agent(), &format!("{}/api/v1/log/entries/{}", server.url, "ab".repeat(32))).unwrap();
+    assert_eq!(bad.status, 404);
+    let metrics = get(&agent(), &format!("{}/metrics", server.url)).unwrap().text();
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("signet_log_lines_dropped_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("the dropped-lines counter");
+    assert!(dropped >= 20, "the lines that could not be written are counted: {dropped}");
+    assert!(server.child.try_wait().unwrap().is_none());
+    server.kill();
+}

@@ -9,6 +9,7 @@
 //! - [`cpu`]: CPU-heavy work on a bounded blocking pool, off the async runtime.
 //! - [`files`]: atomic, permission-aware file writes.
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
+//! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
@@ -26,3 +27,4 @@ pub mod micro;
 pub mod note;
 pub mod pem;
 pub mod pubkey;
+pub mod request_id;

@@ -1,10 +1,12 @@
 //! The signet server: configuration, startup, and the HTTP API over the service crates.
 //!
+//! - [`access`]: request ids (`x-request-id`) and the access log.
 //! - [`config`]: the TOML / environment / flag configuration.
 //! - [`state`]: opening storage, keys and logs at startup.
 //! - [`issuers`]: the configured OIDC issuers and their key sources (a file, or discovery).
 //! - [`discovery`]: OIDC discovery of an issuer's key set over HTTPS.
 //! - [`api`]: the router and handlers.
+//! - [`logging`]: log output that drops a line rather than fail or panic.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`panic`]: the panic boundary: a bug costs one request (a JSON 500, logged and counted).
 //! - [`trust`]: the trust documents, from a data dir.
@@ -13,6 +15,7 @@
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
+pub mod access;
 pub mod api;
 pub mod config;
 pub mod conn;
@@ -20,6 +23,7 @@ pub mod datadir;
 pub mod discovery;
 pub mod issuers;
 pub mod lifecycle;
+pub mod logging;
 pub mod metrics;
 pub mod panic;
 pub mod state;
@@ -103,7 +107,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     };
     let audit = state.audit.clone();
     let startup = startup_line(&cfg, &state, local);
-    let _ = app_slot.set(api::router(state));
+    let access = Arc::new(access::Access { log: cfg.http.access_log });
+    let _ = app_slot.set(api::router(state).layer(axum::middleware::from_fn_with_state(access, access::layer)));
     lifecycle.ready();
     tracing::info!(
         listen = %local,
@@ -117,11 +122,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     );
     // The contract's ready line, on stdout. A failed write (a closed or full stdout) must not
     // take the server down: it is dropped.
-    {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "signet listening on {url}").and_then(|()| out.flush());
-    }
+    logging::stdout_line(&format!("signet listening on {url}"));
 
     let reason = shutdown_signal().await;
     lifecycle.shutting_down();

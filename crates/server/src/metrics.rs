@@ -100,6 +100,9 @@ impl Metrics {
         out.push_str("# TYPE signet_connections_closed_total counter\n");
         let _ = writeln!(out, "signet_connections_closed_total{{reason=\"max_connections\"}} {}", conn.refused.load(Ordering::Relaxed));
         let _ = writeln!(out, "signet_connections_closed_total{{reason=\"idle\"}} {}", conn.idle_closed.load(Ordering::Relaxed));
+        out.push_str("# HELP signet_log_lines_dropped_total Log lines that could not be written (stderr or stdout failed).\n");
+        out.push_str("# TYPE signet_log_lines_dropped_total counter\n");
+        let _ = writeln!(out, "signet_log_lines_dropped_total {}", crate::logging::dropped());
         out.push_str("# HELP signet_panics_total Panics caught: in request handling, or in a log's sequencer (whose batch then failed).\n");
         out.push_str("# TYPE signet_panics_total counter\n");
         let _ = writeln!(out, "signet_panics_total{{where=\"request\"}} {}", self.panics.load(Ordering::Relaxed));

@@ -83,7 +83,7 @@ pub fn run(cmd: Admin) -> ExitCode {
     match execute(cmd) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("signet admin: {message}");
+            errln!("signet admin: {message}");
             ExitCode::FAILURE
         }
     }
@@ -113,36 +113,36 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
     match cmd {
         Admin::Token(TokenCmd::Create { dir, role, ttl, name }) => {
             if ttl == Some(0) {
-                eprintln!("signet admin: --ttl must be at least 1 second");
+                errln!("signet admin: --ttl must be at least 1 second");
                 return Ok(ExitCode::from(2));
             }
             let (new, record) = open(&dir)?.create_token(name.as_deref(), role, ttl).map_err(|e| e.to_string())?;
-            println!("{}", new.plaintext);
-            eprintln!("created token {} ({}, role {}); it is shown only this once", record.name, record.id, record.role);
+            outln!("{}", new.plaintext);
+            errln!("created token {} ({}, role {}); it is shown only this once", record.name, record.id, record.role);
         }
         Admin::Token(TokenCmd::List { dir, json }) => {
             let tokens = open(&dir)?.tokens().map_err(|e| e.to_string())?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&tokens).expect("serializes"));
+                outln!("{}", serde_json::to_string_pretty(&tokens).expect("serializes"));
             } else {
-                println!("{:<16}  {:<20}  {:<6}  {:<28}  revoked", "id", "name", "role", "expires");
+                outln!("{:<16}  {:<20}  {:<6}  {:<28}  revoked", "id", "name", "role", "expires");
                 for t in tokens {
-                    println!("{:<16}  {:<20}  {:<6}  {:<28}  {}", t.id, t.name, t.role, when(t.expires, "never"), when(t.revoked, "no"));
+                    outln!("{:<16}  {:<20}  {:<6}  {:<28}  {}", t.id, t.name, t.role, when(t.expires, "never"), when(t.revoked, "no"));
                 }
             }
         }
         Admin::Token(TokenCmd::Revoke { dir, token }) => {
             let t = open(&dir)?.revoke(&token).map_err(|e| e.to_string())?;
-            eprintln!("revoked token {} ({})", t.name, t.id);
+            errln!("revoked token {} ({})", t.name, t.id);
         }
         Admin::Ban(BanCmd::List { dir, json }) => {
             let bans = open(&dir)?.bans().map_err(|e| e.to_string())?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&bans).expect("serializes"));
+                outln!("{}", serde_json::to_string_pretty(&bans).expect("serializes"));
             } else {
-                println!("{:<40}  {:<26}  reason", "client", "until");
+                outln!("{:<40}  {:<26}  reason", "client", "until");
                 for b in bans {
-                    println!("{:<40}  {:<26}  {}", b.client.to_string(), when(Some(b.until), ""), b.reason);
+                    outln!("{:<40}  {:<26}  {}", b.client.to_string(), when(Some(b.until), ""), b.reason);
                 }
             }
         }
@@ -150,14 +150,14 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             let client: ClientKey = match client.parse() {
                 Ok(c) => c,
                 Err(e) => {
-                    eprintln!("signet admin: {e}");
+                    errln!("signet admin: {e}");
                     return Ok(ExitCode::from(2));
                 }
             };
             if !open(&dir)?.lift(&client).map_err(|e| e.to_string())? {
                 return Err(format!("{client} is not banned"));
             }
-            eprintln!("lifted the ban of {client}");
+            errln!("lifted the ban of {client}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -22,15 +22,15 @@ pub fn run(cmd: Audit) -> ExitCode {
     match cmd {
         Audit::Verify { data_dir } => match audit::verify(&data_dir) {
             Ok(v) => {
-                println!("audit chain ok: {} records, head {}", v.records, hex::encode(v.head));
+                outln!("audit chain ok: {} records, head {}", v.records, hex::encode(v.head));
                 ExitCode::SUCCESS
             }
             Err(e @ VerifyError::Missing(_)) => {
-                eprintln!("signet audit verify: {e}");
+                errln!("signet audit verify: {e}");
                 ExitCode::from(2)
             }
             Err(e) => {
-                eprintln!("signet audit verify: {e}");
+                errln!("signet audit verify: {e}");
                 ExitCode::from(1)
             }
         },

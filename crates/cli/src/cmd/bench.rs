@@ -128,7 +128,7 @@ pub fn run(args: Args) -> ExitCode {
 
 fn load(a: LoadArgs) -> ExitCode {
     let usage = |m: String| {
-        eprintln!("signet bench load: {m}");
+        errln!("signet bench load: {m}");
         ExitCode::from(2)
     };
     let Ok(target) = a.target.parse() else { return usage(format!("--target {:?} is not a URL", a.target)) };
@@ -200,17 +200,17 @@ fn load(a: LoadArgs) -> ExitCode {
         Ok(r) => r,
         Err(e @ signet_lab::load::LoadError::Spec(_)) => return usage(e.to_string()),
         Err(e) => {
-            eprintln!("signet bench load: {e}");
+            errln!("signet bench load: {e}");
             return ExitCode::FAILURE;
         }
     };
     if let Some(path) = a.json {
         let text = serde_json::to_string_pretty(&result).expect("result serializes");
         if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("signet bench load: writing {}: {e}", path.display());
+            errln!("signet bench load: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
-    print!("{}", result.table());
+    out!("{}", result.table());
     ExitCode::SUCCESS
 }

@@ -26,26 +26,26 @@ pub fn run(a: Args) -> ExitCode {
     let cfg = Config { seconds_per_op: a.seconds_per_op, repeats: a.repeats, filter: a.filter };
     let progress = &mut |r: &crypto::report::CaseResult| {
         let ops = |name: &str| r.backends.get(name).map_or(0.0, |b| b.median_ops_s);
-        eprintln!("  {:<24} aws-lc {:>12.0}/s  openssl {:>12.0}/s", r.id, ops("aws-lc"), ops("openssl"));
+        errln!("  {:<24} aws-lc {:>12.0}/s  openssl {:>12.0}/s", r.id, ops("aws-lc"), ops("openssl"));
     };
     let report = match crypto::run(&cfg, progress) {
         Ok(r) => r,
         Err(e @ CryptoError::Usage(_)) => {
-            eprintln!("signet bench crypto: {e}");
+            errln!("signet bench crypto: {e}");
             return ExitCode::from(2);
         }
         Err(e) => {
-            eprintln!("signet bench crypto: {e}");
+            errln!("signet bench crypto: {e}");
             return ExitCode::FAILURE;
         }
     };
     if let Some(path) = a.json {
         let text = serde_json::to_string_pretty(&report).expect("report serializes");
         if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("signet bench crypto: writing {}: {e}", path.display());
+            errln!("signet bench crypto: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
-    print!("{}", report.table());
+    out!("{}", report.table());
     ExitCode::SUCCESS
 }

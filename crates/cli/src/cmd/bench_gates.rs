@@ -42,7 +42,7 @@ pub struct ReportArgs {
 }
 
 fn usage(cmd: &str, why: impl std::fmt::Display) -> ExitCode {
-    eprintln!("signet bench {cmd}: {why}");
+    errln!("signet bench {cmd}: {why}");
     ExitCode::from(2)
 }
 
@@ -68,8 +68,8 @@ pub fn compare(a: CompareArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage("compare", e),
     };
-    println!("compare {}: {} (base) -> {} (new), max regression {pct}%", new.workload, label(&a.base), label(&a.new));
-    print!("{}", c.render());
+    outln!("compare {}: {} (base) -> {} (new), max regression {pct}%", new.workload, label(&a.base), label(&a.new));
+    out!("{}", c.render());
     if c.regressed() {
         ExitCode::FAILURE
     } else {
@@ -87,7 +87,7 @@ pub fn gonogo(a: GonogoArgs) -> ExitCode {
         Err(e) => return usage("gonogo", e),
     };
     let decision = criteria.evaluate(&results);
-    print!("{}", decision.render());
+    out!("{}", decision.render());
     if decision.go {
         ExitCode::SUCCESS
     } else {
@@ -105,9 +105,9 @@ pub fn report(a: ReportArgs) -> ExitCode {
             return usage("report", format!("--html {}: cannot write: {e}", path.display()));
         }
     }
-    print!("{}", report::table(&results));
+    out!("{}", report::table(&results));
     if let Some(path) = &a.html {
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display());
     }
     ExitCode::SUCCESS
 }

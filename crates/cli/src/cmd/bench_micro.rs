@@ -30,11 +30,11 @@ fn suites() -> Vec<Suite> {
 pub fn run(a: Args) -> ExitCode {
     let suites = suites();
     if a.list {
-        print!("{}", micro::list(&suites));
+        out!("{}", micro::list(&suites));
         return ExitCode::SUCCESS;
     }
     let fail = |e: MicroError| {
-        eprintln!("signet bench micro: {e}");
+        errln!("signet bench micro: {e}");
         ExitCode::from(if matches!(e, MicroError::Usage(_)) { 2 } else { 1 })
     };
     let benches = match micro::select(&suites, &a.selectors) {
@@ -48,11 +48,11 @@ pub fn run(a: Args) -> ExitCode {
     if let Some(path) = a.json {
         let text = serde_json::to_string_pretty(&report).expect("report serializes");
         if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("signet bench micro: writing {}: {e}", path.display());
+            errln!("signet bench micro: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
-    println!();
-    print!("{}", report.table());
+    outln!();
+    out!("{}", report.table());
     ExitCode::SUCCESS
 }

@@ -56,7 +56,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> ExitCode {
     let usage = |m: String| {
-        eprintln!("signet bench tls: {m}");
+        errln!("signet bench tls: {m}");
         ExitCode::from(2)
     };
     let backends = match a.backends.unwrap_or_else(|| vec!["rustls".into(), "openssl".into()]).iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
@@ -86,22 +86,22 @@ pub fn run(a: Args) -> ExitCode {
         repeats: a.repeats,
         max_messages: a.max_messages,
     };
-    let report = match tlsbench::run(&spec, &mut |line| eprintln!("  {line}")) {
+    let report = match tlsbench::run(&spec, &mut |line| errln!("  {line}")) {
         Ok(r) => r,
         Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
         Err(e) => {
-            eprintln!("signet bench tls: {e}");
+            errln!("signet bench tls: {e}");
             return ExitCode::FAILURE;
         }
     };
     if let Some(path) = a.json {
         let text = serde_json::to_string_pretty(&report).expect("report serializes");
         if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("signet bench tls: writing {}: {e}", path.display());
+            errln!("signet bench tls: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
-    print!("{}", report.tables());
+    out!("{}", report.tables());
     ExitCode::SUCCESS
 }
 

@@ -42,7 +42,7 @@ struct Case {
 }
 
 fn fail(why: impl std::fmt::Display) -> ExitCode {
-    eprintln!("signet bench verify: {why}");
+    errln!("signet bench verify: {why}");
     ExitCode::from(2)
 }
 
@@ -178,20 +178,20 @@ fn print_table(ours: &Value, peer: Option<&Value>) {
     let peer_of = |name: &Value| -> Option<f64> {
         peer?["bundles"].as_array()?.iter().find(|b| &b["name"] == name).map(|b| ms(&b["median_ns"]))
     };
-    println!("{:<52} {:>12} {:>12} {:>8}", "bundle", "signet ms", "peer ms", "ratio");
+    outln!("{:<52} {:>12} {:>12} {:>8}", "bundle", "signet ms", "peer ms", "ratio");
     for b in ours["bundles"].as_array().into_iter().flatten() {
         let (s, p) = (ms(&b["median_ns"]), peer_of(&b["name"]));
         let name = b["name"].as_str().unwrap_or("");
         match p {
-            Some(p) => println!("{name:<52} {s:>12.3} {p:>12.3} {:>7.1}x", p / s),
-            None => println!("{name:<52} {s:>12.3} {:>12} {:>8}", "-", "-"),
+            Some(p) => outln!("{name:<52} {s:>12.3} {p:>12.3} {:>7.1}x", p / s),
+            None => outln!("{name:<52} {s:>12.3} {:>12} {:>8}", "-", "-"),
         }
     }
     for (label, key) in [("median over all samples", "median_ns"), ("median of bundle medians", "median_of_bundle_median_ns")] {
         let s = ms(&ours[key]);
         match peer.map(|p| ms(&p[key])) {
-            Some(p) => println!("{label:<52} {s:>12.3} {p:>12.3} {:>7.1}x", p / s),
-            None => println!("{label:<52} {s:>12.3}"),
+            Some(p) => outln!("{label:<52} {s:>12.3} {p:>12.3} {:>7.1}x", p / s),
+            None => outln!("{label:<52} {s:>12.3}"),
         }
     }
 }

@@ -23,7 +23,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> ExitCode {
     let fail = |m: String| {
-        eprintln!("signet dev-token: {m}");
+        errln!("signet dev-token: {m}");
         ExitCode::from(2)
     };
     if !a.subject.contains('@') || a.subject.starts_with('@') || a.subject.ends_with('@') {
@@ -52,11 +52,11 @@ pub fn run(a: Args) -> ExitCode {
     };
     match dev.mint(&a.subject, a.ttl) {
         Ok(token) => {
-            println!("{token}");
+            outln!("{token}");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("signet dev-token: {e}");
+            errln!("signet dev-token: {e}");
             ExitCode::FAILURE
         }
     }

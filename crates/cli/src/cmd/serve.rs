@@ -46,7 +46,7 @@ pub fn run(args: Args) -> ExitCode {
     let mut cfg = match Config::load(args.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("signet: {e}");
+            errln!("signet: {e}");
             return ExitCode::from(2);
         }
     };
@@ -83,7 +83,7 @@ pub fn run(args: Args) -> ExitCode {
     match runtime.block_on(signet_server::serve(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("signet: {e}");
+            errln!("signet: {e}");
             match e {
                 signet_server::StartError::Config(_)
                 | signet_server::StartError::MissingKey { .. }

@@ -32,7 +32,7 @@ pub struct Args {
 }
 
 fn usage(why: impl std::fmt::Display) -> ExitCode {
-    eprintln!("signet sign-bundle: {why}");
+    errln!("signet sign-bundle: {why}");
     ExitCode::from(2)
 }
 
@@ -67,13 +67,13 @@ pub fn run(args: Args) -> ExitCode {
         Ok(bundle) => {
             let text = serde_json::to_string_pretty(&bundle).expect("bundle serializes") + "\n";
             if let Err(e) = signet_core::files::write_atomic(&args.bundle, text.as_bytes(), 0o644) {
-                eprintln!("signet sign-bundle: {}: {e}", args.bundle.display());
+                errln!("signet sign-bundle: {}: {e}", args.bundle.display());
                 return ExitCode::FAILURE;
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("signet sign-bundle: {e}");
+            errln!("signet sign-bundle: {e}");
             ExitCode::FAILURE
         }
     }

@@ -33,12 +33,12 @@ pub fn run(args: Args) -> ExitCode {
     let instance = match signet_server::trust::instance(&a.data_dir, a.url.as_deref()) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("signet trust export: {e}");
+            errln!("signet trust export: {e}");
             return ExitCode::from(2);
         }
     };
     if let Err(e) = std::fs::create_dir_all(&a.out) {
-        eprintln!("signet trust export: {}: {e}", a.out.display());
+        errln!("signet trust export: {}: {e}", a.out.display());
         return ExitCode::FAILURE;
     }
     for (name, doc) in [
@@ -49,10 +49,10 @@ pub fn run(args: Args) -> ExitCode {
         let path = a.out.join(name);
         let text = serde_json::to_string_pretty(&doc).expect("documents serialize") + "\n";
         if let Err(e) = signet_core::files::write_atomic(&path, text.as_bytes(), 0o644) {
-            eprintln!("signet trust export: {}: {e}", path.display());
+            errln!("signet trust export: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     ExitCode::SUCCESS
 }

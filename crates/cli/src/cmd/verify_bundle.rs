@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 fn usage(m: String) -> ExitCode {
-    eprintln!("signet verify-bundle: {m}");
+    errln!("signet verify-bundle: {m}");
     ExitCode::from(2)
 }
 
@@ -68,7 +68,7 @@ fn run_inner(a: Args) -> Result<ExitCode, ExitCode> {
     let verifier = Verifier::new(&read("trusted root", root_path)?).map_err(|e| usage(format!("{}: {e}", root_path.display())))?;
     let bundle = read("bundle", &a.bundle)?;
     let failed = |e: signet_verify::VerifyError| {
-        eprintln!("signet verify-bundle: verification failed: {e}");
+        errln!("signet verify-bundle: verification failed: {e}");
         ExitCode::FAILURE
     };
     let policy = match (&a.key, a.certificate_identity, a.certificate_oidc_issuer) {
@@ -86,6 +86,6 @@ fn run_inner(a: Args) -> Result<ExitCode, ExitCode> {
         }
     };
     verifier.verify_json(&bundle, artifact, &policy).map_err(failed)?;
-    println!("OK: {}", a.file_or_digest);
+    outln!("OK: {}", a.file_or_digest);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,49 @@
+//! The id of one request, as sent back in `x-request-id`, written on its access-log line and
+//! in its audit record, so that the three can be joined.
+//!
+//! 24 hex digits: 8 random per process (ids from two instances or two runs don't collide)
+//! and a 64-bit counter (unique within the process, and cheap: no syscall per request).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId {
+    process: u32,
+    seq: u64,
+}
+
+impl RequestId {
+    pub fn next() -> RequestId {
+        static PROCESS: OnceLock<u32> = OnceLock::new();
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let process = *PROCESS.get_or_init(|| {
+            let mut b = [0u8; 4];
+            // Without randomness ids are still unique within the process.
+            let _ = aws_lc_rs::rand::fill(&mut b);
+            u32::from_be_bytes(b)
+        });
+        RequestId { process, seq: SEQ.fetch_add(1, Ordering::Relaxed) }
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}{:016x}", self.process, self.seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_distinct_and_24_hex_digits() {
+        let (a, b) = (RequestId::next(), RequestId::next());
+        assert_ne!(a, b);
+        let s = a.to_string();
+        assert_eq!(s.len(), 24);
+        assert!(s.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}
