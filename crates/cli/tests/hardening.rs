@@ -380,3 +380,39 @@ fn a_full_log_disk_does_not_take_signet_down() {
     assert!(server.child.try_wait().unwrap().is_none());
     server.kill();
 }
+
+/// Item 11: a search by digest copied every candidate and read up to 1000 entries per
+/// request, however often the digest was logged. Now a page is at most 256, and the next
+/// page is asked for with `?after=`.
+#[test]
+fn searches_are_paginated() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let url = server.url.clone();
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let agent = agent();
+                for _ in 0..50 {
+                    let r = post_json(&agent, &format!("{url}/api/v1/log/entries"), &Signer::new().v1_entry(b"popular")).unwrap();
+                    assert_eq!(r.status, 201);
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    let query = json!({"hash": format!("sha256:{}", hex::encode(hash::sha256(b"popular")))});
+    let first = post_json(&agent(), &format!("{url}/api/v1/index/retrieve"), &query).unwrap();
+    assert_eq!(first.status, 200);
+    assert_eq!(first.json().as_array().unwrap().len(), 256);
+    let after = first.header("x-next-after").expect("more to come").to_string();
+    let second = post_json(&agent(), &format!("{url}/api/v1/index/retrieve?after={after}"), &query).unwrap();
+    assert_eq!(second.json().as_array().unwrap().len(), 44);
+    assert_eq!(second.header("x-next-after"), None);
+    let mut all: Vec<serde_json::Value> = first.json().as_array().unwrap().clone();
+    all.extend(second.json().as_array().unwrap().iter().cloned());
+    all.sort_by_key(|v| v.to_string());
+    all.dedup();
+    assert_eq!(all.len(), 300, "the two pages are disjoint and complete");
+}

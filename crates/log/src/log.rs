@@ -81,6 +81,14 @@ impl Shared {
     }
 }
 
+/// A page of a search by digest ([`Log::indices_by_digest`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestPage {
+    pub indices: Vec<u64>,
+    /// Pass as `after` for the next page; `None` on the last one.
+    pub next_after: Option<u64>,
+}
+
 #[derive(Clone)]
 pub struct Log {
     shared: Arc<Shared>,
@@ -264,20 +272,30 @@ impl Log {
         self.shared.durable_index_of(leaf)
     }
 
-    /// Indices of durable entries with digest key `digest` (`sha256:<hex>`), oldest first.
-    pub fn indices_by_digest(&self, digest: &[u8], limit: usize) -> Result<Vec<u64>, StorageError> {
-        let candidates: Vec<u64> = self.shared.keys.read().digest_candidates(digest).to_vec();
+    /// One page of the durable entries with digest key `digest` (`sha256:<hex>`), oldest
+    /// first, starting after index `after`: at most `limit` indices, and the index to ask
+    /// after for the next page, if there may be more.
+    ///
+    /// The work is bounded by `limit` whatever the digest: at most `limit` candidates are
+    /// copied out of the index and confirmed against storage, one point read each. (A
+    /// digest logged a million times must not make one search copy or read a million.)
+    pub fn indices_by_digest(&self, digest: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
+        let window: Vec<u64> = {
+            let keys = self.shared.keys.read();
+            let all = keys.digest_candidates(digest);
+            let start = after.map_or(0, |a| all.partition_point(|&i| i <= a));
+            all[start..].iter().copied().take(limit.saturating_add(1)).collect()
+        };
+        let more = window.len() > limit;
         // A shared 64-bit prefix is only a candidate: confirm each against the stored key.
-        let mut out = Vec::new();
-        for i in candidates {
-            if out.len() == limit {
-                break;
-            }
+        let mut indices = Vec::new();
+        for &i in window.iter().take(limit) {
             if self.shared.storage.keys(self.shared.id, i, 1)?.first().and_then(|k| k.digest.as_deref()) == Some(digest) {
-                out.push(i);
+                indices.push(i);
             }
         }
-        Ok(out)
+        let next_after = if more { window.get(limit.saturating_sub(1)).copied() } else { None };
+        Ok(DigestPage { indices, next_after })
     }
 
     fn check_durable(&self, size: u64) -> Result<(), ProofError> {

@@ -12,7 +12,6 @@
 //! handed out twice.
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -95,22 +94,28 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
                 Ok(None) | Err(_) => break,
             }
         }
+        // Preparing signs a checkpoint and, on Rekor v1, one SET per entry: up to 257 ECDSA
+        // signatures, a few milliseconds of CPU. It runs on the bounded CPU pool, not on this
+        // task's runtime worker, so that reads are not queued behind it. Batches stay in
+        // order: this task waits for each before it takes the next.
+        //
         // A panic while preparing (a bug in signing, stamping or the tree) fails this batch
         // only: its waiters' replies are dropped with it (they get `AppendError::Aborted`),
         // the tree is cut back, and the sequencer goes on with the next batch.
         let size_before = shared.tree.read().size();
         let batch = std::mem::take(&mut pool);
-        match std::panic::catch_unwind(AssertUnwindSafe(|| prepare(&shared, batch))) {
+        let preparing = shared.clone();
+        match signet_core::cpu::run(move || prepare(&preparing, batch)).await {
             Ok(Some(prepared)) => {
                 if commit_tx.send(prepared).await.is_err() {
                     break;
                 }
             }
             Ok(None) => {}
-            Err(payload) => {
+            Err(panicked) => {
                 PANICS.fetch_add(1, Ordering::Relaxed);
                 shared.tree.write().truncate(size_before);
-                tracing::error!(log = shared.id, panic = panic_text(&*payload), "preparing a batch panicked; its entries were not logged");
+                tracing::error!(log = shared.id, panic = %panicked.0, "preparing a batch panicked; its entries were not logged");
             }
         }
     }
@@ -123,14 +128,6 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
         tracing::error!(log = shared.id, error = %e, "the log's committer failed; stopping signet (acknowledged entries are durable; restart to resume)");
         std::process::exit(1);
     }
-}
-
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".into())
 }
 
 /// Dedupes, appends to the tree, signs. Returns `None` if nothing new needs committing.

@@ -75,7 +75,12 @@ async fn a_panic_while_preparing_costs_one_batch() {
     let before = signet_log::sequencer::panics();
 
     assert!(matches!(log.append(b"boom".to_vec(), None).await, Err(AppendError::Aborted)));
-    assert!(signet_log::sequencer::panics() > before, "the panic is counted");
+    // The waiter learns of the failure as the panic unwinds; the count follows a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while signet_log::sequencer::panics() == before {
+        assert!(std::time::Instant::now() < deadline, "the panic is counted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(log.head().checkpoint.size, 0);
 
     // The log goes on: the next entries get the indices the failed batch would have had.

@@ -18,7 +18,8 @@ use crate::state::AppState;
 
 /// Rekor caps batch lookups; so do we, to bound the work one request can ask for.
 const MAX_RETRIEVE: usize = 10;
-const MAX_INDEX_RESULTS: usize = 1000;
+/// UUIDs in one page of a search; `?after=<index>` (from `x-next-after`) asks for the next.
+const SEARCH_PAGE: usize = 256;
 
 /// The Rekor v1 log and the identifiers its API exposes.
 pub struct RekorV1 {
@@ -192,7 +193,16 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
     Ok(json_text(format!("[{}]", out.join(","))))
 }
 
-pub async fn search_index(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
+/// `POST /api/v1/index/retrieve`: the UUIDs of entries for an artifact digest, a page of at
+/// most [`SEARCH_PAGE`] at a time. When there may be more, the reply carries
+/// `x-next-after: <index>`, to be sent back as `?after=<index>`.
+pub async fn search_index(
+    State(state): State<Arc<AppState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let after = Query::parse(q.as_deref())?.u64("after", i64::MAX as u64)?;
     let request = json_body(&headers, body, state.max_body).await?;
     super::input::only_fields(&request, &["hash", "publicKey", "email", "operator"])?;
     if let Some(op) = request.get("operator") {
@@ -221,13 +231,20 @@ pub async fn search_index(State(state): State<Arc<AppState>>, headers: HeaderMap
         return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")));
     }
     let rekor = &state.rekor_v1;
-    let indices = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), MAX_INDEX_RESULTS)?;
-    let uuids: Vec<Value> = indices
+    let page = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), after, SEARCH_PAGE)?;
+    let uuids: Vec<Value> = page
+        .indices
         .into_iter()
         .filter_map(|i| rekor.log.leaf_hash(i))
         .map(|leaf| Value::String(rekor.uuid(&leaf)))
         .collect();
-    Ok(Json(Value::Array(uuids)))
+    let mut response = Json(Value::Array(uuids)).into_response();
+    if let Some(next) = page.next_after {
+        if let Ok(v) = next.to_string().parse() {
+            response.headers_mut().insert("x-next-after", v);
+        }
+    }
+    Ok(response)
 }
 
 pub async fn log_info(State(state): State<Arc<AppState>>) -> Json<Value> {
