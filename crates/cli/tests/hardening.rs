@@ -416,3 +416,34 @@ fn searches_are_paginated() {
     all.dedup();
     assert_eq!(all.len(), 300, "the two pages are disjoint and complete");
 }
+
+/// Item 17: the SQLite `-wal`/`-shm` files were created 0644, and an existing 0755 data dir
+/// was kept.
+#[test]
+fn everything_in_the_data_dir_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start(&data, &[]);
+    let r = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &Signer::new().v1_entry(b"modes")).unwrap();
+    assert_eq!(r.status, 201);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    let mut seen = 0;
+    let mut stack = vec![data.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                assert_eq!(mode(&p), 0o700, "{}", p.display());
+                stack.push(p);
+            } else {
+                assert_eq!(mode(&p) & 0o077, 0, "{} is {:o}", p.display(), mode(&p));
+                seen += 1;
+            }
+        }
+    }
+    assert!(data.join("signet.sqlite-wal").exists() && seen > 5);
+}

@@ -52,6 +52,40 @@ impl DataDirLock {
     }
 }
 
+/// Makes everything under `dir` private: directories 0700, files 0600. Returns the paths
+/// whose modes were too open and have been fixed (the caller logs them).
+///
+/// The data dir holds keys, tokens (hashed), the audit chain and the log database, and
+/// SQLite creates its `-wal` and `-shm` files with the process umask, 0644 by default. So
+/// `serve` also sets the umask to 077 for everything it creates afterwards.
+pub fn make_private(dir: &Path) -> Result<Vec<PathBuf>, LockError> {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: umask only changes this process's file-creation mask.
+    unsafe { libc::umask(0o077) };
+    let mut fixed = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((path, depth)) = pending.pop() {
+        let io = |source| LockError::Io { dir: dir.display().to_string(), path: path.display().to_string(), source };
+        let meta = std::fs::symlink_metadata(&path).map_err(io)?;
+        if meta.file_type().is_symlink() {
+            // A link points elsewhere (an operator's key on another volume): not ours to chmod.
+            continue;
+        }
+        let want = if meta.is_dir() { 0o700 } else { 0o600 };
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(want)).map_err(io)?;
+            fixed.push(path.clone());
+        }
+        // The layout is shallow (keys/, ca/, tsa/); a deep tree is not signet's.
+        if meta.is_dir() && depth < 3 {
+            for entry in std::fs::read_dir(&path).map_err(io)? {
+                pending.push((entry.map_err(io)?.path(), depth + 1));
+            }
+        }
+    }
+    Ok(fixed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +103,22 @@ mod tests {
         }
         drop(first);
         assert!(DataDirLock::acquire(dir.path()).is_ok(), "released with its holder");
+    }
+
+    #[test]
+    fn open_modes_are_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(dir.path().join("keys")).unwrap();
+        std::fs::write(dir.path().join("keys/k.pem"), "k").unwrap();
+        std::fs::set_permissions(dir.path().join("keys/k.pem"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(dir.path().join("ok"), "x").unwrap();
+        std::fs::set_permissions(dir.path().join("ok"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        let fixed = make_private(dir.path()).unwrap();
+        assert_eq!(mode(dir.path()), 0o700);
+        assert_eq!(mode(&dir.path().join("keys/k.pem")), 0o600);
+        assert!(fixed.contains(&dir.path().join("keys/k.pem")) && !fixed.contains(&dir.path().join("ok")));
     }
 }

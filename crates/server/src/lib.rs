@@ -49,6 +49,9 @@ pub use state::{AppState, StartError};
 pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     cfg.validate()?;
     let _lock = datadir::DataDirLock::acquire(&cfg.data_dir)?;
+    for path in datadir::make_private(&cfg.data_dir)? {
+        tracing::warn!(path = %path.display(), "was readable by other users; made private (0600 files, 0700 directories)");
+    }
     // The certificate is checked before anything binds or opens: a bad TLS config fails fast.
     let tls = match (&cfg.tls.cert, &cfg.tls.key) {
         (Some(cert), Some(key)) => {
