@@ -90,7 +90,9 @@ impl Authority {
         for d in [&keys_dir, &ca_dir] {
             files::ensure_private_dir(d).map_err(|e| file_err(d, e))?;
         }
-        let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&keys_dir.join("ca-root.pem"), CaCurve::P384.signing())?)?;
+        // The root key is needed only to make the certificates. Once they exist it may live
+        // offline (`signet init --root-key-out`); if it is here, it must match root.pem.
+        let root_key_path = keys_dir.join("ca-root.pem");
         let inter_path = keys_dir.join("ca-intermediate.pem");
         let wanted = intermediate_curve.unwrap_or(CaCurve::P256);
         let inter_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&inter_path, wanted.signing())?)?;
@@ -109,6 +111,7 @@ impl Authority {
         let (root_der, inter_der) = match (read(&root_path)?, read(&inter_path)?) {
             (Some(r), Some(i)) => (r, i),
             _ => {
+                let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&root_key_path, CaCurve::P384.signing())?)?;
                 let root_name = Name::from_str("CN=signet root,O=signet").map_err(X509Error::from)?;
                 let inter_name = Name::from_str("CN=signet intermediate,O=signet").map_err(X509Error::from)?;
                 let now = SystemTime::now();
@@ -119,6 +122,13 @@ impl Authority {
                 (root, inter)
             }
         };
+        if root_key_path.exists() {
+            let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&root_key_path, CaCurve::P384.signing())?)?;
+            let root = Certificate::from_der(&root_der)?;
+            if root.tbs_certificate.subject_public_key_info.to_der()? != root_key.spki_der() {
+                return Err(file_err(&root_path, "the root certificate does not match keys/ca-root.pem"));
+            }
+        }
         let intermediate = Certificate::from_der(&inter_der)?;
         if intermediate.tbs_certificate.subject_public_key_info.to_der()? != inter_key.spki_der() {
             return Err(file_err(&inter_path, "the intermediate certificate does not match keys/ca-intermediate.pem"));

@@ -31,6 +31,8 @@ enum Command {
     /// The audit log: check its hash chain.
     #[command(subcommand)]
     Audit(cmd::audit::Audit),
+    /// Create a production instance's keys, certificates and config (`serve` without --dev needs them).
+    Init(cmd::init::Args),
     /// Run the server.
     Serve(cmd::serve::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Admin(args) => cmd::admin::run(args),
         Command::Audit(args) => cmd::audit::run(args),
+        Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),

@@ -447,3 +447,84 @@ fn everything_in_the_data_dir_is_private() {
     }
     assert!(data.join("signet.sqlite-wal").exists() && seen > 5);
 }
+
+/// Item 18: without --dev, a missing root CA or TSA key used to be generated silently,
+/// online. Production keys now come from `signet init`, the root key can stay offline, and
+/// every key must match its published certificate at start.
+#[test]
+fn production_keys_come_from_init_and_are_checked_at_start() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::{Command, Stdio};
+    let bin = env!("CARGO_BIN_EXE_signet");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+
+    let refused = Command::new(bin).args(["serve", "--public-url", &url, "--data-dir"]).arg(&data).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("signet init --data-dir"), "names the command to run: {stderr}");
+    assert!(!data.join("keys").exists(), "and made no key");
+
+    let root_key = dir.path().join("offline-root.pem");
+    let init = Command::new(bin).args(["init", "--public-url", &url, "--data-dir"]).arg(&data).arg("--root-key-out").arg(&root_key).output().unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    assert!(!data.join("keys/ca-root.pem").exists(), "the root key is not online");
+    assert_eq!(std::fs::metadata(&root_key).unwrap().permissions().mode() & 0o777, 0o600);
+    let again = Command::new(bin).args(["init", "--public-url", &url, "--data-dir"]).arg(&data).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "init never overwrites keys");
+
+    let start = || {
+        let mut child = Command::new(bin)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+            .arg(data.join("signet.toml"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let first = std::io::BufReader::new(child.stdout.take().unwrap()).lines().next().map(|l| l.unwrap());
+        (child, first)
+    };
+    let (child, first) = start();
+    assert_eq!(first.as_deref(), Some(format!("signet listening on {url}").as_str()));
+    let mut server = Server { child, url: url.clone(), data_dir: data.clone() };
+    assert_eq!(get(&agent(), &format!("{url}/api/v2/trustBundle")).unwrap().status, 200);
+    assert_eq!(get(&agent(), &format!("{url}/api/v1/timestamp/certchain")).unwrap().status, 200);
+    let r = post_json(&agent(), &format!("{url}/api/v1/log/entries"), &Signer::new().v1_entry(b"production")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(get(&agent(), &format!("{url}/oidc/jwks")).unwrap().status, 404, "no dev issuer");
+    server.kill();
+    assert!(!data.join("keys/ca-root.pem").exists(), "serve did not make a root key either");
+
+    // A TSA key that does not match the published TSA certificate stops the start.
+    let other = tempfile::tempdir().unwrap();
+    signet_core::keys::SigningKey::load_or_generate(&other.path().join("k.pem")).unwrap();
+    std::fs::copy(other.path().join("k.pem"), data.join("keys/tsa.pem")).unwrap();
+    let (mut child, first) = start();
+    assert_eq!(first, None, "no ready line");
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("tsa.pem") && stderr.contains("does not match"), "{stderr}");
+}
+
+/// Item 20: a changed public URL at start read like corruption ("does not match the stored
+/// tree"); it now says what changed and what to do, and exits 2 like any config error.
+#[test]
+fn an_origin_change_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Server::start(dir.path(), &[]);
+    first.kill();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--public-url", "http://localhost:1", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("created with origin") && stderr.contains("\"localhost") && stderr.contains("public_url"), "{stderr}");
+    assert!(!stderr.contains("inconsistent"), "{stderr}");
+}

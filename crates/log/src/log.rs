@@ -52,6 +52,10 @@ pub enum OpenError {
     Key(#[from] KeyError),
     #[error("stored log {log} is inconsistent: {why}")]
     Corrupt { log: LogId, why: String },
+    /// The data is intact, but the configuration names the log differently: its origin
+    /// comes from the public URL's host, and was fixed when the log was created.
+    #[error("log {log} was created with origin {stored:?}, but this configuration gives it origin {configured:?}. The data is intact. A log's origin is fixed when it is created, because clients pin it: set public_url back to the URL the log was created with (its host is the origin), or start a new log in another data dir")]
+    OriginChanged { log: LogId, stored: String, configured: String },
 }
 
 pub(crate) struct Shared {
@@ -107,6 +111,12 @@ impl Log {
         let root = tree.root(tree.size()).expect("own size");
         let head = match stored {
             Some(sc) => {
+                // The origin (and the key name) come from the public URL's host: a different one
+                // is a configuration change, not corruption, and deserves its own message.
+                let stored_origin = sc.note.lines().next().unwrap_or("");
+                if stored_origin != cfg.origin {
+                    return Err(OpenError::OriginChanged { log: id, stored: stored_origin.to_string(), configured: cfg.origin });
+                }
                 let parsed = checkpoint::verify(&sc.note, &cfg.key_name, cfg.key.spki_der()).map_err(|e| OpenError::Corrupt {
                     log: id,
                     why: format!("latest checkpoint does not verify with the configured key: {e}"),

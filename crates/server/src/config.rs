@@ -253,6 +253,21 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// A TOML error with the line it points at: `line 3 (`batch_max_entries = "x"`): invalid
+/// type: string "x", expected usize`. serde names the key in unknown-key errors; the quoted
+/// line names it for type errors.
+fn located(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let line = text[..start].matches('\n').count() + 1;
+            let content = text.lines().nth(line - 1).unwrap_or("").trim();
+            format!("line {line} (`{content}`): {}", e.message())
+        }
+        None => e.message().to_string(),
+    }
+}
+
 impl Config {
     /// Reads `path` (if given) over the defaults, then applies `SIGNET_*` variables.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
@@ -260,7 +275,7 @@ impl Config {
             Some(p) => {
                 let shown = p.display().to_string();
                 let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-                toml::from_str::<Config>(&text).map_err(|e| ConfigError::Parse { path: shown, message: e.message().to_string() })?
+                toml::from_str::<Config>(&text).map_err(|e| ConfigError::Parse { path: shown, message: located(&text, &e) })?
             }
             None => Config::default(),
         };
@@ -554,6 +569,18 @@ mod tests {
         })
         .unwrap();
         assert_eq!((c.tls.cert.unwrap(), c.tls.backend.unwrap()), (PathBuf::from("/c"), "openssl".to_string()));
+    }
+
+    #[test]
+    fn type_errors_name_the_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:1\"\n[log]\nbatch_max_entries = \"many\"\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("batch_max_entries"), "{err}");
+        std::fs::write(&path, "[http]\nmax_conections = 5\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("max_conections"), "{err}");
     }
 
     #[test]

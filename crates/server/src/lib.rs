@@ -3,6 +3,7 @@
 //! - [`access`]: request ids (`x-request-id`) and the access log.
 //! - [`config`]: the TOML / environment / flag configuration.
 //! - [`state`]: opening storage, keys and logs at startup.
+//! - [`init`]: `signet init`: a production instance's keys, certificates and config.
 //! - [`issuers`]: the configured OIDC issuers and their key sources (a file, or discovery).
 //! - [`discovery`]: OIDC discovery of an issuer's key set over HTTPS.
 //! - [`api`]: the router and handlers.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod conn;
 pub mod datadir;
 pub mod discovery;
+pub mod init;
 pub mod issuers;
 pub mod lifecycle;
 pub mod logging;

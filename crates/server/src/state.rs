@@ -56,8 +56,10 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     #[error("data dir {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
-    #[error("key {path} does not exist; start with --dev to generate keys, or point keys.* in the config at PEM files")]
-    MissingKey { path: String },
+    #[error("key {path} does not exist; create this instance's keys with `signet init --data-dir {data_dir}` (or start with --dev for a development instance), or point keys.* in the config at PEM files")]
+    MissingKey { path: String, data_dir: String },
+    #[error("{data_dir} has no {missing}; create this instance's keys and certificates with `signet init --data-dir {data_dir}` (or start with --dev for a development instance)")]
+    NotInitialised { data_dir: String, missing: String },
     #[error(transparent)]
     Key(#[from] signet_core::keys::KeyError),
     #[error(transparent)]
@@ -87,13 +89,30 @@ pub enum StartError {
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
     let path = configured.clone().unwrap_or_else(|| cfg.data_dir.join("keys").join(default_name));
     if !cfg.dev && !path.exists() {
-        return Err(StartError::MissingKey { path: path.display().to_string() });
+        return Err(StartError::MissingKey { path: path.display().to_string(), data_dir: cfg.data_dir.display().to_string() });
     }
     if let Some(dir) = path.parent() {
         signet_core::files::ensure_private_dir(dir)
             .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
     }
     Ok(Arc::new(SigningKey::load_or_generate(&path)?))
+}
+
+/// What a production instance needs on disk, made by `signet init` (under `--dev`, `serve`
+/// makes whatever is missing). Log keys configured elsewhere (`keys.*`) are checked by
+/// [`key`]; the root CA key may be offline.
+pub const PRODUCTION_FILES: [&str; 6] =
+    ["keys/ct.pem", "keys/ca-intermediate.pem", "keys/tsa.pem", "ca/root.pem", "ca/intermediate.pem", "ca/tsa.pem"];
+
+fn check_initialised(cfg: &Config) -> Result<(), StartError> {
+    if cfg.dev {
+        return Ok(());
+    }
+    let missing: Vec<&str> = PRODUCTION_FILES.iter().copied().filter(|f| !cfg.data_dir.join(f).exists()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(StartError::NotInitialised { data_dir: cfg.data_dir.display().to_string(), missing: missing.join(", ") })
 }
 
 impl AppState {
@@ -105,6 +124,7 @@ impl AppState {
         cfg.validate()?;
         signet_core::files::ensure_private_dir(&cfg.data_dir)
             .map_err(|source| StartError::DataDir { path: cfg.data_dir.display().to_string(), source })?;
+        check_initialised(cfg)?;
         let host = cfg.hostname()?;
         let url_file = crate::trust::public_url_file(&cfg.data_dir);
         signet_core::files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
@@ -170,9 +190,6 @@ impl AppState {
         let tokens = Arc::new(TokenVerifier::new(issuers));
 
         // The CA and its CT log.
-        if !cfg.dev && !cfg.data_dir.join("ca").join("intermediate.pem").exists() {
-            return Err(StartError::MissingKey { path: cfg.data_dir.join("ca").join("intermediate.pem").display().to_string() });
-        }
         let (data_dir, curve) = (cfg.data_dir.clone(), cfg.ca.intermediate_curve()?);
         let authority = Arc::new(
             tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await.expect("CA open does not panic")?,
@@ -193,10 +210,15 @@ impl AppState {
             storage.clone(),
         )
         .await?;
-        let root_key = signet_core::keys::load_or_generate_pkcs8_for(
-            &cfg.data_dir.join("keys").join("ca-root.pem"),
-            &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
-        )?;
+        // The root key signs the TSA's certificate once, when it is made (under --dev); a
+        // production root key may be offline (`signet init --root-key-out`).
+        let root_key = match cfg.data_dir.join("ca").join("tsa.pem").exists() {
+            true => Vec::new(),
+            false => signet_core::keys::load_or_generate_pkcs8_for(
+                &cfg.data_dir.join("keys").join("ca-root.pem"),
+                &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
+            )?,
+        };
         let tsa = Tsa::open(&cfg.data_dir, &root_key, authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
         let (data_dir, guard_cfg) = (cfg.data_dir.clone(), cfg.guard.clone());

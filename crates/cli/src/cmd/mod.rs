@@ -9,6 +9,7 @@ pub mod bench_crypto;
 pub mod bench_micro;
 pub mod bench_verify;
 pub mod dev_token;
+pub mod init;
 pub mod serve;
 pub mod sign_bundle;
 pub mod trust;

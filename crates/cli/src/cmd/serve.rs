@@ -87,6 +87,8 @@ pub fn run(args: Args) -> ExitCode {
             match e {
                 signet_server::StartError::Config(_)
                 | signet_server::StartError::MissingKey { .. }
+                | signet_server::StartError::NotInitialised { .. }
+                | signet_server::StartError::Log(signet_log::OpenError::OriginChanged { .. })
                 | signet_server::StartError::Tls(_)
                 | signet_server::StartError::Lock(signet_server::datadir::LockError::InUse { .. }) => ExitCode::from(2),
                 _ => ExitCode::FAILURE,

@@ -1,0 +1,188 @@
+//! `signet init`: the keys, certificates and config of a production instance.
+//!
+//! `serve --dev` makes whatever is missing as it starts, which is what a laptop wants and
+//! what production must not do: a key made silently, online, by a server that merely
+//! restarted on an empty volume, is a new identity nobody decided on. So production keys are
+//! made here, once, on purpose; `serve` without `--dev` refuses to start without them.
+//!
+//! The root CA key can be written outside the data dir (`--root-key-out`), to be kept
+//! offline: it signs the intermediate and the TSA certificate here and is not needed again
+//! until they are renewed. Only the intermediate (which signs leaves), the TSA key and the
+//! log keys stay online.
+
+use std::path::{Path, PathBuf};
+
+use signet_core::files;
+use signet_core::keys::SigningKey;
+
+use crate::state::StartError;
+
+pub struct InitOptions {
+    pub data_dir: PathBuf,
+    /// The URL clients will reach the instance at; its host names the logs.
+    pub public_url: String,
+    /// Where to write the root CA key instead of `<data dir>/keys/ca-root.pem`.
+    pub root_key_out: Option<PathBuf>,
+    pub intermediate_curve: Option<signet_ca::x509::CaCurve>,
+}
+
+/// What `init` made, for the command to print.
+pub struct Initialised {
+    pub config: PathBuf,
+    pub root_key: PathBuf,
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("{data_dir} already holds {existing}; init never overwrites keys (move the data dir aside to start over)")]
+    Exists { data_dir: String, existing: String },
+    #[error("{path} already exists; init never overwrites a key")]
+    RootKeyExists { path: String },
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+const LOG_KEYS: [&str; 3] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem"];
+
+pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
+    let dir = &opts.data_dir;
+    let existing: Vec<&str> = LOG_KEYS
+        .iter()
+        .chain(crate::state::PRODUCTION_FILES.iter())
+        .chain(["keys/ca-root.pem", "signet.toml"].iter())
+        .copied()
+        .filter(|f| dir.join(f).exists())
+        .collect();
+    if !existing.is_empty() {
+        return Err(InitError::Exists { data_dir: dir.display().to_string(), existing: existing.join(", ") });
+    }
+    if let Some(out) = opts.root_key_out.as_ref().filter(|p| p.exists()) {
+        return Err(InitError::RootKeyExists { path: out.display().to_string() });
+    }
+    // Check the URL before anything is written.
+    let cfg = crate::Config { data_dir: dir.clone(), public_url: Some(opts.public_url.clone()), ..Default::default() };
+    cfg.hostname().map_err(StartError::from)?;
+    // SAFETY: umask only changes this process's file-creation mask.
+    unsafe { libc::umask(0o077) };
+    let data_dir_err = |source| StartError::DataDir { path: dir.display().to_string(), source };
+    files::ensure_private_dir(&dir.join("keys")).map_err(data_dir_err)?;
+
+    for k in LOG_KEYS {
+        SigningKey::load_or_generate(&dir.join(k)).map_err(StartError::from)?;
+    }
+    let authority = signet_ca::authority::Authority::open(dir, opts.intermediate_curve).map_err(StartError::from)?;
+    let root_in_dir = dir.join("keys").join("ca-root.pem");
+    let root_pkcs8 = signet_core::keys::load_or_generate_pkcs8_for(&root_in_dir, &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING)
+        .map_err(StartError::from)?;
+    signet_ca::tsa::Tsa::open(dir, &root_pkcs8, authority.root_der()).map_err(StartError::from)?;
+
+    let root_key = match &opts.root_key_out {
+        None => root_in_dir,
+        Some(out) => {
+            let pem = std::fs::read(&root_in_dir).map_err(|source| StartError::Io { what: format!("reading {}", root_in_dir.display()), source })?;
+            files::write_atomic(out, &pem, 0o600).map_err(|source| StartError::Io { what: format!("writing {}", out.display()), source })?;
+            // Only once the copy is durable does the online one go.
+            std::fs::remove_file(&root_in_dir).map_err(|source| StartError::Io { what: format!("removing {}", root_in_dir.display()), source })?;
+            out.clone()
+        }
+    };
+    let config = dir.join("signet.toml");
+    files::write_atomic(&config, config_text(dir, &opts.public_url).as_bytes(), 0o600)
+        .map_err(|source| StartError::Io { what: format!("writing {}", config.display()), source })?;
+    let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(crate::state::PRODUCTION_FILES.iter()).map(|f| dir.join(f)).collect();
+    made.sort();
+    made.dedup();
+    Ok(Initialised { config, root_key, files: made })
+}
+
+/// A production config: every section, its defaults commented out, no dev issuer.
+fn config_text(data_dir: &Path, public_url: &str) -> String {
+    let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
+    let quote = |s: &str| toml_string(s);
+    format!(
+        r#"# signet configuration, written by `signet init`. Start with:
+#   signet serve --config {config}
+# Every key can also be set by a SIGNET_* environment variable or a flag; see
+# docs/configuration.md.
+
+# Where keys and the embedded database live.
+data_dir = {data_dir}
+# The URL clients reach this instance at. Its host names the logs: changing it later
+# changes the logs' origins, which clients pin.
+public_url = {public_url}
+# The address to bind. Behind a TLS-terminating proxy, keep it on loopback.
+listen = "127.0.0.1:8080"
+
+# The identity providers whose tokens the CA accepts. There is no dev issuer here: list
+# yours. `subject` is the claim certified: email, uri, spiffe or github-workflow.
+# [[oidc.issuers]]
+# url = "https://accounts.example.com"
+# audience = "sigstore"
+# subject = "email"
+
+[log]
+# batch_max_entries = 256
+# batch_max_delay_ms = 10
+
+[limits]
+# max_body_bytes = 131072
+# max_entry_bytes = 32768
+
+[http]
+# header_read_timeout_secs = 10
+# idle_timeout_secs = 60
+# max_connections = 10000
+# shutdown_grace_secs = 10
+# access_log = false
+
+# HTTPS: a certificate chain and its key (re-read when they change).
+[tls]
+# cert = "/etc/signet/tls/fullchain.pem"
+# key = "/etc/signet/tls/key.pem"
+# backend = "rustls"
+
+# Rate limits, bans, API tokens and the audit log: docs/guard.md.
+[guard.rate_limit]
+# enabled = true
+[guard.audit]
+# enabled = true
+"#,
+        config = data_dir.join("signet.toml").display(),
+        data_dir = quote(&data_dir.display().to_string()),
+        public_url = quote(public_url),
+    )
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_config_loads_and_names_the_instance() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config_text(dir.path(), "https://signet.example.com");
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let cfg = crate::Config::load(Some(&path)).unwrap();
+        assert_eq!(cfg.public_url.as_deref(), Some("https://signet.example.com"));
+        assert!(!cfg.dev);
+        assert!(cfg.oidc.issuers.is_empty());
+        assert_eq!(toml_string("a\"b\\c"), r#""a\"b\\c""#);
+    }
+}
