@@ -19,7 +19,8 @@ pub struct KeyIndex {
 }
 
 fn prefix(h: &Hash) -> u64 {
-    u64::from_be_bytes(h[..8].try_into().expect("8 bytes"))
+    let [a, b, c, d, e, f, g, h8, ..] = *h;
+    u64::from_be_bytes([a, b, c, d, e, f, g, h8])
 }
 
 impl KeyIndex {

@@ -11,6 +11,9 @@
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
 //! - `micro` (feature `micro`): the criterion suite of all of the above.
 
+// Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod checkpoint;
 pub mod index;
 pub mod log;

@@ -108,7 +108,7 @@ impl Log {
         let (tree, keys, stored) = tokio::task::spawn_blocking(move || rebuild(&*store, id))
             .await
             .map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })??;
-        let root = tree.root(tree.size()).expect("own size");
+        let root = tree.root(tree.size()).map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })?;
         let head = match stored {
             Some(sc) => {
                 // The origin (and the key name) come from the public URL's host: a different one

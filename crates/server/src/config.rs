@@ -212,7 +212,7 @@ impl Default for HttpSettings {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: "127.0.0.1:8080".parse().expect("literal"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("signet-data"),
             public_url: None,
             dev: false,

@@ -247,5 +247,5 @@ pub fn raise_fd_limit() -> std::io::Result<u64> {
         }
         limit = raised;
     }
-    Ok(limit.rlim_cur as u64)
+    Ok(limit.rlim_cur)
 }

@@ -16,6 +16,9 @@
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
+// Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod access;
 pub mod api;
 pub mod config;

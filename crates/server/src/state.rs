@@ -84,6 +84,8 @@ pub enum StartError {
     Guard(#[from] signet_guard::StoreError),
     #[error(transparent)]
     Lock(#[from] crate::datadir::LockError),
+    #[error("{what} failed unexpectedly (a bug; please report it): {why}")]
+    Panicked { what: &'static str, why: String },
 }
 
 fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
@@ -133,7 +135,7 @@ impl AppState {
         let storage: Arc<dyn Storage> = Arc::new(
             tokio::task::spawn_blocking(move || SqliteStorage::open(&db))
                 .await
-                .expect("storage open does not panic")?,
+                .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
         );
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
@@ -192,7 +194,8 @@ impl AppState {
         // The CA and its CT log.
         let (data_dir, curve) = (cfg.data_dir.clone(), cfg.ca.intermediate_curve()?);
         let authority = Arc::new(
-            tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await.expect("CA open does not panic")?,
+            tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await
+                .map_err(|e| StartError::Panicked { what: "CA open", why: e.to_string() })??,
         );
         let ct_key = key(cfg, &None, "ct.pem")?;
         let ct_log = Log::open(
@@ -224,14 +227,14 @@ impl AppState {
         let (data_dir, guard_cfg) = (cfg.data_dir.clone(), cfg.guard.clone());
         let guard = tokio::task::spawn_blocking(move || signet_guard::Guard::open(&data_dir, guard_cfg))
             .await
-            .expect("guard open does not panic")?;
+                .map_err(|e| StartError::Panicked { what: "guard open", why: e.to_string() })??;
         let audit = match cfg.guard.audit.enabled {
             true => {
                 let data_dir = cfg.data_dir.clone();
                 Some(
                     tokio::task::spawn_blocking(move || signet_guard::audit::AuditLog::open(&data_dir))
                         .await
-                        .expect("audit open does not panic")?,
+                .map_err(|e| StartError::Panicked { what: "audit open", why: e.to_string() })??,
                 )
             }
             false => None,

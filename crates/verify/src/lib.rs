@@ -21,6 +21,9 @@
 //! - [`chain`] / [`sct`] / [`policy`]: the certificate at the signing time, its SCT, and who signed.
 //! - [`cert`] and [`time`]: X.509 and time helpers; [`error`]: the one error type.
 
+// Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod body;
 pub mod bundle;
 pub mod cert;
