@@ -46,7 +46,9 @@ fn every_request_is_recorded_in_a_chain_that_verify_checks() {
 
     let a = agent();
     let log = format!("{}/api/v1/log", server.url);
-    assert_eq!(get(&a, &format!("{}/no/such/route?secret=1", server.url)).unwrap().status, 404);
+    let missing = get(&a, &format!("{}/no/such/route?secret=1", server.url)).unwrap();
+    assert_eq!(missing.status, 404);
+    let missing_id = missing.header("x-request-id").expect("x-request-id").to_string();
     let statuses: Vec<u16> = (0..3).map(|_| get(&a, &log).unwrap().status).collect();
     assert_eq!(statuses, [200, 200, 429], "the fourth request from this IP exceeds the burst of 3");
     // The server picks the new token up within 200 ms; the token's own bucket is fresh.
@@ -71,6 +73,10 @@ fn every_request_is_recorded_in_a_chain_that_verify_checks() {
     assert_eq!(refused[0]["client"], "ip:127.0.0.1");
     assert_eq!(refused[0]["path"], "/api/v1/log");
     assert!(all.iter().any(|r| r["status"] == 404 && r["path"] == "/no/such/route"), "paths are kept without their query");
+    assert!(
+        all.iter().any(|r| r["status"] == 404 && r["request_id"] == missing_id.as_str()),
+        "the record carries the id the response was sent with: {missing_id} {all:?}"
+    );
     let id = token.strip_prefix("sgt_").unwrap().split('_').next().unwrap();
     assert!(all.iter().any(|r| r["client"].as_str().unwrap().contains(id)), "the token's id names its caller");
     let file = std::fs::read(data.join("audit.sqlite")).unwrap();

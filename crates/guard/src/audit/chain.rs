@@ -45,6 +45,7 @@ pub struct Entry {
     pub uri: Uri,
     pub status: u16,
     pub micros: u64,
+    pub request_id: Option<signet_core::request_id::RequestId>,
 }
 
 /// What the request path and the writer share.
@@ -198,6 +199,7 @@ impl Writer {
                 path: clip(e.uri.path()),
                 status: e.status,
                 micros: e.micros,
+                request_id: e.request_id.map(|id| id.to_string()),
                 note: None,
             })
             .collect();
@@ -250,6 +252,7 @@ fn own_record(note: String) -> Record {
         path: "-".into(),
         status: 0,
         micros: 0,
+        request_id: None,
         note: Some(note),
     }
 }

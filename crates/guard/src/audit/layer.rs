@@ -61,6 +61,7 @@ where
             client: client_of(&self.guard, &request),
             method: request.method().clone(),
             uri: request.uri().clone(),
+            request_id: request.extensions().get::<signet_core::request_id::RequestId>().copied(),
         };
         Recorded { inner: self.inner.call(request), pending: Some(pending) }
     }
@@ -72,6 +73,7 @@ struct Pending {
     client: ClientKey,
     method: Method,
     uri: Uri,
+    request_id: Option<signet_core::request_id::RequestId>,
 }
 
 pin_project_lite::pin_project! {
@@ -97,6 +99,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
                 uri: p.uri,
                 status: response.status().as_u16(),
                 micros: p.start.elapsed().as_micros() as u64,
+                request_id: p.request_id,
             });
         }
         Poll::Ready(out)

@@ -30,6 +30,10 @@ pub struct Record {
     pub status: u16,
     /// Time to the response head, in microseconds.
     pub micros: u64,
+    /// The id sent back in `x-request-id` and written on the access-log line. Absent in
+    /// records written before ids existed, and in the log's own records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// Set on the log's own records, e.g. how many records a full queue lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,

@@ -99,6 +99,7 @@ mod tests {
             uri: path.parse().unwrap(),
             status,
             micros: 42,
+            request_id: None,
         }
     }
 
