@@ -39,6 +39,8 @@ pub enum IssueError {
     Proof(String),
     #[error("certificate signing request: {0}")]
     Csr(String),
+    #[error("the token's identity cannot be certified: {0}")]
+    Identity(String),
     #[error(transparent)]
     Ct(#[from] CtError),
     #[error(transparent)]
@@ -65,6 +67,7 @@ impl Issuer {
 
     pub async fn issue(&self, token: &str, proof: KeyProof) -> Result<Issued, IssueError> {
         let identity = self.tokens.verify(token)?;
+        crate::identity::certifiable(&identity).map_err(IssueError::Identity)?;
         let spki_der = match proof {
             KeyProof::PublicKey { pem: key_pem, proof_of_possession } => {
                 let block = pem::decode_first(key_pem.as_bytes()).map_err(|e| IssueError::Key(e.to_string()))?;

@@ -4,6 +4,7 @@
 //! - [`x509`]: assembling and signing certificates.
 //! - [`authority`]: the CA's root and intermediate, and the Fulcio leaf profile.
 //! - [`ci`]: Fulcio's CI extensions from GitHub Actions token claims.
+//! - [`identity`]: which identities can be written into a certificate, and why not.
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.
 //! - [`tsa`]: the RFC 3161 timestamp authority.
@@ -12,6 +13,7 @@
 pub mod authority;
 pub mod ci;
 pub mod ct;
+pub mod identity;
 pub mod issue;
 #[cfg(feature = "micro")]
 pub mod micro;

@@ -528,3 +528,38 @@ fn an_origin_change_is_explained() {
     assert!(stderr.contains("created with origin") && stderr.contains("\"localhost") && stderr.contains("public_url"), "{stderr}");
     assert!(!stderr.contains("inconsistent"), "{stderr}");
 }
+
+/// Item 13: a token whose email is not ASCII got a 500 from the CA. Now every identity the
+/// CA cannot certify gets a 400 naming it, and ASCII ones still get certificates.
+#[test]
+fn identities_that_cannot_be_certified_get_a_400() {
+    use aws_lc_rs::signature::KeyPair;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let url = format!("{}/api/v2/signingCert", server.url);
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let key_pem = signet_core::pem::encode("PUBLIC KEY", aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap().as_ref());
+    let ask = |email: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["dev-token", "--data-dir"])
+            .arg(dir.path())
+            .args(["--subject", email])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let pop = pair.sign(&SystemRandom::new(), email.as_bytes()).unwrap();
+        post_json(&agent(), &url, &json!({"credentials": {"oidcIdentityToken": token},
+            "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": key_pem}, "proofOfPossession": b64::encode(pop.as_ref())}}))
+        .unwrap()
+    };
+    for email in ["ünïcode@example.com", "alice@bücher.example", "a b@example.com", "tab\t@example.com"] {
+        let r = ask(email);
+        assert_eq!(r.status, 400, "{email:?}: {}", r.text());
+        assert!(r.json()["message"].as_str().unwrap().contains("cannot be certified"), "{}", r.text());
+    }
+    assert_eq!(ask("plain@example.com").status, 200);
+    let metrics = get(&agent(), &format!("{}/metrics", server.url)).unwrap().text();
+    assert!(metrics.contains("reason=\"identity_not_certifiable\"} 4"), "{metrics}");
+    assert!(!metrics.contains("status=\"500\""), "{metrics}");
+}

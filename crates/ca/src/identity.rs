@@ -1,0 +1,77 @@
+//! Whether an identity can be written into a certificate as it stands.
+//!
+//! A verified token proves who the caller is; it does not make every claim certifiable.
+//! The SAN's rfc822Name and uniformResourceIdentifier are IA5String, 7-bit ASCII
+//! (RFC 5280 §4.2.1.6), and a URI has no spaces or control characters (RFC 3986). An email
+//! like `ü@example.com` used to reach the encoder and come back as a 500; it is refused here
+//! with a 400 that says why. signet does not issue RFC 9598 SmtpUTF8Mailbox names: Sigstore
+//! verifiers match identities against the rfc822Name, so a certificate they cannot match
+//! would be worse than a clear refusal.
+
+use crate::oidc::{Identity, SubjectKind};
+
+/// The longest subject certified; longer ones are refused rather than truncated.
+pub const MAX_SUBJECT: usize = 1024;
+
+/// `Err` says what is wrong with the identity, naming the value.
+pub fn certifiable(identity: &Identity) -> Result<(), String> {
+    let s = identity.subject.as_str();
+    if s.is_empty() || s.len() > MAX_SUBJECT {
+        return Err(format!("the identity must be 1 to {MAX_SUBJECT} bytes, got {}", s.len()));
+    }
+    match identity.kind {
+        SubjectKind::Email => {
+            if !s.is_ascii() {
+                return Err(format!(
+                    "the email {s:?} is not ASCII: a certificate's rfc822Name must be (RFC 5280), and signet does not issue SmtpUTF8Mailbox names (RFC 9598)"
+                ));
+            }
+            if s.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+                return Err(format!("the email {s:?} contains spaces or control characters"));
+            }
+            match s.split_once('@') {
+                Some((local, domain)) if !local.is_empty() && !domain.is_empty() && !domain.contains('@') => Ok(()),
+                _ => Err(format!("the email {s:?} is not of the form local@domain")),
+            }
+        }
+        SubjectKind::Uri | SubjectKind::Spiffe | SubjectKind::GithubWorkflow => {
+            if !s.is_ascii() {
+                return Err(format!("the URI {s:?} is not ASCII: a certificate's URI must be (RFC 5280); percent-encode it (RFC 3987)"));
+            }
+            if s.bytes().any(|b| !b.is_ascii_graphic()) {
+                return Err(format!("the URI {s:?} contains spaces or control characters (RFC 3986)"));
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(kind: SubjectKind, subject: &str) -> Identity {
+        Identity { issuer: "https://issuer.example".into(), subject: subject.into(), kind, claims: Default::default() }
+    }
+
+    #[test]
+    fn ascii_identities_pass_and_others_are_named() {
+        assert!(certifiable(&id(SubjectKind::Email, "alice@example.com")).is_ok());
+        assert!(certifiable(&id(SubjectKind::Uri, "https://ci.example/job?x=1")).is_ok());
+        for (kind, bad, why) in [
+            (SubjectKind::Email, "ünïcode@example.com", "not ASCII"),
+            (SubjectKind::Email, "alice@bücher.example", "not ASCII"),
+            (SubjectKind::Email, "a b@example.com", "spaces"),
+            (SubjectKind::Email, "a\u{0}@example.com", "control"),
+            (SubjectKind::Email, "@example.com", "local@domain"),
+            (SubjectKind::Email, "a@b@example.com", "local@domain"),
+            (SubjectKind::Uri, "https://bücher.example/", "not ASCII"),
+            (SubjectKind::Spiffe, "spiffe://example.org/a b", "spaces"),
+            (SubjectKind::Uri, "", "1 to"),
+        ] {
+            let err = certifiable(&id(kind, bad)).unwrap_err();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+        assert!(certifiable(&id(SubjectKind::Uri, &format!("https://x/{}", "a".repeat(MAX_SUBJECT)))).is_err());
+    }
+}
