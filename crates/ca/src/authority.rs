@@ -216,8 +216,8 @@ impl Authority {
     }
 
     /// The precertificate for a CT leaf's TBS: the same TBS with the poison appended (the
-    /// poison is always the last extension), signed now. CT's `get-entries` serves these;
-    /// nothing else needs them, so they are not kept.
+    /// poison is always the last extension), signed now. Issuance stores it beside the CT
+    /// entry, and CT's `get-entries` serves it from there.
     pub fn precertificate(&self, tbs_without_poison: &[u8]) -> Result<Vec<u8>, CaError> {
         let mut tbs = TbsCertificate::from_der(tbs_without_poison)?;
         tbs.extensions.get_or_insert_with(Vec::new).push(poison()?);

@@ -95,11 +95,21 @@ pub fn sct_list_extension(scts: &[Sct]) -> Result<Extension, der::Error> {
 pub struct CtLog {
     log: Log,
     key: Arc<SigningKey>,
+    /// The signed tree head of the newest checkpoint, made once per tree head: `get-sth`
+    /// is unauthenticated, and must not cost a signature per request.
+    sth: Arc<parking_lot::Mutex<Option<SignedTreeHead>>>,
+}
+
+#[derive(Clone)]
+struct SignedTreeHead {
+    size: u64,
+    root: [u8; 32],
+    json: serde_json::Value,
 }
 
 impl CtLog {
     pub fn new(log: Log, key: Arc<SigningKey>) -> CtLog {
-        CtLog { log, key }
+        CtLog { log, key, sth: Default::default() }
     }
 
     pub fn log(&self) -> &Log {
@@ -111,21 +121,29 @@ impl CtLog {
     }
 
     /// Logs the precert entry for `tbs` (the precertificate's TBS without its poison) and
-    /// returns its SCT once the entry is durable.
-    pub async fn submit(&self, issuer_key_hash: &[u8; 32], tbs: &[u8]) -> Result<Sct, CtError> {
+    /// returns its SCT once the entry is durable. `precertificate` (the signed precertificate
+    /// DER) is stored beside the entry, for `get-entries` to serve without signing again.
+    pub async fn submit(&self, issuer_key_hash: &[u8; 32], tbs: &[u8], precertificate: Vec<u8>) -> Result<Sct, CtError> {
         let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let leaf = precert_leaf(timestamp_ms, issuer_key_hash, tbs)?;
         let signature = self.key.sign(&leaf).map_err(|_| CtError::Sign)?;
-        match self.log.append(leaf, None).await? {
+        match self.log.append_with_extra(leaf, None, Some(precertificate)).await? {
             Sequenced::New { .. } | Sequenced::Duplicate { .. } => {}
         }
         Ok(Sct { log_id: *self.key.key_id(), timestamp_ms, signature })
     }
 }
 
-/// RFC 6962 §3.5: the signed tree head for the log's newest durable checkpoint, signed now.
+/// RFC 6962 §3.5: the signed tree head for the log's newest durable checkpoint. It is
+/// signed the first time it is asked for, and served from memory until the tree grows: its
+/// timestamp is that first request's time, which §3.5 allows (a tree head may be older
+/// than the request, within the maximum merge delay).
 pub fn signed_tree_head(ct: &CtLog) -> Result<serde_json::Value, CtError> {
     let head = ct.log.head();
+    let mut cached = ct.sth.lock();
+    if let Some(sth) = cached.as_ref().filter(|s| s.size == head.checkpoint.size && s.root == head.checkpoint.root_hash) {
+        return Ok(sth.json.clone());
+    }
     let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let mut data = Vec::with_capacity(50);
     data.extend_from_slice(&[0, 1]); // v1, tree_hash
@@ -133,12 +151,14 @@ pub fn signed_tree_head(ct: &CtLog) -> Result<serde_json::Value, CtError> {
     data.extend_from_slice(&head.checkpoint.size.to_be_bytes());
     data.extend_from_slice(&head.checkpoint.root_hash);
     let sig = ct.key.sign(&data).map_err(|_| CtError::Sign)?;
-    Ok(serde_json::json!({
+    let json = serde_json::json!({
         "tree_size": head.checkpoint.size,
         "timestamp": timestamp_ms,
         "sha256_root_hash": signet_core::b64::encode(head.checkpoint.root_hash),
         "tree_head_signature": signet_core::b64::encode(digitally_signed(&sig)),
-    }))
+    });
+    *cached = Some(SignedTreeHead { size: head.checkpoint.size, root: head.checkpoint.root_hash, json: json.clone() });
+    Ok(json)
 }
 
 /// TLS `DigitallySigned` with SHA-256 and ECDSA.

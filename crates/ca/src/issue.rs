@@ -3,8 +3,12 @@
 //! 1. Verify the identity token.
 //! 2. Verify that the caller holds the key: a signature over the token's `email` claim
 //!    (or `sub` when there is none), or a CSR whose self-signature verifies.
-//! 3. Build the TBS, log the precert entry in the CT log, and get its SCT.
+//! 3. Build the TBS, sign the precertificate, log the precert entry in the CT log (with the
+//!    precertificate beside it, for `get-entries`), and get its SCT.
 //! 4. Sign the final certificate, with the SCT embedded.
+//!
+//! Steps 1–3's checks and signatures, and step 4, run on the bounded CPU pool
+//! (`signet_core::cpu`), off the async runtime; only the wait for the CT log is async.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -45,6 +49,14 @@ pub enum IssueError {
     Ct(#[from] CtError),
     #[error(transparent)]
     Ca(#[from] CaError),
+    #[error("issuing failed unexpectedly (a bug, logged): {0}")]
+    Internal(String),
+}
+
+impl From<signet_core::cpu::Panicked> for IssueError {
+    fn from(p: signet_core::cpu::Panicked) -> Self {
+        IssueError::Internal(p.0)
+    }
 }
 
 pub struct Issued {
@@ -52,6 +64,7 @@ pub struct Issued {
     pub identity: Identity,
 }
 
+#[derive(Clone)]
 pub struct Issuer {
     pub authority: Arc<Authority>,
     pub ct: CtLog,
@@ -66,6 +79,22 @@ impl Issuer {
     }
 
     pub async fn issue(&self, token: &str, proof: KeyProof) -> Result<Issued, IssueError> {
+        let (this, token) = (self.clone(), token.to_string());
+        let prepared = signet_core::cpu::run(move || this.prepare(&token, proof)).await??;
+        let sct = self.ct.submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
+        let this = self.clone();
+        signet_core::cpu::run(move || -> Result<Issued, IssueError> {
+            let Prepared { identity, spki, serial, now, .. } = prepared.rest;
+            let ext = ct::sct_list_extension(&[sct]).map_err(CaError::from)?;
+            let tbs = this.authority.leaf_tbs(&identity, spki, serial, now, Some(ext))?;
+            let leaf_der = this.authority.sign(tbs)?;
+            Ok(Issued { leaf_der, identity })
+        })
+        .await?
+    }
+
+    /// Steps 1 to 3 up to the CT log: the checks, the TBS, and the signed precertificate.
+    fn prepare(&self, token: &str, proof: KeyProof) -> Result<ForCt, IssueError> {
         let identity = self.tokens.verify(token)?;
         crate::identity::certifiable(&identity).map_err(IssueError::Identity)?;
         let spki_der = match proof {
@@ -98,12 +127,24 @@ impl Issuer {
         let now = SystemTime::now();
         let core = self.authority.leaf_tbs(&identity, spki.clone(), serial.clone(), now, None)?;
         let core_der = core.to_der().map_err(CaError::from)?;
-        let sct = self.ct.submit(&self.issuer_key_hash, &core_der).await?;
-        let ext = ct::sct_list_extension(&[sct]).map_err(CaError::from)?;
-        let tbs = self.authority.leaf_tbs(&identity, spki, serial, now, Some(ext))?;
-        let leaf_der = self.authority.sign(tbs)?;
-        Ok(Issued { leaf_der, identity })
+        let precertificate = self.authority.precertificate(&core_der)?;
+        Ok(ForCt { core_der, precertificate, rest: Prepared { identity, spki, serial, now } })
     }
+}
+
+/// What issuance has made by the time it asks the CT log for an SCT.
+struct ForCt {
+    /// The TBS the SCT signs: the precertificate's, without the poison.
+    core_der: Vec<u8>,
+    precertificate: Vec<u8>,
+    rest: Prepared,
+}
+
+struct Prepared {
+    identity: Identity,
+    spki: SubjectPublicKeyInfoOwned,
+    serial: x509_cert::serial_number::SerialNumber,
+    now: SystemTime,
 }
 
 /// Parses a PEM CSR, checks its self-signature, and returns its SPKI DER.

@@ -213,6 +213,7 @@ impl Tsa {
             attr(ID_SIGNING_CERTIFICATE_V2, Any::from_der(&signing_certificate_v2(&self.cert_der))?)?,
         ])?;
         // The signature covers the DER of the attributes as a SET OF (RFC 5652 §5.4).
+        signet_core::keys::count_signature();
         let signature = self
             .key
             .sign(&self.rng, &signed_attrs.to_der()?)

@@ -166,6 +166,7 @@ impl CaKey {
     }
 
     fn sign(&self, data: &[u8]) -> Result<Vec<u8>, X509Error> {
+        signet_core::keys::count_signature();
         self.pair.sign(&self.rng, data).map(|s| s.as_ref().to_vec()).map_err(|_| X509Error::Sign)
     }
 }

@@ -563,3 +563,53 @@ fn identities_that_cannot_be_certified_get_a_400() {
     assert!(metrics.contains("reason=\"identity_not_certifiable\"} 4"), "{metrics}");
     assert!(!metrics.contains("status=\"500\""), "{metrics}");
 }
+
+fn signatures(url: &str) -> u64 {
+    get(&agent(), &format!("{url}/metrics"))
+        .unwrap()
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("signet_signatures_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("signet_signatures_total")
+}
+
+/// Item 11: CT `get-entries` signed a precertificate per entry on every GET (up to 256
+/// ECDSA signatures), and `get-sth` signed on every request. Now one GET costs O(1).
+#[test]
+fn unauthenticated_ct_reads_cost_no_signatures() {
+    use aws_lc_rs::signature::KeyPair;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let key_pem = signet_core::pem::encode("PUBLIC KEY", aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap().as_ref());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["dev-token", "--subject", "ct@example.com", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    for _ in 0..20 {
+        let pop = pair.sign(&SystemRandom::new(), b"ct@example.com").unwrap();
+        let r = post_json(&agent(), &format!("{}/api/v2/signingCert", server.url), &json!({"credentials": {"oidcIdentityToken": token},
+            "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": key_pem}, "proofOfPossession": b64::encode(pop.as_ref())}}))
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let before = signatures(&server.url);
+    let entries = get(&agent(), &format!("{}/ct/v1/get-entries?start=0&end=255", server.url)).unwrap();
+    assert_eq!(entries.status, 200);
+    let entries = entries.json();
+    assert_eq!(entries["entries"].as_array().unwrap().len(), 20);
+    for e in entries["entries"].as_array().unwrap() {
+        let extra = b64::decode(e["extra_data"].as_str().unwrap()).unwrap();
+        let len = u32::from_be_bytes([0, extra[0], extra[1], extra[2]]) as usize;
+        let precert = <x509_cert::Certificate as der::Decode>::from_der(&extra[3..3 + len]).unwrap();
+        let poison = precert.tbs_certificate.extensions.as_ref().unwrap().last().unwrap();
+        assert!(poison.critical && poison.extn_id == signet_ca::authority::OID_CT_POISON, "each entry serves its precertificate");
+    }
+    let sths: Vec<serde_json::Value> = (0..5).map(|_| get(&agent(), &format!("{}/ct/v1/get-sth", server.url)).unwrap().json()).collect();
+    assert!(sths.windows(2).all(|w| w[0] == w[1]), "one tree head, one signed tree head");
+    let after = signatures(&server.url);
+    assert!(after - before <= 1, "get-entries over 20 entries and 5 get-sth made {} signatures", after - before);
+}

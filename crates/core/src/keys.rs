@@ -71,6 +71,7 @@ impl SigningKey {
 
     /// ASN.1 DER ECDSA signature over SHA-256(`message`).
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        count_signature();
         self.pair
             .sign(&self.rng, message)
             .map(|s| s.as_ref().to_vec())
@@ -90,6 +91,20 @@ impl SigningKey {
     pub fn public_pem(&self) -> String {
         pem::encode("PUBLIC KEY", &self.spki_der)
     }
+}
+
+/// Signatures made by this process with any of signet's keys (logs, CA, TSA), for
+/// `/metrics`: what an unauthenticated request can make signet sign is a cost to bound, and
+/// this counter is how a test or an operator sees it. One relaxed add per signature.
+static SIGNATURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts one signature; every signing path calls it.
+pub fn count_signature() {
+    SIGNATURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn signatures_made() -> u64 {
+    SIGNATURES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Reads the PKCS#8 ECDSA P-256 private key at `path`, or generates one there with mode 0600

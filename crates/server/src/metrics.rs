@@ -103,6 +103,9 @@ impl Metrics {
         out.push_str("# HELP signet_log_lines_dropped_total Log lines that could not be written (stderr or stdout failed).\n");
         out.push_str("# TYPE signet_log_lines_dropped_total counter\n");
         let _ = writeln!(out, "signet_log_lines_dropped_total {}", crate::logging::dropped());
+        out.push_str("# HELP signet_signatures_total Signatures made with signet's keys (logs, CA, TSA).\n");
+        out.push_str("# TYPE signet_signatures_total counter\n");
+        let _ = writeln!(out, "signet_signatures_total {}", signet_core::keys::signatures_made());
         out.push_str("# HELP signet_panics_total Panics caught: in request handling, or in a log's sequencer (whose batch then failed).\n");
         out.push_str("# TYPE signet_panics_total counter\n");
         let _ = writeln!(out, "signet_panics_total{{where=\"request\"}} {}", self.panics.load(Ordering::Relaxed));

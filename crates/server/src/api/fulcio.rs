@@ -22,7 +22,7 @@ impl From<IssueError> for ApiError {
             IssueError::Proof(_) => (StatusCode::BAD_REQUEST, "proof_of_possession"),
             IssueError::Csr(_) => (StatusCode::BAD_REQUEST, "csr_invalid"),
             IssueError::Identity(_) => (StatusCode::BAD_REQUEST, "identity_not_certifiable"),
-            IssueError::Ct(_) | IssueError::Ca(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            IssueError::Ct(_) | IssueError::Ca(_) | IssueError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         let error = ApiError::new(status, e.to_string());
         if status.is_client_error() { error.because(reason) } else { error }

@@ -54,7 +54,11 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
             ))
         }
     };
-    let resp = state.tsa.timestamp(&request)?;
+    // The signature runs on the bounded CPU pool, off the async runtime.
+    let signer = state.clone();
+    let resp = signet_core::cpu::run(move || signer.tsa.timestamp(&request))
+        .await
+        .map_err(|p| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("timestamping failed unexpectedly (a bug): {}", p.0)))??;
     Ok(([(header::CONTENT_TYPE, "application/timestamp-reply")], resp).into_response())
 }
 
