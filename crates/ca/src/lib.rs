@@ -10,6 +10,9 @@
 //! - [`tsa`]: the RFC 3161 timestamp authority.
 //! - `micro` (feature `micro`): the criterion suite of issuance, SCTs and timestamps.
 
+// Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod authority;
 pub mod ci;
 pub mod ct;

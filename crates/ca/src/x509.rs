@@ -129,6 +129,7 @@ pub struct CaKey {
     pair: EcdsaKeyPair,
     curve: CaCurve,
     spki_der: Vec<u8>,
+    spki: SubjectPublicKeyInfoOwned,
     rng: SystemRandom,
 }
 
@@ -140,7 +141,8 @@ impl CaKey {
             match EcdsaKeyPair::from_pkcs8(curve.signing(), der) {
                 Ok(pair) => {
                     let spki_der = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| X509Error::Sign)?.as_ref().to_vec();
-                    return Ok(CaKey { pair, curve, spki_der, rng: SystemRandom::new() });
+                    let spki = SubjectPublicKeyInfoOwned::from_der(&spki_der)?;
+                    return Ok(CaKey { pair, curve, spki_der, spki, rng: SystemRandom::new() });
                 }
                 Err(e) => last = Some(e.to_string()),
             }
@@ -162,7 +164,7 @@ impl CaKey {
     }
 
     pub fn spki(&self) -> SubjectPublicKeyInfoOwned {
-        SubjectPublicKeyInfoOwned::from_der(&self.spki_der).expect("AWS-LC writes valid SPKI")
+        self.spki.clone()
     }
 
     fn sign(&self, data: &[u8]) -> Result<Vec<u8>, X509Error> {
@@ -200,16 +202,16 @@ pub fn raw_extension(oid: ObjectIdentifier, critical: bool, raw: Vec<u8>) -> Res
 
 /// A random positive 20-byte serial (RFC 5280 §4.1.2.2 caps serials at 20 octets).
 pub fn random_serial() -> Result<SerialNumber, X509Error> {
-    let mut bytes: [u8; 20] = rand_bytes();
+    let mut bytes: [u8; 20] = rand_bytes()?;
     bytes[0] &= 0x7f;
     bytes[0] |= 0x01; // never a leading zero byte, so the encoding stays 20 octets
     Ok(SerialNumber::new(&bytes)?)
 }
 
-fn rand_bytes<const N: usize>() -> [u8; N] {
+fn rand_bytes<const N: usize>() -> Result<[u8; N], X509Error> {
     let mut b = [0u8; N];
-    aws_lc_rs::rand::fill(&mut b).expect("system RNG");
-    b
+    aws_lc_rs::rand::fill(&mut b).map_err(|_| X509Error::Sign)?;
+    Ok(b)
 }
 
 pub struct TbsSpec {
