@@ -613,3 +613,27 @@ fn unauthenticated_ct_reads_cost_no_signatures() {
     let after = signatures(&server.url);
     assert!(after - before <= 1, "get-entries over 20 entries and 5 get-sth made {} signatures", after - before);
 }
+
+/// Item 10: `X-Forwarded-For` counts only from a trusted proxy; from anyone else, a spoofed
+/// header changes nothing.
+#[test]
+fn forwarded_addresses_count_only_from_trusted_proxies() {
+    let statuses = |trusted: &str| -> Vec<u16> {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!("[guard]\ntrusted_proxies = [{trusted}]\n[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 2\n");
+        let server = start_with(dir.path(), &config, 4096);
+        let a = agent();
+        ["198.51.100.1", "198.51.100.1", "198.51.100.1", "198.51.100.2", "198.51.100.3"]
+            .iter()
+            .map(|client| {
+                let r = a.get(format!("{}/api/v1/log", server.url)).header("x-forwarded-for", format!("6.6.6.6, {client}")).call().unwrap();
+                r.status().as_u16()
+            })
+            .collect()
+    };
+    // Behind a trusted proxy (this test is the proxy, on 127.0.0.1): each forwarded client
+    // has its own burst of 2.
+    assert_eq!(statuses("\"127.0.0.0/8\""), [200, 200, 429, 200, 200]);
+    // No trusted proxy: every request is the peer's, whatever the header claims.
+    assert_eq!(statuses(""), [200, 200, 429, 429, 429]);
+}

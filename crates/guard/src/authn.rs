@@ -19,7 +19,7 @@ use futures_util::future::{Either, Ready};
 use http::{Request, StatusCode};
 use tower::{Layer, Service};
 
-use crate::client::{bearer, peer_ip, ClientKey};
+use crate::client::{bearer, ClientKey};
 use crate::config::Require;
 use crate::guard::{AuthError, Guard};
 use crate::ratelimit::is_write;
@@ -89,7 +89,7 @@ where
 
 impl<S> Authn<S> {
     fn admit(&self, request: &mut Request<Body>) -> Result<(), Response> {
-        let ip = ClientKey::Ip(peer_ip(request));
+        let ip = self.guard.keying.key_of(request);
         if self.scope == Scope::Public {
             if let Some(until) = self.guard.banned_until(&ip) {
                 return Err(banned(&ip, until));

@@ -50,14 +50,23 @@ impl Bans {
 }
 
 /// Refusals per client within the current window.
+/// At most `max_clients` are counted: past that, old windows are dropped, and if the table is
+/// still full a new client's refusal is not counted (it is still refused; only its progress
+/// towards a ban is lost, which bans exist to save work, not to enforce limits).
 pub struct Strikes {
     cfg: BanConfig,
     counts: DashMap<ClientKey, (u64, u32)>,
+    max_clients: usize,
 }
 
 impl Strikes {
-    pub fn new(cfg: BanConfig) -> Strikes {
-        Strikes { cfg, counts: DashMap::new() }
+    pub fn new(cfg: BanConfig, max_clients: usize) -> Strikes {
+        Strikes { cfg, counts: DashMap::new(), max_clients }
+    }
+
+    /// Clients with refusals counted now.
+    pub fn tracked(&self) -> usize {
+        self.counts.len()
     }
 
     /// Counts one refusal of `client` at `now`; returns the ban to impose when this one
@@ -66,6 +75,12 @@ impl Strikes {
     pub fn strike(&self, client: ClientKey, now: u64, why: &str) -> Option<BanRecord> {
         if !self.cfg.enabled {
             return None;
+        }
+        if self.counts.len() >= self.max_clients && !self.counts.contains_key(&client) {
+            self.forget_old(now);
+            if self.counts.len() >= self.max_clients {
+                return None;
+            }
         }
         let mut entry = self.counts.entry(client).or_insert((now, 0));
         let (start, count) = &mut *entry;
@@ -96,7 +111,7 @@ mod tests {
 
     #[test]
     fn bans_after_threshold_within_window_only() {
-        let s = Strikes::new(BanConfig { enabled: true, max_refusals: 3, window_secs: 10, duration_secs: 60 });
+        let s = Strikes::new(BanConfig { enabled: true, max_refusals: 3, window_secs: 10, duration_secs: 60 }, 1000);
         let k: ClientKey = "10.0.0.9".parse().unwrap();
         for _ in 0..3 {
             assert!(s.strike(k, 100, "rate limited").is_none());

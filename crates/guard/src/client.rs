@@ -1,7 +1,18 @@
-//! Who a request comes from: its token when it presented a valid one, else its IP.
+//! Who a request comes from: its token when it presented a valid one, else its network.
 //!
 //! Keying authenticated clients by token means many users behind one NAT or proxy do not
 //! share one bucket, and a token cannot escape its limit by changing address.
+//!
+//! An address is keyed by its prefix: an IPv4 /32 and an IPv6 /64 by default
+//! (`[guard] ipv4_prefix`, `ipv6_prefix`). One IPv6 host is routinely given a whole /64, so
+//! keying by the full address would give it 2^64 keys: limits escaped, maps grown without
+//! bound.
+//!
+//! Behind a reverse proxy, the TCP peer is the proxy. `[guard] trusted_proxies` names the
+//! proxies whose `Forwarded` / `X-Forwarded-For` headers are believed: the client is then the
+//! right-most hop that is not itself a trusted proxy (each proxy appends the address it
+//! saw, so everything left of the last trusted one was written by the client and is
+//! worth nothing). From any other peer the headers are ignored.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -13,30 +24,49 @@ use crate::token::TokenId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClientKey {
+    /// One address (the prefix is the whole address).
     Ip(IpAddr),
+    /// A network: the address with its host bits cleared, and the prefix length.
+    Net(IpAddr, u8),
     Token(TokenId),
+    /// Every client not tracked while the tables are full ([`crate::ratelimit`]).
+    Overflow,
 }
 
 impl fmt::Display for ClientKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientKey::Ip(ip) => write!(f, "ip:{ip}"),
+            ClientKey::Net(ip, len) => write!(f, "ip:{ip}/{len}"),
             ClientKey::Token(id) => write!(f, "token:{id}"),
+            ClientKey::Overflow => write!(f, "overflow"),
         }
     }
 }
 
 impl std::str::FromStr for ClientKey {
     type Err = String;
-    /// `ip:ADDR`, `token:ID`, or a bare IP address.
+    /// `ip:ADDR` (one address), `ip:ADDR/LEN`, `token:ID`, `overflow`, or a bare IP
+    /// address, which names its key under the default prefixes (/32, /64): what an
+    /// operator types. With other prefixes, use the form `signet admin ban list` prints.
     fn from_str(s: &str) -> Result<ClientKey, String> {
         if let Some(id) = s.strip_prefix("token:") {
             return id.parse().map(ClientKey::Token);
         }
-        let ip = s.strip_prefix("ip:").unwrap_or(s);
-        ip.parse()
-            .map(ClientKey::Ip)
-            .map_err(|_| format!("{s:?} is not a client; expected an IP address, ip:ADDR or token:ID"))
+        if s == "overflow" {
+            return Ok(ClientKey::Overflow);
+        }
+        let bad = || format!("{s:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN or token:ID");
+        let (ip, exact) = match s.strip_prefix("ip:") {
+            Some(ip) => (ip, true),
+            None => (s, false),
+        };
+        if ip.contains('/') {
+            let cidr = Cidr::parse(ip).map_err(|_| bad())?;
+            return Ok(Keying::key_with(cidr.addr, cidr.len, cidr.len));
+        }
+        let addr: IpAddr = ip.parse().map_err(|_| bad())?;
+        Ok(if exact { ClientKey::Ip(addr) } else { Keying::key_with(addr, 32, 64) })
     }
 }
 
@@ -49,6 +79,153 @@ pub fn bearer<B>(request: &Request<B>) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
+}
+
+/// An address range: `10.0.0.0/8`, `2001:db8::/32`, or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    len: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (addr, len) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr.trim().parse().map_err(|_| format!("{s:?} is not an address or CIDR range (e.g. 10.0.0.0/8, fd00::/8)"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(l) => l.trim().parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| format!("{s:?}: the prefix length must be 0..={max}"))?,
+        };
+        Ok(Cidr { addr: mask(addr, len), len })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.len) == self.addr
+    }
+}
+
+/// `ip` with every bit past the first `len` cleared.
+fn mask(ip: IpAddr, len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => {
+            let bits = u32::from(v4);
+            let keep = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            IpAddr::V4((bits & keep).into())
+        }
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            let keep = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            IpAddr::V6((bits & keep).into())
+        }
+    }
+}
+
+/// Most hops of a forwarding header looked at: the walk is bounded whatever a client sends.
+const MAX_HOPS: usize = 32;
+
+/// How requests are turned into client keys: the prefixes, and the trusted proxies.
+#[derive(Debug, Clone)]
+pub struct Keying {
+    pub ipv4_prefix: u8,
+    pub ipv6_prefix: u8,
+    pub trusted_proxies: Vec<Cidr>,
+}
+
+impl Default for Keying {
+    fn default() -> Self {
+        Keying { ipv4_prefix: 32, ipv6_prefix: 64, trusted_proxies: Vec::new() }
+    }
+}
+
+impl Keying {
+    /// The key of address `ip`.
+    pub fn key(&self, ip: IpAddr) -> ClientKey {
+        Self::key_with(ip, self.ipv4_prefix, self.ipv6_prefix)
+    }
+
+    fn key_with(ip: IpAddr, v4: u8, v6: u8) -> ClientKey {
+        // An IPv4-mapped IPv6 peer (::ffff:a.b.c.d) is that IPv4 client.
+        let ip = match ip {
+            IpAddr::V6(v6addr) => v6addr.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4addr => v4addr,
+        };
+        let (len, full) = if ip.is_ipv4() { (v4.min(32), 32) } else { (v6.min(128), 128) };
+        if len == full {
+            ClientKey::Ip(ip)
+        } else {
+            ClientKey::Net(mask(ip, len), len)
+        }
+    }
+
+    /// The key of the client that sent `request` (its address, not its token).
+    pub fn key_of<B>(&self, request: &Request<B>) -> ClientKey {
+        self.key(self.client_ip(request))
+    }
+
+    /// The client's address: the TCP peer, or, when the peer is a trusted proxy, the
+    /// right-most forwarded hop that is not itself a trusted proxy. A hop that does not
+    /// parse ends the walk: the client is then the last trusted proxy before it, never an
+    /// address the sender chose.
+    pub fn client_ip<B>(&self, request: &Request<B>) -> IpAddr {
+        let peer = peer_ip(request);
+        if !self.trusted(peer) {
+            return peer;
+        }
+        let headers = request.headers();
+        let forwarded: Vec<&str> = headers.get_all(http::header::FORWARDED).iter().filter_map(|v| v.to_str().ok()).collect();
+        let hops: Vec<Option<IpAddr>> = if !forwarded.is_empty() {
+            forwarded.iter().flat_map(|v| v.split(',')).map(forwarded_for).collect()
+        } else {
+            headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(|h| parse_hop(h.trim()))
+                .collect()
+        };
+        let mut client = peer;
+        for hop in hops.iter().rev().take(MAX_HOPS) {
+            if !self.trusted(client) {
+                break;
+            }
+            match hop {
+                Some(ip) => client = *ip,
+                None => break,
+            }
+        }
+        client
+    }
+
+    fn trusted(&self, ip: IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|c| c.contains(ip))
+    }
+}
+
+/// The address of one `Forwarded` element's `for=` parameter (RFC 7239 §5.2).
+fn forwarded_for(element: &str) -> Option<IpAddr> {
+    let value = element.split(';').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        k.trim().eq_ignore_ascii_case("for").then(|| v.trim())
+    })?;
+    parse_hop(value.trim_matches('"'))
+}
+
+/// `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:443`.
+fn parse_hop(hop: &str) -> Option<IpAddr> {
+    if let Ok(ip) = hop.parse() {
+        return Some(ip);
+    }
+    if let Some(rest) = hop.strip_prefix('[') {
+        return rest.split_once(']')?.0.parse().ok();
+    }
+    let (addr, port) = hop.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    addr.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
 /// The peer's IP, from axum's `ConnectInfo`. Without it (a router served without connect
@@ -71,5 +248,57 @@ mod tests {
         }
         assert_eq!("10.0.0.1".parse::<ClientKey>().unwrap(), ClientKey::Ip("10.0.0.1".parse().unwrap()));
         assert!("nobody".parse::<ClientKey>().is_err());
+        let net = Keying::default().key("2001:db8:1:2:3:4:5:6".parse().unwrap());
+        assert_eq!(net.to_string(), "ip:2001:db8:1:2::/64");
+        assert_eq!(net.to_string().parse::<ClientKey>().unwrap(), net);
+        assert_eq!("2001:db8:1:2::99".parse::<ClientKey>().unwrap(), net, "a bare IPv6 address names its /64");
+        assert_eq!(ClientKey::Overflow.to_string().parse::<ClientKey>().unwrap(), ClientKey::Overflow);
+        assert!("ip:10.0.0.0/33".parse::<ClientKey>().is_err());
+    }
+
+    #[test]
+    fn one_slash_64_is_one_client() {
+        let k = Keying::default();
+        let base: u128 = u128::from("2001:db8:aa:bb::".parse::<std::net::Ipv6Addr>().unwrap());
+        let first = k.key(IpAddr::V6((base + 1).into()));
+        for host in [2u128, 1 << 20, u64::MAX as u128] {
+            assert_eq!(k.key(IpAddr::V6((base + host).into())), first);
+        }
+        assert_ne!(k.key(IpAddr::V6((base + (1u128 << 64)).into())), first, "the next /64 is another client");
+        let v4 = Keying { ipv4_prefix: 24, ..Keying::default() };
+        assert_eq!(v4.key("10.1.2.3".parse().unwrap()), v4.key("10.1.2.200".parse().unwrap()));
+        assert_eq!(k.key("::ffff:10.1.2.3".parse().unwrap()), ClientKey::Ip("10.1.2.3".parse().unwrap()), "IPv4-mapped");
+    }
+
+    fn request(peer: &str, headers: &[(&'static str, &str)]) -> Request<()> {
+        let mut r = Request::new(());
+        r.extensions_mut().insert(ConnectInfo::<SocketAddr>(format!("{peer}:5000").parse().unwrap()));
+        for (k, v) in headers {
+            r.headers_mut().append(*k, v.parse().unwrap());
+        }
+        r
+    }
+
+    #[test]
+    fn forwarded_headers_count_only_from_trusted_proxies() {
+        let k = Keying { trusted_proxies: vec![Cidr::parse("10.0.0.0/8").unwrap(), Cidr::parse("fd00::/8").unwrap()], ..Keying::default() };
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // From an untrusted peer, a spoofed header changes nothing.
+        assert_eq!(k.client_ip(&request("203.0.113.9", &[("x-forwarded-for", "1.2.3.4")])), ip("203.0.113.9"));
+        assert_eq!(k.client_ip(&request("203.0.113.9", &[("forwarded", "for=1.2.3.4")])), ip("203.0.113.9"));
+        // From a trusted proxy: the right-most hop that is not a trusted proxy.
+        let via = |h: &'static str, v: &str| k.client_ip(&request("10.0.0.1", &[(h, v)]));
+        assert_eq!(via("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.0.0.2"), ip("198.51.100.7"), "the client's own claim (6.6.6.6) is ignored");
+        assert_eq!(via("forwarded", "for=6.6.6.6, for=\"[2001:db8::7]:4711\";proto=https"), ip("2001:db8::7"));
+        assert_eq!(via("forwarded", "for=198.51.100.7:80;by=10.0.0.1"), ip("198.51.100.7"));
+        // Headers across several lines are one list, in order.
+        let two = k.client_ip(&request("10.0.0.1", &[("x-forwarded-for", "6.6.6.6"), ("x-forwarded-for", "198.51.100.8")]));
+        assert_eq!(two, ip("198.51.100.8"));
+        // Garbage ends the walk at the last trusted proxy; nothing panics.
+        assert_eq!(via("x-forwarded-for", "1.2.3.4, garbage"), ip("10.0.0.1"));
+        assert_eq!(via("forwarded", "for=unknown"), ip("10.0.0.1"));
+        assert_eq!(via("forwarded", ";;;=,=;for"), ip("10.0.0.1"));
+        assert_eq!(via("x-forwarded-for", ""), ip("10.0.0.1"));
+        assert_eq!(k.client_ip(&request("10.0.0.1", &[])), ip("10.0.0.1"));
     }
 }

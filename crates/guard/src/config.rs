@@ -4,13 +4,37 @@
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GuardConfig {
     pub rate_limit: RateLimitConfig,
     pub ban: BanConfig,
     pub auth: AuthConfig,
     pub audit: AuditConfig,
+    /// Clients are keyed by network: IPv4 addresses by this prefix (default 32)...
+    pub ipv4_prefix: u8,
+    /// ...and IPv6 addresses by this one (default 64: one host often holds a whole /64).
+    pub ipv6_prefix: u8,
+    /// Proxies whose `Forwarded` / `X-Forwarded-For` are believed (CIDR ranges); none by default.
+    pub trusted_proxies: Vec<String>,
+    /// Most clients tracked at once by the rate limiter and by the ban strikes; past it,
+    /// untracked clients share one bucket until idle ones are swept (docs/guard.md).
+    pub max_clients: usize,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            rate_limit: RateLimitConfig::default(),
+            ban: BanConfig::default(),
+            auth: AuthConfig::default(),
+            audit: AuditConfig::default(),
+            ipv4_prefix: 32,
+            ipv6_prefix: 64,
+            trusted_proxies: Vec::new(),
+            max_clients: 100_000,
+        }
+    }
 }
 
 /// The audit log (`audit.sqlite`), independent of the other settings. Off by default until
@@ -86,7 +110,27 @@ impl GuardConfig {
         self.rate_limit.enabled || self.ban.enabled || self.auth.require != Require::None
     }
 
+    /// How requests become client keys, from `ipv4_prefix`, `ipv6_prefix` and `trusted_proxies`.
+    pub fn keying(&self) -> Result<crate::client::Keying, String> {
+        let trusted_proxies = self
+            .trusted_proxies
+            .iter()
+            .map(|c| crate::client::Cidr::parse(c).map_err(|e| format!("guard.trusted_proxies: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(crate::client::Keying { ipv4_prefix: self.ipv4_prefix, ipv6_prefix: self.ipv6_prefix, trusted_proxies })
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        if !(8..=32).contains(&self.ipv4_prefix) || !(16..=128).contains(&self.ipv6_prefix) {
+            return Err(format!(
+                "guard.ipv4_prefix must be 8..=32 and guard.ipv6_prefix 16..=128, got {} and {}",
+                self.ipv4_prefix, self.ipv6_prefix
+            ));
+        }
+        if !(100..=100_000_000).contains(&self.max_clients) {
+            return Err(format!("guard.max_clients must be 100..=100000000, got {}", self.max_clients));
+        }
+        self.keying()?;
         let r = &self.rate_limit;
         if r.enabled {
             let all = [r.per_second, r.burst, r.write_per_second.unwrap_or(1), r.write_burst.unwrap_or(1)];
@@ -121,5 +165,11 @@ mod tests {
         c.rate_limit.enabled = true;
         c.rate_limit.burst = 0;
         assert!(c.validate().unwrap_err().contains("burst"));
+        let c: GuardConfig = serde_json::from_str(r#"{"trusted_proxies": ["10.0.0.0/8", "::1"], "ipv6_prefix": 48}"#).unwrap();
+        assert!(c.validate().is_ok());
+        for bad in [r#"{"trusted_proxies": ["10.0.0.0/40"]}"#, r#"{"trusted_proxies": ["proxy"]}"#, r#"{"ipv6_prefix": 200}"#, r#"{"ipv4_prefix": 0}"#] {
+            let c: GuardConfig = serde_json::from_str(bad).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }

@@ -30,12 +30,18 @@ pub const POLL: Duration = Duration::from_millis(200);
 
 pub struct Guard {
     pub config: GuardConfig,
+    /// How a request's client is keyed (prefixes, trusted proxies).
+    pub keying: crate::client::Keying,
     tokens: RwLock<HashMap<TokenId, TokenRecord>>,
     pub(crate) bans: Bans,
     strikes: Strikes,
     pub(crate) limiters: Option<Limiters>,
-    to_store: mpsc::Sender<BanRecord>,
+    to_store: mpsc::SyncSender<BanRecord>,
+    sweeps: std::sync::atomic::AtomicU64,
 }
+
+/// Bans waiting to be written to the store.
+const BAN_QUEUE: usize = 4096;
 
 /// Why a presented API token was not accepted. The messages are safe to return: none
 /// reveals anything to a caller who does not already hold the token.
@@ -53,14 +59,19 @@ impl Guard {
     /// Opens the store under `data_dir`, loads the snapshot and starts the store thread.
     pub fn open(data_dir: &Path, config: GuardConfig) -> Result<Arc<Guard>, StoreError> {
         let store = Store::open(data_dir)?;
-        let (to_store, pending) = mpsc::channel();
+        // Bounded: a flood of bans waits in memory (they are in force there already), not
+        // in an ever-growing queue to the store.
+        let (to_store, pending) = mpsc::sync_channel(BAN_QUEUE);
+        let keying = config.keying().map_err(StoreError::Config)?;
         let guard = Arc::new(Guard {
-            limiters: config.rate_limit.enabled.then(|| Limiters::new(&config.rate_limit)),
-            strikes: Strikes::new(config.ban.clone()),
+            keying,
+            limiters: config.rate_limit.enabled.then(|| Limiters::new(&config.rate_limit, config.max_clients)),
+            strikes: Strikes::new(config.ban.clone(), config.max_clients),
             config,
             tokens: RwLock::new(HashMap::new()),
             bans: Bans::default(),
             to_store,
+            sweeps: Default::default(),
         });
         guard.reload(&store)?;
         let weak = Arc::downgrade(&guard);
@@ -105,7 +116,8 @@ impl Guard {
         if let Some(ban) = self.strikes.strike(client, store::now(), why) {
             tracing::warn!(client = %ban.client, until = ban.until, reason = %ban.reason, "client banned");
             self.bans.insert(ban.client, ban.until);
-            let _ = self.to_store.send(ban);
+            // A full queue drops the store's copy only: the ban is in force in memory.
+            let _ = self.to_store.try_send(ban);
         }
     }
 
@@ -124,8 +136,12 @@ impl Guard {
 fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRecord>) {
     let mut version = store.data_version().ok();
     let mut last_sweep = Instant::now();
+    let mut next_poll = Instant::now() + POLL;
     loop {
-        match pending.recv_timeout(POLL) {
+        // Bans are written as they come, but never at the expense of the schedule: however
+        // fast they arrive, the poll below runs every POLL and the sweep every 10 s. (A
+        // `continue` per ban used to starve both for as long as bans kept coming.)
+        match pending.recv_timeout(next_poll.saturating_duration_since(Instant::now())) {
             Ok(ban) => {
                 if let Err(e) = store.insert_ban(&ban) {
                     tracing::error!("recording a ban: {e}");
@@ -134,11 +150,14 @@ fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRec
                 if let Some(g) = guard.upgrade() {
                     g.bans.insert(ban.client, ban.until);
                 }
-                continue;
+                if Instant::now() < next_poll {
+                    continue;
+                }
             }
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {}
         }
+        next_poll = Instant::now() + POLL;
         let Some(guard) = guard.upgrade() else { return };
         let now_version = store.data_version().ok();
         if now_version != version {
@@ -155,14 +174,30 @@ fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRec
             }
         }
         // Forget idle clients now and then, so that memory follows the active clients only.
-        if last_sweep.elapsed() >= Duration::from_secs(10) {
+        if last_sweep.elapsed() >= SWEEP {
             last_sweep = Instant::now();
-            let now = store::now();
-            guard.bans.forget_expired(now);
-            guard.strikes.forget_old(now);
-            if let Some(l) = &guard.limiters {
-                l.forget_idle();
-            }
+            guard.sweep();
         }
+    }
+}
+
+/// How often idle clients are forgotten.
+pub const SWEEP: Duration = Duration::from_secs(10);
+
+impl Guard {
+    /// Forgets expired bans, old strikes and idle rate-limit buckets.
+    pub fn sweep(&self) {
+        let now = store::now();
+        self.bans.forget_expired(now);
+        self.strikes.forget_old(now);
+        if let Some(l) = &self.limiters {
+            l.forget_idle();
+        }
+        self.sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sweeps done since start (for tests and metrics).
+    pub fn sweeps(&self) -> u64 {
+        self.sweeps.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

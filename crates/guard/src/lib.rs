@@ -23,6 +23,9 @@
 //! - [`refuse`]: the JSON refusals (`{"code","message"}`) the layers answer with.
 //! - `micro` (feature `micro`): the criterion suite, `signet bench micro guard`.
 
+// Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod audit;
 pub mod authn;
 pub mod ban;

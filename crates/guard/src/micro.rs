@@ -39,7 +39,7 @@ fn token_check(c: &mut Criterion, bench: &Bench) {
 }
 
 fn limiters(per_second: u32, burst: u32) -> Limiters {
-    Limiters::new(&RateLimitConfig { enabled: true, per_second, burst, write_per_second: None, write_burst: None })
+    Limiters::new(&RateLimitConfig { enabled: true, per_second, burst, write_per_second: None, write_burst: None }, 100_000)
 }
 
 const CLIENT: ClientKey = ClientKey::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST));

@@ -7,6 +7,7 @@
 
 use std::convert::Infallible;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -20,39 +21,69 @@ use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
 use crate::authn::Identity;
-use crate::client::{peer_ip, ClientKey};
+use crate::client::ClientKey;
 use crate::config::RateLimitConfig;
 use crate::guard::Guard;
 use crate::refuse::refuse;
 
+/// The read and write buckets of every tracked client.
+///
+/// Memory is bounded by `max_clients` per table. When a table is full, idle clients (whose
+/// buckets are full again, so forgetting them changes nothing) are swept at once, at most
+/// once a second; if it is still full, clients share the [`ClientKey::Overflow`] bucket
+/// until room frees up. That is safe in both directions: forgetting a bucket only ever
+/// hands a client a fresh burst it would have had anyway after idling, and the overflow
+/// bucket can only limit more, never less. Bans are kept apart and never evicted this way.
 pub struct Limiters {
     reads: DefaultKeyedRateLimiter<ClientKey>,
     writes: DefaultKeyedRateLimiter<ClientKey>,
     clock: DefaultClock,
     /// (per second, burst) of reads and writes, for the refusal message.
     shape: [(u32, u32); 2],
+    max_clients: usize,
+    /// When a full table was last swept, in whole seconds since start.
+    last_full_sweep: AtomicU64,
+    started: std::time::Instant,
 }
 
 fn quota(per_second: u32, burst: u32) -> Quota {
-    let nz = |n: u32| NonZeroU32::new(n.max(1)).expect("at least 1");
+    let nz = |n: u32| NonZeroU32::new(n.max(1)).unwrap_or(NonZeroU32::MIN);
     Quota::per_second(nz(per_second)).allow_burst(nz(burst))
 }
 
 impl Limiters {
-    pub fn new(c: &RateLimitConfig) -> Limiters {
+    pub fn new(c: &RateLimitConfig, max_clients: usize) -> Limiters {
         let writes = (c.write_per_second.unwrap_or(c.per_second), c.write_burst.unwrap_or(c.burst));
         Limiters {
             reads: DefaultKeyedRateLimiter::keyed(quota(c.per_second, c.burst)),
             writes: DefaultKeyedRateLimiter::keyed(quota(writes.0, writes.1)),
             clock: DefaultClock::default(),
             shape: [(c.per_second, c.burst), writes],
+            max_clients,
+            last_full_sweep: AtomicU64::new(u64::MAX),
+            started: std::time::Instant::now(),
         }
     }
 
     /// `Err(wait)`: refused; the bucket has room again after `wait`.
     pub fn check(&self, client: &ClientKey, write: bool) -> Result<(), Duration> {
         let limiter = if write { &self.writes } else { &self.reads };
-        limiter.check_key(client).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+        let key = if limiter.len() < self.max_clients {
+            client
+        } else {
+            let now = self.started.elapsed().as_secs();
+            let last = self.last_full_sweep.load(Ordering::Relaxed);
+            if last != now && self.last_full_sweep.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                self.forget_idle();
+            }
+            if limiter.len() < self.max_clients { client } else { &ClientKey::Overflow }
+        };
+        limiter.check_key(key).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+
+    /// Clients tracked (reads, writes).
+    pub fn tracked(&self) -> (usize, usize) {
+        (self.reads.len(), self.writes.len())
     }
 
     /// Drops the buckets of clients that have been idle long enough to be full again.
@@ -115,7 +146,7 @@ impl<S> RateLimit<S> {
     fn admit(&self, request: &Request<Body>) -> Result<(), Response> {
         let client = match request.extensions().get::<Identity>() {
             Some(who) => ClientKey::Token(who.id),
-            None => ClientKey::Ip(peer_ip(request)),
+            None => self.guard.keying.key_of(request),
         };
         if let Some(until) = self.guard.banned_until(&client) {
             return Err(crate::authn::banned(&client, until));

@@ -27,6 +27,8 @@ pub enum StoreError {
     NameTaken(String),
     #[error("no token named or with id {0:?}")]
     NoSuchToken(String),
+    #[error("{0}")]
+    Config(String),
 }
 
 /// A stored token: everything but the secret, which is never stored.

@@ -18,7 +18,7 @@ use http::{Method, Request, Uri};
 use tower::{Layer, Service};
 
 use super::chain::{now_ms, AuditLog, Entry};
-use crate::client::{bearer, peer_ip, ClientKey};
+use crate::client::{bearer, ClientKey};
 use crate::guard::Guard;
 
 /// The log, and the guard to recognise API tokens.
@@ -109,6 +109,6 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
 fn client_of<B>(guard: &Guard, request: &Request<B>) -> ClientKey {
     match bearer(request).and_then(|t| guard.authenticate(t)) {
         Some(Ok(identity)) => ClientKey::Token(identity.id),
-        _ => ClientKey::Ip(peer_ip(request)),
+        _ => guard.keying.key_of(request),
     }
 }
