@@ -147,8 +147,9 @@ struct Prepared {
     now: SystemTime,
 }
 
-/// Parses a PEM CSR, checks its self-signature, and returns its SPKI DER.
-fn verify_csr(csr_pem: &str) -> Result<Vec<u8>, IssueError> {
+/// Parses a PEM CSR, checks its self-signature, and returns its SPKI DER (public for the
+/// fuzz target).
+pub fn verify_csr(csr_pem: &str) -> Result<Vec<u8>, IssueError> {
     let block = pem::decode_first(csr_pem.as_bytes()).map_err(|e| IssueError::Csr(e.to_string()))?;
     if block.label != "CERTIFICATE REQUEST" && block.label != "NEW CERTIFICATE REQUEST" {
         return Err(IssueError::Csr(format!("PEM block {:?}; expected CERTIFICATE REQUEST", block.label)));

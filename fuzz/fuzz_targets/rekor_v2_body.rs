@@ -1,0 +1,10 @@
+//! `POST /api/v2/log/entries` bodies (hashedRekordRequestV002).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    if let Ok(entry) = signet_log::rekor::v2::parse(&value) {
+        assert!(serde_json::from_slice::<serde_json::Value>(&entry.body).is_ok());
+    }
+});
