@@ -119,17 +119,41 @@ pub fn verify(note: &str, name: &str, spki_der: &[u8]) -> Result<Checkpoint, Not
     SignedNote::parse(note)?.verify(name, &key).cloned()
 }
 
+/// The checkpoint lines of a note body (c2sp.org/tlog-checkpoint). Only the canonical
+/// spelling is accepted: the size in decimal without a sign or leading zeros, the root in
+/// padded standard base64. The signature covers the text, so a lenient reader would accept
+/// several texts for one checkpoint (found by the `checkpoint_note` fuzz target).
 fn parse_body(body: &str) -> Result<Checkpoint, NoteError> {
     let mut lines = body.lines();
     let origin = lines.next().filter(|o| !o.is_empty()).ok_or(NoteError::Malformed("missing origin"))?;
     let size = lines
         .next()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or(NoteError::Malformed("tree size is not a decimal integer"))?;
+        .and_then(|s| s.parse::<u64>().ok().filter(|n| n.to_string() == s))
+        .ok_or(NoteError::Malformed("tree size is not a decimal integer without sign or leading zeros"))?;
     let root = lines
         .next()
-        .and_then(|r| b64::decode(r).ok())
+        .and_then(|r| b64::decode(r).ok().filter(|d| b64::encode(d) == r))
         .and_then(|r| <Hash>::try_from(r.as_slice()).ok())
-        .ok_or(NoteError::Malformed("root hash is not 32 bytes of base64"))?;
+        .ok_or(NoteError::Malformed("root hash is not 32 bytes of padded standard base64"))?;
     Ok(Checkpoint { origin: origin.to_string(), size, root_hash: root })
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_canonical_checkpoint_lines_parse() {
+        // The fuzzer's input: a root hash in unpadded base64 (43 characters).
+        // (fuzz/regressions/checkpoint_note/unpadded-root.txt)
+        let text = "127.0.0.1 - 5778827680023528268\n1\nk60aZHy9Jm3jZHy9JmMACkIMVa5jry7680023528268\n1\nAo6QLIJIJxF8LuM1FZbKgok=\n\n\u{2014} 127.0.0.1l 7yx10K0nZHy9Jm3jMdBo=\n";
+        assert!(matches!(SignedNote::parse(text), Err(NoteError::Malformed(_))));
+        let root = b64::encode([7u8; 32]);
+        let note = |size: &str, root: &str| format!("o\n{size}\n{root}\n\n\u{2014} o AAAAAAAA\n");
+        assert!(SignedNote::parse(&note("12", &root)).is_ok());
+        for (size, r) in [("012", root.as_str()), ("+12", root.as_str()), ("12", root.trim_end_matches('='))] {
+            assert!(SignedNote::parse(&note(size, r)).is_err(), "{size} {r}");
+        }
+    }
 }

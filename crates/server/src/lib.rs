@@ -114,7 +114,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
     };
     let audit = state.audit.clone();
-    let startup = startup_line(&cfg, &state, local);
+    let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
     let _ = app_slot.set(api::router(state).layer(axum::middleware::from_fn_with_state(access, access::layer)));
     lifecycle.ready();
@@ -152,7 +152,7 @@ struct Startup {
     audit: bool,
 }
 
-fn startup_line(cfg: &Config, state: &AppState, _local: std::net::SocketAddr) -> Startup {
+fn startup_line(cfg: &Config, state: &AppState) -> Startup {
     let tls = match cfg.tls.cert {
         None => "off",
         Some(_) => match cfg.tls.backend() {
