@@ -78,7 +78,7 @@ impl SignedNote {
             return Err(NoteError::Malformed("note must end with a newline"));
         }
         let mut signatures = Vec::new();
-        for line in sigs.lines() {
+        for line in sigs.strip_suffix('\n').unwrap_or(sigs).split('\n') {
             let rest = line.strip_prefix("\u{2014} ").ok_or(NoteError::Malformed("signature line must start with an em dash"))?;
             let (name, sig_b64) = rest.rsplit_once(' ').ok_or(NoteError::Malformed("signature line has no signature"))?;
             let blob = b64::decode(sig_b64).map_err(|_| NoteError::Malformed("signature is not base64"))?;
@@ -124,7 +124,9 @@ pub fn verify(note: &str, name: &str, spki_der: &[u8]) -> Result<Checkpoint, Not
 /// padded standard base64. The signature covers the text, so a lenient reader would accept
 /// several texts for one checkpoint (found by the `checkpoint_note` fuzz target).
 fn parse_body(body: &str) -> Result<Checkpoint, NoteError> {
-    let mut lines = body.lines();
+    // Lines end in "\n" alone: `str::lines` would also take "\r\n", and so accept a second
+    // text for the same checkpoint.
+    let mut lines = body.split('\n');
     let origin = lines.next().filter(|o| !o.is_empty()).ok_or(NoteError::Malformed("missing origin"))?;
     let size = lines
         .next()
@@ -152,7 +154,8 @@ mod tests {
         let root = b64::encode([7u8; 32]);
         let note = |size: &str, root: &str| format!("o\n{size}\n{root}\n\n\u{2014} o AAAAAAAA\n");
         assert!(SignedNote::parse(&note("12", &root)).is_ok());
-        for (size, r) in [("012", root.as_str()), ("+12", root.as_str()), ("12", root.trim_end_matches('='))] {
+        let crlf = format!("{root}\r");
+        for (size, r) in [("012", root.as_str()), ("+12", root.as_str()), ("12", root.trim_end_matches('=')), ("12\r", root.as_str()), ("12", crlf.as_str())] {
             assert!(SignedNote::parse(&note(size, r)).is_err(), "{size} {r}");
         }
     }
