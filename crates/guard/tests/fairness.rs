@@ -62,7 +62,9 @@ fn a_million_clients_leave_the_tables_bounded() {
         let _ = limiters.check(&key, n % 2 == 0);
     }
     let (reads, writes) = limiters.tracked();
-    assert!(reads <= cap + 1 && writes <= cap + 1, "tracked {reads} reads, {writes} writes with a cap of {cap}");
+    // A table is counted every CHECK_EVERY decisions per thread, so it may overshoot by that.
+    let bound = cap + signet_guard::ratelimit::CHECK_EVERY as usize + 1;
+    assert!(reads <= bound && writes <= bound, "tracked {reads} reads, {writes} writes with a cap of {cap}");
 
     // A million addresses in one /64 are one client: its burst of 10 runs out.
     let limiters = Limiters::new(&config, cap);
