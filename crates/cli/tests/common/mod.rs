@@ -31,6 +31,9 @@ impl Server {
             .arg(data_dir)
             .args(["--listen", listen])
             .args(extra)
+            // Warnings and errors only, unless the caller asks for more: a test run starts
+            // dozens of servers, and their info lines would bury the results.
+            .env("SIGNET_LOG", std::env::var("SIGNET_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
