@@ -39,13 +39,18 @@ where
 
 fn panic_message(e: tokio::task::JoinError) -> String {
     match e.try_into_panic() {
-        Ok(payload) => payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".into()),
+        Ok(payload) => panic_text(&*payload),
         Err(e) => e.to_string(),
     }
+}
+
+/// The message of a caught panic, when its payload is a string (as `panic!` makes it).
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".into())
 }
 
 #[cfg(test)]

@@ -28,11 +28,7 @@ impl ResponseForPanic for Answer {
 
     fn response_for_panic(&mut self, err: Box<dyn Any + Send + 'static>) -> Response<Body> {
         self.0.panics.fetch_add(1, Ordering::Relaxed);
-        let message = err
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| err.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a non-string panic payload".into());
+        let message = signet_core::cpu::panic_text(&*err);
         tracing::error!(panic = %message, "a request handler panicked; the request got a 500 and the server goes on");
         // The JSON error shape, without the panic text: it is for the operator's log.
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error: this request hit a bug in signet; it was logged").into_response()
