@@ -33,6 +33,8 @@ enum Command {
     Audit(cmd::audit::Audit),
     /// Create a production instance's keys, certificates and config (`serve` without --dev needs them).
     Init(cmd::init::Args),
+    /// Apply the storage schema's migrations and exit (`serve` also applies them at start).
+    Migrate(cmd::migrate::Args),
     /// Run the server.
     Serve(cmd::serve::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Command::Admin(args) => cmd::admin::run(args),
         Command::Audit(args) => cmd::audit::run(args),
         Command::Init(args) => cmd::init::run(args),
+        Command::Migrate(args) => cmd::migrate::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),

@@ -25,6 +25,18 @@ struct Acked {
 
 #[test]
 fn acknowledged_entries_survive_sigkill() {
+    survive_kills(&[]);
+}
+
+/// The same on PostgreSQL: the server dies, the database does not, and the restarted server
+/// rebuilds from what the database committed.
+#[test]
+fn acknowledged_entries_survive_sigkill_on_postgres() {
+    let Some(db) = postgres_database() else { return };
+    survive_kills(&["--storage", &db]);
+}
+
+fn survive_kills(storage: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::default();
     // Every checkpoint any response carried: (size, root).
@@ -33,7 +45,7 @@ fn acknowledged_entries_survive_sigkill() {
     let mut rng = rand::rng();
 
     for round in 0..ROUNDS {
-        let mut server = Server::start(dir.path(), &[]);
+        let mut server = Server::start(dir.path(), storage);
         if spki.is_empty() {
             let pem = get(&agent(), &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
             spki = signet_core::pem::decode_first(pem.as_bytes()).unwrap().der;
@@ -69,7 +81,7 @@ fn acknowledged_entries_survive_sigkill() {
         writers.into_iter().for_each(|h| h.join().unwrap());
     }
 
-    let server = Server::start(dir.path(), &[]);
+    let server = Server::start(dir.path(), storage);
     let agent = agent();
     let head = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     let size = head["treeSize"].as_u64().unwrap();
@@ -118,5 +130,5 @@ fn acknowledged_entries_survive_sigkill() {
         merkle::verify_consistency(s, size, &hashes, &r, &root)
             .unwrap_or_else(|e| panic!("checkpoint of size {s} is not consistent with the recovered head {size}: {e}"));
     }
-    eprintln!("crash test: {} acknowledged entries over {ROUNDS} kills, recovered size {size}", acked.len());
+    eprintln!("crash test ({storage:?}): {} acknowledged entries over {ROUNDS} kills, recovered size {size}", acked.len());
 }

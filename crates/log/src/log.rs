@@ -36,6 +36,12 @@ pub struct LogConfig {
 pub enum AppendError {
     #[error("storage failed; the entry was not logged: {0}")]
     Storage(String),
+    /// The disk is full: reads go on, and writes resume by themselves once space returns.
+    #[error("storage is full; the entry was not logged. Reads go on; writes resume once space is freed ({0})")]
+    Full(String),
+    /// The database is unreachable for now; a retry may succeed.
+    #[error("storage is unavailable; the entry was not logged, retry later ({0})")]
+    Unavailable(String),
     #[error("signing failed; the entry was not logged: {0}")]
     Signing(String),
     #[error("the log is shutting down")]

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
 use crate::log::{AppendError, Shared};
-use crate::storage::{Batch, NewEntry, StoredCheckpoint, Tile};
+use crate::storage::{Batch, NewEntry, StorageError, StoredCheckpoint, Tile};
 use crate::tiles::TILE_WIDTH;
 
 type Reply = oneshot::Sender<Result<Sequenced, AppendError>>;
@@ -243,9 +243,17 @@ fn sign_batch(
     Ok((checkpoint, entries, replies))
 }
 
+/// A batch whose commit failed in a way that may have landed all the same (the connection
+/// broke after COMMIT was sent, and the check that followed could not reach the store).
+struct Uncertain {
+    batch: Batch,
+    checkpoint: Arc<SignedCheckpoint>,
+}
+
 /// Commits prepared batches in order and answers their waiters.
 async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
     let mut durable_size = shared.head.read().checkpoint.size;
+    let mut uncertain: Option<Uncertain> = None;
     while let Some(p) = rx.recv().await {
         let Prepared { old_size, batch, checkpoint, fresh, repeats } = p;
         let keys: Vec<(u64, Hash, Option<Vec<u8>>)> =
@@ -257,11 +265,31 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
             Ok(batch)
         } else {
             let storage = shared.storage.clone();
-            match tokio::task::spawn_blocking(move || storage.commit(&batch).map(|()| batch)).await {
-                Ok(Ok(batch)) => Ok(batch),
-                Ok(Err(e)) => {
+            let committed = tokio::task::spawn_blocking(move || {
+                let result = storage.commit(&batch);
+                (batch, result)
+            })
+            .await;
+            match committed {
+                Ok((batch, Ok(()))) => Ok(batch),
+                Ok((batch, Err(e))) => {
                     shared.tree.write().truncate(durable_size);
-                    Err(AppendError::Storage(e.to_string()))
+                    match resolve(&shared, batch, &checkpoint, e, &mut uncertain).await {
+                        Resolved::Landed(batch) => {
+                            // The tree was cut back above; the batch's leaves go on again.
+                            let mut tree = shared.tree.write();
+                            tree.truncate(durable_size);
+                            for e in &batch.entries {
+                                tree.push(e.leaf_hash);
+                            }
+                            Ok(batch)
+                        }
+                        Resolved::Adopted(size) => {
+                            durable_size = size;
+                            Err(AppendError::Unavailable("the log's state was recovered after a lost commit; retry".into()))
+                        }
+                        Resolved::Failed(e) => Err(e),
+                    }
                 }
                 Err(e) => {
                     shared.tree.write().truncate(durable_size);
@@ -301,6 +329,72 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
         for (_, leaf, _) in keys {
             inflight.remove(&leaf);
         }
+    }
+}
+
+enum Resolved {
+    /// The failed commit had landed after all: answer its waiters as usual.
+    Landed(Batch),
+    /// An earlier uncertain batch had landed; memory now matches storage at this size.
+    Adopted(u64),
+    Failed(AppendError),
+}
+
+/// Decides what a failed commit means. A commit that fails may still have landed (its answer
+/// was lost with the connection), so the stored checkpoint is read back: if it is this
+/// batch's, the batch is durable. If the store cannot be read either, the batch is kept as
+/// uncertain, and the next commit's conflict settles it: the stored checkpoint is then that
+/// batch's, which memory adopts, or another writer's.
+async fn resolve(shared: &Arc<Shared>, batch: Batch, checkpoint: &Arc<SignedCheckpoint>, err: StorageError, uncertain: &mut Option<Uncertain>) -> Resolved {
+    let storage = shared.storage.clone();
+    let log = shared.id;
+    let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(log)).await.ok().and_then(Result::ok);
+    match (&err, stored) {
+        (_, Some(Some(cp))) if cp.size == batch.checkpoint.size && cp.note == batch.checkpoint.note => {
+            tracing::warn!(log, size = cp.size, error = %err, "a commit reported failure but had landed; its entries are acknowledged");
+            *uncertain = None;
+            Resolved::Landed(batch)
+        }
+        (StorageError::Conflict { .. }, Some(Some(cp))) => match uncertain.take() {
+            Some(u) if cp.size == u.batch.checkpoint.size && cp.note == u.batch.checkpoint.note => {
+                adopt(shared, &u);
+                tracing::warn!(log, size = cp.size, "an earlier commit whose answer was lost had landed; the log now continues from it");
+                Resolved::Adopted(cp.size)
+            }
+            _ => {
+                tracing::error!(log, error = %err, "another writer moved this log: run one signet per database until the leased sequencer lands (issue 18)");
+                Resolved::Failed(AppendError::Storage(err.to_string()))
+            }
+        },
+        (_, Some(_)) => Resolved::Failed(append_error(err)),
+        (_, None) => {
+            *uncertain = Some(Uncertain { batch, checkpoint: checkpoint.clone() });
+            Resolved::Failed(append_error(err))
+        }
+    }
+}
+
+/// Puts an uncertain batch that did land into memory: the tree, the key index and the head.
+fn adopt(shared: &Shared, u: &Uncertain) {
+    let mut tree = shared.tree.write();
+    tree.truncate(u.batch.previous_size());
+    for e in &u.batch.entries {
+        tree.push(e.leaf_hash);
+    }
+    drop(tree);
+    let mut index = shared.keys.write();
+    for e in &u.batch.entries {
+        index.insert(e.index, &e.leaf_hash, e.digest.as_deref());
+    }
+    drop(index);
+    *shared.head.write() = u.checkpoint.clone();
+}
+
+fn append_error(e: StorageError) -> AppendError {
+    match e {
+        StorageError::Full(m) => AppendError::Full(m),
+        StorageError::Unavailable(m) => AppendError::Unavailable(m),
+        other => AppendError::Storage(other.to_string()),
     }
 }
 

@@ -21,10 +21,20 @@ impl Stamper for PanickyStamper {
     }
 }
 
-/// SQLite, except that a commit with entries fails while `fail` is set.
+/// SQLite, except that a commit with entries fails while `fail` is set; while `lose_answer`
+/// is set, a commit lands but reports that the connection broke; while `blind` is set, the
+/// latest checkpoint cannot be read.
 struct FlakyStorage {
     inner: SqliteStorage,
     fail: AtomicBool,
+    lose_answer: AtomicBool,
+    blind: AtomicBool,
+}
+
+impl FlakyStorage {
+    fn new(inner: SqliteStorage) -> FlakyStorage {
+        FlakyStorage { inner, fail: AtomicBool::new(false), lose_answer: AtomicBool::new(false), blind: AtomicBool::new(false) }
+    }
 }
 
 impl Storage for FlakyStorage {
@@ -32,9 +42,16 @@ impl Storage for FlakyStorage {
         if !batch.entries.is_empty() && self.fail.load(Ordering::SeqCst) {
             return Err(StorageError::Backend("disk on fire".into()));
         }
-        self.inner.commit(batch)
+        self.inner.commit(batch)?;
+        if !batch.entries.is_empty() && self.lose_answer.load(Ordering::SeqCst) {
+            return Err(StorageError::Unavailable("connection reset after COMMIT".into()));
+        }
+        Ok(())
     }
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
+        if self.blind.load(Ordering::SeqCst) {
+            return Err(StorageError::Unavailable("connection refused".into()));
+        }
         self.inner.latest_checkpoint(log)
     }
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError> {
@@ -103,7 +120,7 @@ async fn a_panic_while_preparing_costs_one_batch() {
 #[tokio::test]
 async fn an_entry_whose_commit_failed_can_be_appended_again() {
     let dir = tempfile::tempdir().unwrap();
-    let storage = Arc::new(FlakyStorage { inner: SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap(), fail: AtomicBool::new(false) });
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
     let log = Log::open(config(None), storage.clone()).await.unwrap();
     assert!(matches!(log.append(b"first".to_vec(), None).await.unwrap(), Sequenced::New { index: 0, .. }));
 
@@ -127,6 +144,48 @@ async fn an_entry_whose_commit_failed_can_be_appended_again() {
     assert_eq!(log.entry(1).unwrap().map(|e| e.body.len()), Some(1));
     // And now they are duplicates.
     assert!(matches!(log.append(b"a".to_vec(), None).await.unwrap(), Sequenced::Duplicate { .. }));
+}
+
+/// A commit that lands while its answer is lost (the database connection broke after COMMIT)
+/// is found by reading the checkpoint back: its entries are acknowledged, not failed, and the
+/// log goes on from them.
+#[tokio::test]
+async fn a_commit_whose_answer_was_lost_is_found_and_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let log = Log::open(config(None), storage.clone()).await.unwrap();
+    storage.lose_answer.store(true, Ordering::SeqCst);
+    assert!(matches!(log.append(b"landed".to_vec(), None).await.unwrap(), Sequenced::New { index: 0, .. }));
+    storage.lose_answer.store(false, Ordering::SeqCst);
+    assert!(matches!(log.append(b"next".to_vec(), None).await.unwrap(), Sequenced::New { index: 1, .. }));
+    assert_eq!(log.head().checkpoint.size, 2);
+    assert_eq!(storage.inner.latest_checkpoint(1).unwrap().unwrap().note, log.head().note);
+}
+
+/// The same, when the checkpoint cannot be read back either: the entry's request fails (it
+/// may be retried, and is then a duplicate), the next commit conflicts, and the log adopts
+/// the batch that did land rather than stalling or forking.
+#[tokio::test]
+async fn a_lost_commit_that_cannot_be_checked_is_adopted_at_the_next_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let log = Log::open(config(None), storage.clone()).await.unwrap();
+    storage.lose_answer.store(true, Ordering::SeqCst);
+    storage.blind.store(true, Ordering::SeqCst);
+    assert!(matches!(log.append(b"landed".to_vec(), None).await, Err(AppendError::Unavailable(_))));
+    assert_eq!(log.head().checkpoint.size, 0);
+    storage.lose_answer.store(false, Ordering::SeqCst);
+    storage.blind.store(false, Ordering::SeqCst);
+
+    // This batch was built on size 0 and conflicts with the landed one, which is adopted.
+    assert!(log.append(b"second".to_vec(), None).await.is_err());
+    assert_eq!(log.head().checkpoint.size, 1);
+    assert!(matches!(log.append(b"landed".to_vec(), None).await.unwrap(), Sequenced::Duplicate { index: 0 }));
+    assert!(matches!(log.append(b"second".to_vec(), None).await.unwrap(), Sequenced::New { index: 1, .. }));
+    let (head, stored) = (log.head(), storage.inner.latest_checkpoint(1).unwrap().unwrap());
+    assert_eq!((head.checkpoint.size, &head.note), (2, &stored.note));
+    let proof = log.inclusion_proof(0, 2).unwrap();
+    signet_core::merkle::verify_inclusion(&signet_log::merkle::leaf_hash(b"landed"), 0, 2, &proof, &log.root(2).unwrap()).unwrap();
 }
 
 async fn futures_join(log: &Log, bodies: &[&[u8]]) -> Vec<Result<Sequenced, AppendError>> {

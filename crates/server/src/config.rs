@@ -408,16 +408,9 @@ impl Config {
         host_of(&self.public_url())
     }
 
-    pub fn storage_path(&self) -> Result<PathBuf, ConfigError> {
-        match &self.storage {
-            None => Ok(self.data_dir.join("signet.sqlite")),
-            Some(url) => match url.strip_prefix("sqlite://") {
-                Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-                _ => Err(ConfigError::Invalid(format!(
-                    "storage {url:?} is not supported; expected sqlite://PATH (PostgreSQL support is not built yet)"
-                ))),
-            },
-        }
+    /// The store `storage` names: SQLite under the data dir unless it says otherwise.
+    pub fn storage_url(&self) -> Result<signet_log::storage::StorageUrl, ConfigError> {
+        signet_log::storage::StorageUrl::parse(self.storage.as_deref(), &self.data_dir).map_err(ConfigError::Invalid)
     }
 
     pub fn batch_delay(&self) -> Duration {
@@ -598,7 +591,9 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("public_url"));
         c.dev = true;
         c.validate().unwrap();
-        c.storage = Some("postgres://x".into());
-        assert!(c.storage_path().is_err());
+        c.storage = Some("mysql://x".into());
+        assert!(c.storage_url().is_err());
+        c.storage = Some("postgres://signet@127.0.0.1:5432/signet".into());
+        assert!(matches!(c.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_))));
     }
 }

@@ -160,7 +160,7 @@ fn startup_line(cfg: &Config, state: &AppState) -> Startup {
             _ => "rustls",
         },
     };
-    let storage = cfg.storage_path().map(|p| format!("sqlite://{}", p.display())).unwrap_or_else(|e| e.to_string());
+    let storage = cfg.storage_url().map(|u| u.display()).unwrap_or_else(|e| e.to_string());
     let g = &state.guard.config;
     let guard = if g.active() {
         format!("rate_limit={} auth={:?}", g.rate_limit.enabled, g.auth.require)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use signet_core::keys::SigningKey;
 use signet_log::rekor::genesis;
 use signet_log::rekor::v1::SetSigner;
-use signet_log::storage::{SqliteStorage, Storage};
+use signet_log::storage::Storage;
 use signet_log::{BatchPolicy, Log, LogConfig};
 
 use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
@@ -131,12 +131,10 @@ impl AppState {
         let url_file = crate::trust::public_url_file(&cfg.data_dir);
         signet_core::files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
             .map_err(|source| StartError::Io { what: format!("writing {}", url_file.display()), source })?;
-        let db = cfg.storage_path()?;
-        let storage: Arc<dyn Storage> = Arc::new(
-            tokio::task::spawn_blocking(move || SqliteStorage::open(&db))
-                .await
-                .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
-        );
+        let url = cfg.storage_url()?;
+        let storage: Arc<dyn Storage> = tokio::task::spawn_blocking(move || signet_log::storage::open(&url))
+            .await
+            .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??;
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
         // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.

@@ -10,6 +10,7 @@ pub mod bench_micro;
 pub mod bench_verify;
 pub mod dev_token;
 pub mod init;
+pub mod migrate;
 pub mod serve;
 pub mod sign_bundle;
 pub mod trust;

@@ -23,7 +23,7 @@ pub struct Args {
     /// URL clients use to reach this instance; its host names the logs.
     #[arg(long)]
     public_url: Option<String>,
-    /// Storage URL: sqlite://PATH (default under the data dir).
+    /// Storage URL: sqlite://PATH (default under the data dir) or postgres://USER@HOST:PORT/DATABASE.
     #[arg(long)]
     storage: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key. The files

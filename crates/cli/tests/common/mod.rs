@@ -149,6 +149,42 @@ impl Signer {
     }
 }
 
+/// A new, empty PostgreSQL database on the test server (`SIGNET_TEST_POSTGRES`, started by
+/// `scripts/test`), as a storage URL; `None` when no server is configured, unless
+/// `SIGNET_TEST_REQUIRE_POSTGRES=1` makes that a failure.
+pub fn postgres_database() -> Option<String> {
+    let server = match std::env::var("SIGNET_TEST_POSTGRES") {
+        Ok(u) if !u.is_empty() => u,
+        _ => {
+            assert!(
+                std::env::var("SIGNET_TEST_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "SIGNET_TEST_REQUIRE_POSTGRES=1 but SIGNET_TEST_POSTGRES is not set: start PostgreSQL with scripts/services"
+            );
+            eprintln!("SIGNET_TEST_POSTGRES is not set: PostgreSQL case skipped (scripts/test runs it)");
+            return None;
+        }
+    };
+    let name = format!("signet_cli_{}_{}", std::process::id(), rand::random::<u32>());
+    psql(&server, &format!("CREATE DATABASE {name}"));
+    let slash = server.rfind('/').expect("SIGNET_TEST_POSTGRES ends in /DATABASE");
+    Some(format!("{}/{name}", &server[..slash]))
+}
+
+/// Runs SQL on the PostgreSQL at `url`, from a thread of its own (callers may be inside a runtime).
+pub fn psql(url: &str, sql: &str) {
+    let (url, sql) = (url.to_string(), sql.to_string());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect to the test PostgreSQL");
+            tokio::spawn(conn);
+            client.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        });
+    })
+    .join()
+    .unwrap();
+}
+
 pub fn hex32(s: &str) -> [u8; 32] {
     hex::decode(s).unwrap().try_into().unwrap()
 }

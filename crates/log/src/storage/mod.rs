@@ -7,10 +7,20 @@
 //!
 //! Lookups by leaf hash and by digest are served from memory (`crate::index`); storage only
 //! has to hand back every entry's keys in index order at startup ([`Storage::keys`]).
+//!
+//! - [`sqlite`]: the embedded default.
+//! - [`postgres`]: PostgreSQL, for many instances on one database.
+//! - [`migrations`]: the versioned schema changes both run at open (`signet migrate`).
+//! - [`StorageUrl`]: which backend a `storage = "…"` setting names.
 
+pub mod migrations;
+pub mod postgres;
 mod sqlite;
+mod url;
 
+pub use postgres::PostgresStorage;
 pub use sqlite::SqliteStorage;
+pub use url::{migrate, open, StorageUrl};
 
 use signet_core::hash::Hash;
 
@@ -70,16 +80,38 @@ pub struct Batch {
     pub checkpoint: StoredCheckpoint,
 }
 
+impl Batch {
+    /// The size of the checkpoint this batch extends: its entries are the indices from there on.
+    pub fn previous_size(&self) -> u64 {
+        self.checkpoint.size.saturating_sub(self.entries.len() as u64)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("storage backend failed: {0}")]
     Backend(String),
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
+    /// The disk (or the database's disk) is full: nothing was written, and writes succeed
+    /// again once space returns.
+    #[error("storage is full; nothing was written ({0})")]
+    Full(String),
+    /// The database cannot be reached right now; a retry may succeed.
+    #[error("storage is unavailable; nothing was written ({0})")]
+    Unavailable(String),
+    /// The stored checkpoint is not the one this batch extends: another writer moved the log,
+    /// or an earlier commit whose answer was lost did land. Nothing was written.
+    #[error("log {log} was moved by another writer: this batch extends size {expected}, but the stored checkpoint has size {stored}")]
+    Conflict { log: LogId, expected: u64, stored: u64 },
 }
 
 pub trait Storage: Send + Sync + 'static {
     /// Persists `batch` atomically. When this returns `Ok`, the batch survives a crash.
+    ///
+    /// The checkpoint moves only from [`Batch::previous_size`] (a compare-and-swap, as
+    /// Sunlight's is): if the stored checkpoint has another size, nothing is written and the
+    /// answer is [`StorageError::Conflict`]. A log with no stored checkpoint takes any.
     fn commit(&self, batch: &Batch) -> Result<(), StorageError>;
 
     /// The newest committed checkpoint of `log`, if it has one.

@@ -12,9 +12,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
+use super::migrations::{self, SqliteMigration};
 use super::*;
 
 pub struct SqliteStorage {
+    /// The schema versions this open applied (empty when the file was current).
+    pub applied_migrations: Vec<i32>,
     writer: Mutex<Connection>,
     readers: Arc<Readers>,
     /// Tells the checkpointer thread to end with the store.
@@ -123,7 +126,11 @@ impl Readers {
 }
 
 fn backend(e: rusqlite::Error) -> StorageError {
-    StorageError::Backend(e.to_string())
+    match e.sqlite_error_code() {
+        // SQLITE_FULL; and SQLITE_IOERR with ENOSPC underneath shows up as a write error.
+        Some(rusqlite::ErrorCode::DiskFull) => StorageError::Full(format!("SQLite: {e}")),
+        _ => StorageError::Backend(format!("SQLite: {e}")),
+    }
 }
 
 /// Indices stay below 2^48 so the log id fits above them in a row id.
@@ -131,7 +138,8 @@ const MAX_INDEX: u64 = 1 << 48;
 
 /// Entries of all logs share one table; the log id sits in the top bits of the row id.
 fn row_id(log: LogId, index: u64) -> i64 {
-    ((log as i64) << 48) | index as i64
+    // `+`, not `|`: a range end of MAX_INDEX is the next log's first row.
+    ((log as i64) << 48) + index as i64
 }
 
 /// `entry_keys` is small and scanned at startup; `entry_bodies` holds the bulk and everything
@@ -155,8 +163,16 @@ CREATE TABLE IF NOT EXISTS tiles(
 CREATE TABLE IF NOT EXISTS checkpoints(log INTEGER PRIMARY KEY, size INTEGER NOT NULL, note TEXT NOT NULL);
 ";
 
-/// Adds the columns that later versions introduced to a database made by an earlier one.
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+/// The schema versions (`PRAGMA user_version`). Version 1 is the layout above; databases made
+/// before versions were kept have user_version 0 and the tables already, which `IF NOT EXISTS`
+/// and the column check make a no-op for.
+const MIGRATIONS: &[SqliteMigration] = &[SqliteMigration { version: 1, apply: |tx| {
+    tx.execute_batch(SCHEMA)?;
+    add_integrated_time(tx)
+} }];
+
+/// Adds `entry_bodies.integrated_time` to a database made by the first release.
+fn add_integrated_time(conn: &Connection) -> rusqlite::Result<()> {
     let has_time: bool = conn.query_row(
         "SELECT count(*) FROM pragma_table_info('entry_bodies') WHERE name = 'integrated_time'",
         [],
@@ -206,8 +222,8 @@ impl SqliteStorage {
                  PRAGMA cache_size=-131072; PRAGMA mmap_size=17179869184; PRAGMA wal_autocheckpoint=0;",
             )
             .map_err(backend)?;
-        writer.execute_batch(SCHEMA).map_err(backend)?;
-        migrate(&writer).map_err(backend)?;
+        let mut writer = writer;
+        let applied_migrations = migrations::apply_sqlite(&mut writer, MIGRATIONS)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -216,7 +232,7 @@ impl SqliteStorage {
         let stop = Arc::new(AtomicBool::new(false));
         let readers = Arc::new(Readers { path: path.to_path_buf(), idle: Mutex::new(Vec::new()) });
         spawn_checkpointer(path, readers.clone(), stop.clone())?;
-        Ok(SqliteStorage { writer: Mutex::new(writer), readers, stop })
+        Ok(SqliteStorage { applied_migrations, writer: Mutex::new(writer), readers, stop })
     }
 }
 
@@ -253,6 +269,16 @@ impl Storage for SqliteStorage {
     fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
         let mut conn = self.writer.lock();
         let tx = conn.transaction().map_err(backend)?;
+        // The checkpoint moves only from the size this batch extends (the trait's contract),
+        // checked first so that a stale writer learns that, not a key collision.
+        let previous = batch.previous_size();
+        let stored: Option<i64> = tx
+            .query_row("SELECT size FROM checkpoints WHERE log = ?1", [batch.log], |r| r.get(0))
+            .optional()
+            .map_err(backend)?;
+        if let Some(stored) = stored.filter(|&s| s as u64 != previous) {
+            return Err(StorageError::Conflict { log: batch.log, expected: previous, stored: stored as u64 });
+        }
         {
             let mut keys = tx
                 .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time) VALUES (?1, ?2, ?3, ?4)")

@@ -79,18 +79,32 @@ impl From<ProofError> for ApiError {
     }
 }
 
+/// How long a client should wait before retrying a request that storage could not serve.
+const STORAGE_RETRY_AFTER: &str = "1";
+
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        match e {
+            StorageError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                .with_header("retry-after", STORAGE_RETRY_AFTER)
+                .because("storage_unavailable"),
+            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
     }
 }
 
 impl From<AppendError> for ApiError {
     fn from(e: AppendError) -> Self {
         let status = match e {
-            AppendError::Closed | AppendError::Aborted => StatusCode::SERVICE_UNAVAILABLE,
+            AppendError::Closed | AppendError::Aborted | AppendError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppendError::Full(_) => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, e.to_string())
+        let err = ApiError::new(status, e.to_string());
+        match status {
+            StatusCode::SERVICE_UNAVAILABLE => err.with_header("retry-after", STORAGE_RETRY_AFTER),
+            StatusCode::INSUFFICIENT_STORAGE => err.because("storage_full"),
+            _ => err,
+        }
     }
 }

@@ -1,0 +1,60 @@
+//! `signet migrate`: bring the configured store's schema up to date, and nothing else.
+//!
+//! `serve` applies the same migrations as it starts; running them alone first lets an
+//! operator upgrade the schema once, before rolling new binaries over many instances.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use signet_server::Config;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// TOML configuration file (its `storage` and `data_dir` are used).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory whose embedded database to migrate (default ./signet-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Storage URL: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
+    #[arg(long)]
+    storage: Option<String>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let mut cfg = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("signet: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(d) = args.data_dir {
+        cfg.data_dir = d;
+    }
+    if let Some(s) = args.storage {
+        cfg.storage = Some(s);
+    }
+    let url = match cfg.storage_url() {
+        Ok(u) => u,
+        Err(e) => {
+            errln!("signet: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match signet_log::storage::migrate(&url) {
+        Ok(applied) if applied.is_empty() => {
+            outln!("{}: schema already current", url.display());
+            ExitCode::SUCCESS
+        }
+        Ok(applied) => {
+            let list: Vec<String> = applied.iter().map(i32::to_string).collect();
+            outln!("{}: applied schema migrations {}", url.display(), list.join(", "));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            errln!("signet: {}: {e}", url.display());
+            ExitCode::FAILURE
+        }
+    }
+}

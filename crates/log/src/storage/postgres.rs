@@ -1,0 +1,424 @@
+//! The PostgreSQL backend, for more than one machine (`storage = "postgres://…"`).
+//!
+//! [`Storage`] is a blocking trait: the sequencer calls it from blocking threads, and reads run
+//! on the calling task because SQLite's page-cache reads are cheaper than a thread handoff.
+//! tokio-postgres is async, and the synchronous `postgres` crate starts a runtime of its own,
+//! which panics inside tokio's. So this backend owns a small runtime that drives its
+//! connections, and each trait call hands its query to that runtime and waits on a plain
+//! channel, which is safe from any thread.
+//!
+//! One connection commits (a transaction needs the connection to itself); a few more serve
+//! reads, each pipelining whatever queries are in flight on it. A connection that breaks is
+//! replaced on its next use, so a database restart costs the requests that were in flight and
+//! nothing else: no restart of signet.
+//!
+//! Only plain SQL that PostgreSQL-wire distributed databases (CockroachDB, YugabyteDB) also
+//! speak is used: no advisory locks, no LISTEN/NOTIFY, no server-side functions (the list is
+//! in docs/scaling.md).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::{Handle, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls, Statement};
+
+use super::migrations::{self, Migration};
+use super::*;
+
+/// Reader connections. Each pipelines its queries, so a few keep up with many request tasks.
+const READERS: usize = 4;
+/// How long a query may wait for a connection to be made.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a read may take before the request gets a 503 instead of waiting on.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The schema, one version at a time. Never edit a released migration: add the next one.
+///
+/// Entries are one row each, keyed by (log, idx). The leaf-hash and digest indexes make the
+/// dedupe and search lookups work from the database, across instances and beyond RAM.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "logs: entries, tiles, checkpoints, meta",
+    sql: "
+CREATE TABLE meta(key TEXT PRIMARY KEY, value BYTEA NOT NULL);
+CREATE TABLE entries(
+    log SMALLINT NOT NULL,
+    idx BIGINT NOT NULL,
+    leaf_hash BYTEA NOT NULL,
+    digest BYTEA,
+    integrated_time BIGINT NOT NULL,
+    body BYTEA NOT NULL,
+    stamp BYTEA,
+    PRIMARY KEY (log, idx)
+);
+CREATE INDEX entries_by_leaf ON entries(log, leaf_hash);
+CREATE INDEX entries_by_digest ON entries(log, digest, idx) WHERE digest IS NOT NULL;
+CREATE TABLE tiles(
+    log SMALLINT NOT NULL, level SMALLINT NOT NULL, idx BIGINT NOT NULL, hashes BYTEA NOT NULL,
+    PRIMARY KEY (log, level, idx)
+);
+CREATE TABLE checkpoints(log SMALLINT PRIMARY KEY, size BIGINT NOT NULL, note TEXT NOT NULL);
+",
+}];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+pub struct PostgresStorage {
+    /// The schema versions this open applied (empty when the database was current).
+    pub applied_migrations: Vec<i32>,
+    /// Dropped with `shutdown_background` (see `Drop`): dropping a runtime inside another
+    /// runtime's task would panic.
+    runtime: Option<Runtime>,
+    handle: Handle,
+    pool: Arc<Pool>,
+}
+
+/// The reads every request path uses, prepared once per connection.
+struct Statements {
+    entry: Statement,
+    entries: Statement,
+    keys: Statement,
+    checkpoint: Statement,
+}
+
+struct Conn {
+    client: Client,
+    st: Statements,
+}
+
+struct Pool {
+    config: tokio_postgres::Config,
+    /// The committing connection: it needs no prepared reads, and exists before the schema does.
+    writer: tokio::sync::Mutex<Option<Client>>,
+    readers: Vec<parking_lot::Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
+}
+
+/// Sorts a database error into the kinds callers act on: the database gone (503, retry),
+/// its disk full (507), or anything else.
+fn classify(e: tokio_postgres::Error) -> StorageError {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code();
+        if *code == SqlState::DISK_FULL || *code == SqlState::OUT_OF_MEMORY || *code == SqlState::INSUFFICIENT_RESOURCES {
+            return StorageError::Full(format!("PostgreSQL: {}", db.message()));
+        }
+        if *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::TOO_MANY_CONNECTIONS
+            || code.code().starts_with("08")
+        {
+            return StorageError::Unavailable(format!("PostgreSQL: {}", db.message()));
+        }
+        return StorageError::Backend(format!("PostgreSQL: {} ({})", db.message(), code.code()));
+    }
+    if e.is_closed() || e.code().is_none() {
+        // No SQLSTATE: the connection itself failed (refused, reset, closed).
+        return StorageError::Unavailable(format!("PostgreSQL: {e}"));
+    }
+    StorageError::Backend(format!("PostgreSQL: {e}"))
+}
+
+impl Pool {
+    async fn connect_client(&self) -> Result<Client, StorageError> {
+        let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+            .await
+            .map_err(|_| StorageError::Unavailable(format!("PostgreSQL: no connection within {CONNECT_TIMEOUT:?}")))?
+            .map_err(classify)?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                let why = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string());
+                tracing::warn!(error = %why, "PostgreSQL connection ended");
+            }
+        });
+        Ok(client)
+    }
+
+    async fn connect(&self) -> Result<Conn, StorageError> {
+        let client = self.connect_client().await?;
+        let st = Statements {
+            entry: client
+                .prepare("SELECT idx, body, stamp, integrated_time FROM entries WHERE log = $1 AND idx = $2")
+                .await
+                .map_err(classify)?,
+            entries: client
+                .prepare(
+                    "SELECT idx, body, stamp, integrated_time FROM entries \
+                     WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx",
+                )
+                .await
+                .map_err(classify)?,
+            keys: client
+                .prepare("SELECT leaf_hash, digest FROM entries WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx")
+                .await
+                .map_err(classify)?,
+            checkpoint: client.prepare("SELECT size, note FROM checkpoints WHERE log = $1").await.map_err(classify)?,
+        };
+        Ok(Conn { client, st })
+    }
+
+    /// A reader connection, made anew if the one in its slot broke.
+    async fn reader(&self) -> Result<Arc<Conn>, StorageError> {
+        let slot = &self.readers[self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len()];
+        if let Some(c) = slot.lock().as_ref().filter(|c| !c.client.is_closed()) {
+            return Ok(c.clone());
+        }
+        let conn = Arc::new(self.connect().await?);
+        *slot.lock() = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+impl PostgresStorage {
+    /// Connects to `url` (`postgres://user@host:port/db`), and brings the schema up to date.
+    pub fn open(url: &str) -> Result<Self, StorageError> {
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|e| StorageError::Backend(format!("storage URL {}: {e}", redact(url))))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
+        let pool = Arc::new(Pool {
+            config,
+            writer: tokio::sync::Mutex::new(None),
+            readers: (0..READERS).map(|_| parking_lot::Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+        });
+        let mut storage =
+            PostgresStorage { applied_migrations: Vec::new(), handle: runtime.handle().clone(), runtime: Some(runtime), pool };
+        storage.applied_migrations = storage.migrate()?;
+        Ok(storage)
+    }
+
+    /// Applies the migrations this database lacks; returns the versions applied.
+    pub fn migrate(&self) -> Result<Vec<i32>, StorageError> {
+        self.block(None, |pool| async move {
+            let mut slot = pool.writer.lock().await;
+            let client = writer(&pool, &mut slot).await?;
+            migrations::apply_postgres(client, MIGRATIONS).await
+        })
+    }
+
+    /// Runs `f` on the backend's runtime and waits for it, from any thread.
+    fn block<T, F, Fut>(&self, timeout: Option<Duration>, f: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Pool>) -> Fut,
+        Fut: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = f(self.pool.clone());
+        self.handle.spawn(async move {
+            let out = match timeout {
+                Some(t) => tokio::time::timeout(t, fut)
+                    .await
+                    .unwrap_or_else(|_| Err(StorageError::Unavailable(format!("PostgreSQL did not answer within {t:?}")))),
+                None => fut.await,
+            };
+            let _ = tx.send(out);
+        });
+        rx.recv().map_err(|_| StorageError::Backend("the PostgreSQL client runtime stopped".into()))?
+    }
+
+    fn read<T, F, Fut>(&self, f: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Conn>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
+    {
+        self.block(Some(READ_TIMEOUT), |pool| async move {
+            let conn = pool.reader().await?;
+            f(conn).await.map_err(classify)
+        })
+    }
+}
+
+/// The writer connection, made anew if it broke.
+async fn writer<'a>(pool: &Pool, slot: &'a mut Option<Client>) -> Result<&'a mut Client, StorageError> {
+    if slot.as_ref().is_none_or(|c| c.is_closed()) {
+        *slot = Some(pool.connect_client().await?);
+    }
+    slot.as_mut().ok_or_else(|| StorageError::Unavailable("PostgreSQL: no connection".into()))
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => match url[s + 3..at].find(':') {
+            Some(colon) => format!("{}:***{}", &url[..s + 3 + colon], &url[at..]),
+            None => url.to_string(),
+        },
+        _ => url.to_string(),
+    }
+}
+
+impl Drop for PostgresStorage {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn stored_entry(r: &tokio_postgres::Row) -> Result<StoredEntry, tokio_postgres::Error> {
+    let body: Vec<u8> = r.try_get(1)?;
+    Ok(StoredEntry {
+        index: r.try_get::<_, i64>(0)? as u64,
+        leaf_hash: crate::merkle::leaf_hash(&body),
+        integrated_time: r.try_get(3)?,
+        body,
+        stamp: r.try_get(2)?,
+    })
+}
+
+/// Indices are BIGINT: anything past i64::MAX is past every log's end.
+fn bigint(i: u64) -> i64 {
+    i.min(i64::MAX as u64) as i64
+}
+
+impl Storage for PostgresStorage {
+    fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
+        let batch = batch.clone();
+        self.block(None, move |pool| async move {
+            let mut slot = pool.writer.lock().await;
+            let client = writer(&pool, &mut slot).await?;
+            commit(client, &batch).await
+        })
+    }
+
+    fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
+        self.read(move |c| async move {
+            let row = c.client.query_opt(&c.st.checkpoint, &[&(log as i16)]).await?;
+            row.map(|r| Ok(StoredCheckpoint { size: r.try_get::<_, i64>(0)? as u64, note: r.try_get(1)? })).transpose()
+        })
+    }
+
+    fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError> {
+        self.read(move |c| async move {
+            let rows = c
+                .client
+                .query("SELECT idx, hashes FROM tiles WHERE log = $1 AND level = $2 ORDER BY idx", &[&(log as i16), &(level as i16)])
+                .await?;
+            rows.iter().map(|r| Ok(Tile { level, index: r.try_get::<_, i64>(0)? as u64, hashes: r.try_get(1)? })).collect()
+        })
+    }
+
+    fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
+        let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
+        let rows = self.read(move |c| async move { c.client.query(&c.st.keys, &[&(log as i16), &lo, &hi]).await })?;
+        rows.iter()
+            .map(|r| {
+                let leaf: Vec<u8> = r.try_get(0).map_err(classify)?;
+                Ok(EntryKeys {
+                    leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a stored leaf hash is not 32 bytes".into()))?,
+                    digest: r.try_get(1).map_err(classify)?,
+                })
+            })
+            .collect()
+    }
+
+    fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        if index > i64::MAX as u64 {
+            return Ok(None);
+        }
+        self.read(move |c| async move {
+            let row = c.client.query_opt(&c.st.entry, &[&(log as i16), &(index as i64)]).await?;
+            row.as_ref().map(stored_entry).transpose()
+        })
+    }
+
+    fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
+        let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
+        self.read(move |c| async move {
+            let rows = c.client.query(&c.st.entries, &[&(log as i16), &lo, &hi]).await?;
+            rows.iter().map(stored_entry).collect()
+        })
+    }
+
+    fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
+        let (key, init) = (key.to_string(), init.to_vec());
+        self.read(move |c| async move {
+            c.client.execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &init]).await?;
+            c.client.query_one("SELECT value FROM meta WHERE key = $1", &[&key]).await?.try_get(0)
+        })
+    }
+}
+
+/// One batch in one transaction: the checkpoint, moved only from the size this batch extends
+/// (see [`Storage::commit`]), then the entries (one multi-row insert) and the tiles.
+async fn commit(client: &mut Client, batch: &Batch) -> Result<(), StorageError> {
+    let tx = client.transaction().await.map_err(classify)?;
+    let log = batch.log as i16;
+    // The checkpoint first: the compare-and-swap also locks its row, so concurrent writers of
+    // one log queue here, and a stale one learns that rather than a key collision.
+    let previous = batch.previous_size();
+    let moved = tx
+        .execute(
+            "UPDATE checkpoints SET size = $2, note = $3 WHERE log = $1 AND size = $4",
+            &[&log, &bigint(batch.checkpoint.size), &batch.checkpoint.note, &bigint(previous)],
+        )
+        .await
+        .map_err(classify)?;
+    if moved == 0 {
+        let inserted = tx
+            .execute(
+                "INSERT INTO checkpoints(log, size, note) VALUES ($1, $2, $3) ON CONFLICT (log) DO NOTHING",
+                &[&log, &bigint(batch.checkpoint.size), &batch.checkpoint.note],
+            )
+            .await
+            .map_err(classify)?;
+        if inserted == 0 {
+            let row = tx.query_one("SELECT size FROM checkpoints WHERE log = $1", &[&log]).await.map_err(classify)?;
+            let stored: i64 = row.try_get(0).map_err(classify)?;
+            return Err(StorageError::Conflict { log: batch.log, expected: previous, stored: stored as u64 });
+        }
+    }
+    if !batch.entries.is_empty() {
+        let n = batch.entries.len();
+        let (mut idx, mut leaf, mut digest, mut body, mut stamp) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for e in &batch.entries {
+            idx.push(bigint(e.index));
+            leaf.push(&e.leaf_hash[..]);
+            digest.push(e.digest.as_deref());
+            body.push(e.body.as_slice());
+            stamp.push(e.stamp.as_deref());
+        }
+        tx.execute(
+            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp) \
+             SELECT $1, i, l, d, $2, b, s FROM UNNEST($3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[]) \
+             AS t(i, l, d, b, s)",
+            &[&log, &batch.integrated_time, &idx, &leaf, &digest, &body, &stamp],
+        )
+        .await
+        .map_err(classify)?;
+    }
+    for t in &batch.tiles {
+        tx.execute(
+            "INSERT INTO tiles(log, level, idx, hashes) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (log, level, idx) DO UPDATE SET hashes = EXCLUDED.hashes",
+            &[&log, &(t.level as i16), &bigint(t.index), &t.hashes],
+        )
+        .await
+        .map_err(classify)?;
+    }
+    tx.commit().await.map_err(classify)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(redact("postgres://signet:hunter2@db:5432/signet"), "postgres://signet:***@db:5432/signet");
+        assert_eq!(redact("postgres://signet@db/signet"), "postgres://signet@db/signet");
+        assert_eq!(redact("host=db user=signet"), "host=db user=signet");
+    }
+}

@@ -1,0 +1,81 @@
+//! Which backend a `storage = "…"` setting (or `--storage`) names.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{PostgresStorage, SqliteStorage, Storage, StorageError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageUrl {
+    /// `sqlite://PATH`, or the default `signet.sqlite` under the data dir.
+    Sqlite(PathBuf),
+    /// `postgres://…` or `postgresql://…`, as libpq spells it.
+    Postgres(String),
+}
+
+impl StorageUrl {
+    /// Parses a setting; `None` is the default under `data_dir`.
+    pub fn parse(setting: Option<&str>, data_dir: &Path) -> Result<StorageUrl, String> {
+        let Some(url) = setting else {
+            return Ok(StorageUrl::Sqlite(data_dir.join("signet.sqlite")));
+        };
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err("storage \"sqlite://\" names no file; expected sqlite://PATH".into());
+            }
+            return Ok(StorageUrl::Sqlite(PathBuf::from(path)));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            url.parse::<tokio_postgres::Config>()
+                .map_err(|e| format!("storage {:?} is not a valid PostgreSQL URL: {e}", super::postgres::redact(url)))?;
+            return Ok(StorageUrl::Postgres(url.to_string()));
+        }
+        Err(format!(
+            "storage {:?} is not supported; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE",
+            super::postgres::redact(url)
+        ))
+    }
+
+    /// For messages: the URL without a password.
+    pub fn display(&self) -> String {
+        match self {
+            StorageUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
+            StorageUrl::Postgres(u) => super::postgres::redact(u),
+        }
+    }
+}
+
+/// Opens the store `url` names, applying any migrations it lacks. Blocks (call it from a
+/// blocking thread).
+pub fn open(url: &StorageUrl) -> Result<Arc<dyn Storage>, StorageError> {
+    Ok(match url {
+        StorageUrl::Sqlite(path) => Arc::new(SqliteStorage::open(path)?),
+        StorageUrl::Postgres(u) => Arc::new(PostgresStorage::open(u)?),
+    })
+}
+
+/// Brings the store `url` names up to date and returns the schema versions that this applied
+/// (`signet migrate`).
+pub fn migrate(url: &StorageUrl) -> Result<Vec<i32>, StorageError> {
+    Ok(match url {
+        StorageUrl::Sqlite(path) => SqliteStorage::open(path)?.applied_migrations.clone(),
+        StorageUrl::Postgres(u) => PostgresStorage::open(u)?.applied_migrations.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_name_their_backend() {
+        let dir = Path::new("/data");
+        assert_eq!(StorageUrl::parse(None, dir).unwrap(), StorageUrl::Sqlite("/data/signet.sqlite".into()));
+        assert_eq!(StorageUrl::parse(Some("sqlite:///x/y.db"), dir).unwrap(), StorageUrl::Sqlite("/x/y.db".into()));
+        assert!(matches!(StorageUrl::parse(Some("postgres://u@127.0.0.1:5432/db"), dir), Ok(StorageUrl::Postgres(_))));
+        let e = StorageUrl::parse(Some("mysql://u:pw@h/db"), dir).unwrap_err();
+        assert!(e.contains("expected sqlite://PATH or postgres://") && !e.contains("pw"), "{e}");
+        assert!(StorageUrl::parse(Some("sqlite://"), dir).is_err());
+        assert!(StorageUrl::parse(Some("postgres://u@h:notaport/db"), dir).is_err());
+    }
+}

@@ -1,0 +1,252 @@
+//! The storage contract, one suite run against every backend (see `common::backends`): what
+//! a commit makes durable, what a failed or conflicting one leaves behind (nothing), reads
+//! at and past the ends, restarts, and schema versions.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::backends;
+use signet_core::keys::SigningKey;
+use signet_log::merkle;
+use signet_log::storage::{Batch, NewEntry, StorageError, StorageUrl, StoredCheckpoint, Tile};
+use signet_log::{BatchPolicy, Log, LogConfig, Sequenced};
+
+fn entry(index: u64, body: &[u8]) -> NewEntry {
+    NewEntry {
+        index,
+        leaf_hash: merkle::leaf_hash(body),
+        digest: Some(format!("sha256:{:064x}", index % 2).into_bytes()),
+        body: body.to_vec(),
+        stamp: Some(vec![index as u8; 3]),
+    }
+}
+
+/// Entries `start..end` of `log` with checkpoint note `note`.
+fn batch(log: u8, start: u64, end: u64, time: i64) -> Batch {
+    Batch {
+        log,
+        integrated_time: time,
+        entries: (start..end).map(|i| entry(i, format!("log {log} entry {i}").as_bytes())).collect(),
+        tiles: vec![],
+        checkpoint: StoredCheckpoint { size: end, note: format!("log {log} at {end}\n") },
+    }
+}
+
+#[test]
+fn commits_read_back_per_log() {
+    for b in backends() {
+        let s = &b.storage;
+        let mut first = batch(1, 0, 3, 1700);
+        first.tiles = vec![Tile { level: 1, index: 0, hashes: vec![1; 96] }];
+        s.commit(&first).unwrap();
+        s.commit(&batch(2, 0, 1, 1800)).unwrap();
+        let mut next = batch(1, 3, 5, 1900);
+        next.tiles = vec![Tile { level: 1, index: 0, hashes: vec![2; 160] }, Tile { level: 2, index: 0, hashes: vec![3; 32] }];
+        s.commit(&next).unwrap();
+
+        assert_eq!(s.latest_checkpoint(1).unwrap().unwrap(), StoredCheckpoint { size: 5, note: "log 1 at 5\n".into() }, "{}", b.name);
+        assert_eq!(s.latest_checkpoint(2).unwrap().unwrap().size, 1, "{}", b.name);
+        assert_eq!(s.latest_checkpoint(3).unwrap(), None, "{}", b.name);
+
+        let e = s.entry(1, 1).unwrap().unwrap();
+        assert_eq!((e.index, e.body.as_slice(), e.integrated_time), (1, &b"log 1 entry 1"[..], 1700), "{}", b.name);
+        assert_eq!(e.leaf_hash, merkle::leaf_hash(b"log 1 entry 1"));
+        assert_eq!(e.stamp.as_deref(), Some(&[1u8, 1, 1][..]));
+        assert_eq!(s.entry(1, 4).unwrap().unwrap().integrated_time, 1900, "{}", b.name);
+
+        let all = s.entries(1, 0, 100).unwrap();
+        assert_eq!(all.iter().map(|e| e.index).collect::<Vec<_>>(), [0, 1, 2, 3, 4], "{}", b.name);
+        assert_eq!(s.entries(1, 2, 2).unwrap().iter().map(|e| e.index).collect::<Vec<_>>(), [2, 3], "{}", b.name);
+        assert_eq!(s.entries(2, 0, 10).unwrap().len(), 1, "{}", b.name);
+
+        let keys = s.keys(1, 0, 10).unwrap();
+        assert_eq!(keys.len(), 5, "{}", b.name);
+        assert_eq!(keys[2].leaf_hash, merkle::leaf_hash(b"log 1 entry 2"));
+        assert_eq!(keys[1].digest.as_deref(), Some(format!("sha256:{:064x}", 1).as_bytes()), "{}", b.name);
+
+        // A later commit replaces a partial tile; tiles come back in index order per level.
+        assert_eq!(s.tiles(1, 1).unwrap(), vec![Tile { level: 1, index: 0, hashes: vec![2; 160] }], "{}", b.name);
+        assert_eq!(s.tiles(1, 2).unwrap().len(), 1, "{}", b.name);
+        assert!(s.tiles(2, 1).unwrap().is_empty(), "{}", b.name);
+    }
+}
+
+#[test]
+fn reads_past_the_end_are_empty_not_errors() {
+    for b in backends() {
+        let s = &b.storage;
+        s.commit(&batch(1, 0, 2, 1)).unwrap();
+        assert_eq!(s.entry(1, 2).unwrap(), None, "{}", b.name);
+        assert_eq!(s.entry(1, u64::MAX).unwrap(), None, "{}", b.name);
+        assert_eq!(s.entry(1, 1 << 48).unwrap(), None, "{}", b.name);
+        assert!(s.entries(1, u64::MAX - 1, u64::MAX).unwrap().is_empty(), "{}", b.name);
+        assert!(s.entries(1, 5, 10).unwrap().is_empty(), "{}", b.name);
+        assert!(s.keys(1, u64::MAX, 10).unwrap().is_empty(), "{}", b.name);
+        assert_eq!(s.entries(1, 1, u64::MAX).unwrap().len(), 1, "{}", b.name);
+    }
+}
+
+#[test]
+fn optional_columns_and_large_bodies_round_trip() {
+    for b in backends() {
+        let big = vec![0xa5u8; 65_535];
+        let mut e = entry(0, &big);
+        (e.digest, e.stamp) = (None, None);
+        let batch = Batch {
+            log: 7,
+            integrated_time: -1,
+            entries: vec![e],
+            tiles: vec![],
+            checkpoint: StoredCheckpoint { size: 1, note: "ünïcode note — 1\n".into() },
+        };
+        b.storage.commit(&batch).unwrap();
+        let got = b.storage.entry(7, 0).unwrap().unwrap();
+        assert_eq!((got.body.len(), got.stamp, got.integrated_time), (65_535, None, -1), "{}", b.name);
+        assert_eq!(b.storage.keys(7, 0, 1).unwrap()[0].digest, None, "{}", b.name);
+        assert_eq!(b.storage.latest_checkpoint(7).unwrap().unwrap().note, "ünïcode note — 1\n", "{}", b.name);
+    }
+}
+
+#[test]
+fn a_failed_batch_leaves_nothing_behind() {
+    for b in backends() {
+        let s = &b.storage;
+        s.commit(&batch(1, 0, 1, 1)).unwrap();
+        // Index 1 is new but index 0 repeats: the primary key refuses it, and the batch rolls back whole.
+        let mut bad = batch(1, 1, 2, 2);
+        bad.entries.push(entry(0, b"dup"));
+        bad.checkpoint.size = 3;
+        bad.tiles = vec![Tile { level: 1, index: 0, hashes: vec![9; 32] }];
+        assert!(s.commit(&bad).is_err(), "{}", b.name);
+        assert_eq!(s.latest_checkpoint(1).unwrap().unwrap().size, 1, "{}", b.name);
+        assert_eq!(s.entry(1, 1).unwrap(), None, "{}", b.name);
+        assert!(s.tiles(1, 1).unwrap().is_empty(), "{}", b.name);
+        // The store goes on: the right next batch commits.
+        s.commit(&batch(1, 1, 3, 3)).unwrap();
+        assert_eq!(s.latest_checkpoint(1).unwrap().unwrap().size, 3, "{}", b.name);
+    }
+}
+
+/// The fence: a writer whose view of the log is stale (a paused sequencer, or one whose
+/// earlier commit landed although its answer was lost) can write nothing.
+#[test]
+fn a_checkpoint_moves_only_from_the_size_its_batch_extends() {
+    for b in backends() {
+        let s = &b.storage;
+        s.commit(&batch(1, 0, 4, 1)).unwrap();
+        // Another writer built on size 2: its entries 2..4 collide, but the checkpoint check
+        // must refuse it even where the entries would not (a batch of none, say).
+        let stale = Batch { entries: vec![], ..batch(1, 2, 2, 2) };
+        match s.commit(&stale) {
+            Err(StorageError::Conflict { log: 1, expected: 2, stored: 4 }) => {}
+            other => panic!("{}: a stale checkpoint was not refused: {other:?}", b.name),
+        }
+        let ahead = Batch { entries: vec![entry(9, b"x")], ..batch(1, 9, 10, 2) };
+        assert!(matches!(s.commit(&ahead), Err(StorageError::Conflict { expected: 9, stored: 4, .. })), "{}", b.name);
+        assert_eq!(s.latest_checkpoint(1).unwrap().unwrap().note, "log 1 at 4\n", "{}", b.name);
+        assert_eq!(s.entry(1, 9).unwrap(), None, "{}", b.name);
+        s.commit(&batch(1, 4, 6, 3)).unwrap();
+    }
+}
+
+#[test]
+fn meta_is_set_once() {
+    for b in backends() {
+        assert_eq!(b.storage.get_or_init_meta("tree", b"x").unwrap(), b"x", "{}", b.name);
+        assert_eq!(b.storage.get_or_init_meta("tree", b"y").unwrap(), b"x", "{}", b.name);
+        assert_eq!(b.reopen().get_or_init_meta("tree", b"z").unwrap(), b"x", "{}", b.name);
+    }
+}
+
+#[test]
+fn what_was_committed_survives_a_reopen() {
+    for b in backends() {
+        b.storage.commit(&batch(1, 0, 10, 5)).unwrap();
+        drop(b.storage.clone());
+        let again = b.reopen();
+        assert_eq!(again.latest_checkpoint(1).unwrap().unwrap().size, 10, "{}", b.name);
+        assert_eq!(again.entries(1, 0, 10).unwrap().len(), 10, "{}", b.name);
+        // And it takes the next batch: reopening ran the migrations again, harmlessly.
+        again.commit(&batch(1, 10, 11, 6)).unwrap();
+    }
+}
+
+#[test]
+fn a_schema_newer_than_this_build_is_refused() {
+    for b in backends() {
+        match &b.url {
+            StorageUrl::Sqlite(path) => {
+                let c = rusqlite::Connection::open(path).unwrap();
+                c.execute_batch("PRAGMA user_version = 999").unwrap();
+            }
+            StorageUrl::Postgres(url) => common::psql(url, "INSERT INTO signet_schema(version, name) VALUES (999, 'future')"),
+        }
+        let err = signet_log::storage::open(&b.url).err().expect("a newer schema is refused");
+        assert!(err.to_string().contains("version 999, newer than this signet"), "{}: {err}", b.name);
+    }
+}
+
+#[test]
+fn reads_during_commits_see_whole_batches() {
+    for b in backends() {
+        let s = b.storage.clone();
+        let writer = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..50u64 {
+                    s.commit(&batch(1, i * 4, i * 4 + 4, i as i64)).unwrap();
+                }
+            })
+        };
+        let mut seen = 0;
+        while !writer.is_finished() || seen < 200 {
+            let Some(cp) = s.latest_checkpoint(1).unwrap() else { continue };
+            // Everything the checkpoint covers is readable, whole.
+            let entries = s.entries(1, 0, cp.size).unwrap();
+            assert!(entries.len() as u64 >= cp.size, "{}: checkpoint {} but {} entries", b.name, cp.size, entries.len());
+            assert_eq!(entries.len() % 4, 0, "{}: a batch was seen in part", b.name);
+            seen = cp.size;
+        }
+        writer.join().unwrap();
+    }
+}
+
+/// The log engine over each backend: appends, a restart that rebuilds the tree from
+/// storage, and proofs that agree before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_rebuilds_from_each_backend() {
+    for b in backends() {
+        let key = Arc::new(SigningKey::generate().unwrap());
+        let cfg = || LogConfig {
+            id: 1,
+            origin: "test.example/log".into(),
+            key_name: "test.example".into(),
+            key: key.clone(),
+            batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
+            stamper: None,
+        };
+        let log = Log::open(cfg(), b.storage.clone()).await.unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..300u32 {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move { log.append(format!("entry {i}").into_bytes(), None).await }));
+        }
+        for t in tasks {
+            assert!(matches!(t.await.unwrap().unwrap(), Sequenced::New { .. }), "{}", b.name);
+        }
+        assert!(matches!(log.append(b"entry 7".to_vec(), None).await.unwrap(), Sequenced::Duplicate { .. }), "{}", b.name);
+        let head = log.head();
+        assert_eq!(head.checkpoint.size, 300, "{}", b.name);
+        let proof = log.inclusion_proof(123, 300).unwrap();
+        drop(log);
+
+        let reopened = Log::open(cfg(), b.reopen()).await.unwrap();
+        assert_eq!(reopened.head().note, head.note, "{}", b.name);
+        assert_eq!(reopened.inclusion_proof(123, 300).unwrap(), proof, "{}", b.name);
+        let index = reopened.find_leaf(&merkle::leaf_hash(b"entry 299")).unwrap();
+        assert_eq!(reopened.entry(index).unwrap().unwrap().body, b"entry 299", "{}", b.name);
+        assert!(matches!(reopened.append(b"entry 300".to_vec(), None).await.unwrap(), Sequenced::New { index: 300, .. }));
+    }
+}
