@@ -26,5 +26,5 @@ pub mod storage;
 pub mod tiles;
 pub mod tree;
 
-pub use log::{AppendError, DigestPage, Log, LogConfig, OpenError, Stamper};
+pub use log::{Admission, AppendError, DigestPage, Log, LogConfig, OpenError, Stamper};
 pub use sequencer::{BatchPolicy, Sequenced};

@@ -30,6 +30,8 @@ pub struct LogConfig {
     pub key: Arc<SigningKey>,
     pub batch: BatchPolicy,
     pub stamper: Option<Arc<dyn Stamper>>,
+    /// How many appends may be admitted and not yet answered ([`Log::admit`]); 0 is no bound.
+    pub max_pending: usize,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -48,6 +50,10 @@ pub enum AppendError {
     Closed,
     #[error("the log failed the batch that held this entry (an internal error, logged); the entry was not logged, retry")]
     Aborted,
+    /// More appends are waiting than the log admits (`log.max_pending_appends`): shed at
+    /// once rather than queued into a timeout.
+    #[error("the log is at capacity ({limit} appends waiting); the entry was not logged, retry after a moment")]
+    Overloaded { limit: usize },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +86,10 @@ pub(crate) struct Shared {
     /// The right edge of the newest durable size a proof was asked against. Durable leaves
     /// never change, so an edge once computed stays true.
     pub edge: parking_lot::Mutex<Option<Arc<RightEdge>>>,
+    /// `LogConfig::max_pending`: with it, the sequencer knows when no more entries can come.
+    pub max_pending: usize,
+    /// Entries the sequencer has taken from the pool and not yet answered.
+    pub in_pipeline: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -103,6 +113,24 @@ pub struct DigestPage {
 pub struct Log {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Pending>,
+    gate: Arc<Gate>,
+}
+
+/// The admission count behind [`Log::admit`].
+struct Gate {
+    count: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+/// One admitted append; the slot is free again when this is dropped (answered or abandoned).
+pub struct Admission {
+    gate: Arc<Gate>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.gate.count.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Log {
@@ -166,10 +194,35 @@ impl Log {
             inflight: Default::default(),
             keys: RwLock::new(keys),
             edge: Default::default(),
+            max_pending: cfg.max_pending,
+            in_pipeline: Default::default(),
         });
         let (tx, rx) = mpsc::channel(cfg.batch.max_entries.max(1) * 64);
         tokio::spawn(sequencer::run(shared.clone(), rx, cfg.batch));
-        Ok(Log { shared, tx })
+        let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending });
+        Ok(Log { shared, tx, gate })
+    }
+
+    /// Admits one append, or refuses it at once when `max_pending` are already waiting.
+    ///
+    /// Callers take this before they parse or verify anything, so that an overloaded log
+    /// sheds excess requests for the price of a counter, not of a signature check: the
+    /// admitted ones keep a bounded latency, and the rest get a fast 503 to retry instead of
+    /// a place in a queue that grows until clients time out (Tessera's pushback).
+    pub fn admit(&self) -> Result<Admission, AppendError> {
+        use std::sync::atomic::Ordering;
+        let p = &self.gate;
+        let before = p.count.fetch_add(1, Ordering::Relaxed);
+        let admission = Admission { gate: p.clone() };
+        if p.limit != 0 && before >= p.limit {
+            return Err(AppendError::Overloaded { limit: p.limit });
+        }
+        Ok(admission)
+    }
+
+    /// Appends admitted and not yet answered.
+    pub fn pending(&self) -> usize {
+        self.gate.count.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Submits one entry and waits until it is durable (or found to be a duplicate).

@@ -61,6 +61,8 @@ impl Default for BatchPolicy {
 
 /// A batch that is sequenced and signed, waiting for its durable commit.
 struct Prepared {
+    /// How many pool entries this batch was made from (see `Shared::in_pipeline`).
+    taken: usize,
     old_size: u64,
     batch: Batch,
     checkpoint: Arc<SignedCheckpoint>,
@@ -88,7 +90,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
     while let Some(first) = rx.recv().await {
         pool.push(first);
         let deadline = Instant::now() + policy.max_delay;
-        while pool.len() < policy.max_entries {
+        while pool.len() < policy.max_entries && !all_admitted_are_here(&shared, pool.len()) {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(p)) => pool.push(p),
                 Ok(None) | Err(_) => break,
@@ -104,15 +106,20 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
         // the tree is cut back, and the sequencer goes on with the next batch.
         let size_before = shared.tree.read().size();
         let batch = std::mem::take(&mut pool);
+        let taken = batch.len();
+        shared.in_pipeline.fetch_add(taken, Ordering::Relaxed);
         let preparing = shared.clone();
-        match signet_core::cpu::run(move || prepare(&preparing, batch)).await {
+        match signet_core::cpu::run(move || prepare(&preparing, batch, taken)).await {
             Ok(Some(prepared)) => {
                 if commit_tx.send(prepared).await.is_err() {
                     break;
                 }
             }
-            Ok(None) => {}
+            Ok(None) => {
+                shared.in_pipeline.fetch_sub(taken, Ordering::Relaxed);
+            }
             Err(panicked) => {
+                shared.in_pipeline.fetch_sub(taken, Ordering::Relaxed);
                 PANICS.fetch_add(1, Ordering::Relaxed);
                 shared.tree.write().truncate(size_before);
                 tracing::error!(log = shared.id, panic = %panicked.0, "preparing a batch panicked; its entries were not logged");
@@ -130,8 +137,15 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
     }
 }
 
+/// Whether the pool holds every append the log has admitted that is not already in a batch:
+/// then no more can arrive until some are answered, and waiting out `max_delay` would only
+/// add latency. Without a bound on admissions (`max_pending` 0) this is never known.
+fn all_admitted_are_here(shared: &Shared, in_pool: usize) -> bool {
+    shared.max_pending != 0 && in_pool + shared.in_pipeline.load(Ordering::Relaxed) >= shared.max_pending
+}
+
 /// Dedupes, appends to the tree, signs. Returns `None` if nothing new needs committing.
-fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
+fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Prepared> {
     // Look in the in-flight set before the durable index: a batch leaves the set only after
     // it has been added to the index, so an entry is always visible in one of the two.
     let mut repeats: Vec<(u64, Hash, Reply)> = Vec::new();
@@ -200,6 +214,7 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>) -> Option<Prepared> {
         }
     }
     Some(Prepared {
+        taken,
         old_size,
         batch: Batch {
             log: shared.id,
@@ -255,7 +270,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
     let mut durable_size = shared.head.read().checkpoint.size;
     let mut uncertain: Option<Uncertain> = None;
     while let Some(p) = rx.recv().await {
-        let Prepared { old_size, batch, checkpoint, fresh, repeats } = p;
+        let Prepared { taken, old_size, batch, checkpoint, fresh, repeats } = p;
         let keys: Vec<(u64, Hash, Option<Vec<u8>>)> =
             batch.entries.iter().map(|e| (e.index, e.leaf_hash, e.digest.clone())).collect();
         let outcome = if old_size != durable_size {
@@ -329,6 +344,8 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
         for (_, leaf, _) in keys {
             inflight.remove(&leaf);
         }
+        drop(inflight);
+        shared.in_pipeline.fetch_sub(taken, Ordering::Relaxed);
     }
 }
 

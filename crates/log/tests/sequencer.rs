@@ -79,6 +79,7 @@ fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
         key: Arc::new(SigningKey::generate().unwrap()),
         batch: BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
         stamper,
+        max_pending: 0,
     }
 }
 
@@ -201,4 +202,28 @@ async fn futures_join(log: &Log, bodies: &[&[u8]]) -> Vec<Result<Sequenced, Appe
         out.push(t.await.unwrap());
     }
     out
+}
+
+/// Admission: past `max_pending`, `admit` refuses at once; an answered append frees its slot.
+/// And a pool that holds every admitted append is flushed without waiting out `max_delay`
+/// (here 30 s, far past the test's own time limit): no more entries could come.
+#[tokio::test]
+async fn admission_is_bounded_and_a_full_pool_flushes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
+    let cfg = LogConfig { max_pending: 2, batch: BatchPolicy { max_entries: 256, max_delay: Duration::from_secs(30) }, ..config(None) };
+    let log = Log::open(cfg, storage).await.unwrap();
+
+    let first = log.admit().unwrap();
+    let second = log.admit().unwrap();
+    assert!(matches!(log.admit(), Err(AppendError::Overloaded { limit: 2 })));
+    assert_eq!(log.pending(), 2, "a refusal holds no slot");
+
+    let bodies = [b"one".as_slice(), b"two"];
+    let appends = futures_join(&log, &bodies);
+    let done = tokio::time::timeout(Duration::from_secs(10), appends).await.expect("flushed without waiting out max_delay");
+    assert!(done.iter().all(|r| matches!(r, Ok(Sequenced::New { .. }))), "{done:?}");
+    drop((first, second));
+    assert_eq!(log.pending(), 0);
+    let _again = log.admit().unwrap();
 }

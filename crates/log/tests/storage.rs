@@ -226,6 +226,7 @@ async fn a_log_rebuilds_from_each_backend() {
             key: key.clone(),
             batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
             stamper: None,
+            max_pending: 0,
         };
         let log = Log::open(cfg(), b.storage.clone()).await.unwrap();
         let mut tasks = Vec::new();

@@ -139,6 +139,9 @@ pub struct LogSettings {
     pub batch_max_delay_ms: u64,
     /// The CT log's batch delay: every certificate waits for its SCT, so keep it short.
     pub ct_batch_max_delay_ms: u64,
+    /// Appends each Rekor log admits at once (parsed, verified, waiting for their batch);
+    /// past it, 503 with Retry-After at once. 0 is no bound. See docs/log.md, "Overload".
+    pub max_pending_appends: usize,
 }
 
 /// The certificate authority.
@@ -231,7 +234,7 @@ impl Default for Config {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2 }
+        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512 }
     }
 }
 
@@ -319,6 +322,9 @@ impl Config {
         }
         if let Some(v) = get("SIGNET_LOG_BATCH_MAX_DELAY_MS") {
             self.log.batch_max_delay_ms = parse("SIGNET_LOG_BATCH_MAX_DELAY_MS", v)?;
+        }
+        if let Some(v) = get("SIGNET_LOG_MAX_PENDING_APPENDS") {
+            self.log.max_pending_appends = parse("SIGNET_LOG_MAX_PENDING_APPENDS", v)?;
         }
         Ok(())
     }

@@ -152,6 +152,7 @@ impl AppState {
                 key: v1_key.clone(),
                 batch,
                 stamper: Some(Arc::new(SetSigner::new(v1_key))),
+                max_pending: cfg.log.max_pending_appends,
             },
             storage.clone(),
         )
@@ -160,7 +161,15 @@ impl AppState {
         // Rekor v2: origin is the bare host of the log's base URL.
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
         let v2 = Log::open(
-            LogConfig { id: REKOR_V2, origin: host.clone(), key_name: host.clone(), key: v2_key, batch, stamper: None },
+            LogConfig {
+                id: REKOR_V2,
+                origin: host.clone(),
+                key_name: host.clone(),
+                key: v2_key,
+                batch,
+                stamper: None,
+                max_pending: cfg.log.max_pending_appends,
+            },
             storage.clone(),
         )
         .await?;
@@ -207,6 +216,8 @@ impl AppState {
                     max_delay: std::time::Duration::from_millis(cfg.log.ct_batch_max_delay_ms),
                 },
                 stamper: None,
+                // Certificates are bounded by the CA's own admission (one CT entry each).
+                max_pending: 0,
             },
             storage.clone(),
         )

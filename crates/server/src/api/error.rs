@@ -52,8 +52,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(status = self.status.as_u16(), message = %self.message, "request failed");
+        // 503 and 507 are conditions (overload, storage down or full) that their cause logs once,
+        // not per request: a flood of refusals must not become a flood of log lines.
+        match self.status {
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE => {
+                tracing::debug!(status = self.status.as_u16(), message = %self.message, "request refused")
+            }
+            s if s.is_server_error() => tracing::error!(status = s.as_u16(), message = %self.message, "request failed"),
+            _ => {}
         }
         let body = Json(json!({"code": self.status.as_u16(), "message": self.message}));
         let mut response = (self.status, self.headers, body).into_response();
@@ -95,13 +101,17 @@ impl From<StorageError> for ApiError {
 
 impl From<AppendError> for ApiError {
     fn from(e: AppendError) -> Self {
+        let overloaded = matches!(e, AppendError::Overloaded { .. });
         let status = match e {
-            AppendError::Closed | AppendError::Aborted | AppendError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppendError::Closed | AppendError::Aborted | AppendError::Unavailable(_) | AppendError::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppendError::Full(_) => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let err = ApiError::new(status, e.to_string());
         match status {
+            StatusCode::SERVICE_UNAVAILABLE if overloaded => err.with_header("retry-after", STORAGE_RETRY_AFTER).because("overloaded"),
             StatusCode::SERVICE_UNAVAILABLE => err.with_header("retry-after", STORAGE_RETRY_AFTER),
             StatusCode::INSUFFICIENT_STORAGE => err.because("storage_full"),
             _ => err,

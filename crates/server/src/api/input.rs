@@ -36,6 +36,19 @@ pub async fn json_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<
     Ok(value)
 }
 
+/// Admits one append to `log`, or refuses it at once. A refused request's body is still
+/// read (up to `limit`): an HTTP/1.1 connection whose request body was left unread cannot be
+/// reused, and a shed request that costs the client a new connection is not cheap.
+pub async fn admit(log: &signet_log::Log, body: Body, limit: usize) -> Result<(signet_log::Admission, Body), ApiError> {
+    match log.admit() {
+        Ok(admission) => Ok((admission, body)),
+        Err(e) => {
+            let _ = axum::body::to_bytes(body, limit).await;
+            Err(e.into())
+        }
+    }
+}
+
 /// Refuses a body whose top-level object has a field outside `allowed`, naming it: a typo
 /// in a request must not be silently ignored.
 pub fn only_fields(request: &Value, allowed: &[&str]) -> Result<(), ApiError> {

@@ -96,6 +96,7 @@ impl RekorV1 {
 }
 
 pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let (_admitted, body) = super::input::admit(&state.rekor_v1.log, body, state.max_body).await?;
     let request = json_body(&headers, body, state.max_body).await?;
     let entry = v1::parse(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;

@@ -16,6 +16,7 @@ use super::input::json_body;
 use crate::state::AppState;
 
 pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let (_admitted, body) = super::input::admit(&state.rekor_v2, body, state.max_body).await?;
     let request = json_body(&headers, body, state.max_body).await?;
     let entry = v2::parse(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
