@@ -31,6 +31,8 @@ enum Command {
     /// The audit log: check its hash chain.
     #[command(subcommand)]
     Audit(cmd::audit::Audit),
+    /// Copy a data dir consistently while its server runs (restore by serving the copy).
+    Backup(cmd::backup::Args),
     /// Create a production instance's keys, certificates and config (`serve` without --dev needs them).
     Init(cmd::init::Args),
     /// Apply the storage schema's migrations and exit (`serve` also applies them at start).
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Admin(args) => cmd::admin::run(args),
         Command::Audit(args) => cmd::audit::run(args),
+        Command::Backup(args) => cmd::backup::run(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Serve(args) => cmd::serve::run(args),

@@ -13,6 +13,7 @@
 //! - [`trust`]: the trust documents, from a data dir.
 //! - [`conn`]: accepting connections (plain or TLS): the cap, the timeouts, bounded draining.
 //! - [`datadir`]: the exclusive lock that keeps a second server off a data dir.
+//! - [`backup`]: `signet backup`, a consistent copy of a data dir while its server runs.
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
@@ -21,6 +22,7 @@
 
 pub mod access;
 pub mod api;
+pub mod backup;
 pub mod config;
 pub mod conn;
 pub mod datadir;

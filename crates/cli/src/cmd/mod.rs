@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod audit;
+pub mod backup;
 pub mod bench;
 pub mod bench_gates;
 pub mod bench_tls;

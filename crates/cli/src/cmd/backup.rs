@@ -1,0 +1,54 @@
+//! `signet backup`: a consistent copy of a data dir, taken while the server runs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use signet_server::Config;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// TOML configuration file (its `data_dir` and `storage` are used).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The data dir to back up (default ./signet-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Where to write the backup: a directory that does not exist yet. Restore by serving it:
+    /// `signet serve --data-dir OUT`.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let mut cfg = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("signet: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(d) = args.data_dir {
+        cfg.data_dir = d;
+    }
+    let postgres = matches!(cfg.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_)));
+    match signet_server::backup::backup(&cfg.data_dir, &args.out) {
+        Ok(report) => {
+            for db in &report.databases {
+                outln!("database {}", db.display());
+            }
+            outln!("backed up {} to {} ({} databases, {} other files)", cfg.data_dir.display(), args.out.display(), report.databases.len(), report.files);
+            if postgres {
+                outln!("the logs are in PostgreSQL: back them up with pg_dump (docs/scaling.md, \"Backups\")");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e @ (signet_server::backup::BackupError::Exists(_) | signet_server::backup::BackupError::NoDataDir(_))) => {
+            errln!("signet: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            errln!("signet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! `signet backup` of a running instance, restored into a fresh data dir: the restored log
+//! serves, and every checkpoint published before the backup is consistent with it.
+
+mod common;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use signet_core::b64;
+use signet_log::{checkpoint, merkle};
+
+fn hashes(v: &serde_json::Value) -> Vec<[u8; 32]> {
+    v.as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect()
+}
+
+#[test]
+fn a_backup_taken_under_load_restores_a_consistent_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let client = agent();
+    let pem = get(&client, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
+    let spki = signet_core::pem::decode_first(pem.as_bytes()).unwrap().der;
+
+    // Writers append throughout; each acknowledgement's checkpoint is kept with the time it was seen.
+    let stop = Arc::new(AtomicBool::new(false));
+    let backup_started = Arc::new(AtomicBool::new(false));
+    let before: Arc<Mutex<Vec<(u64, [u8; 32], u64, [u8; 32])>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, stop, started, before, spki) = (server.url.clone(), stop.clone(), backup_started.clone(), before.clone(), spki.clone());
+            std::thread::spawn(move || {
+                let (agent, signer) = (agent(), Signer::new());
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let r = post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(format!("w{w} e{i}").as_bytes())).unwrap();
+                    assert_eq!(r.status, 201, "{}", r.text());
+                    if started.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let map = r.json();
+                    let e = map.as_object().unwrap().values().next().unwrap();
+                    let cp = checkpoint::verify(e["verification"]["inclusionProof"]["checkpoint"].as_str().unwrap(), "127.0.0.1", &spki).unwrap();
+                    let leaf = merkle::leaf_hash(&b64::decode(e["body"].as_str().unwrap()).unwrap());
+                    before.lock().unwrap().push((cp.size, cp.root_hash, e["logIndex"].as_u64().unwrap(), leaf));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    backup_started.store(true, Ordering::SeqCst);
+    let out = dir.path().join("backup");
+    let b = Command::new(env!("CARGO_BIN_EXE_signet")).args(["backup", "--data-dir"]).arg(&data).arg("--out").arg(&out).output().unwrap();
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert!(String::from_utf8_lossy(&b.stdout).contains("signet.sqlite"), "{}", String::from_utf8_lossy(&b.stdout));
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    writers.into_iter().for_each(|h| h.join().unwrap());
+    drop(server);
+
+    // A second backup to the same place is refused, and changes nothing.
+    let again = Command::new(env!("CARGO_BIN_EXE_signet")).args(["backup", "--data-dir"]).arg(&data).arg("--out").arg(&out).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", String::from_utf8_lossy(&again.stderr));
+
+    // Restore: serve the backup as a data dir.
+    let restored = Server::start(&out, &[]);
+    let agent = client;
+    let head = get(&agent, &format!("{}/api/v1/log", restored.url)).unwrap().json();
+    let size = head["treeSize"].as_u64().unwrap();
+    let root = hex32(head["rootHash"].as_str().unwrap());
+    checkpoint::verify(head["signedTreeHead"].as_str().unwrap(), "127.0.0.1", &spki).unwrap();
+    let before = before.lock().unwrap();
+    assert!(before.len() > 20, "only {} appends before the backup", before.len());
+    for (cp_size, cp_root, index, leaf) in before.iter() {
+        assert!(*cp_size <= size, "checkpoint {cp_size} published before the backup is beyond the restored size {size}");
+        let p = get(&agent, &format!("{}/api/v1/log/proof?firstSize={cp_size}&lastSize={size}", restored.url)).unwrap().json();
+        merkle::verify_consistency(*cp_size, size, &hashes(&p["hashes"]), cp_root, &root)
+            .unwrap_or_else(|e| panic!("checkpoint {cp_size} is not consistent with the restored log: {e}"));
+        let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={index}", restored.url)).unwrap();
+        assert_eq!(r.status, 200);
+        let map = r.json();
+        let e = map.as_object().unwrap().values().next().unwrap();
+        assert_eq!(merkle::leaf_hash(&b64::decode(e["body"].as_str().unwrap()).unwrap()), *leaf);
+    }
+    // The restored instance takes writes.
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", restored.url), &Signer::new().v1_entry(b"after restore")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+}
