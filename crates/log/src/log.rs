@@ -336,6 +336,22 @@ impl Log {
         self.shared.storage.entries(self.shared.id, start, count)
     }
 
+    /// [`Log::entry`] from an async handler: on a networked backend the wait for the
+    /// database holds no runtime thread (see `Storage::entry_async`).
+    pub async fn entry_async(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        if index >= self.head().checkpoint.size {
+            return Ok(None);
+        }
+        self.shared.storage.entry_async(self.shared.id, index).await
+    }
+
+    /// [`Log::entries`] from an async handler.
+    pub async fn entries_async(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
+        let size = self.head().checkpoint.size;
+        let count = count.min(size.saturating_sub(start));
+        self.shared.storage.entries_async(self.shared.id, start, count).await
+    }
+
     /// The index of the durable entry with leaf hash `leaf`.
     pub fn find_leaf(&self, leaf: &Hash) -> Option<u64> {
         self.shared.durable_index_of(leaf)

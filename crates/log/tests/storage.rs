@@ -251,3 +251,23 @@ async fn a_log_rebuilds_from_each_backend() {
         assert!(matches!(reopened.append(b"entry 300".to_vec(), None).await.unwrap(), Sequenced::New { index: 300, .. }));
     }
 }
+
+/// The async reads return what the blocking ones do, on every backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_reads_agree_with_blocking_reads() {
+    for b in backends() {
+        let s = b.storage.clone();
+        tokio::task::spawn_blocking({
+            let s = s.clone();
+            move || s.commit(&batch(1, 0, 6, 9)).unwrap()
+        })
+        .await
+        .unwrap();
+        let blocking = { let s = s.clone(); tokio::task::spawn_blocking(move || (s.entry(1, 3).unwrap(), s.entries(1, 1, 4).unwrap())) }.await.unwrap();
+        assert_eq!(s.entry_async(1, 3).await.unwrap(), blocking.0, "{}", b.name);
+        assert_eq!(s.entries_async(1, 1, 4).await.unwrap(), blocking.1, "{}", b.name);
+        assert_eq!(s.entry_async(1, 6).await.unwrap(), None, "{}", b.name);
+        assert_eq!(s.entry_async(1, u64::MAX).await.unwrap(), None, "{}", b.name);
+        assert!(s.entries_async(1, 6, 10).await.unwrap().is_empty(), "{}", b.name);
+    }
+}

@@ -106,6 +106,9 @@ pub enum StorageError {
     Conflict { log: LogId, expected: u64, stored: u64 },
 }
 
+/// A read as a future ([`Storage::entry_async`]).
+pub type ReadFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StorageError>> + Send + 'a>>;
+
 pub trait Storage: Send + Sync + 'static {
     /// Persists `batch` atomically. When this returns `Ok`, the batch survives a crash.
     ///
@@ -130,4 +133,16 @@ pub trait Storage: Send + Sync + 'static {
 
     /// A small named value, set once and read back forever after (tree IDs and the like).
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError>;
+
+    /// [`Storage::entry`] for callers on an async runtime. The default reads in place, which
+    /// suits SQLite's page-cache reads; a backend whose reads wait on a network round trip
+    /// overrides it, so that the wait does not hold one of the runtime's few threads.
+    fn entry_async(&self, log: LogId, index: u64) -> ReadFuture<'_, Option<StoredEntry>> {
+        Box::pin(std::future::ready(self.entry(log, index)))
+    }
+
+    /// [`Storage::entries`] for callers on an async runtime (see [`Storage::entry_async`]).
+    fn entries_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<StoredEntry>> {
+        Box::pin(std::future::ready(self.entries(log, start, count)))
+    }
 }

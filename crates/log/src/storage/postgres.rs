@@ -198,15 +198,34 @@ impl PostgresStorage {
 
     /// Applies the migrations this database lacks; returns the versions applied.
     pub fn migrate(&self) -> Result<Vec<i32>, StorageError> {
-        self.block(None, |pool| async move {
+        self.block(|pool| async move {
             let mut slot = pool.writer.lock().await;
             let client = writer(&pool, &mut slot).await?;
             migrations::apply_postgres(client, MIGRATIONS).await
         })
     }
 
-    /// Runs `f` on the backend's runtime and waits for it, from any thread.
-    fn block<T, F, Fut>(&self, timeout: Option<Duration>, f: F) -> Result<T, StorageError>
+    /// Starts `f` on the backend's runtime, bounded by `timeout` if given.
+    fn spawn<T, F, Fut>(&self, timeout: Option<Duration>, f: F) -> tokio::task::JoinHandle<Result<T, StorageError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Pool>) -> Fut,
+        Fut: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let fut = f(self.pool.clone());
+        self.handle.spawn(async move {
+            match timeout {
+                Some(t) => tokio::time::timeout(t, fut)
+                    .await
+                    .unwrap_or_else(|_| Err(StorageError::Unavailable(format!("PostgreSQL did not answer within {t:?}")))),
+                None => fut.await,
+            }
+        })
+    }
+
+    /// Runs `f` on the backend's runtime and waits for it, from any thread: a plain channel,
+    /// which blocks safely inside or outside another runtime.
+    fn block<T, F, Fut>(&self, f: F) -> Result<T, StorageError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Pool>) -> Fut,
@@ -215,27 +234,33 @@ impl PostgresStorage {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let fut = f(self.pool.clone());
         self.handle.spawn(async move {
-            let out = match timeout {
-                Some(t) => tokio::time::timeout(t, fut)
-                    .await
-                    .unwrap_or_else(|_| Err(StorageError::Unavailable(format!("PostgreSQL did not answer within {t:?}")))),
-                None => fut.await,
-            };
-            let _ = tx.send(out);
+            let _ = tx.send(fut.await);
         });
         rx.recv().map_err(|_| StorageError::Backend("the PostgreSQL client runtime stopped".into()))?
     }
 
+    fn read_future<T, F, Fut>(&self, f: F) -> impl Future<Output = Result<T, StorageError>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Conn>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
+    {
+        let task = self.spawn(Some(READ_TIMEOUT), |pool| async move {
+            let conn = pool.reader().await?;
+            f(conn).await.map_err(classify)
+        });
+        async move { task.await.map_err(|e| StorageError::Backend(format!("a PostgreSQL read failed: {e}")))? }
+    }
+
+    /// A read, waited for in place (the blocking trait methods).
     fn read<T, F, Fut>(&self, f: F) -> Result<T, StorageError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Conn>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
     {
-        self.block(Some(READ_TIMEOUT), |pool| async move {
-            let conn = pool.reader().await?;
-            f(conn).await.map_err(classify)
-        })
+        let fut = self.read_future(f);
+        self.block(move |_| fut)
     }
 }
 
@@ -277,6 +302,17 @@ fn stored_entry(r: &tokio_postgres::Row) -> Result<StoredEntry, tokio_postgres::
     })
 }
 
+async fn read_entry(c: Arc<Conn>, log: LogId, index: u64) -> Result<Option<StoredEntry>, tokio_postgres::Error> {
+    let row = c.client.query_opt(&c.st.entry, &[&(log as i16), &(index as i64)]).await?;
+    row.as_ref().map(stored_entry).transpose()
+}
+
+async fn read_entries(c: Arc<Conn>, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, tokio_postgres::Error> {
+    let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
+    let rows = c.client.query(&c.st.entries, &[&(log as i16), &lo, &hi]).await?;
+    rows.iter().map(stored_entry).collect()
+}
+
 /// Indices are BIGINT: anything past i64::MAX is past every log's end.
 fn bigint(i: u64) -> i64 {
     i.min(i64::MAX as u64) as i64
@@ -285,7 +321,7 @@ fn bigint(i: u64) -> i64 {
 impl Storage for PostgresStorage {
     fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
         let batch = batch.clone();
-        self.block(None, move |pool| async move {
+        self.block(move |pool| async move {
             let mut slot = pool.writer.lock().await;
             let client = writer(&pool, &mut slot).await?;
             commit(client, &batch).await
@@ -327,18 +363,22 @@ impl Storage for PostgresStorage {
         if index > i64::MAX as u64 {
             return Ok(None);
         }
-        self.read(move |c| async move {
-            let row = c.client.query_opt(&c.st.entry, &[&(log as i16), &(index as i64)]).await?;
-            row.as_ref().map(stored_entry).transpose()
-        })
+        self.read(move |c| read_entry(c, log, index))
     }
 
     fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
-        let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
-        self.read(move |c| async move {
-            let rows = c.client.query(&c.st.entries, &[&(log as i16), &lo, &hi]).await?;
-            rows.iter().map(stored_entry).collect()
-        })
+        self.read(move |c| read_entries(c, log, start, count))
+    }
+
+    fn entry_async(&self, log: LogId, index: u64) -> ReadFuture<'_, Option<StoredEntry>> {
+        if index > i64::MAX as u64 {
+            return Box::pin(std::future::ready(Ok(None)));
+        }
+        Box::pin(self.read_future(move |c| read_entry(c, log, index)))
+    }
+
+    fn entries_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<StoredEntry>> {
+        Box::pin(self.read_future(move |c| read_entries(c, log, start, count)))
     }
 
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {

@@ -81,7 +81,7 @@ impl RekorV1 {
     }
 
     async fn by_index(&self, index: u64) -> Result<Option<String>, ApiError> {
-        match self.log.entry(index)? {
+        match self.log.entry_async(index).await? {
             Some(e) => Ok(Some(self.view(&e)?)),
             None => Ok(None),
         }

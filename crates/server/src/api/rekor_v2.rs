@@ -60,7 +60,7 @@ pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) 
             let start = index
                 .checked_mul(TILE_WIDTH)
                 .ok_or_else(|| ApiError::bad_request("tile index is out of range"))?;
-            let entries = log.entries(start, width)?;
+            let entries = log.entries_async(start, width).await?;
             match entries.len() as u64 == width {
                 true => Some(tiles::entry_bundle(entries.iter().map(|e| e.body.as_slice())).map_err(|e| {
                     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("entry bundle {path} cannot be served: {e}"))
