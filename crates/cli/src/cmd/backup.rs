@@ -3,8 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use signet_server::Config;
-
 #[derive(clap::Args)]
 pub struct Args {
     /// TOML configuration file (its `data_dir` and `storage` are used).
@@ -20,16 +18,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut cfg = match Config::load(args.config.as_deref()) {
+    let cfg = match super::config(args.config.as_deref(), args.data_dir, None) {
         Ok(c) => c,
-        Err(e) => {
-            errln!("signet: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if let Some(d) = args.data_dir {
-        cfg.data_dir = d;
-    }
     let postgres = matches!(cfg.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_)));
     match signet_server::backup::backup(&cfg.data_dir, &args.out) {
         Ok(report) => {

@@ -6,8 +6,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use signet_server::Config;
-
 #[derive(clap::Args)]
 pub struct Args {
     /// TOML configuration file (its `storage` and `data_dir` are used).
@@ -22,19 +20,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut cfg = match Config::load(args.config.as_deref()) {
+    let cfg = match super::config(args.config.as_deref(), args.data_dir, args.storage) {
         Ok(c) => c,
-        Err(e) => {
-            errln!("signet: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if let Some(d) = args.data_dir {
-        cfg.data_dir = d;
-    }
-    if let Some(s) = args.storage {
-        cfg.storage = Some(s);
-    }
     let url = match cfg.storage_url() {
         Ok(u) => u,
         Err(e) => {

@@ -16,3 +16,24 @@ pub mod serve;
 pub mod sign_bundle;
 pub mod trust;
 pub mod verify_bundle;
+
+/// The configuration a command runs with: the file (if any), then the environment, then
+/// the command's own `--data-dir` and `--storage`. A bad file or value prints one line, and
+/// the caller exits 2.
+pub fn config(
+    file: Option<&std::path::Path>,
+    data_dir: Option<std::path::PathBuf>,
+    storage: Option<String>,
+) -> Result<signet_server::Config, std::process::ExitCode> {
+    let mut cfg = signet_server::Config::load(file).map_err(|e| {
+        errln!("signet: {e}");
+        std::process::ExitCode::from(2)
+    })?;
+    if let Some(d) = data_dir {
+        cfg.data_dir = d;
+    }
+    if let Some(s) = storage {
+        cfg.storage = Some(s);
+    }
+    Ok(cfg)
+}

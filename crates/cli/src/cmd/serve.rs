@@ -4,8 +4,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use signet_server::Config;
-
 #[derive(clap::Args)]
 pub struct Args {
     /// TOML configuration file.
@@ -43,24 +41,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut cfg = match Config::load(args.config.as_deref()) {
+    let mut cfg = match super::config(args.config.as_deref(), args.data_dir, args.storage) {
         Ok(c) => c,
-        Err(e) => {
-            errln!("signet: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if let Some(d) = args.data_dir {
-        cfg.data_dir = d;
-    }
     if let Some(l) = args.listen {
         cfg.listen = l;
     }
     if let Some(u) = args.public_url {
         cfg.public_url = Some(u);
-    }
-    if let Some(s) = args.storage {
-        cfg.storage = Some(s);
     }
     if let Some(c) = args.tls_cert {
         cfg.tls.cert = Some(c);
