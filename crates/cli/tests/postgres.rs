@@ -20,7 +20,7 @@ fn migrate_applies_the_schema_once() {
     let Some(db) = postgres_database() else { return };
     let first = signet(&["migrate", "--storage", &db]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    assert!(String::from_utf8_lossy(&first.stdout).contains("applied schema migrations 1"), "{first:?}");
+    assert!(String::from_utf8_lossy(&first.stdout).contains("applied schema migrations 1, 2"), "{first:?}");
     let again = signet(&["migrate", "--storage", &db]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("schema already current"), "{again:?}");
 
@@ -177,4 +177,82 @@ fn a_database_outage_costs_503s_and_heals_without_a_restart() {
     let size = head["treeSize"].as_u64().unwrap();
     let page = get(&agent, &format!("{}/api/v1/log/entries?logIndex={}", server.url, size - 1)).unwrap();
     assert_eq!(page.status, 200);
+}
+
+/// Issue 18, "Exactly one sequencer per log": a second instance on the same database waits as
+/// a standby (not ready); when the sequencer is paused (SIGSTOP) past its lease, the standby
+/// takes over and takes writes; when the old one wakes (SIGCONT), it writes nothing and stops.
+/// Every acknowledged entry is in the log, and every checkpoint is consistent with the last.
+#[test]
+fn a_standby_takes_over_from_a_paused_sequencer_and_the_old_one_is_fenced() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let agent = agent();
+    let signer = Signer::new();
+    let mut a = Server::start(&a_dir, &["--storage", &db]);
+    let mut acked = Vec::new();
+    let mut checkpoints = Vec::new();
+    let append = |url: &str, what: &str| post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(what.as_bytes())).unwrap();
+    for i in 0..5 {
+        let r = append(&a.url, &format!("before {i}"));
+        assert_eq!(r.status, 201, "{}", r.text());
+        let map = r.json();
+        let e = map.as_object().unwrap().values().next().unwrap().clone();
+        acked.push(e["logIndex"].as_u64().unwrap());
+        checkpoints.push(e["verification"]["inclusionProof"]["checkpoint"].as_str().unwrap().to_string());
+    }
+    // The standby shares the keys (a copy of A's data dir) and the database.
+    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let standby = {
+        let (b_dir, db) = (b_dir.clone(), db.clone());
+        std::thread::spawn(move || Server::start(&b_dir, &["--storage", &db]))
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!standby.is_finished(), "a second instance became ready while the first held the lease");
+
+    // SAFETY: signals to a child process this test started.
+    unsafe { libc::kill(a.child.id() as i32, libc::SIGSTOP) };
+    let paused = Instant::now();
+    let b = standby.join().unwrap();
+    let takeover = paused.elapsed();
+    eprintln!("takeover after SIGSTOP: {takeover:?}");
+    assert!(takeover < Duration::from_secs(10), "the standby took {takeover:?} to take over");
+    let r = append(&b.url, "after the takeover");
+    assert_eq!(r.status, 201, "{}", r.text());
+    acked.push(r.json().as_object().unwrap().values().next().unwrap()["logIndex"].as_u64().unwrap());
+
+    // The old sequencer wakes: it must not write, and it stops by itself.
+    unsafe { libc::kill(a.child.id() as i32, libc::SIGCONT) };
+    let woke = Instant::now();
+    let status = loop {
+        if let Some(s) = a.child.try_wait().unwrap() {
+            break s;
+        }
+        // Whatever it answers meanwhile, it is never a new entry.
+        if let Ok(r) = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(b"to the old sequencer")) {
+            assert_ne!(r.status, 201, "the fenced sequencer logged an entry: {}", r.text());
+        }
+        assert!(woke.elapsed() < Duration::from_secs(10), "the old sequencer did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!status.success(), "the old sequencer exited with {status}");
+    a.kill();
+
+    // Everything acknowledged is there, and every checkpoint is a prefix of the log.
+    let head = get(&agent, &format!("{}/api/v1/log", b.url)).unwrap().json();
+    let size = head["treeSize"].as_u64().unwrap();
+    let root = hex32(head["rootHash"].as_str().unwrap());
+    for index in &acked {
+        assert_eq!(get(&agent, &format!("{}/api/v1/log/entries?logIndex={index}", b.url)).unwrap().status, 200, "entry {index} lost");
+    }
+    let pem = get(&agent, &format!("{}/api/v1/log/publicKey", b.url)).unwrap().text();
+    let spki = signet_core::pem::decode_first(pem.as_bytes()).unwrap().der;
+    for note in &checkpoints {
+        let cp = signet_log::checkpoint::verify(note, "127.0.0.1", &spki).unwrap();
+        let p = get(&agent, &format!("{}/api/v1/log/proof?firstSize={}&lastSize={size}", b.url, cp.size)).unwrap().json();
+        let hashes: Vec<[u8; 32]> = p["hashes"].as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect();
+        signet_log::merkle::verify_consistency(cp.size, size, &hashes, &cp.root_hash, &root).unwrap();
+    }
 }

@@ -411,6 +411,8 @@ fn append_error(e: StorageError) -> AppendError {
     match e {
         StorageError::Full(m) => AppendError::Full(m),
         StorageError::Unavailable(m) => AppendError::Unavailable(m),
+        // The client should retry; a load balancer sends it to the instance that sequences now.
+        e @ StorageError::Fenced(_) => AppendError::Unavailable(e.to_string()),
         other => AppendError::Storage(other.to_string()),
     }
 }

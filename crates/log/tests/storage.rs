@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::backends;
 use signet_core::keys::SigningKey;
 use signet_log::merkle;
-use signet_log::storage::{Batch, NewEntry, StorageError, StorageUrl, StoredCheckpoint, Tile};
+use signet_log::storage::{Batch, NewEntry, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
 use signet_log::{BatchPolicy, Log, LogConfig, Sequenced};
 
 fn entry(index: u64, body: &[u8]) -> NewEntry {
@@ -270,4 +270,31 @@ async fn async_reads_agree_with_blocking_reads() {
         assert_eq!(s.entry_async(1, u64::MAX).await.unwrap(), None, "{}", b.name);
         assert!(s.entries_async(1, 6, 10).await.unwrap().is_empty(), "{}", b.name);
     }
+}
+
+/// PostgreSQL's sequencer lease: one holder at a time, a takeover only after expiry, and a
+/// holder that was taken over writes nothing and learns it at its next renewal.
+#[test]
+fn a_taken_over_lease_fences_the_old_holder() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let a = signet_log::storage::PostgresStorage::open(&db).unwrap();
+    let b = signet_log::storage::PostgresStorage::open(&db).unwrap();
+    let la = a.acquire_lease("a", Duration::from_millis(300)).unwrap().expect("a free lease is taken");
+    assert_eq!(la.epoch, 1);
+    assert_eq!(b.acquire_lease("b", Duration::from_secs(5)).unwrap(), None, "a held lease is not taken");
+    a.commit(&batch(1, 0, 2, 1)).unwrap();
+    assert!(a.renew_lease(&la, Duration::from_millis(300)).unwrap());
+
+    std::thread::sleep(Duration::from_millis(400));
+    let lb = b.acquire_lease("b", Duration::from_secs(5)).unwrap().expect("an expired lease is taken over");
+    assert_eq!(lb.epoch, 2);
+    match a.commit(&batch(1, 2, 3, 2)) {
+        Err(StorageError::Fenced(why)) => assert!(why.contains("b (epoch 2)"), "{why}"),
+        other => panic!("the old holder's commit was not fenced: {other:?}"),
+    }
+    assert!(!a.renew_lease(&la, Duration::from_secs(5)).unwrap(), "the old holder renewed a lease it lost");
+    b.commit(&batch(1, 2, 3, 3)).unwrap();
+    assert_eq!(b.latest_checkpoint(1).unwrap().unwrap().size, 3);
+    assert_eq!(a.lease_holder().unwrap().as_deref(), Some("b"));
 }

@@ -15,6 +15,7 @@
 //! - [`datadir`]: the exclusive lock that keeps a second server off a data dir.
 //! - [`backup`]: `signet backup`, a consistent copy of a data dir while its server runs.
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
+//! - [`lease`]: on PostgreSQL, the sequencer lease: one instance sequences, the others stand by.
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -29,6 +30,7 @@ pub mod datadir;
 pub mod discovery;
 pub mod init;
 pub mod issuers;
+pub mod lease;
 pub mod lifecycle;
 pub mod logging;
 pub mod metrics;

@@ -132,9 +132,22 @@ impl AppState {
         signet_core::files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
             .map_err(|source| StartError::Io { what: format!("writing {}", url_file.display()), source })?;
         let url = cfg.storage_url()?;
-        let storage: Arc<dyn Storage> = tokio::task::spawn_blocking(move || signet_log::storage::open(&url))
-            .await
-            .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??;
+        let storage: Arc<dyn Storage> = match url {
+            signet_log::storage::StorageUrl::Postgres(u) => {
+                let pg = Arc::new(
+                    tokio::task::spawn_blocking(move || signet_log::storage::PostgresStorage::open(&u))
+                        .await
+                        .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
+                );
+                // One instance sequences a database; this one waits here, as a standby, until it may.
+                let lease = crate::lease::acquire(pg.clone(), crate::lease::holder(&cfg.listen)).await?;
+                crate::lease::keep(pg.clone(), lease);
+                pg
+            }
+            sqlite => tokio::task::spawn_blocking(move || signet_log::storage::open(&sqlite))
+                .await
+                .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
+        };
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
         // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.

@@ -18,7 +18,7 @@ pub mod postgres;
 mod sqlite;
 mod url;
 
-pub use postgres::PostgresStorage;
+pub use postgres::{Lease, PostgresStorage};
 pub use sqlite::SqliteStorage;
 pub use url::{migrate, open, StorageUrl};
 
@@ -104,6 +104,9 @@ pub enum StorageError {
     /// or an earlier commit whose answer was lost did land. Nothing was written.
     #[error("log {log} was moved by another writer: this batch extends size {expected}, but the stored checkpoint has size {stored}")]
     Conflict { log: LogId, expected: u64, stored: u64 },
+    /// Another instance took the sequencer lease over: this one may no longer write.
+    #[error("not the sequencer any more; nothing was written: {0}")]
+    Fenced(String),
 }
 
 /// A read as a future ([`Storage::entry_async`]).

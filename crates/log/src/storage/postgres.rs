@@ -62,14 +62,24 @@ CREATE TABLE tiles(
 );
 CREATE TABLE checkpoints(log SMALLINT PRIMARY KEY, size BIGINT NOT NULL, note TEXT NOT NULL);
 ",
+}, Migration {
+    version: 2,
+    name: "the sequencer lease",
+    sql: "CREATE TABLE leases(name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);",
 }];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// The one lease: the instance holding it sequences every log in the database.
+const LEASE: &str = "sequencer";
 
 pub struct PostgresStorage {
     /// The schema versions this open applied (empty when the database was current).
     pub applied_migrations: Vec<i32>,
+    /// The lease this instance holds, if any: then every commit checks, under a row lock,
+    /// that the lease's epoch is still this one (see [`PostgresStorage::acquire_lease`]).
+    fence: Arc<parking_lot::Mutex<Option<Lease>>>,
     /// Dropped with `shutdown_background` (see `Drop`): dropping a runtime inside another
     /// runtime's task would panic.
     runtime: Option<Runtime>,
@@ -83,6 +93,14 @@ struct Statements {
     entries: Statement,
     keys: Statement,
     checkpoint: Statement,
+}
+
+/// The sequencer lease as held by one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    /// The fencing token: one more at every takeover.
+    pub epoch: i64,
 }
 
 struct Conn {
@@ -190,8 +208,13 @@ impl PostgresStorage {
             readers: (0..READERS).map(|_| parking_lot::Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
         });
-        let mut storage =
-            PostgresStorage { applied_migrations: Vec::new(), handle: runtime.handle().clone(), runtime: Some(runtime), pool };
+        let mut storage = PostgresStorage {
+            applied_migrations: Vec::new(),
+            fence: Default::default(),
+            handle: runtime.handle().clone(),
+            runtime: Some(runtime),
+            pool,
+        };
         storage.applied_migrations = storage.migrate()?;
         Ok(storage)
     }
@@ -202,6 +225,54 @@ impl PostgresStorage {
             let mut slot = pool.writer.lock().await;
             let client = writer(&pool, &mut slot).await?;
             migrations::apply_postgres(client, MIGRATIONS).await
+        })
+    }
+
+    /// Takes the sequencer lease for `holder` if it is free or expired, for `ttl`, and returns
+    /// it with its epoch (one more than the last holder's). From then on, every commit of this
+    /// store is fenced by that epoch: once another instance takes the lease over, a commit of
+    /// this one (say, after a pause) fails with [`StorageError::Fenced`], whatever its timing.
+    ///
+    /// Expiry is judged by the database's clock, the one clock every instance shares.
+    pub fn acquire_lease(&self, holder: &str, ttl: Duration) -> Result<Option<Lease>, StorageError> {
+        let (holder, ttl_ms) = (holder.to_string(), ttl.as_millis().min(i64::MAX as u128) as i64);
+        let lease = self.read(move |c| async move {
+            let row = c
+                .client
+                .query_opt(
+                    "INSERT INTO leases(name, holder, epoch, expires_at)                      VALUES ($1, $2, 1, now() + $3::BIGINT * INTERVAL '1 millisecond')                      ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, epoch = leases.epoch + 1,                      expires_at = EXCLUDED.expires_at WHERE leases.expires_at < now()                      RETURNING epoch",
+                    &[&LEASE, &holder, &ttl_ms],
+                )
+                .await?;
+            row.map(|r| Ok(Lease { holder, epoch: r.try_get(0)? })).transpose()
+        })?;
+        if let Some(l) = &lease {
+            *self.fence.lock() = Some(l.clone());
+        }
+        Ok(lease)
+    }
+
+    /// Extends the lease by `ttl` if this holder still has it. `Ok(false)`: another instance
+    /// has taken it over, and this one must stop sequencing.
+    pub fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<bool, StorageError> {
+        let (holder, epoch, ttl_ms) = (lease.holder.clone(), lease.epoch, ttl.as_millis().min(i64::MAX as u128) as i64);
+        self.read(move |c| async move {
+            let n = c
+                .client
+                .execute(
+                    "UPDATE leases SET expires_at = now() + $4::BIGINT * INTERVAL '1 millisecond'                      WHERE name = $1 AND holder = $2 AND epoch = $3",
+                    &[&LEASE, &holder, &epoch, &ttl_ms],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Who holds the lease now, if anyone does (for messages).
+    pub fn lease_holder(&self) -> Result<Option<String>, StorageError> {
+        self.read(move |c| async move {
+            let row = c.client.query_opt("SELECT holder FROM leases WHERE name = $1 AND expires_at >= now()", &[&LEASE]).await?;
+            row.map(|r| r.try_get(0)).transpose()
         })
     }
 
@@ -321,10 +392,11 @@ fn bigint(i: u64) -> i64 {
 impl Storage for PostgresStorage {
     fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
         let batch = batch.clone();
+        let fence = self.fence.lock().clone();
         self.block(move |pool| async move {
             let mut slot = pool.writer.lock().await;
             let client = writer(&pool, &mut slot).await?;
-            commit(client, &batch).await
+            commit(client, &batch, fence.as_ref()).await
         })
     }
 
@@ -392,9 +464,20 @@ impl Storage for PostgresStorage {
 
 /// One batch in one transaction: the checkpoint, moved only from the size this batch extends
 /// (see [`Storage::commit`]), then the entries (one multi-row insert) and the tiles.
-async fn commit(client: &mut Client, batch: &Batch) -> Result<(), StorageError> {
+async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Result<(), StorageError> {
     let tx = client.transaction().await.map_err(classify)?;
     let log = batch.log as i16;
+    if let Some(lease) = fence {
+        // The lease row is locked until this commit ends, so a takeover (which updates the
+        // row) waits for it, and the new holder's view of the log includes it. After a
+        // takeover this reads the new epoch, and nothing is written.
+        let row = tx.query_opt("SELECT holder, epoch FROM leases WHERE name = $1 FOR UPDATE", &[&LEASE]).await.map_err(classify)?;
+        let current: Option<(String, i64)> = row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose().map_err(classify)?;
+        if current.as_ref().is_none_or(|(h, e)| *h != lease.holder || *e != lease.epoch) {
+            let by = current.map_or_else(|| "nobody".to_string(), |(h, e)| format!("{h} (epoch {e})"));
+            return Err(StorageError::Fenced(format!("this instance's sequencer lease (epoch {}) is now held by {by}", lease.epoch)));
+        }
+    }
     // The checkpoint first: the compare-and-swap also locks its row, so concurrent writers of
     // one log queue here, and a stale one learns that rather than a key collision.
     let previous = batch.previous_size();
