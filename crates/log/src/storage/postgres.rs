@@ -114,7 +114,14 @@ struct Pool {
     writer: tokio::sync::Mutex<Option<Client>>,
     readers: Vec<parking_lot::Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
+    /// When a connection attempt last failed. For a moment after, reads fail at once instead
+    /// of each making an attempt of its own: an outage under load must not become thousands
+    /// of connection attempts waiting out their timeouts.
+    last_failure: parking_lot::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long reads fail fast after a failed connection attempt.
+const BACKOFF: Duration = Duration::from_millis(250);
 
 /// Sorts a database error into the kinds callers act on: the database gone (503, retry),
 /// its disk full (507), or anything else.
@@ -185,9 +192,21 @@ impl Pool {
         if let Some(c) = slot.lock().as_ref().filter(|c| !c.client.is_closed()) {
             return Ok(c.clone());
         }
-        let conn = Arc::new(self.connect().await?);
-        *slot.lock() = Some(conn.clone());
-        Ok(conn)
+        if self.last_failure.lock().is_some_and(|t| t.elapsed() < BACKOFF) {
+            return Err(StorageError::Unavailable("PostgreSQL: the last connection attempt failed moments ago".into()));
+        }
+        match self.connect().await {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                *slot.lock() = Some(conn.clone());
+                *self.last_failure.lock() = None;
+                Ok(conn)
+            }
+            Err(e) => {
+                *self.last_failure.lock() = Some(std::time::Instant::now());
+                Err(e)
+            }
+        }
     }
 }
 
@@ -207,6 +226,7 @@ impl PostgresStorage {
             writer: tokio::sync::Mutex::new(None),
             readers: (0..READERS).map(|_| parking_lot::Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
+            last_failure: Default::default(),
         });
         let mut storage = PostgresStorage {
             applied_migrations: Vec::new(),
