@@ -68,9 +68,6 @@ CREATE TABLE checkpoints(log SMALLINT PRIMARY KEY, size BIGINT NOT NULL, note TE
     sql: "CREATE TABLE leases(name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);",
 }];
 
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 2;
-
 /// The one lease: the instance holding it sequences every log in the database.
 const LEASE: &str = "sequencer";
 
