@@ -136,7 +136,9 @@ fn tokens_authenticate_by_role_and_revocation_reaches_the_running_server() {
     assert!(!list.contains(&signer[20..]), "list never shows a token");
     let disk = std::fs::read(data.join("guard.sqlite")).unwrap();
     for t in [&signer, &root] {
-        let secret = t.rsplit('_').next().unwrap().as_bytes();
+        // `sgt_<16 hex id>_<secret>`; the secret is base64url, so it may itself hold `_`.
+        let secret = t["sgt_".len() + 17..].as_bytes();
+        assert_eq!(secret.len(), 43, "32 bytes of base64url: {t}");
         assert!(!disk.windows(secret.len()).any(|w| w == secret), "the store holds no plaintext token");
     }
     #[cfg(unix)]
