@@ -37,6 +37,11 @@ impl NoteSigner {
         &self.key
     }
 
+    /// The key name on the signature line.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     pub fn sign(&self, checkpoint: Checkpoint) -> Result<SignedCheckpoint, KeyError> {
         let body = checkpoint.body();
         let sig = self.key.sign(body.as_bytes())?;

@@ -5,8 +5,9 @@
 //! - [`checkpoint`]: C2SP signed-note checkpoints.
 //! - [`index`]: in-memory lookup by leaf hash and artifact digest.
 //! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
-//! - [`storage`]: the `Storage` trait and its SQLite backend.
+//! - [`storage`]: the `Storage` and `Queue` traits, SQLite and PostgreSQL.
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
+//! - [`follow`]: instances sharing storage: followers, the queue, promotion.
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
 //! - `micro` (feature `micro`): the criterion suite of all of the above.
@@ -15,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod checkpoint;
+pub mod follow;
 pub mod index;
 pub mod log;
 pub mod merkle;
@@ -27,4 +29,5 @@ pub mod tiles;
 pub mod tree;
 
 pub use log::{Admission, AppendError, DigestPage, Log, LogConfig, OpenError, Stamper};
+pub use follow::Role;
 pub use sequencer::{BatchPolicy, Sequenced};

@@ -8,10 +8,11 @@ use signet_core::keys::{KeyError, SigningKey};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
+use crate::follow::{self, Follower, Role};
 use crate::index::KeyIndex;
 use crate::merkle::{self, ProofError};
 use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
-use crate::storage::{Batch, LogId, Storage, StorageError, StoredCheckpoint, StoredEntry};
+use crate::storage::{Batch, LogId, Queue, Storage, StorageError, StoredCheckpoint, StoredEntry};
 use crate::tiles::TILE_WIDTH;
 use crate::tree::{RightEdge, Tree};
 
@@ -66,6 +67,9 @@ pub enum OpenError {
     Corrupt { log: LogId, why: String },
     /// The data is intact, but the configuration names the log differently: its origin
     /// comes from the public URL's host, and was fixed when the log was created.
+    /// A follower opened a log its sequencer has not created yet.
+    #[error("log {log} has not been created yet: the instance that sequences this database makes it")]
+    NotCreated { log: LogId },
     #[error("log {log} was created with origin {stored:?}, but this configuration gives it origin {configured:?}. The data is intact. A log's origin is fixed when it is created, because clients pin it: set public_url back to the URL the log was created with (its host is the origin), or start a new log in another data dir")]
     OriginChanged { log: LogId, stored: String, configured: String },
 }
@@ -112,7 +116,12 @@ pub struct DigestPage {
 #[derive(Clone)]
 pub struct Log {
     shared: Arc<Shared>,
-    tx: mpsc::Sender<Pending>,
+    /// The sequencer's pool; `None` while this instance follows.
+    tx: Arc<RwLock<Option<mpsc::Sender<Pending>>>>,
+    /// Set when this instance may follow (storage shared by many instances).
+    follower: Option<Arc<Follower>>,
+    queue: Option<Arc<dyn Queue>>,
+    batch: BatchPolicy,
     gate: Arc<Gate>,
 }
 
@@ -136,6 +145,17 @@ impl Drop for Admission {
 impl Log {
     /// Opens (or creates) the log in `storage` and starts its sequencer on the current runtime.
     pub async fn open(cfg: LogConfig, storage: Arc<dyn Storage>) -> Result<Log, OpenError> {
+        Self::open_as(cfg, storage, None, Role::Sequencer).await
+    }
+
+    /// Opens the log in storage that several instances share (see [`crate::follow`]): as its
+    /// sequencer, which also logs what the others queue, or as a follower, which serves reads
+    /// and queues its appends until [`Log::promote`].
+    pub async fn open_shared(cfg: LogConfig, storage: Arc<dyn Storage>, queue: Arc<dyn Queue>, role: Role) -> Result<Log, OpenError> {
+        Self::open_as(cfg, storage, Some(queue), role).await
+    }
+
+    async fn open_as(cfg: LogConfig, storage: Arc<dyn Storage>, queue: Option<Arc<dyn Queue>>, role: Role) -> Result<Log, OpenError> {
         let signer = NoteSigner::new(cfg.key_name.clone(), cfg.key.clone());
         let store = storage.clone();
         let id = cfg.id;
@@ -166,6 +186,7 @@ impl Log {
                 }
                 SignedCheckpoint { checkpoint: parsed, note: sc.note }
             }
+            None if role == Role::Follower => return Err(OpenError::NotCreated { log: id }),
             None => {
                 // A new log: make its empty checkpoint durable so readers always have one.
                 let cp = signer.sign(Checkpoint { origin: cfg.origin.clone(), size: 0, root_hash: root })?;
@@ -197,10 +218,43 @@ impl Log {
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
         });
-        let (tx, rx) = mpsc::channel(cfg.batch.max_entries.max(1) * 64);
-        tokio::spawn(sequencer::run(shared.clone(), rx, cfg.batch));
         let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending });
-        Ok(Log { shared, tx, gate })
+        let follower = match (&queue, role) {
+            (Some(q), Role::Follower) => Some(Follower::start(shared.clone(), q.clone())),
+            _ => None,
+        };
+        let log = Log { shared, tx: Default::default(), follower, queue, batch: cfg.batch, gate };
+        if role == Role::Sequencer {
+            log.start_sequencer(None);
+        }
+        Ok(log)
+    }
+
+    /// Starts the sequencer (and, on shared storage, the drain of the queue).
+    fn start_sequencer(&self, promoted_from: Option<Arc<Follower>>) {
+        let (tx, rx) = mpsc::channel(self.batch.max_entries.max(1) * 64);
+        tokio::spawn(sequencer::run(self.shared.clone(), rx, self.batch));
+        if let Some(queue) = &self.queue {
+            tokio::spawn(follow::drain(self.shared.clone(), tx.clone(), queue.clone(), promoted_from));
+        }
+        *self.tx.write() = Some(tx);
+    }
+
+    /// Makes a follower the log's sequencer, once this instance holds the sequencer lease:
+    /// it catches up with the stored log, then sequences from there. Appends waiting on it
+    /// are answered as their queued entries are logged.
+    pub async fn promote(&self) -> Result<(), StorageError> {
+        let Some(follower) = &self.follower else { return Ok(()) };
+        follower.promote(&self.shared, || self.start_sequencer(Some(follower.clone()))).await
+    }
+
+    /// Whether this instance sequences the log (or only follows it).
+    pub fn role(&self) -> Role {
+        if self.tx.read().is_some() {
+            Role::Sequencer
+        } else {
+            Role::Follower
+        }
     }
 
     /// Admits one append, or refuses it at once when `max_pending` are already waiting.
@@ -240,14 +294,31 @@ impl Log {
     ) -> Result<Sequenced, AppendError> {
         let (reply, rx) = oneshot::channel();
         let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, extra, reply };
-        self.tx.send(pending).await.map_err(|_| AppendError::Closed)?;
+        let tx = self.tx.read().clone();
+        match (tx, &self.follower) {
+            (Some(tx), _) => tx.send(pending).await.map_err(|_| AppendError::Closed)?,
+            (None, Some(follower)) => {
+                follower.append(&self.shared, pending).await;
+                return match tokio::time::timeout(follow::FOLLOWER_APPEND_TIMEOUT, rx).await {
+                    Ok(answer) => answer.map_err(|_| AppendError::Aborted)?,
+                    Err(_) => Err(AppendError::Unavailable(format!(
+                        "the entry was handed to the sequencing instance but not logged within {:?}; retrying is safe",
+                        follow::FOLLOWER_APPEND_TIMEOUT
+                    ))),
+                };
+            }
+            (None, None) => return Err(AppendError::Closed),
+        }
         // The reply is dropped unanswered only when its batch panicked (see the sequencer).
         rx.await.map_err(|_| AppendError::Aborted)?
     }
 
-    /// Whether the sequencer still takes entries (false once it has stopped).
+    /// Whether the log still takes entries (false once its sequencer has stopped).
     pub fn is_running(&self) -> bool {
-        !self.tx.is_closed()
+        match &*self.tx.read() {
+            Some(tx) => !tx.is_closed(),
+            None => self.follower.is_some(),
+        }
     }
 
     pub fn origin(&self) -> &str {
@@ -340,7 +411,11 @@ impl Log {
     /// database holds no runtime thread (see `Storage::entry_async`).
     pub async fn entry_async(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
         if index >= self.head().checkpoint.size {
-            return Ok(None);
+            // A follower may just lag: an entry written through another instance moments ago
+            // is looked for once before it is called missing.
+            if !self.caught_up_past(index).await {
+                return Ok(None);
+            }
         }
         self.shared.storage.entry_async(self.shared.id, index).await
     }
@@ -381,6 +456,15 @@ impl Log {
         }
         let next_after = if more { window.get(limit.saturating_sub(1)).copied() } else { None };
         Ok(DigestPage { indices, next_after })
+    }
+
+    /// On a follower, catches up now and says whether the log then holds `index`.
+    async fn caught_up_past(&self, index: u64) -> bool {
+        let Some(f) = self.follower.as_ref().filter(|_| self.tx.read().is_none()) else { return false };
+        if let Err(e) = f.catch_up(&self.shared).await {
+            tracing::debug!(error = %e, "catching up with the log for a read");
+        }
+        index < self.head().checkpoint.size
     }
 
     fn check_durable(&self, size: u64) -> Result<(), ProofError> {

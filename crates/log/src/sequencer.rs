@@ -407,7 +407,7 @@ fn adopt(shared: &Shared, u: &Uncertain) {
     *shared.head.write() = u.checkpoint.clone();
 }
 
-fn append_error(e: StorageError) -> AppendError {
+pub(crate) fn append_error(e: StorageError) -> AppendError {
     match e {
         StorageError::Full(m) => AppendError::Full(m),
         StorageError::Unavailable(m) => AppendError::Unavailable(m),

@@ -9,7 +9,7 @@
 //! has to hand back every entry's keys in index order at startup ([`Storage::keys`]).
 //!
 //! - [`sqlite`]: the embedded default.
-//! - [`postgres`]: PostgreSQL, for many instances on one database.
+//! - [`postgres`]: PostgreSQL, for many instances on one database (and their [`Queue`]).
 //! - [`migrations`]: the versioned schema changes both run at open (`signet migrate`).
 //! - [`StorageUrl`]: which backend a `storage = "…"` setting names.
 
@@ -107,6 +107,29 @@ pub enum StorageError {
     /// Another instance took the sequencer lease over: this one may no longer write.
     #[error("not the sequencer any more; nothing was written: {0}")]
     Fenced(String),
+}
+
+/// An entry submitted by an instance that does not sequence, for the one that does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedEntry {
+    pub leaf_hash: Hash,
+    pub digest: Option<Vec<u8>>,
+    pub body: Vec<u8>,
+    /// Bytes made at submission to keep beside the entry (the CT log's precertificate).
+    pub extra: Option<Vec<u8>>,
+}
+
+/// Where instances that do not sequence leave their entries for the one that does: Trillian's
+/// unsequenced table. Entries wait here until the sequencer has logged them (or found them
+/// already logged) and only then are forgotten, so a sequencer that dies mid-way loses none:
+/// its successor logs them, and repeats are deduplicated like any other.
+pub trait Queue: Send + Sync + 'static {
+    /// Queues `entries` in one atomic write.
+    fn enqueue(&self, log: LogId, entries: &[QueuedEntry]) -> Result<(), StorageError>;
+    /// Up to `limit` queued entries of `log`, oldest first, with their queue ids. They stay
+    /// queued until [`Queue::forget`].
+    fn dequeue(&self, log: LogId, limit: usize) -> Result<Vec<(i64, QueuedEntry)>, StorageError>;
+    fn forget(&self, log: LogId, ids: &[i64]) -> Result<(), StorageError>;
 }
 
 /// A read as a future ([`Storage::entry_async`]).

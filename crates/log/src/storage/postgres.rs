@@ -66,6 +66,20 @@ CREATE TABLE checkpoints(log SMALLINT PRIMARY KEY, size BIGINT NOT NULL, note TE
     version: 2,
     name: "the sequencer lease",
     sql: "CREATE TABLE leases(name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);",
+}, Migration {
+    version: 3,
+    name: "the queue of entries for the sequencer",
+    sql: "
+CREATE TABLE queue(
+    id BIGSERIAL PRIMARY KEY,
+    log SMALLINT NOT NULL,
+    leaf_hash BYTEA NOT NULL,
+    digest BYTEA,
+    body BYTEA NOT NULL,
+    extra BYTEA
+);
+CREATE INDEX queue_by_log ON queue(log, id);
+",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.
@@ -475,6 +489,58 @@ impl Storage for PostgresStorage {
         self.read(move |c| async move {
             c.client.execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &init]).await?;
             c.client.query_one("SELECT value FROM meta WHERE key = $1", &[&key]).await?.try_get(0)
+        })
+    }
+}
+
+// Queue operations are single statements, atomic on their own, so they run on the reader
+// connections: the writer stays free for the sequencer's commits.
+impl Queue for PostgresStorage {
+    fn enqueue(&self, log: LogId, entries: &[QueuedEntry]) -> Result<(), StorageError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let leaf: Vec<Vec<u8>> = entries.iter().map(|e| e.leaf_hash.to_vec()).collect();
+        let digest: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.digest.clone()).collect();
+        let body: Vec<Vec<u8>> = entries.iter().map(|e| e.body.clone()).collect();
+        let extra: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.extra.clone()).collect();
+        self.read(move |c| async move {
+            c.client
+                .execute(
+                    "INSERT INTO queue(log, leaf_hash, digest, body, extra) \
+                     SELECT $1, l, d, b, x FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS t(l, d, b, x)",
+                    &[&(log as i16), &leaf, &digest, &body, &extra],
+                )
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn dequeue(&self, log: LogId, limit: usize) -> Result<Vec<(i64, QueuedEntry)>, StorageError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = self.read(move |c| async move {
+            c.client
+                .query("SELECT id, leaf_hash, digest, body, extra FROM queue WHERE log = $1 ORDER BY id LIMIT $2", &[&(log as i16), &limit])
+                .await
+        })?;
+        rows.iter()
+            .map(|r| {
+                let leaf: Vec<u8> = r.try_get(1).map_err(classify)?;
+                let entry = QueuedEntry {
+                    leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a queued leaf hash is not 32 bytes".into()))?,
+                    digest: r.try_get(2).map_err(classify)?,
+                    body: r.try_get(3).map_err(classify)?,
+                    extra: r.try_get(4).map_err(classify)?,
+                };
+                Ok((r.try_get(0).map_err(classify)?, entry))
+            })
+            .collect()
+    }
+
+    fn forget(&self, log: LogId, ids: &[i64]) -> Result<(), StorageError> {
+        let ids = ids.to_vec();
+        self.read(move |c| async move {
+            c.client.execute("DELETE FROM queue WHERE log = $1 AND id = ANY($2)", &[&(log as i16), &ids]).await.map(|_| ())
         })
     }
 }

@@ -1,0 +1,325 @@
+//! Many instances on one database: one sequences, the others follow.
+//!
+//! A follower serves what a sequencer serves. Its tree is rebuilt at open and then extended
+//! by polling the stored checkpoint; each new checkpoint's signature, and its root against the
+//! tree extended by the stored entries' leaf hashes, are checked before any reader sees it, so
+//! a follower never serves a state the log's key did not sign.
+//!
+//! An append on a follower goes into the storage's [`Queue`] (one write for each group of
+//! concurrent appends), and its request waits until the follower's tree holds the entry: it
+//! is answered, as on the sequencer, only once the entry is durably integrated. The sequencer
+//! drains the queue into its own pool ([`drain`]), and forgets a queued entry only once it is
+//! logged, so a sequencer that dies mid-way loses nothing: its successor logs what is left.
+//!
+//! When a follower takes the sequencer lease over, it is [`promoted`](crate::Log::promote):
+//! one last catch-up, then its own sequencer and drain start from that state.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use signet_core::hash::Hash;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::checkpoint::{self, SignedCheckpoint};
+use crate::log::{AppendError, Shared};
+use crate::merkle;
+use crate::sequencer::{append_error, Pending, Sequenced};
+use crate::storage::{Queue, QueuedEntry, StorageError};
+
+/// Whether an instance sequences a log or follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Sequencer,
+    Follower,
+}
+
+/// How often a follower looks for a new checkpoint while appends of its own wait for one.
+const BUSY_POLL: Duration = Duration::from_millis(5);
+/// How often otherwise: the most a follower's reads lag behind the sequencer's.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+/// How long an append on a follower waits to be integrated before the client is told to
+/// retry (a retry is safe: the log deduplicates). A takeover takes about 4 s.
+pub const FOLLOWER_APPEND_TIMEOUT: Duration = Duration::from_secs(15);
+/// How many queued entries the sequencer takes at a time.
+const DRAIN_BATCH: usize = 1024;
+/// How often the sequencer looks at an empty queue.
+const DRAIN_IDLE: Duration = Duration::from_millis(10);
+/// Entries enqueued in one write.
+const SUBMIT_GROUP: usize = 512;
+
+type Reply = oneshot::Sender<Result<Sequenced, AppendError>>;
+
+pub(crate) struct Follower {
+    queue: Arc<dyn Queue>,
+    submit: mpsc::Sender<QueuedEntry>,
+    /// Appends of this instance waiting for their entry, by leaf hash.
+    waiters: parking_lot::Mutex<HashMap<Hash, Vec<Reply>>>,
+    /// One catch-up at a time; promotion holds it while it makes the sequencer.
+    catching_up: tokio::sync::Mutex<()>,
+    promoted: AtomicBool,
+    wake: Notify,
+}
+
+impl Follower {
+    /// Starts following `shared`'s log: the poll loop and the queue writer.
+    pub(crate) fn start(shared: Arc<Shared>, queue: Arc<dyn Queue>) -> Arc<Follower> {
+        let (submit, rx) = mpsc::channel(SUBMIT_GROUP * 4);
+        let me = Arc::new(Follower {
+            queue,
+            submit,
+            waiters: Default::default(),
+            catching_up: tokio::sync::Mutex::new(()),
+            promoted: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        tokio::spawn(follow(shared.clone(), me.clone()));
+        tokio::spawn(submit_loop(shared, me.clone(), rx));
+        me
+    }
+
+    /// Queues `pending` for the sequencer; its reply comes once the entry is integrated.
+    pub(crate) async fn append(&self, shared: &Shared, pending: Pending) {
+        let Pending { leaf_hash, digest, body, extra, reply } = pending;
+        self.waiters.lock().entry(leaf_hash).or_default().push(reply);
+        // Checked after the waiter is in place: the poll loop indexes new entries before it
+        // looks for waiters, so an entry integrated meanwhile is seen by one side or the other.
+        if let Some(index) = shared.durable_index_of(&leaf_hash) {
+            self.answer(&leaf_hash, Ok(Sequenced::Duplicate { index }));
+            return;
+        }
+        if self.submit.send(QueuedEntry { leaf_hash, digest, body, extra }).await.is_err() {
+            self.answer(&leaf_hash, Err(AppendError::Closed));
+        }
+        self.wake.notify_one();
+    }
+
+    /// Answers every append of this instance waiting for `leaf`.
+    fn answer(&self, leaf: &Hash, answer: Result<Sequenced, AppendError>) {
+        let replies = self.waiters.lock().remove(leaf).unwrap_or_default();
+        for r in replies {
+            let _ = r.send(answer.clone());
+        }
+    }
+
+    /// Drops the waiters whose requests gave up (timed out or disconnected).
+    pub(crate) fn forget_abandoned(&self) {
+        self.waiters.lock().retain(|_, replies| {
+            replies.retain(|r| !r.is_closed());
+            !replies.is_empty()
+        });
+    }
+
+    /// Brings the tree up to the stored checkpoint now, unless this instance sequences.
+    pub(crate) async fn catch_up(&self, shared: &Arc<Shared>) -> Result<(), StorageError> {
+        let _one = self.catching_up.lock().await;
+        if self.promoted.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        catch_up(shared, self).await
+    }
+
+    /// Stops following, after one last catch-up: the caller holds the sequencer lease, so
+    /// the stored state can no longer move under it. Runs `then` (which starts the
+    /// sequencer) before any other catch-up can touch the tree.
+    pub(crate) async fn promote(&self, shared: &Arc<Shared>, then: impl FnOnce()) -> Result<(), StorageError> {
+        let _one = self.catching_up.lock().await;
+        if self.promoted.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        catch_up(shared, self).await?;
+        self.promoted.store(true, Ordering::Release);
+        then();
+        Ok(())
+    }
+}
+
+/// The poll loop: quick while this instance's appends wait, slow otherwise.
+async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
+    let mut failing = false;
+    loop {
+        let wait = if me.waiters.lock().is_empty() { IDLE_POLL } else { BUSY_POLL };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = me.wake.notified() => tokio::time::sleep(BUSY_POLL).await,
+        }
+        if me.promoted.load(Ordering::Acquire) {
+            return;
+        }
+        match me.catch_up(&shared).await {
+            Ok(()) if failing => {
+                tracing::info!(log = shared.id, "following the log again");
+                failing = false;
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                tracing::warn!(log = shared.id, error = %e, "cannot follow the log; reads serve the last verified checkpoint until it can");
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        me.forget_abandoned();
+    }
+}
+
+/// Extends the tree, key index and head to the stored checkpoint, after checking it, and
+/// answers the waiters whose entries it brought. The caller holds `catching_up`.
+async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageError> {
+    const CHUNK: u64 = 65_536;
+    let (storage, id) = (shared.storage.clone(), shared.id);
+    let from = shared.head.read().checkpoint.size;
+    let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
+        .await
+        .map_err(|e| StorageError::Backend(e.to_string()))??;
+    let Some(stored) = stored.filter(|s| s.size > from) else { return Ok(()) };
+    let corrupt = |why: String| StorageError::Corrupt(format!("log {id}, checkpoint of size {}: {why}", stored.size));
+    let parsed = checkpoint::verify(&stored.note, shared.signer.name(), shared.signer.key().spki_der())
+        .map_err(|e| corrupt(format!("does not verify with this instance's key for the log: {e}")))?;
+    if parsed.size != stored.size || parsed.origin != shared.origin {
+        return Err(corrupt(format!("its note says origin {:?} and size {}", parsed.origin, parsed.size)));
+    }
+
+    let mut keys = Vec::with_capacity((stored.size - from).min(CHUNK) as usize);
+    while (keys.len() as u64) < stored.size - from {
+        let (storage, start) = (shared.storage.clone(), from + keys.len() as u64);
+        let count = CHUNK.min(stored.size - start);
+        let chunk = tokio::task::spawn_blocking(move || storage.keys(id, start, count))
+            .await
+            .map_err(|e| StorageError::Backend(e.to_string()))??;
+        if chunk.is_empty() {
+            break;
+        }
+        keys.extend(chunk);
+    }
+    if keys.len() as u64 != stored.size - from {
+        return Err(corrupt(format!("storage holds {} of its entries past {from}", keys.len())));
+    }
+    {
+        let mut tree = shared.tree.write();
+        tree.truncate(from);
+        for k in &keys {
+            tree.push(k.leaf_hash);
+        }
+        let root = tree.root(stored.size).map_err(|e| corrupt(e.to_string()))?;
+        if root != parsed.root_hash {
+            tree.truncate(from);
+            return Err(corrupt("its root is not the root of the stored entries".into()));
+        }
+    }
+    {
+        let mut index = shared.keys.write();
+        for (i, k) in keys.iter().enumerate() {
+            index.insert(from + i as u64, &k.leaf_hash, k.digest.as_deref());
+        }
+    }
+    let head = Arc::new(SignedCheckpoint { checkpoint: parsed, note: stored.note });
+    *shared.head.write() = head.clone();
+
+    let waiting: Vec<(u64, Vec<Reply>)> = {
+        let mut waiters = me.waiters.lock();
+        if waiters.is_empty() {
+            return Ok(());
+        }
+        keys.iter().enumerate().filter_map(|(i, k)| waiters.remove(&k.leaf_hash).map(|r| (from + i as u64, r))).collect()
+    };
+    for (index, replies) in waiting {
+        // The entry's time and stamp were made by the sequencer: read them back.
+        let answer = match shared.storage.entry_async(id, index).await {
+            Ok(Some(e)) => Ok(Sequenced::New { index, integrated_time: e.integrated_time, stamp: e.stamp, checkpoint: head.clone() }),
+            Ok(None) => Err(AppendError::Storage(format!("entry {index} is covered by the checkpoint but not stored"))),
+            Err(e) => Err(append_error(e)),
+        };
+        for r in replies {
+            let _ = r.send(answer.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Writes queued appends to the storage's queue, as many per write as are waiting.
+async fn submit_loop(shared: Arc<Shared>, me: Arc<Follower>, mut rx: mpsc::Receiver<QueuedEntry>) {
+    while let Some(first) = rx.recv().await {
+        let mut group = vec![first];
+        while group.len() < SUBMIT_GROUP {
+            match rx.try_recv() {
+                Ok(e) => group.push(e),
+                Err(_) => break,
+            }
+        }
+        let leaves: Vec<Hash> = group.iter().map(|e| e.leaf_hash).collect();
+        let (queue, id) = (me.queue.clone(), shared.id);
+        let written = tokio::task::spawn_blocking(move || queue.enqueue(id, &group)).await;
+        let failure = match written {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => append_error(e),
+            Err(e) => AppendError::Storage(e.to_string()),
+        };
+        for leaf in &leaves {
+            me.answer(leaf, Err(failure.clone()));
+        }
+    }
+}
+
+/// The sequencer's side: takes queued entries into the pool, and forgets each once it is
+/// logged. `local`: the follower this sequencer was promoted from, whose own waiting appends
+/// are answered here from now on.
+pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue: Arc<dyn Queue>, local: Option<Arc<Follower>>) {
+    let id = shared.id;
+    let mut failing = false;
+    loop {
+        let q = queue.clone();
+        let rows = match tokio::task::spawn_blocking(move || q.dequeue(id, DRAIN_BATCH)).await {
+            Ok(Ok(rows)) => rows,
+            Ok(Err(e)) => {
+                if !failing {
+                    tracing::warn!(log = id, error = %e, "cannot read the queue of other instances' appends; retrying");
+                }
+                failing = true;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            Err(_) => return,
+        };
+        failing = false;
+        if rows.is_empty() {
+            tokio::time::sleep(DRAIN_IDLE).await;
+            continue;
+        }
+        let mut answers = Vec::with_capacity(rows.len());
+        for (qid, e) in rows {
+            let (reply, rx) = oneshot::channel();
+            let leaf_hash = merkle::leaf_hash(&e.body);
+            if tx.send(Pending { leaf_hash, digest: e.digest, body: e.body, extra: e.extra, reply }).await.is_err() {
+                return;
+            }
+            answers.push((qid, leaf_hash, rx));
+        }
+        let mut logged = Vec::with_capacity(answers.len());
+        let mut unlogged = 0usize;
+        for (qid, leaf, rx) in answers {
+            match rx.await {
+                Ok(Ok(sequenced)) => {
+                    logged.push(qid);
+                    if let Some(f) = &local {
+                        f.answer(&leaf, Ok(sequenced));
+                    }
+                }
+                _ => unlogged += 1,
+            }
+        }
+        if !logged.is_empty() {
+            let q = queue.clone();
+            match tokio::task::spawn_blocking(move || q.forget(id, &logged)).await {
+                Ok(Ok(())) => {}
+                // Harmless: the next round finds them logged, as duplicates.
+                Ok(Err(e)) => tracing::warn!(log = id, error = %e, "cannot clear logged entries from the queue"),
+                Err(_) => return,
+            }
+        }
+        if unlogged > 0 {
+            // They stay queued; the batch's own error was logged by the committer.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Many instances on one PostgreSQL database (issue 18): a follower serves reads and queues
+//! its appends, the sequencer logs them, a follower that is promoted picks up what was left
+//! queued, and a follower never serves a checkpoint that does not verify.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use signet_core::keys::SigningKey;
+use signet_log::checkpoint::{Checkpoint, NoteSigner};
+use signet_log::storage::{PostgresStorage, Queue};
+use signet_log::{BatchPolicy, Log, LogConfig, Role, Sequenced};
+
+fn config(key: &Arc<SigningKey>) -> LogConfig {
+    LogConfig {
+        id: 1,
+        origin: "follow.test".into(),
+        key_name: "follow.test".into(),
+        key: key.clone(),
+        batch: BatchPolicy { max_entries: 64, max_delay: Duration::from_millis(2) },
+        stamper: None,
+        max_pending: 0,
+    }
+}
+
+async fn open(db: &str, key: &Arc<SigningKey>, role: Role) -> (Log, Arc<PostgresStorage>) {
+    let store = Arc::new(PostgresStorage::open(db).unwrap());
+    let log = Log::open_shared(config(key), store.clone(), store.clone(), role).await.unwrap();
+    (log, store)
+}
+
+fn new_index(s: &Sequenced) -> u64 {
+    match s {
+        Sequenced::New { index, .. } => *index,
+        other => panic!("expected a new entry, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_serves_reads_and_its_appends_are_logged_by_the_sequencer() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let (sequencer, store) = open(&db, &key, Role::Sequencer).await;
+    for i in 0..3 {
+        sequencer.append(format!("on the sequencer {i}").into_bytes(), None).await.unwrap();
+    }
+    let (follower, _) = open(&db, &key, Role::Follower).await;
+    assert_eq!(follower.role(), Role::Follower);
+    assert_eq!(follower.head().checkpoint.size, 3, "a follower opens at the stored checkpoint");
+
+    // Appends on the follower: each answered once integrated, with its own index.
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let f = follower.clone();
+        tasks.push(tokio::spawn(async move { f.append(format!("on the follower {i}").into_bytes(), Some(b"sha256:ab".to_vec())).await }));
+    }
+    let mut indices = Vec::new();
+    for t in tasks {
+        let s = t.await.unwrap().unwrap();
+        let index = new_index(&s);
+        if let Sequenced::New { checkpoint, .. } = &s {
+            assert!(checkpoint.checkpoint.size > index);
+        }
+        // The follower itself serves the entry and proves it at once.
+        let e = follower.entry_async(index).await.unwrap().expect("the follower reads its own append");
+        assert!(String::from_utf8(e.body).unwrap().starts_with("on the follower"));
+        follower.inclusion_proof(index, follower.head().checkpoint.size).unwrap();
+        indices.push(index);
+    }
+    indices.sort();
+    indices.dedup();
+    assert_eq!(indices.len(), 40, "no index handed out twice");
+    assert!(indices[0] >= 3);
+
+    // A repeat is a duplicate, found by the follower or by the sequencer.
+    let again = follower.append(b"on the follower 7".to_vec(), None).await.unwrap();
+    assert!(matches!(again, Sequenced::Duplicate { .. }), "{again:?}");
+    let repeat_of_sequencer = follower.append(b"on the sequencer 1".to_vec(), None).await.unwrap();
+    assert!(matches!(repeat_of_sequencer, Sequenced::Duplicate { index: 1 }), "{repeat_of_sequencer:?}");
+
+    // Written through the sequencer a moment ago, read through the follower now.
+    let fresh = new_index(&sequencer.append(b"just now".to_vec(), None).await.unwrap());
+    assert!(follower.entry_async(fresh).await.unwrap().is_some(), "a read past a follower's head catches up first");
+    assert_eq!(follower.root(fresh + 1).unwrap(), sequencer.root(fresh + 1).unwrap());
+    assert_eq!(follower.find_leaf(&signet_log::merkle::leaf_hash(b"just now")), Some(fresh));
+
+    // Everything queued was logged and forgotten.
+    let s = store.clone();
+    let left = tokio::task::spawn_blocking(move || s.dequeue(1, 10)).await.unwrap().unwrap();
+    assert!(left.is_empty(), "{} entries left in the queue", left.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let key = Arc::new(SigningKey::generate().unwrap());
+
+    // The first sequencer runs on a runtime of its own, so that it can die with it.
+    let old = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let size = {
+        let (db, key) = (db.clone(), key.clone());
+        old.spawn(async move {
+            let (log, _store) = open(&db, &key, Role::Sequencer).await;
+            for i in 0..5 {
+                log.append(format!("before {i}").into_bytes(), None).await.unwrap();
+            }
+            log.head().checkpoint.size
+        })
+        .await
+        .unwrap()
+    };
+    let (follower, _) = open(&db, &key, Role::Follower).await;
+    old.shutdown_background();
+
+    // Appends wait in the queue while nobody sequences.
+    let mut waiting = Vec::new();
+    for i in 0..10 {
+        let f = follower.clone();
+        waiting.push(tokio::spawn(async move { f.append(format!("while nobody sequences {i}").into_bytes(), None).await }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(waiting.iter().all(|t| !t.is_finished()), "an append was answered with no sequencer");
+
+    follower.promote().await.unwrap();
+    assert_eq!(follower.role(), Role::Sequencer);
+    let mut indices = Vec::new();
+    for t in waiting {
+        indices.push(new_index(&tokio::time::timeout(Duration::from_secs(10), t).await.unwrap().unwrap().unwrap()));
+    }
+    indices.sort();
+    assert_eq!(indices, (size..size + 10).collect::<Vec<_>>(), "the queued appends follow the old sequencer's entries");
+    let direct = follower.append(b"after the promotion".to_vec(), None).await.unwrap();
+    assert_eq!(new_index(&direct), size + 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_never_serves_a_checkpoint_that_does_not_verify() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let (sequencer, _store) = open(&db, &key, Role::Sequencer).await;
+    sequencer.append(b"one".to_vec(), None).await.unwrap();
+    let (follower, _) = open(&db, &key, Role::Follower).await;
+    let head = follower.head();
+    assert_eq!(head.checkpoint.size, 1);
+
+    // Someone with write access to the database, but not the log's key, adds an entry.
+    let forged_body = b"forged";
+    let leaf = signet_log::merkle::leaf_hash(forged_body);
+    let mut tree = signet_log::tree::Tree::new();
+    tree.push(signet_log::merkle::leaf_hash(b"one"));
+    tree.push(leaf);
+    let root = tree.root(2).unwrap();
+    let other = Arc::new(SigningKey::generate().unwrap());
+    let forged = NoteSigner::new("follow.test", other).sign(Checkpoint { origin: "follow.test".into(), size: 2, root_hash: root }).unwrap();
+    common::psql(
+        &db,
+        &format!(
+            "INSERT INTO entries(log, idx, leaf_hash, integrated_time, body) VALUES (1, 1, '\\x{}', 0, '\\x{}');
+             UPDATE checkpoints SET size = 2, note = $${}$$ WHERE log = 1;",
+            hex::encode(leaf),
+            hex::encode(forged_body),
+            forged.note
+        ),
+    );
+    assert!(follower.entry_async(1).await.unwrap().is_none(), "an entry under a forged checkpoint was served");
+    assert_eq!(follower.head().note, head.note);
+
+    // Signed by the right key, but over another root: not the stored entries' tree either.
+    let wrong_root = NoteSigner::new("follow.test", key.clone())
+        .sign(Checkpoint { origin: "follow.test".into(), size: 2, root_hash: [7; 32] })
+        .unwrap();
+    common::psql(&db, &format!("UPDATE checkpoints SET note = $${}$$ WHERE log = 1;", wrong_root.note));
+    assert!(follower.entry_async(1).await.unwrap().is_none(), "a checkpoint over other entries was served");
+    assert_eq!(follower.head().checkpoint.size, 1);
+
+    // The genuine one is taken.
+    let genuine = NoteSigner::new("follow.test", key.clone())
+        .sign(Checkpoint { origin: "follow.test".into(), size: 2, root_hash: root })
+        .unwrap();
+    common::psql(&db, &format!("UPDATE checkpoints SET note = $${}$$ WHERE log = 1;", genuine.note));
+    assert_eq!(follower.entry_async(1).await.unwrap().unwrap().body, forged_body);
+    assert_eq!(follower.head().checkpoint.size, 2);
+}
