@@ -1,5 +1,6 @@
 //! The sequencer lease, on PostgreSQL: one instance sequences the logs of a database, and
-//! the others wait as standbys until its lease expires.
+//! the others follow them (serving reads, and queueing appends for the sequencer) until its
+//! lease expires, when one of them takes over.
 //!
 //! The lease is a row with an epoch (a fencing token) and an expiry on the database's clock.
 //! The holder renews it every second for three; a standby tries to take it every half
@@ -12,7 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use signet_log::storage::{Lease, PostgresStorage, StorageError};
+use signet_log::storage::{Lease, LogId, PostgresStorage, Storage, StorageError};
+use signet_log::{Log, Role};
 
 /// How long a lease lasts without renewal.
 pub const TTL: Duration = Duration::from_secs(3);
@@ -21,8 +23,77 @@ const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How often a standby tries to take the lease.
 const POLL_EVERY: Duration = Duration::from_millis(500);
 
-/// Waits until this instance holds the lease. Until then the instance is a standby: its
-/// socket answers `/healthz`, and `/readyz` says 503, so a load balancer sends it nothing.
+/// Whether this instance starts as the sequencer (it took the lease, which [`hold_or_take_over`]
+/// then keeps) or as a follower. A follower needs the logs made first, by a sequencer: on a
+/// new database this waits until another instance has made them, or takes the lease itself.
+pub async fn role_at_start(store: Arc<PostgresStorage>, holder: &str, logs: &[LogId]) -> Result<Role, StorageError> {
+    let mut announced = false;
+    loop {
+        let (s, h) = (store.clone(), holder.to_string());
+        if blocking(move || s.acquire_lease(&h, TTL)).await?.is_some() {
+            tracing::info!(holder, "took the sequencer lease: this instance sequences the logs");
+            return Ok(Role::Sequencer);
+        }
+        let (s, ids) = (store.clone(), logs.to_vec());
+        let made = blocking(move || ids.iter().map(|&id| s.latest_checkpoint(id).map(|c| c.is_some())).collect::<Result<Vec<_>, _>>())
+            .await?;
+        if made.iter().all(|&m| m) {
+            let s = store.clone();
+            let current = blocking(move || s.lease_holder()).await.ok().flatten();
+            tracing::info!(
+                sequencer = current.as_deref().unwrap_or("another instance"),
+                "following: another instance sequences this database; this one serves reads, hands its appends to it, and takes over if its lease expires"
+            );
+            return Ok(Role::Follower);
+        }
+        if !announced {
+            tracing::info!("another instance holds the sequencer lease and has not made the logs yet; waiting for it");
+            announced = true;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// After the logs are open: the sequencer keeps its lease; a follower waits for the lease
+/// to be free, then promotes its logs and keeps it from then on.
+pub fn hold_or_take_over(store: Arc<PostgresStorage>, holder: String, role: Role, logs: Vec<Log>) {
+    tokio::spawn(async move {
+        let lease = match role {
+            Role::Sequencer => match store.held_lease() {
+                Some(lease) => lease,
+                None => {
+                    tracing::error!("the sequencer lease this instance took is not recorded; stopping");
+                    std::process::exit(1);
+                }
+            },
+            Role::Follower => {
+                let lease = match acquire(store.clone(), holder).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "waiting for the sequencer lease failed; stopping");
+                        std::process::exit(1);
+                    }
+                };
+                let started = std::time::Instant::now();
+                for log in &logs {
+                    if let Err(e) = log.promote().await {
+                        tracing::error!(error = %e, log = log.origin(), "cannot take over sequencing (acknowledged entries are durable; restart to follow again)");
+                        std::process::exit(1);
+                    }
+                }
+                tracing::info!(epoch = lease.epoch, took = ?started.elapsed(), "took over sequencing the logs");
+                lease
+            }
+        };
+        keep(store, lease);
+    });
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, StorageError> + Send + 'static) -> Result<T, StorageError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| StorageError::Backend(format!("the sequencer lease: {e}")))?
+}
+
+/// Waits until this instance holds the lease.
 pub async fn acquire(store: Arc<PostgresStorage>, holder: String) -> Result<Lease, StorageError> {
     let mut announced = false;
     loop {
@@ -35,14 +106,12 @@ pub async fn acquire(store: Arc<PostgresStorage>, holder: String) -> Result<Leas
                 tracing::info!(holder = %lease.holder, epoch = lease.epoch, "took the sequencer lease");
                 return Ok(lease);
             }
-            Ok(None) if !announced => {
-                let s = store.clone();
-                let current = tokio::task::spawn_blocking(move || s.lease_holder()).await.ok().and_then(Result::ok).flatten();
-                tracing::info!(holder = current.as_deref().unwrap_or("another instance"), "standby: another instance sequences this database; waiting for its lease to expire");
+            Ok(None) => {}
+            Err(e) if !announced => {
+                tracing::warn!(error = %e, "cannot reach the database to take the sequencer lease; retrying");
                 announced = true;
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot reach the database to take the sequencer lease; retrying"),
+            Err(_) => {}
         }
         tokio::time::sleep(POLL_EVERY).await;
     }
@@ -66,7 +135,7 @@ pub fn keep(store: Arc<PostgresStorage>, lease: Lease) {
                     failing = false;
                 }
                 Ok(Ok(false)) => {
-                    tracing::error!(epoch = lease.epoch, "another instance has taken over the sequencer lease; stopping (acknowledged entries are durable; restart to run as a standby)");
+                    tracing::error!(epoch = lease.epoch, "another instance has taken over the sequencer lease; stopping (acknowledged entries are durable; restart to follow)");
                     std::process::exit(1);
                 }
                 Ok(Err(e)) => {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use signet_core::keys::SigningKey;
 use signet_log::rekor::genesis;
 use signet_log::rekor::v1::SetSigner;
-use signet_log::storage::Storage;
-use signet_log::{BatchPolicy, Log, LogConfig};
+use signet_log::storage::{PostgresStorage, Storage};
+use signet_log::{BatchPolicy, Log, LogConfig, Role};
 
 use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
 use signet_ca::authority::{Authority, CaError};
@@ -132,21 +132,33 @@ impl AppState {
         signet_core::files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
             .map_err(|source| StartError::Io { what: format!("writing {}", url_file.display()), source })?;
         let url = cfg.storage_url()?;
+        // On PostgreSQL, many instances share the logs: the one holding the sequencer lease
+        // sequences them, and the others follow (see signet_log::follow).
+        let holder = crate::lease::holder(&cfg.listen);
+        let mut shared: Option<(Arc<PostgresStorage>, Role)> = None;
         let storage: Arc<dyn Storage> = match url {
             signet_log::storage::StorageUrl::Postgres(u) => {
                 let pg = Arc::new(
-                    tokio::task::spawn_blocking(move || signet_log::storage::PostgresStorage::open(&u))
+                    tokio::task::spawn_blocking(move || PostgresStorage::open(&u))
                         .await
                         .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
                 );
-                // One instance sequences a database; this one waits here, as a standby, until it may.
-                let lease = crate::lease::acquire(pg.clone(), crate::lease::holder(&cfg.listen)).await?;
-                crate::lease::keep(pg.clone(), lease);
+                let role = crate::lease::role_at_start(pg.clone(), &holder, &[REKOR_V1, REKOR_V2, CT]).await?;
+                shared = Some((pg.clone(), role));
                 pg
             }
             sqlite => tokio::task::spawn_blocking(move || signet_log::storage::open(&sqlite))
                 .await
                 .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
+        };
+        let open_log = |cfg: LogConfig| {
+            let (storage, shared) = (storage.clone(), shared.clone());
+            async move {
+                match shared {
+                    Some((pg, role)) => Log::open_shared(cfg, storage, pg, role).await,
+                    None => Log::open(cfg, storage).await,
+                }
+            }
         };
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
@@ -157,7 +169,7 @@ impl AppState {
         let tree_id = i64::from_be_bytes(stored.as_slice().try_into().map_err(|_| {
             signet_log::storage::StorageError::Corrupt("rekor_v1.tree_id is not 8 bytes".into())
         })?);
-        let v1 = Log::open(
+        let v1 = open_log(
             LogConfig {
                 id: REKOR_V1,
                 origin: format!("{host} - {tree_id}"),
@@ -167,13 +179,12 @@ impl AppState {
                 stamper: Some(Arc::new(SetSigner::new(v1_key))),
                 max_pending: cfg.log.max_pending_appends,
             },
-            storage.clone(),
         )
         .await?;
 
         // Rekor v2: origin is the bare host of the log's base URL.
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
-        let v2 = Log::open(
+        let v2 = open_log(
             LogConfig {
                 id: REKOR_V2,
                 origin: host.clone(),
@@ -183,16 +194,16 @@ impl AppState {
                 stamper: None,
                 max_pending: cfg.log.max_pending_appends,
             },
-            storage.clone(),
         )
         .await?;
 
-        // A new log starts with its own genesis entry (see signet_log::rekor::genesis).
-        if v1.head().checkpoint.size == 0 {
+        // A new log starts with its own genesis entry (see signet_log::rekor::genesis), which
+        // its sequencer writes.
+        if v1.head().checkpoint.size == 0 && v1.role() == Role::Sequencer {
             let (body, digest) = genesis::v1_entry(v1.key(), v1.origin()).map_err(|e| StartError::Genesis(e.to_string()))?;
             v1.append(body, Some(digest.into_bytes())).await.map_err(|e| StartError::Genesis(e.to_string()))?;
         }
-        if v2.head().checkpoint.size == 0 {
+        if v2.head().checkpoint.size == 0 && v2.role() == Role::Sequencer {
             let (body, digest) = genesis::v2_entry(v2.key(), v2.origin()).map_err(|e| StartError::Genesis(e.to_string()))?;
             v2.append(body, Some(digest.into_bytes())).await.map_err(|e| StartError::Genesis(e.to_string()))?;
         }
@@ -218,7 +229,7 @@ impl AppState {
                 .map_err(|e| StartError::Panicked { what: "CA open", why: e.to_string() })??,
         );
         let ct_key = key(cfg, &None, "ct.pem")?;
-        let ct_log = Log::open(
+        let ct_log = open_log(
             LogConfig {
                 id: CT,
                 origin: format!("{host}/ct"),
@@ -232,9 +243,12 @@ impl AppState {
                 // Certificates are bounded by the CA's own admission (one CT entry each).
                 max_pending: 0,
             },
-            storage.clone(),
         )
         .await?;
+        if let Some((pg, role)) = shared {
+            let logs = vec![v1.clone(), v2.clone(), ct_log.clone()];
+            crate::lease::hold_or_take_over(pg, holder, role, logs);
+        }
         // The root key signs the TSA's certificate once, when it is made (under --dev); a
         // production root key may be offline (`signet init --root-key-out`).
         let root_key = match cfg.data_dir.join("ca").join("tsa.pem").exists() {

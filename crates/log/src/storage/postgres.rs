@@ -160,11 +160,15 @@ fn classify(e: tokio_postgres::Error) -> StorageError {
 }
 
 impl Pool {
+    /// A new connection. Every attempt, whichever connection it is for, sets or clears the
+    /// moment of the last failure that reads back off from.
     async fn connect_client(&self) -> Result<Client, StorageError> {
-        let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
             .await
-            .map_err(|_| StorageError::Unavailable(format!("PostgreSQL: no connection within {CONNECT_TIMEOUT:?}")))?
-            .map_err(classify)?;
+            .map_err(|_| StorageError::Unavailable(format!("PostgreSQL: no connection within {CONNECT_TIMEOUT:?}")))
+            .and_then(|r| r.map_err(classify));
+        *self.last_failure.lock() = attempt.is_err().then(std::time::Instant::now);
+        let (client, connection) = attempt?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 let why = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string());
@@ -206,18 +210,9 @@ impl Pool {
         if self.last_failure.lock().is_some_and(|t| t.elapsed() < BACKOFF) {
             return Err(StorageError::Unavailable("PostgreSQL: the last connection attempt failed moments ago".into()));
         }
-        match self.connect().await {
-            Ok(conn) => {
-                let conn = Arc::new(conn);
-                *slot.lock() = Some(conn.clone());
-                *self.last_failure.lock() = None;
-                Ok(conn)
-            }
-            Err(e) => {
-                *self.last_failure.lock() = Some(std::time::Instant::now());
-                Err(e)
-            }
-        }
+        let conn = Arc::new(self.connect().await?);
+        *slot.lock() = Some(conn.clone());
+        Ok(conn)
     }
 }
 
@@ -297,6 +292,11 @@ impl PostgresStorage {
                 .await?;
             Ok(n == 1)
         })
+    }
+
+    /// The lease this store's commits are fenced by, once [`PostgresStorage::acquire_lease`] took it.
+    pub fn held_lease(&self) -> Option<Lease> {
+        self.fence.lock().clone()
     }
 
     /// Who holds the lease now, if anyone does (for messages).

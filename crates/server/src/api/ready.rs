@@ -30,6 +30,11 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
         StatusCode::OK,
         Json(json!({
             "status": "ready",
+            // On shared PostgreSQL: whether this instance sequences the logs or follows them.
+            "role": match state.rekor_v1.log.role() {
+                signet_log::Role::Sequencer => "sequencer",
+                signet_log::Role::Follower => "follower",
+            },
             "rekorV1TreeSize": state.rekor_v1.log.head().checkpoint.size,
             "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
         })),
