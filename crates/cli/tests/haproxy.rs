@@ -1,0 +1,136 @@
+//! Issue 18: three instances on one PostgreSQL behind haproxy with `deploy/haproxy.cfg`.
+//! Requests spread over all three (the opposite of the pick_first bug of report 004), and
+//! when the sequencer dies, haproxy and the followers carry on without a failed request.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn haproxy_binary() -> Option<&'static str> {
+    if Command::new("haproxy").arg("-v").output().is_ok_and(|o| o.status.success()) {
+        return Some("haproxy");
+    }
+    assert!(
+        std::env::var("SIGNET_TEST_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+        "haproxy is not installed; scripts/install-deps installs it"
+    );
+    eprintln!("haproxy is not installed: the haproxy case is skipped (scripts/test runs it)");
+    None
+}
+
+/// The responses an instance has given so far, by its own /metrics.
+fn served(agent: &ureq::Agent, url: &str) -> u64 {
+    let text = get(agent, &format!("{url}/metrics")).unwrap().text();
+    text.lines()
+        .filter(|l| l.starts_with("signet_http_responses_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn host_port(url: &str) -> &str {
+    url.strip_prefix("http://").unwrap()
+}
+
+#[test]
+fn three_instances_behind_haproxy_share_the_load_and_survive_the_sequencer() {
+    let Some(db) = postgres_database() else { return };
+    let Some(haproxy) = haproxy_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("i{i}"))).collect();
+    let mut servers = vec![Server::start(&dirs[0], &["--storage", &db])];
+    for d in &dirs[1..] {
+        let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["backup", "--data-dir", dirs[0].to_str().unwrap(), "--out", d.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        servers.push(Server::start(d, &["--storage", &db]));
+    }
+
+    let (front, stats) = (free_port(), free_port());
+    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+    let _proxy = Haproxy(
+        Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&cfg)
+            .env("SIGNET_FRONTEND", format!("127.0.0.1:{front}"))
+            .env("SIGNET_HAPROXY_STATS", format!("127.0.0.1:{stats}"))
+            .env("SIGNET_BACKEND_1", host_port(&servers[0].url))
+            .env("SIGNET_BACKEND_2", host_port(&servers[1].url))
+            .env("SIGNET_BACKEND_3", host_port(&servers[2].url))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let agent = agent();
+    let front = format!("http://127.0.0.1:{front}");
+    // Up once every instance has passed its /readyz checks ("UP" in haproxy's CSV).
+    let started = Instant::now();
+    loop {
+        let csv = get(&agent, &format!("http://127.0.0.1:{stats}/stats;csv")).map(|r| r.text()).unwrap_or_default();
+        if csv.lines().filter(|l| l.starts_with("signet,signet") && l.contains(",UP,")).count() == 3 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "haproxy never saw three healthy instances:\n{csv}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Reads and writes, through the one front door.
+    let before: Vec<u64> = servers.iter().map(|s| served(&agent, &s.url)).collect();
+    let signer = Signer::new();
+    let total = 300;
+    for i in 0..total {
+        if i % 3 == 0 {
+            let r = post_json(&agent, &format!("{front}/api/v1/log/entries"), &signer.v1_entry(format!("spread {i}").as_bytes())).unwrap();
+            assert_eq!(r.status, 201, "{}", r.text());
+        } else {
+            let r = get(&agent, &format!("{front}/api/v1/log")).unwrap();
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+    }
+    let share: Vec<u64> = servers.iter().zip(&before).map(|(s, b)| served(&agent, &s.url) - b).collect();
+    eprintln!("requests served per instance: {share:?} of {total} (plus haproxy's health checks)");
+    for (i, n) in share.iter().enumerate() {
+        assert!(*n >= total as u64 / 5, "instance {i} served {n} of {total}: {share:?}");
+    }
+
+    // The sequencer dies. haproxy retries what reached it on the others, and stops sending it
+    // anything once its checks fail; the followers hold appends until one of them takes over.
+    let roles: HashMap<usize, String> = (0..3)
+        .filter_map(|i| Some((i, get(&agent, &format!("{}/readyz", servers[i].url)).ok()?.json()["role"].as_str()?.to_string())))
+        .collect();
+    let sequencer = *roles.iter().find(|(_, r)| r.as_str() == "sequencer").expect("one instance sequences").0;
+    servers[sequencer].kill();
+    let killed = Instant::now();
+    let mut i = 0;
+    while killed.elapsed() < Duration::from_secs(6) {
+        i += 1;
+        let r = post_json(&agent, &format!("{front}/api/v1/log/entries"), &signer.v1_entry(format!("after the kill {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "append {i}, {:?} after the kill: {}", killed.elapsed(), r.text());
+        let r = get(&agent, &format!("{front}/api/v1/log")).unwrap();
+        assert_eq!(r.status, 200, "read {i}, {:?} after the kill: {}", killed.elapsed(), r.text());
+    }
+    let sequencers = (0..3)
+        .filter(|&i| i != sequencer)
+        .filter(|&i| get(&agent, &format!("{}/readyz", servers[i].url)).unwrap().json()["role"] == "sequencer")
+        .count();
+    assert_eq!(sequencers, 1, "one survivor took over");
+}
