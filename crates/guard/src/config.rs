@@ -11,6 +11,8 @@ pub struct GuardConfig {
     pub ban: BanConfig,
     pub auth: AuthConfig,
     pub audit: AuditConfig,
+    /// Rate limits and bans shared by all instances through Redis; off when `url` is empty.
+    pub redis: crate::shared::RedisConfig,
     /// Clients are keyed by network: IPv4 addresses by this prefix (default 32)...
     pub ipv4_prefix: u8,
     /// ...and IPv6 addresses by this one (default 64: one host often holds a whole /64).
@@ -29,6 +31,7 @@ impl Default for GuardConfig {
             ban: BanConfig::default(),
             auth: AuthConfig::default(),
             audit: AuditConfig::default(),
+            redis: Default::default(),
             ipv4_prefix: 32,
             ipv6_prefix: 64,
             trusted_proxies: Vec::new(),
@@ -141,6 +144,12 @@ impl GuardConfig {
         let b = &self.ban;
         if b.enabled && (b.max_refusals == 0 || b.window_secs == 0 || b.duration_secs == 0) {
             return Err("guard.ban: max_refusals, window_secs and duration_secs must be at least 1".into());
+        }
+        if !self.redis.url.is_empty() {
+            if !r.enabled {
+                return Err("guard.redis shares the rate limits (and the bans they lead to) between instances: set guard.rate_limit.enabled = true, or leave guard.redis.url empty".into());
+            }
+            crate::shared::SharedLimits::new(&self.redis, r, b)?;
         }
         Ok(())
     }

@@ -36,6 +36,8 @@ pub struct Guard {
     pub(crate) bans: Bans,
     strikes: Strikes,
     pub(crate) limiters: Option<Limiters>,
+    /// Set by `[guard.redis]`: limits and bans shared by every instance.
+    pub shared: Option<Arc<crate::shared::SharedLimits>>,
     to_store: mpsc::SyncSender<BanRecord>,
     sweeps: std::sync::atomic::AtomicU64,
 }
@@ -63,8 +65,15 @@ impl Guard {
         // in an ever-growing queue to the store.
         let (to_store, pending) = mpsc::sync_channel(BAN_QUEUE);
         let keying = config.keying().map_err(StoreError::Config)?;
+        let shared = match config.rate_limit.enabled && !config.redis.url.is_empty() {
+            true => Some(Arc::new(
+                crate::shared::SharedLimits::new(&config.redis, &config.rate_limit, &config.ban).map_err(StoreError::Config)?,
+            )),
+            false => None,
+        };
         let guard = Arc::new(Guard {
             keying,
+            shared,
             limiters: config.rate_limit.enabled.then(|| Limiters::new(&config.rate_limit, config.max_clients)),
             strikes: Strikes::new(config.ban.clone(), config.max_clients),
             config,
@@ -116,6 +125,10 @@ impl Guard {
         if let Some(ban) = self.strikes.strike(client, store::now(), why) {
             tracing::warn!(client = %ban.client, until = ban.until, reason = %ban.reason, "client banned");
             self.bans.insert(ban.client, ban.until);
+            if let (Some(shared), Ok(rt)) = (&self.shared, tokio::runtime::Handle::try_current()) {
+                let (shared, client, until, now) = (shared.clone(), ban.client, ban.until, store::now());
+                rt.spawn(async move { shared.publish_ban(client, until, now).await });
+            }
             // A full queue drops the store's copy only: the ban is in force in memory.
             let _ = self.to_store.try_send(ban);
         }

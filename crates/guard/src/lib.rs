@@ -16,6 +16,7 @@
 //! - [`config`]: `[guard]` in the server's TOML: what is on (nothing, by default).
 //! - [`token`]: the API token format, roles, and hashing (only SHA-256 hashes are stored).
 //! - [`ban`]: strikes within a window, and the active bans.
+//! - [`shared`]: the same limits and bans shared by many instances, in Redis.
 //! - [`store`]: `guard.sqlite` in the data dir, shared with `signet admin` (tokens, bans).
 //! - [`guard`]: [`Guard`], the in-memory snapshot the layers read, and the thread that
 //!   keeps it in step with the store.
@@ -36,6 +37,7 @@ pub mod guard;
 pub mod micro;
 pub mod ratelimit;
 pub mod refuse;
+pub mod shared;
 pub mod store;
 pub mod token;
 

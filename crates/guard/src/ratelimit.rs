@@ -25,6 +25,7 @@ use crate::client::ClientKey;
 use crate::config::RateLimitConfig;
 use crate::guard::Guard;
 use crate::refuse::refuse;
+use crate::shared::{Decision, OnFailure};
 
 /// The read and write buckets of every tracked client.
 ///
@@ -38,8 +39,6 @@ pub struct Limiters {
     reads: DefaultKeyedRateLimiter<ClientKey>,
     writes: DefaultKeyedRateLimiter<ClientKey>,
     clock: DefaultClock,
-    /// (per second, burst) of reads and writes, for the refusal message.
-    shape: [(u32, u32); 2],
     max_clients: usize,
     /// Whether the read and the write table were full when last counted.
     full: [AtomicBool; 2],
@@ -67,7 +66,6 @@ impl Limiters {
             reads: DefaultKeyedRateLimiter::keyed(quota(c.per_second, c.burst)),
             writes: DefaultKeyedRateLimiter::keyed(quota(writes.0, writes.1)),
             clock: DefaultClock::default(),
-            shape: [(c.per_second, c.burst), writes],
             max_clients,
             full: Default::default(),
             last_full_sweep: AtomicU64::new(u64::MAX),
@@ -146,43 +144,75 @@ pub struct RateLimit<S> {
     inner: S,
 }
 
+type Answer = futures_util::future::BoxFuture<'static, Result<Response, Infallible>>;
+
 impl<S> Service<Request<Body>> for RateLimit<S>
 where
-    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+    type Future = Either<Either<Ready<Result<Response, Infallible>>, S::Future>, Answer>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        match self.admit(&request) {
-            Ok(()) => Either::Right(self.inner.call(request)),
-            Err(refusal) => Either::Left(futures_util::future::ready(Ok(refusal))),
+        let client = match request.extensions().get::<Identity>() {
+            Some(who) => ClientKey::Token(who.id),
+            None => self.guard.keying.key_of(&request),
+        };
+        if let Some(until) = self.guard.banned_until(&client) {
+            return Either::Left(Either::Left(futures_util::future::ready(Ok(crate::authn::banned(&client, until)))));
+        }
+        let write = is_write(request.method());
+        // Probes and metrics keep to this instance's own buckets: a load balancer or a scraper
+        // must see the instance as it is, Redis or no Redis (fail-closed would fail them too).
+        let ops = matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics");
+        if let Some(shared) = self.guard.shared.clone().filter(|_| !ops) {
+            // The one that was made ready goes with the request; a clone waits for the next.
+            let ready = self.inner.clone();
+            let mut inner = std::mem::replace(&mut self.inner, ready);
+            let guard = self.guard.clone();
+            return Either::Right(Box::pin(async move {
+                match shared.check(&client, write).await {
+                    Decision::Allow => inner.call(request).await,
+                    Decision::Refuse(wait) => Ok(refused(&guard, &client, write, wait)),
+                    Decision::Banned(until) => Ok(crate::authn::banned(&client, until)),
+                    Decision::Unavailable => match shared.on_failure {
+                        OnFailure::Open => inner.call(request).await,
+                        OnFailure::Closed => Ok(refuse(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "limiter_unavailable",
+                            "the shared rate limiter (Redis) cannot be reached, and guard.redis.on_failure is \"closed\"; retry shortly",
+                            Some(1),
+                        )),
+                    },
+                }
+            }));
+        }
+        match self.guard.limiters.as_ref().map(|l| l.check(&client, write)) {
+            Some(Err(wait)) => {
+                self.guard.strike(client, "rate limited");
+                Either::Left(Either::Left(futures_util::future::ready(Ok(refused(&self.guard, &client, write, wait)))))
+            }
+            _ => Either::Left(Either::Right(self.inner.call(request))),
         }
     }
 }
 
-impl<S> RateLimit<S> {
-    fn admit(&self, request: &Request<Body>) -> Result<(), Response> {
-        let client = match request.extensions().get::<Identity>() {
-            Some(who) => ClientKey::Token(who.id),
-            None => self.guard.keying.key_of(request),
-        };
-        if let Some(until) = self.guard.banned_until(&client) {
-            return Err(crate::authn::banned(&client, until));
-        }
-        let Some(limiters) = &self.guard.limiters else { return Ok(()) };
-        let write = is_write(request.method());
-        let Err(wait) = limiters.check(&client, write) else { return Ok(()) };
-        self.guard.strike(client, "rate limited");
-        let retry = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        let (rate, burst) = limiters.shape[usize::from(write)];
-        let kind = if write { "writes" } else { "reads" };
-        let message = format!("rate limit exceeded for {client}: {rate} {kind}/s with a burst of {burst}; retry after {} s", retry.max(1));
-        Err(refuse(StatusCode::TOO_MANY_REQUESTS, "rate_limited", &message, Some(retry.max(1))))
-    }
+/// The 429 for a client over its limit, with when to retry.
+fn refused(guard: &Guard, client: &ClientKey, write: bool, wait: Duration) -> Response {
+    let retry = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+    let (rate, burst) = match write {
+        true => (guard.config.rate_limit.write_per_second, guard.config.rate_limit.write_burst),
+        false => (None, None),
+    };
+    let rate = rate.unwrap_or(guard.config.rate_limit.per_second);
+    let burst = burst.unwrap_or(guard.config.rate_limit.burst);
+    let kind = if write { "writes" } else { "reads" };
+    let message = format!("rate limit exceeded for {client}: {rate} {kind}/s with a burst of {burst}; retry after {retry} s");
+    refuse(StatusCode::TOO_MANY_REQUESTS, "rate_limited", &message, Some(retry))
 }

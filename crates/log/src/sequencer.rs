@@ -379,7 +379,7 @@ async fn resolve(shared: &Arc<Shared>, batch: Batch, checkpoint: &Arc<SignedChec
                 Resolved::Adopted(cp.size)
             }
             _ => {
-                tracing::error!(log, error = %err, "another writer moved this log: run one signet per database until the leased sequencer lands (issue 18)");
+                tracing::error!(log, error = %err, "another writer moved this log: is a second signet writing to this storage without the sequencer lease?");
                 Resolved::Failed(AppendError::Storage(err.to_string()))
             }
         },

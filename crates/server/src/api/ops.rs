@@ -14,7 +14,18 @@ pub async fn healthz() -> Json<Value> {
 
 /// `GET /metrics`: Prometheus text format (see [`crate::metrics`]).
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::HeaderName, &'static str); 1], String) {
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+    let mut text = state.metrics.render();
+    if let Some(shared) = &state.guard.shared {
+        use std::fmt::Write;
+        let (checks, failures) = shared.counts();
+        text.push_str("# HELP signet_guard_redis_checks_total Rate-limit checks sent to Redis ([guard.redis]).\n");
+        text.push_str("# TYPE signet_guard_redis_checks_total counter\n");
+        let _ = writeln!(text, "signet_guard_redis_checks_total {checks}");
+        text.push_str("# HELP signet_guard_redis_failures_total Checks Redis did not answer; guard.redis.on_failure decided them.\n");
+        text.push_str("# TYPE signet_guard_redis_failures_total counter\n");
+        let _ = writeln!(text, "signet_guard_redis_failures_total {failures}");
+    }
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// `GET /oidc/.well-known/openid-configuration` (dev only).
