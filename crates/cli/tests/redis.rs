@@ -110,6 +110,21 @@ fn two_instances_share_one_clients_limit_and_its_ban() {
     let r = get(&agent, &format!("{}/api/v1/log", a.url)).unwrap();
     assert_eq!(r.status, 403, "a ban imposed through b holds on a: {}", r.text());
     assert!(r.text().contains("banned"), "{}", r.text());
+
+    // An operator lifts it once, for every instance.
+    let lift = |extra: &[&str]| {
+        let mut args = vec!["admin", "ban", "lift", "--data-dir", a.data_dir.to_str().unwrap(), "127.0.0.1"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_signet")).args(&args).output().unwrap()
+    };
+    let without = lift(&[]);
+    assert!(!without.status.success() && String::from_utf8_lossy(&without.stderr).contains("--redis"), "{without:?}");
+    let url = redis.url();
+    let with = lift(&["--redis", &url]);
+    assert!(with.status.success(), "{with:?}");
+    assert!(String::from_utf8_lossy(&with.stderr).contains("on every instance"), "{with:?}");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(&agent, &format!("{}/api/v1/log", a.url)).unwrap().status, 200, "lifted on a");
 }
 
 #[test]

@@ -221,14 +221,15 @@ impl SharedLimits {
         }
     }
 
-    /// Lifts a shared ban (`signet admin ban lift` on an instance's admin API).
-    pub async fn lift_ban(&self, client: ClientKey) -> Result<(), String> {
-        let mut conn = self.connection().await.ok_or("Redis cannot be reached")?;
-        let del = redis::cmd("DEL").arg(format!("signet:ban:{client}")).arg(format!("signet:strikes:{client}")).to_owned();
-        tokio::time::timeout(self.timeout, del.query_async::<()>(&mut conn))
-            .await
-            .map_err(|_| "Redis did not answer".to_string())?
-            .map_err(|e| e.to_string())
+    /// Lifts `client`'s shared ban and forgets its strikes (`signet admin ban lift --redis`).
+    /// `Ok(false)`: it had no shared ban.
+    pub fn lift(url: &str, client: &ClientKey) -> Result<bool, String> {
+        let unreachable = |e: redis::RedisError| format!("Redis at {}: {e}", redact(url));
+        let c = redis::Client::open(url).map_err(|e| format!("{:?} is not a Redis URL ({e}); expected redis://host:port", redact(url)))?;
+        let mut conn = c.get_connection_with_timeout(Duration::from_secs(5)).map_err(unreachable)?;
+        let removed: i64 = redis::cmd("DEL").arg(format!("signet:ban:{client}")).query(&mut conn).map_err(unreachable)?;
+        redis::cmd("DEL").arg(format!("signet:strikes:{client}")).query::<()>(&mut conn).map_err(unreachable)?;
+        Ok(removed > 0)
     }
 
     fn note_failure(&self, why: &str) {

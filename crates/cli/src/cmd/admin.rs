@@ -75,6 +75,10 @@ pub enum BanCmd {
         #[command(flatten)]
         dir: DataDir,
         client: String,
+        /// Also lift the ban shared through this Redis (`guard.redis.url`), which every
+        /// instance honours.
+        #[arg(long, value_name = "URL")]
+        redis: Option<String>,
     },
 }
 
@@ -146,7 +150,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 }
             }
         }
-        Admin::Ban(BanCmd::Lift { dir, client }) => {
+        Admin::Ban(BanCmd::Lift { dir, client, redis }) => {
             let client: ClientKey = match client.parse() {
                 Ok(c) => c,
                 Err(e) => {
@@ -154,10 +158,16 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            if !open(&dir)?.lift(&client).map_err(|e| e.to_string())? {
-                return Err(format!("{client} is not banned"));
+            let local = open(&dir)?.lift(&client).map_err(|e| e.to_string())?;
+            let shared = match &redis {
+                Some(url) => signet_guard::shared::SharedLimits::lift(url, &client)?,
+                None => false,
+            };
+            if !local && !shared {
+                let where_ = if redis.is_some() { "here or in Redis" } else { "here (a ban shared through Redis needs --redis URL)" };
+                return Err(format!("{client} is not banned {where_}"));
             }
-            errln!("lifted the ban of {client}");
+            errln!("lifted the ban of {client}{}", if shared { ", on every instance" } else { "" });
         }
     }
     Ok(ExitCode::SUCCESS)
