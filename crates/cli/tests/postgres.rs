@@ -20,7 +20,7 @@ fn migrate_applies_the_schema_once() {
     let Some(db) = postgres_database() else { return };
     let first = signet(&["migrate", "--storage", &db]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    assert!(String::from_utf8_lossy(&first.stdout).contains("applied schema migrations 1, 2, 3"), "{first:?}");
+    assert!(String::from_utf8_lossy(&first.stdout).contains("applied schema migrations 1, 2, 3, 4"), "{first:?}");
     let again = signet(&["migrate", "--storage", &db]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("schema already current"), "{again:?}");
 
@@ -379,4 +379,47 @@ fn three_instances_survive_five_sequencer_kills_under_load() {
     for (round, after) in resumed.iter().enumerate() {
         assert!(*after < Duration::from_secs(5), "round {round}: writes resumed only after {after:?}");
     }
+}
+
+/// Issue 18, "PostgreSQL implements … the guard's tokens, bans": on a shared database, a
+/// token made with `signet admin --storage` works on every instance, and its revocation
+/// reaches all of them, without a restart.
+#[test]
+fn tokens_in_the_database_work_on_every_instance_and_revocation_reaches_all() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.auth]\nrequire = \"all\"\n").unwrap();
+    let args = ["--storage", db.as_str(), "--config", config.to_str().unwrap()];
+    let a = Server::start(&dir.path().join("a"), &args);
+    let copy = signet(&["backup", "--data-dir", dir.path().join("a").to_str().unwrap(), "--out", dir.path().join("b").to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let b = Server::start(&dir.path().join("b"), &args);
+    let admin = |what: &[&str]| {
+        let mut all = vec!["admin", what[0], what[1], "--storage", db.as_str()];
+        all.extend_from_slice(&what[2..]);
+        let out = signet(&all);
+        assert!(out.status.success(), "signet {all:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let token = admin(&["token", "create", "--role", "reader", "--name", "shared"]);
+    assert!(token.starts_with("sgt_"), "{token}");
+    let agent = agent();
+    let status = |url: &str| get_bearer(&agent, &format!("{url}/api/v1/log"), &token).unwrap().status;
+    let wait_for = |what: &str, check: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for("both instances accept the token", &|| status(&a.url) == 200 && status(&b.url) == 200);
+    assert!(admin(&["token", "list"]).contains("shared"));
+    // Nothing of it in either data dir.
+    for d in ["a", "b"] {
+        let file = dir.path().join(d).join("guard.sqlite");
+        assert!(!file.exists(), "{} exists beside a PostgreSQL store", file.display());
+    }
+    admin(&["token", "revoke", "shared"]);
+    wait_for("both instances refuse the revoked token", &|| status(&a.url) == 401 && status(&b.url) == 401);
 }

@@ -60,7 +60,11 @@ pub enum AuthError {
 impl Guard {
     /// Opens the store under `data_dir`, loads the snapshot and starts the store thread.
     pub fn open(data_dir: &Path, config: GuardConfig) -> Result<Arc<Guard>, StoreError> {
-        let store = Store::open(data_dir)?;
+        Self::with_store(Store::open(data_dir)?, config)
+    }
+
+    /// [`Guard::open`] on a store of the caller's choosing (PostgreSQL, shared by instances).
+    pub fn with_store(store: Store, config: GuardConfig) -> Result<Arc<Guard>, StoreError> {
         // Bounded: a flood of bans waits in memory (they are in force there already), not
         // in an ever-growing queue to the store.
         let (to_store, pending) = mpsc::sync_channel(BAN_QUEUE);

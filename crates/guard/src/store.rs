@@ -1,4 +1,5 @@
-//! `guard.sqlite`: the tokens and bans that `signet admin` and a running server share.
+//! The tokens and bans that `signet admin` and a running server share: `guard.sqlite` in
+//! the data dir, or, for many instances on one database, PostgreSQL ([`postgres`]).
 //!
 //! SQLite gives both processes atomic updates under its own locking, and a cheap way for
 //! the server to notice the other's changes: `PRAGMA data_version` changes whenever
@@ -29,6 +30,75 @@ pub enum StoreError {
     NoSuchToken(String),
     #[error("{0}")]
     Config(String),
+    #[error("guard store on PostgreSQL: {0}")]
+    Postgres(String),
+}
+
+mod postgres;
+
+/// The guard's store: SQLite in the data dir, or PostgreSQL shared by many instances.
+pub struct Store {
+    backend: Backend,
+}
+
+enum Backend {
+    Sqlite(SqliteStore),
+    Postgres(postgres::PgStore),
+}
+
+macro_rules! each {
+    ($self:ident, $s:ident => $call:expr) => {
+        match &$self.backend {
+            Backend::Sqlite($s) => $call,
+            Backend::Postgres($s) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Opens (creating, mode 0600) `<data_dir>/guard.sqlite`.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        Ok(Store { backend: Backend::Sqlite(SqliteStore::open(data_dir)?) })
+    }
+
+    /// Opens the guard's tables in the PostgreSQL database at `url` (made by its migrations).
+    pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        Ok(Store { backend: Backend::Postgres(postgres::PgStore::open(url)?) })
+    }
+
+    /// Changes whenever another connection commits a change.
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        each!(self, s => s.data_version())
+    }
+
+    /// Makes and stores a token; the plaintext is in the result and nowhere else.
+    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+        each!(self, s => s.create_token(name, role, ttl_secs))
+    }
+
+    pub fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        each!(self, s => s.tokens())
+    }
+
+    /// Revokes the token with this name or id. Its record stays, marked, for `list`.
+    pub fn revoke(&self, name_or_id: &str) -> Result<TokenRecord, StoreError> {
+        each!(self, s => s.revoke(name_or_id))
+    }
+
+    /// Bans still in force.
+    pub fn bans(&self) -> Result<Vec<BanRecord>, StoreError> {
+        each!(self, s => s.bans())
+    }
+
+    /// Records a ban, replacing an older one of the same client; drops expired ones.
+    pub fn insert_ban(&self, ban: &BanRecord) -> Result<(), StoreError> {
+        each!(self, s => s.insert_ban(ban))
+    }
+
+    /// Lifts the ban of `client`; false when it had none.
+    pub fn lift(&self, client: &ClientKey) -> Result<bool, StoreError> {
+        each!(self, s => s.lift(client))
+    }
 }
 
 /// A stored token: everything but the secret, which is never stored.
@@ -75,14 +145,14 @@ pub fn path(data_dir: &Path) -> PathBuf {
     data_dir.join("guard.sqlite")
 }
 
-pub struct Store {
+pub struct SqliteStore {
     conn: Connection,
     path: String,
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating, mode 0600) `<data_dir>/guard.sqlite`.
-    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+    pub fn open(data_dir: &Path) -> Result<SqliteStore, StoreError> {
         let file = path(data_dir);
         let shown = file.display().to_string();
         let io = |source| StoreError::Io { path: shown.clone(), source };
@@ -95,7 +165,7 @@ impl Store {
         std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
         opts.open(&file).map_err(io)?;
         let conn = Connection::open(&file).map_err(|source| StoreError::Sqlite { path: shown.clone(), source })?;
-        let store = Store { conn, path: shown };
+        let store = SqliteStore { conn, path: shown };
         store
             .conn
             .execute_batch(
@@ -252,7 +322,8 @@ mod tests {
         assert!(matches!(s.revoke("nope"), Err(StoreError::NoSuchToken(_))));
         drop(s);
         let bytes = std::fs::read(path(dir.path())).unwrap();
-        let secret = new.plaintext.split('_').nth(2).unwrap();
+        // After `sgt_<16 hex>_`: the base64url secret may itself hold `_`.
+        let secret = &new.plaintext[21..];
         assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "no plaintext secret on disk");
         #[cfg(unix)]
         {

@@ -42,7 +42,8 @@ pub struct AppState {
     pub trust: signet_trust::root::Instance,
     /// Request and refusal counters for `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// Rate limits, bans and API tokens, shared with `signet admin` through the data dir.
+    /// Rate limits, bans and API tokens, shared with `signet admin` through the data dir (or,
+    /// on PostgreSQL, the database).
     pub guard: Arc<signet_guard::Guard>,
     /// The audit log, unless `[guard.audit] enabled = false`.
     pub audit: Option<Arc<signet_guard::audit::AuditLog>>,
@@ -261,7 +262,15 @@ impl AppState {
         let tsa = Tsa::open(&cfg.data_dir, &root_key, authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
         let (data_dir, guard_cfg) = (cfg.data_dir.clone(), cfg.guard.clone());
-        let guard = tokio::task::spawn_blocking(move || signet_guard::Guard::open(&data_dir, guard_cfg))
+        // On PostgreSQL, tokens and bans are the database's, so every instance sees the same.
+        let guard_db = match cfg.storage_url()? {
+            signet_log::storage::StorageUrl::Postgres(u) => Some(u),
+            _ => None,
+        };
+        let guard = tokio::task::spawn_blocking(move || match guard_db {
+            Some(url) => signet_guard::Guard::with_store(signet_guard::Store::open_postgres(&url)?, guard_cfg),
+            None => signet_guard::Guard::open(&data_dir, guard_cfg),
+        })
             .await
                 .map_err(|e| StartError::Panicked { what: "guard open", why: e.to_string() })??;
         let audit = match cfg.guard.audit.enabled {

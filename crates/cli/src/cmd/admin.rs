@@ -25,6 +25,10 @@ pub struct DataDir {
     /// The server's data dir (it holds guard.sqlite).
     #[arg(long, default_value = "signet-data")]
     data_dir: PathBuf,
+    /// The instances' PostgreSQL (`storage = "postgres://…"`), where their tokens and bans
+    /// live instead of the data dir.
+    #[arg(long, value_name = "URL")]
+    storage: Option<String>,
 }
 
 #[derive(clap::Subcommand)]
@@ -94,6 +98,14 @@ pub fn run(cmd: Admin) -> ExitCode {
 }
 
 fn open(dir: &DataDir) -> Result<Store, String> {
+    if let Some(url) = &dir.storage {
+        if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+            return Err(format!("--storage {url:?}: tokens and bans leave the data dir only for PostgreSQL (postgres://…)"));
+        }
+        // The guard's tables come with the database's schema.
+        signet_log::storage::PostgresStorage::open(url).map_err(|e| e.to_string())?;
+        return Store::open_postgres(url).map_err(|e| e.to_string());
+    }
     if !dir.data_dir.is_dir() {
         return Err(format!("data dir {} does not exist", dir.data_dir.display()));
     }

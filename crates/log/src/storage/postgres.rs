@@ -80,6 +80,17 @@ CREATE TABLE queue(
 );
 CREATE INDEX queue_by_log ON queue(log, id);
 ",
+}, Migration {
+    version: 4,
+    name: "the guard's tokens and bans, shared by every instance",
+    // The guard (signet_guard::store) reads and writes these; every change bumps the version.
+    sql: "
+CREATE TABLE guard_tokens(id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, hash BYTEA NOT NULL,
+    created BIGINT NOT NULL, expires BIGINT, revoked BIGINT);
+CREATE TABLE guard_bans(client TEXT PRIMARY KEY, reason TEXT NOT NULL, since BIGINT NOT NULL, until BIGINT NOT NULL);
+CREATE TABLE guard_meta(id INT PRIMARY KEY, version BIGINT NOT NULL);
+INSERT INTO guard_meta(id, version) VALUES (1, 0);
+",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.

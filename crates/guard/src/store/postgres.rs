@@ -1,0 +1,205 @@
+//! The guard's tokens and bans on PostgreSQL, shared by every instance on one database.
+//!
+//! The tables (`guard_tokens`, `guard_bans`, `guard_meta`) are made by the database's one
+//! migration sequence (signet_log's `signet migrate`). Every change bumps
+//! `guard_meta.version` in the same transaction; instances poll that one integer, as they
+//! poll SQLite's `data_version`, and reread the tables only when it moved. So a token
+//! revoked through any instance's database stops working on all of them within a poll.
+//!
+//! The calls are blocking (the store thread and `signet admin` have no runtime), and may
+//! come from a thread inside a runtime (the server opens the guard from `spawn_blocking`),
+//! so a private one-thread runtime drives the connection and each call waits on a channel.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use super::{now, BanRecord, StoreError, TokenRecord};
+use crate::client::ClientKey;
+use crate::token::{self, NewToken, Role};
+
+pub struct PgStore {
+    runtime: Option<tokio::runtime::Runtime>,
+    config: tokio_postgres::Config,
+    /// The connection, remade on the next call after it broke (a database restart).
+    client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
+}
+
+fn pg(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Postgres(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
+}
+
+const BUMP: &str = "UPDATE guard_meta SET version = version + 1 WHERE id = 1";
+
+impl PgStore {
+    pub fn open(url: &str) -> Result<PgStore, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Postgres(format!("storage URL: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("guard-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Postgres(format!("starting its client runtime: {e}")))?;
+        let store = PgStore { runtime: Some(runtime), config, client: Default::default() };
+        // Connect now, so that a wrong URL or a database that is down is an error at open.
+        store.block(|_| async { Ok(()) })?;
+        Ok(store)
+    }
+
+    /// Runs `f` with the connection (made anew if it broke) on the private runtime, and
+    /// waits for it.
+    fn block<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let rt = self.runtime.as_ref().ok_or_else(|| StoreError::Postgres("closed".into()))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let (slot, config) = (self.client.clone(), self.config.clone());
+        rt.spawn(async move {
+            let outcome = async {
+                let client = {
+                    let mut slot = slot.lock().await;
+                    match slot.as_ref().filter(|c| !c.is_closed()) {
+                        Some(c) => c.clone(),
+                        None => {
+                            let (client, connection) = tokio::time::timeout(Duration::from_secs(5), config.connect(NoTls))
+                                .await
+                                .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
+                                .map_err(pg)?;
+                            tokio::spawn(connection);
+                            let client = Arc::new(client);
+                            *slot = Some(client.clone());
+                            client
+                        }
+                    }
+                };
+                f(client).await
+            };
+            let _ = tx.send(outcome.await);
+        });
+        rx.recv().map_err(|_| StoreError::Postgres("its client runtime stopped".into()))?
+    }
+
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.block(|c| async move { c.query_one("SELECT version FROM guard_meta WHERE id = 1", &[]).await.map_err(pg)?.try_get(0).map_err(pg) })
+    }
+
+    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+        let new = token::generate();
+        let name = name.map_or_else(|| format!("token-{}", new.id), str::to_string);
+        let created = now();
+        let expires = ttl_secs.map(|t| created.saturating_add(t));
+        let (id, hash, n) = (new.id.to_string(), new.hash.to_vec(), name.clone());
+        let inserted = self.block(move |c| async move {
+            let tx_sql = "WITH ins AS (INSERT INTO guard_tokens (id, name, role, hash, created, expires) \
+                          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1) \
+                          UPDATE guard_meta SET version = version + (SELECT COUNT(*) FROM ins) WHERE id = 1 \
+                          RETURNING (SELECT COUNT(*) FROM ins)";
+            let row = c
+                .query_one(tx_sql, &[&id, &n, &role.name(), &hash, &(created as i64), &expires.map(|e| e as i64)])
+                .await
+                .map_err(pg)?;
+            Ok(row.try_get::<_, i64>(0).map_err(pg)? == 1)
+        })?;
+        if !inserted {
+            return Err(StoreError::NameTaken(name));
+        }
+        let record = TokenRecord { id: new.id, name, role, hash: new.hash, created, expires, revoked: None };
+        Ok((new, record))
+    }
+
+    pub fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        let rows = self.block(|c| async move {
+            c.query("SELECT id, name, role, hash, created, expires, revoked FROM guard_tokens ORDER BY created, name", &[])
+                .await
+                .map_err(pg)
+        })?;
+        let corrupt = |what: String| StoreError::Corrupt { path: "PostgreSQL guard_tokens".into(), what };
+        rows.iter()
+            .map(|r| {
+                let name: String = r.try_get(1).map_err(pg)?;
+                let hash: Vec<u8> = r.try_get(3).map_err(pg)?;
+                Ok(TokenRecord {
+                    id: r.try_get::<_, String>(0).map_err(pg)?.parse().map_err(corrupt)?,
+                    role: r.try_get::<_, String>(2).map_err(pg)?.parse().map_err(corrupt)?,
+                    hash: hash.try_into().map_err(|_| corrupt(format!("token {name}: hash is not 32 bytes")))?,
+                    name,
+                    created: r.try_get::<_, i64>(4).map_err(pg)? as u64,
+                    expires: r.try_get::<_, Option<i64>>(5).map_err(pg)?.map(|e| e as u64),
+                    revoked: r.try_get::<_, Option<i64>>(6).map_err(pg)?.map(|e| e as u64),
+                })
+            })
+            .collect()
+    }
+
+    pub fn revoke(&self, name_or_id: &str) -> Result<TokenRecord, StoreError> {
+        let key = name_or_id.to_string();
+        let id: Option<String> = self.block(move |c| async move {
+            let sql = "WITH r AS (UPDATE guard_tokens SET revoked = COALESCE(revoked, $2) WHERE name = $1 OR id = $1 RETURNING id), \
+                       b AS (UPDATE guard_meta SET version = version + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM r)) \
+                       SELECT id FROM r";
+            let row = c.query_opt(sql, &[&key, &(now() as i64)]).await.map_err(pg)?;
+            row.map(|r| r.try_get(0)).transpose().map_err(pg)
+        })?;
+        let id = id.ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))?;
+        self.tokens()?.into_iter().find(|t| t.id.to_string() == id).ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))
+    }
+
+    pub fn bans(&self) -> Result<Vec<BanRecord>, StoreError> {
+        let rows = self.block(|c| async move {
+            c.query("SELECT client, reason, since, until FROM guard_bans WHERE until > $1 ORDER BY since, client", &[&(now() as i64)])
+                .await
+                .map_err(pg)
+        })?;
+        rows.iter()
+            .map(|r| {
+                let client: String = r.try_get(0).map_err(pg)?;
+                Ok(BanRecord {
+                    client: client.parse().map_err(|what| StoreError::Corrupt { path: "PostgreSQL guard_bans".into(), what })?,
+                    reason: r.try_get(1).map_err(pg)?,
+                    since: r.try_get::<_, i64>(2).map_err(pg)? as u64,
+                    until: r.try_get::<_, i64>(3).map_err(pg)? as u64,
+                })
+            })
+            .collect()
+    }
+
+    pub fn insert_ban(&self, ban: &BanRecord) -> Result<(), StoreError> {
+        let (client, reason, since, until) = (ban.client.to_string(), ban.reason.clone(), ban.since as i64, ban.until as i64);
+        self.block(move |c| async move {
+            c.execute(
+                "INSERT INTO guard_bans (client, reason, since, until) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (client) DO UPDATE SET reason = EXCLUDED.reason, since = EXCLUDED.since, until = EXCLUDED.until",
+                &[&client, &reason, &since, &until],
+            )
+            .await
+            .map_err(pg)?;
+            c.execute("DELETE FROM guard_bans WHERE until <= $1", &[&(now() as i64)]).await.map_err(pg)?;
+            c.execute(BUMP, &[]).await.map_err(pg)?;
+            Ok(())
+        })
+    }
+
+    pub fn lift(&self, client: &ClientKey) -> Result<bool, StoreError> {
+        let client = client.to_string();
+        self.block(move |c| async move {
+            let n = c.execute("DELETE FROM guard_bans WHERE client = $1", &[&client]).await.map_err(pg)?;
+            if n > 0 {
+                c.execute(BUMP, &[]).await.map_err(pg)?;
+            }
+            Ok(n > 0)
+        })
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
