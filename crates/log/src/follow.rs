@@ -223,12 +223,26 @@ async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageErro
         }
         keys.iter().enumerate().filter_map(|(i, k)| waiters.remove(&k.leaf_hash).map(|r| (from + i as u64, r))).collect()
     };
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    // The entries' times and stamps were made by the sequencer: read them back, in one query.
+    let (storage, indices) = (shared.storage.clone(), waiting.iter().map(|w| w.0).collect::<Vec<u64>>());
+    let receipts = tokio::task::spawn_blocking(move || storage.receipts(id, &indices))
+        .await
+        .map_err(|e| StorageError::Backend(e.to_string()))
+        .and_then(|r| r);
+    let receipts: Result<HashMap<u64, (i64, Option<Vec<u8>>)>, AppendError> = match receipts {
+        Ok(all) => Ok(all.into_iter().map(|(i, t, s)| (i, (t, s))).collect()),
+        Err(e) => Err(append_error(e)),
+    };
     for (index, replies) in waiting {
-        // The entry's time and stamp were made by the sequencer: read them back.
-        let answer = match shared.storage.entry_async(id, index).await {
-            Ok(Some(e)) => Ok(Sequenced::New { index, integrated_time: e.integrated_time, stamp: e.stamp, checkpoint: head.clone() }),
-            Ok(None) => Err(AppendError::Storage(format!("entry {index} is covered by the checkpoint but not stored"))),
-            Err(e) => Err(append_error(e)),
+        let answer = match &receipts {
+            Ok(found) => match found.get(&index) {
+                Some((time, stamp)) => Ok(Sequenced::New { index, integrated_time: *time, stamp: stamp.clone(), checkpoint: head.clone() }),
+                None => Err(AppendError::Storage(format!("entry {index} is covered by the checkpoint but not stored"))),
+            },
+            Err(e) => Err(e.clone()),
         };
         for r in replies {
             let _ = r.send(answer.clone());

@@ -89,6 +89,19 @@ fn reads_past_the_end_are_empty_not_errors() {
 }
 
 #[test]
+fn receipts_are_the_time_and_stamp_of_the_entries_that_exist() {
+    for b in backends() {
+        let s = &b.storage;
+        s.commit(&batch(1, 0, 3, 1700)).unwrap();
+        s.commit(&batch(1, 3, 4, 1800)).unwrap();
+        let mut got = s.receipts(1, &[3, 0, 9]).unwrap();
+        got.sort();
+        assert_eq!(got, vec![(0, 1700, Some(vec![0; 3])), (3, 1800, Some(vec![3; 3]))], "{}", b.name);
+        assert!(s.receipts(2, &[0]).unwrap().is_empty(), "{}", b.name);
+    }
+}
+
+#[test]
 fn optional_columns_and_large_bodies_round_trip() {
     for b in backends() {
         let big = vec![0xa5u8; 65_535];

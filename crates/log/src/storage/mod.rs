@@ -157,6 +157,18 @@ pub trait Storage: Send + Sync + 'static {
     /// Entries `start..start + count` that exist, in index order.
     fn entries(&self, log: LogId, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError>;
 
+    /// The integrated time and stamp of each of `indices` that exists, in any order: what the
+    /// answer to an append carries, for a follower answering appends it queued.
+    fn receipts(&self, log: LogId, indices: &[u64]) -> Result<Vec<(u64, i64, Option<Vec<u8>>)>, StorageError> {
+        let mut out = Vec::with_capacity(indices.len());
+        for &i in indices {
+            if let Some(e) = self.entry(log, i)? {
+                out.push((i, e.integrated_time, e.stamp));
+            }
+        }
+        Ok(out)
+    }
+
     /// A small named value, set once and read back forever after (tree IDs and the like).
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError>;
 

@@ -495,6 +495,18 @@ impl Storage for PostgresStorage {
         Box::pin(self.read_future(move |c| read_entries(c, log, start, count)))
     }
 
+    fn receipts(&self, log: LogId, indices: &[u64]) -> Result<Vec<(u64, i64, Option<Vec<u8>>)>, StorageError> {
+        let wanted: Vec<i64> = indices.iter().map(|&i| bigint(i)).collect();
+        let rows = self.read(move |c| async move {
+            c.client
+                .query("SELECT idx, integrated_time, stamp FROM entries WHERE log = $1 AND idx = ANY($2)", &[&(log as i16), &wanted])
+                .await
+        })?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<_, i64>(0).map_err(classify)? as u64, r.try_get(1).map_err(classify)?, r.try_get(2).map_err(classify)?)))
+            .collect()
+    }
+
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
         let (key, init) = (key.to_string(), init.to_vec());
         self.read(move |c| async move {
