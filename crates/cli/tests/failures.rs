@@ -157,3 +157,75 @@ fn appends_past_the_admission_bound_are_shed_at_once() {
     let r = append(&agent, &server.url, &Signer::new(), "after the burst");
     assert_eq!(r.status, 201, "{}", r.text());
 }
+
+/// Issue 18, "Also PostgreSQL's own disk full": the database's tablespace sits on a small
+/// filesystem that fills. Appends get 507 with PostgreSQL's reason, reads go on, and writes
+/// resume by themselves once space returns; nothing acknowledged is lost.
+#[test]
+fn a_full_postgresql_disk_refuses_writes_with_507_and_heals_by_itself() {
+    let Some(server_url) = std::env::var("SIGNET_TEST_POSTGRES").ok().filter(|u| !u.is_empty()) else {
+        assert!(std::env::var("SIGNET_TEST_REQUIRE_POSTGRES").as_deref() != Ok("1"), "SIGNET_TEST_POSTGRES is not set");
+        return;
+    };
+    let Some(disk) = SmallDisk::mount("24m") else { return };
+    // The tablespace's directory belongs to the server's own user (scripts/services runs it as postgres).
+    let location = disk.path().join("pg");
+    std::fs::create_dir(&location).unwrap();
+    let owned = Command::new("chown").args(["-R", "postgres:postgres"]).arg(disk.path()).status().unwrap();
+    assert!(owned.success());
+    let name = format!("signet_full_{}", std::process::id());
+    psql(&server_url, &format!("CREATE TABLESPACE {name} LOCATION '{}'", location.display()));
+    psql(&server_url, &format!("CREATE DATABASE {name} TABLESPACE {name}"));
+    let db = format!("{}/{name}", &server_url[..server_url.rfind('/').unwrap()]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &["--storage", &db]);
+    let (agent, signer) = (agent(), Signer::new());
+    let index_of = |r: &Reply| r.json().as_object().unwrap().values().next().unwrap()["logIndex"].as_u64().unwrap();
+    let mut acknowledged = Vec::new();
+    for i in 0..5 {
+        let r = append(&agent, &server.url, &signer, &format!("before {i}"));
+        assert_eq!(r.status, 201, "{}", r.text());
+        acknowledged.push(index_of(&r));
+    }
+    let filler = disk.fill();
+    let mut refused = 0;
+    for i in 0..400 {
+        let r = append(&agent, &server.url, &signer, &format!("while full {i}"));
+        match r.status {
+            // Pages PostgreSQL had already allocated still take rows.
+            201 => acknowledged.push(index_of(&r)),
+            507 => {
+                refused += 1;
+                assert!(r.text().contains("storage is full") && r.text().contains("PostgreSQL"), "{}", r.text());
+                if refused >= 3 {
+                    break;
+                }
+            }
+            other => panic!("a full database disk answered {other}: {}", r.text()),
+        }
+    }
+    assert!(refused > 0, "the database's disk never filled");
+    assert_eq!(get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().status, 200);
+    let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={}", server.url, acknowledged[0])).unwrap();
+    assert_eq!(r.status, 200, "reads go on: {}", r.text());
+
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = append(&agent, &server.url, &signer, "after space returned");
+        if r.status == 201 {
+            acknowledged.push(index_of(&r));
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes did not resume: {} {}", r.status, r.text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for index in &acknowledged {
+        let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={index}", server.url)).unwrap();
+        assert_eq!(r.status, 200, "acknowledged entry {index} is gone after the database's disk filled");
+    }
+    server.kill();
+    psql(&server_url, &format!("DROP DATABASE {name}"));
+    psql(&server_url, &format!("DROP TABLESPACE {name}"));
+}
