@@ -60,6 +60,8 @@ pub(crate) struct Follower {
     catching_up: tokio::sync::Mutex<()>,
     promoted: AtomicBool,
     wake: Notify,
+    /// Counts the poll loop's catch-ups, so that a read can wait for the next one.
+    polled: tokio::sync::watch::Sender<u64>,
 }
 
 impl Follower {
@@ -73,6 +75,7 @@ impl Follower {
             catching_up: tokio::sync::Mutex::new(()),
             promoted: AtomicBool::new(false),
             wake: Notify::new(),
+            polled: tokio::sync::watch::Sender::new(0),
         });
         tokio::spawn(follow(shared.clone(), me.clone()));
         tokio::spawn(submit_loop(shared, me.clone(), rx));
@@ -111,8 +114,18 @@ impl Follower {
         });
     }
 
+    /// Has the poll loop look now, and waits (briefly) for it. However many reads ask, the
+    /// database sees at most one catch-up per `BUSY_POLL`: a flood of reads past the head
+    /// must not become a flood of queries.
+    pub(crate) async fn poll_now(&self) {
+        let mut polled = self.polled.subscribe();
+        polled.borrow_and_update();
+        self.wake.notify_one();
+        let _ = tokio::time::timeout(IDLE_POLL * 2, polled.changed()).await;
+    }
+
     /// Brings the tree up to the stored checkpoint now, unless this instance sequences.
-    pub(crate) async fn catch_up(&self, shared: &Arc<Shared>) -> Result<(), StorageError> {
+    async fn catch_up(&self, shared: &Arc<Shared>) -> Result<(), StorageError> {
         let _one = self.catching_up.lock().await;
         if self.promoted.load(Ordering::Acquire) {
             return Ok(());
@@ -159,6 +172,7 @@ async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
             }
             Err(_) => {}
         }
+        me.polled.send_modify(|n| *n += 1);
         me.forget_abandoned();
     }
 }

@@ -461,9 +461,7 @@ impl Log {
     /// On a follower, catches up now and says whether the log then holds `index`.
     async fn caught_up_past(&self, index: u64) -> bool {
         let Some(f) = self.follower.as_ref().filter(|_| self.tx.read().is_none()) else { return false };
-        if let Err(e) = f.catch_up(&self.shared).await {
-            tracing::debug!(error = %e, "catching up with the log for a read");
-        }
+        f.poll_now().await;
         index < self.head().checkpoint.size
     }
 

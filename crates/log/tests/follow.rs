@@ -112,7 +112,7 @@ async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
         .await
         .unwrap()
     };
-    let (follower, _) = open(&db, &key, Role::Follower).await;
+    let (follower, queue) = open(&db, &key, Role::Follower).await;
     old.shutdown_background();
 
     // Appends wait in the queue while nobody sequences.
@@ -121,8 +121,15 @@ async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
         let f = follower.clone();
         waiting.push(tokio::spawn(async move { f.append(format!("while nobody sequences {i}").into_bytes(), None).await }));
     }
+    // The same entry again (a client retrying): it waits too, but is queued once.
+    let repeat = {
+        let f = follower.clone();
+        tokio::spawn(async move { f.append(b"while nobody sequences 0".to_vec(), None).await })
+    };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(waiting.iter().all(|t| !t.is_finished()), "an append was answered with no sequencer");
+    assert!(waiting.iter().all(|t| !t.is_finished()) && !repeat.is_finished(), "an append was answered with no sequencer");
+    let queued = tokio::task::spawn_blocking(move || queue.dequeue(1, 100)).await.unwrap().unwrap();
+    assert_eq!(queued.len(), 10, "a repeated entry is queued once");
 
     follower.promote().await.unwrap();
     assert_eq!(follower.role(), Role::Sequencer);
@@ -130,6 +137,8 @@ async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
     for t in waiting {
         indices.push(new_index(&tokio::time::timeout(Duration::from_secs(10), t).await.unwrap().unwrap().unwrap()));
     }
+    let repeat = tokio::time::timeout(Duration::from_secs(10), repeat).await.unwrap().unwrap().unwrap();
+    assert!(indices.contains(&new_index(&repeat)), "the repeat is answered with its entry's index: {repeat:?}");
     indices.sort();
     assert_eq!(indices, (size..size + 10).collect::<Vec<_>>(), "the queued appends follow the old sequencer's entries");
     let direct = follower.append(b"after the promotion".to_vec(), None).await.unwrap();

@@ -79,6 +79,8 @@ CREATE TABLE queue(
     extra BYTEA
 );
 CREATE INDEX queue_by_log ON queue(log, id);
+-- A client retrying the same entry while no instance sequences adds no row.
+CREATE UNIQUE INDEX queue_by_leaf ON queue(log, leaf_hash);
 ",
 }, Migration {
     version: 4,
@@ -531,7 +533,8 @@ impl Queue for PostgresStorage {
             c.client
                 .execute(
                     "INSERT INTO queue(log, leaf_hash, digest, body, extra) \
-                     SELECT $1, l, d, b, x FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS t(l, d, b, x)",
+                     SELECT $1, l, d, b, x FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS t(l, d, b, x) \
+                     ON CONFLICT (log, leaf_hash) DO NOTHING",
                     &[&(log as i16), &leaf, &digest, &body, &extra],
                 )
                 .await
