@@ -439,7 +439,7 @@ impl Log {
     /// The work is bounded by `limit` whatever the digest: at most `limit` candidates are
     /// copied out of the index and confirmed against storage, one point read each. (A
     /// digest logged a million times must not make one search copy or read a million.)
-    pub fn indices_by_digest(&self, digest: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
+    pub async fn indices_by_digest(&self, digest: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
         let window: Vec<u64> = {
             let keys = self.shared.keys.read();
             let all = keys.digest_candidates(digest);
@@ -447,13 +447,12 @@ impl Log {
             all[start..].iter().copied().take(limit.saturating_add(1)).collect()
         };
         let more = window.len() > limit;
-        // A shared 64-bit prefix is only a candidate: confirm each against the stored key.
-        let mut indices = Vec::new();
-        for &i in window.iter().take(limit) {
-            if self.shared.storage.keys(self.shared.id, i, 1)?.first().and_then(|k| k.digest.as_deref()) == Some(digest) {
-                indices.push(i);
-            }
-        }
+        // A shared 64-bit prefix is only a candidate: confirm each against the stored key, in
+        // one read (one query on PostgreSQL, awaited without holding a runtime thread).
+        let candidates: Vec<u64> = window.iter().copied().take(limit).collect();
+        let stored = self.shared.storage.digests_async(self.shared.id, &candidates).await?;
+        let confirmed: std::collections::HashSet<u64> = stored.into_iter().filter(|(_, d)| d == digest).map(|(i, _)| i).collect();
+        let indices: Vec<u64> = candidates.into_iter().filter(|i| confirmed.contains(i)).collect();
         let next_after = if more { window.get(limit.saturating_sub(1)).copied() } else { None };
         Ok(DigestPage { indices, next_after })
     }

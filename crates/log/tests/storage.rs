@@ -101,6 +101,19 @@ fn receipts_are_the_time_and_stamp_of_the_entries_that_exist() {
     }
 }
 
+#[tokio::test]
+async fn digests_are_read_for_the_candidates_that_exist() {
+    for b in backends() {
+        let s = &b.storage;
+        s.commit(&batch(1, 0, 3, 1700)).unwrap();
+        let mut got = s.digests_async(1, &[2, 0, 1, 99]).await.unwrap();
+        got.sort();
+        let d = |n: u64| format!("sha256:{n:064x}").into_bytes();
+        assert_eq!(got, vec![(0, d(0)), (1, d(1)), (2, d(0))], "{}", b.name);
+        assert!(s.digests_async(1, &[]).await.unwrap().is_empty(), "{}", b.name);
+    }
+}
+
 #[test]
 fn optional_columns_and_large_bodies_round_trip() {
     for b in backends() {

@@ -179,6 +179,20 @@ pub trait Storage: Send + Sync + 'static {
         Box::pin(std::future::ready(self.entry(log, index)))
     }
 
+    /// The digest keys of those of `indices` that exist and have one, in any order: what a
+    /// search by digest confirms its in-memory candidates against. One query on a networked
+    /// backend, however many candidates.
+    fn digests_async(&self, log: LogId, indices: &[u64]) -> ReadFuture<'_, Vec<(u64, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(indices.len());
+        for &i in indices {
+            match self.keys(log, i, 1) {
+                Ok(keys) => out.extend(keys.into_iter().next().and_then(|k| k.digest).map(|d| (i, d))),
+                Err(e) => return Box::pin(std::future::ready(Err(e))),
+            }
+        }
+        Box::pin(std::future::ready(Ok(out)))
+    }
+
     /// [`Storage::entries`] for callers on an async runtime (see [`Storage::entry_async`]).
     fn entries_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<StoredEntry>> {
         Box::pin(std::future::ready(self.entries(log, start, count)))

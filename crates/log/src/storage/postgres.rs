@@ -493,6 +493,17 @@ impl Storage for PostgresStorage {
         Box::pin(self.read_future(move |c| read_entry(c, log, index)))
     }
 
+    fn digests_async(&self, log: LogId, indices: &[u64]) -> ReadFuture<'_, Vec<(u64, Vec<u8>)>> {
+        let wanted: Vec<i64> = indices.iter().map(|&i| bigint(i)).collect();
+        Box::pin(self.read_future(move |c| async move {
+            let rows = c
+                .client
+                .query("SELECT idx, digest FROM entries WHERE log = $1 AND idx = ANY($2) AND digest IS NOT NULL", &[&(log as i16), &wanted])
+                .await?;
+            rows.iter().map(|r| Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))).collect()
+        }))
+    }
+
     fn entries_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<StoredEntry>> {
         Box::pin(self.read_future(move |c| read_entries(c, log, start, count)))
     }

@@ -232,7 +232,7 @@ pub async fn search_index(
         return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")));
     }
     let rekor = &state.rekor_v1;
-    let page = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), after, SEARCH_PAGE)?;
+    let page = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), after, SEARCH_PAGE).await?;
     let uuids: Vec<Value> = page
         .indices
         .into_iter()
