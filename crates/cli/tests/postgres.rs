@@ -423,3 +423,77 @@ fn tokens_in_the_database_work_on_every_instance_and_revocation_reaches_all() {
     admin(&["token", "revoke", "shared"]);
     wait_for("both instances refuse the revoked token", &|| status(&a.url) == 401 && status(&b.url) == 401);
 }
+
+/// Runs one query on `url` from a thread of its own and returns the first column of its
+/// only row, as text.
+fn query_text(url: &str, sql: &str) -> String {
+    let (url, sql) = (url.to_string(), sql.to_string());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(conn);
+            client.query_one(&sql, &[]).await.unwrap().get::<_, String>(0)
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+/// A CA and a certificate it issued for 127.0.0.1, made with the openssl CLI.
+fn make_certs(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let [ca_key, ca, key, csr, cert, ext] =
+        ["ca.key", "ca.pem", "server.key", "server.csr", "server.crt", "ext.cnf"].map(|f| dir.join(format!("{name}-{f}")));
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().expect("openssl (scripts/install-deps installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+    openssl(&["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", &format!("/CN={name} test CA"), "-keyout", &s(&ca_key), "-out", &s(&ca)]);
+    openssl(&["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", &s(&key), "-out", &s(&csr)]);
+    std::fs::write(&ext, "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+    openssl(&["x509", "-req", "-in", &s(&csr), "-CA", &s(&ca), "-CAkey", &s(&ca_key), "-CAcreateserial", "-days", "2", "-extfile", &s(&ext), "-out", &s(&cert)]);
+    (ca, cert, key)
+}
+
+/// TLS to PostgreSQL: with `sslmode=require` and the server's CA, signet (the logs and the
+/// guard) connects over verified TLS; with another CA it refuses to connect, saying why.
+#[test]
+fn postgres_over_verified_tls_and_a_wrong_ca_is_refused() {
+    if postgres_database().is_none() {
+        return;
+    }
+    let cluster = OwnCluster::start();
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certs(certs.path(), "right");
+    let (other_ca, _, _) = make_certs(certs.path(), "other");
+    // The server's certificate and key, owned by the server's user (scripts/services runs it as postgres).
+    let pgdata = cluster.dir.path().join("postgres");
+    std::fs::copy(&cert, pgdata.join("server.crt")).unwrap();
+    std::fs::copy(&key, pgdata.join("server.key")).unwrap();
+    for f in ["server.crt", "server.key"] {
+        assert!(Command::new("chown").arg("postgres:postgres").arg(pgdata.join(f)).status().unwrap().success());
+        assert!(Command::new("chmod").arg("600").arg(pgdata.join(f)).status().unwrap().success());
+    }
+    psql(&cluster.url, "ALTER SYSTEM SET ssl = on");
+    psql(&cluster.url, "SELECT pg_reload_conf()");
+    std::thread::sleep(Duration::from_millis(500));
+
+    let tls_url = format!("{}?sslmode=require&sslrootcert={}", cluster.url, ca.display());
+    let migrated = signet(&["migrate", "--storage", &tls_url]);
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--storage", &tls_url]);
+    let r = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &Signer::new().v1_entry(b"over TLS")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let encrypted = query_text(
+        &cluster.url,
+        "SELECT count(*)::text FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.usename = 'signet' AND s.ssl",
+    );
+    assert!(encrypted.parse::<u32>().unwrap() >= 2, "signet's connections are TLS: {encrypted} are");
+
+    let wrong = signet(&["migrate", "--storage", &format!("{}?sslmode=require&sslrootcert={}", cluster.url, other_ca.display())]);
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(!wrong.status.success(), "a server whose certificate does not chain to the given CA was accepted");
+    assert!(err.contains("certificate verify failed"), "{err}");
+}

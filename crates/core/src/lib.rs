@@ -12,6 +12,7 @@
 //! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
+//! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted messages.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
 pub mod b64;
@@ -26,5 +27,6 @@ pub mod merkle;
 pub mod micro;
 pub mod note;
 pub mod pem;
+pub mod pg;
 pub mod pubkey;
 pub mod request_id;

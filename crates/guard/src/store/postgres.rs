@@ -14,7 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use super::{now, BanRecord, StoreError, TokenRecord};
 use crate::client::ClientKey;
@@ -22,7 +22,7 @@ use crate::token::{self, NewToken, Role};
 
 pub struct PgStore {
     runtime: Option<tokio::runtime::Runtime>,
-    config: tokio_postgres::Config,
+    target: signet_core::pg::Target,
     /// The connection, remade on the next call after it broke (a database restart).
     client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
 }
@@ -35,14 +35,14 @@ const BUMP: &str = "UPDATE guard_meta SET version = version + 1 WHERE id = 1";
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Postgres(format!("storage URL: {e}")))?;
+        let target = signet_core::pg::Target::parse(url).map_err(StoreError::Postgres)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("guard-postgres")
             .enable_all()
             .build()
             .map_err(|e| StoreError::Postgres(format!("starting its client runtime: {e}")))?;
-        let store = PgStore { runtime: Some(runtime), config, client: Default::default() };
+        let store = PgStore { runtime: Some(runtime), target, client: Default::default() };
         // Connect now, so that a wrong URL or a database that is down is an error at open.
         store.block(|_| async { Ok(()) })?;
         Ok(store)
@@ -58,7 +58,7 @@ impl PgStore {
     {
         let rt = self.runtime.as_ref().ok_or_else(|| StoreError::Postgres("closed".into()))?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let (slot, config) = (self.client.clone(), self.config.clone());
+        let (slot, target) = (self.client.clone(), self.target.clone());
         rt.spawn(async move {
             let outcome = async {
                 let client = {
@@ -66,7 +66,7 @@ impl PgStore {
                     match slot.as_ref().filter(|c| !c.is_closed()) {
                         Some(c) => c.clone(),
                         None => {
-                            let (client, connection) = tokio::time::timeout(Duration::from_secs(5), config.connect(NoTls))
+                            let (client, connection) = tokio::time::timeout(Duration::from_secs(5), target.connect())
                                 .await
                                 .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
                                 .map_err(pg)?;

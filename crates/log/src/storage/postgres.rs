@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::runtime::{Handle, Runtime};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 use super::migrations::{self, Migration};
 use super::*;
@@ -133,7 +133,7 @@ struct Conn {
 }
 
 struct Pool {
-    config: tokio_postgres::Config,
+    target: signet_core::pg::Target,
     /// The committing connection: it needs no prepared reads, and exists before the schema does.
     writer: tokio::sync::Mutex<Option<Client>>,
     readers: Vec<parking_lot::Mutex<Option<Arc<Conn>>>>,
@@ -166,8 +166,15 @@ fn classify(e: tokio_postgres::Error) -> StorageError {
         return StorageError::Backend(format!("PostgreSQL: {} ({})", db.message(), code.code()));
     }
     if e.is_closed() || e.code().is_none() {
-        // No SQLSTATE: the connection itself failed (refused, reset, closed).
-        return StorageError::Unavailable(format!("PostgreSQL: {e}"));
+        // No SQLSTATE: the connection itself failed (refused, reset, closed, or TLS, whose
+        // reason, such as "certificate verify failed", is in the error's sources).
+        let mut why = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            why = format!("{why}: {s}");
+            source = s.source();
+        }
+        return StorageError::Unavailable(format!("PostgreSQL: {why}"));
     }
     StorageError::Backend(format!("PostgreSQL: {e}"))
 }
@@ -176,7 +183,7 @@ impl Pool {
     /// A new connection. Every attempt, whichever connection it is for, sets or clears the
     /// moment of the last failure that reads back off from.
     async fn connect_client(&self) -> Result<Client, StorageError> {
-        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.target.connect())
             .await
             .map_err(|_| StorageError::Unavailable(format!("PostgreSQL: no connection within {CONNECT_TIMEOUT:?}")))
             .and_then(|r| r.map_err(classify));
@@ -232,8 +239,7 @@ impl Pool {
 impl PostgresStorage {
     /// Connects to `url` (`postgres://user@host:port/db`), and brings the schema up to date.
     pub fn open(url: &str) -> Result<Self, StorageError> {
-        let config: tokio_postgres::Config =
-            url.parse().map_err(|e| StorageError::Backend(format!("storage URL {}: {e}", redact(url))))?;
+        let target = signet_core::pg::Target::parse(url).map_err(StorageError::Backend)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("postgres")
@@ -241,7 +247,7 @@ impl PostgresStorage {
             .build()
             .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
         let pool = Arc::new(Pool {
-            config,
+            target,
             writer: tokio::sync::Mutex::new(None),
             readers: (0..READERS).map(|_| parking_lot::Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
@@ -387,16 +393,7 @@ async fn writer<'a>(pool: &Pool, slot: &'a mut Option<Client>) -> Result<&'a mut
     slot.as_mut().ok_or_else(|| StorageError::Unavailable("PostgreSQL: no connection".into()))
 }
 
-/// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => match url[s + 3..at].find(':') {
-            Some(colon) => format!("{}:***{}", &url[..s + 3 + colon], &url[at..]),
-            None => url.to_string(),
-        },
-        _ => url.to_string(),
-    }
-}
+pub use signet_core::pg::redact;
 
 impl Drop for PostgresStorage {
     fn drop(&mut self) {
@@ -652,16 +649,4 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         .map_err(classify)?;
     }
     tx.commit().await.map_err(classify)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(redact("postgres://signet:hunter2@db:5432/signet"), "postgres://signet:***@db:5432/signet");
-        assert_eq!(redact("postgres://signet@db/signet"), "postgres://signet@db/signet");
-        assert_eq!(redact("host=db user=signet"), "host=db user=signet");
-    }
 }

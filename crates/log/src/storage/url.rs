@@ -26,13 +26,13 @@ impl StorageUrl {
             return Ok(StorageUrl::Sqlite(PathBuf::from(path)));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            url.parse::<tokio_postgres::Config>()
-                .map_err(|e| format!("storage {:?} is not a valid PostgreSQL URL: {e}", super::postgres::redact(url)))?;
+            // Parsed now (TLS settings included), so that a bad URL is a configuration error.
+            signet_core::pg::Target::parse(url).map_err(|e| format!("{e}; expected postgres://USER@HOST:PORT/DATABASE[?sslmode=require[&sslrootcert=PATH]]"))?;
             return Ok(StorageUrl::Postgres(url.to_string()));
         }
         Err(format!(
             "storage {:?} is not supported; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE",
-            super::postgres::redact(url)
+            signet_core::pg::redact(url)
         ))
     }
 
@@ -40,7 +40,7 @@ impl StorageUrl {
     pub fn display(&self) -> String {
         match self {
             StorageUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
-            StorageUrl::Postgres(u) => super::postgres::redact(u),
+            StorageUrl::Postgres(u) => signet_core::pg::redact(u),
         }
     }
 }
