@@ -497,3 +497,34 @@ fn postgres_over_verified_tls_and_a_wrong_ca_is_refused() {
     assert!(!wrong.status.success(), "a server whose certificate does not chain to the given CA was accepted");
     assert!(err.contains("certificate verify failed"), "{err}");
 }
+
+/// A follower signs too: `signet sign-bundle` against it gets a certificate (whose SCT comes
+/// from the CT log, sequenced by the other instance), a log entry and a timestamp, and the
+/// bundle verifies against the trust documents.
+#[test]
+fn a_follower_signs_a_bundle_that_verifies() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let _a = Server::start(&a_dir, &["--storage", &db]);
+    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let b = Server::start(&b_dir, &["--storage", &db]);
+    assert_eq!(role(&agent(), &b.url).as_deref(), Some("follower"));
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (trust, artifact, bundle) = (dir.path().join("trust"), dir.path().join("artifact.txt"), dir.path().join("artifact.sigstore.json"));
+    let out = signet(&["trust", "export", "--data-dir", &path(&b_dir), "--out", &path(&trust)]);
+    assert!(out.status.success(), "{out:?}");
+    let token = signet(&["dev-token", "--data-dir", &path(&b_dir), "--subject", "you@example.com"]);
+    let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
+    std::fs::write(&artifact, b"signed through a follower\n").unwrap();
+    let (config, root) = (path(&trust.join("signing_config.json")), path(&trust.join("trusted_root.json")));
+    let signed = signet(&["sign-bundle", "--identity-token", &token, "--signing-config", &config, "--trusted-root", &root, "--bundle", &path(&bundle), &path(&artifact)]);
+    assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
+    let issuer = format!("{}/oidc", b.url);
+    let verified = signet(&[
+        "verify-bundle", "--bundle", &path(&bundle), "--trusted-root", &root,
+        "--certificate-identity", "you@example.com", "--certificate-oidc-issuer", &issuer, &path(&artifact),
+    ]);
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+}
