@@ -82,6 +82,9 @@ impl Workload {
 }
 
 /// Makes the i-th request of a run, as the bytes to write on the connection.
+/// In a `custom` body, replaced by a number unique to each request.
+pub const UNIQUE: &str = "{n}";
+
 pub struct RequestMaker {
     target: Uri,
     kind: Workload,
@@ -112,8 +115,23 @@ impl RequestMaker {
             }
             Workload::Custom => {
                 let path = target.path_and_query().map_or("/", |p| p.as_str());
-                let body = (!custom_body.is_empty()).then_some(&custom_body[..]);
-                vec![conn::with_headers(conn::request_bytes(method.as_str(), target, path, body), headers)]
+                match std::str::from_utf8(&custom_body).ok().filter(|b| b.contains(UNIQUE)) {
+                    // `{n}` in the body: every request distinct (a log that deduplicates must
+                    // not answer from its cache), numbered from a random start per run.
+                    Some(template) => {
+                        let start: u64 = rand::random::<u32>() as u64 * 1_000_000_000;
+                        (0..count.max(1) as u64)
+                            .map(|i| {
+                                let body = template.replace(UNIQUE, &(start + i).to_string());
+                                conn::with_headers(conn::request_bytes(method.as_str(), target, path, Some(body.as_bytes())), headers)
+                            })
+                            .collect()
+                    }
+                    None => {
+                        let body = (!custom_body.is_empty()).then_some(&custom_body[..]);
+                        vec![conn::with_headers(conn::request_bytes(method.as_str(), target, path, body), headers)]
+                    }
+                }
             }
             Workload::LogRead | Workload::Sign | Workload::Verify | Workload::Mixed => Vec::new(),
             Workload::Tsa => {
@@ -225,4 +243,22 @@ pub(crate) fn signed_entries(kind: Workload, count: usize) -> Vec<([u8; 32], Byt
     let mut all: Vec<([u8; 32], Bytes)> = handles.into_iter().flat_map(|h| h.join().expect("signer thread")).collect();
     all.truncate(count.max(1));
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_custom_body_with_n_is_distinct_per_request() {
+        let target: Uri = "http://127.0.0.1:1/add".parse().unwrap();
+        let make = |body: &'static str| {
+            RequestMaker::prepare(&target, Workload::Custom, 3, Method::POST, Bytes::from_static(body.as_bytes()), 0, None, &[])
+        };
+        let unique = make("entry {n}");
+        assert_eq!(unique.prepared.len(), 3);
+        assert!(unique.prepared[0] != unique.prepared[1] && unique.prepared[1] != unique.prepared[2]);
+        assert!(!String::from_utf8_lossy(&unique.prepared[0]).contains("{n}"));
+        assert_eq!(make("same").prepared.len(), 1, "without {{n}}, one request sent again and again");
+    }
 }

@@ -76,7 +76,7 @@ struct LoadArgs {
     /// HTTP method for `custom`.
     #[arg(long, default_value = "GET")]
     method: String,
-    /// Request body for `custom`.
+    /// Request body for `custom`; each `{n}` in it becomes a number unique to the request.
     #[arg(long, default_value = "")]
     body: String,
     /// Extra request header for `custom`, as 'Name: value' (repeatable), e.g.
