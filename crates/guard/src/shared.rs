@@ -93,7 +93,10 @@ return {1, allow_at - now}
 
 pub struct SharedLimits {
     client: redis::Client,
-    conn: tokio::sync::Mutex<Option<ConnectionManager>>,
+    /// The connection (a multiplexed one: clones share it). Read on every request.
+    conn: parking_lot::RwLock<Option<ConnectionManager>>,
+    /// Held by the one request that (re)connects; the others do not queue behind it.
+    connecting: tokio::sync::Mutex<()>,
     script: redis::Script,
     /// (interval µs, burst) of reads and writes.
     shape: [(u64, u64); 2],
@@ -119,7 +122,8 @@ impl SharedLimits {
         let shape = |per_second: u32, burst: u32| (1_000_000 / u64::from(per_second.max(1)), u64::from(burst.max(1)));
         Ok(SharedLimits {
             client,
-            conn: tokio::sync::Mutex::new(None),
+            conn: parking_lot::RwLock::new(None),
+            connecting: tokio::sync::Mutex::new(()),
             script: redis::Script::new(SCRIPT),
             shape: [
                 shape(limits.per_second, limits.burst),
@@ -137,8 +141,12 @@ impl SharedLimits {
 
     /// The connection, made on first use and remade after an outage (at most every `RETRY`).
     async fn connection(&self) -> Option<ConnectionManager> {
-        let mut slot = self.conn.lock().await;
-        if let Some(c) = slot.as_ref() {
+        if let Some(c) = self.conn.read().as_ref() {
+            return Some(c.clone());
+        }
+        // One request connects; the rest count as failures meanwhile instead of waiting.
+        let Ok(_one) = self.connecting.try_lock() else { return None };
+        if let Some(c) = self.conn.read().as_ref() {
             return Some(c.clone());
         }
         if self.last_attempt.lock().is_some_and(|t| t.elapsed() < RETRY) {
@@ -151,7 +159,7 @@ impl SharedLimits {
             .set_number_of_retries(1);
         match tokio::time::timeout(self.timeout * 2, ConnectionManager::new_with_config(self.client.clone(), config)).await {
             Ok(Ok(c)) => {
-                *slot = Some(c.clone());
+                *self.conn.write() = Some(c.clone());
                 Some(c)
             }
             _ => None,

@@ -460,8 +460,15 @@ impl Log {
     /// On a follower, catches up now and says whether the log then holds `index`.
     async fn caught_up_past(&self, index: u64) -> bool {
         let Some(f) = self.follower.as_ref().filter(|_| self.tx.read().is_none()) else { return false };
-        f.poll_now().await;
-        index < self.head().checkpoint.size
+        // Twice at most: the poll in progress when the read came may have started before the
+        // entry was committed.
+        for _ in 0..2 {
+            f.poll_now().await;
+            if index < self.head().checkpoint.size {
+                return true;
+            }
+        }
+        false
     }
 
     fn check_durable(&self, size: u64) -> Result<(), ProofError> {

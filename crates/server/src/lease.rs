@@ -23,15 +23,17 @@ const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How often a standby tries to take the lease.
 const POLL_EVERY: Duration = Duration::from_millis(500);
 
-/// Whether this instance starts as the sequencer (it took the lease, which [`hold_or_take_over`]
-/// then keeps) or as a follower. A follower needs the logs made first, by a sequencer: on a
+/// Whether this instance starts as the sequencer (it took the lease, and keeps renewing it
+/// from now on, while its logs open) or as a follower. A follower needs the logs made first, by a sequencer: on a
 /// new database this waits until another instance has made them, or takes the lease itself.
 pub async fn role_at_start(store: Arc<PostgresStorage>, holder: &str, logs: &[LogId]) -> Result<Role, StorageError> {
     let mut announced = false;
     loop {
         let (s, h) = (store.clone(), holder.to_string());
-        if blocking(move || s.acquire_lease(&h, TTL)).await?.is_some() {
-            tracing::info!(holder, "took the sequencer lease: this instance sequences the logs");
+        if let Some(lease) = blocking(move || s.acquire_lease(&h, TTL)).await? {
+            tracing::info!(holder, epoch = lease.epoch, "took the sequencer lease: this instance sequences the logs");
+            // Renewed from now: opening big logs may take longer than the lease lasts.
+            keep(store, lease);
             return Ok(Role::Sequencer);
         }
         let (s, ids) = (store.clone(), logs.to_vec());
@@ -54,38 +56,27 @@ pub async fn role_at_start(store: Arc<PostgresStorage>, holder: &str, logs: &[Lo
     }
 }
 
-/// After the logs are open: the sequencer keeps its lease; a follower waits for the lease
-/// to be free, then promotes its logs and keeps it from then on.
-pub fn hold_or_take_over(store: Arc<PostgresStorage>, holder: String, role: Role, logs: Vec<Log>) {
+/// After a follower's logs are open: waits for the lease to be free, then promotes the logs
+/// and keeps the lease from then on. (A sequencer keeps its lease from [`role_at_start`].)
+pub fn take_over_when_free(store: Arc<PostgresStorage>, holder: String, logs: Vec<Log>) {
     tokio::spawn(async move {
-        let lease = match role {
-            Role::Sequencer => match store.held_lease() {
-                Some(lease) => lease,
-                None => {
-                    tracing::error!("the sequencer lease this instance took is not recorded; stopping");
-                    std::process::exit(1);
-                }
-            },
-            Role::Follower => {
-                let lease = match acquire(store.clone(), holder).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!(error = %e, "waiting for the sequencer lease failed; stopping");
-                        std::process::exit(1);
-                    }
-                };
-                let started = std::time::Instant::now();
-                for log in &logs {
-                    if let Err(e) = log.promote().await {
-                        tracing::error!(error = %e, log = log.origin(), "cannot take over sequencing (acknowledged entries are durable; restart to follow again)");
-                        std::process::exit(1);
-                    }
-                }
-                tracing::info!(epoch = lease.epoch, took = ?started.elapsed(), "took over sequencing the logs");
-                lease
+        let lease = match acquire(store.clone(), holder).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "waiting for the sequencer lease failed; stopping");
+                std::process::exit(1);
             }
         };
-        keep(store, lease);
+        // Renewed while the logs are promoted, for the same reason as at start.
+        keep(store, lease.clone());
+        let started = std::time::Instant::now();
+        for log in &logs {
+            if let Err(e) = log.promote().await {
+                tracing::error!(error = %e, log = log.origin(), "cannot take over sequencing (acknowledged entries are durable; restart to follow again)");
+                std::process::exit(1);
+            }
+        }
+        tracing::info!(epoch = lease.epoch, took = ?started.elapsed(), "took over sequencing the logs");
     });
 }
 

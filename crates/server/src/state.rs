@@ -246,9 +246,8 @@ impl AppState {
             },
         )
         .await?;
-        if let Some((pg, role)) = shared {
-            let logs = vec![v1.clone(), v2.clone(), ct_log.clone()];
-            crate::lease::hold_or_take_over(pg, holder, role, logs);
+        if let Some((pg, Role::Follower)) = shared {
+            crate::lease::take_over_when_free(pg, holder, vec![v1.clone(), v2.clone(), ct_log.clone()]);
         }
         // The root key signs the TSA's certificate once, when it is made (under --dev); a
         // production root key may be offline (`signet init --root-key-out`).

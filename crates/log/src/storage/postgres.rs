@@ -313,11 +313,6 @@ impl PostgresStorage {
         })
     }
 
-    /// The lease this store's commits are fenced by, once [`PostgresStorage::acquire_lease`] took it.
-    pub fn held_lease(&self) -> Option<Lease> {
-        self.fence.lock().clone()
-    }
-
     /// Who holds the lease now, if anyone does (for messages).
     pub fn lease_holder(&self) -> Result<Option<String>, StorageError> {
         self.read(move |c| async move {
