@@ -35,6 +35,9 @@ pub enum ProofError {
     WrongLength { got: usize, want: usize },
     #[error("proof does not lead to the expected root hash")]
     RootMismatch,
+    /// The nodes a proof needs are in storage, and storage could not be read.
+    #[error("the log's stored tree could not be read: {0}")]
+    Unavailable(String),
 }
 
 /// RFC 9162 §2.1.3.2: checks that `leaf` sits at `index` in the tree with `root` of `size` leaves.

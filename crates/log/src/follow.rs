@@ -86,11 +86,25 @@ impl Follower {
     pub(crate) async fn append(&self, shared: &Shared, pending: Pending) {
         let Pending { leaf_hash, digest, body, extra, reply } = pending;
         self.waiters.lock().entry(leaf_hash).or_default().push(reply);
-        // Checked after the waiter is in place: the poll loop indexes new entries before it
-        // looks for waiters, so an entry integrated meanwhile is seen by one side or the other.
-        if let Some(index) = shared.durable_index_of(&leaf_hash) {
-            self.answer(&leaf_hash, Ok(Sequenced::Duplicate { index }));
-            return;
+        // Checked after the waiter is in place: storage finds every committed entry, and the
+        // poll loop answers waiters for the entries it brings, so an entry integrated
+        // meanwhile is seen by one side or the other.
+        match shared.storage.find_leaves_async(shared.id, vec![leaf_hash]).await {
+            Ok(found) => {
+                if let Some(&(_, index)) = found.first() {
+                    if index >= shared.head.read().checkpoint.size {
+                        // Committed, but not yet in this instance's tree: catch up first, so
+                        // that the answer can be proven.
+                        self.poll_now().await;
+                    }
+                    self.answer(&leaf_hash, Ok(Sequenced::Duplicate { index }));
+                    return;
+                }
+            }
+            Err(e) => {
+                self.answer(&leaf_hash, Err(append_error(e)));
+                return;
+            }
         }
         if self.submit.send(QueuedEntry { leaf_hash, digest, body, extra }).await.is_err() {
             self.answer(&leaf_hash, Err(AppendError::Closed));
@@ -177,7 +191,7 @@ async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
     }
 }
 
-/// Extends the tree, key index and head to the stored checkpoint, after checking it, and
+/// Extends the tree and head to the stored checkpoint, after checking it, and
 /// answers the waiters whose entries it brought. The caller holds `catching_up`.
 async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageError> {
     const CHUNK: u64 = 65_536;
@@ -220,12 +234,7 @@ async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageErro
             tree.truncate(from);
             return Err(corrupt("its root is not the root of the stored entries".into()));
         }
-    }
-    {
-        let mut index = shared.keys.write();
-        for (i, k) in keys.iter().enumerate() {
-            index.insert(from + i as u64, &k.leaf_hash, k.digest.as_deref());
-        }
+        tree.settle(stored.size);
     }
     let head = Arc::new(SignedCheckpoint { checkpoint: parsed, note: stored.note });
     *shared.head.write() = head.clone();

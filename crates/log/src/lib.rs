@@ -1,11 +1,12 @@
 //! The transparency log engine and the Rekor formats built on it.
 //!
 //! - [`merkle`]: RFC 6962/9162 hashing, inclusion and consistency proofs.
-//! - [`tree`]: the in-memory tree of one log.
+//! - [`tree`]: the tree of one log: its right edge in memory, the rest in stored tiles.
+//! - [`tilecache`]: the bounded cache of full tiles that proofs read.
 //! - [`checkpoint`]: C2SP signed-note checkpoints.
-//! - [`index`]: in-memory lookup by leaf hash and artifact digest.
 //! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
-//! - [`storage`]: the `Storage` and `Queue` traits, SQLite and PostgreSQL.
+//! - [`storage`]: the `Storage` and `Queue` traits, SQLite and PostgreSQL, and their
+//!   indexes by leaf hash and digest.
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
 //! - [`follow`]: instances sharing storage: followers, the queue, promotion.
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
@@ -17,7 +18,6 @@
 
 pub mod checkpoint;
 pub mod follow;
-pub mod index;
 pub mod log;
 pub mod merkle;
 #[cfg(feature = "micro")]
@@ -25,9 +25,10 @@ pub mod micro;
 pub mod rekor;
 pub mod sequencer;
 pub mod storage;
+pub mod tilecache;
 pub mod tiles;
 pub mod tree;
 
-pub use log::{Admission, AppendError, DigestPage, Log, LogConfig, OpenError, Stamper};
+pub use log::{Admission, AppendError, DigestPage, Log, LogConfig, OpenError, Stamper, DEFAULT_TILE_CACHE};
 pub use follow::Role;
 pub use sequencer::{BatchPolicy, Sequenced};

@@ -9,12 +9,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
 use crate::follow::{self, Follower, Role};
-use crate::index::KeyIndex;
 use crate::merkle::{self, ProofError};
 use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
 use crate::storage::{Batch, LogId, Queue, Storage, StorageError, StoredCheckpoint, StoredEntry};
 use crate::tiles::TILE_WIDTH;
-use crate::tree::{RightEdge, Tree};
+use crate::tree::{RightEdge, StoredNodes, Tree};
 
 /// Signs something per entry at sequencing time, once its index and time are known.
 pub trait Stamper: Send + Sync + 'static {
@@ -33,7 +32,12 @@ pub struct LogConfig {
     pub stamper: Option<Arc<dyn Stamper>>,
     /// How many appends may be admitted and not yet answered ([`Log::admit`]); 0 is no bound.
     pub max_pending: usize,
+    /// How many full tiles (16 KiB each) the tree keeps in memory beside its right edge.
+    pub tile_cache: usize,
 }
+
+/// [`LogConfig::tile_cache`] by default: 64 MiB, every tile of a million entries.
+pub const DEFAULT_TILE_CACHE: usize = 4096;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AppendError {
@@ -84,9 +88,8 @@ pub(crate) struct Shared {
     /// The newest durable checkpoint. Readers never see a size beyond it.
     pub head: RwLock<Arc<SignedCheckpoint>>,
     /// Leaves sequenced but not yet durable, so that duplicates are caught in flight too.
+    /// Durable ones are found through storage ([`Storage::find_leaves`]).
     pub inflight: parking_lot::Mutex<std::collections::HashMap<Hash, u64>>,
-    /// Durable entries by leaf hash and digest.
-    pub keys: RwLock<KeyIndex>,
     /// The right edge of the newest durable size a proof was asked against. Durable leaves
     /// never change, so an edge once computed stays true.
     pub edge: parking_lot::Mutex<Option<Arc<RightEdge>>>,
@@ -94,15 +97,6 @@ pub(crate) struct Shared {
     pub max_pending: usize,
     /// Entries the sequencer has taken from the pool and not yet answered.
     pub in_pipeline: std::sync::atomic::AtomicUsize,
-}
-
-impl Shared {
-    /// The index of the durable entry whose leaf hash is `leaf`.
-    pub fn durable_index_of(&self, leaf: &Hash) -> Option<u64> {
-        let keys = self.keys.read();
-        let tree = self.tree.read();
-        keys.leaf_candidates(leaf).iter().copied().find(|&i| tree.leaf(i) == Some(leaf))
-    }
 }
 
 /// A page of a search by digest ([`Log::indices_by_digest`]).
@@ -159,7 +153,8 @@ impl Log {
         let signer = NoteSigner::new(cfg.key_name.clone(), cfg.key.clone());
         let store = storage.clone();
         let id = cfg.id;
-        let (tree, keys, stored) = tokio::task::spawn_blocking(move || rebuild(&*store, id))
+        let cache = cfg.tile_cache;
+        let (tree, stored) = tokio::task::spawn_blocking(move || reopen(store, id, cache))
             .await
             .map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })??;
         let root = tree.root(tree.size()).map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })?;
@@ -213,7 +208,6 @@ impl Log {
             tree: RwLock::new(tree),
             head: RwLock::new(Arc::new(head)),
             inflight: Default::default(),
-            keys: RwLock::new(keys),
             edge: Default::default(),
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
@@ -372,23 +366,28 @@ impl Log {
     }
 
     /// Leaf hash at `index`, if it is durable.
-    pub fn leaf_hash(&self, index: u64) -> Option<Hash> {
+    pub fn leaf_hash(&self, index: u64) -> Result<Option<Hash>, StorageError> {
         if index >= self.head().checkpoint.size {
-            return None;
+            return Ok(None);
         }
-        self.shared.tree.read().leaf(index).copied()
+        self.shared.tree.read().leaf(index)
+    }
+
+    /// (tiles cached, hits, misses) of the tree's tile cache.
+    pub fn tile_cache_stats(&self) -> (usize, u64, u64) {
+        self.shared.tree.read().cache_stats()
     }
 
     /// The hashes of tile `index` at tile level `level`, cut at `width` nodes, if the durable
     /// tree has that many; the bytes served at /tile/<L>/<N>[.p/<W>].
-    pub fn tile(&self, level: u8, index: u64, width: u64) -> Option<Vec<u8>> {
+    pub fn tile(&self, level: u8, index: u64, width: u64) -> Result<Option<Vec<u8>>, StorageError> {
         let size = self.head().checkpoint.size;
         let available = (size >> (8 * level as u32)).saturating_sub(index.saturating_mul(TILE_WIDTH));
         if width == 0 || width > TILE_WIDTH || available < width {
-            return None;
+            return Ok(None);
         }
         let tree = self.shared.tree.read();
-        Some(tree.level_slice(8 * level as u32, index * TILE_WIDTH, width).concat())
+        Ok(Some(tree.level_slice(8 * level as u32, index * TILE_WIDTH, width)?.concat()))
     }
 
     // Reads run on the calling task. They are short, page-cache-served point reads, cheaper
@@ -428,32 +427,28 @@ impl Log {
     }
 
     /// The index of the durable entry with leaf hash `leaf`.
-    pub fn find_leaf(&self, leaf: &Hash) -> Option<u64> {
-        self.shared.durable_index_of(leaf)
+    pub async fn find_leaf(&self, leaf: &Hash) -> Result<Option<u64>, StorageError> {
+        let size = self.head().checkpoint.size;
+        let found = self.shared.storage.find_leaves_async(self.shared.id, vec![*leaf]).await?;
+        // On shared storage an entry may be committed before this instance's head covers it.
+        Ok(found.into_iter().map(|(_, i)| i).find(|&i| i < size))
     }
 
     /// One page of the durable entries with digest key `digest` (`sha256:<hex>`), oldest
     /// first, starting after index `after`: at most `limit` indices, and the index to ask
     /// after for the next page, if there may be more.
     ///
-    /// The work is bounded by `limit` whatever the digest: at most `limit` candidates are
-    /// copied out of the index and confirmed against storage, one point read each. (A
-    /// digest logged a million times must not make one search copy or read a million.)
+    /// The work is bounded by `limit` whatever the digest: storage reads one index range of
+    /// `limit + 1` rows. (A digest logged a million times must not make one search read a
+    /// million.)
     pub async fn indices_by_digest(&self, digest: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
-        let window: Vec<u64> = {
-            let keys = self.shared.keys.read();
-            let all = keys.digest_candidates(digest);
-            let start = after.map_or(0, |a| all.partition_point(|&i| i <= a));
-            all[start..].iter().copied().take(limit.saturating_add(1)).collect()
-        };
-        let more = window.len() > limit;
-        // A shared 64-bit prefix is only a candidate: confirm each against the stored key, in
-        // one read (one query on PostgreSQL, awaited without holding a runtime thread).
-        let candidates: Vec<u64> = window.iter().copied().take(limit).collect();
-        let stored = self.shared.storage.digests_async(self.shared.id, &candidates).await?;
-        let confirmed: std::collections::HashSet<u64> = stored.into_iter().filter(|(_, d)| d == digest).map(|(i, _)| i).collect();
-        let indices: Vec<u64> = candidates.into_iter().filter(|i| confirmed.contains(i)).collect();
-        let next_after = if more { window.get(limit.saturating_sub(1)).copied() } else { None };
+        let size = self.head().checkpoint.size;
+        let mut indices =
+            self.shared.storage.find_digest_async(self.shared.id, digest.to_vec(), after, limit.saturating_add(1)).await?;
+        indices.retain(|&i| i < size);
+        let more = indices.len() > limit;
+        indices.truncate(limit);
+        let next_after = if more { indices.last().copied() } else { None };
         Ok(DigestPage { indices, next_after })
     }
 
@@ -480,40 +475,14 @@ impl Log {
     }
 }
 
-/// Rebuilds the tree and key index from the stored entry keys, cut at the latest durable
-/// checkpoint, and checks the stored upper tiles against the rebuilt tree.
-fn rebuild(store: &dyn Storage, id: LogId) -> Result<(Tree, KeyIndex, Option<StoredCheckpoint>), OpenError> {
-    const CHUNK: u64 = 65_536;
+/// Opens the tree at the latest durable checkpoint, from its right edge in storage: a few
+/// tiles, however long the log (see [`crate::tree`]).
+fn reopen(store: Arc<dyn Storage>, id: LogId, cache_tiles: usize) -> Result<(Tree, Option<StoredCheckpoint>), OpenError> {
     let stored = store.latest_checkpoint(id)?;
     let size = stored.as_ref().map_or(0, |c| c.size);
-    let mut tree = Tree::new();
-    let mut keys = KeyIndex::default();
-    while tree.size() < size {
-        let chunk = store.keys(id, tree.size(), CHUNK.min(size - tree.size()))?;
-        if chunk.is_empty() {
-            break;
-        }
-        for k in chunk {
-            keys.insert(tree.size(), &k.leaf_hash, k.digest.as_deref());
-            tree.push(k.leaf_hash);
-        }
-    }
-    if tree.size() != size {
-        return Err(OpenError::Corrupt {
-            log: id,
-            why: format!("checkpoint covers {size} entries but storage holds {}", tree.size()),
-        });
-    }
-    for level in 1u8..8 {
-        for tile in store.tiles(id, level)? {
-            let nodes = tree.level_slice(8 * level as u32, tile.index * TILE_WIDTH, TILE_WIDTH);
-            if tile.hashes.len() > nodes.len() * 32 || tile.hashes != nodes.concat()[..tile.hashes.len()] {
-                return Err(OpenError::Corrupt {
-                    log: id,
-                    why: format!("stored tile {level}/{} does not match the tree rebuilt from the entries", tile.index),
-                });
-            }
-        }
-    }
-    Ok((tree, keys, stored))
+    let tree = Tree::open(Box::new(StoredNodes { storage: store, log: id }), cache_tiles, size).map_err(|e| match e {
+        StorageError::Corrupt(why) => OpenError::Corrupt { log: id, why },
+        other => OpenError::Storage(other),
+    })?;
+    Ok((tree, stored))
 }

@@ -159,7 +159,22 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
             }
         }
     }
-    let stored: Vec<Option<u64>> = unknown.iter().map(|p| shared.durable_index_of(&p.leaf_hash)).collect();
+    // The durable ones, in one lookup for the whole batch.
+    let leaves: Vec<Hash> = unknown.iter().map(|p| p.leaf_hash).collect();
+    let mut stored: Vec<Option<u64>> = vec![None; unknown.len()];
+    match shared.storage.find_leaves(shared.id, &leaves) {
+        Ok(found) => {
+            for (pos, index) in found {
+                if let Some(slot) = stored.get_mut(pos) {
+                    *slot = Some(index);
+                }
+            }
+        }
+        Err(e) => {
+            let replies = unknown.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2));
+            return fail(replies, append_error(e));
+        }
+    }
 
     let mut fresh: Vec<Pending> = Vec::with_capacity(unknown.len());
     let mut first_in_pool: HashMap<Hash, usize> = HashMap::new();
@@ -186,16 +201,19 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
             tree.push(p.leaf_hash);
         }
         let new_size = tree.size();
-        let root = match tree.root(new_size) {
-            Ok(root) => root,
+        let built = tree.root(new_size).map_err(|e| e.to_string()).and_then(|root| {
+            changed_tiles(&tree, old_size, new_size).map(|tiles| (root, tiles)).map_err(|e| e.to_string())
+        });
+        let (root, tiles) = match built {
+            Ok(x) => x,
             // Cannot happen (the size is the tree's own); fail the batch rather than panic.
             Err(e) => {
                 tree.truncate(old_size);
                 drop(tree);
-                return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), AppendError::Storage(e.to_string()));
+                return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), AppendError::Storage(e));
             }
         };
-        (old_size, new_size, root, changed_tiles(&tree, old_size, new_size))
+        (old_size, new_size, root, tiles)
     };
     repeats.extend(repeat_of_fresh.into_iter().map(|(pos, leaf, r)| (old_size + pos as u64, leaf, r)));
 
@@ -271,8 +289,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
     let mut uncertain: Option<Uncertain> = None;
     while let Some(p) = rx.recv().await {
         let Prepared { taken, old_size, batch, checkpoint, fresh, repeats } = p;
-        let keys: Vec<(u64, Hash, Option<Vec<u8>>)> =
-            batch.entries.iter().map(|e| (e.index, e.leaf_hash, e.digest.clone())).collect();
+        let leaves: Vec<Hash> = batch.entries.iter().map(|e| e.leaf_hash).collect();
         let outcome = if old_size != durable_size {
             // Built on top of a batch that failed to commit.
             Err(AppendError::Storage("an earlier batch failed to commit".into()))
@@ -316,12 +333,8 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
             Ok(batch) => {
                 if !batch.entries.is_empty() {
                     durable_size = checkpoint.checkpoint.size;
-                    let mut index = shared.keys.write();
-                    for (i, leaf, digest) in &keys {
-                        index.insert(*i, leaf, digest.as_deref());
-                    }
-                    drop(index);
                     *shared.head.write() = checkpoint.clone();
+                    shared.tree.write().settle(durable_size);
                 }
                 for (reply, e) in fresh.into_iter().zip(batch.entries) {
                     let _ = reply.send(Ok(Sequenced::New {
@@ -333,7 +346,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
                 }
                 let tree = shared.tree.read();
                 for (index, leaf, reply) in repeats {
-                    let _ = reply.send(repeat_answer(index, &leaf, durable_size, |i| tree.leaf(i).copied()));
+                    let _ = reply.send(repeat_answer(index, &leaf, durable_size, |i| tree.leaf(i).ok().flatten()));
                 }
             }
             Err(e) => {
@@ -341,7 +354,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
             }
         }
         let mut inflight = shared.inflight.lock();
-        for (_, leaf, _) in keys {
+        for leaf in leaves {
             inflight.remove(&leaf);
         }
         drop(inflight);
@@ -391,19 +404,15 @@ async fn resolve(shared: &Arc<Shared>, batch: Batch, checkpoint: &Arc<SignedChec
     }
 }
 
-/// Puts an uncertain batch that did land into memory: the tree, the key index and the head.
+/// Puts an uncertain batch that did land into memory: the tree and the head.
 fn adopt(shared: &Shared, u: &Uncertain) {
     let mut tree = shared.tree.write();
     tree.truncate(u.batch.previous_size());
     for e in &u.batch.entries {
         tree.push(e.leaf_hash);
     }
+    tree.settle(u.batch.checkpoint.size);
     drop(tree);
-    let mut index = shared.keys.write();
-    for e in &u.batch.entries {
-        index.insert(e.index, &e.leaf_hash, e.digest.as_deref());
-    }
-    drop(index);
     *shared.head.write() = u.checkpoint.clone();
 }
 
@@ -431,7 +440,7 @@ fn repeat_answer(index: u64, leaf: &Hash, durable_size: u64, leaf_at: impl Fn(u6
 
 /// The tiles (c2sp.org/tlog-tiles) above the leaves whose contents changed when the tree
 /// grew. Leaf tiles are not stored: the entries' own leaf hashes are that level.
-pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Vec<Tile> {
+pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Result<Vec<Tile>, StorageError> {
     let mut tiles = Vec::new();
     for tile_level in 1u8..8 {
         let shift = 8 * tile_level as u32;
@@ -440,11 +449,12 @@ pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u
             break;
         }
         for index in old_n / TILE_WIDTH..=(new_n - 1) / TILE_WIDTH {
-            let nodes = tree.level_slice(shift, index * TILE_WIDTH, TILE_WIDTH);
+            // The tiles a batch changes are at or right of the durable size: in memory.
+            let nodes = tree.level_slice(shift, index * TILE_WIDTH, TILE_WIDTH)?;
             tiles.push(Tile { level: tile_level, index, hashes: nodes.concat() });
         }
     }
-    tiles
+    Ok(tiles)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ fn config(key: &Arc<SigningKey>) -> LogConfig {
         batch: BatchPolicy { max_entries: 64, max_delay: Duration::from_millis(2) },
         stamper: None,
         max_pending: 0,
+        tile_cache: signet_log::DEFAULT_TILE_CACHE,
     }
 }
 
@@ -84,7 +85,7 @@ async fn a_follower_serves_reads_and_its_appends_are_logged_by_the_sequencer() {
     let fresh = new_index(&sequencer.append(b"just now".to_vec(), None).await.unwrap());
     assert!(follower.entry_async(fresh).await.unwrap().is_some(), "a read past a follower's head catches up first");
     assert_eq!(follower.root(fresh + 1).unwrap(), sequencer.root(fresh + 1).unwrap());
-    assert_eq!(follower.find_leaf(&signet_log::merkle::leaf_hash(b"just now")), Some(fresh));
+    assert_eq!(follower.find_leaf(&signet_log::merkle::leaf_hash(b"just now")).await.unwrap(), Some(fresh));
 
     // Everything queued was logged and forgotten.
     let s = store.clone();

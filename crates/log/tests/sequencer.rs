@@ -57,6 +57,15 @@ impl Storage for FlakyStorage {
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError> {
         self.inner.tiles(log, level)
     }
+    fn tile(&self, log: LogId, level: u8, index: u64) -> Result<Option<Tile>, StorageError> {
+        self.inner.tile(log, level, index)
+    }
+    fn find_leaves(&self, log: LogId, leaves: &[[u8; 32]]) -> Result<Vec<(usize, u64)>, StorageError> {
+        self.inner.find_leaves(log, leaves)
+    }
+    fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> signet_log::storage::ReadFuture<'_, Vec<u64>> {
+        self.inner.find_digest_async(log, digest, after, limit)
+    }
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
         self.inner.keys(log, start, count)
     }
@@ -80,6 +89,7 @@ fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
         batch: BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
         stamper,
         max_pending: 0,
+        tile_cache: signet_log::DEFAULT_TILE_CACHE,
     }
 }
 
@@ -129,7 +139,7 @@ async fn an_entry_whose_commit_failed_can_be_appended_again() {
     let failed: Vec<_> = futures_join(&log, &[b"a".as_slice(), b"b", b"c", b"a"]).await;
     assert!(failed.iter().all(|r| matches!(r, Err(AppendError::Storage(_)))), "{failed:?}");
     assert_eq!(log.head().checkpoint.size, 1);
-    assert_eq!(log.find_leaf(&signet_log::merkle::leaf_hash(b"a")), None);
+    assert_eq!(log.find_leaf(&signet_log::merkle::leaf_hash(b"a")).await.unwrap(), None);
 
     storage.fail.store(false, Ordering::SeqCst);
     let again = futures_join(&log, &[b"c".as_slice(), b"a", b"b"]).await;

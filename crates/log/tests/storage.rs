@@ -101,16 +101,44 @@ fn receipts_are_the_time_and_stamp_of_the_entries_that_exist() {
     }
 }
 
-#[tokio::test]
-async fn digests_are_read_for_the_candidates_that_exist() {
+/// Dedupe and search go to storage: every committed entry is found from the moment its
+/// commit returns, by leaf hash and by digest, per log, in pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaves_and_digests_are_found_from_the_commit_on() {
     for b in backends() {
-        let s = &b.storage;
-        s.commit(&batch(1, 0, 3, 1700)).unwrap();
-        let mut got = s.digests_async(1, &[2, 0, 1, 99]).await.unwrap();
-        got.sort();
+        let s = b.storage.clone();
+        let leaf = |log: u8, i: u64| merkle::leaf_hash(format!("log {log} entry {i}").as_bytes());
         let d = |n: u64| format!("sha256:{n:064x}").into_bytes();
-        assert_eq!(got, vec![(0, d(0)), (1, d(1)), (2, d(0))], "{}", b.name);
-        assert!(s.digests_async(1, &[]).await.unwrap().is_empty(), "{}", b.name);
+        tokio::task::spawn_blocking({
+            let s = s.clone();
+            move || {
+                s.commit(&batch(1, 0, 3, 1700)).unwrap();
+                s.commit(&batch(1, 3, 7, 1800)).unwrap();
+                s.commit(&batch(2, 0, 2, 1800)).unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        let wanted = vec![leaf(1, 5), [9; 32], leaf(1, 0), leaf(2, 1)];
+        let mut found = s.find_leaves_async(1, wanted.clone()).await.unwrap();
+        found.sort();
+        assert_eq!(found, vec![(0, 5), (2, 0)], "{}: log 2's entry is not log 1's", b.name);
+        let blocking = { let s = s.clone(); tokio::task::spawn_blocking(move || s.find_leaves(1, &wanted).unwrap()) }.await.unwrap();
+        assert_eq!(blocking.len(), 2, "{}", b.name);
+        assert!(s.find_leaves_async(1, vec![]).await.unwrap().is_empty(), "{}", b.name);
+
+        // Even indices have digest 0, odd ones digest 1.
+        assert_eq!(s.find_digest_async(1, d(0), None, 10).await.unwrap(), [0, 2, 4, 6], "{}", b.name);
+        assert_eq!(s.find_digest_async(1, d(1), None, 2).await.unwrap(), [1, 3], "{}", b.name);
+        assert_eq!(s.find_digest_async(1, d(1), Some(3), 10).await.unwrap(), [5], "{}", b.name);
+        assert_eq!(s.find_digest_async(2, d(1), None, 10).await.unwrap(), [1], "{}", b.name);
+        assert!(s.find_digest_async(1, d(7), None, 10).await.unwrap().is_empty(), "{}", b.name);
+        // And after a restart, from the backend's own index.
+        drop(s);
+        let s = b.reopen();
+        assert_eq!(s.find_digest_async(1, d(0), Some(0), 10).await.unwrap(), [2, 4, 6], "{}", b.name);
+        let found = { let s = s.clone(); tokio::task::spawn_blocking(move || s.find_leaves(1, &[leaf(1, 6)]).unwrap()) }.await.unwrap();
+        assert_eq!(found, [(0, 6)], "{}", b.name);
     }
 }
 
@@ -253,6 +281,7 @@ async fn a_log_rebuilds_from_each_backend() {
             batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
             stamper: None,
             max_pending: 0,
+            tile_cache: signet_log::DEFAULT_TILE_CACHE,
         };
         let log = Log::open(cfg(), b.storage.clone()).await.unwrap();
         let mut tasks = Vec::new();
@@ -272,7 +301,7 @@ async fn a_log_rebuilds_from_each_backend() {
         let reopened = Log::open(cfg(), b.reopen()).await.unwrap();
         assert_eq!(reopened.head().note, head.note, "{}", b.name);
         assert_eq!(reopened.inclusion_proof(123, 300).unwrap(), proof, "{}", b.name);
-        let index = reopened.find_leaf(&merkle::leaf_hash(b"entry 299")).unwrap();
+        let index = reopened.find_leaf(&merkle::leaf_hash(b"entry 299")).await.unwrap().unwrap();
         assert_eq!(reopened.entry(index).unwrap().unwrap().body, b"entry 299", "{}", b.name);
         assert!(matches!(reopened.append(b"entry 300".to_vec(), None).await.unwrap(), Sequenced::New { index: 300, .. }));
     }

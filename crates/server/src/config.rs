@@ -142,6 +142,9 @@ pub struct LogSettings {
     /// Appends each Rekor log admits at once (parsed, verified, waiting for their batch);
     /// past it, 503 with Retry-After at once. 0 is no bound. See docs/log.md, "Overload".
     pub max_pending_appends: usize,
+    /// MiB of full tiles each log keeps in memory for proofs into its older entries (16 KiB
+    /// per 256 entries). The right edge of the tree is always in memory. See docs/log.md.
+    pub tile_cache_mb: usize,
 }
 
 /// The certificate authority.
@@ -234,7 +237,7 @@ impl Default for Config {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512 }
+        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512, tile_cache_mb: 64 }
     }
 }
 
@@ -326,6 +329,9 @@ impl Config {
         if let Some(v) = get("SIGNET_LOG_MAX_PENDING_APPENDS") {
             self.log.max_pending_appends = parse("SIGNET_LOG_MAX_PENDING_APPENDS", v)?;
         }
+        if let Some(v) = get("SIGNET_LOG_TILE_CACHE_MB") {
+            self.log.tile_cache_mb = parse("SIGNET_LOG_TILE_CACHE_MB", v)?;
+        }
         Ok(())
     }
 
@@ -336,6 +342,9 @@ impl Config {
         }
         if self.log.batch_max_delay_ms > 10_000 || self.log.ct_batch_max_delay_ms > 10_000 {
             return Err(ConfigError::Invalid("log.batch_max_delay_ms and log.ct_batch_max_delay_ms must be at most 10000".into()));
+        }
+        if self.log.tile_cache_mb > 1 << 20 {
+            return Err(ConfigError::Invalid(format!("log.tile_cache_mb must be at most 1048576 (1 TiB), got {}", self.log.tile_cache_mb)));
         }
         if self.limits.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid("limits.max_body_bytes must be at least 1024".into()));

@@ -179,6 +179,7 @@ impl AppState {
                 batch,
                 stamper: Some(Arc::new(SetSigner::new(v1_key))),
                 max_pending: cfg.log.max_pending_appends,
+                tile_cache: tile_cache_tiles(cfg),
             },
         )
         .await?;
@@ -194,6 +195,7 @@ impl AppState {
                 batch,
                 stamper: None,
                 max_pending: cfg.log.max_pending_appends,
+                tile_cache: tile_cache_tiles(cfg),
             },
         )
         .await?;
@@ -243,6 +245,7 @@ impl AppState {
                 stamper: None,
                 // Certificates are bounded by the CA's own admission (one CT entry each).
                 max_pending: 0,
+                tile_cache: tile_cache_tiles(cfg),
             },
         )
         .await?;
@@ -300,4 +303,9 @@ impl AppState {
             lifecycle,
         })
     }
+}
+
+/// `log.tile_cache_mb` as a count of tiles (16 KiB each, with their inner levels).
+fn tile_cache_tiles(cfg: &Config) -> usize {
+    cfg.log.tile_cache_mb.saturating_mul(64)
 }

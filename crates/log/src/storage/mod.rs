@@ -5,8 +5,9 @@
 //! checkpoint that covers them, and it lands whole or not at all. The sequencer calls the
 //! trait from blocking threads, so implementations may block.
 //!
-//! Lookups by leaf hash and by digest are served from memory (`crate::index`); storage only
-//! has to hand back every entry's keys in index order at startup ([`Storage::keys`]).
+//! Storage also answers lookups by leaf hash (dedupe) and by artifact digest (search), from
+//! indexes of its own, so that no instance holds an index of the whole log in memory:
+//! PostgreSQL from its B-tree indexes, SQLite from a derived index file ([`sqlite`]).
 //!
 //! - [`sqlite`]: the embedded default.
 //! - [`postgres`]: PostgreSQL, for many instances on one database (and their [`Queue`]).
@@ -149,6 +150,23 @@ pub trait Storage: Send + Sync + 'static {
     /// All stored tiles of one tile level, in index order.
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError>;
 
+    /// One stored tile (level ≥ 1), if it is stored.
+    fn tile(&self, log: LogId, level: u8, index: u64) -> Result<Option<Tile>, StorageError>;
+
+    /// Which of `leaves` the log holds: (position in `leaves`, index of the entry). Every
+    /// committed entry is found, from the moment its commit returns. What dedupe asks, for a
+    /// whole batch in one call.
+    fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError>;
+
+    /// [`Storage::find_leaves`] for callers on an async runtime (see [`Storage::entry_async`]).
+    fn find_leaves_async(&self, log: LogId, leaves: Vec<Hash>) -> ReadFuture<'_, Vec<(usize, u64)>> {
+        Box::pin(std::future::ready(self.find_leaves(log, &leaves)))
+    }
+
+    /// The indices of committed entries with digest key `digest` (`sha256:<hex>`), oldest
+    /// first, after index `after`: at most `limit`.
+    fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>>;
+
     /// Keys of entries `start..start + count`, in index order (startup rebuilds from these).
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError>;
 
@@ -177,20 +195,6 @@ pub trait Storage: Send + Sync + 'static {
     /// overrides it, so that the wait does not hold one of the runtime's few threads.
     fn entry_async(&self, log: LogId, index: u64) -> ReadFuture<'_, Option<StoredEntry>> {
         Box::pin(std::future::ready(self.entry(log, index)))
-    }
-
-    /// The digest keys of those of `indices` that exist and have one, in any order: what a
-    /// search by digest confirms its in-memory candidates against. One query on a networked
-    /// backend, however many candidates.
-    fn digests_async(&self, log: LogId, indices: &[u64]) -> ReadFuture<'_, Vec<(u64, Vec<u8>)>> {
-        let mut out = Vec::with_capacity(indices.len());
-        for &i in indices {
-            match self.keys(log, i, 1) {
-                Ok(keys) => out.extend(keys.into_iter().next().and_then(|k| k.digest).map(|d| (i, d))),
-                Err(e) => return Box::pin(std::future::ready(Err(e))),
-            }
-        }
-        Box::pin(std::future::ready(Ok(out)))
     }
 
     /// [`Storage::entries`] for callers on an async runtime (see [`Storage::entry_async`]).

@@ -388,6 +388,18 @@ async fn writer<'a>(pool: &Pool, slot: &'a mut Option<Client>) -> Result<&'a mut
     slot.as_mut().ok_or_else(|| StorageError::Unavailable("PostgreSQL: no connection".into()))
 }
 
+/// The entries among `leaves`, by the entries_by_leaf index, in one query.
+async fn find_leaves(c: Arc<Conn>, log: LogId, leaves: Vec<Hash>) -> Result<Vec<(usize, u64)>, tokio_postgres::Error> {
+    let wanted: Vec<&[u8]> = leaves.iter().map(|h| &h[..]).collect();
+    let rows = c.client.query("SELECT leaf_hash, idx FROM entries WHERE log = $1 AND leaf_hash = ANY($2)", &[&(log as i16), &wanted]).await?;
+    let mut found = Vec::with_capacity(rows.len());
+    for r in rows {
+        let (leaf, idx): (&[u8], i64) = (r.try_get(0)?, r.try_get(1)?);
+        found.extend(leaves.iter().enumerate().filter(|(_, l)| l[..] == *leaf).map(|(pos, _)| (pos, idx as u64)));
+    }
+    Ok(found)
+}
+
 pub use signet_core::pg::redact;
 
 impl Drop for PostgresStorage {
@@ -453,6 +465,25 @@ impl Storage for PostgresStorage {
         })
     }
 
+    fn tile(&self, log: LogId, level: u8, index: u64) -> Result<Option<Tile>, StorageError> {
+        let idx = bigint(index);
+        self.read(move |c| async move {
+            let row = c
+                .client
+                .query_opt("SELECT hashes FROM tiles WHERE log = $1 AND level = $2 AND idx = $3", &[&(log as i16), &(level as i16), &idx])
+                .await?;
+            row.map(|r| Ok(Tile { level, index, hashes: r.try_get(0)? })).transpose()
+        })
+    }
+
+    fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError> {
+        if leaves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let leaves = leaves.to_vec();
+        self.read(move |c| find_leaves(c, log, leaves))
+    }
+
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
         let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
         let rows = self.read(move |c| async move { c.client.query(&c.st.keys, &[&(log as i16), &lo, &hi]).await })?;
@@ -485,14 +516,23 @@ impl Storage for PostgresStorage {
         Box::pin(self.read_future(move |c| read_entry(c, log, index)))
     }
 
-    fn digests_async(&self, log: LogId, indices: &[u64]) -> ReadFuture<'_, Vec<(u64, Vec<u8>)>> {
-        let wanted: Vec<i64> = indices.iter().map(|&i| bigint(i)).collect();
+    fn find_leaves_async(&self, log: LogId, leaves: Vec<Hash>) -> ReadFuture<'_, Vec<(usize, u64)>> {
+        Box::pin(self.read_future(move |c| find_leaves(c, log, leaves)))
+    }
+
+    fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
+        let after = after.map_or(-1, bigint);
+        let limit = limit.min(i64::MAX as usize) as i64;
         Box::pin(self.read_future(move |c| async move {
+            // entries_by_digest is (log, digest, idx): one index range scan, in index order.
             let rows = c
                 .client
-                .query("SELECT idx, digest FROM entries WHERE log = $1 AND idx = ANY($2) AND digest IS NOT NULL", &[&(log as i16), &wanted])
+                .query(
+                    "SELECT idx FROM entries WHERE log = $1 AND digest = $2 AND idx > $3 ORDER BY idx LIMIT $4",
+                    &[&(log as i16), &digest, &after, &limit],
+                )
                 .await?;
-            rows.iter().map(|r| Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))).collect()
+            rows.iter().map(|r| Ok(r.try_get::<_, i64>(0)? as u64)).collect()
         }))
     }
 

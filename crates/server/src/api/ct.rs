@@ -43,7 +43,7 @@ pub async fn get_proof_by_hash(State(state): State<Arc<AppState>>, RawQuery(q): 
         .and_then(|h| h.try_into().ok())
         .ok_or_else(|| ApiError::bad_request("hash must be 32 bytes of base64"))?;
     let log = state.ca.ct.log();
-    let index = log.find_leaf(&leaf).filter(|i| *i < size).ok_or_else(|| ApiError::not_found("no such leaf in a tree of that size"))?;
+    let index = log.find_leaf(&leaf).await?.filter(|i| *i < size).ok_or_else(|| ApiError::not_found("no such leaf in a tree of that size"))?;
     let proof = log.inclusion_proof(index, size)?;
     Ok(Json(json!({"leaf_index": index, "audit_path": proof.iter().map(b64::encode).collect::<Vec<_>>()})))
 }

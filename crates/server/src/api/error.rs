@@ -81,6 +81,11 @@ impl From<EntryError> for ApiError {
 
 impl From<ProofError> for ApiError {
     fn from(e: ProofError) -> Self {
+        if let ProofError::Unavailable(_) = e {
+            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                .with_header("retry-after", STORAGE_RETRY_AFTER)
+                .because("storage_unavailable");
+        }
         ApiError::bad_request(e.to_string()).because("proof_out_of_range")
     }
 }

@@ -88,7 +88,7 @@ impl RekorV1 {
     }
 
     async fn by_leaf(&self, leaf: [u8; 32]) -> Result<Option<String>, ApiError> {
-        match self.log.find_leaf(&leaf) {
+        match self.log.find_leaf(&leaf).await? {
             Some(index) => self.by_index(index).await,
             None => Ok(None),
         }
@@ -233,12 +233,12 @@ pub async fn search_index(
     }
     let rekor = &state.rekor_v1;
     let page = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), after, SEARCH_PAGE).await?;
-    let uuids: Vec<Value> = page
-        .indices
-        .into_iter()
-        .filter_map(|i| rekor.log.leaf_hash(i))
-        .map(|leaf| Value::String(rekor.uuid(&leaf)))
-        .collect();
+    let mut uuids: Vec<Value> = Vec::with_capacity(page.indices.len());
+    for i in page.indices {
+        if let Some(leaf) = rekor.log.leaf_hash(i)? {
+            uuids.push(Value::String(rekor.uuid(&leaf)));
+        }
+    }
     let mut response = Json(Value::Array(uuids)).into_response();
     if let Some(next) = page.next_after {
         if let Ok(v) = next.to_string().parse() {

@@ -55,7 +55,7 @@ pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) 
     let parsed = tiles::parse(&path).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let log = &state.rekor_v2;
     let data = match parsed {
-        TilePath::Hashes { level, index, width } => log.tile(level, index, width),
+        TilePath::Hashes { level, index, width } => log.tile(level, index, width)?,
         TilePath::Entries { index, width } => {
             let start = index
                 .checked_mul(TILE_WIDTH)

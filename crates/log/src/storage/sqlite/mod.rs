@@ -3,7 +3,12 @@
 //! WAL lets readers run while the sequencer commits, and FULL makes every commit fsync the
 //! WAL, which is the durability the sequencer's acknowledgements promise. One connection
 //! writes; a small pool serves reads (see [`Readers`]).
+//!
+//! - [`keys`]: the lookup index by leaf hash and digest, in a file of its own.
 
+mod keys;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,12 +19,14 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::migrations::{self, SqliteMigration};
 use super::*;
+use keys::KeyIndex;
 
 pub struct SqliteStorage {
     /// The schema versions this open applied (empty when the file was current).
     pub applied_migrations: Vec<i32>,
     writer: Mutex<Connection>,
     readers: Arc<Readers>,
+    keys: Arc<KeyIndex>,
     /// Tells the checkpointer thread to end with the store.
     stop: Arc<AtomicBool>,
 }
@@ -229,15 +236,100 @@ impl SqliteStorage {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
+        let keys = KeyIndex::open(path, &database_id(&writer)?)?;
+        catch_up(&writer, &keys)?;
+        keys.spawn_writer()?;
         let stop = Arc::new(AtomicBool::new(false));
         let readers = Arc::new(Readers { path: path.to_path_buf(), idle: Mutex::new(Vec::new()) });
         spawn_checkpointer(path, readers.clone(), stop.clone())?;
-        Ok(SqliteStorage { applied_migrations, writer: Mutex::new(writer), readers, stop })
+        Ok(SqliteStorage { applied_migrations, writer: Mutex::new(writer), readers, keys, stop })
     }
+
+    /// Keys committed and not yet in the key index file (for tests and metrics).
+    pub fn keys_pending(&self) -> usize {
+        self.keys.pending()
+    }
+
+    /// Writes the recent keys to the key index file now.
+    pub fn flush_keys(&self) -> Result<(), StorageError> {
+        self.keys.flush()
+    }
+
+    /// Confirms candidate indices against the stored entries' keys.
+    fn stored_keys(&self, log: LogId, indices: impl Iterator<Item = u64>) -> Result<Vec<(u64, EntryKeys)>, StorageError> {
+        let ids: Vec<u64> = indices.filter(|&i| i < MAX_INDEX).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.readers.read_latest(|c| {
+            let mut st = c.prepare_cached("SELECT leaf_hash, digest FROM entry_keys WHERE id = ?1")?;
+            let mut out = Vec::with_capacity(ids.len());
+            for &i in &ids {
+                let row = st
+                    .query_row([row_id(log, i)], |r| Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)? }))
+                    .optional()?;
+                out.extend(row.map(|k| (i, k)));
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// This database's identity, made once: the key index file records whose index it is.
+fn database_id(c: &Connection) -> Result<Vec<u8>, StorageError> {
+    let mut fresh = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut fresh).map_err(|_| StorageError::Backend("no randomness for the database id".into()))?;
+    c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('database-id', ?1)", [&fresh[..]]).map_err(backend)?;
+    c.query_row("SELECT value FROM meta WHERE key = 'database-id'", [], |r| r.get(0)).map_err(backend)
+}
+
+/// Indexes the committed entries that the key index file lacks: the last moments before a
+/// crash or stop, or, for a file that is new, every entry.
+fn catch_up(c: &Connection, keys: &KeyIndex) -> Result<(), StorageError> {
+    const CHUNK: u64 = 65_536;
+    let logs: Vec<(LogId, u64)> = {
+        let mut st = c.prepare("SELECT log, size FROM checkpoints").map_err(backend)?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, LogId>(0)?, r.get::<_, i64>(1)? as u64))).map_err(backend)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(backend)?
+    };
+    for (log, size) in logs {
+        let mut through = keys.indexed_through(log)?;
+        if through > size {
+            // Ahead of the log: the database was restored from an older copy.
+            tracing::warn!(log, through, size, "the key index is ahead of the log; rebuilding it");
+            keys.reset(log)?;
+            through = 0;
+        }
+        if size - through > CHUNK {
+            tracing::info!(log, entries = size - through, "indexing entries the key index lacks");
+        }
+        let mut st = c
+            .prepare_cached("SELECT id, leaf_hash, digest FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")
+            .map_err(backend)?;
+        while through < size {
+            let end = (through + CHUNK).min(size);
+            let rows: Vec<(u64, Hash, Option<Vec<u8>>)> = st
+                .query_map(params![row_id(log, through), row_id(log, end)], |r| {
+                    Ok(((r.get::<_, i64>(0)? - row_id(log, 0)) as u64, hash_column(r, 1)?, r.get(2)?))
+                })
+                .map_err(backend)?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(backend)?;
+            if rows.len() as u64 != end - through {
+                return Err(StorageError::Corrupt(format!("log {log}: its checkpoint covers {size} entries, but entries {through}..{end} are not all stored")));
+            }
+            let batch: Vec<keys::Keys<'_>> =
+                rows.iter().map(|(i, leaf, d)| keys::Keys { log, index: *i, leaf, digest: d.as_deref() }).collect();
+            keys.write_direct(log, &batch, end)?;
+            through = end;
+        }
+    }
+    Ok(())
 }
 
 impl Drop for SqliteStorage {
     fn drop(&mut self) {
+        self.keys.stop();
         self.stop.store(true, Ordering::Relaxed);
     }
 }
@@ -304,7 +396,47 @@ impl Storage for SqliteStorage {
             )
             .map_err(backend)?;
         }
-        tx.commit().map_err(backend)
+        tx.commit().map_err(backend)?;
+        drop(conn);
+        // Before the commit is answered: whoever hears of an entry can look it up.
+        let keys: Vec<keys::Keys<'_>> = batch
+            .entries
+            .iter()
+            .map(|e| keys::Keys { log: batch.log, index: e.index, leaf: &e.leaf_hash, digest: e.digest.as_deref() })
+            .collect();
+        self.keys.add(&keys);
+        Ok(())
+    }
+
+    fn tile(&self, log: LogId, level: u8, index: u64) -> Result<Option<Tile>, StorageError> {
+        if index > i64::MAX as u64 {
+            return Ok(None);
+        }
+        self.readers.read_latest(|c| {
+            c.prepare_cached("SELECT hashes FROM tiles WHERE log = ?1 AND level = ?2 AND idx = ?3")?
+                .query_row(params![log, level, index as i64], |r| Ok(Tile { level, index, hashes: r.get(0)? }))
+                .optional()
+        })
+    }
+
+    fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError> {
+        let candidates = self.keys.leaf_candidates(log, leaves)?;
+        if candidates.is_empty() {
+            return Ok(candidates);
+        }
+        let stored: HashMap<u64, Hash> =
+            self.stored_keys(log, candidates.iter().map(|c| c.1))?.into_iter().map(|(i, k)| (i, k.leaf_hash)).collect();
+        Ok(candidates.into_iter().filter(|&(pos, i)| stored.get(&i) == leaves.get(pos)).collect())
+    }
+
+    fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
+        let found = self.keys.digest_candidates(log, &digest, after, limit).and_then(|candidates| {
+            let stored = self.stored_keys(log, candidates.iter().copied())?;
+            let confirmed: std::collections::HashSet<u64> =
+                stored.into_iter().filter(|(_, k)| k.digest.as_deref() == Some(&digest[..])).map(|(i, _)| i).collect();
+            Ok(candidates.into_iter().filter(|i| confirmed.contains(i)).collect())
+        });
+        Box::pin(std::future::ready(found))
     }
 
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
@@ -484,6 +616,73 @@ mod tests {
         let times: Vec<i64> = s.entries(1, 0, 2).unwrap().iter().map(|e| e.integrated_time).collect();
         assert_eq!(times, [77, 88]);
         assert_eq!(s.entry(1, 0).unwrap().unwrap().body, b"old");
+    }
+
+    fn batch(log: LogId, start: u64, end: u64) -> Batch {
+        Batch {
+            log,
+            integrated_time: 1,
+            entries: (start..end).map(|i| entry(i, format!("e{i}").as_bytes())).collect(),
+            tiles: vec![],
+            checkpoint: StoredCheckpoint { size: end, note: format!("{end}") },
+        }
+    }
+
+    fn found(s: &SqliteStorage, i: u64) -> Vec<(usize, u64)> {
+        s.find_leaves(1, &[crate::merkle::leaf_hash(format!("e{i}").as_bytes())]).unwrap()
+    }
+
+    /// The key index file is derived data: committed keys are found before it has them,
+    /// and a file that is missing, another database's, or ahead of a restored database is
+    /// rebuilt from the entries.
+    #[test]
+    fn the_key_index_finds_every_commit_and_is_rebuilt_when_it_cannot_be_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, older) = (dir.path().join("db.sqlite"), dir.path().join("older.sqlite"));
+        let keys_of = |p: &Path| PathBuf::from(format!("{}.keys", p.display()));
+        let s = SqliteStorage::open(&path).unwrap();
+        s.commit(&batch(1, 0, 3)).unwrap();
+        assert_eq!(found(&s, 1), [(0, 1)], "found from memory before the file has it");
+        assert!(s.keys_pending() >= 3);
+        s.flush_keys().unwrap();
+        assert_eq!(s.keys_pending(), 0);
+        assert_eq!(found(&s, 1), [(0, 1)], "and from the file after");
+        // A copy of the database as it is now: what a backup restores.
+        s.writer.lock().execute("VACUUM INTO ?1", [older.to_str().unwrap()]).unwrap();
+        s.commit(&batch(1, 3, 5)).unwrap();
+        s.flush_keys().unwrap();
+        drop(s);
+
+        // The restored copy, beside the newer index: that index is ahead, so it is rebuilt.
+        std::fs::copy(keys_of(&path), keys_of(&older)).unwrap();
+        let restored = SqliteStorage::open(&older).unwrap();
+        assert_eq!(found(&restored, 2), [(0, 2)]);
+        assert!(found(&restored, 4).is_empty(), "an entry the restored log never had");
+        restored.commit(&batch(1, 3, 4)).unwrap();
+        assert_eq!(found(&restored, 3), [(0, 3)]);
+        drop(restored);
+
+        // Missing: rebuilt at open.
+        std::fs::remove_file(keys_of(&path)).unwrap();
+        let s = SqliteStorage::open(&path).unwrap();
+        assert_eq!(found(&s, 4), [(0, 4)]);
+        assert_eq!(found(&s, 0), [(0, 0)]);
+        drop(s);
+
+        // Another database's file, as far along as this one, is replaced, not believed.
+        let other = dir.path().join("other.sqlite");
+        let o = SqliteStorage::open(&other).unwrap();
+        let mut theirs = batch(1, 0, 5);
+        for e in &mut theirs.entries {
+            e.body.insert(0, b'x');
+            e.leaf_hash = crate::merkle::leaf_hash(&e.body);
+        }
+        o.commit(&theirs).unwrap();
+        drop(o);
+        std::fs::copy(keys_of(&path), keys_of(&other)).unwrap();
+        let o = SqliteStorage::open(&other).unwrap();
+        assert_eq!(o.find_leaves(1, &[theirs.entries[3].leaf_hash]).unwrap(), [(0, 3)]);
+        assert!(found(&o, 3).is_empty());
     }
 
     #[test]

@@ -1,0 +1,370 @@
+//! The SQLite backend's lookup index: leaf hash → entry (dedupe), digest → entries (search).
+//!
+//! Both keys are uniformly random, so a B-tree of them dirties one random page per entry.
+//! Inside the log's own commits that would multiply the WAL that every commit fsyncs, so the
+//! index lives in a file of its own (`<database>.keys`), written by a background thread a
+//! few hundred milliseconds after the commits, without fsync. Keys committed but not yet
+//! written sit in memory ([`Recent`]), so a lookup always sees every committed entry.
+//!
+//! The file is derived data: each log's `indexed.through` says how far it is complete, and
+//! opening re-indexes the rest from the entries. A crash loses at most its unflushed tail; a
+//! missing or foreign file (another database's, or a restored backup's) is rebuilt.
+//!
+//! Keys are 64-bit prefixes (of the leaf hash; of SHA-256 of the digest key): a match is a
+//! candidate, which the caller confirms against the entry itself.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use rusqlite::{params, Connection, OptionalExtension};
+use signet_core::hash::{sha256, Hash};
+
+use super::{backend, LogId, StorageError};
+
+/// How often the writer thread moves recent keys to the file.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+/// Recent keys past which the writer flushes at once rather than at its next tick.
+const FLUSH_AT: usize = 65_536;
+
+const SCHEMA: &str = "
+PRAGMA journal_mode=WAL;
+PRAGMA synchronous=NORMAL;
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS leaves(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS digests(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS indexed(log INTEGER PRIMARY KEY, through INTEGER NOT NULL);
+";
+
+pub(super) fn leaf_key(leaf: &Hash) -> i64 {
+    let [a, b, c, d, e, f, g, h, ..] = *leaf;
+    i64::from_be_bytes([a, b, c, d, e, f, g, h])
+}
+
+pub(super) fn digest_key(digest: &[u8]) -> i64 {
+    leaf_key(&sha256(digest))
+}
+
+/// Keys of committed entries that the file does not hold yet.
+#[derive(Default)]
+struct Memtable {
+    leaves: HashMap<(LogId, i64), Vec<u64>>,
+    digests: HashMap<(LogId, i64), Vec<u64>>,
+    /// Per log, one past the highest index held.
+    through: HashMap<LogId, u64>,
+    len: usize,
+}
+
+/// The active memtable, and those being written (visible until the file has them).
+#[derive(Default)]
+struct Recent {
+    active: Memtable,
+    flushing: Vec<Arc<Memtable>>,
+}
+
+pub(super) struct KeyIndex {
+    recent: RwLock<Recent>,
+    readers: Mutex<Vec<Connection>>,
+    writer: Mutex<Connection>,
+    path: PathBuf,
+    wake: Condvar,
+    wake_lock: Mutex<()>,
+    stop: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// One entry's keys, as a commit or the catch-up hands them over.
+pub(super) struct Keys<'a> {
+    pub log: LogId,
+    pub index: u64,
+    pub leaf: &'a Hash,
+    pub digest: Option<&'a [u8]>,
+}
+
+impl KeyIndex {
+    /// Opens the index beside the database at `db_path`, whose identity is `db_id`. A file
+    /// made for another database is replaced.
+    pub fn open(db_path: &Path, db_id: &[u8]) -> Result<Arc<KeyIndex>, StorageError> {
+        let mut name = db_path.as_os_str().to_owned();
+        name.push(".keys");
+        let path = PathBuf::from(name);
+        let writer = match Self::open_file(&path, db_id)? {
+            Some(c) => c,
+            None => {
+                tracing::warn!(path = %path.display(), "the key index belongs to another database; rebuilding it");
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut p = path.as_os_str().to_owned();
+                    p.push(suffix);
+                    let _ = std::fs::remove_file(PathBuf::from(p));
+                }
+                Self::open_file(&path, db_id)?
+                    .ok_or_else(|| StorageError::Backend(format!("cannot make a fresh key index at {}", path.display())))?
+            }
+        };
+        Ok(Arc::new(KeyIndex {
+            recent: Default::default(),
+            readers: Mutex::new(Vec::new()),
+            writer: Mutex::new(writer),
+            path,
+            wake: Condvar::new(),
+            wake_lock: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        }))
+    }
+
+    /// The file's connection, or `None` if the file was made for another database.
+    fn open_file(path: &Path, db_id: &[u8]) -> Result<Option<Connection>, StorageError> {
+        let c = Connection::open(path).map_err(backend)?;
+        c.execute_batch("PRAGMA busy_timeout=5000; PRAGMA page_size=1024;").map_err(backend)?;
+        c.execute_batch(SCHEMA).map_err(backend)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('database', ?1)", [db_id]).map_err(backend)?;
+        let owner: Vec<u8> = c.query_row("SELECT value FROM meta WHERE key = 'database'", [], |r| r.get(0)).map_err(backend)?;
+        Ok((owner == db_id).then_some(c))
+    }
+
+    /// How far the file holds `log`'s entries.
+    pub fn indexed_through(&self, log: LogId) -> Result<u64, StorageError> {
+        let c = self.writer.lock();
+        let n: Option<i64> = c
+            .query_row("SELECT through FROM indexed WHERE log = ?1", [log], |r| r.get(0))
+            .optional()
+            .map_err(backend)?;
+        Ok(n.unwrap_or(0) as u64)
+    }
+
+    /// Forgets everything about `log` (its entries are indexed again from the start).
+    pub fn reset(&self, log: LogId) -> Result<(), StorageError> {
+        let c = self.writer.lock();
+        for table in ["leaves", "digests", "indexed"] {
+            c.execute(&format!("DELETE FROM {table} WHERE log = ?1"), [log]).map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    /// Writes keys straight to the file (the catch-up at open), with `log`'s mark.
+    pub fn write_direct(&self, log: LogId, keys: &[Keys<'_>], through: u64) -> Result<(), StorageError> {
+        let mut c = self.writer.lock();
+        let tx = c.transaction().map_err(backend)?;
+        {
+            let mut leaves = tx.prepare_cached("INSERT OR IGNORE INTO leaves(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
+            let mut digests = tx.prepare_cached("INSERT OR IGNORE INTO digests(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
+            for k in keys {
+                leaves.execute(params![k.log, leaf_key(k.leaf), k.index as i64]).map_err(backend)?;
+                if let Some(d) = k.digest {
+                    digests.execute(params![k.log, digest_key(d), k.index as i64]).map_err(backend)?;
+                }
+            }
+            mark(&tx, log, through)?;
+        }
+        tx.commit().map_err(backend)
+    }
+
+    /// Adds the keys of a batch that just committed.
+    pub fn add(&self, keys: &[Keys<'_>]) {
+        let hashed: Vec<(LogId, u64, i64, Option<i64>)> =
+            keys.iter().map(|k| (k.log, k.index, leaf_key(k.leaf), k.digest.map(digest_key))).collect();
+        let mut r = self.recent.write();
+        let m = &mut r.active;
+        for (log, index, leaf, digest) in hashed {
+            m.leaves.entry((log, leaf)).or_default().push(index);
+            if let Some(d) = digest {
+                m.digests.entry((log, d)).or_default().push(index);
+            }
+            let t = m.through.entry(log).or_default();
+            *t = (*t).max(index + 1);
+            m.len += 1;
+        }
+        if m.len >= FLUSH_AT {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Indices whose leaf-hash prefix is `leaf`'s: candidates, unconfirmed.
+    pub fn leaf_candidates(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError> {
+        let mut out = Vec::new();
+        {
+            let r = self.recent.read();
+            for (pos, leaf) in leaves.iter().enumerate() {
+                let k = (log, leaf_key(leaf));
+                for m in std::iter::once(&r.active).chain(r.flushing.iter().map(|m| &**m)) {
+                    out.extend(m.leaves.get(&k).into_iter().flatten().map(|&i| (pos, i)));
+                }
+            }
+        }
+        self.read(|c| {
+            let mut st = c.prepare_cached("SELECT idx FROM leaves WHERE log = ?1 AND prefix = ?2")?;
+            for (pos, leaf) in leaves.iter().enumerate() {
+                let rows = st.query_map(params![log, leaf_key(leaf)], |r| r.get::<_, i64>(0))?;
+                for i in rows {
+                    out.push((pos, i? as u64));
+                }
+            }
+            Ok(())
+        })?;
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Up to `limit` indices after `after` whose digest prefix is `digest`'s, in order.
+    pub fn digest_candidates(&self, log: LogId, digest: &[u8], after: Option<u64>, limit: usize) -> Result<Vec<u64>, StorageError> {
+        let key = (log, digest_key(digest));
+        let from = after.map_or(0, |a| a.saturating_add(1));
+        let mut out: Vec<u64> = {
+            let r = self.recent.read();
+            std::iter::once(&r.active)
+                .chain(r.flushing.iter().map(|m| &**m))
+                .flat_map(|m| m.digests.get(&key).into_iter().flatten().copied())
+                .filter(|&i| i >= from)
+                .collect()
+        };
+        let lim = limit.min(i64::MAX as usize) as i64;
+        self.read(|c| {
+            let mut st = c.prepare_cached("SELECT idx FROM digests WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4")?;
+            let rows = st.query_map(params![log, key.1, from.min(i64::MAX as u64) as i64, lim], |r| r.get::<_, i64>(0))?;
+            for i in rows {
+                out.push(i? as u64);
+            }
+            Ok(())
+        })?;
+        out.sort_unstable();
+        out.dedup();
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Moves the recent keys to the file. Until the file has them they stay visible in memory;
+    /// if writing fails they stay there and the next flush retries them.
+    pub fn flush(&self) -> Result<(), StorageError> {
+        let batch = {
+            let mut r = self.recent.write();
+            if r.active.len == 0 && r.flushing.is_empty() {
+                return Ok(());
+            }
+            if r.active.len > 0 {
+                let m = Arc::new(std::mem::take(&mut r.active));
+                r.flushing.push(m);
+            }
+            r.flushing.clone()
+        };
+        let mut c = self.writer.lock();
+        let tx = c.transaction().map_err(backend)?;
+        {
+            // Sorted, so that consecutive inserts land on neighbouring pages.
+            let mut rows: Vec<(LogId, i64, u64)> = Vec::new();
+            for m in &batch {
+                rows.extend(m.leaves.iter().flat_map(|(&(log, p), v)| v.iter().map(move |&i| (log, p, i))));
+            }
+            rows.sort_unstable();
+            let mut st = tx.prepare_cached("INSERT OR IGNORE INTO leaves(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
+            for (log, p, i) in rows.drain(..) {
+                st.execute(params![log, p, i as i64]).map_err(backend)?;
+            }
+            for m in &batch {
+                rows.extend(m.digests.iter().flat_map(|(&(log, p), v)| v.iter().map(move |&i| (log, p, i))));
+            }
+            rows.sort_unstable();
+            let mut st = tx.prepare_cached("INSERT OR IGNORE INTO digests(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
+            for (log, p, i) in rows {
+                st.execute(params![log, p, i as i64]).map_err(backend)?;
+            }
+            for m in &batch {
+                for (&log, &through) in &m.through {
+                    mark(&tx, log, through)?;
+                }
+            }
+        }
+        tx.commit().map_err(backend)?;
+        drop(c);
+        let mut r = self.recent.write();
+        r.flushing.retain(|m| !batch.iter().any(|b| Arc::ptr_eq(b, m)));
+        Ok(())
+    }
+
+    /// Keys in memory, not yet in the file.
+    pub fn pending(&self) -> usize {
+        let r = self.recent.read();
+        r.active.len + r.flushing.iter().map(|m| m.len).sum::<usize>()
+    }
+
+    /// Starts the thread that flushes every [`FLUSH_INTERVAL`] (or at once past [`FLUSH_AT`]),
+    /// until [`KeyIndex::stop`].
+    pub fn spawn_writer(self: &Arc<Self>) -> Result<(), StorageError> {
+        let me = self.clone();
+        let handle = std::thread::Builder::new()
+            .name("sqlite-keys".into())
+            .spawn(move || {
+                let mut failing = false;
+                while !me.stop.load(Ordering::Relaxed) {
+                    {
+                        let mut g = me.wake_lock.lock();
+                        if me.pending() < FLUSH_AT {
+                            me.wake.wait_for(&mut g, FLUSH_INTERVAL);
+                        }
+                    }
+                    match me.flush() {
+                        Ok(()) if failing => {
+                            failing = false;
+                            tracing::info!("the key index is written again");
+                        }
+                        Ok(()) => {}
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::warn!(error = %e, pending = me.pending(), "writing the key index failed; its keys stay in memory and are retried");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                let _ = me.flush();
+            })
+            .map_err(|e| StorageError::Backend(e.to_string()))?;
+        *self.thread.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// Stops the writer thread once it has flushed what it holds, and waits for it.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        {
+            let _g = self.wake_lock.lock();
+            self.wake.notify_one();
+        }
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StorageError> {
+        let pooled = self.readers.lock().pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => {
+                let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                    .map_err(backend)?;
+                c.execute_batch("PRAGMA busy_timeout=5000;").map_err(backend)?;
+                c
+            }
+        };
+        let out = f(&conn).map_err(backend)?;
+        self.readers.lock().push(conn);
+        Ok(out)
+    }
+}
+
+fn mark(tx: &Connection, log: LogId, through: u64) -> Result<(), StorageError> {
+    tx.execute(
+        "INSERT INTO indexed(log, through) VALUES (?1, ?2) ON CONFLICT(log) DO UPDATE SET through = max(through, excluded.through)",
+        params![log, through as i64],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
