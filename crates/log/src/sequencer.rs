@@ -440,7 +440,7 @@ fn repeat_answer(index: u64, leaf: &Hash, durable_size: u64, leaf_at: impl Fn(u6
 
 /// The tiles (c2sp.org/tlog-tiles) above the leaves whose contents changed when the tree
 /// grew. Leaf tiles are not stored: the entries' own leaf hashes are that level.
-pub(crate) fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Result<Vec<Tile>, StorageError> {
+pub fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Result<Vec<Tile>, StorageError> {
     let mut tiles = Vec::new();
     for tile_level in 1u8..8 {
         let shift = 8 * tile_level as u32;

@@ -33,6 +33,8 @@ enum What {
     Micro(super::bench_micro::Args),
     /// TLS backends side by side (report 003): handshake time, and throughput and latency per payload size.
     Tls(super::bench_tls::Args),
+    /// One log of millions of entries on SQLite: open time, memory, lookup latency, bytes per entry.
+    Scale(super::bench_scale::Args),
 }
 
 #[derive(clap::Args)]
@@ -123,6 +125,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Crypto(a) => super::bench_crypto::run(a),
         What::Micro(a) => super::bench_micro::run(a),
         What::Tls(a) => super::bench_tls::run(a),
+        What::Scale(a) => super::bench_scale::run(a),
     }
 }
 

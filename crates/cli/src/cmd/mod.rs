@@ -8,6 +8,7 @@ pub mod bench_gates;
 pub mod bench_tls;
 pub mod bench_crypto;
 pub mod bench_micro;
+pub mod bench_scale;
 pub mod bench_verify;
 pub mod dev_token;
 pub mod init;
