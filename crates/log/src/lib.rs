@@ -29,6 +29,6 @@ pub mod tilecache;
 pub mod tiles;
 pub mod tree;
 
-pub use log::{Admission, AppendError, DigestPage, Log, LogConfig, OpenError, Stamper, DEFAULT_TILE_CACHE};
+pub use log::{Admission, AppendError, DigestPage, Genesis, Log, LogConfig, OpenError, Stamper, DEFAULT_TILE_CACHE};
 pub use follow::Role;
 pub use sequencer::{BatchPolicy, Sequenced};

@@ -34,7 +34,20 @@ pub struct LogConfig {
     pub max_pending: usize,
     /// How many full tiles (16 KiB each) the tree keeps in memory beside its right edge.
     pub tile_cache: usize,
+    /// The entry the log begins with (see [`crate::rekor::genesis`]), written at index 0 by
+    /// whichever instance sequences the log while it is empty: at its creation, or after a
+    /// takeover from a sequencer that died before writing it.
+    pub genesis: Option<Genesis>,
 }
+
+/// A log's first entry.
+#[derive(Clone)]
+pub struct Genesis {
+    pub body: Vec<u8>,
+    pub digest: Option<Vec<u8>>,
+}
+
+type Answer = oneshot::Receiver<Result<Sequenced, AppendError>>;
 
 /// [`LogConfig::tile_cache`] by default: 64 MiB, every tile of a million entries.
 pub const DEFAULT_TILE_CACHE: usize = 4096;
@@ -117,6 +130,9 @@ pub struct Log {
     queue: Option<Arc<dyn Queue>>,
     batch: BatchPolicy,
     gate: Arc<Gate>,
+    genesis: Option<Genesis>,
+    /// The answer to the genesis entry, once the sequencer has it in its pool.
+    genesis_answer: Arc<parking_lot::Mutex<Option<Answer>>>,
 }
 
 /// The admission count behind [`Log::admit`].
@@ -217,7 +233,16 @@ impl Log {
             (Some(q), Role::Follower) => Some(Follower::start(shared.clone(), q.clone())),
             _ => None,
         };
-        let log = Log { shared, tx: Default::default(), follower, queue, batch: cfg.batch, gate };
+        let log = Log {
+            shared,
+            tx: Default::default(),
+            follower,
+            queue,
+            batch: cfg.batch,
+            gate,
+            genesis: cfg.genesis,
+            genesis_answer: Default::default(),
+        };
         if role == Role::Sequencer {
             log.start_sequencer(None);
         }
@@ -227,6 +252,16 @@ impl Log {
     /// Starts the sequencer (and, on shared storage, the drain of the queue).
     fn start_sequencer(&self, promoted_from: Option<Arc<Follower>>) {
         let (tx, rx) = mpsc::channel(self.batch.max_entries.max(1) * 64);
+        // An empty log's genesis goes into the pool before anything else can (the queue's
+        // drain starts below), so that it is index 0.
+        if let Some(g) = self.genesis.as_ref().filter(|_| self.shared.head.read().checkpoint.size == 0) {
+            let (reply, answer) = oneshot::channel();
+            let body = g.body.clone();
+            let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest: g.digest.clone(), body, extra: None, reply };
+            if tx.try_send(pending).is_ok() {
+                *self.genesis_answer.lock() = Some(answer);
+            }
+        }
         tokio::spawn(sequencer::run(self.shared.clone(), rx, self.batch));
         if let Some(queue) = &self.queue {
             tokio::spawn(follow::drain(self.shared.clone(), tx.clone(), queue.clone(), promoted_from));
@@ -240,6 +275,16 @@ impl Log {
     pub async fn promote(&self) -> Result<(), StorageError> {
         let Some(follower) = &self.follower else { return Ok(()) };
         follower.promote(&self.shared, || self.start_sequencer(Some(follower.clone()))).await
+    }
+
+    /// Waits until the genesis entry this instance put in its pool is logged (at once if it
+    /// put none: the log was not empty, or this instance does not sequence it).
+    pub async fn genesis_written(&self) -> Result<(), AppendError> {
+        let answer = self.genesis_answer.lock().take();
+        match answer {
+            Some(a) => a.await.map_err(|_| AppendError::Aborted)?.map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// Whether this instance sequences the log (or only follows it).

@@ -22,6 +22,7 @@ fn config(key: &Arc<SigningKey>) -> LogConfig {
         stamper: None,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        genesis: None,
     }
 }
 
@@ -144,6 +145,37 @@ async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
     assert_eq!(indices, (size..size + 10).collect::<Vec<_>>(), "the queued appends follow the old sequencer's entries");
     let direct = follower.append(b"after the promotion".to_vec(), None).await.unwrap();
     assert_eq!(new_index(&direct), size + 10);
+}
+
+/// A sequencer that dies between creating a log and writing its genesis entry: the instance
+/// that takes over writes it, at index 0, before the appends that were queued meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_follower_writes_the_genesis_a_dead_sequencer_did_not() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let genesis = signet_log::Genesis { body: b"genesis".to_vec(), digest: None };
+    let old = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    {
+        // Created (its empty checkpoint is stored), and gone before its genesis was written.
+        let (db, key) = (db.clone(), key.clone());
+        old.spawn(async move { drop(open(&db, &key, Role::Sequencer).await) }).await.unwrap();
+    }
+    old.shutdown_background();
+    let store = Arc::new(PostgresStorage::open(&db).unwrap());
+    let cfg = LogConfig { genesis: Some(genesis.clone()), ..config(&key) };
+    let follower = Log::open_shared(cfg, store.clone(), store, Role::Follower).await.unwrap();
+    assert_eq!(follower.head().checkpoint.size, 0);
+    let waiting = {
+        let f = follower.clone();
+        tokio::spawn(async move { f.append(b"queued before the takeover".to_vec(), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    follower.promote().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), follower.genesis_written()).await.unwrap().unwrap();
+    assert_eq!(follower.entry_async(0).await.unwrap().unwrap().body, genesis.body, "the genesis is index 0");
+    let queued = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(new_index(&queued), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,6 +90,7 @@ fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
         stamper,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        genesis: None,
     }
 }
 

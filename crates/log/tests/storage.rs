@@ -282,6 +282,7 @@ async fn a_log_rebuilds_from_each_backend() {
             stamper: None,
             max_pending: 0,
             tile_cache: signet_log::DEFAULT_TILE_CACHE,
+            genesis: None,
         };
         let log = Log::open(cfg(), b.storage.clone()).await.unwrap();
         let mut tasks = Vec::new();

@@ -76,6 +76,12 @@ pub fn take_over_when_free(store: Arc<PostgresStorage>, holder: String, logs: Ve
                 std::process::exit(1);
             }
         }
+        // A sequencer that died between creating a log and writing its genesis left that to us.
+        for log in &logs {
+            if let Err(e) = log.genesis_written().await {
+                tracing::error!(error = %e, log = log.origin(), "the log's genesis entry was not written");
+            }
+        }
         tracing::info!(epoch = lease.epoch, took = ?started.elapsed(), "took over sequencing the logs");
     });
 }

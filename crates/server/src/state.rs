@@ -170,10 +170,17 @@ impl AppState {
         let tree_id = i64::from_be_bytes(stored.as_slice().try_into().map_err(|_| {
             signet_log::storage::StorageError::Corrupt("rekor_v1.tree_id is not 8 bytes".into())
         })?);
+        // Each Rekor log begins with a genesis entry of its own (see signet_log::rekor::genesis).
+        let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| {
+            made.map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
+                .map_err(|e| StartError::Genesis(e.to_string()))
+        };
+        let v1_origin = format!("{host} - {tree_id}");
         let v1 = open_log(
             LogConfig {
                 id: REKOR_V1,
-                origin: format!("{host} - {tree_id}"),
+                genesis: Some(genesis(genesis::v1_entry(&v1_key, &v1_origin))?),
+                origin: v1_origin,
                 key_name: host.clone(),
                 key: v1_key.clone(),
                 batch,
@@ -189,6 +196,7 @@ impl AppState {
         let v2 = open_log(
             LogConfig {
                 id: REKOR_V2,
+                genesis: Some(genesis(genesis::v2_entry(&v2_key, &host))?),
                 origin: host.clone(),
                 key_name: host.clone(),
                 key: v2_key,
@@ -200,16 +208,10 @@ impl AppState {
         )
         .await?;
 
-        // A new log starts with its own genesis entry (see signet_log::rekor::genesis), which
-        // its sequencer writes.
-        if v1.head().checkpoint.size == 0 && v1.role() == Role::Sequencer {
-            let (body, digest) = genesis::v1_entry(v1.key(), v1.origin()).map_err(|e| StartError::Genesis(e.to_string()))?;
-            v1.append(body, Some(digest.into_bytes())).await.map_err(|e| StartError::Genesis(e.to_string()))?;
-        }
-        if v2.head().checkpoint.size == 0 && v2.role() == Role::Sequencer {
-            let (body, digest) = genesis::v2_entry(v2.key(), v2.origin()).map_err(|e| StartError::Genesis(e.to_string()))?;
-            v2.append(body, Some(digest.into_bytes())).await.map_err(|e| StartError::Genesis(e.to_string()))?;
-        }
+        // A new log's sequencer writes its genesis entry first; wait for it, so that a start
+        // that cannot write one fails here rather than serve.
+        v1.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
+        v2.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
 
         // The dev issuer lives under the instance's own URL, and is trusted only in dev mode.
         let dev_issuer = if cfg.dev {
@@ -245,6 +247,7 @@ impl AppState {
                 stamper: None,
                 // Certificates are bounded by the CA's own admission (one CT entry each).
                 max_pending: 0,
+                genesis: None,
                 tile_cache: tile_cache_tiles(cfg),
             },
         )
