@@ -562,6 +562,9 @@ fn identities_that_cannot_be_certified_get_a_400() {
     let metrics = get(&agent(), &format!("{}/metrics", server.url)).unwrap().text();
     assert!(metrics.contains("reason=\"identity_not_certifiable\"} 4"), "{metrics}");
     assert!(!metrics.contains("status=\"500\""), "{metrics}");
+    // The soak compares SQLite's own allocations with the process's memory.
+    let sqlite: u64 = metrics.lines().find_map(|l| l.strip_prefix("signet_sqlite_memory_bytes ")).and_then(|v| v.parse().ok()).expect("signet_sqlite_memory_bytes");
+    assert!(sqlite > 0, "{metrics}");
 }
 
 fn signatures(url: &str) -> u64 {

@@ -20,7 +20,7 @@ mod sqlite;
 mod url;
 
 pub use postgres::{Lease, PostgresStorage};
-pub use sqlite::SqliteStorage;
+pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
 pub use url::{migrate, open, StorageUrl};
 
 use signet_core::hash::Hash;

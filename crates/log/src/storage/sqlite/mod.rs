@@ -275,6 +275,15 @@ impl SqliteStorage {
     }
 }
 
+/// Bytes SQLite has allocated in this process (every connection's page cache, statements,
+/// the key index's): what a soak compares the process's heap with.
+pub fn memory_used() -> u64 {
+    // SAFETY: sqlite3_memory_used takes no arguments and reads SQLite's own allocation
+    // counter, which the bundled (serialized) build keeps under its own mutex.
+    let bytes = unsafe { rusqlite::ffi::sqlite3_memory_used() };
+    bytes.max(0) as u64
+}
+
 /// This database's identity, made once: the key index file records whose index it is.
 fn database_id(c: &Connection) -> Result<Vec<u8>, StorageError> {
     let mut fresh = [0u8; 16];
