@@ -20,22 +20,29 @@ def signet_bin():
 
 
 @contextlib.contextmanager
+def serve(signet_bin, data_dir, listen="127.0.0.1:0"):
+    """`signet serve --dev` on `data_dir`, until the block ends."""
+    proc = subprocess.Popen(
+        [signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", listen],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    match = re.match(r"signet listening on (\S+)", line)
+    assert match, f"unexpected first line from signet: {line!r}"
+    try:
+        yield {"url": match.group(1), "data_dir": data_dir}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
 def start_signet(signet_bin):
     """A fresh `signet serve --dev` on a free loopback port, with its own data dir."""
     with tempfile.TemporaryDirectory() as data_dir:
-        proc = subprocess.Popen(
-            [signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = proc.stdout.readline()
-        match = re.match(r"signet listening on (\S+)", line)
-        assert match, f"unexpected first line from signet: {line!r}"
-        try:
-            yield {"url": match.group(1), "data_dir": data_dir}
-        finally:
-            proc.kill()
-            proc.wait()
+        with serve(signet_bin, data_dir) as s:
+            yield s
 
 
 @pytest.fixture()

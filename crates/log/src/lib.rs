@@ -10,6 +10,7 @@
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
 //! - [`follow`]: instances sharing storage: followers, the queue, promotion.
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
+//! - [`shards`]: a log cut into trees (Rekor's shards): the registry and virtual indices.
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
 //! - `micro` (feature `micro`): the criterion suite of all of the above.
 
@@ -24,6 +25,7 @@ pub mod merkle;
 pub mod micro;
 pub mod rekor;
 pub mod sequencer;
+pub mod shards;
 pub mod storage;
 pub mod tilecache;
 pub mod tiles;

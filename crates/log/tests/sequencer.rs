@@ -78,6 +78,9 @@ impl Storage for FlakyStorage {
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
         self.inner.get_or_init_meta(key, init)
     }
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.meta(key)
+    }
 }
 
 fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {

@@ -208,9 +208,13 @@ fn a_checkpoint_moves_only_from_the_size_its_batch_extends() {
 #[test]
 fn meta_is_set_once() {
     for b in backends() {
+        assert_eq!(b.storage.meta("tree").unwrap(), None, "{}", b.name);
         assert_eq!(b.storage.get_or_init_meta("tree", b"x").unwrap(), b"x", "{}", b.name);
         assert_eq!(b.storage.get_or_init_meta("tree", b"y").unwrap(), b"x", "{}", b.name);
+        assert_eq!(b.storage.meta("tree").unwrap().as_deref(), Some(&b"x"[..]), "{}", b.name);
         assert_eq!(b.reopen().get_or_init_meta("tree", b"z").unwrap(), b"x", "{}", b.name);
+        assert_eq!(b.reopen().meta("tree").unwrap().as_deref(), Some(&b"x"[..]), "{}", b.name);
+        assert_eq!(b.storage.meta("other").unwrap(), None, "{}", b.name);
     }
 }
 

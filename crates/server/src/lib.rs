@@ -16,6 +16,7 @@
 //! - [`backup`]: `signet backup`, a consistent copy of a data dir while its server runs.
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`lease`]: on PostgreSQL, the sequencer lease: one instance sequences, the others stand by.
+//! - [`shards`]: the Rekor v1 log's shards: their keys and namespaces, and `admin log rotate`.
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -35,6 +36,7 @@ pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod panic;
+pub mod shards;
 pub mod state;
 pub mod trust;
 

@@ -19,8 +19,8 @@ use signet_ca::tsa::{Tsa, TsaError};
 use crate::api::rekor_v1::RekorV1;
 use crate::config::Config;
 
-/// Storage namespaces of the logs. Never renumber: they are on disk.
-const REKOR_V1: u8 = 1;
+/// Storage namespaces of the logs. Never renumber: they are on disk. (Rekor v1's shards are
+/// 1 and 16…127: crate::shards.)
 const REKOR_V2: u8 = 2;
 const CT: u8 = 3;
 
@@ -77,6 +77,8 @@ pub enum StartError {
     Tsa(#[from] TsaError),
     #[error("writing the log's genesis entry: {0}")]
     Genesis(String),
+    #[error("Rekor v1 shards: {0}")]
+    Shards(String),
     #[error("trust documents: {0}")]
     Trust(String),
     #[error("TLS: {0}")]
@@ -144,7 +146,12 @@ impl AppState {
                         .await
                         .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
                 );
-                let role = crate::lease::role_at_start(pg.clone(), &holder, &[REKOR_V1, REKOR_V2, CT]).await?;
+                // The logs that must exist before a follower can open them: the active shard's.
+                let v1_active = match crate::shards::registry(pg.as_ref(), key(cfg, &cfg.keys.rekor_v1, "rekor-v1.pem")?.as_ref())?.last() {
+                    Some(s) if s.frozen.is_none() => s.log_id,
+                    _ => crate::shards::SHARD_ZERO_LOG,
+                };
+                let role = crate::lease::role_at_start(pg.clone(), &holder, &[v1_active, REKOR_V2, CT]).await?;
                 shared = Some((pg.clone(), role));
                 pg
             }
@@ -164,32 +171,59 @@ impl AppState {
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
         // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
+        // The log is cut into shards (crate::shards); the newest takes the appends.
         let v1_key = key(cfg, &cfg.keys.rekor_v1, "rekor-v1.pem")?;
-        let fresh_id = (rand::random::<u64>() >> 1).max(1) as i64;
-        let stored = storage.get_or_init_meta("rekor_v1.tree_id", &fresh_id.to_be_bytes())?;
-        let tree_id = i64::from_be_bytes(stored.as_slice().try_into().map_err(|_| {
-            signet_log::storage::StorageError::Corrupt("rekor_v1.tree_id is not 8 bytes".into())
-        })?);
+        let registry = crate::shards::registry(storage.as_ref(), &v1_key)?;
+        crate::shards::write_public(&cfg.data_dir, &registry)
+            .map_err(|source| StartError::Io { what: "writing log-shards.json".into(), source })?;
         // Each Rekor log begins with a genesis entry of its own (see signet_log::rekor::genesis).
         let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| {
             made.map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
                 .map_err(|e| StartError::Genesis(e.to_string()))
         };
-        let v1_origin = format!("{host} - {tree_id}");
-        let v1 = open_log(
-            LogConfig {
-                id: REKOR_V1,
-                genesis: Some(genesis(genesis::v1_entry(&v1_key, &v1_origin))?),
-                origin: v1_origin,
+        let mut v1_frozen = Vec::new();
+        let mut v1_active = None;
+        for shard in &registry {
+            let shard_key = match shard.number {
+                0 => v1_key.clone(),
+                _ => crate::shards::shard_key(&cfg.data_dir, shard).map_err(StartError::Shards)?,
+            };
+            let origin = format!("{host} - {}", shard.tree_id);
+            let log_cfg = LogConfig {
+                id: shard.log_id,
+                genesis: match shard.frozen {
+                    None => Some(genesis(genesis::v1_entry(&shard_key, &origin))?),
+                    Some(_) => None,
+                },
+                origin,
                 key_name: host.clone(),
-                key: v1_key.clone(),
+                key: shard_key.clone(),
                 batch,
-                stamper: Some(Arc::new(SetSigner::new(v1_key))),
+                stamper: Some(Arc::new(SetSigner::for_shard(shard_key, shard.start))),
                 max_pending: cfg.log.max_pending_appends,
                 tile_cache: tile_cache_tiles(cfg),
-            },
-        )
-        .await?;
+            };
+            match shard.frozen {
+                // A frozen shard takes no appends: opened alone, never shared or promoted.
+                Some(frozen) => {
+                    let log = Log::open(log_cfg, storage.clone()).await?;
+                    let size = log.head().checkpoint.size;
+                    if size != frozen.size {
+                        return Err(StartError::Shards(format!(
+                            "Rekor v1 shard {} was frozen at size {}, but its stored tree has size {size}",
+                            shard.number, frozen.size
+                        )));
+                    }
+                    v1_frozen.push(crate::api::rekor_v1::Shard::new(log, shard.tree_id, shard.start));
+                }
+                None => v1_active = Some((open_log(log_cfg).await?, shard.tree_id, shard.start)),
+            }
+        }
+        let Some((v1, v1_tree_id, v1_start)) = v1_active else {
+            return Err(StartError::Shards(
+                "the Rekor v1 log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log rekor-v1` again to finish it".into(),
+            ));
+        };
 
         // Rekor v2: origin is the bare host of the log's base URL.
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
@@ -291,7 +325,7 @@ impl AppState {
         };
 
         Ok(AppState {
-            rekor_v1: RekorV1::new(v1, tree_id),
+            rekor_v1: RekorV1::new(crate::api::rekor_v1::Shard::new(v1, v1_tree_id, v1_start), v1_frozen),
             rekor_v2: v2,
             max_body: cfg.limits.max_body_bytes,
             max_entry: cfg.limits.max_entry_bytes,

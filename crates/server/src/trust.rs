@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use der::Decode;
 use signet_core::{keys::SigningKey, pem};
-use signet_trust::root::Instance;
+use signet_trust::root::{Instance, ShardKey};
 
 use crate::config::host_of;
 
@@ -50,28 +50,51 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     let keys = data_dir.join("keys");
     let ca = data_dir.join("ca");
     let root = read_cert(&ca.join("root.pem"))?;
-    let valid_from = x509_cert::Certificate::from_der(&root)
-        .map_err(|e| format!("ca/root.pem: {e}"))?
-        .tbs_certificate
-        .validity
-        .not_before
-        .to_date_time();
+    let valid_from = rfc3339(
+        x509_cert::Certificate::from_der(&root).map_err(|e| format!("ca/root.pem: {e}"))?.tbs_certificate.validity.not_before.to_date_time(),
+    );
+    // Each Rekor v1 shard's key with its window; before any rotation, the one key.
+    let rekor_v1 = match crate::shards::read_public(data_dir)? {
+        Some(list) => list
+            .into_iter()
+            .map(|s| ShardKey {
+                spki: s.spki,
+                valid_from: s.valid_from.map_or_else(|| valid_from.clone(), unix_rfc3339),
+                valid_to: s.valid_to.map(unix_rfc3339),
+            })
+            .collect(),
+        None => vec![ShardKey { spki: read_key_spki(&keys.join("rekor-v1.pem"))?, valid_from: valid_from.clone(), valid_to: None }],
+    };
     Ok(Instance {
         operator: host_of(&url).map_err(|e| e.to_string())?,
-        valid_from: format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-            valid_from.year(),
-            valid_from.month(),
-            valid_from.day(),
-            valid_from.hour(),
-            valid_from.minutes(),
-            valid_from.seconds()
-        ),
+        valid_from,
         url,
-        rekor_v1_spki: read_key_spki(&keys.join("rekor-v1.pem"))?,
+        rekor_v1,
         rekor_v2_spki: read_key_spki(&keys.join("rekor-v2.pem"))?,
         ct_spki: read_key_spki(&keys.join("ct.pem"))?,
         ca_chain: vec![read_cert(&ca.join("intermediate.pem"))?, root.clone()],
         tsa_chain: vec![read_cert(&ca.join("tsa.pem"))?, root],
     })
+}
+
+fn rfc3339(t: der::DateTime) -> String {
+    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", t.year(), t.month(), t.day(), t.hour(), t.minutes(), t.seconds())
+}
+
+/// Unix seconds in RFC 3339; a time outside what X.509 can say (never written by signet)
+/// becomes the epoch, which no window starts before.
+fn unix_rfc3339(secs: i64) -> String {
+    match der::DateTime::from_unix_duration(std::time::Duration::from_secs(secs.max(0) as u64)) {
+        Ok(t) => rfc3339(t),
+        Err(_) => "1970-01-01T00:00:00Z".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unix_times_read_as_rfc3339() {
+        assert_eq!(super::unix_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::unix_rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
+    }
 }

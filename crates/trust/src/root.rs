@@ -19,8 +19,8 @@ pub struct Instance {
     pub operator: String,
     /// RFC 3339 start of validity for every key and service.
     pub valid_from: String,
-    /// SPKI DER of the Rekor v1 log key (ECDSA P-256).
-    pub rekor_v1_spki: Vec<u8>,
+    /// The Rekor v1 log's keys (ECDSA P-256), one per shard, oldest first.
+    pub rekor_v1: Vec<ShardKey>,
     /// SPKI DER of the Rekor v2 log key (ECDSA P-256).
     pub rekor_v2_spki: Vec<u8>,
     /// SPKI DER of the CT log key (ECDSA P-256).
@@ -31,15 +31,28 @@ pub struct Instance {
     pub tsa_chain: Vec<Vec<u8>>,
 }
 
-fn p256_key(spki: &[u8], valid_from: &str) -> Value {
-    json!({"rawBytes": b64::encode(spki), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": {"start": valid_from}})
+/// One shard's key and the window in which it signed (RFC 3339). A frozen shard's window
+/// has an end: clients accept its key for entries integrated before it, and no later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardKey {
+    pub spki: Vec<u8>,
+    pub valid_from: String,
+    pub valid_to: Option<String>,
 }
 
-fn log(base_url: &str, spki: &[u8], valid_from: &str) -> Value {
+fn p256_key(spki: &[u8], valid_from: &str, valid_to: Option<&str>) -> Value {
+    let mut valid_for = json!({"start": valid_from});
+    if let Some(end) = valid_to {
+        valid_for["end"] = json!(end);
+    }
+    json!({"rawBytes": b64::encode(spki), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": valid_for})
+}
+
+fn log(base_url: &str, spki: &[u8], valid_from: &str, valid_to: Option<&str>) -> Value {
     json!({
         "baseUrl": base_url,
         "hashAlgorithm": "SHA2_256",
-        "publicKey": p256_key(spki, valid_from),
+        "publicKey": p256_key(spki, valid_from, valid_to),
         "logId": {"keyId": b64::encode(sha256(spki))},
     })
 }
@@ -51,19 +64,20 @@ fn chain(certs: &[Vec<u8>]) -> Value {
 impl Instance {
     pub fn trusted_root(&self) -> Value {
         let org = self.operator.as_str();
+        // Every Rekor v1 shard shares the log's URL; clients tell them apart by key (logId).
+        let mut tlogs: Vec<Value> =
+            self.rekor_v1.iter().map(|k| log(&self.url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
+        tlogs.push(log(&self.url, &self.rekor_v2_spki, &self.valid_from, None));
         json!({
             "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
-            "tlogs": [
-                log(&self.url, &self.rekor_v1_spki, &self.valid_from),
-                log(&self.url, &self.rekor_v2_spki, &self.valid_from),
-            ],
+            "tlogs": tlogs,
             "certificateAuthorities": [{
                 "subject": {"organization": org, "commonName": "signet"},
                 "uri": self.url,
                 "certChain": chain(&self.ca_chain),
                 "validFor": {"start": self.valid_from},
             }],
-            "ctlogs": [log(&format!("{}/ct", self.url), &self.ct_spki, &self.valid_from)],
+            "ctlogs": [log(&format!("{}/ct", self.url), &self.ct_spki, &self.valid_from, None)],
             "timestampAuthorities": [{
                 "subject": {"organization": org, "commonName": "signet timestamp authority"},
                 "uri": format!("{}/api/v1/timestamp", self.url),
@@ -108,7 +122,7 @@ mod tests {
             url: "https://sign.example".into(),
             operator: "example".into(),
             valid_from: "2026-11-22T00:00:00Z".into(),
-            rekor_v1_spki: vec![1],
+            rekor_v1: vec![ShardKey { spki: vec![1], valid_from: "2026-11-22T00:00:00Z".into(), valid_to: None }],
             rekor_v2_spki: vec![2],
             ct_spki: vec![3],
             ca_chain: vec![vec![4], vec![5]],
@@ -124,6 +138,20 @@ mod tests {
         assert_eq!(root["tlogs"][1]["logId"]["keyId"], b64::encode(sha256(&[2])));
         assert_eq!(root["tlogs"][0]["publicKey"]["keyDetails"], "PKIX_ECDSA_P256_SHA_256");
         assert_eq!(root["certificateAuthorities"][0]["certChain"]["certificates"][1]["rawBytes"], b64::encode([5]));
+        assert!(root["tlogs"][0]["publicKey"]["validFor"].get("end").is_none());
+
+        // A rotated Rekor v1 log lists every shard's key, the frozen ones with an end.
+        let mut rotated = instance();
+        rotated.rekor_v1[0].valid_to = Some("2026-11-23T00:00:00Z".into());
+        rotated.rekor_v1.push(ShardKey { spki: vec![9], valid_from: "2026-11-23T00:00:00Z".into(), valid_to: None });
+        let tlogs = rotated.trusted_root()["tlogs"].as_array().unwrap().clone();
+        assert_eq!(tlogs.len(), 3);
+        assert_eq!(tlogs[0]["publicKey"]["validFor"]["end"], "2026-11-23T00:00:00Z");
+        assert_eq!(tlogs[1]["logId"]["keyId"], b64::encode(sha256(&[9])));
+        assert_eq!(tlogs[1]["publicKey"]["validFor"]["start"], "2026-11-23T00:00:00Z");
+        assert_eq!(tlogs[1]["baseUrl"], tlogs[0]["baseUrl"]);
+        assert_eq!(tlogs[2]["logId"]["keyId"], b64::encode(sha256(&[2])));
+
         let sc = i.signing_config();
         let majors: Vec<u64> = sc["rekorTlogUrls"].as_array().unwrap().iter().map(|s| s["majorApiVersion"].as_u64().unwrap()).collect();
         assert_eq!(majors, [1, 2]);

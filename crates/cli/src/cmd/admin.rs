@@ -1,7 +1,8 @@
-//! `signet admin`: API tokens and bans in `<data dir>/guard.sqlite`.
+//! `signet admin`: API tokens and bans in `<data dir>/guard.sqlite`, and the logs' shards.
 //!
-//! A running server that shares the data dir picks every change up within about 200 ms
-//! (signet_guard::guard), so a revoked token stops working without a restart.
+//! A running server that shares the data dir picks every token and ban change up within
+//! about 200 ms (signet_guard::guard), so a revoked token stops working without a restart.
+//! A log rotation is offline: it refuses to run beside a server.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +19,23 @@ pub enum Admin {
     /// Bans of clients refused too often: list, lift.
     #[command(subcommand)]
     Ban(BanCmd),
+    /// The transparency logs: rotate (start a new shard).
+    #[command(subcommand)]
+    Log(LogCmd),
+}
+
+#[derive(clap::Subcommand)]
+pub enum LogCmd {
+    /// Freeze the active shard of a log and start a new one, with its own key and tree ID
+    /// (so its own origin). Old shards stay readable and provable, and the trust documents
+    /// list every shard's key with its validity window. Stop every instance first.
+    Rotate {
+        #[command(flatten)]
+        dir: DataDir,
+        /// Which log: rekor-v1.
+        #[arg(long)]
+        log: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -180,6 +198,20 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 return Err(format!("{client} is not banned {where_}"));
             }
             errln!("lifted the ban of {client}{}", if shared { ", on every instance" } else { "" });
+        }
+        Admin::Log(LogCmd::Rotate { dir, log }) => {
+            let r = signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log)?;
+            let size = r.frozen.frozen.map_or(0, |f| f.size);
+            outln!("{}", serde_json::json!({
+                "frozen": {"shard": r.frozen.number, "treeID": r.frozen.tree_id.to_string(), "treeSize": size},
+                "active": {"shard": r.active.number, "treeID": r.active.tree_id.to_string(), "startIndex": r.active.start},
+                "key": r.key_path.display().to_string(),
+            }));
+            errln!(
+                "froze Rekor v1 shard {} at {size} entries; shard {} (tree {}) takes the appends from the next start, from log index {}. \
+                 Copy {} to every instance's data dir, then export the trust documents again: they now list both keys",
+                r.frozen.number, r.active.number, r.active.tree_id, r.active.start, r.key_path.display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -99,12 +99,20 @@ fn canonical_body(alg: &str, hex_value: &str, sig_b64: &str, key_b64: &str) -> V
 pub struct SetSigner {
     key: std::sync::Arc<SigningKey>,
     log_id_hex: String,
+    /// The virtual index of the tree's entry 0 (see [`crate::shards`]): a SET promises the
+    /// index clients see, the log-wide one.
+    start: u64,
 }
 
 impl SetSigner {
     pub fn new(key: std::sync::Arc<SigningKey>) -> Self {
+        Self::for_shard(key, 0)
+    }
+
+    /// The signer of a shard whose entry 0 has virtual index `start`.
+    pub fn for_shard(key: std::sync::Arc<SigningKey>, start: u64) -> Self {
         let log_id_hex = hex::encode(key.key_id());
-        SetSigner { key, log_id_hex }
+        SetSigner { key, log_id_hex, start }
     }
 }
 
@@ -120,7 +128,7 @@ pub fn set_payload(body: &[u8], integrated_time: i64, log_id_hex: &str, index: u
 
 impl Stamper for SetSigner {
     fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError> {
-        self.key.sign(&set_payload(body, integrated_time, &self.log_id_hex, index))
+        self.key.sign(&set_payload(body, integrated_time, &self.log_id_hex, self.start + index))
     }
 }
 
@@ -137,7 +145,10 @@ pub struct EntryView<'a> {
     pub body: &'a [u8],
     pub integrated_time: i64,
     pub log_id_hex: &'a str,
+    /// The log-wide (virtual) index.
     pub index: u64,
+    /// The index within the shard's tree, which the inclusion proof is for.
+    pub proof_index: u64,
     pub set: Option<&'a [u8]>,
     pub proof: &'a [[u8; 32]],
     pub root_hash: &'a [u8; 32],
@@ -168,7 +179,7 @@ impl EntryView<'_> {
             hexfmt::push(&mut s, h);
             s.push('"');
         }
-        s.push_str(&format!("],\"logIndex\":{},\"rootHash\":\"", self.index));
+        s.push_str(&format!("],\"logIndex\":{},\"rootHash\":\"", self.proof_index));
         hexfmt::push(&mut s, self.root_hash);
         s.push_str(&format!("\",\"treeSize\":{}}}", self.tree_size));
         if let Some(set) = self.set {
@@ -259,7 +270,8 @@ mod tests {
             body: b"{}",
             integrated_time: 17,
             log_id_hex: "cd",
-            index: 3,
+            index: 13,
+            proof_index: 3,
             set: Some(b"sig"),
             proof: &proof,
             root_hash: &[3u8; 32],
@@ -270,7 +282,7 @@ mod tests {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
             v,
-            json!({"ab": {"body": "e30=", "integratedTime": 17, "logID": "cd", "logIndex": 3, "verification": {
+            json!({"ab": {"body": "e30=", "integratedTime": 17, "logID": "cd", "logIndex": 13, "verification": {
                 "inclusionProof": {"checkpoint": "o\n4\nr\n\n\u{2014} o x\n", "hashes": [hex::encode([1u8; 32]), hex::encode([2u8; 32])],
                                    "logIndex": 3, "rootHash": hex::encode([3u8; 32]), "treeSize": 4},
                 "signedEntryTimestamp": "c2ln"}}})
@@ -287,6 +299,11 @@ mod tests {
             String::from_utf8(payload.clone()).unwrap(),
             format!(r#"{{"body":"Ym9keQ==","integratedTime":1700000000,"logID":"{}","logIndex":5}}"#, hex::encode(key.key_id()))
         );
+        assert!(signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
+        // A later shard's SET promises the log-wide index.
+        let set = SetSigner::for_shard(key.clone(), 100).stamp(5, 1700000000, b"body").unwrap();
+        assert!(!signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
+        let payload = set_payload(b"body", 1700000000, &hex::encode(key.key_id()), 105);
         assert!(signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
     }
 }

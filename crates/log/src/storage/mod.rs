@@ -190,6 +190,9 @@ pub trait Storage: Send + Sync + 'static {
     /// A small named value, set once and read back forever after (tree IDs and the like).
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError>;
 
+    /// The named value [`Storage::get_or_init_meta`] set, if it was set.
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
+
     /// [`Storage::entry`] for callers on an async runtime. The default reads in place, which
     /// suits SQLite's page-cache reads; a backend whose reads wait on a network round trip
     /// overrides it, so that the wait does not hold one of the runtime's few threads.

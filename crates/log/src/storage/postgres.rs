@@ -559,6 +559,16 @@ impl Storage for PostgresStorage {
             c.client.query_one("SELECT value FROM meta WHERE key = $1", &[&key]).await?.try_get(0)
         })
     }
+
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let key = key.to_string();
+        self.read(move |c| async move {
+            match c.client.query_opt("SELECT value FROM meta WHERE key = $1", &[&key]).await? {
+                Some(row) => row.try_get(0).map(Some),
+                None => Ok(None),
+            }
+        })
+    }
 }
 
 // Queue operations are single statements, atomic on their own, so they run on the reader

@@ -21,24 +21,32 @@ const MAX_RETRIEVE: usize = 10;
 /// UUIDs in one page of a search; `?after=<index>` (from `x-next-after`) asks for the next.
 const SEARCH_PAGE: usize = 256;
 
-/// The Rekor v1 log and the identifiers its API exposes.
-pub struct RekorV1 {
+/// One shard of the Rekor v1 log (see [`signet_log::shards`]) and the identifiers its
+/// entries carry.
+pub struct Shard {
     pub log: Log,
     pub tree_id: i64,
     pub log_id_hex: String,
+    /// The virtual index of its entry 0.
+    pub start: u64,
 }
 
-impl RekorV1 {
-    pub fn new(log: Log, tree_id: i64) -> Self {
+impl Shard {
+    pub fn new(log: Log, tree_id: i64, start: u64) -> Self {
         let log_id_hex = hex::encode(log.key().key_id());
-        RekorV1 { log, tree_id, log_id_hex }
+        Shard { log, tree_id, log_id_hex, start }
     }
 
     fn uuid(&self, leaf_hash: &[u8]) -> String {
         v1::entry_uuid(self.tree_id, leaf_hash)
     }
 
-    /// The entry map for a stored entry, proven against the newest checkpoint.
+    fn size(&self) -> u64 {
+        self.log.head().checkpoint.size
+    }
+
+    /// The entry map for a stored entry, proven against the shard's newest checkpoint. Its
+    /// `logIndex` is the log-wide one; the proof's is the shard's, as in Rekor.
     fn view(&self, entry: &StoredEntry) -> Result<String, ApiError> {
         let head = self.log.head();
         let size = head.checkpoint.size;
@@ -48,7 +56,8 @@ impl RekorV1 {
             body: &entry.body,
             integrated_time: entry.integrated_time,
             log_id_hex: &self.log_id_hex,
-            index: entry.index,
+            index: self.start + entry.index,
+            proof_index: entry.index,
             set: entry.stamp.as_deref(),
             proof: &proof,
             root_hash: &head.checkpoint.root_hash,
@@ -58,40 +67,105 @@ impl RekorV1 {
         .to_json_string())
     }
 
-    /// Accepts a 64-hex leaf hash or an 80-hex tree ID + leaf hash of this tree.
-    fn parse_uuid(&self, uuid: &str) -> Result<[u8; 32], ApiError> {
+    async fn by_leaf(&self, leaf: &[u8; 32]) -> Result<Option<String>, ApiError> {
+        match self.log.find_leaf(leaf).await? {
+            Some(index) => match self.log.entry_async(index).await? {
+                Some(e) => Ok(Some(self.view(&e)?)),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    fn info(&self) -> Value {
+        let head = self.log.head();
+        json!({
+            "rootHash": hex::encode(head.checkpoint.root_hash),
+            "signedTreeHead": head.note,
+            "treeID": self.tree_id.to_string(),
+            "treeSize": head.checkpoint.size,
+        })
+    }
+}
+
+/// The Rekor v1 log: its shards, of which the newest takes the appends.
+pub struct RekorV1 {
+    /// The active shard's log.
+    pub log: Log,
+    active: Shard,
+    /// The frozen shards, oldest first.
+    frozen: Vec<Shard>,
+}
+
+impl RekorV1 {
+    pub fn new(active: Shard, frozen: Vec<Shard>) -> Self {
+        RekorV1 { log: active.log.clone(), active, frozen }
+    }
+
+    /// Every shard, oldest first.
+    fn shards(&self) -> impl DoubleEndedIterator<Item = &Shard> {
+        self.frozen.iter().chain(std::iter::once(&self.active))
+    }
+
+    /// The shard of tree `tree_id`.
+    fn shard(&self, tree_id: i64) -> Option<&Shard> {
+        self.shards().find(|s| s.tree_id == tree_id)
+    }
+
+    /// `?treeID=` picks a shard (Rekor's parameter); without it, the active one.
+    fn shard_of(&self, q: &Query) -> Result<&Shard, ApiError> {
+        match q.get("treeID") {
+            None => Ok(&self.active),
+            Some(t) => {
+                let id: i64 = t.parse().map_err(|_| ApiError::bad_request(format!("treeID {t:?} is not a decimal tree ID")))?;
+                self.shard(id).ok_or_else(|| ApiError::not_found(format!("this log has no shard with treeID {id}")))
+            }
+        }
+    }
+
+    /// Accepts a 64-hex leaf hash (any shard) or an 80-hex tree ID + leaf hash (that shard).
+    fn parse_uuid(&self, uuid: &str) -> Result<(Option<&Shard>, [u8; 32]), ApiError> {
         // Hex first: only then are byte offsets character boundaries.
         if !uuid.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(ApiError::bad_request(format!("entry UUID {uuid:?} is not hex; expected 64 or 80 hex characters")));
         }
-        let hash_hex = match uuid.len() {
-            64 => uuid,
+        let (shard, hash_hex) = match uuid.len() {
+            64 => (None, uuid),
             80 => {
                 let (tree, hash) = uuid.split_at(16);
-                if i64::from_str_radix(tree, 16).ok() != Some(self.tree_id) {
-                    return Err(ApiError::not_found(format!("entry UUID {uuid} names tree {tree}, not this log's tree {:016x}", self.tree_id)));
-                }
-                hash
+                let shard = i64::from_str_radix(tree, 16).ok().and_then(|id| self.shard(id)).ok_or_else(|| {
+                    ApiError::not_found(format!("entry UUID {uuid} names tree {tree}, which is none of this log's shards"))
+                })?;
+                (Some(shard), hash)
             }
             n => return Err(ApiError::bad_request(format!("entry UUID must be 64 or 80 hex characters, got {n}"))),
         };
         let mut leaf = [0u8; 32];
         hex::decode_to_slice(hash_hex, &mut leaf).map_err(|_| ApiError::bad_request(format!("entry UUID {uuid:?} is not hex")))?;
-        Ok(leaf)
+        Ok((shard, leaf))
     }
 
+    /// The entry at log-wide index `index`, in whichever shard holds it.
     async fn by_index(&self, index: u64) -> Result<Option<String>, ApiError> {
-        match self.log.entry_async(index).await? {
-            Some(e) => Ok(Some(self.view(&e)?)),
+        let Some(shard) = self.shards().find(|s| index >= s.start && index - s.start < s.size()) else { return Ok(None) };
+        match shard.log.entry_async(index - shard.start).await? {
+            Some(e) => Ok(Some(shard.view(&e)?)),
             None => Ok(None),
         }
     }
 
-    async fn by_leaf(&self, leaf: [u8; 32]) -> Result<Option<String>, ApiError> {
-        match self.log.find_leaf(&leaf).await? {
-            Some(index) => self.by_index(index).await,
-            None => Ok(None),
+    /// The entry with leaf hash `leaf`: in `shard` if named, else the newest shard holding it
+    /// (an entry logged again after a rotation is in two shards, as in Rekor).
+    async fn by_leaf(&self, shard: Option<&Shard>, leaf: [u8; 32]) -> Result<Option<String>, ApiError> {
+        if let Some(s) = shard {
+            return s.by_leaf(&leaf).await;
         }
+        for s in self.shards().rev() {
+            if let Some(found) = s.by_leaf(&leaf).await? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -100,7 +174,7 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap
     let request = json_body(&headers, body, state.max_body).await?;
     let entry = v1::parse(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
-    let rekor = &state.rekor_v1;
+    let rekor = &state.rekor_v1.active;
     let leaf = merkle::leaf_hash(&entry.body);
     let uuid = rekor.uuid(&leaf);
     let location = format!("/api/v1/log/entries/{uuid}");
@@ -112,7 +186,8 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap
                 body: &entry.body,
                 integrated_time,
                 log_id_hex: &rekor.log_id_hex,
-                index,
+                index: rekor.start + index,
+                proof_index: index,
                 set: stamp.as_deref(),
                 proof: &proof,
                 root_hash: &checkpoint.checkpoint.root_hash,
@@ -154,10 +229,10 @@ pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q):
 }
 
 pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
-    let leaf = state.rekor_v1.parse_uuid(&uuid)?;
+    let (shard, leaf) = state.rekor_v1.parse_uuid(&uuid)?;
     state
         .rekor_v1
-        .by_leaf(leaf)
+        .by_leaf(shard, leaf)
         .await?
         .map(json_text)
         .ok_or_else(|| ApiError::not_found(format!("no entry with UUID {uuid}")))
@@ -178,7 +253,8 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
     let mut out = Vec::new();
     for uuid in list("entryUUIDs")? {
         let uuid = uuid.as_str().ok_or_else(|| ApiError::bad_request("entryUUIDs must hold strings"))?;
-        out.extend(rekor.by_leaf(rekor.parse_uuid(uuid)?).await?);
+        let (shard, leaf) = rekor.parse_uuid(uuid)?;
+        out.extend(rekor.by_leaf(shard, leaf).await?);
     }
     for index in list("logIndexes")? {
         let index = index
@@ -189,7 +265,7 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
     }
     for proposed in list("entries")? {
         let entry = v1::parse(&proposed)?;
-        out.extend(rekor.by_leaf(merkle::leaf_hash(&entry.body)).await?);
+        out.extend(rekor.by_leaf(None, merkle::leaf_hash(&entry.body)).await?);
     }
     Ok(json_text(format!("[{}]", out.join(","))))
 }
@@ -231,16 +307,37 @@ pub async fn search_index(
     if hex_value.len() != want_len || hex::decode(hex_value).is_err() {
         return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")));
     }
-    let rekor = &state.rekor_v1;
-    let page = rekor.log.indices_by_digest(format!("{alg}:{hex_value}").as_bytes(), after, SEARCH_PAGE).await?;
-    let mut uuids: Vec<Value> = Vec::with_capacity(page.indices.len());
-    for i in page.indices {
-        if let Some(leaf) = rekor.log.leaf_hash(i)? {
-            uuids.push(Value::String(rekor.uuid(&leaf)));
+    // Shard by shard, oldest first, so that log-wide indices ascend across the pages.
+    let digest = format!("{alg}:{hex_value}");
+    let mut uuids: Vec<Value> = Vec::new();
+    let mut next_after = None;
+    for shard in state.rekor_v1.shards() {
+        let room = SEARCH_PAGE - uuids.len();
+        let local_after = match after {
+            Some(a) if a >= shard.start => Some(a - shard.start),
+            _ => None,
+        };
+        if local_after.is_some_and(|a| a.saturating_add(1) >= shard.size()) {
+            continue;
+        }
+        let page = shard.log.indices_by_digest(digest.as_bytes(), local_after, room).await?;
+        let last = page.indices.last().copied();
+        for i in page.indices {
+            if let Some(leaf) = shard.log.leaf_hash(i)? {
+                uuids.push(Value::String(shard.uuid(&leaf)));
+            }
+        }
+        if let Some(n) = page.next_after {
+            next_after = Some(shard.start + n);
+            break;
+        }
+        if uuids.len() >= SEARCH_PAGE {
+            next_after = last.map(|l| shard.start + l);
+            break;
         }
     }
     let mut response = Json(Value::Array(uuids)).into_response();
-    if let Some(next) = page.next_after {
+    if let Some(next) = next_after {
         if let Ok(v) = next.to_string().parse() {
             response.headers_mut().insert("x-next-after", v);
         }
@@ -248,20 +345,20 @@ pub async fn search_index(
     Ok(response)
 }
 
+/// `GET /api/v1/log`: the active shard, and (as Rekor does) the frozen ones under
+/// `inactiveShards`, newest first.
 pub async fn log_info(State(state): State<Arc<AppState>>) -> Json<Value> {
     let rekor = &state.rekor_v1;
-    let head = rekor.log.head();
-    Json(json!({
-        "rootHash": hex::encode(head.checkpoint.root_hash),
-        "signedTreeHead": head.note,
-        "treeID": rekor.tree_id.to_string(),
-        "treeSize": head.checkpoint.size,
-    }))
+    let mut info = rekor.active.info();
+    if !rekor.frozen.is_empty() {
+        info["inactiveShards"] = Value::Array(rekor.frozen.iter().rev().map(Shard::info).collect());
+    }
+    Json(info)
 }
 
 pub async fn consistency_proof(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
     let q = Query::parse(q.as_deref())?;
-    let log = &state.rekor_v1.log;
+    let log = &state.rekor_v1.shard_of(&q)?.log;
     let size = log.head().checkpoint.size;
     let first = q.u64("firstSize", i64::MAX as u64)?.unwrap_or(1);
     let last = q.u64("lastSize", i64::MAX as u64)?.unwrap_or(size);
@@ -282,6 +379,9 @@ pub async fn consistency_proof(State(state): State<Arc<AppState>>, RawQuery(q): 
     })))
 }
 
-pub async fn public_key(State(state): State<Arc<AppState>>) -> Response {
-    ([(header::CONTENT_TYPE, "application/x-pem-file")], state.rekor_v1.log.key().public_pem()).into_response()
+/// `GET /api/v1/log/publicKey[?treeID=]`: the key of the active shard, or of the one named.
+pub async fn public_key(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let q = Query::parse(q.as_deref())?;
+    let shard = state.rekor_v1.shard_of(&q)?;
+    Ok(([(header::CONTENT_TYPE, "application/x-pem-file")], shard.log.key().public_pem()).into_response())
 }

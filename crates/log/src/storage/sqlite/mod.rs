@@ -513,6 +513,12 @@ impl Storage for SqliteStorage {
             .map_err(backend)?;
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).map_err(backend)
     }
+
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        // The writer's connection: a value set a moment ago by this process is seen.
+        let conn = self.writer.lock();
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional().map_err(backend)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,264 @@
+//! `signet admin log rotate`: the Rekor v1 log cut into shards, as Rekor has them. Old
+//! shards stay readable and provable, indices are log-wide across shards, each shard has its
+//! own key and origin, and the trust documents list every shard's key with its window.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+use common::*;
+use serde_json::Value;
+use signet_core::b64;
+use signet_log::rekor::v1::set_payload;
+use signet_log::{checkpoint, merkle};
+
+fn rotate(data: &std::path::Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["admin", "log", "rotate", "--log", "rekor-v1", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn spki_of(agent: &ureq::Agent, url: &str) -> Vec<u8> {
+    let pem = get(agent, url).unwrap().text();
+    signet_core::pem::decode_first(pem.as_bytes()).unwrap().der
+}
+
+/// The single entry of a Rekor v1 entry map.
+fn only(map: &Value) -> (String, Value) {
+    let (uuid, e) = map.as_object().unwrap().iter().next().unwrap();
+    (uuid.clone(), e.clone())
+}
+
+/// Checks an entry the way a Rekor v1 client does: the SET over the log-wide index with the
+/// key of its logID, and the inclusion proof (at the shard's index) against a checkpoint
+/// signed by that key. Returns (logIndex, proof logIndex, checkpoint origin).
+fn check(e: &Value, spki: &[u8]) -> (u64, u64, String) {
+    assert_eq!(e["logID"], hex::encode(signet_core::hash::sha256(spki)));
+    let body = b64::decode(e["body"].as_str().unwrap()).unwrap();
+    let index = e["logIndex"].as_u64().unwrap();
+    let payload = set_payload(&body, e["integratedTime"].as_i64().unwrap(), e["logID"].as_str().unwrap(), index);
+    let set = b64::decode(e["verification"]["signedEntryTimestamp"].as_str().unwrap()).unwrap();
+    assert!(signet_core::keys::verify_p256(spki, &payload, &set), "SET does not verify over logIndex {index}");
+    let p = &e["verification"]["inclusionProof"];
+    let cp = checkpoint::verify(p["checkpoint"].as_str().unwrap(), "127.0.0.1", spki).unwrap();
+    let hashes: Vec<[u8; 32]> = p["hashes"].as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect();
+    let local = p["logIndex"].as_u64().unwrap();
+    merkle::verify_inclusion(&merkle::leaf_hash(&body), local, cp.size, &hashes, &cp.root_hash).unwrap();
+    (index, local, cp.origin)
+}
+
+#[test]
+fn a_rotated_rekor_v1_log_serves_every_shard_with_log_wide_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let agent = agent();
+    let signer = Signer::new();
+    let entries = |url: &str| format!("{url}/api/v1/log/entries");
+
+    let mut server = Server::start(&data, &[]);
+    let old_spki = spki_of(&agent, &format!("{}/api/v1/log/publicKey", server.url));
+    let mut before = Vec::new();
+    for i in 0..5 {
+        let r = post_json(&agent, &entries(&server.url), &signer.v1_entry(format!("before {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        before.push(only(&r.json()));
+    }
+    let old_info = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    let old_tree = old_info["treeID"].as_str().unwrap().to_string();
+    assert_eq!(old_info["treeSize"], 6, "the genesis entry and five appends");
+    assert!(old_info.get("inactiveShards").is_none());
+
+    // Rotation is offline: refused beside a running server, which goes on serving.
+    let refused = rotate(&data, &[]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("stop the server first"), "{}", String::from_utf8_lossy(&refused.stderr));
+    server.kill();
+
+    let rotated = rotate(&data, &[]);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let out: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_eq!(out["frozen"]["treeSize"], 6);
+    assert_eq!(out["frozen"]["treeID"], old_tree.as_str());
+    assert_eq!(out["active"]["startIndex"], 6);
+    let key_file = std::path::PathBuf::from(out["key"].as_str().unwrap());
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let new_tree = out["active"]["treeID"].as_str().unwrap().to_string();
+    assert_ne!(new_tree, old_tree);
+
+    let server = Server::start(&data, &[]);
+    let url = server.url.clone();
+    let new_spki = spki_of(&agent, &format!("{url}/api/v1/log/publicKey"));
+    assert_ne!(new_spki, old_spki, "a new shard signs with a new key");
+    assert_eq!(spki_of(&agent, &format!("{url}/api/v1/log/publicKey?treeID={old_tree}")), old_spki);
+    let info = get(&agent, &format!("{url}/api/v1/log")).unwrap().json();
+    assert_eq!(info["treeID"], new_tree.as_str());
+    assert_eq!(info["treeSize"], 1, "the new shard begins with its own genesis entry");
+    assert_eq!(info["inactiveShards"].as_array().unwrap().len(), 1);
+    assert_eq!(info["inactiveShards"][0]["treeID"], old_tree.as_str());
+    assert_eq!(info["inactiveShards"][0]["treeSize"], 6);
+    assert_eq!(info["inactiveShards"][0]["rootHash"], old_info["rootHash"]);
+
+    // New appends: log-wide indices after the frozen shard's, proofs and SETs of the new key.
+    let mut after = Vec::new();
+    for i in 0..3 {
+        let r = post_json(&agent, &entries(&url), &signer.v1_entry(format!("after {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        let (uuid, e) = only(&r.json());
+        assert!(uuid.starts_with(&format!("{:016x}", new_tree.parse::<i64>().unwrap())));
+        let (index, local, origin) = check(&e, &new_spki);
+        assert_eq!((index, local), (7 + i, 1 + i));
+        assert_eq!(origin, format!("127.0.0.1 - {new_tree}"));
+        after.push((uuid, e));
+    }
+
+    // Old entries: by log-wide index, by UUID (with or without the tree ID), with proofs of
+    // the frozen shard and SETs of the old key, exactly as they were answered.
+    for (uuid, e) in &before {
+        let index = e["logIndex"].as_u64().unwrap();
+        for got in [
+            get(&agent, &format!("{url}/api/v1/log/entries?logIndex={index}")).unwrap(),
+            get(&agent, &format!("{url}/api/v1/log/entries/{uuid}")).unwrap(),
+            get(&agent, &format!("{url}/api/v1/log/entries/{}", &uuid[16..])).unwrap(),
+        ] {
+            assert_eq!(got.status, 200, "{}", got.text());
+            let (got_uuid, got_e) = only(&got.json());
+            assert_eq!(&got_uuid, uuid);
+            assert_eq!(check(&got_e, &old_spki), (index, index, format!("127.0.0.1 - {old_tree}")));
+            assert_eq!(got_e["verification"]["signedEntryTimestamp"], e["verification"]["signedEntryTimestamp"]);
+        }
+    }
+    let got = get(&agent, &format!("{url}/api/v1/log/entries?logIndex=8")).unwrap();
+    assert_eq!(only(&got.json()).0, after[1].0);
+    assert_eq!(get(&agent, &format!("{url}/api/v1/log/entries?logIndex=10")).unwrap().status, 404);
+    let stranger = format!("{:016x}{}", 12345, &before[0].0[16..]);
+    assert_eq!(get(&agent, &format!("{url}/api/v1/log/entries/{stranger}")).unwrap().status, 404);
+
+    // Dedupe is per shard, as in Rekor: an entry of a frozen shard is logged again once.
+    let again = signer.v1_entry(b"before 1");
+    let r = post_json(&agent, &entries(&url), &again).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let (_, e) = only(&r.json());
+    assert_eq!(check(&e, &new_spki).0, 10);
+    assert_eq!(post_json(&agent, &entries(&url), &again).unwrap().status, 409);
+
+    // Search finds it in both shards, in log-wide order, and pages across the boundary.
+    let digest = format!("sha256:{}", hex::encode(signet_core::hash::sha256(b"before 1")));
+    let found = post_json(&agent, &format!("{url}/api/v1/index/retrieve"), &serde_json::json!({"hash": digest})).unwrap().json();
+    let found: Vec<&str> = found.as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    assert_eq!(found.len(), 2);
+    assert!(found[0].starts_with(&old_tree_hex(&old_tree)) && found[1].starts_with(&old_tree_hex(&new_tree)));
+    let found = post_json(&agent, &format!("{url}/api/v1/index/retrieve?after=2"), &serde_json::json!({"hash": digest})).unwrap().json();
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+
+    // Consistency proofs of a frozen shard, by treeID.
+    let p = get(&agent, &format!("{url}/api/v1/log/proof?treeID={old_tree}&firstSize=3&lastSize=6")).unwrap();
+    assert_eq!(p.status, 200, "{}", p.text());
+    let p = p.json();
+    assert_eq!(p["rootHash"], old_info["rootHash"]);
+    assert_eq!(get(&agent, &format!("{url}/api/v1/log/proof?treeID=1&firstSize=1")).unwrap().status, 404);
+    assert_eq!(get(&agent, &format!("{url}/api/v1/log/proof?treeID=x&firstSize=1")).unwrap().status, 400);
+
+    // The trust documents list both keys; the frozen one's window ends.
+    let root = get(&agent, &format!("{url}/trust/trusted_root.json")).unwrap().json();
+    let tlogs = root["tlogs"].as_array().unwrap();
+    assert_eq!(tlogs.len(), 3, "two Rekor v1 shards and Rekor v2");
+    assert_eq!(tlogs[0]["logId"]["keyId"], b64::encode(signet_core::hash::sha256(&old_spki)));
+    assert_eq!(tlogs[1]["logId"]["keyId"], b64::encode(signet_core::hash::sha256(&new_spki)));
+    let end = tlogs[0]["publicKey"]["validFor"]["end"].as_str().unwrap();
+    assert_eq!(tlogs[1]["publicKey"]["validFor"]["start"].as_str().unwrap(), end);
+    assert!(tlogs[1]["publicKey"]["validFor"].get("end").is_none());
+    drop(server);
+
+    // A second rotation starts shard 2 after both.
+    let rotated = rotate(&data, &[]);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let out: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_eq!((out["frozen"]["treeSize"].as_u64(), out["active"]["startIndex"].as_u64()), (Some(5), Some(11)));
+    let server = Server::start(&data, &[]);
+    let info = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    assert_eq!(info["inactiveShards"].as_array().unwrap().len(), 2);
+    let got = get(&agent, &format!("{}/api/v1/log/entries?logIndex=3", server.url)).unwrap();
+    assert_eq!(only(&got.json()).0, before[2].0);
+    let r = post_json(&agent, &entries(&server.url), &signer.v1_entry(b"third shard")).unwrap();
+    assert_eq!(only(&r.json()).1["logIndex"], 12);
+}
+
+fn old_tree_hex(tree: &str) -> String {
+    format!("{:016x}", tree.parse::<i64>().unwrap())
+}
+
+#[test]
+fn rotation_refuses_what_it_cannot_do_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // No log yet.
+    std::fs::create_dir_all(&data).unwrap();
+    let out = rotate(&data, &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rekor-v1.pem does not exist"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Rekor v2 is not sharded in place.
+    let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["admin", "log", "rotate", "--log", "rekor-v2", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only rekor-v1 has shards"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A shard's key that is missing stops the start with a message naming the file.
+    drop(Server::start(&data, &[]));
+    let out = rotate(&data, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key: Value = serde_json::from_slice(&out.stdout).unwrap();
+    std::fs::remove_file(key["key"].as_str().unwrap()).unwrap();
+    let serve = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("SIGNET_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!serve.status.success());
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert!(err.contains("rekor-v1.shard-1.pem is missing"), "{err}");
+}
+
+#[test]
+fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let agent = agent();
+    let signer = Signer::new();
+    let mut server = Server::start(&data, &["--storage", &db]);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"pg before")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let before = only(&r.json());
+
+    let refused = rotate(&data, &["--storage", &db]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("holds the sequencer lease"), "{}", String::from_utf8_lossy(&refused.stderr));
+    server.kill();
+    // The killed sequencer's lease lapses within its TTL (3 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let rotated = loop {
+        let out = rotate(&data, &["--storage", &db]);
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let out: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_eq!(out["active"]["startIndex"], 2);
+
+    let server = Server::start(&data, &["--storage", &db]);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"pg after")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(only(&r.json()).1["logIndex"], 3);
+    let got = get(&agent, &format!("{}/api/v1/log/entries?logIndex=1", server.url)).unwrap();
+    assert_eq!(only(&got.json()).0, before.0);
+}
