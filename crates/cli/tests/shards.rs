@@ -241,6 +241,21 @@ fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
     let refused = rotate(&data, &["--storage", &db]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("holds the sequencer lease"), "{}", String::from_utf8_lossy(&refused.stderr));
+    // Online rotation is for storage one instance writes: on PostgreSQL it is refused, with the way.
+    let token = pg_admin_token(&db);
+    // The instance sees a new token within moments (signet_guard reloads its table).
+    let online = (0..20)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            Command::new(env!("CARGO_BIN_EXE_signet"))
+                .args(["admin", "log", "rotate", "--log", "rekor-v1", "--url", &server.url, "--token", &token])
+                .output()
+                .unwrap()
+        })
+        .find(|o| !String::from_utf8_lossy(&o.stderr).contains("HTTP 401"))
+        .expect("the admin token was never accepted");
+    assert!(!online.status.success());
+    assert!(String::from_utf8_lossy(&online.stderr).contains("a rotation is offline"), "{}", String::from_utf8_lossy(&online.stderr));
     server.kill();
     // The killed sequencer's lease lapses within its TTL (3 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -261,4 +276,111 @@ fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
     assert_eq!(only(&r.json()).1["logIndex"], 3);
     let got = get(&agent, &format!("{}/api/v1/log/entries?logIndex=1", server.url)).unwrap();
     assert_eq!(only(&got.json()).0, before.0);
+}
+
+fn admin_token(data: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["admin", "token", "create", "--role", "admin", "--data-dir"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_running_instance_rotates_online_under_load_losing_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let url = server.url.clone();
+    let token = admin_token(&data);
+    let agent = agent();
+    let old_spki = spki_of(&agent, &format!("{url}/api/v1/log/publicKey"));
+
+    // Writers append throughout the rotation; every answer is kept.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, stop, acked) = (url.clone(), stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let (agent, signer) = (common::agent(), Signer::new());
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let r = post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(format!("w{w} e{i}").as_bytes())).unwrap();
+                    assert_eq!(r.status, 201, "an append failed during the rotation: {}", r.text());
+                    acked.lock().unwrap().push(only(&r.json()));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+
+    // Refused without an admin token, and for a log that has no shards.
+    let unauthenticated = post_json(&agent, &format!("{url}/api/admin/log/rotate"), &serde_json::json!({"log": "rekor-v1"})).unwrap();
+    assert_eq!(unauthenticated.status, 401, "{}", unauthenticated.text());
+    let rotate_cli = |log: &str| {
+        Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["admin", "log", "rotate", "--log", log, "--url", &url, "--token", &token])
+            .output()
+            .unwrap()
+    };
+    let v2 = rotate_cli("rekor-v2");
+    assert!(!v2.status.success());
+    assert!(String::from_utf8_lossy(&v2.stderr).contains("only rekor-v1 has shards"), "{}", String::from_utf8_lossy(&v2.stderr));
+
+    let rotated = rotate_cli("rekor-v1");
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let out: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    let start = out["active"]["startIndex"].as_u64().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    stop.store(true, Ordering::Relaxed);
+    writers.into_iter().for_each(|h| h.join().unwrap());
+
+    // Appends went on: some before the rotation, some after, none lost or doubled.
+    let new_spki = spki_of(&agent, &format!("{url}/api/v1/log/publicKey"));
+    assert_ne!(new_spki, old_spki);
+    let acked = acked.lock().unwrap();
+    let (before, after): (Vec<_>, Vec<_>) = acked.iter().partition(|(_, e)| e["logIndex"].as_u64().unwrap() < start);
+    assert!(before.len() > 10 && after.len() > 10, "{} before, {} after the rotation", before.len(), after.len());
+    let mut indices: Vec<u64> = acked.iter().map(|(_, e)| e["logIndex"].as_u64().unwrap()).collect();
+    indices.sort();
+    indices.dedup();
+    assert_eq!(indices.len(), acked.len(), "two appends answered with one index");
+    for (uuid, e) in acked.iter() {
+        let index = e["logIndex"].as_u64().unwrap();
+        let spki = if index < start { &old_spki } else { &new_spki };
+        let got = get(&agent, &format!("{url}/api/v1/log/entries?logIndex={index}")).unwrap();
+        assert_eq!(got.status, 200, "{}", got.text());
+        let (got_uuid, got_e) = only(&got.json());
+        assert_eq!(&got_uuid, uuid);
+        assert_eq!(check(&got_e, spki).0, index);
+    }
+    let info = get(&agent, &format!("{url}/api/v1/log")).unwrap().json();
+    assert_eq!(info["inactiveShards"][0]["treeSize"].as_u64(), Some(start), "the frozen shard ends where the new one starts");
+    // The trust documents list the new shard at once, without a restart.
+    let root = get(&agent, &format!("{url}/trust/trusted_root.json")).unwrap().json();
+    assert_eq!(root["tlogs"].as_array().unwrap().len(), 3);
+    assert_eq!(root["tlogs"][1]["logId"]["keyId"], b64::encode(signet_core::hash::sha256(&new_spki)));
+    drop(server);
+
+    // And the next start serves the same shards.
+    let server = Server::start(&data, &[]);
+    let again = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    assert_eq!(again["treeID"], info["treeID"]);
+    assert_eq!(again["treeSize"], info["treeSize"]);
+}
+
+fn pg_admin_token(db: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["admin", "token", "create", "--role", "admin", "--storage", db])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

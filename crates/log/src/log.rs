@@ -133,6 +133,9 @@ pub struct Log {
     genesis: Option<Genesis>,
     /// The answer to the genesis entry, once the sequencer has it in its pool.
     genesis_answer: Arc<parking_lot::Mutex<Option<Answer>>>,
+    /// The sequencer's task while this instance sequences: it ends once the pool is closed
+    /// and everything in it is durable and answered ([`Log::freeze`]).
+    sequencer: Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
 /// The admission count behind [`Log::admit`].
@@ -242,6 +245,7 @@ impl Log {
             gate,
             genesis: cfg.genesis,
             genesis_answer: Default::default(),
+            sequencer: Default::default(),
         };
         if role == Role::Sequencer {
             log.start_sequencer(None);
@@ -262,7 +266,7 @@ impl Log {
                 *self.genesis_answer.lock() = Some(answer);
             }
         }
-        tokio::spawn(sequencer::run(self.shared.clone(), rx, self.batch));
+        *self.sequencer.lock() = Some(tokio::spawn(sequencer::run(self.shared.clone(), rx, self.batch)));
         if let Some(queue) = &self.queue {
             tokio::spawn(follow::drain(self.shared.clone(), tx.clone(), queue.clone(), promoted_from));
         }
@@ -284,6 +288,31 @@ impl Log {
         match answer {
             Some(a) => a.await.map_err(|_| AppendError::Aborted)?.map(|_| ()),
             None => Ok(()),
+        }
+    }
+
+    /// Stops taking entries, for good: waits until everything already submitted is durable
+    /// and answered, and returns the final checkpoint. Reads go on, and appends from now on
+    /// fail with [`AppendError::Closed`]. (A shard rotation freezes the active shard.) On
+    /// storage shared with followers this is refused: they would go on queueing entries
+    /// that no one logs.
+    pub async fn freeze(&self) -> Result<Arc<SignedCheckpoint>, AppendError> {
+        if self.queue.is_some() {
+            return Err(AppendError::Storage("a log on storage shared by several instances is frozen offline only".into()));
+        }
+        drop(self.tx.write().take());
+        let task = self.sequencer.lock().take();
+        if let Some(task) = task {
+            // The task ends once every entry in its pool is committed (or failed) and answered.
+            task.await.map_err(|_| AppendError::Aborted)?;
+        }
+        Ok(self.head())
+    }
+
+    /// Takes entries again after [`Log::freeze`] (when what was to follow the freeze failed).
+    pub fn resume(&self) {
+        if self.tx.read().is_none() && self.follower.is_none() {
+            self.start_sequencer(None);
         }
     }
 

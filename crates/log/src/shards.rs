@@ -145,6 +145,11 @@ pub fn start(storage: &dyn Storage, kind: &str, prev: &Shard, next: &Shard) -> R
     parse_shard(&key, prev.number + 1, &storage.get_or_init_meta(&key, value.as_bytes())?)
 }
 
+/// Whether shard `number` of `kind` is recorded as frozen.
+pub fn is_frozen(storage: &dyn Storage, kind: &str, number: u32) -> Result<bool, StorageError> {
+    Ok(storage.meta(&frozen_key(kind, number))?.is_some())
+}
+
 /// The shard holding virtual index `index`, and the index within it, among shards whose
 /// current sizes are `sizes` (the frozen size, or the active tree's).
 pub fn locate(shards: &[Shard], sizes: &[u64], index: u64) -> Option<(usize, u64)> {

@@ -132,21 +132,86 @@ fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
-/// `signet admin log rotate --log rekor-v1`: freezes the active shard at its size and starts
-/// the next one with a new key and tree ID (so a new origin). The next `serve` opens it and
-/// writes its genesis entry; old shards stay readable and provable. Rerunning a rotation that
-/// was cut short finishes it; rerunning a finished one starts yet another shard.
-pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
-    if log != "rekor-v1" {
+/// The key of the shard after the last of `list`, made if it is not there yet (so made before
+/// anything is frozen: a failure here changes nothing).
+pub fn next_key(data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, SigningKey), String> {
+    let number = list.last().map_or(1, |s| s.number + 1);
+    if log_id(number).is_none() {
+        return Err(format!("Rekor v1 has room for {} shards; it has them all", LAST_LATER_LOG - FIRST_LATER_LOG + 2));
+    }
+    let path = key_path(data_dir, number);
+    let key = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
+    Ok((number, path, key))
+}
+
+/// Records a rotation: freezes the last of `list` at `final_size` (unless a cut-short rotation
+/// already did) and starts the next shard with `key`, then rewrites the public list. Returns
+/// the whole new list.
+pub fn record_rotation(
+    store: &dyn Storage,
+    data_dir: &Path,
+    mut list: Vec<Shard>,
+    final_size: u64,
+    key: &SigningKey,
+) -> Result<Vec<Shard>, String> {
+    let Some(mut active) = list.pop() else { return Err("the log has no shards".into()) };
+    if active.frozen.is_none() {
+        // One second past now: whatever was integrated before the freeze falls inside the window.
+        active.frozen = Some(shards::freeze(store, KIND, &active, final_size, now() + 1).map_err(|e| e.to_string())?);
+    }
+    let number = active.number + 1;
+    let id = log_id(number).ok_or_else(|| format!("Rekor v1 has room for {} shards; it has them all", LAST_LATER_LOG - FIRST_LATER_LOG + 2))?;
+    let proposed = Shard {
+        number,
+        log_id: id,
+        tree_id: (rand::random::<u64>() >> 1).max(1) as i64,
+        start: 0,
+        spki: key.spki_der().to_vec(),
+        valid_from: active.frozen.map(|f| f.valid_to),
+        frozen: None,
+    };
+    let next = shards::start(store, KIND, &active, &proposed).map_err(|e| e.to_string())?;
+    if next.spki != proposed.spki {
         return Err(format!(
-            "--log {log:?}: only rekor-v1 has shards. A Rekor v2 log is rotated by starting a new log under a new host name, which its clients take as the log's origin"
+            "{} is not the key shard {number} was started with (an earlier rotation made another)",
+            key_path(data_dir, number).display()
         ));
     }
+    list.push(active);
+    list.push(next);
+    write_public(data_dir, &list).map_err(|e| format!("{PUBLIC_FILE}: {e}"))?;
+    Ok(list)
+}
+
+/// A rotation as `signet admin log rotate` prints it (and the admin API answers it).
+pub fn rotation_report(r: &Rotated) -> Value {
+    json!({
+        "frozen": {"shard": r.frozen.number, "treeID": r.frozen.tree_id.to_string(), "treeSize": r.frozen.frozen.map_or(0, |f| f.size)},
+        "active": {"shard": r.active.number, "treeID": r.active.tree_id.to_string(), "startIndex": r.active.start},
+        "key": r.key_path.display().to_string(),
+    })
+}
+
+/// What a rotation did, from its new shard list.
+pub fn rotated(list: &[Shard], data_dir: &Path) -> Option<Rotated> {
+    let [.., frozen, active] = list else { return None };
+    Some(Rotated { frozen: frozen.clone(), active: active.clone(), key_path: key_path(data_dir, active.number) })
+}
+
+/// `signet admin log rotate --log rekor-v1 --data-dir …`, offline: freezes the active shard at
+/// its size and starts the next one with a new key and tree ID (so a new origin). The next
+/// `serve` opens it and writes its genesis entry; old shards stay readable and provable.
+/// Rerunning a rotation that was cut short finishes it; rerunning a finished one starts yet
+/// another shard. (A running SQLite instance rotates online: `POST /api/admin/log/rotate`.)
+pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
+    check_log_name(log)?;
     let url = StorageUrl::parse(storage, data_dir)?;
     // Hold off every server for the whole rotation (see the module's comment).
     let (_lock, store): (Option<crate::datadir::DataDirLock>, Arc<dyn Storage>) = match &url {
         StorageUrl::Sqlite(_) => {
-            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e} (stop the server first: rotation is offline)"))?;
+            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| {
+                format!("{e} (stop the server first, or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN)")
+            })?;
             (Some(lock), signet_log::storage::open(&url).map_err(|e| e.to_string())?)
         }
         StorageUrl::Postgres(u) => {
@@ -163,36 +228,80 @@ pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotat
         return Err(format!("{} does not exist: rotate on the data dir of the instance that made the log", zero_path.display()));
     }
     let zero_key = SigningKey::load_or_generate(&zero_path).map_err(|e| e.to_string())?;
-    let mut list = registry(store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
-    let Some(mut active) = list.pop() else { return Err("the log has no shards".into()) };
-    if active.frozen.is_none() {
-        let Some(head) = store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())? else {
-            return Err("the Rekor v1 log has not been created yet: start `signet serve` on it once first".into());
-        };
-        // One second past now: whatever the stopped server integrated falls inside the window.
-        active.frozen = Some(shards::freeze(store.as_ref(), KIND, &active, head.size, now() + 1).map_err(|e| e.to_string())?);
-    }
-    let number = active.number + 1;
-    let id = log_id(number).ok_or_else(|| format!("Rekor v1 has room for {} shards; it has them all", LAST_LATER_LOG - FIRST_LATER_LOG + 2))?;
-    let path = key_path(data_dir, number);
-    let key = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
-    let proposed = Shard {
-        number,
-        log_id: id,
-        tree_id: (rand::random::<u64>() >> 1).max(1) as i64,
-        start: 0,
-        spki: key.spki_der().to_vec(),
-        valid_from: active.frozen.map(|f| f.valid_to),
-        frozen: None,
+    let list = registry(store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
+    let Some(active) = list.last() else { return Err("the log has no shards".into()) };
+    let size = match active.frozen {
+        Some(f) => f.size,
+        None => match store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())? {
+            Some(head) => head.size,
+            None => return Err("the Rekor v1 log has not been created yet: start `signet serve` on it once first".into()),
+        },
     };
-    let next = shards::start(store.as_ref(), KIND, &active, &proposed).map_err(|e| e.to_string())?;
-    if next.spki != proposed.spki {
-        return Err(format!("{} is not the key shard {number} was started with (an earlier rotation made another)", path.display()));
+    let (_, _, key) = next_key(data_dir, &list)?;
+    let list = record_rotation(store.as_ref(), data_dir, list, size, &key)?;
+    rotated(&list, data_dir).ok_or_else(|| "the rotation recorded no new shard".into())
+}
+
+pub fn check_log_name(log: &str) -> Result<(), String> {
+    match log {
+        "rekor-v1" => Ok(()),
+        _ => Err(format!(
+            "--log {log:?}: only rekor-v1 has shards. A Rekor v2 log is rotated by starting a new log under a new host name, which its clients take as the log's origin"
+        )),
     }
-    list.push(active.clone());
-    list.push(next.clone());
-    write_public(data_dir, &list).map_err(|e| format!("{PUBLIC_FILE}: {e}"))?;
-    Ok(Rotated { frozen: active, active: next, key_path: path })
+}
+
+/// Opens a shard's log: at start, and for the new shard of an online rotation.
+pub struct ShardOpener {
+    pub storage: Arc<dyn Storage>,
+    /// On PostgreSQL: the queue and this instance's role, for the active shard.
+    pub shared: Option<(Arc<signet_log::storage::PostgresStorage>, signet_log::Role)>,
+    pub data_dir: PathBuf,
+    pub host: String,
+    pub batch: signet_log::BatchPolicy,
+    pub max_pending: usize,
+    pub tile_cache: usize,
+}
+
+impl ShardOpener {
+    /// Opens `shard` with `key`. An active shard begins with its genesis entry and is shared
+    /// with the other instances; a frozen one takes no appends, so it is opened alone.
+    pub async fn open(&self, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, crate::StartError> {
+        let origin = format!("{} - {}", self.host, shard.tree_id);
+        let genesis = match shard.frozen {
+            None => Some(
+                signet_log::rekor::genesis::v1_entry(&key, &origin)
+                    .map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
+                    .map_err(|e| crate::StartError::Genesis(e.to_string()))?,
+            ),
+            Some(_) => None,
+        };
+        let cfg = signet_log::LogConfig {
+            id: shard.log_id,
+            genesis,
+            origin,
+            key_name: self.host.clone(),
+            key: key.clone(),
+            batch: self.batch,
+            stamper: Some(Arc::new(signet_log::rekor::v1::SetSigner::for_shard(key, shard.start))),
+            max_pending: self.max_pending,
+            tile_cache: self.tile_cache,
+        };
+        let log = match (&self.shared, shard.frozen) {
+            (Some((pg, role)), None) => signet_log::Log::open_shared(cfg, self.storage.clone(), pg.clone(), *role).await?,
+            _ => signet_log::Log::open(cfg, self.storage.clone()).await?,
+        };
+        if let Some(frozen) = shard.frozen {
+            let size = log.head().checkpoint.size;
+            if size != frozen.size {
+                return Err(crate::StartError::Shards(format!(
+                    "Rekor v1 shard {} was frozen at size {}, but its stored tree has size {size}",
+                    shard.number, frozen.size
+                )));
+            }
+        }
+        Ok(log)
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use signet_core::keys::SigningKey;
 use signet_log::rekor::genesis;
-use signet_log::rekor::v1::SetSigner;
 use signet_log::storage::{PostgresStorage, Storage};
 use signet_log::{BatchPolicy, Log, LogConfig, Role};
 
@@ -38,8 +37,8 @@ pub struct AppState {
     pub ca: Issuer,
     /// The RFC 3161 timestamp authority.
     pub tsa: Tsa,
-    /// The trust documents' inputs, read once at startup.
-    pub trust: signet_trust::root::Instance,
+    /// The trust documents' inputs, read at startup and again after a shard rotation.
+    pub trust: parking_lot::RwLock<Arc<signet_trust::root::Instance>>,
     /// Request and refusal counters for `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Rate limits, bans and API tokens, shared with `signet admin` through the data dir (or,
@@ -181,6 +180,15 @@ impl AppState {
             made.map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
                 .map_err(|e| StartError::Genesis(e.to_string()))
         };
+        let opener = crate::shards::ShardOpener {
+            storage: storage.clone(),
+            shared: shared.clone(),
+            data_dir: cfg.data_dir.clone(),
+            host: host.clone(),
+            batch,
+            max_pending: cfg.log.max_pending_appends,
+            tile_cache: tile_cache_tiles(cfg),
+        };
         let mut v1_frozen = Vec::new();
         let mut v1_active = None;
         for shard in &registry {
@@ -188,42 +196,19 @@ impl AppState {
                 0 => v1_key.clone(),
                 _ => crate::shards::shard_key(&cfg.data_dir, shard).map_err(StartError::Shards)?,
             };
-            let origin = format!("{host} - {}", shard.tree_id);
-            let log_cfg = LogConfig {
-                id: shard.log_id,
-                genesis: match shard.frozen {
-                    None => Some(genesis(genesis::v1_entry(&shard_key, &origin))?),
-                    Some(_) => None,
-                },
-                origin,
-                key_name: host.clone(),
-                key: shard_key.clone(),
-                batch,
-                stamper: Some(Arc::new(SetSigner::for_shard(shard_key, shard.start))),
-                max_pending: cfg.log.max_pending_appends,
-                tile_cache: tile_cache_tiles(cfg),
-            };
+            let log = opener.open(shard, shard_key).await?;
+            let served = crate::api::rekor_v1::Shard::new(log, shard.tree_id, shard.start);
             match shard.frozen {
-                // A frozen shard takes no appends: opened alone, never shared or promoted.
-                Some(frozen) => {
-                    let log = Log::open(log_cfg, storage.clone()).await?;
-                    let size = log.head().checkpoint.size;
-                    if size != frozen.size {
-                        return Err(StartError::Shards(format!(
-                            "Rekor v1 shard {} was frozen at size {}, but its stored tree has size {size}",
-                            shard.number, frozen.size
-                        )));
-                    }
-                    v1_frozen.push(crate::api::rekor_v1::Shard::new(log, shard.tree_id, shard.start));
-                }
-                None => v1_active = Some((open_log(log_cfg).await?, shard.tree_id, shard.start)),
+                Some(_) => v1_frozen.push(served),
+                None => v1_active = Some(served),
             }
         }
-        let Some((v1, v1_tree_id, v1_start)) = v1_active else {
+        let Some(v1_active) = v1_active else {
             return Err(StartError::Shards(
                 "the Rekor v1 log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log rekor-v1` again to finish it".into(),
             ));
         };
+        let v1 = v1_active.log.clone();
 
         // Rekor v2: origin is the bare host of the log's base URL.
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
@@ -325,7 +310,7 @@ impl AppState {
         };
 
         Ok(AppState {
-            rekor_v1: RekorV1::new(crate::api::rekor_v1::Shard::new(v1, v1_tree_id, v1_start), v1_frozen),
+            rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
             rekor_v2: v2,
             max_body: cfg.limits.max_body_bytes,
             max_entry: cfg.limits.max_entry_bytes,
@@ -333,7 +318,7 @@ impl AppState {
             tokens,
             ca,
             tsa,
-            trust: crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?,
+            trust: parking_lot::RwLock::new(Arc::new(crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?)),
             metrics: Arc::new(crate::metrics::Metrics::with_conn(conn)),
             guard,
             audit,

@@ -28,13 +28,21 @@ pub enum Admin {
 pub enum LogCmd {
     /// Freeze the active shard of a log and start a new one, with its own key and tree ID
     /// (so its own origin). Old shards stay readable and provable, and the trust documents
-    /// list every shard's key with its validity window. Stop every instance first.
+    /// list every shard's key with its validity window. Offline on a data dir or database
+    /// (stop every instance first), or online through a running instance (--url).
     Rotate {
         #[command(flatten)]
         dir: DataDir,
         /// Which log: rekor-v1.
         #[arg(long)]
         log: String,
+        /// Rotate a running instance online instead (SQLite, or PostgreSQL with one
+        /// instance): its base URL. Appends wait a moment, then go to the new shard.
+        #[arg(long, value_name = "URL", requires = "token", conflicts_with = "storage")]
+        url: Option<String>,
+        /// An admin API token for --url (or the SIGNET_TOKEN environment variable).
+        #[arg(long, env = "SIGNET_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -199,18 +207,22 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             }
             errln!("lifted the ban of {client}{}", if shared { ", on every instance" } else { "" });
         }
-        Admin::Log(LogCmd::Rotate { dir, log }) => {
-            let r = signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log)?;
-            let size = r.frozen.frozen.map_or(0, |f| f.size);
-            outln!("{}", serde_json::json!({
-                "frozen": {"shard": r.frozen.number, "treeID": r.frozen.tree_id.to_string(), "treeSize": size},
-                "active": {"shard": r.active.number, "treeID": r.active.tree_id.to_string(), "startIndex": r.active.start},
-                "key": r.key_path.display().to_string(),
-            }));
+        Admin::Log(LogCmd::Rotate { dir, log, url, token }) => {
+            let report = match (url, token) {
+                (Some(url), Some(token)) => {
+                    let endpoint = format!("{}/api/admin/log/rotate", url.trim_end_matches('/'));
+                    signet_client::http::Http::new(std::time::Duration::from_secs(120))
+                        .post_json("admin API", &endpoint, &serde_json::json!({"log": log}), Some(&token))
+                        .map_err(|e| e.to_string())?
+                }
+                _ => signet_server::shards::rotation_report(&signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log)?),
+            };
+            outln!("{report}");
             errln!(
-                "froze Rekor v1 shard {} at {size} entries; shard {} (tree {}) takes the appends from the next start, from log index {}. \
-                 Copy {} to every instance's data dir, then export the trust documents again: they now list both keys",
-                r.frozen.number, r.active.number, r.active.tree_id, r.active.start, r.key_path.display()
+                "froze Rekor v1 shard {} at {} entries; shard {} (tree {}) takes the appends from log index {}. \
+                 Copy {} to every instance's data dir, and export the trust documents again: they list both keys",
+                report["frozen"]["shard"], report["frozen"]["treeSize"], report["active"]["shard"], report["active"]["treeID"],
+                report["active"]["startIndex"], report["key"].as_str().unwrap_or("the new key")
             );
         }
     }

@@ -38,7 +38,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     let (audit, audit_guard) = (state.audit.clone(), state.guard.clone());
     let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin);
     let mut app = Router::new()
-        .route("/api/admin/tokens", get(admin::tokens).layer(admin_only))
+        .route("/api/admin/tokens", get(admin::tokens).layer(admin_only.clone()))
+        .route("/api/admin/log/rotate", post(admin::rotate_log).layer(admin_only))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/readyz", get(ready::readyz))

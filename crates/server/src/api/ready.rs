@@ -22,7 +22,8 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
         Phase::ShuttingDown => return unready("shutting down"),
         Phase::Ready => {}
     }
-    let logs = [("rekor_v1", &state.rekor_v1.log), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
+    let rekor_v1 = state.rekor_v1.log();
+    let logs = [("rekor_v1", &rekor_v1), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
     if let Some((name, _)) = logs.iter().find(|(_, log)| !log.is_running()) {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name})));
     }
@@ -31,11 +32,11 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
         Json(json!({
             "status": "ready",
             // On shared PostgreSQL: whether this instance sequences the logs or follows them.
-            "role": match state.rekor_v1.log.role() {
+            "role": match rekor_v1.role() {
                 signet_log::Role::Sequencer => "sequencer",
                 signet_log::Role::Follower => "follower",
             },
-            "rekorV1TreeSize": state.rekor_v1.log.head().checkpoint.size,
+            "rekorV1TreeSize": rekor_v1.head().checkpoint.size,
             "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
         })),
     )

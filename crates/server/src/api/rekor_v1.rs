@@ -23,6 +23,7 @@ const SEARCH_PAGE: usize = 256;
 
 /// One shard of the Rekor v1 log (see [`signet_log::shards`]) and the identifiers its
 /// entries carry.
+#[derive(Clone)]
 pub struct Shard {
     pub log: Log,
     pub tree_id: i64,
@@ -90,18 +91,109 @@ impl Shard {
 
 /// The Rekor v1 log: its shards, of which the newest takes the appends.
 pub struct RekorV1 {
-    /// The active shard's log.
-    pub log: Log,
+    shards: parking_lot::RwLock<Arc<Shards>>,
+    /// Held shared by every append and exclusively by a rotation: a rotation waits for the
+    /// appends in flight, and those that arrive meanwhile wait for the next shard.
+    appending: tokio::sync::RwLock<()>,
+    opener: crate::shards::ShardOpener,
+}
+
+/// The shards as served at one moment; a rotation replaces the whole set.
+pub struct Shards {
     active: Shard,
     /// The frozen shards, oldest first.
     frozen: Vec<Shard>,
+    /// Their records, oldest first (the active one's last).
+    registry: Vec<signet_log::shards::Shard>,
 }
 
 impl RekorV1 {
-    pub fn new(active: Shard, frozen: Vec<Shard>) -> Self {
-        RekorV1 { log: active.log.clone(), active, frozen }
+    pub fn new(active: Shard, frozen: Vec<Shard>, registry: Vec<signet_log::shards::Shard>, opener: crate::shards::ShardOpener) -> Self {
+        RekorV1 {
+            shards: parking_lot::RwLock::new(Arc::new(Shards { active, frozen, registry })),
+            appending: tokio::sync::RwLock::new(()),
+            opener,
+        }
     }
 
+    /// The shards now.
+    pub fn current(&self) -> Arc<Shards> {
+        self.shards.read().clone()
+    }
+
+    /// The data dir that holds the shards' keys.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.opener.data_dir
+    }
+
+    /// The active shard's log.
+    pub fn log(&self) -> Log {
+        self.shards.read().active.log.clone()
+    }
+
+    /// Rotates online, on storage this instance alone writes (see [`crate::shards`]): waits
+    /// for the appends in flight, freezes the active shard, records the next one and opens it.
+    /// Appends that arrive meanwhile wait (a batch, a few milliseconds), then go to the new
+    /// shard. Reads of every shard go on throughout.
+    pub async fn rotate(&self) -> Result<crate::shards::Rotated, ApiError> {
+        let internal = |what: &str, e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"));
+        if self.opener.shared.is_some() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "on PostgreSQL shared by several instances a rotation is offline: stop every instance, then run `signet admin log rotate --log rekor-v1 --storage URL`",
+            ));
+        }
+        let _exclusive = self.appending.write().await;
+        let current = self.current();
+        let (store, data_dir, list) = (self.opener.storage.clone(), self.opener.data_dir.clone(), current.registry.clone());
+        let key = {
+            let (data_dir, list) = (data_dir.clone(), list.clone());
+            blocking(move || crate::shards::next_key(&data_dir, &list).map(|(_, _, key)| key)).await.map_err(|e| internal("making the new shard's key", e))?
+        };
+        let old = current.active.clone();
+        let size = old.log.freeze().await.map_err(|e| internal("freezing the active shard", e.to_string()))?.checkpoint.size;
+        let key = Arc::new(key);
+        let recorded = {
+            let (store, data_dir, key) = (store.clone(), data_dir.clone(), key.clone());
+            blocking(move || crate::shards::record_rotation(store.as_ref(), &data_dir, list, size, &key)).await
+        };
+        let list = match recorded {
+            Ok(list) => list,
+            Err(e) => {
+                // Nothing recorded: the old shard goes on taking entries. Recorded: a restart finishes it.
+                let number = current.registry.last().map_or(0, |s| s.number);
+                if !signet_log::shards::is_frozen(store.as_ref(), crate::shards::KIND, number).unwrap_or(true) {
+                    old.log.resume();
+                }
+                return Err(internal("recording the rotation", e));
+            }
+        };
+        let rotated = crate::shards::rotated(&list, &data_dir).ok_or_else(|| internal("recording the rotation", "no new shard".into()))?;
+        let unavailable = |e: String| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the rotation is recorded, but the new shard did not open ({e}); restart signet to finish it"),
+            )
+        };
+        let log = self.opener.open(&rotated.active, key).await.map_err(|e| unavailable(e.to_string()))?;
+        log.genesis_written().await.map_err(|e| unavailable(e.to_string()))?;
+        let mut frozen = current.frozen.clone();
+        frozen.push(old);
+        *self.shards.write() = Arc::new(Shards {
+            active: Shard::new(log, rotated.active.tree_id, rotated.active.start),
+            frozen,
+            registry: list,
+        });
+        tracing::info!(frozen = rotated.frozen.number, size, active = rotated.active.number, tree_id = rotated.active.tree_id, "rotated the Rekor v1 log");
+        Ok(rotated)
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?
+}
+
+impl Shards {
     /// Every shard, oldest first.
     fn shards(&self) -> impl DoubleEndedIterator<Item = &Shard> {
         self.frozen.iter().chain(std::iter::once(&self.active))
@@ -170,11 +262,14 @@ impl RekorV1 {
 }
 
 pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let (_admitted, body) = super::input::admit(&state.rekor_v1.log, body, state.max_body).await?;
+    // Held until answered: a rotation waits for this append, or this one for the rotation.
+    let _appending = state.rekor_v1.appending.read().await;
+    let shards = state.rekor_v1.current();
+    let rekor = &shards.active;
+    let (_admitted, body) = super::input::admit(&rekor.log, body, state.max_body).await?;
     let request = json_body(&headers, body, state.max_body).await?;
     let entry = v1::parse(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
-    let rekor = &state.rekor_v1.active;
     let leaf = merkle::leaf_hash(&entry.body);
     let uuid = rekor.uuid(&leaf);
     let location = format!("/api/v1/log/entries/{uuid}");
@@ -222,6 +317,7 @@ pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q):
         .ok_or_else(|| ApiError::bad_request("logIndex query parameter is required"))?;
     state
         .rekor_v1
+        .current()
         .by_index(index)
         .await?
         .map(json_text)
@@ -229,9 +325,9 @@ pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q):
 }
 
 pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
-    let (shard, leaf) = state.rekor_v1.parse_uuid(&uuid)?;
-    state
-        .rekor_v1
+    let shards = state.rekor_v1.current();
+    let (shard, leaf) = shards.parse_uuid(&uuid)?;
+    shards
         .by_leaf(shard, leaf)
         .await?
         .map(json_text)
@@ -249,7 +345,7 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
             Some(_) => Err(ApiError::bad_request(format!("{name} must be an array"))),
         }
     };
-    let rekor = &state.rekor_v1;
+    let rekor = state.rekor_v1.current();
     let mut out = Vec::new();
     for uuid in list("entryUUIDs")? {
         let uuid = uuid.as_str().ok_or_else(|| ApiError::bad_request("entryUUIDs must hold strings"))?;
@@ -311,7 +407,8 @@ pub async fn search_index(
     let digest = format!("{alg}:{hex_value}");
     let mut uuids: Vec<Value> = Vec::new();
     let mut next_after = None;
-    for shard in state.rekor_v1.shards() {
+    let shards = state.rekor_v1.current();
+    for shard in shards.shards() {
         let room = SEARCH_PAGE - uuids.len();
         let local_after = match after {
             Some(a) if a >= shard.start => Some(a - shard.start),
@@ -348,7 +445,7 @@ pub async fn search_index(
 /// `GET /api/v1/log`: the active shard, and (as Rekor does) the frozen ones under
 /// `inactiveShards`, newest first.
 pub async fn log_info(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let rekor = &state.rekor_v1;
+    let rekor = state.rekor_v1.current();
     let mut info = rekor.active.info();
     if !rekor.frozen.is_empty() {
         info["inactiveShards"] = Value::Array(rekor.frozen.iter().rev().map(Shard::info).collect());
@@ -358,7 +455,8 @@ pub async fn log_info(State(state): State<Arc<AppState>>) -> Json<Value> {
 
 pub async fn consistency_proof(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
     let q = Query::parse(q.as_deref())?;
-    let log = &state.rekor_v1.shard_of(&q)?.log;
+    let shards = state.rekor_v1.current();
+    let log = &shards.shard_of(&q)?.log;
     let size = log.head().checkpoint.size;
     let first = q.u64("firstSize", i64::MAX as u64)?.unwrap_or(1);
     let last = q.u64("lastSize", i64::MAX as u64)?.unwrap_or(size);
@@ -382,6 +480,7 @@ pub async fn consistency_proof(State(state): State<Arc<AppState>>, RawQuery(q): 
 /// `GET /api/v1/log/publicKey[?treeID=]`: the key of the active shard, or of the one named.
 pub async fn public_key(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let q = Query::parse(q.as_deref())?;
-    let shard = state.rekor_v1.shard_of(&q)?;
+    let shards = state.rekor_v1.current();
+    let shard = shards.shard_of(&q)?;
     Ok(([(header::CONTENT_TYPE, "application/x-pem-file")], shard.log.key().public_pem()).into_response())
 }

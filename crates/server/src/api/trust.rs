@@ -11,7 +11,7 @@ use super::error::ApiError;
 use crate::state::AppState;
 
 pub async fn document(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
-    let instance = &state.trust;
+    let instance = state.trust.read().clone();
     match name.as_str() {
         "trusted_root.json" => Ok(Json(instance.trusted_root())),
         "signing_config.json" => Ok(Json(instance.signing_config())),
