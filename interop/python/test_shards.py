@@ -6,6 +6,9 @@ the rotation does not know the new shard's key, and refuses the new bundles."""
 import json
 import subprocess
 import sys
+import time
+
+import pytest
 
 from conftest import serve
 from test_cosign import COSIGN
@@ -67,24 +70,42 @@ def verify_with_both(trust, issuer, artifact, bundle, email):
     return py, co
 
 
-def test_bundles_from_before_a_rotation_verify_after_it(signet_bin, tmp_path):
+def rotate_online(signet_bin, server):
+    """Rotates through the running instance, with a fresh admin token."""
+    token = subprocess.run([signet_bin, "admin", "token", "create", "--role", "admin", "--data-dir", server["data_dir"]],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    for _ in range(20):  # the instance sees a new token within moments
+        r = run(signet_bin, "admin", "log", "rotate", "--log", "rekor-v1", "--url", server["url"], "--token", token)
+        if "HTTP 401" not in r.stderr:
+            return r
+        time.sleep(0.2)
+    return r
+
+
+@pytest.mark.parametrize("mode", ["offline", "online"])
+def test_bundles_from_before_a_rotation_verify_after_it(signet_bin, tmp_path, mode):
     data_dir = str(tmp_path / "data")
     with serve(signet_bin, data_dir) as server:
         listen = server["url"].removeprefix("http://")
         issuer = server["url"] + "/oidc"
         before_trust = export(signet_bin, data_dir, tmp_path / "trust-before")
         before = sign_both(signet_bin, server, before_trust, tmp_path, "before")
+        if mode == "online":
+            rotated = rotate_online(signet_bin, server)
+            assert rotated.returncode == 0, rotated.stderr
+            after_trust = export(signet_bin, data_dir, tmp_path / "trust-after")
+            after = sign_both(signet_bin, server, after_trust, tmp_path, "after")
 
-    rotated = run(signet_bin, "admin", "log", "rotate", "--log", "rekor-v1", "--data-dir", data_dir)
-    assert rotated.returncode == 0, rotated.stderr
+    if mode == "offline":
+        rotated = run(signet_bin, "admin", "log", "rotate", "--log", "rekor-v1", "--data-dir", data_dir)
+        assert rotated.returncode == 0, rotated.stderr
+        # The same address, so the dev issuer's URL (in every certificate) is unchanged.
+        with serve(signet_bin, data_dir, listen) as server:
+            after_trust = export(signet_bin, data_dir, tmp_path / "trust-after")
+            after = sign_both(signet_bin, server, after_trust, tmp_path, "after")
     start = json.loads(rotated.stdout)["active"]["startIndex"]
-
-    # The same address, so the dev issuer's URL (in every certificate) is unchanged.
-    with serve(signet_bin, data_dir, listen) as server:
-        after_trust = export(signet_bin, data_dir, tmp_path / "trust-after")
-        tlogs = json.loads((after_trust / "trusted_root.json").read_text())["tlogs"]
-        assert len(tlogs) == 3 and "end" in tlogs[0]["publicKey"]["validFor"]
-        after = sign_both(signet_bin, server, after_trust, tmp_path, "after")
+    tlogs = json.loads((after_trust / "trusted_root.json").read_text())["tlogs"]
+    assert len(tlogs) == 3 and "end" in tlogs[0]["publicKey"]["validFor"]
 
     for artifact, bundle, email in before + after:
         py, co = verify_with_both(after_trust, issuer, artifact, bundle, email)
