@@ -363,6 +363,13 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
     }
     let info = get(&agent, &format!("{url}/api/v1/log")).unwrap().json();
     assert_eq!(info["inactiveShards"][0]["treeSize"].as_u64(), Some(start), "the frozen shard ends where the new one starts");
+    // Every shard's tile cache is reported.
+    let metrics = get(&agent, &format!("{url}/metrics")).unwrap().text();
+    for tree in [info["inactiveShards"][0]["treeID"].as_str().unwrap(), info["treeID"].as_str().unwrap(), "x"] {
+        let label = format!("signet_log_tile_cache_bytes{{log=\"rekor_v1/{tree}\"}}");
+        assert_eq!(metrics.contains(&label), tree != "x", "{label} in {metrics}");
+    }
+    assert!(metrics.contains("signet_log_tile_cache_lookups_total{log=\"ct\",result=\"hit\"}"), "{metrics}");
     // The trust documents list the new shard at once, without a restart.
     let root = get(&agent, &format!("{url}/trust/trusted_root.json")).unwrap().json();
     assert_eq!(root["tlogs"].as_array().unwrap().len(), 3);

@@ -13,6 +13,9 @@ use signet_core::hash::Hash;
 use crate::merkle;
 use crate::tiles::TILE_WIDTH;
 
+/// The memory one cached tile takes: 511 hashes of 32 bytes.
+pub const TILE_BYTES: usize = 511 * 32;
+
 /// One full tile and every node inside it: `levels[s]` holds the 256 >> s nodes of tree
 /// level 8·L + s (511 hashes, 16 KiB).
 pub struct Expanded {

@@ -15,6 +15,7 @@ pub async fn healthz() -> Json<Value> {
 /// `GET /metrics`: Prometheus text format (see [`crate::metrics`]).
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::HeaderName, &'static str); 1], String) {
     let mut text = state.metrics.render();
+    tile_caches(&state, &mut text);
     if let Some(shared) = &state.guard.shared {
         use std::fmt::Write;
         let (checks, failures) = shared.counts();
@@ -26,6 +27,28 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::Heade
         let _ = writeln!(text, "signet_guard_redis_failures_total {failures}");
     }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// Each log's cache of full tiles (bounded by `log.tile_cache_mb`): what it holds and how
+/// often proofs found what they needed there.
+fn tile_caches(state: &AppState, text: &mut String) {
+    use std::fmt::Write;
+    let shards = state.rekor_v1.current();
+    let mut logs: Vec<(String, signet_log::Log)> = shards.logs().map(|(tree, log)| (format!("rekor_v1/{tree}"), log)).collect();
+    logs.push(("rekor_v2".into(), state.rekor_v2.clone()));
+    logs.push(("ct".into(), state.ca.ct.log().clone()));
+    let stats: Vec<(String, (usize, u64, u64))> = logs.into_iter().map(|(name, log)| (name, log.tile_cache_stats())).collect();
+    text.push_str("# HELP signet_log_tile_cache_bytes Bytes of full tiles a log keeps in memory for proofs (at most log.tile_cache_mb each).\n");
+    text.push_str("# TYPE signet_log_tile_cache_bytes gauge\n");
+    for (name, (tiles, _, _)) in &stats {
+        let _ = writeln!(text, "signet_log_tile_cache_bytes{{log=\"{name}\"}} {}", tiles * signet_log::tilecache::TILE_BYTES);
+    }
+    text.push_str("# HELP signet_log_tile_cache_lookups_total Tile lookups by proofs, by whether the cache held the tile.\n");
+    text.push_str("# TYPE signet_log_tile_cache_lookups_total counter\n");
+    for (name, (_, hits, misses)) in &stats {
+        let _ = writeln!(text, "signet_log_tile_cache_lookups_total{{log=\"{name}\",result=\"hit\"}} {hits}");
+        let _ = writeln!(text, "signet_log_tile_cache_lookups_total{{log=\"{name}\",result=\"miss\"}} {misses}");
+    }
 }
 
 /// `GET /oidc/.well-known/openid-configuration` (dev only).

@@ -194,6 +194,11 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Sen
 }
 
 impl Shards {
+    /// Each shard's tree ID and log, oldest first.
+    pub fn logs(&self) -> impl Iterator<Item = (i64, Log)> + '_ {
+        self.shards().map(|s| (s.tree_id, s.log.clone()))
+    }
+
     /// Every shard, oldest first.
     fn shards(&self) -> impl DoubleEndedIterator<Item = &Shard> {
         self.frozen.iter().chain(std::iter::once(&self.active))
