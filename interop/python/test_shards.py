@@ -1,7 +1,8 @@
-"""A Rekor v1 log rotated into a new shard (`signet admin log rotate`): cosign and
-sigstore-python, unchanged, still verify bundles signed before the rotation, and verify
-new ones signed after it, with the trust root exported after it. The trust root of before
-the rotation does not know the new shard's key, and refuses the new bundles."""
+"""A Rekor v1 log rotated into a new shard (`signet admin log rotate`, offline and online):
+cosign, sigstore-python and sigstore-go, unchanged, and signet's own verifier still verify
+bundles signed before the rotation, and verify new ones signed after it, with the trust root
+exported after it. The trust root of before the rotation does not know the new shard's key,
+and refuses the new bundles."""
 
 import json
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import serve
 from test_cosign import COSIGN
+from test_sigstore_go import SGVERIFY
 
 
 def run(*args):
@@ -62,12 +64,20 @@ def sign_both(signet_bin, server, trust, tmp_path, tag):
     return signed
 
 
-def verify_with_both(trust, issuer, artifact, bundle, email):
-    py = run(sys.executable, "-m", "sigstore", "--trust-config", str(trust / "client_trust_config.json"), "verify", "identity",
-             "--offline", "--bundle", str(bundle), "--cert-identity", email, "--cert-oidc-issuer", issuer, str(artifact))
-    co = run(COSIGN, "verify-blob", "--trusted-root", str(trust / "trusted_root.json"), "--bundle", str(bundle),
-             "--certificate-identity", email, "--certificate-oidc-issuer", issuer, str(artifact))
-    return py, co
+def verify_with_all(signet_bin, trust, issuer, artifact, bundle, email):
+    """{verifier: result} for sigstore-python, cosign, sigstore-go and signet verify-bundle."""
+    root = str(trust / "trusted_root.json")
+    return {
+        "sigstore-python": run(sys.executable, "-m", "sigstore", "--trust-config", str(trust / "client_trust_config.json"), "verify",
+                               "identity", "--offline", "--bundle", str(bundle), "--cert-identity", email, "--cert-oidc-issuer", issuer,
+                               str(artifact)),
+        "cosign": run(COSIGN, "verify-blob", "--trusted-root", root, "--bundle", str(bundle),
+                      "--certificate-identity", email, "--certificate-oidc-issuer", issuer, str(artifact)),
+        "sigstore-go": run(SGVERIFY, "verify", "--trusted-root", root, "--bundle", str(bundle), "--identity", email, "--issuer", issuer,
+                           str(artifact)),
+        "signet": run(signet_bin, "verify-bundle", "--bundle", str(bundle), "--certificate-identity", email,
+                      "--certificate-oidc-issuer", issuer, "--trusted-root", root, str(artifact)),
+    }
 
 
 def rotate_online(signet_bin, server):
@@ -108,9 +118,8 @@ def test_bundles_from_before_a_rotation_verify_after_it(signet_bin, tmp_path, mo
     assert len(tlogs) == 3 and "end" in tlogs[0]["publicKey"]["validFor"]
 
     for artifact, bundle, email in before + after:
-        py, co = verify_with_both(after_trust, issuer, artifact, bundle, email)
-        assert py.returncode == 0, f"sigstore-python, {bundle.name}: {py.stderr}"
-        assert co.returncode == 0, f"cosign, {bundle.name}: {co.stderr}"
+        for verifier, r in verify_with_all(signet_bin, after_trust, issuer, artifact, bundle, email).items():
+            assert r.returncode == 0, f"{verifier}, {bundle.name}: {r.stderr}"
 
     for artifact, bundle, email in after:
         entry = json.loads(bundle.read_text())["verificationMaterial"]["tlogEntries"][0]
@@ -118,5 +127,5 @@ def test_bundles_from_before_a_rotation_verify_after_it(signet_bin, tmp_path, mo
         assert int(entry["logIndex"]) > start
         assert int(entry["inclusionProof"]["logIndex"]) == int(entry["logIndex"]) - start
         # The trust root of before the rotation has no key for the new shard.
-        py, co = verify_with_both(before_trust, issuer, artifact, bundle, email)
-        assert py.returncode != 0 and co.returncode != 0, f"{bundle.name} verified without the new shard's key"
+        for verifier, r in verify_with_all(signet_bin, before_trust, issuer, artifact, bundle, email).items():
+            assert r.returncode != 0, f"{verifier} verified {bundle.name} without the new shard's key"

@@ -167,7 +167,10 @@ pub fn record_rotation(
         tree_id: (rand::random::<u64>() >> 1).max(1) as i64,
         start: 0,
         spki: key.spki_der().to_vec(),
-        valid_from: active.frozen.map(|f| f.valid_to),
+        // From now (rounded down), while the old window ends a second after now (rounded
+        // up): an entry integrated in the second of the rotation falls in whichever shard took
+        // it. The overlap admits nothing more, since clients pick a shard's key by its logId.
+        valid_from: Some(now()),
         frozen: None,
     };
     let next = shards::start(store, KIND, &active, &proposed).map_err(|e| e.to_string())?;
