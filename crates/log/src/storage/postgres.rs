@@ -352,7 +352,14 @@ impl PostgresStorage {
         self.handle.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        rx.recv().map_err(|_| StorageError::Backend("the PostgreSQL client runtime stopped".into()))?
+        let wait = || rx.recv().map_err(|_| StorageError::Backend("the PostgreSQL client runtime stopped".into()));
+        // A caller on a runtime worker (a proof that reads a cold tile, say) would hold that
+        // worker for a network round trip, and the runtime has few: hand its other tasks to
+        // another thread while this one waits.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait)?,
+            _ => wait()?,
+        }
     }
 
     fn read_future<T, F, Fut>(&self, f: F) -> impl Future<Output = Result<T, StorageError>> + Send + 'static
