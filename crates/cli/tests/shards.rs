@@ -393,3 +393,40 @@ fn pg_admin_token(db: &str) -> String {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// A rotation cut short after the freeze (a crash between the two records) stops the next
+/// start with a message that says what to do, and doing it finishes the rotation.
+#[test]
+fn a_rotation_cut_short_is_reported_at_start_and_finished_by_running_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let agent = agent();
+    let server = Server::start(&data, &[]);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &Signer::new().v1_entry(b"one")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    drop(server);
+    // What a rotation that died between its two writes leaves: shard 0 frozen, no shard 1.
+    let db = rusqlite::Connection::open(data.join("signet.sqlite")).unwrap();
+    db.execute("INSERT INTO meta(key, value) VALUES ('rekor_v1.shard.0.frozen', ?1)", [br#"{"size":2,"valid_to":1}"#.to_vec()]).unwrap();
+    drop(db);
+
+    let serve = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("SIGNET_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!serve.status.success());
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert!(err.contains("a rotation was cut short") && err.contains("signet admin log rotate"), "{err}");
+
+    let finished = rotate(&data, &[]);
+    assert!(finished.status.success(), "{}", String::from_utf8_lossy(&finished.stderr));
+    let out: Value = serde_json::from_slice(&finished.stdout).unwrap();
+    assert_eq!((out["frozen"]["treeSize"].as_u64(), out["active"]["startIndex"].as_u64()), (Some(2), Some(2)));
+    let server = Server::start(&data, &[]);
+    let info = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    assert_eq!(info["inactiveShards"][0]["treeSize"], 2);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &Signer::new().v1_entry(b"two")).unwrap();
+    assert_eq!(only(&r.json()).1["logIndex"], 3);
+}
