@@ -36,8 +36,8 @@ pub enum LogCmd {
         /// Which log: rekor-v1.
         #[arg(long)]
         log: String,
-        /// Rotate a running instance online instead (SQLite, or PostgreSQL with one
-        /// instance): its base URL. Appends wait a moment, then go to the new shard.
+        /// Rotate a running instance online instead (on SQLite): its base URL. Appends wait
+        /// a moment, then go to the new shard.
         #[arg(long, value_name = "URL", requires = "token", conflicts_with = "storage")]
         url: Option<String>,
         /// An admin API token for --url (or the SIGNET_TOKEN environment variable).

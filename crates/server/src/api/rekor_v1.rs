@@ -1,4 +1,6 @@
-//! The Rekor v1 JSON API (`/api/v1/...`): hashedrekord entries with SETs.
+//! The Rekor v1 JSON API (`/api/v1/...`): hashedrekord entries with SETs, over a log cut
+//! into shards (see [`crate::shards`]): the newest takes the appends, every one serves reads,
+//! and indices are log-wide across them.
 
 use std::sync::Arc;
 
