@@ -350,9 +350,13 @@ impl KeyIndex {
             None => {
                 let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
                     .map_err(backend)?;
-                // Mapped, as the log's own readers are: lookups land on random pages, and each
-                // pooled connection would otherwise fill a page cache of its own (2 MB) with them.
-                c.execute_batch("PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184;").map_err(backend)?;
+                // Mapped, with a small cache, as the log's own readers are: lookups land on random
+                // pages, and each pooled connection would otherwise fill 2 MB with them.
+                c.execute_batch(&format!(
+                    "PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184; PRAGMA cache_size=-{};",
+                    super::READER_CACHE_KIB
+                ))
+                .map_err(backend)?;
                 c
             }
         };
