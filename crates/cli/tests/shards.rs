@@ -244,7 +244,7 @@ fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("holds the sequencer lease"), "{}", String::from_utf8_lossy(&refused.stderr));
     // Online rotation is for storage one instance writes: on PostgreSQL it is refused, with the way.
-    let token = pg_admin_token(&db);
+    let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
     // The instance sees a new token within moments (signet_guard reloads its table).
     let online = (0..20)
         .map(|_| {
@@ -280,10 +280,11 @@ fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
     assert_eq!(only(&got.json()).0, before.0);
 }
 
-fn admin_token(data: &std::path::Path) -> String {
+/// A new admin token, in the data dir (`--data-dir DIR`) or the database (`--storage URL`).
+fn admin_token(place: &[&std::ffi::OsStr]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["admin", "token", "create", "--role", "admin", "--data-dir"])
-        .arg(data)
+        .args(["admin", "token", "create", "--role", "admin"])
+        .args(place)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -299,7 +300,7 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
     let data = dir.path().join("data");
     let server = Server::start(&data, &[]);
     let url = server.url.clone();
-    let token = admin_token(&data);
+    let token = admin_token(&["--data-dir".as_ref(), data.as_os_str()]);
     let agent = agent();
     let old_spki = spki_of(&agent, &format!("{url}/api/v1/log/publicKey"));
 
@@ -383,15 +384,6 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
     let again = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     assert_eq!(again["treeID"], info["treeID"]);
     assert_eq!(again["treeSize"], info["treeSize"]);
-}
-
-fn pg_admin_token(db: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["admin", "token", "create", "--role", "admin", "--storage", db])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// A rotation cut short after the freeze (a crash between the two records) stops the next

@@ -137,26 +137,36 @@ impl AppState {
         // On PostgreSQL, many instances share the logs: the one holding the sequencer lease
         // sequences them, and the others follow (see signet_log::follow).
         let holder = crate::lease::holder(&cfg.listen);
-        let mut shared: Option<(Arc<PostgresStorage>, Role)> = None;
-        let storage: Arc<dyn Storage> = match url {
+        let v1_key = key(cfg, &cfg.keys.rekor_v1, "rekor-v1.pem")?;
+        let (storage, pg): (Arc<dyn Storage>, Option<Arc<PostgresStorage>>) = match url {
             signet_log::storage::StorageUrl::Postgres(u) => {
                 let pg = Arc::new(
                     tokio::task::spawn_blocking(move || PostgresStorage::open(&u))
                         .await
                         .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
                 );
+                (pg.clone(), Some(pg))
+            }
+            sqlite => (
+                tokio::task::spawn_blocking(move || signet_log::storage::open(&sqlite))
+                    .await
+                    .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
+                None,
+            ),
+        };
+        // Rekor v1 is cut into shards (crate::shards); the newest takes the appends.
+        let registry = crate::shards::registry(storage.as_ref(), &v1_key)?;
+        let shared: Option<(Arc<PostgresStorage>, Role)> = match pg {
+            Some(pg) => {
                 // The logs that must exist before a follower can open them: the active shard's.
-                let v1_active = match crate::shards::registry(pg.as_ref(), key(cfg, &cfg.keys.rekor_v1, "rekor-v1.pem")?.as_ref())?.last() {
+                let v1_active = match registry.last() {
                     Some(s) if s.frozen.is_none() => s.log_id,
                     _ => crate::shards::SHARD_ZERO_LOG,
                 };
                 let role = crate::lease::role_at_start(pg.clone(), &holder, &[v1_active, REKOR_V2, CT]).await?;
-                shared = Some((pg.clone(), role));
-                pg
+                Some((pg, role))
             }
-            sqlite => tokio::task::spawn_blocking(move || signet_log::storage::open(&sqlite))
-                .await
-                .map_err(|e| StartError::Panicked { what: "storage open", why: e.to_string() })??,
+            None => None,
         };
         let open_log = |cfg: LogConfig| {
             let (storage, shared) = (storage.clone(), shared.clone());
@@ -170,9 +180,6 @@ impl AppState {
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
         // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
-        // The log is cut into shards (crate::shards); the newest takes the appends.
-        let v1_key = key(cfg, &cfg.keys.rekor_v1, "rekor-v1.pem")?;
-        let registry = crate::shards::registry(storage.as_ref(), &v1_key)?;
         crate::shards::write_public(&cfg.data_dir, &registry)
             .map_err(|source| StartError::Io { what: "writing log-shards.json".into(), source })?;
         // Each Rekor log begins with a genesis entry of its own (see signet_log::rekor::genesis).
