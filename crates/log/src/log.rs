@@ -209,6 +209,7 @@ impl Log {
                     integrated_time: 0,
                     entries: vec![],
                     tiles: vec![],
+                    leaf_tiles: vec![],
                     checkpoint: StoredCheckpoint { size: 0, note: cp.note.clone() },
                 };
                 let store = storage.clone();

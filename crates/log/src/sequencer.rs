@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
 use crate::log::{AppendError, Shared};
-use crate::storage::{Batch, NewEntry, StorageError, StoredCheckpoint, Tile};
+use crate::storage::{Batch, LeafTile, NewEntry, StorageError, StoredCheckpoint, Tile};
 use crate::tiles::TILE_WIDTH;
 
 type Reply = oneshot::Sender<Result<Sequenced, AppendError>>;
@@ -194,7 +194,7 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
     }
 
     let integrated_time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let (old_size, new_size, root, tiles) = {
+    let (old_size, new_size, root, tiles, leaf_tiles) = {
         let mut tree = shared.tree.write();
         let old_size = tree.size();
         for p in &fresh {
@@ -202,9 +202,10 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
         }
         let new_size = tree.size();
         let built = tree.root(new_size).map_err(|e| e.to_string()).and_then(|root| {
-            changed_tiles(&tree, old_size, new_size).map(|tiles| (root, tiles)).map_err(|e| e.to_string())
+            let tiles = changed_tiles(&tree, old_size, new_size).and_then(|t| Ok((t, filled_leaf_tiles(&tree, old_size, new_size)?)));
+            tiles.map(|(tiles, leaf_tiles)| (root, tiles, leaf_tiles)).map_err(|e| e.to_string())
         });
-        let (root, tiles) = match built {
+        let (root, tiles, leaf_tiles) = match built {
             Ok(x) => x,
             // Cannot happen (the size is the tree's own); fail the batch rather than panic.
             Err(e) => {
@@ -213,7 +214,7 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
                 return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), AppendError::Storage(e));
             }
         };
-        (old_size, new_size, root, tiles)
+        (old_size, new_size, root, tiles, leaf_tiles)
     };
     repeats.extend(repeat_of_fresh.into_iter().map(|(pos, leaf, r)| (old_size + pos as u64, leaf, r)));
 
@@ -239,6 +240,7 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
             integrated_time,
             entries,
             tiles,
+            leaf_tiles,
             checkpoint: StoredCheckpoint { size: new_size, note: checkpoint.note.clone() },
         },
         checkpoint: Arc::new(checkpoint),
@@ -455,6 +457,22 @@ pub fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> 
         }
     }
     Ok(tiles)
+}
+
+/// The leaf tiles that filled up when the tree grew, each with its inner levels, so that a
+/// proof reading them later costs one row and no hashing.
+pub fn filled_leaf_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Result<Vec<LeafTile>, StorageError> {
+    let mut filled = Vec::new();
+    for index in old_size / TILE_WIDTH..new_size / TILE_WIDTH {
+        let mut nodes = Vec::with_capacity(crate::tilecache::TILE_BYTES);
+        for s in 0..8u32 {
+            // At or right of the durable size's tile: in memory.
+            let level = tree.level_slice(s, (index * TILE_WIDTH) >> s, TILE_WIDTH >> s)?;
+            nodes.extend(level.iter().flatten());
+        }
+        filled.push(LeafTile { index, nodes });
+    }
+    Ok(filled)
 }
 
 #[cfg(test)]

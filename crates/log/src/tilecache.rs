@@ -13,11 +13,11 @@ use signet_core::hash::Hash;
 use crate::merkle;
 use crate::tiles::TILE_WIDTH;
 
-/// The memory one cached tile takes: 511 hashes of 32 bytes.
-pub const TILE_BYTES: usize = 511 * 32;
+/// The memory one cached tile takes: 510 hashes of 32 bytes.
+pub const TILE_BYTES: usize = 510 * 32;
 
 /// One full tile and every node inside it: `levels[s]` holds the 256 >> s nodes of tree
-/// level 8·L + s (511 hashes, 16 KiB).
+/// level 8·L + s (510 hashes, 16 KiB).
 pub struct Expanded {
     levels: [Vec<Hash>; 8],
 }
@@ -35,6 +35,31 @@ impl Expanded {
             levels[s] = below.chunks_exact(2).map(|p| merkle::node_hash(&p[0], &p[1])).collect();
         }
         Some(Expanded { levels })
+    }
+
+    /// A tile as [`Expanded::to_bytes`] wrote it, if it has the right length.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Expanded> {
+        if bytes.len() != TILE_BYTES {
+            return None;
+        }
+        let mut levels: [Vec<Hash>; 8] = Default::default();
+        let mut rest = bytes;
+        for (s, level) in levels.iter_mut().enumerate() {
+            let (this, next) = rest.split_at((TILE_WIDTH as usize >> s) * 32);
+            *level = this.chunks_exact(32).filter_map(|c| c.try_into().ok()).collect();
+            rest = next;
+        }
+        Some(Expanded { levels })
+    }
+
+    /// Every level, lowest first: the stored form of a full leaf tile ([`crate::storage::LeafTile`]).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.levels.iter().flatten().flatten().copied().collect()
+    }
+
+    /// The root of the 256 nodes at the tile's base: the node one tile level up.
+    pub fn root(&self) -> Hash {
+        merkle::node_hash(&self.levels[7][0], &self.levels[7][1])
     }
 
     /// Node `index` (counted within the tile) of inner level `s`.
@@ -144,6 +169,12 @@ mod tests {
         assert_eq!(merkle::node_hash(&e.node(7, 0).unwrap(), &e.node(7, 1).unwrap()), t.root(256).unwrap());
         assert_eq!(e.node(7, 2), None);
         assert!(Expanded::new(leaves[..255].to_vec()).is_none());
+        assert_eq!(e.root(), t.root(256).unwrap());
+        let bytes = e.to_bytes();
+        assert_eq!(bytes.len(), TILE_BYTES);
+        let back = Expanded::from_bytes(&bytes).unwrap();
+        assert_eq!(back.levels, e.levels);
+        assert!(Expanded::from_bytes(&bytes[32..]).is_none());
     }
 
     #[test]

@@ -24,6 +24,11 @@ use crate::tiles::TILE_WIDTH;
 pub trait NodeStore: Send + Sync {
     /// Nodes `start..start + count` of tree level `8 * tile_level`, all inside one tile.
     fn nodes(&self, tile_level: u8, start: u64, count: u64) -> Result<Vec<Hash>, StorageError>;
+
+    /// Full leaf tile `index` with its inner levels ([`Expanded::to_bytes`]), if stored so.
+    fn leaf_tile(&self, _index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(None)
+    }
 }
 
 /// A log's nodes as [`Storage`] holds them.
@@ -55,6 +60,10 @@ impl NodeStore for StoredNodes {
             return Err(short(nodes.len()));
         }
         Ok(nodes)
+    }
+
+    fn leaf_tile(&self, index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        self.storage.leaf_tile(self.log, index)
     }
 }
 
@@ -287,10 +296,31 @@ impl Tree {
         if let Some(t) = cold.cache.get((tile_level, index)) {
             return Ok(t);
         }
-        let nodes = cold.store.nodes(tile_level, index * TILE_WIDTH, TILE_WIDTH)?;
-        let tile = Arc::new(Expanded::new(nodes).ok_or_else(|| StorageError::Corrupt(format!("tile {tile_level}/{index} is not full")))?);
+        let tile = match self.stored_leaf_tile(cold, tile_level, index)? {
+            Some(tile) => tile,
+            None => {
+                let nodes = cold.store.nodes(tile_level, index * TILE_WIDTH, TILE_WIDTH)?;
+                Expanded::new(nodes).ok_or_else(|| StorageError::Corrupt(format!("tile {tile_level}/{index} is not full")))?
+            }
+        };
+        let tile = Arc::new(tile);
         cold.cache.insert((tile_level, index), tile.clone());
         Ok(tile)
+    }
+
+    /// A leaf tile stored with its inner levels: one read and no hashing but one node, which
+    /// checks that the tile belongs under this tree's node one tile level up.
+    fn stored_leaf_tile(&self, cold: &Cold, tile_level: u8, index: u64) -> Result<Option<Expanded>, StorageError> {
+        if tile_level != 0 {
+            return Ok(None);
+        }
+        let Some(bytes) = cold.store.leaf_tile(index)? else { return Ok(None) };
+        let corrupt = |why: &str| StorageError::Corrupt(format!("stored leaf tile {index} {why}"));
+        let tile = Expanded::from_bytes(&bytes).ok_or_else(|| corrupt(&format!("has {} bytes, not 510 hashes", bytes.len())))?;
+        if tile.root() != self.get(8, index)? {
+            return Err(corrupt("does not match the tree above it"));
+        }
+        Ok(Some(tile))
     }
 
     fn check(&self, size: u64) -> Result<(), ProofError> {
@@ -393,6 +423,10 @@ mod tests {
         all: Mutex<Tree>,
         reads: Mutex<u32>,
         fail: Mutex<bool>,
+        /// Serve leaf tiles whole, as storage written since they were stored does; the
+        /// number is added to each tile's index (0: the right tile).
+        leaf_tiles: Mutex<Option<u64>>,
+        leaf_tile_reads: Mutex<u32>,
     }
 
     impl NodeStore for Arc<Memory> {
@@ -402,6 +436,13 @@ mod tests {
                 return Err(StorageError::Unavailable("test".into()));
             }
             self.all.lock().level_slice(8 * tile_level as u32, start, count)
+        }
+
+        fn leaf_tile(&self, index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+            let Some(shift) = *self.leaf_tiles.lock() else { return Ok(None) };
+            *self.leaf_tile_reads.lock() += 1;
+            let leaves = self.all.lock().level_slice(0, (index + shift) * TILE_WIDTH, TILE_WIDTH)?;
+            Ok(Expanded::new(leaves).map(|t| t.to_bytes()))
         }
     }
 
@@ -414,7 +455,13 @@ mod tests {
     }
 
     fn memory(leaves: u64) -> Arc<Memory> {
-        Arc::new(Memory { all: Mutex::new(full(leaves)), reads: Mutex::new(0), fail: Mutex::new(false) })
+        Arc::new(Memory {
+            all: Mutex::new(full(leaves)),
+            reads: Mutex::new(0),
+            fail: Mutex::new(false),
+            leaf_tiles: Mutex::new(None),
+            leaf_tile_reads: Mutex::new(0),
+        })
     }
 
     #[test]
@@ -476,6 +523,29 @@ mod tests {
         assert!(t.root(2_000).is_ok());
         *store.fail.lock() = false;
         assert!(t.inclusion_proof(5, 2_000).is_ok());
+    }
+
+    #[test]
+    fn a_stored_leaf_tile_is_read_whole_and_checked_against_the_tree() {
+        let store = memory(3_000);
+        *store.leaf_tiles.lock() = Some(0);
+        let full = full(3_000);
+        let t = Tree::open(Box::new(store.clone()), 0, 3_000).unwrap();
+        let node_reads = *store.reads.lock();
+        for index in [0, 300, 1_000, 2_047] {
+            assert_eq!(t.inclusion_proof(index, 3_000).unwrap(), full.inclusion_proof(index, 3_000).unwrap());
+        }
+        assert_eq!(t.consistency_proof(777, 3_000).unwrap(), full.consistency_proof(777, 3_000).unwrap());
+        // Every full leaf tile came whole from storage, none from its 256 leaves.
+        assert_eq!(*store.reads.lock(), node_reads);
+        assert!(*store.leaf_tile_reads.lock() >= 4);
+
+        // The neighbouring tile's contents, stored under this index: refused, never proven from.
+        *store.leaf_tiles.lock() = Some(1);
+        assert!(matches!(t.inclusion_proof(5, 3_000), Err(ProofError::Unavailable(e)) if e.contains("does not match")));
+        // Without stored leaf tiles (a log written before they were), the leaves still serve.
+        *store.leaf_tiles.lock() = None;
+        assert_eq!(t.inclusion_proof(5, 3_000).unwrap(), full.inclusion_proof(5, 3_000).unwrap());
     }
 
     #[test]

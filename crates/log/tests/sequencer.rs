@@ -60,6 +60,9 @@ impl Storage for FlakyStorage {
     fn tile(&self, log: LogId, level: u8, index: u64) -> Result<Option<Tile>, StorageError> {
         self.inner.tile(log, level, index)
     }
+    fn leaf_tile(&self, log: LogId, index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.leaf_tile(log, index)
+    }
     fn find_leaves(&self, log: LogId, leaves: &[[u8; 32]]) -> Result<Vec<(usize, u64)>, StorageError> {
         self.inner.find_leaves(log, leaves)
     }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::backends;
 use signet_core::keys::SigningKey;
 use signet_log::merkle;
-use signet_log::storage::{Batch, NewEntry, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
+use signet_log::storage::{Batch, LeafTile, NewEntry, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
+use signet_log::tilecache::Expanded;
 use signet_log::{BatchPolicy, Log, LogConfig, Sequenced};
 
 fn entry(index: u64, body: &[u8]) -> NewEntry {
@@ -30,6 +31,7 @@ fn batch(log: u8, start: u64, end: u64, time: i64) -> Batch {
         integrated_time: time,
         entries: (start..end).map(|i| entry(i, format!("log {log} entry {i}").as_bytes())).collect(),
         tiles: vec![],
+        leaf_tiles: vec![],
         checkpoint: StoredCheckpoint { size: end, note: format!("log {log} at {end}\n") },
     }
 }
@@ -44,6 +46,7 @@ fn commits_read_back_per_log() {
         s.commit(&batch(2, 0, 1, 1800)).unwrap();
         let mut next = batch(1, 3, 5, 1900);
         next.tiles = vec![Tile { level: 1, index: 0, hashes: vec![2; 160] }, Tile { level: 2, index: 0, hashes: vec![3; 32] }];
+        next.leaf_tiles = vec![LeafTile { index: 0, nodes: vec![4; 16_320] }, LeafTile { index: 1, nodes: vec![5; 16_320] }];
         s.commit(&next).unwrap();
 
         assert_eq!(s.latest_checkpoint(1).unwrap().unwrap(), StoredCheckpoint { size: 5, note: "log 1 at 5\n".into() }, "{}", b.name);
@@ -70,6 +73,13 @@ fn commits_read_back_per_log() {
         assert_eq!(s.tiles(1, 1).unwrap(), vec![Tile { level: 1, index: 0, hashes: vec![2; 160] }], "{}", b.name);
         assert_eq!(s.tiles(1, 2).unwrap().len(), 1, "{}", b.name);
         assert!(s.tiles(2, 1).unwrap().is_empty(), "{}", b.name);
+
+        // Leaf tiles per log and index; absent ones (and any past the end) are None.
+        assert_eq!(s.leaf_tile(1, 1).unwrap(), Some(vec![5; 16_320]), "{}", b.name);
+        assert_eq!(s.leaf_tile(1, 0).unwrap(), Some(vec![4; 16_320]), "{}", b.name);
+        assert_eq!(s.leaf_tile(1, 2).unwrap(), None, "{}", b.name);
+        assert_eq!(s.leaf_tile(2, 0).unwrap(), None, "{}", b.name);
+        assert_eq!(s.leaf_tile(1, u64::MAX).unwrap(), None, "{}", b.name);
     }
 }
 
@@ -153,6 +163,7 @@ fn optional_columns_and_large_bodies_round_trip() {
             integrated_time: -1,
             entries: vec![e],
             tiles: vec![],
+            leaf_tiles: vec![],
             checkpoint: StoredCheckpoint { size: 1, note: "ünïcode note — 1\n".into() },
         };
         b.storage.commit(&batch).unwrap();
@@ -302,6 +313,12 @@ async fn a_log_rebuilds_from_each_backend() {
         assert_eq!(head.checkpoint.size, 300, "{}", b.name);
         let proof = log.inclusion_proof(123, 300).unwrap();
         drop(log);
+
+        // The full leaf tile went into storage with its inner levels; the partial one did not.
+        let leaves: Vec<[u8; 32]> = b.storage.keys(1, 0, 256).unwrap().into_iter().map(|k| k.leaf_hash).collect();
+        let expected = Expanded::new(leaves).unwrap().to_bytes();
+        assert_eq!(b.storage.leaf_tile(1, 0).unwrap(), Some(expected), "{}", b.name);
+        assert_eq!(b.storage.leaf_tile(1, 1).unwrap(), None, "{}", b.name);
 
         let reopened = Log::open(cfg(), b.reopen()).await.unwrap();
         assert_eq!(reopened.head().note, head.note, "{}", b.name);

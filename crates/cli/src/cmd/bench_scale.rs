@@ -114,8 +114,9 @@ fn fill(a: &Args) -> Result<(), String> {
         }
         let root = tree.root(new).map_err(|e| e.to_string())?;
         let tiles = signet_log::sequencer::changed_tiles(&tree, old, new).map_err(|e| e.to_string())?;
+        let leaf_tiles = signet_log::sequencer::filled_leaf_tiles(&tree, old, new).map_err(|e| e.to_string())?;
         let cp = signer.sign(Checkpoint { origin: ORIGIN.into(), size: new, root_hash: root }).map_err(|e| e.to_string())?;
-        let batch = Batch { log: LOG, integrated_time: 1_764_000_000, entries, tiles, checkpoint: StoredCheckpoint { size: new, note: cp.note } };
+        let batch = Batch { log: LOG, integrated_time: 1_764_000_000, entries, tiles, leaf_tiles, checkpoint: StoredCheckpoint { size: new, note: cp.note } };
         storage.commit(&batch).map_err(|e| e.to_string())?;
         tree.settle(new);
         if new % 1_000_000 < 4096 {

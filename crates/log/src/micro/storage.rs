@@ -9,7 +9,8 @@ use signet_core::micro::criterion::{Criterion, Throughput};
 use signet_core::micro::{measure, Bench, Opts};
 
 use crate::merkle::leaf_hash;
-use crate::storage::{Batch, NewEntry, SqliteStorage, Storage, StoredCheckpoint, Tile};
+use crate::storage::{Batch, LeafTile, NewEntry, SqliteStorage, Storage, StoredCheckpoint, Tile};
+use crate::tilecache::Expanded;
 
 const BATCH: u64 = 256;
 /// Commits into one database before the next starts afresh, so that a long measurement
@@ -30,7 +31,7 @@ fn open() -> TempStore {
 }
 
 /// The batch of entries `start..start + 256`, as the sequencer writes it: the entries, the
-/// level-0 tile they fill, a partial level-1 tile, and the checkpoint.
+/// leaf tile they fill (with its inner levels), a partial level-1 tile, and the checkpoint.
 fn batch(start: u64, body: &[u8], set: &[u8]) -> Batch {
     let entries: Vec<NewEntry> = (start..start + BATCH)
         .map(|index| NewEntry {
@@ -41,15 +42,13 @@ fn batch(start: u64, body: &[u8], set: &[u8]) -> Batch {
             stamp: Some(set.to_vec()),
         })
         .collect();
-    let level0 = entries.iter().flat_map(|e| e.leaf_hash).collect();
     let tile1 = start / BATCH;
+    let leaf_tile = Expanded::new(entries.iter().map(|e| e.leaf_hash).collect()).expect("256 leaves");
     Batch {
         log: 1,
         integrated_time: 1_700_000_000,
-        tiles: vec![
-            Tile { level: 0, index: tile1, hashes: level0 },
-            Tile { level: 1, index: tile1 / 256, hashes: vec![7; 32 * (tile1 % 256 + 1) as usize] },
-        ],
+        tiles: vec![Tile { level: 1, index: tile1 / 256, hashes: vec![7; 32 * (tile1 % 256 + 1) as usize] }],
+        leaf_tiles: vec![LeafTile { index: tile1, nodes: leaf_tile.to_bytes() }],
         entries,
         checkpoint: StoredCheckpoint { size: start + BATCH, note: "log.example.org\n".repeat(4) },
     }
@@ -110,6 +109,6 @@ mod tests {
         assert_eq!(store.storage.latest_checkpoint(1).unwrap().unwrap().size, 2 * BATCH);
         let e = store.storage.entry(1, 2 * BATCH - 1).unwrap().unwrap();
         assert_eq!((e.body, e.stamp), (body, Some(set())));
-        assert_eq!(store.storage.tiles(1, 0).unwrap().len(), 2);
+        assert_eq!(store.storage.leaf_tile(1, 1).unwrap().map(|t| t.len()), Some(crate::tilecache::TILE_BYTES));
     }
 }

@@ -71,6 +71,16 @@ pub struct StoredCheckpoint {
     pub note: String,
 }
 
+/// A full leaf tile with every node inside it: tree levels 0 to 7 of 256 entries, the 256
+/// leaf hashes then the 128, 64, … 2 nodes above them (510 hashes, 16,320 bytes). Stored so
+/// that a proof reaching an old part of the log reads one row instead of 256 and hashes
+/// nothing (see [`crate::tree`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafTile {
+    pub index: u64,
+    pub nodes: Vec<u8>,
+}
+
 /// Everything one sequencer flush makes durable, in one commit.
 #[derive(Debug, Clone)]
 pub struct Batch {
@@ -78,6 +88,8 @@ pub struct Batch {
     pub integrated_time: i64,
     pub entries: Vec<NewEntry>,
     pub tiles: Vec<Tile>,
+    /// The leaf tiles this batch fills.
+    pub leaf_tiles: Vec<LeafTile>,
     pub checkpoint: StoredCheckpoint,
 }
 
@@ -152,6 +164,10 @@ pub trait Storage: Send + Sync + 'static {
 
     /// One stored tile (level ≥ 1), if it is stored.
     fn tile(&self, log: LogId, level: u8, index: u64) -> Result<Option<Tile>, StorageError>;
+
+    /// One full leaf tile with its inner nodes ([`LeafTile::nodes`]), if it is stored. Logs
+    /// written before leaf tiles were stored lack the older ones; their nodes are in [`Storage::keys`].
+    fn leaf_tile(&self, log: LogId, index: u64) -> Result<Option<Vec<u8>>, StorageError>;
 
     /// Which of `leaves` the log holds: (position in `leaves`, index of the entry). Every
     /// committed entry is found, from the moment its commit returns. What dedupe asks, for a

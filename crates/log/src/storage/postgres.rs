@@ -93,6 +93,10 @@ CREATE TABLE guard_bans(client TEXT PRIMARY KEY, reason TEXT NOT NULL, since BIG
 CREATE TABLE guard_meta(id INT PRIMARY KEY, version BIGINT NOT NULL);
 INSERT INTO guard_meta(id, version) VALUES (1, 0);
 ",
+}, Migration {
+    version: 5,
+    name: "full leaf tiles with their inner levels",
+    sql: "CREATE TABLE leaf_tiles(log SMALLINT NOT NULL, idx BIGINT NOT NULL, nodes BYTEA NOT NULL, PRIMARY KEY (log, idx));",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.
@@ -483,6 +487,14 @@ impl Storage for PostgresStorage {
         })
     }
 
+    fn leaf_tile(&self, log: LogId, index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        let idx = bigint(index);
+        self.read(move |c| async move {
+            let row = c.client.query_opt("SELECT nodes FROM leaf_tiles WHERE log = $1 AND idx = $2", &[&(log as i16), &idx]).await?;
+            row.map(|r| r.try_get(0)).transpose()
+        })
+    }
+
     fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError> {
         if leaves.is_empty() {
             return Ok(Vec::new());
@@ -699,6 +711,11 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         )
         .await
         .map_err(classify)?;
+    }
+    for t in &batch.leaf_tiles {
+        tx.execute("INSERT INTO leaf_tiles(log, idx, nodes) VALUES ($1, $2, $3)", &[&log, &bigint(t.index), &t.nodes])
+            .await
+            .map_err(classify)?;
     }
     tx.commit().await.map_err(classify)
 }

@@ -178,10 +178,15 @@ CREATE TABLE IF NOT EXISTS checkpoints(log INTEGER PRIMARY KEY, size INTEGER NOT
 /// The schema versions (`PRAGMA user_version`). Version 1 is the layout above; databases made
 /// before versions were kept have user_version 0 and the tables already, which `IF NOT EXISTS`
 /// and the column check make a no-op for.
-const MIGRATIONS: &[SqliteMigration] = &[SqliteMigration { version: 1, apply: |tx| {
-    tx.execute_batch(SCHEMA)?;
-    add_integrated_time(tx)
-} }];
+const MIGRATIONS: &[SqliteMigration] = &[
+    SqliteMigration { version: 1, apply: |tx| {
+        tx.execute_batch(SCHEMA)?;
+        add_integrated_time(tx)
+    } },
+    // Full leaf tiles with their inner levels ([`LeafTile`]), keyed like the entries (row_id of
+    // the tile's index). A rowid table: each row is 16 KiB, and they are only ever appended.
+    SqliteMigration { version: 2, apply: |tx| tx.execute_batch("CREATE TABLE IF NOT EXISTS leaf_tiles(id INTEGER PRIMARY KEY, nodes BLOB NOT NULL);") },
+];
 
 /// Adds `entry_bodies.integrated_time` to a database made by the first release.
 fn add_integrated_time(conn: &Connection) -> rusqlite::Result<()> {
@@ -404,6 +409,10 @@ impl Storage for SqliteStorage {
             for t in &batch.tiles {
                 tile.execute(params![batch.log, t.level, t.index as i64, &t.hashes]).map_err(backend)?;
             }
+            let mut leaf_tile = tx.prepare_cached("INSERT INTO leaf_tiles(id, nodes) VALUES (?1, ?2)").map_err(backend)?;
+            for t in &batch.leaf_tiles {
+                leaf_tile.execute(params![row_id(batch.log, t.index), &t.nodes]).map_err(backend)?;
+            }
             tx.execute(
                 "INSERT OR REPLACE INTO checkpoints(log, size, note) VALUES (?1, ?2, ?3)",
                 params![batch.log, batch.checkpoint.size as i64, &batch.checkpoint.note],
@@ -431,6 +440,17 @@ impl Storage for SqliteStorage {
                 .query_row(params![log, level, index as i64], |r| Ok(Tile { level, index, hashes: r.get(0)? }))
                 .optional()
         })
+    }
+
+    fn leaf_tile(&self, log: LogId, index: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        if index >= MAX_INDEX {
+            return Ok(None);
+        }
+        // Immutable once committed; a log written before leaf tiles were stored lacks the old ones.
+        self.readers.read_complete(
+            |c| c.prepare_cached("SELECT nodes FROM leaf_tiles WHERE id = ?1")?.query_row([row_id(log, index)], |r| r.get(0)).optional(),
+            |found: &Option<Vec<u8>>| found.is_some(),
+        )
     }
 
     fn find_leaves(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError> {
@@ -549,6 +569,7 @@ mod tests {
             integrated_time: 1700,
             entries: vec![entry(0, b"a"), entry(1, b"b"), entry(2, b"c")],
             tiles: vec![Tile { level: 0, index: 0, hashes: vec![1; 96] }],
+            leaf_tiles: vec![],
             checkpoint: StoredCheckpoint { size: 3, note: "n".into() },
         };
         s.commit(&batch).unwrap();
@@ -585,6 +606,7 @@ mod tests {
             integrated_time: 10 + i as i64,
             entries: vec![entry(i, format!("e{i}").as_bytes())],
             tiles: vec![],
+            leaf_tiles: vec![],
             checkpoint: StoredCheckpoint { size: i + 1, note: format!("{i}") },
         };
         s.commit(&batch(0)).unwrap();
@@ -630,6 +652,7 @@ mod tests {
             integrated_time: 88,
             entries: vec![entry(1, b"new")],
             tiles: vec![],
+            leaf_tiles: vec![],
             checkpoint: StoredCheckpoint { size: 2, note: "2".into() },
         };
         s.commit(&new).unwrap();
@@ -644,6 +667,7 @@ mod tests {
             integrated_time: 1,
             entries: (start..end).map(|i| entry(i, format!("e{i}").as_bytes())).collect(),
             tiles: vec![],
+            leaf_tiles: vec![],
             checkpoint: StoredCheckpoint { size: end, note: format!("{end}") },
         }
     }
@@ -714,6 +738,7 @@ mod tests {
             integrated_time: 1,
             entries: vec![entry(0, b"a")],
             tiles: vec![],
+            leaf_tiles: vec![],
             checkpoint: StoredCheckpoint { size: 1, note: "1".into() },
         };
         s.commit(&ok).unwrap();
