@@ -17,7 +17,7 @@ use signet_core::hash::Hash;
 
 use crate::merkle::{self, Nodes, ProofError};
 use crate::storage::{LogId, Storage, StorageError};
-use crate::tilecache::{Expanded, TileCache};
+use crate::tilecache::{Expanded, TileCache, TileId};
 use crate::tiles::TILE_WIDTH;
 
 /// Where the nodes of full tiles are read back from.
@@ -277,6 +277,12 @@ impl Tree {
 
     /// Node `index` of tree level `level`, which the caller knows exists.
     fn get(&self, level: u32, index: u64) -> Result<Hash, StorageError> {
+        self.get_noting(level, index, None)
+    }
+
+    /// [`Tree::get`], keeping in `last` the full tile each tile level was last read from: a
+    /// proof takes up to eight nodes from each tile it crosses, and asks the cache once.
+    fn get_noting(&self, level: u32, index: u64, last: Option<&LastTiles>) -> Result<Hash, StorageError> {
         if let Some(l) = self.levels.get(level as usize) {
             if index >= l.base {
                 return l.nodes.get((index - l.base) as usize).copied().ok_or_else(|| {
@@ -286,7 +292,17 @@ impl Tree {
         }
         let (tile_level, inner) = ((level / 8) as u8, level % 8);
         let first = index << inner;
-        let tile = self.full_tile(tile_level, first / TILE_WIDTH)?;
+        let id = (tile_level, first / TILE_WIDTH);
+        let tile = match last.and_then(|l| l.get(id)) {
+            Some(tile) => tile,
+            None => {
+                let tile = self.full_tile(tile_level, id.1)?;
+                if let Some(l) = last {
+                    l.note(id, &tile);
+                }
+                tile
+            }
+        };
         tile.node(inner, (first % TILE_WIDTH) >> inner)
             .ok_or_else(|| StorageError::Corrupt(format!("node {index} of level {level} is outside its tile")))
     }
@@ -331,6 +347,23 @@ impl Tree {
     }
 }
 
+/// The full tile each tile level was last read from, during one proof.
+#[derive(Default)]
+struct LastTiles(RefCell<[Option<(TileId, Arc<Expanded>)>; 8]>);
+
+impl LastTiles {
+    fn get(&self, id: TileId) -> Option<Arc<Expanded>> {
+        let last = self.0.borrow();
+        last.get(id.0 as usize)?.as_ref().filter(|(at, _)| *at == id).map(|(_, tile)| tile.clone())
+    }
+
+    fn note(&self, id: TileId, tile: &Arc<Expanded>) {
+        if let Some(slot) = self.0.borrow_mut().get_mut(id.0 as usize) {
+            *slot = Some((id, tile.clone()));
+        }
+    }
+}
+
 /// The tree as [`merkle`]'s proof builders see it. Their node source cannot fail, and a
 /// stored node can: the first failure is kept here, the computation finishes on a
 /// placeholder, and [`Reading::finish`] turns its result into that error.
@@ -338,11 +371,12 @@ struct Reading<'a> {
     tree: &'a Tree,
     edge: Option<&'a RightEdge>,
     failed: RefCell<Option<StorageError>>,
+    last: LastTiles,
 }
 
 impl<'a> Reading<'a> {
     fn new(tree: &'a Tree, edge: Option<&'a RightEdge>) -> Self {
-        Reading { tree, edge, failed: RefCell::new(None) }
+        Reading { tree, edge, failed: RefCell::new(None), last: LastTiles::default() }
     }
 
     fn finish<T>(self, value: T) -> Result<T, ProofError> {
@@ -355,7 +389,7 @@ impl<'a> Reading<'a> {
 
 impl Nodes for Reading<'_> {
     fn node(&self, level: u32, index: u64) -> Hash {
-        self.tree.get(level, index).unwrap_or_else(|e| {
+        self.tree.get_noting(level, index, Some(&self.last)).unwrap_or_else(|e| {
             self.failed.borrow_mut().get_or_insert(e);
             [0; 32]
         })
@@ -546,6 +580,21 @@ mod tests {
         // Without stored leaf tiles (a log written before they were), the leaves still serve.
         *store.leaf_tiles.lock() = None;
         assert_eq!(t.inclusion_proof(5, 3_000).unwrap(), full.inclusion_proof(5, 3_000).unwrap());
+    }
+
+    #[test]
+    fn a_proof_asks_the_cache_once_per_tile_it_crosses() {
+        let store = memory(70_000);
+        let t = Tree::open(Box::new(store), 64, 70_000).unwrap();
+        let lookups = |t: &Tree| {
+            let (_, hits, misses) = t.cache_stats();
+            hits + misses
+        };
+        let before = lookups(&t);
+        // Leaf 1,000 is in leaf tile 3 and in level-1 tile 0, both full and left of memory:
+        // eight proof nodes come from each, and the cache is asked once for each tile.
+        t.inclusion_proof(1_000, 70_000).unwrap();
+        assert_eq!(lookups(&t) - before, 2);
     }
 
     #[test]
