@@ -1,39 +1,56 @@
-//! Authentication: `Authorization: Bearer sgt_…` API tokens, and the role each route needs.
+//! Authentication: `Authorization: Bearer sgt_…` API tokens; and authorization: the
+//! [`Permission`] each route declares, against what the caller's role grants.
 //!
 //! A bearer value that is not shaped like a signet token is left alone: Fulcio clients
 //! (cosign) send their OIDC identity token in the same header, and the CA verifies that.
-//! Roles are checked here too, coarsely (reads, writes, admin); finer RBAC is to come.
 //!
 //! Two scopes use this layer:
 //! - [`Scope::Public`] wraps every route when the guard is on: refuses banned IPs first,
-//!   authenticates a presented token, and applies `[guard.auth] require`.
-//! - [`Scope::Admin`] wraps `/api/admin/…` always, whatever the config: admin role or nothing.
+//!   authenticates a presented token, and applies `[guard.auth] require` to anonymous callers.
+//! - [`Scope::Admin`] wraps `/api/admin/…` always, whatever the config: a token whose role
+//!   grants the route's `admin.*` permission, or nothing.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
+use axum::extract::MatchedPath;
 use axum::response::Response;
 use futures_util::future::{Either, Ready};
-use http::{Request, StatusCode};
+use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
 use crate::client::{bearer, ClientKey};
 use crate::config::Require;
 use crate::guard::{AuthError, Guard};
-use crate::ratelimit::is_write;
+use crate::permission::{Permission, Permissions};
 use crate::refuse::refuse;
+use crate::roles::Role;
 use crate::store;
-use crate::token::{Role, TokenId};
+use crate::token::TokenId;
 
 /// An authenticated caller, put in the request's extensions for the layers and handlers
 /// after this one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     pub id: TokenId,
     pub role: Role,
+    /// What the role granted when the token was checked (this request).
+    pub permissions: Permissions,
 }
+
+/// What a route needs, as the server's route table declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing, ever: health probes for load balancers.
+    Open,
+    Permission(Permission),
+}
+
+/// The server's route table: what the route matched as (method, path template) needs;
+/// `None` for no route (the router's 404 or 405 follows).
+pub type RouteTable = fn(&Method, &str) -> Option<Needs>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -45,18 +62,19 @@ pub enum Scope {
 pub struct AuthnLayer {
     guard: Arc<Guard>,
     scope: Scope,
+    routes: RouteTable,
 }
 
 impl AuthnLayer {
-    pub fn new(guard: Arc<Guard>, scope: Scope) -> Self {
-        AuthnLayer { guard, scope }
+    pub fn new(guard: Arc<Guard>, scope: Scope, routes: RouteTable) -> Self {
+        AuthnLayer { guard, scope, routes }
     }
 }
 
 impl<S> Layer<S> for AuthnLayer {
     type Service = Authn<S>;
     fn layer(&self, inner: S) -> Authn<S> {
-        Authn { guard: self.guard.clone(), scope: self.scope, inner }
+        Authn { guard: self.guard.clone(), scope: self.scope, routes: self.routes, inner }
     }
 }
 
@@ -64,6 +82,7 @@ impl<S> Layer<S> for AuthnLayer {
 pub struct Authn<S> {
     guard: Arc<Guard>,
     scope: Scope,
+    routes: RouteTable,
     inner: S,
 }
 
@@ -95,12 +114,10 @@ impl<S> Authn<S> {
                 return Err(banned(&ip, until));
             }
         }
-        let mut who = request.extensions().get::<Identity>().copied();
-        if who.is_none() {
+        if request.extensions().get::<Identity>().is_none() {
             match bearer(request).and_then(|t| self.guard.authenticate(t)) {
                 Some(Ok(identity)) => {
                     request.extensions_mut().insert(identity);
-                    who = Some(identity);
                 }
                 Some(Err(e)) => {
                     // Guessing tokens is misbehaviour like any other: it counts towards a ban.
@@ -116,34 +133,60 @@ impl<S> Authn<S> {
             }
         }
         let path = request.uri().path();
-        let needed = match self.scope {
-            Scope::Admin => Some(Role::Admin),
-            // The admin scope judges its own routes; probes stay open for load balancers.
-            Scope::Public if path.starts_with("/api/admin/") || path == "/healthz" || path == "/readyz" => None,
-            Scope::Public => {
-                let write = is_write(request.method());
-                match self.guard.config.auth.require {
-                    Require::None => None,
-                    Require::Writes => write.then_some(Role::Signer),
-                    Require::All => Some(if write { Role::Signer } else { Role::Reader }),
-                }
+        // The admin scope judges its own routes, whatever the public layer would say.
+        if self.scope == Scope::Public && path.starts_with("/api/admin/") {
+            return Ok(());
+        }
+        let template = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
+        let needed = match template.and_then(|t| (self.routes)(request.method(), t)) {
+            Some(Needs::Permission(p)) => p,
+            Some(Needs::Open) => return Ok(()),
+            // No route: the router answers 404 or 405. An admin route always has an entry.
+            None if self.scope == Scope::Public => return Ok(()),
+            None => {
+                return Err(refuse(StatusCode::FORBIDDEN, "permission_denied", &format!("{path} declares no permission"), None));
             }
         };
-        let Some(needed) = needed else { return Ok(()) };
+        let who = request.extensions().get::<Identity>();
+        if who.is_none() && self.anonymous_may(needed) {
+            return Ok(());
+        }
         match who {
             None => Err(refuse(
                 StatusCode::UNAUTHORIZED,
                 "token_missing",
-                &format!("{} {path} needs an API token with role {needed} or above: Authorization: Bearer sgt_…", request.method()),
+                &format!(
+                    "{} {path} needs an API token whose role grants {needed} (Authorization: Bearer sgt_…)",
+                    request.method()
+                ),
                 None,
             )),
-            Some(w) if w.role < needed => Err(refuse(
-                StatusCode::FORBIDDEN,
-                "role_insufficient",
-                &format!("{} {path} needs role {needed} or above; this token (id {}) has role {}", request.method(), w.id, w.role),
-                None,
-            )),
+            Some(w) if !w.permissions.contains(needed) => {
+                let has = match self.guard.roles().defines(&w.role) {
+                    true => format!("role {} grants: {}", w.role, if w.permissions == Permissions::NONE { "nothing".to_string() } else { w.permissions.to_string() }),
+                    false => format!("role {} is not defined here, so it grants nothing", w.role),
+                };
+                Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    "permission_denied",
+                    &format!("{} {path} needs permission {needed}; this token (id {}) has {has}", request.method(), w.id),
+                    None,
+                ))
+            }
             Some(_) => Ok(()),
+        }
+    }
+
+    /// Whether a caller without a token may use a route needing `needed`: admin and audit
+    /// permissions never; the rest as `[guard.auth] require` says.
+    fn anonymous_may(&self, needed: Permission) -> bool {
+        if self.scope == Scope::Admin || matches!(needed.name().split('.').next(), Some("admin" | "audit")) {
+            return false;
+        }
+        match self.guard.config.auth.require {
+            Require::None => true,
+            Require::Writes => needed == Permission::Read,
+            Require::All => false,
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct GuardConfig {
     /// Most clients tracked at once by the rate limiter and by the ban strikes; past it,
     /// untracked clients share one bucket until idle ones are swept (docs/guard.md).
     pub max_clients: usize,
+    /// Custom roles: name → permission names ([`crate::roles`]). Reread on SIGHUP.
+    pub roles: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Default for GuardConfig {
@@ -36,6 +38,7 @@ impl Default for GuardConfig {
             ipv6_prefix: 64,
             trusted_proxies: Vec::new(),
             max_clients: 100_000,
+            roles: Default::default(),
         }
     }
 }
@@ -88,9 +91,10 @@ pub enum Require {
     /// No public route needs a token (real Sigstore clients send none).
     #[default]
     None,
-    /// Writes (POST, PUT, DELETE, PATCH) need a `signer` or `admin` token.
+    /// Routes that need more than `read` (appends, certificates, timestamps) need a token
+    /// whose role grants it; reads, search included, stay open.
     Writes,
-    /// Every route but `/healthz` and `/readyz` needs a token; writes need `signer` or `admin`.
+    /// Every route but `/healthz` and `/readyz` needs a token whose role grants the route's permission.
     All,
 }
 
@@ -134,6 +138,7 @@ impl GuardConfig {
             return Err(format!("guard.max_clients must be 100..=100000000, got {}", self.max_clients));
         }
         self.keying()?;
+        crate::roles::Roles::with_custom(&self.roles)?;
         let r = &self.rate_limit;
         if r.enabled {
             let all = [r.per_second, r.burst, r.write_per_second.unwrap_or(1), r.write_burst.unwrap_or(1)];

@@ -22,6 +22,7 @@ use crate::ban::{Bans, Strikes};
 use crate::client::ClientKey;
 use crate::config::GuardConfig;
 use crate::ratelimit::Limiters;
+use crate::roles::Roles;
 use crate::store::{self, BanRecord, Store, StoreError, TokenRecord};
 use crate::token::{self, TokenId};
 
@@ -33,6 +34,8 @@ pub struct Guard {
     /// How a request's client is keyed (prefixes, trusted proxies).
     pub keying: crate::client::Keying,
     tokens: RwLock<HashMap<TokenId, TokenRecord>>,
+    /// The role table; replaced whole when `[guard.roles]` is reread.
+    roles: RwLock<Arc<Roles>>,
     pub(crate) bans: Bans,
     strikes: Strikes,
     pub(crate) limiters: Option<Limiters>,
@@ -69,6 +72,7 @@ impl Guard {
         // in an ever-growing queue to the store.
         let (to_store, pending) = mpsc::sync_channel(BAN_QUEUE);
         let keying = config.keying().map_err(StoreError::Config)?;
+        let roles = Roles::with_custom(&config.roles).map_err(StoreError::Config)?;
         let shared = match config.rate_limit.enabled && !config.redis.url.is_empty() {
             true => Some(Arc::new(
                 crate::shared::SharedLimits::new(&config.redis, &config.rate_limit, &config.ban).map_err(StoreError::Config)?,
@@ -82,6 +86,7 @@ impl Guard {
             strikes: Strikes::new(config.ban.clone(), config.max_clients),
             config,
             tokens: RwLock::new(HashMap::new()),
+            roles: RwLock::new(Arc::new(roles)),
             bans: Bans::default(),
             to_store,
             sweeps: Default::default(),
@@ -121,7 +126,19 @@ impl Guard {
         if record.expires.is_some_and(|e| store::now() >= e) {
             return Some(Err(AuthError::Expired));
         }
-        Some(Ok(Identity { id, role: record.role }))
+        let permissions = self.roles.read().permissions(&record.role);
+        Some(Ok(Identity { id, role: record.role.clone(), permissions }))
+    }
+
+    /// The role table in force.
+    pub fn roles(&self) -> Arc<Roles> {
+        self.roles.read().clone()
+    }
+
+    /// Puts a new role table in force from the next request on (tokens keep their role
+    /// names; what a name grants is looked up per request).
+    pub fn set_roles(&self, roles: Roles) {
+        *self.roles.write() = Arc::new(roles);
     }
 
     /// Counts a refusal of `client`; bans it when that crosses the threshold.

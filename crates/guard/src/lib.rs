@@ -7,14 +7,17 @@
 //!    DESIGN.md's order, so that the requests the layers below refuse are recorded too.
 //! 1. [`authn`]: a banned client IP is refused first (the cheapest answer); then an
 //!    `Authorization: Bearer sgt_…` API token is checked and becomes an [`authn::Identity`];
-//!    then the route's required [`token::Role`] is enforced (admin routes always need `admin`).
+//!    then the route's [`Permission`] is checked against what the caller's role grants
+//!    (admin routes always need a token whose role grants theirs).
 //! 2. [`ratelimit`]: per-client token buckets (governor), reads and writes apart; a client
 //!    is its token when it presented one, else its IP. Refusals count towards a [`ban`].
 //!
 //! The state the layers share:
 //!
 //! - [`config`]: `[guard]` in the server's TOML: what is on (nothing, by default).
-//! - [`token`]: the API token format, roles, and hashing (only SHA-256 hashes are stored).
+//! - [`permission`]: what a route needs, as bits.
+//! - [`roles`]: the role table (built-in and `[guard.roles]`), names to permissions.
+//! - [`token`]: the API token format and hashing (only SHA-256 hashes are stored).
 //! - [`ban`]: strikes within a window, and the active bans.
 //! - [`shared`]: the same limits and bans shared by many instances, in Redis.
 //! - [`store`]: `guard.sqlite` in the data dir, shared with `signet admin` (tokens, bans).
@@ -35,16 +38,19 @@ pub mod config;
 pub mod guard;
 #[cfg(feature = "micro")]
 pub mod micro;
+pub mod permission;
 pub mod ratelimit;
 pub mod refuse;
+pub mod roles;
 pub mod shared;
 pub mod store;
 pub mod token;
 
-pub use authn::{AuthnLayer, Identity};
+pub use authn::{AuthnLayer, Identity, Needs, RouteTable};
 pub use config::GuardConfig;
 pub use guard::Guard;
 pub use ratelimit::RateLimitLayer;
 pub use refuse::Refusal;
 pub use store::{Store, StoreError};
-pub use token::Role;
+pub use permission::{Permission, Permissions};
+pub use roles::{Role, Roles};

@@ -14,7 +14,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::client::ClientKey;
-use crate::token::{self, NewToken, Role, TokenId};
+use crate::roles::Role;
+use crate::token::{self, NewToken, TokenId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -211,7 +212,7 @@ impl SqliteStore {
                 params![new.id.to_string(), name, role.name(), &new.hash[..], created as i64, expires.map(|e| e as i64)],
             )
             .map_err(|e| self.err(e))?;
-        let record = TokenRecord { id: new.id, name, role, hash: new.hash, created, expires, revoked: None };
+        let record = TokenRecord { id: new.id, name, role: role.clone(), hash: new.hash, created, expires, revoked: None };
         Ok((new, record))
     }
 
@@ -311,11 +312,11 @@ mod tests {
     fn tokens_round_trip_without_plaintext() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path()).unwrap();
-        let (new, rec) = s.create_token(Some("ci"), Role::Signer, Some(60)).unwrap();
-        assert!(matches!(s.create_token(Some("ci"), Role::Reader, None), Err(StoreError::NameTaken(_))));
+        let (new, rec) = s.create_token(Some("ci"), Role::signer(), Some(60)).unwrap();
+        assert!(matches!(s.create_token(Some("ci"), Role::reader(), None), Err(StoreError::NameTaken(_))));
         let listed = s.tokens().unwrap();
         assert_eq!(listed.len(), 1);
-        assert_eq!((listed[0].id, listed[0].role, listed[0].hash), (rec.id, Role::Signer, new.hash));
+        assert_eq!((listed[0].id, listed[0].role.clone(), listed[0].hash), (rec.id, Role::signer(), new.hash));
         assert!(listed[0].usable_at(now()) && !listed[0].usable_at(now() + 61));
         assert!(s.revoke("ci").unwrap().revoked.is_some());
         assert!(!s.tokens().unwrap()[0].usable_at(now()));

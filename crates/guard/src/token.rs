@@ -16,45 +16,6 @@ use subtle::ConstantTimeEq;
 /// token in the same `Authorization: Bearer` header (cosign sends those to Fulcio).
 pub const PREFIX: &str = "sgt_";
 
-/// What a token may do. Each role includes the ones below it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// Reads (GET, HEAD).
-    Reader,
-    /// Reads and writes: certificates, log entries, timestamps.
-    Signer,
-    /// Everything, including `/api/admin/…`.
-    Admin,
-}
-
-impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Reader => "reader",
-            Role::Signer => "signer",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.name())
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Role, String> {
-        match s {
-            "reader" => Ok(Role::Reader),
-            "signer" => Ok(Role::Signer),
-            "admin" => Ok(Role::Admin),
-            other => Err(format!("unknown role {other:?}; expected admin, signer or reader")),
-        }
-    }
-}
-
 /// A token's public id: 16 hex digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TokenId(pub [u8; 8]);
@@ -143,12 +104,5 @@ mod tests {
         assert!(!matches(&forged, &t.hash));
         assert_eq!(claimed_id("eyJhbGciOi.x.y"), None, "an OIDC JWT is not a signet token");
         assert_ne!(generate().plaintext, t.plaintext);
-    }
-
-    #[test]
-    fn roles_order_and_parse() {
-        assert!(Role::Admin > Role::Signer && Role::Signer > Role::Reader);
-        assert_eq!("signer".parse::<Role>().unwrap(), Role::Signer);
-        assert!("root".parse::<Role>().unwrap_err().contains("admin, signer or reader"));
     }
 }

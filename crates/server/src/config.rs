@@ -31,6 +31,9 @@ pub struct Config {
     pub tls: TlsSettings,
     /// Rate limits, bans and API tokens (docs/guard.md); all off by default.
     pub guard: signet_guard::GuardConfig,
+    /// The file this was read from, if any: SIGHUP rereads its `[guard.roles]`.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// HTTPS: without `cert` (and `key`), signet serves plain HTTP.
@@ -231,6 +234,7 @@ impl Default for Config {
             oidc: OidcSettings::default(),
             tls: TlsSettings::default(),
             guard: signet_guard::GuardConfig::default(),
+            source: None,
         }
     }
 }
@@ -285,6 +289,7 @@ impl Config {
             }
             None => Config::default(),
         };
+        cfg.source = path.map(Path::to_path_buf);
         cfg.apply_env(|k| std::env::var(k).ok())?;
         Ok(cfg)
     }

@@ -120,6 +120,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
     };
     let audit = state.audit.clone();
+    let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
     let _ = app_slot.set(api::router(state).layer(axum::middleware::from_fn_with_state(access, access::layer)));
@@ -138,7 +139,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // take the server down: it is dropped.
     logging::stdout_line(&format!("signet listening on {url}"));
 
+    let reloading = tokio::spawn(reload_roles_on_hangup(cfg.source.clone(), guard));
     let reason = shutdown_signal().await;
+    reloading.abort();
     lifecycle.shutting_down();
     tracing::info!(reason, grace_secs = cfg.http.shutdown_grace_secs, "shutting down: no new connections; in-flight requests may finish");
     let _ = stop.send(true);
@@ -174,6 +177,36 @@ fn startup_line(cfg: &Config, state: &AppState) -> Startup {
         "off".to_string()
     };
     Startup { tls, storage, guard, audit: state.audit.is_some() }
+}
+
+/// On each SIGHUP, rereads the config file and puts its `[guard.roles]` in force: what each
+/// role grants changes from the next request on, without a restart. A file that no longer
+/// parses, or roles that are not valid, change nothing and are logged.
+async fn reload_roles_on_hangup(source: Option<std::path::PathBuf>, guard: Arc<signet_guard::Guard>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot install a SIGHUP handler; role changes need a restart");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let reread = Config::load(source.as_deref())
+                .map_err(|e| e.to_string())
+                .and_then(|c| signet_guard::Roles::with_custom(&c.guard.roles).map(|r| (r, c.guard.roles.len())));
+            match reread {
+                Ok((roles, custom)) => {
+                    guard.set_roles(roles);
+                    tracing::info!(custom_roles = custom, "SIGHUP: the role table was reread; other settings need a restart");
+                }
+                Err(e) => tracing::error!(error = %e, "SIGHUP: the role table was not changed"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (source, guard);
+    }
 }
 
 async fn wait_for(mut stopped: watch::Receiver<bool>) {

@@ -22,6 +22,16 @@ pub enum Admin {
     /// The transparency logs: rotate (start a new shard).
     #[command(subcommand)]
     Log(LogCmd),
+    /// The role table in force: each role and the permissions it grants (built in, and
+    /// `[guard.roles]` from --config).
+    Roles {
+        /// The server's config file, for its `[guard.roles]`.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -63,9 +73,12 @@ pub enum TokenCmd {
     Create {
         #[command(flatten)]
         dir: DataDir,
-        /// admin, signer or reader.
+        /// admin, signer, reader, auditor, or a role `[guard.roles]` defines (see `admin roles`).
         #[arg(long)]
         role: Role,
+        /// The server's config file: the role is checked against its `[guard.roles]`.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Lifetime in seconds (default: no expiry).
         #[arg(long)]
         ttl: Option<u64>,
@@ -138,6 +151,17 @@ fn open(dir: &DataDir) -> Result<Store, String> {
     Store::open(&dir.data_dir).map_err(|e| e.to_string())
 }
 
+/// The built-in roles, and `[guard.roles]` of `config` if given.
+fn role_table(config: Option<&std::path::Path>) -> Result<signet_guard::Roles, String> {
+    match config {
+        None => Ok(signet_guard::Roles::default()),
+        Some(path) => {
+            let cfg = signet_server::Config::load(Some(path)).map_err(|e| e.to_string())?;
+            signet_guard::Roles::with_custom(&cfg.guard.roles)
+        }
+    }
+}
+
 fn when(t: Option<u64>, none: &str) -> String {
     t.map_or_else(|| none.to_string(), |t| format!("{t} ({})", relative(t)))
 }
@@ -153,14 +177,27 @@ fn relative(t: u64) -> String {
 
 fn execute(cmd: Admin) -> Result<ExitCode, String> {
     match cmd {
-        Admin::Token(TokenCmd::Create { dir, role, ttl, name }) => {
+        Admin::Token(TokenCmd::Create { dir, role, config, ttl, name }) => {
             if ttl == Some(0) {
                 errln!("signet admin: --ttl must be at least 1 second");
                 return Ok(ExitCode::from(2));
             }
+            let roles = role_table(config.as_deref())?;
+            if !roles.defines(&role) {
+                let names: Vec<String> = roles.table().into_iter().map(|(r, _)| r.to_string()).collect();
+                let hint = if config.is_some() { "" } else { "; a custom role needs --config FILE with its [guard.roles]" };
+                errln!("signet admin: role \"{role}\" is not defined (defined: {}){hint}", names.join(", "));
+                return Ok(ExitCode::from(2));
+            }
             let (new, record) = open(&dir)?.create_token(name.as_deref(), role, ttl).map_err(|e| e.to_string())?;
             outln!("{}", new.plaintext);
-            errln!("created token {} ({}, role {}); it is shown only this once", record.name, record.id, record.role);
+            errln!(
+                "created token {} ({}, role {}: {}); it is shown only this once",
+                record.name,
+                record.id,
+                record.role,
+                roles.permissions(&record.role)
+            );
         }
         Admin::Token(TokenCmd::List { dir, json }) => {
             let tokens = open(&dir)?.tokens().map_err(|e| e.to_string())?;
@@ -206,6 +243,17 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 return Err(format!("{client} is not banned {where_}"));
             }
             errln!("lifted the ban of {client}{}", if shared { ", on every instance" } else { "" });
+        }
+        Admin::Roles { config, json } => {
+            let roles = role_table(config.as_deref())?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&signet_server::api::admin::roles_json(&roles)).expect("serializes"));
+            } else {
+                outln!("{:<20}  permissions", "role");
+                for (role, perms) in roles.table() {
+                    outln!("{:<20}  {}", role.to_string(), perms);
+                }
+            }
         }
         Admin::Log(LogCmd::Rotate { dir, log, url, token }) => {
             let report = match (url, token) {

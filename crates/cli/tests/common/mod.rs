@@ -88,7 +88,7 @@ impl Reply {
     }
 }
 
-fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Reply, ureq::Error> {
+pub fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Reply, ureq::Error> {
     let mut r = r?;
     let headers = r
         .headers()

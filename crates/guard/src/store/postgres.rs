@@ -18,7 +18,8 @@ use tokio_postgres::Client;
 
 use super::{now, BanRecord, StoreError, TokenRecord};
 use crate::client::ClientKey;
-use crate::token::{self, NewToken, Role};
+use crate::roles::Role;
+use crate::token::{self, NewToken};
 
 pub struct PgStore {
     runtime: Option<tokio::runtime::Runtime>,
@@ -93,14 +94,14 @@ impl PgStore {
         let name = name.map_or_else(|| format!("token-{}", new.id), str::to_string);
         let created = now();
         let expires = ttl_secs.map(|t| created.saturating_add(t));
-        let (id, hash, n) = (new.id.to_string(), new.hash.to_vec(), name.clone());
+        let (id, hash, n, r) = (new.id.to_string(), new.hash.to_vec(), name.clone(), role.name().to_string());
         let inserted = self.block(move |c| async move {
             let tx_sql = "WITH ins AS (INSERT INTO guard_tokens (id, name, role, hash, created, expires) \
                           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1) \
                           UPDATE guard_meta SET version = version + (SELECT COUNT(*) FROM ins) WHERE id = 1 \
                           RETURNING (SELECT COUNT(*) FROM ins)";
             let row = c
-                .query_one(tx_sql, &[&id, &n, &role.name(), &hash, &(created as i64), &expires.map(|e| e as i64)])
+                .query_one(tx_sql, &[&id, &n, &r, &hash, &(created as i64), &expires.map(|e| e as i64)])
                 .await
                 .map_err(pg)?;
             Ok(row.try_get::<_, i64>(0).map_err(pg)? == 1)

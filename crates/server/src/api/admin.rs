@@ -1,5 +1,5 @@
-//! `/api/admin/…`: operator views. The router puts these behind the admin role always
-//! (`signet_guard::authn::Scope::Admin`); handlers can assume an admin caller.
+//! `/api/admin/…`: operator views. The router puts these behind their `admin.*` permission
+//! always (`signet_guard::authn::Scope::Admin`); handlers can assume an allowed caller.
 
 use std::sync::Arc;
 
@@ -16,6 +16,21 @@ use crate::state::AppState;
 /// token; never a token or its hash.
 pub async fn tokens(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"tokens": state.guard.tokens()}))
+}
+
+/// `GET /api/admin/roles`: the role table in force, each role with the permissions it grants.
+pub async fn roles(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(roles_json(&state.guard.roles()))
+}
+
+/// The role table as `signet admin roles --json` and `GET /api/admin/roles` show it.
+pub fn roles_json(roles: &signet_guard::Roles) -> Value {
+    let table: Vec<Value> = roles
+        .table()
+        .into_iter()
+        .map(|(role, perms)| json!({"role": role.name(), "permissions": perms.iter().map(|p| p.name()).collect::<Vec<_>>()}))
+        .collect();
+    json!({"roles": table})
 }
 
 /// `POST /api/admin/log/rotate` with `{"log": "rekor-v1"}`: rotates the log online (see

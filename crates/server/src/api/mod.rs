@@ -25,46 +25,101 @@ pub mod tsa;
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use axum::routing::{get, post};
+use std::collections::HashMap;
+
+use axum::http::{Method, StatusCode};
+use axum::routing::MethodRouter;
 use axum::Router;
+use signet_guard::permission::Permission::{self, *};
+use signet_guard::Needs;
 
 use crate::state::AppState;
 use error::ApiError;
+
+/// Every route: its path, and for each method the handler and the one permission it needs
+/// (docs/guard.md). The router is built from this list and the guard's route table is read
+/// from it, so a route cannot exist without declaring what it needs.
+macro_rules! routes {
+    ($($path:literal => { $($method:ident $handler:path => $needs:expr),+ $(,)? })+) => {
+        /// (method, path template, what it needs) for every route.
+        pub fn route_list() -> Vec<(Method, &'static str, Needs)> {
+            vec![$($((method_named(stringify!($method)), $path, $needs)),+),+]
+        }
+
+        fn with_routes(mut app: Router<Arc<AppState>>, admin: &signet_guard::AuthnLayer) -> Router<Arc<AppState>> {
+            $(
+                let methods = MethodRouter::new()$(.$method($handler))+;
+                // Admin routes check their permission whatever `[guard]` says.
+                let methods = if $path.starts_with("/api/admin/") { methods.layer(admin.clone()) } else { methods };
+                app = app.route($path, methods);
+            )+
+            app
+        }
+    };
+}
+
+routes! {
+    "/api/admin/tokens" => { get admin::tokens => Perm(AdminTokens) }
+    "/api/admin/roles" => { get admin::roles => Perm(AdminTokens) }
+    "/api/admin/log/rotate" => { post admin::rotate_log => Perm(AdminLog) }
+    "/healthz" => { get ops::healthz => Needs::Open }
+    "/readyz" => { get ready::readyz => Needs::Open }
+    "/metrics" => { get ops::metrics => Perm(Read) }
+    "/oidc/.well-known/openid-configuration" => { get ops::oidc_discovery => Perm(Read) }
+    "/oidc/jwks" => { get ops::oidc_jwks => Perm(Read) }
+    "/api/v2/signingCert" => { post fulcio::signing_cert => Perm(CertIssue) }
+    "/api/v2/trustBundle" => { get fulcio::trust_bundle => Perm(Read) }
+    "/api/v2/configuration" => { get fulcio::configuration => Perm(Read) }
+    "/trust/{name}" => { get trust::document => Perm(Read) }
+    "/ct/v1/get-sth" => { get ct::get_sth => Perm(Read) }
+    "/ct/v1/get-sth-consistency" => { get ct::get_sth_consistency => Perm(Read) }
+    "/ct/v1/get-proof-by-hash" => { get ct::get_proof_by_hash => Perm(Read) }
+    "/ct/v1/get-entries" => { get ct::get_entries => Perm(Read) }
+    "/api/v1/timestamp" => { post tsa::timestamp => Perm(TsaStamp) }
+    "/api/v1/timestamp/certchain" => { get tsa::certchain => Perm(Read) }
+    "/api/v1/log" => { get rekor_v1::log_info => Perm(Read) }
+    "/api/v1/log/publicKey" => { get rekor_v1::public_key => Perm(Read) }
+    "/api/v1/log/proof" => { get rekor_v1::consistency_proof => Perm(Read) }
+    "/api/v1/log/entries" => { post rekor_v1::create_entry => Perm(LogAppend), get rekor_v1::get_entry_by_index => Perm(Read) }
+    // Searches are POSTs that write nothing.
+    "/api/v1/log/entries/retrieve" => { post rekor_v1::retrieve_entries => Perm(Read) }
+    "/api/v1/log/entries/{uuid}" => { get rekor_v1::get_entry_by_uuid => Perm(Read) }
+    "/api/v1/index/retrieve" => { post rekor_v1::search_index => Perm(Read) }
+    "/api/v2/log/entries" => { post rekor_v2::create_entry => Perm(LogAppend) }
+    "/api/v2/checkpoint" => { get rekor_v2::checkpoint => Perm(Read) }
+    "/api/v2/tile/{*path}" => { get rekor_v2::tile => Perm(Read) }
+}
+
+#[allow(non_snake_case)]
+fn Perm(p: Permission) -> Needs {
+    Needs::Permission(p)
+}
+
+fn method_named(name: &str) -> Method {
+    Method::from_bytes(name.to_ascii_uppercase().as_bytes()).unwrap_or(Method::GET)
+}
+
+/// What the route matched as `(method, template)` needs: the guard's [`signet_guard::RouteTable`].
+/// A lookup in a table made once, that allocates nothing.
+pub fn route_needs(method: &Method, template: &str) -> Option<Needs> {
+    static TABLE: std::sync::LazyLock<HashMap<(Method, &'static str), Needs>> =
+        std::sync::LazyLock::new(|| route_list().into_iter().map(|(m, p, n)| ((m, p), n)).collect());
+    // HEAD is answered by the GET route; no route takes another method (and cloning a
+    // method that is not a standard one would allocate).
+    let method = match *method {
+        Method::GET | Method::HEAD => Method::GET,
+        Method::POST => Method::POST,
+        _ => return None,
+    };
+    TABLE.get(&(method, template)).copied()
+}
 
 pub fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
     let guard = state.guard.clone();
     let (audit, audit_guard) = (state.audit.clone(), state.guard.clone());
-    let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin);
-    let mut app = Router::new()
-        .route("/api/admin/tokens", get(admin::tokens).layer(admin_only.clone()))
-        .route("/api/admin/log/rotate", post(admin::rotate_log).layer(admin_only))
-        .route("/healthz", get(ops::healthz))
-        .route("/metrics", get(ops::metrics))
-        .route("/readyz", get(ready::readyz))
-        .route("/oidc/.well-known/openid-configuration", get(ops::oidc_discovery))
-        .route("/oidc/jwks", get(ops::oidc_jwks))
-        .route("/api/v2/signingCert", post(fulcio::signing_cert))
-        .route("/api/v2/trustBundle", get(fulcio::trust_bundle))
-        .route("/api/v2/configuration", get(fulcio::configuration))
-        .route("/trust/{name}", get(trust::document))
-        .route("/ct/v1/get-sth", get(ct::get_sth))
-        .route("/ct/v1/get-sth-consistency", get(ct::get_sth_consistency))
-        .route("/ct/v1/get-proof-by-hash", get(ct::get_proof_by_hash))
-        .route("/ct/v1/get-entries", get(ct::get_entries))
-        .route("/api/v1/timestamp", post(tsa::timestamp))
-        .route("/api/v1/timestamp/certchain", get(tsa::certchain))
-        .route("/api/v1/log", get(rekor_v1::log_info))
-        .route("/api/v1/log/publicKey", get(rekor_v1::public_key))
-        .route("/api/v1/log/proof", get(rekor_v1::consistency_proof))
-        .route("/api/v1/log/entries", post(rekor_v1::create_entry).get(rekor_v1::get_entry_by_index))
-        .route("/api/v1/log/entries/retrieve", post(rekor_v1::retrieve_entries))
-        .route("/api/v1/log/entries/{uuid}", get(rekor_v1::get_entry_by_uuid))
-        .route("/api/v1/index/retrieve", post(rekor_v1::search_index))
-        .route("/api/v2/log/entries", post(rekor_v2::create_entry))
-        .route("/api/v2/checkpoint", get(rekor_v2::checkpoint))
-        .route("/api/v2/tile/{*path}", get(rekor_v2::tile))
+    let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin, route_needs);
+    let mut app = with_routes(Router::new(), &admin_only)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
@@ -75,7 +130,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     if guard.config.active() {
         app = app
             .layer(signet_guard::RateLimitLayer::new(guard.clone()))
-            .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public));
+            .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public, route_needs));
     }
     // Inside the metrics and audit layers, so that a panic's 500 is counted and audited too.
     app = app.layer(crate::panic::layer(metrics.clone()));

@@ -1,0 +1,210 @@
+//! Permissions on a real server: every route of the router, with each built-in role, a custom
+//! role and no token, gets exactly what the role table says, and each request is audited.
+//! The route list is the router's own (`signet_server::api::route_list`), so a new route is
+//! in this matrix from the moment it exists.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{agent, reply, Reply, Server};
+use signet_guard::{Needs, Permission, Role, Roles};
+
+fn admin(data: &Path, config: &Path, args: &[&str]) -> String {
+    let mut all = vec!["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--config", config.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(&all).output().unwrap();
+    assert!(out.status.success(), "signet {all:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A concrete path for a route template.
+fn concrete(template: &str) -> String {
+    template.replace("{name}", "trusted_root.json").replace("{uuid}", &"0".repeat(64)).replace("{*path}", "0/000")
+}
+
+fn send(a: &ureq::Agent, method: &http::Method, url: &str, token: Option<&str>) -> Reply {
+    let with_token = |r: ureq::RequestBuilder<ureq::typestate::WithoutBody>| match token {
+        Some(t) => r.header("authorization", &format!("Bearer {t}")),
+        None => r,
+    };
+    let sent = match method.as_str() {
+        "GET" => with_token(a.get(url)).call(),
+        "POST" => {
+            let r = a.post(url).header("content-type", "application/json");
+            let r = match token {
+                Some(t) => r.header("authorization", &format!("Bearer {t}")),
+                None => r,
+            };
+            r.send(b"{}".as_slice())
+        }
+        other => panic!("a route with method {other}: add it to this test"),
+    };
+    reply(sent).unwrap()
+}
+
+/// Whether the guard refused: its 401 asks for a token, its 403 names the permission.
+fn refused_by_guard(r: &Reply) -> bool {
+    let text = r.text();
+    (r.status == 401 && text.contains("needs an API token")) || (r.status == 403 && text.contains("needs permission"))
+}
+
+#[test]
+fn every_route_allows_exactly_the_principals_whose_role_grants_its_permission() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(
+        &config,
+        "[guard.auth]\nrequire = \"all\"\n[guard.audit]\nenabled = true\n[guard.roles]\nappender = [\"log.append\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let roles = Roles::with_custom(&[("appender".to_string(), vec!["log.append".to_string()])].into()).unwrap();
+    let mut principals: Vec<(String, Option<String>, Option<Role>)> = vec![("anonymous".into(), None, None)];
+    for role in ["admin", "signer", "reader", "auditor", "appender"] {
+        let token = admin(&data, &config, &["--role", role, "--name", role]);
+        principals.push((role.to_string(), Some(token), Some(role.parse().unwrap())));
+    }
+    let a = agent();
+    // Tokens made while the server runs reach it on its next store poll: wait for the last.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while send(&a, &http::Method::GET, &format!("{}/api/v1/log", server.url), principals[5].1.as_deref()).status == 401 {
+        assert!(Instant::now() < deadline, "the last token never became valid");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let routes = signet_server::api::route_list();
+    assert!(routes.len() >= 28, "the router's list: {routes:?}");
+    let mut sent = 0;
+    for (method, template, needs) in &routes {
+        let url = format!("{}{}", server.url, concrete(template));
+        for (who, token, role) in &principals {
+            let r = send(&a, method, &url, token.as_deref());
+            sent += 1;
+            let allowed = match (needs, role) {
+                (Needs::Open, _) => true,
+                (Needs::Permission(_), None) => false,
+                (Needs::Permission(p), Some(role)) => roles.permissions(role).contains(*p),
+            };
+            assert_eq!(!refused_by_guard(&r), allowed, "{method} {template} as {who}: {} {}", r.status, r.text());
+            assert!(r.status != 500, "{method} {template} as {who}: {}", r.text());
+        }
+    }
+    // Spot checks of the table itself, against the issue's words.
+    let needs = |m: &str, t: &str| routes.iter().find(|(rm, rt, _)| rm.as_str() == m && *rt == t).map(|r| r.2);
+    assert_eq!(needs("POST", "/api/v1/log/entries"), Some(Needs::Permission(Permission::LogAppend)));
+    assert_eq!(needs("POST", "/api/v1/index/retrieve"), Some(Needs::Permission(Permission::Read)), "a search writes nothing");
+    assert_eq!(needs("POST", "/api/v2/signingCert"), Some(Needs::Permission(Permission::CertIssue)));
+    assert_eq!(needs("POST", "/api/v1/timestamp"), Some(Needs::Permission(Permission::TsaStamp)));
+    assert_eq!(needs("GET", "/healthz"), Some(Needs::Open));
+
+    // Every request of the matrix is in the audit log, refusals included (written in batches
+    // behind the answers).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+        let recorded: i64 = conn.query_row("SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM audit", [], |r| r.get(0)).unwrap();
+        if recorded as usize >= sent {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{recorded} audit records for {sent} requests");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(server);
+}
+
+#[test]
+fn a_changed_role_table_takes_effect_on_sighup_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    let write = |perms: &str| std::fs::write(&config, format!("[guard.auth]\nrequire = \"all\"\n[guard.roles]\nbot = [{perms}]\n")).unwrap();
+    write("\"read\"");
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let token = admin(&data, &config, &["--role", "bot"]);
+    let a = agent();
+    let (read, append) = (format!("{}/api/v1/log", server.url), format!("{}/api/v2/log/entries", server.url));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while send(&a, &http::Method::GET, &read, Some(&token)).status != 200 {
+        assert!(Instant::now() < deadline, "the token never became valid");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = send(&a, &http::Method::POST, &append, Some(&token));
+    assert_eq!(r.status, 403);
+    assert!(r.text().contains("needs permission log.append") && r.text().contains("role bot grants: read"), "{}", r.text());
+
+    // A table that does not parse changes nothing.
+    write("\"log.write\"");
+    let hup = |pid: u32| assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    hup(server.child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(send(&a, &http::Method::GET, &read, Some(&token)).status, 200, "still running, same table");
+    assert_eq!(send(&a, &http::Method::POST, &append, Some(&token)).status, 403);
+
+    write("\"read\", \"log.append\"");
+    hup(server.child.id());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = send(&a, &http::Method::POST, &append, Some(&token));
+        if !refused_by_guard(&r) {
+            // Past the guard, the handler judges the body (`{}` is no entry).
+            assert_eq!(r.status, 400, "{}", r.text());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new table never took effect: {}", r.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Dropping the role: the token still authenticates, and grants nothing.
+    std::fs::write(&config, "[guard.auth]\nrequire = \"all\"\n").unwrap();
+    hup(server.child.id());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = send(&a, &http::Method::GET, &read, Some(&token));
+        if r.status == 403 {
+            assert!(r.text().contains("role bot is not defined here"), "{}", r.text());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the role was never dropped");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn admin_roles_prints_the_table_and_token_create_refuses_undefined_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.roles]\nrelease-bot = [\"read\", \"log.append\"]\n").unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap();
+
+    let out = run(&["admin", "roles", "--config", config.to_str().unwrap()]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    for line in ["admin", "auditor               read audit.read", "release-bot           read log.append", "signer                read log.append cert.issue tsa.stamp"] {
+        assert!(table.contains(line), "{line:?} in\n{table}");
+    }
+    let out = run(&["admin", "roles", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["roles"].as_array().unwrap().len(), 4, "built-ins only without --config");
+
+    let d = data.to_str().unwrap();
+    let out = run(&["admin", "token", "create", "--data-dir", d, "--role", "release-bot"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"release-bot\" is not defined") && err.contains("--config"), "{err}");
+    let out = run(&["admin", "token", "create", "--data-dir", d, "--role", "release-bot", "--config", config.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("role release-bot: read log.append"));
+    let out = run(&["admin", "token", "create", "--data-dir", d, "--role", "Root!"]);
+    assert_eq!(out.status.code(), Some(2), "a malformed role name is a usage error");
+
+    std::fs::write(&config, "[guard.roles]\nadmin = [\"read\"]\n").unwrap();
+    let out = run(&["admin", "roles", "--config", config.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built-in role and cannot be redefined"));
+}
