@@ -155,6 +155,41 @@ fn tokens_authenticate_by_role_and_revocation_reaches_the_running_server() {
 }
 
 #[test]
+fn tokens_expire_in_a_day_by_default_and_rotate_to_a_new_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "[guard.auth]\nrequire = \"all\"\n");
+    let data = dir.path().join("data");
+    let a = agent();
+    let url = format!("{}/api/v1/log", server.url);
+    let old = admin(&data, &["token", "create", "--role", "reader", "--name", "ci"]).trim().to_string();
+    let forever = admin(&data, &["token", "create", "--role", "reader", "--name", "svc", "--no-expiry"]).trim().to_string();
+    let listed: serde_json::Value = serde_json::from_str(&admin(&data, &["token", "list", "--json"])).unwrap();
+    let expires = |name: &str| listed.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap()["expires"].clone();
+    let (created, ci_expires) = (listed[0]["created"].as_u64().unwrap(), expires("ci").as_u64().unwrap());
+    assert_eq!(ci_expires - created, 86_400, "a day by default");
+    assert!(expires("svc").is_null(), "--no-expiry");
+    eventually("the token is accepted", || get_bearer(&a, &url, &old).unwrap().status == 200);
+    assert_eq!(get_bearer(&a, &url, &forever).unwrap().status, 200);
+
+    let new = admin(&data, &["token", "rotate", "ci", "--ttl", "600"]).trim().to_string();
+    assert!(new.starts_with(&old[..21]) && new != old, "same id, new secret: {new}");
+    eventually("the old secret is refused", || get_bearer(&a, &url, &old).unwrap().status == 401);
+    assert_eq!(get_bearer(&a, &url, &new).unwrap().status, 200);
+    let listed: serde_json::Value = serde_json::from_str(&admin(&data, &["token", "list", "--json"])).unwrap();
+    let ci = listed.as_array().unwrap().iter().find(|t| t["name"] == "ci").unwrap().clone();
+    let left = ci["expires"].as_u64().unwrap().saturating_sub(signet_guard::store::now());
+    assert!((590..=600).contains(&left), "a new expiry: {ci}");
+
+    admin(&data, &["token", "revoke", "ci"]);
+    let (ok, _, err) = signet(&["admin", "token", "rotate", "--data-dir", data.to_str().unwrap(), "ci"]);
+    assert!(!ok && err.contains("is revoked"), "{err}");
+    let (ok, _, err) = signet(&["admin", "token", "rotate", "--data-dir", data.to_str().unwrap(), "nobody"]);
+    assert!(!ok && err.contains("no token named"), "{err}");
+    let (ok, _, err) = signet(&["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--role", "reader", "--ttl", "0"]);
+    assert!(!ok && err.contains("--ttl must be at least 1 second"), "{err}");
+}
+
+#[test]
 fn off_by_default_yet_admin_routes_need_an_admin_token() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);

@@ -420,8 +420,16 @@ fn tokens_in_the_database_work_on_every_instance_and_revocation_reaches_all() {
         let file = dir.path().join(d).join("guard.sqlite");
         assert!(!file.exists(), "{} exists beside a PostgreSQL store", file.display());
     }
+    // A rotation: the new secret works on both, the old one on neither.
+    let rotated = admin(&["token", "rotate", "shared"]);
+    let status_of = |url: &str, t: &str| get_bearer(&agent, &format!("{url}/api/v1/log"), t).unwrap().status;
+    wait_for("both instances take the rotated token and refuse the old one", &|| {
+        [&a.url, &b.url].iter().all(|u| status_of(u, &rotated) == 200 && status_of(u, &token) == 401)
+    });
     admin(&["token", "revoke", "shared"]);
-    wait_for("both instances refuse the revoked token", &|| status(&a.url) == 401 && status(&b.url) == 401);
+    wait_for("both instances refuse the revoked token", &|| status_of(&a.url, &rotated) == 401 && status_of(&b.url, &rotated) == 401);
+    let out = signet(&["admin", "token", "rotate", "--storage", db.as_str(), "shared"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is revoked"), "{out:?}");
 }
 
 /// Runs one query on `url` from a thread of its own and returns the first column of its

@@ -29,6 +29,8 @@ pub enum StoreError {
     NameTaken(String),
     #[error("no token named or with id {0:?}")]
     NoSuchToken(String),
+    #[error("token {0:?} is revoked; create a new one instead")]
+    Revoked(String),
     #[error("{0}")]
     Config(String),
     #[error("guard store on PostgreSQL: {0}")]
@@ -84,6 +86,13 @@ impl Store {
     /// Revokes the token with this name or id. Its record stays, marked, for `list`.
     pub fn revoke(&self, name_or_id: &str) -> Result<TokenRecord, StoreError> {
         each!(self, s => s.revoke(name_or_id))
+    }
+
+    /// Gives the token with this name or id a new secret and a new expiry (`ttl_secs` from
+    /// now; `None`: never). Same id, name and role; the old secret stops working at once.
+    /// A revoked token cannot be rotated.
+    pub fn rotate(&self, name_or_id: &str, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+        each!(self, s => s.rotate(name_or_id, ttl_secs))
     }
 
     /// Bans still in force.
@@ -263,6 +272,28 @@ impl SqliteStore {
             .map_err(|e| self.err(e))?;
         let all = self.tokens()?;
         all.into_iter().find(|t| t.id.to_string() == id).ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))
+    }
+
+    pub fn rotate(&self, name_or_id: &str, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+        let found: Option<(String, Option<i64>)> = self
+            .conn
+            .query_row("SELECT id, revoked FROM tokens WHERE name = ?1 OR id = ?1", [name_or_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let (id, revoked) = found.ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))?;
+        if revoked.is_some() {
+            return Err(StoreError::Revoked(name_or_id.into()));
+        }
+        let new = token::with_new_secret(id.parse().map_err(|e| self.corrupt(e))?);
+        let expires = ttl_secs.map(|t| now().saturating_add(t));
+        self.conn
+            .execute(
+                "UPDATE tokens SET hash = ?2, expires = ?3 WHERE id = ?1 AND revoked IS NULL",
+                params![id, &new.hash[..], expires.map(|e| e as i64)],
+            )
+            .map_err(|e| self.err(e))?;
+        let record = self.tokens()?.into_iter().find(|t| t.id == new.id).ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))?;
+        Ok((new, record))
     }
 
     /// Bans still in force.

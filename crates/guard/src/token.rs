@@ -55,12 +55,16 @@ pub struct NewToken {
 /// a request; a system RNG that fails is not something to issue a token without.
 #[allow(clippy::expect_used)]
 pub fn generate() -> NewToken {
-    let rng = SystemRandom::new();
     let mut id = [0u8; 8];
+    SystemRandom::new().fill(&mut id).expect("system RNG");
+    with_new_secret(TokenId(id))
+}
+
+/// A new secret for token `id` (its rotation): the old secret stops matching.
+#[allow(clippy::expect_used)]
+pub fn with_new_secret(id: TokenId) -> NewToken {
     let mut secret = [0u8; 32];
-    rng.fill(&mut id).expect("system RNG");
-    rng.fill(&mut secret).expect("system RNG");
-    let id = TokenId(id);
+    SystemRandom::new().fill(&mut secret).expect("system RNG");
     let plaintext = format!("{PREFIX}{id}_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret));
     let hash = hash(&plaintext);
     NewToken { id, plaintext, hash }
@@ -104,5 +108,8 @@ mod tests {
         assert!(!matches(&forged, &t.hash));
         assert_eq!(claimed_id("eyJhbGciOi.x.y"), None, "an OIDC JWT is not a signet token");
         assert_ne!(generate().plaintext, t.plaintext);
+        let rotated = with_new_secret(t.id);
+        assert_eq!(claimed_id(&rotated.plaintext), Some(t.id));
+        assert!(!matches(&t.plaintext, &rotated.hash) && matches(&rotated.plaintext, &rotated.hash));
     }
 }

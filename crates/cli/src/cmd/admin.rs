@@ -79,12 +79,21 @@ pub enum TokenCmd {
         /// The server's config file: the role is checked against its `[guard.roles]`.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Lifetime in seconds (default: no expiry).
-        #[arg(long)]
-        ttl: Option<u64>,
+        #[command(flatten)]
+        life: Lifetime,
         /// A unique name to list and revoke it by (default: token-<id>).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Give a token a new secret and a new expiry; print the new token alone on stdout. Same
+    /// id, name and role; the old secret stops working on every server within a moment.
+    Rotate {
+        #[command(flatten)]
+        dir: DataDir,
+        /// The token's name or id.
+        token: String,
+        #[command(flatten)]
+        life: Lifetime,
     },
     /// List tokens: id, name, role, expiry, revocation. Never the tokens themselves.
     List {
@@ -101,6 +110,27 @@ pub enum TokenCmd {
         /// The token's name or id.
         token: String,
     },
+}
+
+/// How long a token lives.
+#[derive(clap::Args)]
+pub struct Lifetime {
+    /// Lifetime in seconds, from now.
+    #[arg(long, default_value_t = 86_400, conflicts_with = "no_expiry")]
+    ttl: u64,
+    /// Never expire (a token for a long-lived service; rotate it now and then).
+    #[arg(long)]
+    no_expiry: bool,
+}
+
+impl Lifetime {
+    fn ttl(&self) -> Result<Option<u64>, String> {
+        match (self.no_expiry, self.ttl) {
+            (true, _) => Ok(None),
+            (false, 0) => Err("--ttl must be at least 1 second (or --no-expiry)".into()),
+            (false, t) => Ok(Some(t)),
+        }
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -177,11 +207,14 @@ fn relative(t: u64) -> String {
 
 fn execute(cmd: Admin) -> Result<ExitCode, String> {
     match cmd {
-        Admin::Token(TokenCmd::Create { dir, role, config, ttl, name }) => {
-            if ttl == Some(0) {
-                errln!("signet admin: --ttl must be at least 1 second");
-                return Ok(ExitCode::from(2));
-            }
+        Admin::Token(TokenCmd::Create { dir, role, config, life, name }) => {
+            let ttl = match life.ttl() {
+                Ok(t) => t,
+                Err(e) => {
+                    errln!("signet admin: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             let roles = role_table(config.as_deref())?;
             if !roles.defines(&role) {
                 let names: Vec<String> = roles.table().into_iter().map(|(r, _)| r.to_string()).collect();
@@ -209,6 +242,24 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                     outln!("{:<16}  {:<20}  {:<6}  {:<28}  {}", t.id, t.name, t.role, when(t.expires, "never"), when(t.revoked, "no"));
                 }
             }
+        }
+        Admin::Token(TokenCmd::Rotate { dir, token, life }) => {
+            let ttl = match life.ttl() {
+                Ok(t) => t,
+                Err(e) => {
+                    errln!("signet admin: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let (new, record) = open(&dir)?.rotate(&token, ttl).map_err(|e| e.to_string())?;
+            outln!("{}", new.plaintext);
+            errln!(
+                "rotated token {} ({}, role {}), expires {}; the old secret no longer works. The new one is shown only this once",
+                record.name,
+                record.id,
+                record.role,
+                when(record.expires, "never")
+            );
         }
         Admin::Token(TokenCmd::Revoke { dir, token }) => {
             let t = open(&dir)?.revoke(&token).map_err(|e| e.to_string())?;

@@ -150,6 +150,32 @@ impl PgStore {
         self.tokens()?.into_iter().find(|t| t.id.to_string() == id).ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))
     }
 
+    pub fn rotate(&self, name_or_id: &str, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+        let key = name_or_id.to_string();
+        let found: Option<(String, Option<i64>)> = self.block(move |c| async move {
+            let row = c.query_opt("SELECT id, revoked FROM guard_tokens WHERE name = $1 OR id = $1", &[&key]).await.map_err(pg)?;
+            row.map(|r| Ok((r.try_get(0).map_err(pg)?, r.try_get(1).map_err(pg)?))).transpose()
+        })?;
+        let (id, revoked) = found.ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))?;
+        if revoked.is_some() {
+            return Err(StoreError::Revoked(name_or_id.into()));
+        }
+        let new = token::with_new_secret(id.parse().map_err(|what| StoreError::Corrupt { path: "PostgreSQL guard_tokens".into(), what })?);
+        let (hash, expires) = (new.hash.to_vec(), ttl_secs.map(|t| now().saturating_add(t) as i64));
+        let updated = self.block(move |c| async move {
+            // The version moves with the change, so every instance rereads the tokens.
+            let sql = "WITH u AS (UPDATE guard_tokens SET hash = $2, expires = $3 WHERE id = $1 AND revoked IS NULL RETURNING 1) \
+                       UPDATE guard_meta SET version = version + (SELECT COUNT(*) FROM u) WHERE id = 1 RETURNING (SELECT COUNT(*) FROM u)";
+            let row = c.query_one(sql, &[&id, &hash, &expires]).await.map_err(pg)?;
+            Ok(row.try_get::<_, i64>(0).map_err(pg)? == 1)
+        })?;
+        if !updated {
+            return Err(StoreError::Revoked(name_or_id.into()));
+        }
+        let record = self.tokens()?.into_iter().find(|t| t.id == new.id).ok_or_else(|| StoreError::NoSuchToken(name_or_id.into()))?;
+        Ok((new, record))
+    }
+
     pub fn bans(&self) -> Result<Vec<BanRecord>, StoreError> {
         let rows = self.block(|c| async move {
             c.query("SELECT client, reason, since, until FROM guard_bans WHERE until > $1 ORDER BY since, client", &[&(now() as i64)])
