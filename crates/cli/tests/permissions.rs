@@ -208,3 +208,37 @@ fn admin_roles_prints_the_table_and_token_create_refuses_undefined_roles() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("built-in role and cannot be redefined"));
 }
+
+#[test]
+fn anonymous_callers_get_what_require_says_and_a_token_never_narrows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    let a = agent();
+    for (require, anonymous_may_append) in [("writes", false), ("none", true)] {
+        std::fs::write(&config, format!("[guard.auth]\nrequire = \"{require}\"\n[guard.rate_limit]\nenabled = true\n")).unwrap();
+        let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+        let reader = admin(&data, &config, &["--role", "reader"]);
+        let (read, search, append) = (
+            format!("{}/api/v1/log", server.url),
+            format!("{}/api/v1/index/retrieve", server.url),
+            format!("{}/api/v2/log/entries", server.url),
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while send(&a, &http::Method::GET, &read, Some(&reader)).status == 401 {
+            assert!(Instant::now() < deadline, "the token never became valid");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(send(&a, &http::Method::GET, &read, None).status, 200, "{require}: anonymous reads");
+        assert!(!refused_by_guard(&send(&a, &http::Method::POST, &search, None)), "{require}: a search is a read");
+        let anonymous = send(&a, &http::Method::POST, &append, None);
+        assert_eq!(!refused_by_guard(&anonymous), anonymous_may_append, "{require}: {}", anonymous.text());
+        let with_reader = send(&a, &http::Method::POST, &append, Some(&reader));
+        assert_eq!(!refused_by_guard(&with_reader), anonymous_may_append, "{require}, reader token: {}", with_reader.text());
+        if !anonymous_may_append {
+            assert_eq!(anonymous.status, 401);
+            assert!(with_reader.text().contains("needs permission log.append; this token"), "{}", with_reader.text());
+        }
+        drop(server);
+    }
+}

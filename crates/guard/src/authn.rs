@@ -147,10 +147,11 @@ impl<S> Authn<S> {
                 return Err(refuse(StatusCode::FORBIDDEN, "permission_denied", &format!("{path} declares no permission"), None));
             }
         };
-        let who = request.extensions().get::<Identity>();
-        if who.is_none() && self.anonymous_may(needed) {
+        // What anyone may do, a token holder may too: a token never narrows access.
+        if self.anonymous_may(needed) {
             return Ok(());
         }
+        let who = request.extensions().get::<Identity>();
         match who {
             None => Err(refuse(
                 StatusCode::UNAUTHORIZED,
