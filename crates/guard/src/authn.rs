@@ -144,7 +144,8 @@ impl<S> Authn<S> {
             // No route: the router answers 404 or 405. An admin route always has an entry.
             None if self.scope == Scope::Public => return Ok(()),
             None => {
-                return Err(refuse(StatusCode::FORBIDDEN, "permission_denied", &format!("{path} declares no permission"), None));
+                let message = format!("{} {path} is not an admin route that declares a permission", request.method());
+                return Err(refuse(StatusCode::FORBIDDEN, "permission_denied", &message, None));
             }
         };
         // What anyone may do, a token holder may too: a token never narrows access.

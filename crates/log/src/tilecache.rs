@@ -45,7 +45,7 @@ impl Expanded {
         let mut levels: [Vec<Hash>; 8] = Default::default();
         let mut rest = bytes;
         for (s, level) in levels.iter_mut().enumerate() {
-            let (this, next) = rest.split_at((TILE_WIDTH as usize >> s) * 32);
+            let (this, next) = rest.split_at_checked((TILE_WIDTH as usize >> s) * 32)?;
             *level = this.chunks_exact(32).filter_map(|c| c.try_into().ok()).collect();
             rest = next;
         }

@@ -124,11 +124,15 @@ pub struct Lifetime {
 }
 
 impl Lifetime {
-    fn ttl(&self) -> Result<Option<u64>, String> {
+    /// The lifetime (`Some(None)`: no expiry), or `None` after printing why it is not valid.
+    fn ttl_or_say_why(&self) -> Option<Option<u64>> {
         match (self.no_expiry, self.ttl) {
-            (true, _) => Ok(None),
-            (false, 0) => Err("--ttl must be at least 1 second (or --no-expiry)".into()),
-            (false, t) => Ok(Some(t)),
+            (true, _) => Some(None),
+            (false, 0) => {
+                errln!("signet admin: --ttl must be at least 1 second (or --no-expiry)");
+                None
+            }
+            (false, t) => Some(Some(t)),
         }
     }
 }
@@ -208,13 +212,7 @@ fn relative(t: u64) -> String {
 fn execute(cmd: Admin) -> Result<ExitCode, String> {
     match cmd {
         Admin::Token(TokenCmd::Create { dir, role, config, life, name }) => {
-            let ttl = match life.ttl() {
-                Ok(t) => t,
-                Err(e) => {
-                    errln!("signet admin: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
+            let Some(ttl) = life.ttl_or_say_why() else { return Ok(ExitCode::from(2)) };
             let roles = role_table(config.as_deref())?;
             if !roles.defines(&role) {
                 let names: Vec<String> = roles.table().into_iter().map(|(r, _)| r.to_string()).collect();
@@ -244,13 +242,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             }
         }
         Admin::Token(TokenCmd::Rotate { dir, token, life }) => {
-            let ttl = match life.ttl() {
-                Ok(t) => t,
-                Err(e) => {
-                    errln!("signet admin: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
+            let Some(ttl) = life.ttl_or_say_why() else { return Ok(ExitCode::from(2)) };
             let (new, record) = open(&dir)?.rotate(&token, ttl).map_err(|e| e.to_string())?;
             outln!("{}", new.plaintext);
             errln!(

@@ -95,6 +95,15 @@ fn Perm(p: Permission) -> Needs {
     Needs::Permission(p)
 }
 
+/// The name of a method a `MethodRouter` can route (the standard ones), as a `'static` str.
+fn standard_name(m: &Method) -> &'static str {
+    [Method::GET, Method::POST, Method::PUT, Method::DELETE, Method::PATCH, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::CONNECT]
+        .into_iter()
+        .zip(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT"])
+        .find(|(s, _)| s == m)
+        .map_or("", |(_, name)| name)
+}
+
 fn method_named(name: &str) -> Method {
     Method::from_bytes(name.to_ascii_uppercase().as_bytes()).unwrap_or(Method::GET)
 }
@@ -102,16 +111,13 @@ fn method_named(name: &str) -> Method {
 /// What the route matched as `(method, template)` needs: the guard's [`signet_guard::RouteTable`].
 /// A lookup in a table made once, that allocates nothing.
 pub fn route_needs(method: &Method, template: &str) -> Option<Needs> {
-    static TABLE: std::sync::LazyLock<HashMap<(Method, &'static str), Needs>> =
-        std::sync::LazyLock::new(|| route_list().into_iter().map(|(m, p, n)| ((m, p), n)).collect());
-    // HEAD is answered by the GET route; no route takes another method (and cloning a
-    // method that is not a standard one would allocate).
-    let method = match *method {
-        Method::GET | Method::HEAD => Method::GET,
-        Method::POST => Method::POST,
-        _ => return None,
-    };
-    TABLE.get(&(method, template)).copied()
+    static TABLE: std::sync::LazyLock<HashMap<(&'static str, &'static str), Needs>> = std::sync::LazyLock::new(|| {
+        route_list().into_iter().map(|(m, p, n)| ((standard_name(&m), p), n)).collect()
+    });
+    // HEAD is answered by the GET route.
+    let method = if method == Method::HEAD { "GET" } else { method.as_str() };
+    let table: &HashMap<(&str, &str), Needs> = &TABLE;
+    table.get(&(method, template)).copied()
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
