@@ -45,6 +45,9 @@ pub enum IssueError {
     Csr(String),
     #[error("the token's identity cannot be certified: {0}")]
     Identity(String),
+    /// The caller's own limits refuse this identity (an API token's scope).
+    #[error("{0}")]
+    NotPermitted(String),
     #[error(transparent)]
     Ct(#[from] CtError),
     #[error(transparent)]
@@ -79,8 +82,19 @@ impl Issuer {
     }
 
     pub async fn issue(&self, token: &str, proof: KeyProof) -> Result<Issued, IssueError> {
+        self.issue_within(token, proof, |_| Ok(())).await
+    }
+
+    /// [`Issuer::issue`] for a caller limited to some identities: `permit` sees the verified
+    /// identity before anything is signed, and its `Err` refuses it with that message.
+    pub async fn issue_within(
+        &self,
+        token: &str,
+        proof: KeyProof,
+        permit: impl FnOnce(&Identity) -> Result<(), String> + Send + 'static,
+    ) -> Result<Issued, IssueError> {
         let (this, token) = (self.clone(), token.to_string());
-        let prepared = signet_core::cpu::run(move || this.prepare(&token, proof)).await??;
+        let prepared = signet_core::cpu::run(move || this.prepare(&token, proof, permit)).await??;
         let sct = self.ct.submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
         let this = self.clone();
         signet_core::cpu::run(move || -> Result<Issued, IssueError> {
@@ -94,9 +108,10 @@ impl Issuer {
     }
 
     /// Steps 1 to 3 up to the CT log: the checks, the TBS, and the signed precertificate.
-    fn prepare(&self, token: &str, proof: KeyProof) -> Result<ForCt, IssueError> {
+    fn prepare(&self, token: &str, proof: KeyProof, permit: impl FnOnce(&Identity) -> Result<(), String>) -> Result<ForCt, IssueError> {
         let identity = self.tokens.verify(token)?;
         crate::identity::certifiable(&identity).map_err(IssueError::Identity)?;
+        permit(&identity).map_err(IssueError::NotPermitted)?;
         let spki_der = match proof {
             KeyProof::PublicKey { pem: key_pem, proof_of_possession } => {
                 let block = pem::decode_first(key_pem.as_bytes()).map_err(|e| IssueError::Key(e.to_string()))?;

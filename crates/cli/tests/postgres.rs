@@ -430,6 +430,15 @@ fn tokens_in_the_database_work_on_every_instance_and_revocation_reaches_all() {
     wait_for("both instances refuse the revoked token", &|| status_of(&a.url, &rotated) == 401 && status_of(&b.url, &rotated) == 401);
     let out = signet(&["admin", "token", "rotate", "--storage", db.as_str(), "shared"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is revoked"), "{out:?}");
+    // A scope is stored with the token and binds on every instance.
+    let scoped = admin(&["token", "create", "--role", "reader", "--name", "elsewhere", "--network", "192.0.2.0/24"]);
+    assert!(admin(&["token", "list"]).contains("192.0.2.0/24"));
+    wait_for("both instances refuse the token outside its network", &|| {
+        [&a.url, &b.url].iter().all(|u| {
+            let r = get_bearer(&agent, &format!("{u}/api/v1/log"), &scoped).unwrap();
+            r.status == 403 && r.text().contains("out of scope")
+        })
+    });
 }
 
 /// Runs one query on `url` from a thread of its own and returns the first column of its

@@ -27,6 +27,7 @@ use crate::guard::{AuthError, Guard};
 use crate::permission::{Permission, Permissions};
 use crate::refuse::refuse;
 use crate::roles::Role;
+use crate::scope::TokenScope;
 use crate::store;
 use crate::token::TokenId;
 
@@ -38,6 +39,8 @@ pub struct Identity {
     pub role: Role,
     /// What the role granted when the token was checked (this request).
     pub permissions: Permissions,
+    /// Where the token may be used ([`crate::scope`]); the CA reads its identity patterns.
+    pub scope: Arc<TokenScope>,
 }
 
 /// What a route needs, as the server's route table declares it.
@@ -48,9 +51,17 @@ pub enum Needs {
     Permission(Permission),
 }
 
-/// The server's route table: what the route matched as (method, path template) needs;
-/// `None` for no route (the router's 404 or 405 follows).
-pub type RouteTable = fn(&Method, &str) -> Option<Needs>;
+/// A route as the server's table declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub needs: Needs,
+    /// The log it reads or writes (`rekor-v1`, `rekor-v2`, `ct`), for token scopes.
+    pub log: Option<&'static str>,
+}
+
+/// The server's route table: the route matched as (method, path template); `None` for no
+/// route (the router's 404 or 405 follows).
+pub type RouteTable = fn(&Method, &str) -> Option<Route>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -108,7 +119,8 @@ where
 
 impl<S> Authn<S> {
     fn admit(&self, request: &mut Request<Body>) -> Result<(), Response> {
-        let ip = self.guard.keying.key_of(request);
+        let addr = self.guard.keying.client_ip(request);
+        let ip = self.guard.keying.key(addr);
         if self.scope == Scope::Public {
             if let Some(until) = self.guard.banned_until(&ip) {
                 return Err(banned(&ip, until));
@@ -138,9 +150,10 @@ impl<S> Authn<S> {
             return Ok(());
         }
         let template = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
-        let needed = match template.and_then(|t| (self.routes)(request.method(), t)) {
-            Some(Needs::Permission(p)) => p,
-            Some(Needs::Open) => return Ok(()),
+        let route = template.and_then(|t| Some((t, (self.routes)(request.method(), t)?)));
+        let needed = match route {
+            Some((_, Route { needs: Needs::Permission(p), .. })) => p,
+            Some((_, Route { needs: Needs::Open, .. })) => return Ok(()),
             // No route: the router answers 404 or 405. An admin route always has an entry.
             None if self.scope == Scope::Public => return Ok(()),
             None => {
@@ -148,6 +161,19 @@ impl<S> Authn<S> {
                 return Err(refuse(StatusCode::FORBIDDEN, "permission_denied", &message, None));
             }
         };
+        // A token presented outside its scope is refused, even where no token is needed
+        // (see crate::scope for why).
+        if let (Some(who), Some((template, route))) = (request.extensions().get::<Identity>(), route) {
+            if !who.scope.is_unlimited() {
+                if let Err(out) = who.scope.admits(request.method(), template, route.log, addr) {
+                    if out.network {
+                        self.guard.strike(ip, "API token used outside its networks");
+                    }
+                    let message = format!("{} {path}: token {} is out of scope: {}", request.method(), who.id, out.message);
+                    return Err(refuse(StatusCode::FORBIDDEN, "token_out_of_scope", &message, None));
+                }
+            }
+        }
         // What anyone may do, a token holder may too: a token never narrows access.
         if self.anonymous_may(needed) {
             return Ok(());

@@ -108,6 +108,19 @@ impl Cidr {
     }
 }
 
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        Cidr::parse(s)
+    }
+}
+
 /// `ip` with every bit past the first `len` cleared.
 fn mask(ip: IpAddr, len: u8) -> IpAddr {
     match ip {

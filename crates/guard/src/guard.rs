@@ -127,7 +127,7 @@ impl Guard {
             return Some(Err(AuthError::Expired));
         }
         let permissions = self.roles.read().permissions(&record.role);
-        Some(Ok(Identity { id, role: record.role.clone(), permissions }))
+        Some(Ok(Identity { id, role: record.role.clone(), permissions, scope: record.scope.clone() }))
     }
 
     /// The role table in force.

@@ -17,6 +17,7 @@
 //! - [`config`]: `[guard]` in the server's TOML: what is on (nothing, by default).
 //! - [`permission`]: what a route needs, as bits.
 //! - [`roles`]: the role table (built-in and `[guard.roles]`), names to permissions.
+//! - [`scope`]: what a token is limited to: routes, logs, networks, certificate identities.
 //! - [`token`]: the API token format and hashing (only SHA-256 hashes are stored).
 //! - [`ban`]: strikes within a window, and the active bans.
 //! - [`shared`]: the same limits and bans shared by many instances, in Redis.
@@ -42,11 +43,12 @@ pub mod permission;
 pub mod ratelimit;
 pub mod refuse;
 pub mod roles;
+pub mod scope;
 pub mod shared;
 pub mod store;
 pub mod token;
 
-pub use authn::{AuthnLayer, Identity, Needs, RouteTable};
+pub use authn::{AuthnLayer, Identity, Needs, Route, RouteTable};
 pub use config::GuardConfig;
 pub use guard::Guard;
 pub use ratelimit::RateLimitLayer;
@@ -54,3 +56,4 @@ pub use refuse::Refusal;
 pub use store::{Store, StoreError};
 pub use permission::{Permission, Permissions};
 pub use roles::{Role, Roles};
+pub use scope::TokenScope;

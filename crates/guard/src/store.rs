@@ -8,6 +8,7 @@
 //! but the hashes and names are still nobody else's business.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -15,6 +16,7 @@ use serde::Serialize;
 
 use crate::client::ClientKey;
 use crate::roles::Role;
+use crate::scope::TokenScope;
 use crate::token::{self, NewToken, TokenId};
 
 #[derive(Debug, thiserror::Error)]
@@ -75,8 +77,8 @@ impl Store {
     }
 
     /// Makes and stores a token; the plaintext is in the result and nowhere else.
-    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
-        each!(self, s => s.create_token(name, role, ttl_secs))
+    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>, scope: TokenScope) -> Result<(NewToken, TokenRecord), StoreError> {
+        each!(self, s => s.create_token(name, role, ttl_secs, scope))
     }
 
     pub fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
@@ -121,6 +123,9 @@ pub struct TokenRecord {
     pub role: Role,
     #[serde(skip)]
     pub hash: [u8; 32],
+    /// Where it may be used (every list empty: wherever its role reaches).
+    #[serde(serialize_with = "shared")]
+    pub scope: Arc<TokenScope>,
     pub created: u64,
     /// Unix seconds after which the token is refused; `None`: never.
     pub expires: Option<u64>,
@@ -143,8 +148,26 @@ pub struct BanRecord {
     pub until: u64,
 }
 
+fn shared<T: Serialize, S: serde::Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_ref().serialize(s)
+}
+
 fn display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
+}
+
+/// A scope as stored: JSON, or NULL for none.
+pub(crate) fn scope_column(scope: &TokenScope) -> Option<String> {
+    (!scope.is_unlimited()).then(|| serde_json::to_string(scope).unwrap_or_default())
+}
+
+/// A stored scope. One that does not parse makes the store corrupt rather than the token
+/// unlimited.
+pub(crate) fn parse_scope(token: &str, stored: Option<&str>) -> Result<Arc<TokenScope>, String> {
+    match stored {
+        None => Ok(Arc::default()),
+        Some(text) => serde_json::from_str(text).map(Arc::new).map_err(|e| format!("token {token}: scope {text:?} does not parse: {e}")),
+    }
 }
 
 pub fn now() -> u64 {
@@ -186,6 +209,14 @@ impl SqliteStore {
                      since INTEGER NOT NULL, until INTEGER NOT NULL);",
             )
             .map_err(|e| store.err(e))?;
+        // Scopes came later: a store made before them gains the column (NULL: unlimited).
+        let has_scope: bool = store
+            .conn
+            .query_row("SELECT EXISTS(SELECT 1 FROM pragma_table_info('tokens') WHERE name = 'scope')", [], |r| r.get(0))
+            .map_err(|e| store.err(e))?;
+        if !has_scope {
+            store.conn.execute_batch("ALTER TABLE tokens ADD COLUMN scope TEXT").map_err(|e| store.err(e))?;
+        }
         Ok(store)
     }
 
@@ -203,8 +234,9 @@ impl SqliteStore {
     }
 
     /// Makes and stores a token; the plaintext is in the result and nowhere else.
-    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>, scope: TokenScope) -> Result<(NewToken, TokenRecord), StoreError> {
         let new = token::generate();
+        let scope_text = scope_column(&scope);
         let name = name.map_or_else(|| format!("token-{}", new.id), str::to_string);
         let created = now();
         let expires = ttl_secs.map(|t| created.saturating_add(t));
@@ -217,18 +249,18 @@ impl SqliteStore {
         }
         self.conn
             .execute(
-                "INSERT INTO tokens (id, name, role, hash, created, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![new.id.to_string(), name, role.name(), &new.hash[..], created as i64, expires.map(|e| e as i64)],
+                "INSERT INTO tokens (id, name, role, hash, created, expires, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![new.id.to_string(), name, role.name(), &new.hash[..], created as i64, expires.map(|e| e as i64), scope_text],
             )
             .map_err(|e| self.err(e))?;
-        let record = TokenRecord { id: new.id, name, role: role.clone(), hash: new.hash, created, expires, revoked: None };
+        let record = TokenRecord { id: new.id, name, role: role.clone(), hash: new.hash, scope: Arc::new(scope), created, expires, revoked: None };
         Ok((new, record))
     }
 
     pub fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare("SELECT id, name, role, hash, created, expires, revoked FROM tokens ORDER BY created, name")
+            .prepare("SELECT id, name, role, hash, created, expires, revoked, scope FROM tokens ORDER BY created, name")
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
@@ -240,13 +272,15 @@ impl SqliteStore {
                     r.get::<_, i64>(4)?,
                     r.get::<_, Option<i64>>(5)?,
                     r.get::<_, Option<i64>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, name, role, hash, created, expires, revoked) = row.map_err(|e| self.err(e))?;
+            let (id, name, role, hash, created, expires, revoked, scope) = row.map_err(|e| self.err(e))?;
             out.push(TokenRecord {
+                scope: parse_scope(&name, scope.as_deref()).map_err(|e| self.corrupt(e))?,
                 id: id.parse().map_err(|e| self.corrupt(e))?,
                 role: role.parse().map_err(|e| self.corrupt(e))?,
                 hash: hash.try_into().map_err(|_| self.corrupt(format!("token {name}: hash is not 32 bytes")))?,
@@ -343,8 +377,8 @@ mod tests {
     fn tokens_round_trip_without_plaintext() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path()).unwrap();
-        let (new, rec) = s.create_token(Some("ci"), Role::signer(), Some(60)).unwrap();
-        assert!(matches!(s.create_token(Some("ci"), Role::reader(), None), Err(StoreError::NameTaken(_))));
+        let (new, rec) = s.create_token(Some("ci"), Role::signer(), Some(60), TokenScope::default()).unwrap();
+        assert!(matches!(s.create_token(Some("ci"), Role::reader(), None, TokenScope::default()), Err(StoreError::NameTaken(_))));
         let listed = s.tokens().unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!((listed[0].id, listed[0].role.clone(), listed[0].hash), (rec.id, Role::signer(), new.hash));
@@ -362,6 +396,29 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             assert_eq!(std::fs::metadata(path(dir.path())).unwrap().permissions().mode() & 0o777, 0o600);
         }
+    }
+
+    #[test]
+    fn a_store_made_before_scopes_gains_them_and_keeps_its_tokens_unlimited() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Connection::open(path(dir.path())).unwrap();
+        old.execute_batch(
+            "CREATE TABLE tokens (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL,
+                 hash BLOB NOT NULL, created INTEGER NOT NULL, expires INTEGER, revoked INTEGER);
+             INSERT INTO tokens VALUES ('00112233445566ff', 'old', 'reader', zeroblob(32), 1, NULL, NULL);",
+        )
+        .unwrap();
+        drop(old);
+        let s = Store::open(dir.path()).unwrap();
+        assert!(s.tokens().unwrap()[0].scope.is_unlimited());
+        let scope: TokenScope = serde_json::from_str(r#"{"networks":["10.0.0.0/8"]}"#).unwrap();
+        s.create_token(Some("new"), Role::reader(), None, scope.clone()).unwrap();
+        drop(s);
+        let again = Store::open(dir.path()).unwrap().tokens().unwrap();
+        assert_eq!(*again[1].scope, scope, "opened twice: the column is added once, and the scope read back");
+        // A scope that does not parse is a corrupt store, never an unlimited token.
+        Connection::open(path(dir.path())).unwrap().execute("UPDATE tokens SET scope = '{\"networks\":5}' WHERE name = 'new'", []).unwrap();
+        assert!(matches!(Store::open(dir.path()).unwrap().tokens(), Err(StoreError::Corrupt { .. })));
     }
 
     #[test]

@@ -35,7 +35,7 @@ fn a_stream_of_bans_does_not_starve_the_poll_or_the_sweep() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    let (token, _) = Store::open(dir.path()).unwrap().create_token(Some("late"), Role::reader(), None).unwrap();
+    let (token, _) = Store::open(dir.path()).unwrap().create_token(Some("late"), Role::reader(), None, Default::default()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while !matches!(guard.authenticate(&token.plaintext), Some(Ok(_))) {
         assert!(Instant::now() < deadline, "a token created beside the server was not seen within 5 s of bans");

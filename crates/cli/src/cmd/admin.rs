@@ -84,6 +84,8 @@ pub enum TokenCmd {
         /// A unique name to list and revoke it by (default: token-<id>).
         #[arg(long)]
         name: Option<String>,
+        #[command(flatten)]
+        scope: ScopeArgs,
     },
     /// Give a token a new secret and a new expiry; print the new token alone on stdout. Same
     /// id, name and role; the old secret stops working on every server within a moment.
@@ -110,6 +112,33 @@ pub enum TokenCmd {
         /// The token's name or id.
         token: String,
     },
+}
+
+/// Where a token may be used: each flag repeats, and each given one is a limit.
+#[derive(clap::Args)]
+pub struct ScopeArgs {
+    /// Only this route: "METHOD /template" or "/template" (any method), as docs/guard.md
+    /// lists them, e.g. "POST /api/v2/log/entries".
+    #[arg(long = "route", value_name = "ROUTE")]
+    routes: Vec<signet_guard::scope::RouteRule>,
+    /// Only this log's routes: rekor-v1, rekor-v2 or ct (other routes are not limited by it).
+    #[arg(long = "log", value_name = "LOG")]
+    logs: Vec<String>,
+    /// Only from this network: an address or CIDR range, e.g. 10.0.0.0/8.
+    #[arg(long = "network", value_name = "CIDR")]
+    networks: Vec<signet_guard::client::Cidr>,
+    /// Only certificates for identities like this (`*` for any run), e.g. "*@example.com".
+    #[arg(long = "identity", value_name = "PATTERN")]
+    identities: Vec<signet_guard::scope::IdentityPattern>,
+}
+
+impl ScopeArgs {
+    fn scope(self) -> Result<signet_guard::TokenScope, String> {
+        let scope = signet_guard::TokenScope { routes: self.routes, logs: self.logs, networks: self.networks, identities: self.identities };
+        let routes: Vec<(http::Method, &str)> = signet_server::api::route_list().into_iter().map(|(m, t, _)| (m, t)).collect();
+        scope.validate(&routes)?;
+        Ok(scope)
+    }
 }
 
 /// How long a token lives.
@@ -196,6 +225,14 @@ fn role_table(config: Option<&std::path::Path>) -> Result<signet_guard::Roles, S
     }
 }
 
+/// A scope on one line: `unlimited`, or its JSON.
+fn scope_text(scope: &signet_guard::TokenScope) -> String {
+    match scope.is_unlimited() {
+        true => "unlimited".into(),
+        false => serde_json::to_string(scope).unwrap_or_default(),
+    }
+}
+
 fn when(t: Option<u64>, none: &str) -> String {
     t.map_or_else(|| none.to_string(), |t| format!("{t} ({})", relative(t)))
 }
@@ -211,8 +248,15 @@ fn relative(t: u64) -> String {
 
 fn execute(cmd: Admin) -> Result<ExitCode, String> {
     match cmd {
-        Admin::Token(TokenCmd::Create { dir, role, config, life, name }) => {
+        Admin::Token(TokenCmd::Create { dir, role, config, life, name, scope }) => {
             let Some(ttl) = life.ttl_or_say_why() else { return Ok(ExitCode::from(2)) };
+            let scope = match scope.scope() {
+                Ok(scope) => scope,
+                Err(why) => {
+                    errln!("signet admin: {why}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             let roles = role_table(config.as_deref())?;
             if !roles.defines(&role) {
                 let names: Vec<String> = roles.table().into_iter().map(|(r, _)| r.to_string()).collect();
@@ -220,14 +264,15 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 errln!("signet admin: role \"{role}\" is not defined (defined: {}){hint}", names.join(", "));
                 return Ok(ExitCode::from(2));
             }
-            let (new, record) = open(&dir)?.create_token(name.as_deref(), role, ttl).map_err(|e| e.to_string())?;
+            let (new, record) = open(&dir)?.create_token(name.as_deref(), role, ttl, scope).map_err(|e| e.to_string())?;
             outln!("{}", new.plaintext);
             errln!(
-                "created token {} ({}, role {}: {}); it is shown only this once",
+                "created token {} ({}, role {}: {}; scope: {}); it is shown only this once",
                 record.name,
                 record.id,
                 record.role,
-                roles.permissions(&record.role)
+                roles.permissions(&record.role),
+                scope_text(&record.scope)
             );
         }
         Admin::Token(TokenCmd::List { dir, json }) => {
@@ -235,9 +280,17 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             if json {
                 outln!("{}", serde_json::to_string_pretty(&tokens).expect("serializes"));
             } else {
-                outln!("{:<16}  {:<20}  {:<6}  {:<28}  revoked", "id", "name", "role", "expires");
+                outln!("{:<16}  {:<20}  {:<6}  {:<28}  {:<20}  scope", "id", "name", "role", "expires", "revoked");
                 for t in tokens {
-                    outln!("{:<16}  {:<20}  {:<6}  {:<28}  {}", t.id, t.name, t.role, when(t.expires, "never"), when(t.revoked, "no"));
+                    outln!(
+                        "{:<16}  {:<20}  {:<6}  {:<28}  {:<20}  {}",
+                        t.id,
+                        t.name,
+                        t.role,
+                        when(t.expires, "never"),
+                        when(t.revoked, "no"),
+                        scope_text(&t.scope)
+                    );
                 }
             }
         }

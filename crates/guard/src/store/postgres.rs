@@ -19,6 +19,7 @@ use tokio_postgres::Client;
 use super::{now, BanRecord, StoreError, TokenRecord};
 use crate::client::ClientKey;
 use crate::roles::Role;
+use crate::scope::TokenScope;
 use crate::token::{self, NewToken};
 
 pub struct PgStore {
@@ -89,19 +90,20 @@ impl PgStore {
         self.block(|c| async move { c.query_one("SELECT version FROM guard_meta WHERE id = 1", &[]).await.map_err(pg)?.try_get(0).map_err(pg) })
     }
 
-    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>) -> Result<(NewToken, TokenRecord), StoreError> {
+    pub fn create_token(&self, name: Option<&str>, role: Role, ttl_secs: Option<u64>, scope: TokenScope) -> Result<(NewToken, TokenRecord), StoreError> {
         let new = token::generate();
         let name = name.map_or_else(|| format!("token-{}", new.id), str::to_string);
         let created = now();
         let expires = ttl_secs.map(|t| created.saturating_add(t));
         let (id, hash, n, r) = (new.id.to_string(), new.hash.to_vec(), name.clone(), role.name().to_string());
+        let scope_text = super::scope_column(&scope);
         let inserted = self.block(move |c| async move {
-            let tx_sql = "WITH ins AS (INSERT INTO guard_tokens (id, name, role, hash, created, expires) \
-                          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1) \
+            let tx_sql = "WITH ins AS (INSERT INTO guard_tokens (id, name, role, hash, created, expires, scope) \
+                          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1) \
                           UPDATE guard_meta SET version = version + (SELECT COUNT(*) FROM ins) WHERE id = 1 \
                           RETURNING (SELECT COUNT(*) FROM ins)";
             let row = c
-                .query_one(tx_sql, &[&id, &n, &r, &hash, &(created as i64), &expires.map(|e| e as i64)])
+                .query_one(tx_sql, &[&id, &n, &r, &hash, &(created as i64), &expires.map(|e| e as i64), &scope_text])
                 .await
                 .map_err(pg)?;
             Ok(row.try_get::<_, i64>(0).map_err(pg)? == 1)
@@ -109,13 +111,13 @@ impl PgStore {
         if !inserted {
             return Err(StoreError::NameTaken(name));
         }
-        let record = TokenRecord { id: new.id, name, role, hash: new.hash, created, expires, revoked: None };
+        let record = TokenRecord { id: new.id, name, role, hash: new.hash, scope: Arc::new(scope), created, expires, revoked: None };
         Ok((new, record))
     }
 
     pub fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
         let rows = self.block(|c| async move {
-            c.query("SELECT id, name, role, hash, created, expires, revoked FROM guard_tokens ORDER BY created, name", &[])
+            c.query("SELECT id, name, role, hash, created, expires, revoked, scope FROM guard_tokens ORDER BY created, name", &[])
                 .await
                 .map_err(pg)
         })?;
@@ -125,6 +127,7 @@ impl PgStore {
                 let name: String = r.try_get(1).map_err(pg)?;
                 let hash: Vec<u8> = r.try_get(3).map_err(pg)?;
                 Ok(TokenRecord {
+                    scope: super::parse_scope(&name, r.try_get::<_, Option<String>>(7).map_err(pg)?.as_deref()).map_err(corrupt)?,
                     id: r.try_get::<_, String>(0).map_err(pg)?.parse().map_err(corrupt)?,
                     role: r.try_get::<_, String>(2).map_err(pg)?.parse().map_err(corrupt)?,
                     hash: hash.try_into().map_err(|_| corrupt(format!("token {name}: hash is not 32 bytes")))?,

@@ -97,6 +97,11 @@ INSERT INTO guard_meta(id, version) VALUES (1, 0);
     version: 5,
     name: "full leaf tiles with their inner levels",
     sql: "CREATE TABLE leaf_tiles(log SMALLINT NOT NULL, idx BIGINT NOT NULL, nodes BYTEA NOT NULL, PRIMARY KEY (log, idx));",
+}, Migration {
+    version: 6,
+    name: "token scopes",
+    // JSON (signet_guard::scope::TokenScope); NULL: the token is not limited beyond its role.
+    sql: "ALTER TABLE guard_tokens ADD COLUMN scope TEXT;",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.

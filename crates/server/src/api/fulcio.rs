@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 use signet_ca::issue::{b64_pem, IssueError, KeyProof};
 use signet_core::{b64, pem};
@@ -22,6 +22,7 @@ impl From<IssueError> for ApiError {
             IssueError::Proof(_) => (StatusCode::BAD_REQUEST, "proof_of_possession"),
             IssueError::Csr(_) => (StatusCode::BAD_REQUEST, "csr_invalid"),
             IssueError::Identity(_) => (StatusCode::BAD_REQUEST, "identity_not_certifiable"),
+            IssueError::NotPermitted(_) => (StatusCode::FORBIDDEN, "token_out_of_scope"),
             IssueError::Ct(_) | IssueError::Ca(_) | IssueError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         let error = ApiError::new(status, e.to_string());
@@ -35,7 +36,14 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 
 /// `POST /api/v2/signingCert`. Token in the body (`credentials.oidcIdentityToken`) or as
 /// `Authorization: Bearer`; the key as `publicKeyRequest` or `certificateSigningRequest`.
-pub async fn signing_cert(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
+/// A caller that authenticated with a scoped API token gets certificates only for the
+/// identities its scope allows.
+pub async fn signing_cert(
+    State(state): State<Arc<AppState>>,
+    caller: Option<Extension<signet_guard::Identity>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
     let request = json_body(&headers, body, state.max_body).await?;
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -43,7 +51,8 @@ pub async fn signing_cert(State(state): State<Arc<AppState>>, headers: HeaderMap
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     let token = str_at(&request, &["credentials", "oidcIdentityToken"])
-        .or(bearer)
+        // A signet API token in the header is the guard's; the OIDC token is then in the body.
+        .or(bearer.filter(|b| !b.starts_with(signet_guard::token::PREFIX)))
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "no identity token: send credentials.oidcIdentityToken or Authorization: Bearer"))?;
 
@@ -62,7 +71,14 @@ pub async fn signing_cert(State(state): State<Arc<AppState>>, headers: HeaderMap
         (None, Some(_)) => return Err(ApiError::bad_request("certificateSigningRequest must be a base64 string")),
         _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required")),
     };
-    let issued = state.ca.issue(token, proof).await?;
+    let scope = caller.map(|Extension(who)| (who.id, who.scope)).filter(|(_, s)| !s.identities.is_empty());
+    let issued = state
+        .ca
+        .issue_within(token, proof, move |identity| match scope {
+            Some((id, scope)) => scope.admits_identity(&identity.subject).map_err(|why| format!("token {id} is out of scope: {why}")),
+            None => Ok(()),
+        })
+        .await?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());
     Ok(Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})))

@@ -40,10 +40,18 @@ use error::ApiError;
 /// (docs/guard.md). The router is built from this list and the guard's route table is read
 /// from it, so a route cannot exist without declaring what it needs.
 macro_rules! routes {
-    ($($path:literal => { $($method:ident $handler:path => $needs:expr),+ $(,)? })+) => {
+    ($($path:literal $(in $log:literal)? => { $($method:ident $handler:path => $needs:expr),+ $(,)? })+) => {
         /// (method, path template, what it needs) for every route.
         pub fn route_list() -> Vec<(Method, &'static str, Needs)> {
             vec![$($((method_named(stringify!($method)), $path, $needs)),+),+]
+        }
+
+        /// The log a route template belongs to (for token scopes), if any.
+        pub fn route_log(template: &str) -> Option<&'static str> {
+            match template {
+                $($($path => Some($log),)?)+
+                _ => None,
+            }
         }
 
         fn with_routes(mut app: Router<Arc<AppState>>, admin: &signet_guard::AuthnLayer) -> Router<Arc<AppState>> {
@@ -71,23 +79,23 @@ routes! {
     "/api/v2/trustBundle" => { get fulcio::trust_bundle => Perm(Read) }
     "/api/v2/configuration" => { get fulcio::configuration => Perm(Read) }
     "/trust/{name}" => { get trust::document => Perm(Read) }
-    "/ct/v1/get-sth" => { get ct::get_sth => Perm(Read) }
-    "/ct/v1/get-sth-consistency" => { get ct::get_sth_consistency => Perm(Read) }
-    "/ct/v1/get-proof-by-hash" => { get ct::get_proof_by_hash => Perm(Read) }
-    "/ct/v1/get-entries" => { get ct::get_entries => Perm(Read) }
+    "/ct/v1/get-sth" in "ct" => { get ct::get_sth => Perm(Read) }
+    "/ct/v1/get-sth-consistency" in "ct" => { get ct::get_sth_consistency => Perm(Read) }
+    "/ct/v1/get-proof-by-hash" in "ct" => { get ct::get_proof_by_hash => Perm(Read) }
+    "/ct/v1/get-entries" in "ct" => { get ct::get_entries => Perm(Read) }
     "/api/v1/timestamp" => { post tsa::timestamp => Perm(TsaStamp) }
     "/api/v1/timestamp/certchain" => { get tsa::certchain => Perm(Read) }
-    "/api/v1/log" => { get rekor_v1::log_info => Perm(Read) }
-    "/api/v1/log/publicKey" => { get rekor_v1::public_key => Perm(Read) }
-    "/api/v1/log/proof" => { get rekor_v1::consistency_proof => Perm(Read) }
-    "/api/v1/log/entries" => { post rekor_v1::create_entry => Perm(LogAppend), get rekor_v1::get_entry_by_index => Perm(Read) }
+    "/api/v1/log" in "rekor-v1" => { get rekor_v1::log_info => Perm(Read) }
+    "/api/v1/log/publicKey" in "rekor-v1" => { get rekor_v1::public_key => Perm(Read) }
+    "/api/v1/log/proof" in "rekor-v1" => { get rekor_v1::consistency_proof => Perm(Read) }
+    "/api/v1/log/entries" in "rekor-v1" => { post rekor_v1::create_entry => Perm(LogAppend), get rekor_v1::get_entry_by_index => Perm(Read) }
     // Searches are POSTs that write nothing.
-    "/api/v1/log/entries/retrieve" => { post rekor_v1::retrieve_entries => Perm(Read) }
-    "/api/v1/log/entries/{uuid}" => { get rekor_v1::get_entry_by_uuid => Perm(Read) }
-    "/api/v1/index/retrieve" => { post rekor_v1::search_index => Perm(Read) }
-    "/api/v2/log/entries" => { post rekor_v2::create_entry => Perm(LogAppend) }
-    "/api/v2/checkpoint" => { get rekor_v2::checkpoint => Perm(Read) }
-    "/api/v2/tile/{*path}" => { get rekor_v2::tile => Perm(Read) }
+    "/api/v1/log/entries/retrieve" in "rekor-v1" => { post rekor_v1::retrieve_entries => Perm(Read) }
+    "/api/v1/log/entries/{uuid}" in "rekor-v1" => { get rekor_v1::get_entry_by_uuid => Perm(Read) }
+    "/api/v1/index/retrieve" in "rekor-v1" => { post rekor_v1::search_index => Perm(Read) }
+    "/api/v2/log/entries" in "rekor-v2" => { post rekor_v2::create_entry => Perm(LogAppend) }
+    "/api/v2/checkpoint" in "rekor-v2" => { get rekor_v2::checkpoint => Perm(Read) }
+    "/api/v2/tile/{*path}" in "rekor-v2" => { get rekor_v2::tile => Perm(Read) }
 }
 
 #[allow(non_snake_case)]
@@ -108,8 +116,13 @@ fn method_named(name: &str) -> Method {
     Method::from_bytes(name.to_ascii_uppercase().as_bytes()).unwrap_or(Method::GET)
 }
 
-/// What the route matched as `(method, template)` needs: the guard's [`signet_guard::RouteTable`].
-/// A lookup in a table made once, that allocates nothing.
+/// What the route matched as `(method, template)` needs, and its log: the guard's
+/// [`signet_guard::RouteTable`]. A lookup in a table made once, that allocates nothing.
+pub fn route_info(method: &Method, template: &str) -> Option<signet_guard::Route> {
+    route_needs(method, template).map(|needs| signet_guard::Route { needs, log: route_log(template) })
+}
+
+/// What the route matched as `(method, template)` needs.
 pub fn route_needs(method: &Method, template: &str) -> Option<Needs> {
     static TABLE: std::sync::LazyLock<HashMap<(&'static str, &'static str), Needs>> = std::sync::LazyLock::new(|| {
         route_list().into_iter().map(|(m, p, n)| ((standard_name(&m), p), n)).collect()
@@ -124,7 +137,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
     let guard = state.guard.clone();
     let (audit, audit_guard) = (state.audit.clone(), state.guard.clone());
-    let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin, route_needs);
+    let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin, route_info);
     let mut app = with_routes(Router::new(), &admin_only)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
@@ -136,7 +149,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     if guard.config.active() {
         app = app
             .layer(signet_guard::RateLimitLayer::new(guard.clone()))
-            .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public, route_needs));
+            .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public, route_info));
     }
     // Inside the metrics and audit layers, so that a panic's 500 is counted and audited too.
     app = app.layer(crate::panic::layer(metrics.clone()));
