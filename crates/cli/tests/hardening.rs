@@ -315,6 +315,9 @@ fn access_log_lines_carry_the_request_id_and_no_secret() {
     let stderr = child.stderr.take().unwrap();
     let secret = "sgt_0000000000000000_secretsecretsecretsecret";
     let r = get_bearer(&agent(), &format!("{url}/api/v1/log?token={secret}"), secret).unwrap();
+    // A credential in the URL is refused (the validation layer), without echoing it.
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("credential") && !r.text().contains("secretsecret"), "{}", r.text());
     let id = r.header("x-request-id").expect("x-request-id").to_string();
     assert_eq!(id.len(), 24);
     let other = get(&agent(), &format!("{url}/healthz")).unwrap();
@@ -328,7 +331,7 @@ fn access_log_lines_carry_the_request_id_and_no_secret() {
     let access: Vec<&serde_json::Value> = lines.iter().filter(|l| l["target"] == "signet::access").collect();
     let mine = access.iter().find(|l| l["request_id"] == id.as_str()).unwrap_or_else(|| panic!("no access line for {id}: {lines:?}"));
     assert_eq!(mine["path"], "/api/v1/log");
-    assert_eq!(mine["status"], 200);
+    assert_eq!(mine["status"], 400);
     assert!(lines.iter().any(|l| l["message"] == "signet started" && l["listen"].as_str().is_some()), "startup line: {lines:?}");
     assert!(lines.iter().any(|l| l["message"] == "signet stopped" && l["reason"] == "SIGTERM"), "shutdown line: {lines:?}");
     let all = format!("{lines:?}");

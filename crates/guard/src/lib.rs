@@ -1,10 +1,12 @@
 //! The guard: the tower layers that stand between the network and the handlers.
 //!
 //! Request path, outermost first (DESIGN.md: validate → authenticate → authorize →
-//! rate-limit → audit; validation is not built yet, and audit comes first here):
+//! rate-limit → audit; audit comes first here):
 //!
 //! 0. [`audit`]: one hash-chained record per request in `audit.sqlite`. Outermost, unlike
 //!    DESIGN.md's order, so that the requests the layers below refuse are recorded too.
+//! 0. [`validate`]: header bounds, duplicated security headers, credentials in the URL, and
+//!    each route class's body size and content type, before anything else reads the request.
 //! 1. [`authn`]: a banned client IP is refused first (the cheapest answer); then an
 //!    `Authorization: Bearer sgt_…` API token is checked and becomes an [`authn::Identity`];
 //!    then the route's [`Permission`] is checked against what the caller's role grants
@@ -47,11 +49,13 @@ pub mod scope;
 pub mod shared;
 pub mod store;
 pub mod token;
+pub mod validate;
 
 pub use authn::{AuthnLayer, Identity, Needs, Route, RouteTable};
 pub use config::GuardConfig;
 pub use guard::Guard;
 pub use ratelimit::RateLimitLayer;
+pub use validate::{BodyClass, InputLimits, ValidateLayer};
 pub use refuse::Refusal;
 pub use store::{Store, StoreError};
 pub use permission::{Permission, Permissions};

@@ -186,6 +186,27 @@ pub struct Limits {
     /// Largest log entry body (the canonical entry, after parsing). Rekor v2 entry bundles
     /// prefix each entry with a 16-bit length (c2sp.org/tlog-tiles), so at most 65535.
     pub max_entry_bytes: usize,
+    /// Largest body of the other requests (certificates, timestamps, searches, admin).
+    pub max_small_body_bytes: usize,
+    /// Most header fields in one request.
+    pub max_header_count: usize,
+    /// Most bytes of header names and values in one request.
+    pub max_header_bytes: usize,
+    /// Deepest nesting of arrays and objects in a JSON body.
+    pub max_json_depth: usize,
+}
+
+impl Limits {
+    /// What the validation layer enforces.
+    pub fn input(&self) -> signet_guard::InputLimits {
+        signet_guard::InputLimits {
+            max_body_bytes: self.max_body_bytes,
+            max_small_body_bytes: self.max_small_body_bytes,
+            max_header_count: self.max_header_count,
+            max_header_bytes: self.max_header_bytes,
+            max_json_depth: self.max_json_depth,
+        }
+    }
 }
 
 /// Connections: how long a client may take, how many may be open, how shutdown ends.
@@ -247,7 +268,14 @@ impl Default for LogSettings {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 128 * 1024, max_entry_bytes: 32 * 1024 }
+        Limits {
+            max_body_bytes: 128 * 1024,
+            max_entry_bytes: 32 * 1024,
+            max_small_body_bytes: 64 * 1024,
+            max_header_count: 64,
+            max_header_bytes: 16 * 1024,
+            max_json_depth: 32,
+        }
     }
 }
 
@@ -353,6 +381,18 @@ impl Config {
         }
         if self.limits.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid("limits.max_body_bytes must be at least 1024".into()));
+        }
+        let l = &self.limits;
+        for (name, value, range) in [
+            ("max_small_body_bytes", l.max_small_body_bytes, 1024..=l.max_body_bytes.max(1024)),
+            // hyper refuses a request of more than 100 fields before signet sees it.
+            ("max_header_count", l.max_header_count, 8..=100),
+            ("max_header_bytes", l.max_header_bytes, 1024..=1 << 20),
+            ("max_json_depth", l.max_json_depth, 4..=128),
+        ] {
+            if !range.contains(&value) {
+                return Err(ConfigError::Invalid(format!("limits.{name} must be {}..={}, got {value}", range.start(), range.end())));
+            }
         }
         if !(1024..=65_535).contains(&self.limits.max_entry_bytes) {
             return Err(ConfigError::Invalid(format!(

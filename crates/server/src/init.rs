@@ -128,6 +128,10 @@ listen = "127.0.0.1:8080"
 [limits]
 # max_body_bytes = 131072
 # max_entry_bytes = 32768
+# max_small_body_bytes = 65536
+# max_header_count = 64
+# max_header_bytes = 16384
+# max_json_depth = 32
 
 [http]
 # header_read_timeout_secs = 10

@@ -27,6 +27,8 @@ pub struct AppState {
     pub rekor_v1: RekorV1,
     pub rekor_v2: Log,
     pub max_body: usize,
+    /// The validation layer's bounds (`[limits]`).
+    pub input_limits: signet_guard::InputLimits,
     /// Largest entry body either Rekor log admits (`limits.max_entry_bytes`).
     pub max_entry: usize,
     /// The development OIDC issuer; only under `--dev`.
@@ -320,6 +322,7 @@ impl AppState {
             rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
             rekor_v2: v2,
             max_body: cfg.limits.max_body_bytes,
+            input_limits: cfg.limits.input(),
             max_entry: cfg.limits.max_entry_bytes,
             dev_issuer,
             tokens,

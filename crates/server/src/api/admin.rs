@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -36,8 +36,8 @@ pub fn roles_json(roles: &signet_guard::Roles) -> Value {
 /// `POST /api/admin/log/rotate` with `{"log": "rekor-v1"}`: rotates the log online (see
 /// [`crate::shards`]) and answers what `signet admin log rotate` prints. The trust documents
 /// served from then on list the new shard's key.
-pub async fn rotate_log(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Json<Value>, ApiError> {
-    let request = super::input::json_body(&headers, body, state.max_body).await?;
+pub async fn rotate_log(State(state): State<Arc<AppState>>, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = super::input::json_body(body, state.max_body).await?;
     super::input::only_fields(&request, &["log"])?;
     let log = request.get("log").and_then(Value::as_str).ok_or_else(|| ApiError::bad_request("log is required: \"rekor-v1\""))?;
     crate::shards::check_log_name(log).map_err(ApiError::bad_request)?;

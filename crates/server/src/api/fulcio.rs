@@ -44,7 +44,7 @@ pub async fn signing_cert(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let request = json_body(&headers, body, state.max_body).await?;
+    let request = json_body(body, state.max_body).await?;
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -1,27 +1,20 @@
 //! Reading request input with errors that say what was wrong and what was expected.
 //!
-//! axum's stock extractors answer with plain-text rejections; signet answers every
-//! client mistake in its JSON error shape, so handlers read bodies and queries through here.
+//! The request's framing (header bounds, content type, body size per route class, JSON
+//! nesting) is checked before any handler runs, by the guard's validation layer
+//! (`signet_guard::validate`). What is left is the body's shape: handlers read bodies and
+//! queries through here, and every mistake is answered in signet's JSON error shape
+//! (axum's stock extractors answer in plain text).
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde_json::Value;
 
 use super::error::ApiError;
 
-/// Reads a JSON body of at most `limit` bytes.
-pub async fn json_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Value, ApiError> {
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("");
-        let mime = ct.split(';').next().unwrap_or("").trim();
-        if !mime.eq_ignore_ascii_case("application/json") {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!("content type {mime:?} is not supported; expected application/json"),
-            )
-            .because("unsupported_media_type"));
-        }
-    }
+/// Reads a JSON object body. The validation layer has checked its content type and size
+/// and holds it in memory; `limit` bounds it again for a caller outside the router.
+pub async fn json_body(body: Body, limit: usize) -> Result<Value, ApiError> {
     let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than the {limit}-byte limit"))
             .because("body_too_large")

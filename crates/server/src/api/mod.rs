@@ -133,8 +133,26 @@ pub fn route_needs(method: &Method, template: &str) -> Option<Needs> {
     table.get(&(method, template)).copied()
 }
 
+/// What a route takes as a body: the validation layer's [`signet_guard::validate::BodyTable`].
+pub fn body_class(method: &Method, template: &str) -> Option<signet_guard::BodyClass> {
+    use signet_guard::BodyClass::*;
+    if method == Method::GET || method == Method::HEAD {
+        return Some(Empty);
+    }
+    // No route takes another method: the router's 405 follows.
+    if method != Method::POST {
+        return None;
+    }
+    Some(match template {
+        "/api/v1/log/entries" | "/api/v2/log/entries" => Entry,
+        "/api/v1/timestamp" => Stamp,
+        _ => Small,
+    })
+}
+
 pub fn router(state: Arc<AppState>) -> Router {
     let metrics = state.metrics.clone();
+    let input = state.input_limits;
     let guard = state.guard.clone();
     let (audit, audit_guard) = (state.audit.clone(), state.guard.clone());
     let admin_only = signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Admin, route_info);
@@ -151,6 +169,9 @@ pub fn router(state: Arc<AppState>) -> Router {
             .layer(signet_guard::RateLimitLayer::new(guard.clone()))
             .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public, route_info));
     }
+    // Validation before any other layer reads the request; inside metrics and audit, so
+    // that what it refuses is counted and recorded.
+    app = app.layer(signet_guard::ValidateLayer::new(input, body_class));
     // Inside the metrics and audit layers, so that a panic's 500 is counted and audited too.
     app = app.layer(crate::panic::layer(metrics.clone()));
     app = app.layer(axum::middleware::from_fn_with_state(metrics, crate::metrics::count));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -268,13 +268,13 @@ impl Shards {
     }
 }
 
-pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     // Held until answered: a rotation waits for this append, or this one for the rotation.
     let _appending = state.rekor_v1.appending.read().await;
     let shards = state.rekor_v1.current();
     let rekor = &shards.active;
     let (_admitted, body) = super::input::admit(&rekor.log, body, state.max_body).await?;
-    let request = json_body(&headers, body, state.max_body).await?;
+    let request = json_body(body, state.max_body).await?;
     let entry = v1::parse(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let leaf = merkle::leaf_hash(&entry.body);
@@ -341,8 +341,8 @@ pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): P
         .ok_or_else(|| ApiError::not_found(format!("no entry with UUID {uuid}")))
 }
 
-pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let request = json_body(&headers, body, state.max_body).await?;
+pub async fn retrieve_entries(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
+    let request = json_body(body, state.max_body).await?;
     super::input::only_fields(&request, &["entryUUIDs", "logIndexes", "entries"])?;
     let list = |name: &str| -> Result<Vec<Value>, ApiError> {
         match request.get(name) {
@@ -379,11 +379,10 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, headers: Heade
 pub async fn search_index(
     State(state): State<Arc<AppState>>,
     RawQuery(q): RawQuery,
-    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let after = Query::parse(q.as_deref())?.u64("after", i64::MAX as u64)?;
-    let request = json_body(&headers, body, state.max_body).await?;
+    let request = json_body(body, state.max_body).await?;
     super::input::only_fields(&request, &["hash", "publicKey", "email", "operator"])?;
     if let Some(op) = request.get("operator") {
         if op.as_str().is_none_or(|o| o != "and" && o != "or") {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use signet_log::rekor::v2::{self, TransparencyLogEntry};
@@ -15,9 +15,9 @@ use super::error::ApiError;
 use super::input::json_body;
 use crate::state::AppState;
 
-pub async fn create_entry(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let (_admitted, body) = super::input::admit(&state.rekor_v2, body, state.max_body).await?;
-    let request = json_body(&headers, body, state.max_body).await?;
+    let request = json_body(body, state.max_body).await?;
     let entry = v2::parse(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let log = &state.rekor_v2;

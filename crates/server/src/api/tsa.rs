@@ -44,7 +44,7 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
             Tsa::parse_der(&bytes)?
         }
         "application/json" => {
-            let v = super::input::json_body(&headers, body, state.max_body).await?;
+            let v = super::input::json_body(body, state.max_body).await?;
             json_request(&v)?
         }
         other => {
