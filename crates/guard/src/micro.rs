@@ -2,7 +2,7 @@
 //!
 //! What the guard adds to every request when it is on: checking a presented API token, and
 //! one rate-limit decision, on the path that admits and on the path that refuses (the one
-//! that answers a flood, so it has to stay cheap).
+//! that answers a flood, so it has to stay cheap); and what it adds always: validation.
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
@@ -24,6 +24,8 @@ pub fn suite() -> Suite {
             b("guard/token/check", "parse a presented sgt_ token's id and compare its SHA-256 with the stored hash in constant time", token_check),
             b("guard/ratelimit/admit", "one GCRA decision for a client with room in its bucket (keyed governor limiter)", admit),
             b("guard/ratelimit/refuse", "one GCRA decision for a client whose bucket is empty, with the wait until it refills", refuse),
+            b("guard/validate/headers", "the validation layer's header and query checks on a cosign-like request (8 fields, a bearer token, a query)", validate_headers),
+            b("guard/scope/admits", "a scoped token's check: 2 networks, 2 routes and a log, the request inside all of them", scope_admits),
         ],
     }
 }
@@ -55,4 +57,38 @@ fn refuse(c: &mut Criterion, bench: &Bench) {
     let _ = l.check(&CLIENT, false);
     assert!(l.check(&CLIENT, false).is_err(), "the bucket is empty after its burst");
     measure(c, bench, Opts::default(), |b| b.iter(|| black_box(l.check(black_box(&CLIENT), false).is_err())));
+}
+
+fn validate_headers(c: &mut Criterion, bench: &Bench) {
+    let limits = crate::InputLimits { max_body_bytes: 131_072, max_small_body_bytes: 65_536, max_header_count: 64, max_header_bytes: 16_384, max_json_depth: 32 };
+    let mut h = http::HeaderMap::new();
+    for (k, v) in [
+        ("host", "rekor.example.com"),
+        ("user-agent", "cosign/v3.0.2 (linux; amd64)"),
+        ("accept", "application/json"),
+        ("accept-encoding", "gzip"),
+        ("content-type", "application/json"),
+        ("content-length", "1873"),
+        ("authorization", "Bearer sgt_00112233445566ff_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+        ("x-request-id", "0123456789abcdef01234567"),
+    ] {
+        h.insert(http::header::HeaderName::from_static(k), http::HeaderValue::from_static(v));
+    }
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            black_box(crate::validate::check_headers(black_box(&h), &limits).is_ok()
+                && crate::validate::check_query(black_box(Some("logIndex=1234&x=%41"))).is_ok())
+        })
+    });
+}
+
+fn scope_admits(c: &mut Criterion, bench: &Bench) {
+    let scope: crate::TokenScope = serde_json::from_str(
+        r#"{"routes":["GET /api/v1/log","POST /api/v2/log/entries"],"logs":["rekor-v2"],"networks":["10.0.0.0/8","127.0.0.0/8"]}"#,
+    )
+    .unwrap_or_default();
+    let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| black_box(scope.admits(black_box(&http::Method::POST), black_box("/api/v2/log/entries"), Some("rekor-v2"), ip).is_ok()))
+    });
 }

@@ -191,7 +191,7 @@ where
     }
 }
 
-fn check_headers(headers: &HeaderMap, limits: &InputLimits) -> Result<(), Response> {
+pub(crate) fn check_headers(headers: &HeaderMap, limits: &InputLimits) -> Result<(), Response> {
     let count = headers.len();
     if count > limits.max_header_count {
         let message = format!("the request has {count} header fields; at most {} are accepted", limits.max_header_count);
@@ -212,7 +212,7 @@ fn check_headers(headers: &HeaderMap, limits: &InputLimits) -> Result<(), Respon
 }
 
 /// Refuses a query that carries a credential.
-fn check_query(query: Option<&str>) -> Result<(), Response> {
+pub(crate) fn check_query(query: Option<&str>) -> Result<(), Response> {
     match query.and_then(credential_in_query) {
         None => Ok(()),
         Some(key) => {
