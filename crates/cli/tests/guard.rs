@@ -62,6 +62,31 @@ fn rate_limit_refuses_beyond_burst_with_retry_after_and_recovers() {
     assert!(metrics.contains("reason=\"rate_limited\"} 1"), "{metrics}");
 }
 
+/// A search is a POST that reads: it spends the read bucket, not the write one, so a
+/// client that searches a lot can still append (and one that appends cannot search more).
+#[test]
+fn searches_spend_the_read_bucket_and_appends_the_write_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        "[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 20\nwrite_per_second = 1\nwrite_burst = 2\n",
+    );
+    let a = agent();
+    let search = serde_json::json!({"hash": format!("sha256:{}", "0".repeat(64))});
+    for i in 0..10 {
+        let r = common::post_json(&a, &format!("{}/api/v1/index/retrieve", server.url), &search).unwrap();
+        assert_eq!(r.status, 200, "search {i}: {}", r.text());
+    }
+    let signer = common::Signer::new();
+    for i in 0..2 {
+        let r = common::post_json(&a, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(format!("artifact {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "append {i} after 10 searches: {}", r.text());
+    }
+    let r = common::post_json(&a, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"one too many")).unwrap();
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(r.text().contains("writes"), "{}", r.text());
+}
+
 #[test]
 fn ban_engages_after_refusals_and_admin_lift_clears_it_on_the_running_server() {
     let dir = tempfile::tempdir().unwrap();

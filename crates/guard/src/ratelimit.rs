@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::MatchedPath;
 use axum::response::Response;
 use futures_util::future::{Either, Ready};
 use governor::clock::{Clock, DefaultClock};
@@ -20,7 +21,8 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
-use crate::authn::Identity;
+use crate::authn::{Identity, Needs, Route, RouteTable};
+use crate::permission::Permission;
 use crate::client::ClientKey;
 use crate::config::RateLimitConfig;
 use crate::guard::Guard;
@@ -115,32 +117,41 @@ impl Limiters {
     }
 }
 
-/// Whether a request is a write for limits and roles: anything but GET, HEAD and OPTIONS.
-pub fn is_write(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+/// Whether a request spends the write bucket: its route needs more than `read` (a search
+/// is a POST that reads). With no route (the router's 404 or 405): anything but GET, HEAD
+/// and OPTIONS.
+pub fn is_write<B>(routes: RouteTable, request: &Request<B>) -> bool {
+    let template = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
+    match template.and_then(|t| routes(request.method(), t)) {
+        Some(Route { needs: Needs::Open | Needs::Permission(Permission::Read), .. }) => false,
+        Some(_) => true,
+        None => !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS),
+    }
 }
 
 #[derive(Clone)]
 pub struct RateLimitLayer {
     guard: Arc<Guard>,
+    routes: RouteTable,
 }
 
 impl RateLimitLayer {
-    pub fn new(guard: Arc<Guard>) -> Self {
-        RateLimitLayer { guard }
+    pub fn new(guard: Arc<Guard>, routes: RouteTable) -> Self {
+        RateLimitLayer { guard, routes }
     }
 }
 
 impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
     fn layer(&self, inner: S) -> RateLimit<S> {
-        RateLimit { guard: self.guard.clone(), inner }
+        RateLimit { guard: self.guard.clone(), routes: self.routes, inner }
     }
 }
 
 #[derive(Clone)]
 pub struct RateLimit<S> {
     guard: Arc<Guard>,
+    routes: RouteTable,
     inner: S,
 }
 
@@ -167,7 +178,7 @@ where
         if let Some(until) = self.guard.banned_until(&client) {
             return Either::Left(Either::Left(futures_util::future::ready(Ok(crate::authn::banned(&client, until)))));
         }
-        let write = is_write(request.method());
+        let write = is_write(self.routes, &request);
         // Probes and metrics keep to this instance's own buckets: a load balancer or a scraper
         // must see the instance as it is, Redis or no Redis (fail-closed would fail them too).
         let ops = matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics");

@@ -166,7 +166,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     // keys authenticated clients by token. Off, the router carries no guard layer at all.
     if guard.config.active() {
         app = app
-            .layer(signet_guard::RateLimitLayer::new(guard.clone()))
+            .layer(signet_guard::RateLimitLayer::new(guard.clone(), route_info))
             .layer(signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Public, route_info));
     }
     // Validation before any other layer reads the request; inside metrics and audit, so
