@@ -120,6 +120,60 @@ fn ban_engages_after_refusals_and_admin_lift_clears_it_on_the_running_server() {
     assert!(!ok && err.contains("not banned"), "{err}");
 }
 
+/// The HTTP admin surface for bans and the audit chain: a token client banned for its 429s is
+/// listed by `GET /api/admin/bans` and lifted by `POST /api/admin/bans/lift` (here at once,
+/// and in the store), and `GET /api/admin/audit/verify` checks the chain for an auditor.
+#[test]
+fn bans_are_listed_and_lifted_and_the_audit_chain_checked_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = |role: &str| admin(&data, &["token", "create", "--role", role]).trim().to_string();
+    let (noisy, operator, auditor, reader) = (token("reader"), token("admin"), token("auditor"), token("reader"));
+    let server = start(
+        dir.path(),
+        "[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 3\n\
+         [guard.ban]\nenabled = true\nmax_refusals = 2\nwindow_secs = 60\nduration_secs = 600\n\
+         [guard.audit]\nenabled = true\n",
+    );
+    let a = agent();
+    let url = format!("{}/api/v2/checkpoint", server.url);
+    let statuses: Vec<u16> = (0..6).map(|_| get_bearer(&a, &url, &noisy).unwrap().status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429], "three 429s past two allowed refusals ban the token");
+    assert_eq!(get_bearer(&a, &url, &noisy).unwrap().status, 403);
+    let id = &noisy[4..20];
+    let listed = get_bearer(&a, &format!("{}/api/admin/bans", server.url), &operator).unwrap();
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let client = format!("token:{id}");
+    assert!(listed.json()["bans"].as_array().unwrap().iter().any(|b| b["client"] == client.as_str()), "{}", listed.text());
+    assert_eq!(get_bearer(&a, &format!("{}/api/admin/bans", server.url), &reader).unwrap().status, 403, "admin.bans is needed");
+    eventually("the ban is in the store", || admin(&data, &["ban", "list"]).contains(&client));
+
+    let lift = |body: serde_json::Value| {
+        common::reply(
+            a.post(&format!("{}/api/admin/bans/lift", server.url))
+                .header("authorization", &format!("Bearer {operator}"))
+                .header("content-type", "application/json")
+                .send(serde_json::to_vec(&body).unwrap()),
+        )
+        .unwrap()
+    };
+    let r = lift(serde_json::json!({"client": client}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["was_banned_here"], true);
+    assert_ne!(get_bearer(&a, &url, &noisy).unwrap().status, 403, "lifted here at once");
+    eventually("the store has it lifted too", || !admin(&data, &["ban", "list"]).contains(&client));
+    let r = lift(serde_json::json!({"client": "nobody"}));
+    assert_eq!(r.status, 400, "a client that does not parse is named: {}", r.text());
+    assert!(r.text().contains("nobody"), "{}", r.text());
+
+    let verify = get_bearer(&a, &format!("{}/api/admin/audit/verify", server.url), &auditor).unwrap();
+    assert_eq!(verify.status, 200, "{}", verify.text());
+    let v = verify.json();
+    assert!(v["ok"] == true && v["records"].as_u64().unwrap() >= 10 && v["head"].as_str().unwrap().len() == 64, "{v}");
+    assert_eq!(get_bearer(&a, &format!("{}/api/admin/audit/verify", server.url), &reader).unwrap().status, 403, "audit.read is needed");
+}
+
 #[test]
 fn tokens_authenticate_by_role_and_revocation_reaches_the_running_server() {
     let dir = tempfile::tempdir().unwrap();

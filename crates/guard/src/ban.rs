@@ -43,6 +43,20 @@ impl Bans {
         self.len.store(self.until.len(), Ordering::Relaxed);
     }
 
+    /// Lifts the ban of `client`; whether it had one.
+    pub fn lift(&self, client: &ClientKey) -> bool {
+        let had = self.until.remove(client).is_some();
+        self.len.store(self.until.len(), Ordering::Relaxed);
+        had
+    }
+
+    /// The bans in force at `now`: client and until, soonest to end first.
+    pub fn list(&self, now: u64) -> Vec<(ClientKey, u64)> {
+        let mut all: Vec<(ClientKey, u64)> = self.until.iter().map(|e| (*e.key(), *e.value())).filter(|(_, u)| *u > now).collect();
+        all.sort_by_key(|(c, u)| (*u, c.to_string()));
+        all
+    }
+
     pub fn forget_expired(&self, now: u64) {
         self.until.retain(|_, u| *u > now);
         self.len.store(self.until.len(), Ordering::Relaxed);

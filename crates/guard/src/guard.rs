@@ -41,8 +41,14 @@ pub struct Guard {
     pub(crate) limiters: Option<Limiters>,
     /// Set by `[guard.redis]`: limits and bans shared by every instance.
     pub shared: Option<Arc<crate::shared::SharedLimits>>,
-    to_store: mpsc::SyncSender<BanRecord>,
+    to_store: mpsc::SyncSender<StoreOp>,
     sweeps: std::sync::atomic::AtomicU64,
+}
+
+/// What the store thread writes for the request path.
+enum StoreOp {
+    Ban(BanRecord),
+    Lift(ClientKey),
 }
 
 /// Bans waiting to be written to the store.
@@ -151,12 +157,27 @@ impl Guard {
                 rt.spawn(async move { shared.publish_ban(client, until, now).await });
             }
             // A full queue drops the store's copy only: the ban is in force in memory.
-            let _ = self.to_store.try_send(ban);
+            let _ = self.to_store.try_send(StoreOp::Ban(ban));
         }
     }
 
     pub fn banned_until(&self, client: &ClientKey) -> Option<u64> {
         self.bans.banned_until(client, store::now())
+    }
+
+    /// The bans in force on this instance (its own and the store's): for `GET /api/admin/bans`.
+    pub fn bans(&self) -> Vec<(ClientKey, u64)> {
+        self.bans.list(store::now())
+    }
+
+    /// Lifts `client`'s ban here at once, and in the store (so for every instance that
+    /// shares it) within a moment. Whether this instance had it banned; `Err` when the
+    /// store's queue is full, and the store keeps the ban.
+    pub fn lift(&self, client: &ClientKey) -> Result<bool, String> {
+        self.to_store
+            .try_send(StoreOp::Lift(*client))
+            .map_err(|_| "the guard store is busy; the ban is lifted here but not in the store: retry, or use `signet admin ban lift`".to_string())
+            .map(|()| self.bans.lift(client))
     }
 
     /// The tokens, without their hashes' use to anyone: for `GET /api/admin/tokens`.
@@ -167,7 +188,7 @@ impl Guard {
     }
 }
 
-fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRecord>) {
+fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<StoreOp>) {
     let mut version = store.data_version().ok();
     let mut last_sweep = Instant::now();
     let mut next_poll = Instant::now() + POLL;
@@ -176,14 +197,8 @@ fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRec
         // fast they arrive, the poll below runs every POLL and the sweep every 10 s. (A
         // `continue` per ban used to starve both for as long as bans kept coming.)
         match pending.recv_timeout(next_poll.saturating_duration_since(Instant::now())) {
-            Ok(ban) => {
-                if let Err(e) = store.insert_ban(&ban) {
-                    tracing::error!("recording a ban: {e}");
-                }
-                // Again in memory: a reread may have replaced the map since it was imposed.
-                if let Some(g) = guard.upgrade() {
-                    g.bans.insert(ban.client, ban.until);
-                }
+            Ok(op) => {
+                apply(&guard, &store, op);
                 if Instant::now() < next_poll {
                     continue;
                 }
@@ -200,17 +215,37 @@ fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<BanRec
                 tracing::error!("rereading the guard store: {e}");
             }
             // Bans imposed while rereading are still queued: put them back in memory too.
-            while let Ok(ban) = pending.try_recv() {
-                guard.bans.insert(ban.client, ban.until);
-                if let Err(e) = store.insert_ban(&ban) {
-                    tracing::error!("recording a ban: {e}");
-                }
+            while let Ok(op) = pending.try_recv() {
+                apply(&Arc::downgrade(&guard), &store, op);
             }
         }
         // Forget idle clients now and then, so that memory follows the active clients only.
         if last_sweep.elapsed() >= SWEEP {
             last_sweep = Instant::now();
             guard.sweep();
+        }
+    }
+}
+
+/// Writes one change to the store, and makes memory agree (a reread may have replaced the
+/// map since the change was made).
+fn apply(guard: &Weak<Guard>, store: &Store, op: StoreOp) {
+    match op {
+        StoreOp::Ban(ban) => {
+            if let Err(e) = store.insert_ban(&ban) {
+                tracing::error!("recording a ban: {e}");
+            }
+            if let Some(g) = guard.upgrade() {
+                g.bans.insert(ban.client, ban.until);
+            }
+        }
+        StoreOp::Lift(client) => {
+            if let Err(e) = store.lift(&client) {
+                tracing::error!(%client, "lifting a ban in the store: {e}");
+            }
+            if let Some(g) = guard.upgrade() {
+                g.bans.lift(&client);
+            }
         }
     }
 }

@@ -54,3 +54,67 @@ pub async fn rotate_log(State(state): State<Arc<AppState>>, body: Body) -> Resul
     }
     Ok(Json(crate::shards::rotation_report(&r)))
 }
+
+/// `GET /api/admin/bans`: the bans in force on this instance (its own, and the store's).
+pub async fn bans(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let now = signet_guard::store::now();
+    let bans: Vec<Value> = state
+        .guard
+        .bans()
+        .into_iter()
+        .map(|(client, until)| json!({"client": client.to_string(), "until": until, "seconds_left": until.saturating_sub(now)}))
+        .collect();
+    Json(json!({"bans": bans}))
+}
+
+/// `POST /api/admin/bans/lift` with `{"client": "ip:203.0.113.7"}` (as `bans` lists it, or a
+/// bare address): lifted here at once, in the store for every instance that shares it, and
+/// in Redis when limits are shared there.
+pub async fn lift_ban(State(state): State<Arc<AppState>>, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = super::input::json_body(body, state.max_body).await?;
+    super::input::only_fields(&request, &["client"])?;
+    let client: signet_guard::client::ClientKey = request
+        .get("client")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("client is required: ip:ADDR, ip:ADDR/LEN or token:ID, as GET /api/admin/bans lists it"))?
+        .parse()
+        .map_err(ApiError::bad_request)?;
+    let here = state.guard.lift(&client).map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why))?;
+    let redis = state.guard.config.redis.url.clone();
+    let shared = match state.guard.shared.is_some() {
+        false => None,
+        true => Some(
+            tokio::task::spawn_blocking(move || signet_guard::shared::SharedLimits::lift(&redis, &client))
+                .await
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("lifting in Redis failed unexpectedly: {e}")))?
+                .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("lifted here, but not in Redis: {why}")))?,
+        ),
+    };
+    Ok(Json(json!({"client": client.to_string(), "was_banned_here": here, "was_banned_in_redis": shared})))
+}
+
+/// `GET /api/admin/audit/verify`: `signet audit verify` on this instance's audit log.
+/// 200 with the record count and head when the chain holds; 409 naming the first record
+/// that does not; 404 when the audit log is off.
+pub async fn verify_audit(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let Some(log) = state.audit.clone() else {
+        return Err(ApiError::not_found("the audit log is off here ([guard.audit] enabled = false)"));
+    };
+    // What the writer holds is written first, so that the check covers every answered request.
+    let dir = log.path().parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let checked = tokio::task::spawn_blocking(move || {
+        log.flush();
+        signet_guard::audit::verify(&dir)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the check failed unexpectedly: {e}")))?;
+    match checked {
+        Ok(v) => Ok(Json(json!({"ok": true, "records": v.records, "head": hex(&v.head)}))),
+        Err(e @ signet_guard::audit::VerifyError::Broken { .. }) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

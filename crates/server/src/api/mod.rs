@@ -70,6 +70,9 @@ routes! {
     "/api/admin/tokens" => { get admin::tokens => Perm(AdminTokens) }
     "/api/admin/roles" => { get admin::roles => Perm(AdminTokens) }
     "/api/admin/log/rotate" => { post admin::rotate_log => Perm(AdminLog) }
+    "/api/admin/bans" => { get admin::bans => Perm(AdminBans) }
+    "/api/admin/bans/lift" => { post admin::lift_ban => Perm(AdminBans) }
+    "/api/admin/audit/verify" => { get admin::verify_audit => Perm(AuditRead) }
     "/healthz" => { get ops::healthz => Needs::Open }
     "/readyz" => { get ready::readyz => Needs::Open }
     "/metrics" => { get ops::metrics => Perm(Read) }
