@@ -65,6 +65,8 @@ impl From<signet_core::cpu::Panicked> for IssueError {
 pub struct Issued {
     pub leaf_der: Vec<u8>,
     pub identity: Identity,
+    /// The certificate's serial number, big-endian.
+    pub serial: Vec<u8>,
 }
 
 #[derive(Clone)]
@@ -100,9 +102,10 @@ impl Issuer {
         signet_core::cpu::run(move || -> Result<Issued, IssueError> {
             let Prepared { identity, spki, serial, now, .. } = prepared.rest;
             let ext = ct::sct_list_extension(&[sct]).map_err(CaError::from)?;
+            let serial_bytes = serial.as_bytes().to_vec();
             let tbs = this.authority.leaf_tbs(&identity, spki, serial, now, Some(ext))?;
             let leaf_der = this.authority.sign(tbs)?;
-            Ok(Issued { leaf_der, identity })
+            Ok(Issued { leaf_der, identity, serial: serial_bytes })
         })
         .await?
     }

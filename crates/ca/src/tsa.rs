@@ -160,6 +160,11 @@ impl Tsa {
 
     /// Issues a timestamp for `req` and returns the DER `TimeStampResp`.
     pub fn timestamp(&self, req: &Request) -> Result<Vec<u8>, TsaError> {
+        self.timestamp_with_serial(req).map(|(der, _)| der)
+    }
+
+    /// [`Tsa::timestamp`], with the token's serial number (for the audit record).
+    pub fn timestamp_with_serial(&self, req: &Request) -> Result<(Vec<u8>, [u8; 16]), TsaError> {
         let (alg, want) = match req.hash_oid {
             o if o == ID_SHA256 => ("SHA-256", 32),
             o if o == ID_SHA384 => ("SHA-384", 48),
@@ -199,7 +204,7 @@ impl Tsa {
             status: PkiStatusInfo { status: PkiStatus::Accepted, status_string: None, fail_info: None },
             time_stamp_token: Some(token),
         };
-        Ok(resp.to_der()?)
+        Ok((resp.to_der()?, serial))
     }
 
     fn sign_tst(&self, tst_der: &[u8], include_cert: bool) -> Result<ContentInfo, TsaError> {

@@ -114,3 +114,86 @@ fn every_request_is_recorded_in_a_chain_that_verify_checks() {
     assert_eq!(get(&a, &format!("{}/api/v1/log", server.url)).unwrap().status, 200);
     assert!(!plain.path().join("data/audit.sqlite").exists(), "off by default");
 }
+
+/// A record says who (the token's role), which route, why a refusal was refused, and what a
+/// request did: the entry it appended (log, index, leaf hash), the certificate it got (serial,
+/// identity, issuer), the timestamp (serial). The values match what the client was answered.
+#[test]
+fn records_name_the_route_the_role_the_reason_and_what_was_done() {
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\n[guard.auth]\nrequire = \"writes\"\n").unwrap();
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let (ok, token, err) = signet(&["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--role", "signer"]);
+    assert_eq!(ok, Some(0), "{err}");
+    let token = token.trim().to_string();
+    let a = agent();
+    let post = |path: &str, ct: &str, body: Vec<u8>, bearer: Option<&str>| {
+        let r = a.post(&format!("{}{path}", server.url)).header("content-type", ct);
+        let r = match bearer {
+            Some(t) => r.header("authorization", &format!("Bearer {t}")),
+            None => r,
+        };
+        common::reply(r.send(body)).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get_bearer(&a, &format!("{}/healthz", server.url), &token).unwrap().status != 200 {
+        assert!(Instant::now() < deadline, "the token was never accepted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let signer = common::Signer::new();
+    let entry = serde_json::to_vec(&signer.v1_entry(b"audited artifact")).unwrap();
+    let refused = post("/api/v1/log/entries", "application/json", entry.clone(), None);
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    let appended = post("/api/v1/log/entries", "application/json", entry, Some(&token));
+    assert_eq!(appended.status, 201, "{}", appended.text());
+    let answered: Value = appended.json();
+    let (uuid, body) = answered.as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
+    let oidc = signet(&["dev-token", "--data-dir", data.to_str().unwrap(), "--subject", "ci@acme.dev"]).1.trim().to_string();
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let pem = signet_core::pem::encode("PUBLIC KEY", aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap().as_ref());
+    let pop = pair.sign(&aws_lc_rs::rand::SystemRandom::new(), b"ci@acme.dev").unwrap();
+    let cert_request = serde_json::json!({"credentials": {"oidcIdentityToken": oidc},
+        "publicKeyRequest": {"publicKey": {"content": pem}, "proofOfPossession": signet_core::b64::encode(pop.as_ref())}});
+    let issued = post("/api/v2/signingCert", "application/json", serde_json::to_vec(&cert_request).unwrap(), Some(&token));
+    assert_eq!(issued.status, 200, "{}", issued.text());
+    let leaf_pem = issued.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"][0].as_str().unwrap().to_string();
+    let leaf = signet_core::pem::decode_first(leaf_pem.as_bytes()).unwrap().der;
+    let serial = {
+        use der::Decode;
+        hex::encode(x509_cert::Certificate::from_der(&leaf).unwrap().tbs_certificate.serial_number.as_bytes())
+    };
+    let stamp = post("/api/v1/timestamp", "application/json", br#"{"artifactHash":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","hashAlgorithm":"sha256"}"#.to_vec(), Some(&token));
+    assert_eq!(stamp.status, 200, "{}", stamp.text());
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let all = loop {
+        let all = records(&data);
+        if all.iter().filter(|r| r["path"] != "/healthz").count() >= 4 {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "records: {all:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let find = |status: u16, path: &str| all.iter().find(|r| r["status"] == status && r["path"] == path).unwrap_or_else(|| panic!("{status} {path}: {all:?}")).clone();
+    let r = find(401, "/api/v1/log/entries");
+    assert_eq!((r["reason"].as_str(), r.get("role"), r.get("did")), (Some("token_missing"), None, None), "{r}");
+    let r = find(201, "/api/v1/log/entries");
+    assert_eq!(r["role"], "signer");
+    assert_eq!(r["route"], "/api/v1/log/entries");
+    let did = &r["did"]["appended"];
+    assert_eq!(did["log"], "rekor-v1");
+    assert_eq!(did["index"], body["logIndex"], "{r}");
+    assert!(uuid.ends_with(did["entry_hash"].as_str().unwrap()), "the leaf hash is the UUID's tail: {uuid} {r}");
+    let r = find(200, "/api/v2/signingCert");
+    assert_eq!(r["did"]["issued"]["serial"], serial.as_str(), "{r}");
+    assert_eq!(r["did"]["issued"]["identity"], "ci@acme.dev");
+    assert!(r["did"]["issued"]["issuer"].as_str().unwrap().ends_with("/oidc"), "{r}");
+    let r = find(200, "/api/v1/timestamp");
+    assert_eq!(r["did"]["stamped"]["serial"].as_str().unwrap().len(), 32, "{r}");
+    let text = format!("{all:?}");
+    assert!(!text.contains(&token[21..]) && !text.contains(&oidc[..40]), "no token of either kind is recorded");
+    assert_eq!(verify(&data).0, Some(0));
+}

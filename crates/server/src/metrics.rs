@@ -14,9 +14,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 use parking_lot::RwLock;
 
-/// Why a request was refused, in a few stable words (`token_expired`, `body_too_large`, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refusal(pub &'static str);
+/// Why a request was refused, in a few stable words (`token_expired`, `body_too_large`, …):
+/// one type for the guard's refusals and the handlers', which the audit log records too.
+pub use signet_guard::Refusal;
 
 /// Status codes are counted in a fixed table per route: no allocation or lock on the hot path
 /// once a route has been seen.
@@ -123,8 +123,7 @@ pub async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: 
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_string();
     let response = next.run(request).await;
     let status = response.status().as_u16();
-    let guard = response.extensions().get::<signet_guard::Refusal>().map(|r| Refusal(r.0));
-    let refusal = response.extensions().get::<Refusal>().copied().or(guard).or_else(|| {
+    let refusal = response.extensions().get::<Refusal>().copied().or_else(|| {
         response.status().is_client_error().then_some(Refusal("client_error"))
     });
     metrics.record(&route, status, refusal);

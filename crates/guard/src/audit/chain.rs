@@ -46,6 +46,10 @@ pub struct Entry {
     pub status: u16,
     pub micros: u64,
     pub request_id: Option<signet_core::request_id::RequestId>,
+    pub role: Option<crate::roles::Role>,
+    pub route: Option<axum::extract::MatchedPath>,
+    pub reason: Option<&'static str>,
+    pub did: Option<super::Did>,
 }
 
 /// What the request path and the writer share.
@@ -201,6 +205,10 @@ impl Writer {
                 micros: e.micros,
                 request_id: e.request_id.map(|id| id.to_string()),
                 note: None,
+                role: e.role.map(|r| r.to_string()),
+                route: e.route.map(|r| r.as_str().to_string()),
+                reason: e.reason.map(str::to_string),
+                did: e.did,
             })
             .collect();
         if lost > 0 {
@@ -257,5 +265,9 @@ fn own_record(note: String) -> Record {
         micros: 0,
         request_id: None,
         note: Some(note),
+        role: None,
+        route: None,
+        reason: None,
+        did: None,
     }
 }

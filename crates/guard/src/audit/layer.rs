@@ -13,13 +13,17 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
+use axum::extract::MatchedPath;
 use axum::response::Response;
 use http::{Method, Request, Uri};
 use tower::{Layer, Service};
 
 use super::chain::{now_ms, AuditLog, Entry};
+use super::Did;
 use crate::client::{bearer, ClientKey};
 use crate::guard::Guard;
+use crate::refuse::Refusal;
+use crate::roles::Role;
 
 /// The log, and the guard to recognise API tokens.
 #[derive(Clone)]
@@ -55,10 +59,13 @@ where
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let (client, role) = client_of(&self.guard, &request);
         let pending = Pending {
             log: self.log.clone(),
             start: Instant::now(),
-            client: client_of(&self.guard, &request),
+            client,
+            role,
+            route: request.extensions().get::<MatchedPath>().cloned(),
             method: request.method().clone(),
             uri: request.uri().clone(),
             request_id: request.extensions().get::<signet_core::request_id::RequestId>().copied(),
@@ -71,6 +78,8 @@ struct Pending {
     log: Arc<AuditLog>,
     start: Instant,
     client: ClientKey,
+    role: Option<Role>,
+    route: Option<MatchedPath>,
     method: Method,
     uri: Uri,
     request_id: Option<signet_core::request_id::RequestId>,
@@ -100,15 +109,19 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
                 status: response.status().as_u16(),
                 micros: p.start.elapsed().as_micros() as u64,
                 request_id: p.request_id,
+                role: p.role,
+                route: p.route,
+                reason: response.extensions().get::<Refusal>().map(|r| r.0),
+                did: response.extensions().get::<Did>().cloned(),
             });
         }
         Poll::Ready(out)
     }
 }
 
-fn client_of<B>(guard: &Guard, request: &Request<B>) -> ClientKey {
+fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>) {
     match bearer(request).and_then(|t| guard.authenticate(t)) {
-        Some(Ok(identity)) => ClientKey::Token(identity.id),
-        _ => guard.keying.key_of(request),
+        Some(Ok(identity)) => (ClientKey::Token(identity.id), Some(identity.role)),
+        _ => (guard.keying.key_of(request), None),
     }
 }

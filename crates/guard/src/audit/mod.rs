@@ -19,7 +19,7 @@ pub mod verify;
 
 pub use chain::AuditLog;
 pub use layer::AuditLayer;
-pub use record::Record;
+pub use record::{Did, Record};
 pub use verify::{verify, Verified, VerifyError};
 
 /// The file under the data dir.

@@ -37,6 +37,32 @@ pub struct Record {
     /// Set on the log's own records, e.g. how many records a full queue lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The role of the caller's API token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The route template the request matched (`/api/v1/log/entries/{uuid}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    /// Why it was refused, in the words of `signet_refused_total{reason}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What the request did, when it changed or signed something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub did: Option<Did>,
+}
+
+/// What a request did, as its handler reports it (a response extension the audit layer
+/// reads): enough to find the entry, the certificate or the timestamp it produced, and
+/// never a secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Did {
+    /// An entry appended to a log: its index and its leaf hash (hex).
+    Appended { log: String, index: u64, entry_hash: String },
+    /// A certificate issued: its serial (hex), and the identity and OIDC issuer it certifies.
+    Issued { serial: String, identity: String, issuer: String },
+    /// A timestamp token: its serial (hex).
+    Stamped { serial: String },
 }
 
 /// The hash that chains `json` (a record's stored bytes) after `prev`.

@@ -100,6 +100,10 @@ mod tests {
             status,
             micros: 42,
             request_id: None,
+            role: None,
+            route: None,
+            reason: None,
+            did: None,
         }
     }
 

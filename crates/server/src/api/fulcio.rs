@@ -5,7 +5,9 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use signet_guard::audit::Did;
 use serde_json::{json, Value};
 use signet_ca::issue::{b64_pem, IssueError, KeyProof};
 use signet_core::{b64, pem};
@@ -43,7 +45,7 @@ pub async fn signing_cert(
     caller: Option<Extension<signet_guard::Identity>>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let request = json_body(body, state.max_body).await?;
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -81,7 +83,13 @@ pub async fn signing_cert(
         .await?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());
-    Ok(Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})))
+    let mut response = Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})).into_response();
+    response.extensions_mut().insert(Did::Issued {
+        serial: hex::encode(&issued.serial),
+        identity: issued.identity.subject.clone(),
+        issuer: issued.identity.issuer.clone(),
+    });
+    Ok(response)
 }
 
 /// `GET /api/v2/trustBundle`.

@@ -14,6 +14,8 @@ use signet_log::rekor::v1::{self, EntryView};
 use signet_log::storage::StoredEntry;
 use signet_log::{merkle, Log, Sequenced};
 
+use signet_guard::audit::Did;
+
 use super::error::ApiError;
 use super::input::{json_body, Query};
 use crate::state::AppState;
@@ -296,12 +298,15 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Res
                 tree_size: checkpoint.checkpoint.size,
                 checkpoint: &checkpoint.note,
             };
-            Ok((
+            let mut response = (
                 StatusCode::CREATED,
                 [(header::LOCATION, location), (header::ETAG, uuid.clone()), (header::CONTENT_TYPE, JSON.to_string())],
                 view.to_json_string(),
             )
-                .into_response())
+                .into_response();
+            let did = Did::Appended { log: "rekor-v1".into(), index: rekor.start + index, entry_hash: hex::encode(leaf) };
+            response.extensions_mut().insert(did);
+            Ok(response)
         }
         Sequenced::Duplicate { .. } => Err(ApiError::new(
             StatusCode::CONFLICT,

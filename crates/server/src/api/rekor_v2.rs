@@ -11,6 +11,8 @@ use signet_log::rekor::v2::{self, TransparencyLogEntry};
 use signet_log::tiles::{self, TilePath, TILE_WIDTH};
 use signet_log::Sequenced;
 
+use signet_guard::audit::Did;
+
 use super::error::ApiError;
 use super::input::json_body;
 use crate::state::AppState;
@@ -33,7 +35,10 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Res
                 tree_size: checkpoint.checkpoint.size,
                 checkpoint: &checkpoint.note,
             };
-            Ok((StatusCode::CREATED, Json(tle.to_json())).into_response())
+            let mut response = (StatusCode::CREATED, Json(tle.to_json())).into_response();
+            let entry_hash = hex::encode(signet_log::merkle::leaf_hash(&entry.body));
+            response.extensions_mut().insert(Did::Appended { log: "rekor-v2".into(), index, entry_hash });
+            Ok(response)
         }
         Sequenced::Duplicate { index } => Err(ApiError::new(
             StatusCode::CONFLICT,

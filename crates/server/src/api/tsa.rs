@@ -56,10 +56,12 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
     };
     // The signature runs on the bounded CPU pool, off the async runtime.
     let signer = state.clone();
-    let resp = signet_core::cpu::run(move || signer.tsa.timestamp(&request))
+    let (resp, serial) = signet_core::cpu::run(move || signer.tsa.timestamp_with_serial(&request))
         .await
         .map_err(|p| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("timestamping failed unexpectedly (a bug): {}", p.0)))??;
-    Ok(([(header::CONTENT_TYPE, "application/timestamp-reply")], resp).into_response())
+    let mut response = ([(header::CONTENT_TYPE, "application/timestamp-reply")], resp).into_response();
+    response.extensions_mut().insert(signet_guard::audit::Did::Stamped { serial: hex::encode(serial) });
+    Ok(response)
 }
 
 fn json_request(v: &Value) -> Result<Request, ApiError> {
