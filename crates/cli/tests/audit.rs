@@ -196,4 +196,10 @@ fn records_name_the_route_the_role_the_reason_and_what_was_done() {
     let text = format!("{all:?}");
     assert!(!text.contains(&token[21..]) && !text.contains(&oidc[..40]), "no token of either kind is recorded");
     assert_eq!(verify(&data).0, Some(0));
+    let (code, out, err) = signet(&["audit", "tail", "--data-dir", data.to_str().unwrap(), "-n", "2"]);
+    assert_eq!(code, Some(0), "{err}");
+    let tailed: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(tailed.len(), 2, "{out}");
+    assert_eq!(tailed[1]["seq"].as_u64().unwrap(), tailed[0]["seq"].as_u64().unwrap() + 1, "oldest first, in order");
+    assert_eq!(tailed[1]["seq"], records(&data).last().unwrap()["seq"], "the last record is last");
 }

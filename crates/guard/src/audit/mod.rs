@@ -20,7 +20,7 @@ pub mod verify;
 pub use chain::AuditLog;
 pub use layer::AuditLayer;
 pub use record::{Did, Record};
-pub use verify::{verify, Verified, VerifyError};
+pub use verify::{tail, verify, Verified, VerifyError};
 
 /// The file under the data dir.
 pub const FILE: &str = "audit.sqlite";

@@ -27,6 +27,38 @@ pub enum VerifyError {
     Broken { seq: u64, why: String },
 }
 
+/// The records after `after` (a seq), oldest first, as their stored JSON lines; at most the
+/// last `last` of them. Read-only, like [`verify`]; it checks no hashes (that is `verify`'s
+/// job), only that each batch splits into its records.
+pub fn tail(data_dir: &Path, after: u64, last: usize) -> Result<Vec<(u64, String)>, VerifyError> {
+    let path = data_dir.join(super::FILE);
+    if !path.exists() {
+        return Err(VerifyError::Missing(path.display().to_string()));
+    }
+    let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+    // Newest batches first, until enough records are in hand.
+    let mut rows = conn.prepare("SELECT first_seq, records FROM audit WHERE last_seq > ?1 ORDER BY first_seq DESC").map_err(err)?;
+    let mut rows = rows.query([after as i64]).map_err(err)?;
+    let mut out: Vec<(u64, String)> = Vec::new();
+    while let Some(row) = rows.next().map_err(err)? {
+        let first: u64 = row.get(0).map_err(err)?;
+        let records = row.get_ref(1).map_err(err)?.as_bytes().map(<[u8]>::to_vec).unwrap_or_default();
+        let lines: Vec<(u64, String)> = String::from_utf8_lossy(&records)
+            .split('\n')
+            .enumerate()
+            .map(|(i, line)| (first + i as u64, line.to_string()))
+            .filter(|(seq, _)| *seq > after)
+            .collect();
+        out.splice(0..0, lines);
+        if out.len() >= last {
+            break;
+        }
+    }
+    let skip = out.len().saturating_sub(last);
+    Ok(out.split_off(skip))
+}
+
 pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
     let path = data_dir.join(super::FILE);
     if !path.exists() {
@@ -105,6 +137,20 @@ mod tests {
             reason: None,
             did: None,
         }
+    }
+
+    #[test]
+    fn tail_gives_the_last_records_in_order_and_what_follows_a_seq() {
+        let (dir, v) = filled(25);
+        let last = tail(dir.path(), 0, 5).unwrap();
+        assert_eq!(last.iter().map(|(s, _)| *s).collect::<Vec<_>>(), (v.records - 4..=v.records).collect::<Vec<_>>());
+        for (seq, line) in &last {
+            let r: Record = serde_json::from_str(line).unwrap();
+            assert_eq!(r.seq, *seq);
+        }
+        assert!(tail(dir.path(), v.records, 10).unwrap().is_empty());
+        assert_eq!(tail(dir.path(), v.records - 2, 10).unwrap().len(), 2);
+        assert!(matches!(tail(&dir.path().join("none"), 0, 1), Err(VerifyError::Missing(_))));
     }
 
     fn filled(n: usize) -> (tempfile::TempDir, Verified) {
