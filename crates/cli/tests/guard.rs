@@ -132,16 +132,24 @@ fn bans_are_listed_and_lifted_and_the_audit_chain_checked_over_http() {
     let (noisy, operator, auditor, reader) = (token("reader"), token("admin"), token("auditor"), token("reader"));
     let server = start(
         dir.path(),
-        "[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 3\n\
+        "[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 10\n\
          [guard.ban]\nenabled = true\nmax_refusals = 2\nwindow_secs = 60\nduration_secs = 600\n\
          [guard.audit]\nenabled = true\n",
     );
     let a = agent();
     let url = format!("{}/api/v2/checkpoint", server.url);
-    let statuses: Vec<u16> = (0..6).map(|_| get_bearer(&a, &url, &noisy).unwrap().status).collect();
-    assert_eq!(statuses, [200, 200, 200, 429, 429, 429], "three 429s past two allowed refusals ban the token");
+    let statuses: Vec<u16> = (0..13).map(|_| get_bearer(&a, &url, &noisy).unwrap().status).collect();
+    assert_eq!(statuses[10..], [429, 429, 429], "three 429s past two allowed refusals ban the token: {statuses:?}");
+    assert!(statuses[..10].iter().all(|s| *s == 200), "{statuses:?}");
     assert_eq!(get_bearer(&a, &url, &noisy).unwrap().status, 403);
     let id = &noisy[4..20];
+    // The operator's own requests stay within its burst of 10.
+    let metric = |name: &str| -> f64 {
+        let text = get_bearer(&a, &format!("{}/metrics", server.url), &operator).unwrap().text();
+        let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("no {name} in /metrics"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(metric("signet_guard_active_bans"), 1.0);
     let listed = get_bearer(&a, &format!("{}/api/admin/bans", server.url), &operator).unwrap();
     assert_eq!(listed.status, 200, "{}", listed.text());
     let client = format!("token:{id}");
@@ -163,6 +171,7 @@ fn bans_are_listed_and_lifted_and_the_audit_chain_checked_over_http() {
     assert_eq!(r.json()["was_banned_here"], true);
     assert_ne!(get_bearer(&a, &url, &noisy).unwrap().status, 403, "lifted here at once");
     eventually("the store has it lifted too", || !admin(&data, &["ban", "list"]).contains(&client));
+    assert_eq!(metric("signet_guard_active_bans"), 0.0);
     let r = lift(serde_json::json!({"client": "nobody"}));
     assert_eq!(r.status, 400, "a client that does not parse is named: {}", r.text());
     assert!(r.text().contains("nobody"), "{}", r.text());
@@ -172,6 +181,11 @@ fn bans_are_listed_and_lifted_and_the_audit_chain_checked_over_http() {
     let v = verify.json();
     assert!(v["ok"] == true && v["records"].as_u64().unwrap() >= 10 && v["head"].as_str().unwrap().len() == 64, "{v}");
     assert_eq!(get_bearer(&a, &format!("{}/api/admin/audit/verify", server.url), &reader).unwrap().status, 403, "audit.read is needed");
+    // The verify flushed the writer: what it counted is what /metrics says was written.
+    assert!(metric("signet_audit_records_written_total") >= v["records"].as_f64().unwrap(), "written since start");
+    assert_eq!(metric("signet_audit_records_lost_total"), 0.0);
+    assert_eq!(metric("signet_audit_write_failures_total"), 0.0);
+    assert!(metric("signet_audit_queue_depth") >= 0.0);
 }
 
 #[test]

@@ -165,6 +165,11 @@ impl Guard {
         self.bans.banned_until(client, store::now())
     }
 
+    /// How many bans this instance holds (for `/metrics`).
+    pub fn active_bans(&self) -> usize {
+        self.bans.list(store::now()).len()
+    }
+
     /// The bans in force on this instance (its own and the store's): for `GET /api/admin/bans`.
     pub fn bans(&self) -> Vec<(ClientKey, u64)> {
         self.bans.list(store::now())

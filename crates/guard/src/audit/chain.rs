@@ -56,11 +56,24 @@ pub struct Entry {
 struct Shared {
     pending: Mutex<Vec<Entry>>,
     lost: AtomicU64,
+    /// Since start, for `/metrics`: records written, and records lost (a full queue or a
+    /// failed write), and batches whose write failed.
+    written_total: AtomicU64,
+    lost_total: AtomicU64,
+    failed_writes_total: AtomicU64,
     /// Flush requests made and served; the writer wakes early when they differ.
     flushes: Mutex<(u64, u64)>,
     wake: Condvar,
     flushed: Condvar,
     closed: AtomicBool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditStats {
+    pub queued: usize,
+    pub written: u64,
+    pub lost: u64,
+    pub failed_writes: u64,
 }
 
 pub struct AuditLog {
@@ -104,6 +117,9 @@ impl AuditLog {
         let shared = Arc::new(Shared {
             pending: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
+            written_total: AtomicU64::new(0),
+            lost_total: AtomicU64::new(0),
+            failed_writes_total: AtomicU64::new(0),
             flushes: Mutex::new((0, 0)),
             wake: Condvar::new(),
             flushed: Condvar::new(),
@@ -129,6 +145,18 @@ impl AuditLog {
         } else {
             drop(pending);
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
+            self.shared.lost_total.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// For `/metrics`: records waiting for the writer, written, lost, and failed batch writes
+    /// since start.
+    pub fn stats(&self) -> AuditStats {
+        AuditStats {
+            queued: self.shared.pending.lock().len(),
+            written: self.shared.written_total.load(Ordering::Relaxed),
+            lost: self.shared.lost_total.load(Ordering::Relaxed),
+            failed_writes: self.shared.failed_writes_total.load(Ordering::Relaxed),
         }
     }
 
@@ -219,12 +247,17 @@ impl Writer {
         }
         let count = records.len() as u64;
         match self.commit(&mut records) {
-            Ok((seq, head)) => (self.seq, self.head) = (seq, head),
+            Ok((seq, head)) => {
+                (self.seq, self.head) = (seq, head);
+                self.shared.written_total.fetch_add(count, Ordering::Relaxed);
+            }
             Err(e) => {
+                self.shared.failed_writes_total.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(path = %self.path.display(), error = %e, records = count, "writing audit records failed; they are counted as lost");
                 // The lost-count record of this batch was lost too: count what it counted.
                 let own = records.iter().filter(|r| r.client == "signet").count() as u64;
                 self.shared.lost.fetch_add(count - own + lost, Ordering::Relaxed);
+                self.shared.lost_total.fetch_add(count - own, Ordering::Relaxed);
             }
         }
     }

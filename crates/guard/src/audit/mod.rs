@@ -17,7 +17,7 @@ pub mod layer;
 pub mod record;
 pub mod verify;
 
-pub use chain::AuditLog;
+pub use chain::{AuditLog, AuditStats};
 pub use layer::AuditLayer;
 pub use record::{Did, Record};
 pub use verify::{tail, verify, Verified, VerifyError};

@@ -26,7 +26,24 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::Heade
         text.push_str("# TYPE signet_guard_redis_failures_total counter\n");
         let _ = writeln!(text, "signet_guard_redis_failures_total {failures}");
     }
+    guard_and_audit(&state, &mut text);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// The guard's bans, and the audit log's queue, writes and losses.
+fn guard_and_audit(state: &AppState, text: &mut String) {
+    use std::fmt::Write;
+    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+        let _ = write!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
+    };
+    metric("signet_guard_active_bans", "gauge", "Clients banned on this instance now (its own bans and the store's).", state.guard.active_bans().to_string());
+    if let Some(audit) = &state.audit {
+        let s = audit.stats();
+        metric("signet_audit_queue_depth", "gauge", "Audit records waiting for the writer.", s.queued.to_string());
+        metric("signet_audit_records_written_total", "counter", "Audit records written since start.", s.written.to_string());
+        metric("signet_audit_records_lost_total", "counter", "Audit records lost since start (a full queue or a failed write; the chain records the count).", s.lost.to_string());
+        metric("signet_audit_write_failures_total", "counter", "Batches of audit records whose write failed.", s.failed_writes.to_string());
+    }
 }
 
 /// Each log's cache of full tiles (bounded by `log.tile_cache_mb`): what it holds and how
