@@ -1,5 +1,6 @@
 //! Authentication: `Authorization: Bearer sgt_…` API tokens; and authorization: the
-//! [`Permission`] each route declares, against what the caller's role grants.
+//! [`Permission`] each route declares, against what the caller's role grants, and the
+//! token's [scope](crate::scope) (routes, logs, networks) against the request.
 //!
 //! A bearer value that is not shaped like a signet token is left alone: Fulcio clients
 //! (cosign) send their OIDC identity token in the same header, and the CA verifies that.
