@@ -120,7 +120,6 @@ fn every_request_is_recorded_in_a_chain_that_verify_checks() {
 /// identity, issuer), the timestamp (serial). The values match what the client was answered.
 #[test]
 fn records_name_the_route_the_role_the_reason_and_what_was_done() {
-    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let config = dir.path().join("signet.toml");
@@ -152,12 +151,8 @@ fn records_name_the_route_the_role_the_reason_and_what_was_done() {
     let answered: Value = appended.json();
     let (uuid, body) = answered.as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
     let oidc = signet(&["dev-token", "--data-dir", data.to_str().unwrap(), "--subject", "ci@acme.dev"]).1.trim().to_string();
-    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
-    let pem = signet_core::pem::encode("PUBLIC KEY", aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap().as_ref());
-    let pop = pair.sign(&aws_lc_rs::rand::SystemRandom::new(), b"ci@acme.dev").unwrap();
-    let cert_request = serde_json::json!({"credentials": {"oidcIdentityToken": oidc},
-        "publicKeyRequest": {"publicKey": {"content": pem}, "proofOfPossession": signet_core::b64::encode(pop.as_ref())}});
-    let issued = post("/api/v2/signingCert", "application/json", serde_json::to_vec(&cert_request).unwrap(), Some(&token));
+    let cert_request = common::cert_request(&oidc, "ci@acme.dev");
+    let issued = post("/api/v2/signingCert", "application/json", cert_request, Some(&token));
     assert_eq!(issued.status, 200, "{}", issued.text());
     let leaf_pem = issued.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"][0].as_str().unwrap().to_string();
     let leaf = signet_core::pem::decode_first(leaf_pem.as_bytes()).unwrap().der;

@@ -103,16 +103,7 @@ fn every_route_allows_exactly_the_principals_whose_role_grants_its_permission() 
 
     // Every request of the matrix is in the audit log, refusals included (written in batches
     // behind the answers).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
-        let recorded: i64 = conn.query_row("SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM audit", [], |r| r.get(0)).unwrap();
-        if recorded as usize >= sent {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{recorded} audit records for {sent} requests");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_for_audit_records(&data, sent);
     drop(server);
 }
 

@@ -8,11 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use common::{agent, get, reply, Reply, Server};
 use serde_json::{json, Value};
-use signet_core::{b64, pem};
 use signet_guard::{Needs, Roles};
 
 fn signet(args: &[&str]) -> std::process::Output {
@@ -114,16 +111,7 @@ fn scoped_tokens_reach_exactly_their_logs_routes_and_networks_on_every_route() {
     assert_eq!(scope_of("both"), json!({"routes": ["/ct/v1/get-sth", "/api/v1/timestamp/certchain", "/api/v1/log"], "logs": ["ct"]}));
     assert_eq!(scope_of("here"), json!({"networks": ["127.0.0.0/8"]}));
     // Every request above is audited, refusals included.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
-        let recorded: i64 = conn.query_row("SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM audit", [], |r| r.get(0)).unwrap();
-        if recorded as usize >= sent {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{recorded} audit records for at least {sent} requests");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_for_audit_records(&data, sent);
 }
 
 #[test]
@@ -144,24 +132,6 @@ fn an_out_of_scope_token_is_refused_even_where_no_token_is_needed() {
     assert!(r.text().contains("192.0.2.0/24"), "{}", r.text());
 }
 
-struct Key {
-    pair: EcdsaKeyPair,
-    pem: String,
-}
-
-fn key() -> Key {
-    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
-    let spki = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap();
-    Key { pem: pem::encode("PUBLIC KEY", spki.as_ref()), pair }
-}
-
-fn cert_request(k: &Key, oidc: &str, email: &str) -> Vec<u8> {
-    let pop = k.pair.sign(&SystemRandom::new(), email.as_bytes()).unwrap();
-    let body = json!({"credentials": {"oidcIdentityToken": oidc},
-        "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": k.pem}, "proofOfPossession": b64::encode(pop.as_ref())}});
-    serde_json::to_vec(&body).unwrap()
-}
-
 #[test]
 fn a_token_scoped_to_identities_gets_certificates_for_those_only_and_nothing_is_signed_for_others() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,14 +149,13 @@ fn a_token_scoped_to_identities_gets_certificates_for_those_only_and_nothing_is_
     };
     let url = format!("{}/api/v2/signingCert", server.url);
     let ct_size = || get(&a, &format!("{}/ct/v1/get-sth", server.url)).unwrap().json()["tree_size"].as_u64().unwrap();
-    let k = key();
-    for email in ["ci@acme.dev", "release@example.com"] {
-        let r = send(&a, &http::Method::POST, &url, &token, &cert_request(&k, &oidc(email), email));
+        for email in ["ci@acme.dev", "release@example.com"] {
+        let r = send(&a, &http::Method::POST, &url, &token, &common::cert_request(&oidc(email), email));
         assert_eq!(r.status, 200, "{email}: {}", r.text());
     }
     let before = ct_size();
     for email in ["eve@evil.dev", "ci@acme.dev.evil.dev", "release@example.co"] {
-        let r = send(&a, &http::Method::POST, &url, &token, &cert_request(&k, &oidc(email), email));
+        let r = send(&a, &http::Method::POST, &url, &token, &common::cert_request(&oidc(email), email));
         assert_eq!(r.status, 403, "{email}: {}", r.text());
         let text = r.text();
         assert!(text.contains("out of scope") && text.contains("*@acme.dev") && text.contains(email), "{text}");
@@ -194,7 +163,9 @@ fn a_token_scoped_to_identities_gets_certificates_for_those_only_and_nothing_is_
     assert_eq!(ct_size(), before, "no precertificate was logged for a refused identity");
     // A signet token in the header and no OIDC token in the body: said plainly, not sent
     // to the OIDC verifier as if it were one.
-    let body = serde_json::to_vec(&json!({"publicKeyRequest": {"publicKey": {"content": k.pem}, "proofOfPossession": ""}})).unwrap();
+    let mut body: Value = serde_json::from_slice(&common::cert_request("", "x@acme.dev")).unwrap();
+    body.as_object_mut().unwrap().remove("credentials");
+    let body = serde_json::to_vec(&body).unwrap();
     let r = send(&a, &http::Method::POST, &url, &token, &body);
     assert_eq!(r.status, 401, "{}", r.text());
     assert!(r.text().contains("credentials.oidcIdentityToken"), "{}", r.text());

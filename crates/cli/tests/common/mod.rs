@@ -188,3 +188,29 @@ pub fn psql(url: &str, sql: &str) {
 pub fn hex32(s: &str) -> [u8; 32] {
     hex::decode(s).unwrap().try_into().unwrap()
 }
+
+/// Waits up to 10 s until `<data>/audit.sqlite` holds at least `at_least` records (they are
+/// written in batches behind the answers).
+pub fn wait_for_audit_records(data: &Path, at_least: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+        let recorded: i64 = conn.query_row("SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM audit", [], |r| r.get(0)).unwrap();
+        if recorded as usize >= at_least {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{recorded} audit records for at least {at_least} requests");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A Fulcio `signingCert` request for `email` with a fresh P-256 key: the OIDC token in the
+/// body, and the proof of possession over the email.
+pub fn cert_request(oidc: &str, email: &str) -> Vec<u8> {
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+    let key = pem::encode("PUBLIC KEY", pair.public_key().as_der().unwrap().as_ref());
+    let pop = pair.sign(&SystemRandom::new(), email.as_bytes()).unwrap();
+    let body = json!({"credentials": {"oidcIdentityToken": oidc},
+        "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": key}, "proofOfPossession": b64::encode(pop.as_ref())}});
+    serde_json::to_vec(&body).unwrap()
+}
