@@ -198,3 +198,97 @@ fn records_name_the_route_the_role_the_reason_and_what_was_done() {
     assert_eq!(tailed[1]["seq"].as_u64().unwrap(), tailed[0]["seq"].as_u64().unwrap() + 1, "oldest first, in order");
     assert_eq!(tailed[1]["seq"], records(&data).last().unwrap()["seq"], "the last record is last");
 }
+
+/// `mode = "closed"` (the default): an answer goes out only once its record is in the file;
+/// a store that fails turns answers into 503s, and the requests that follow never reach a
+/// handler, until a write succeeds again.
+#[test]
+fn closed_mode_answers_only_what_it_has_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\n").unwrap();
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let a = agent();
+    let url = |path: &str| format!("{}{path}", server.url);
+
+    for _ in 0..5 {
+        let r = get(&a, &url("/healthz")).unwrap();
+        assert_eq!(r.status, 200);
+        let id = r.header("x-request-id").unwrap().to_string();
+        // No waiting: the record was committed before the answer left.
+        assert!(records(&data).iter().any(|r| r["request_id"] == id.as_str()), "the record of {id} is in the file with its answer");
+    }
+
+    // Every insert into the audit table now fails, as on a full disk.
+    let db = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    db.execute_batch("CREATE TRIGGER fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END;").unwrap();
+    let signer = common::Signer::new();
+    let entries = url("/api/v1/log/entries");
+    let first = common::post_json(&a, &entries, &signer.v1_entry(b"first")).unwrap();
+    assert_eq!(first.status, 503, "{}", first.text());
+    assert!(first.json()["message"].as_str().unwrap().contains("audit log"), "{}", first.text());
+    assert_eq!(first.header("retry-after"), Some("1"));
+    // The store failed: the next ones are refused before any handler runs.
+    let second = common::post_json(&a, &entries, &signer.v1_entry(b"second")).unwrap();
+    assert_eq!(second.status, 503);
+    assert_eq!(get(&a, &url("/api/v1/log")).unwrap().status, 503, "reads too: nothing is answered unrecorded");
+
+    db.execute_batch("DROP TRIGGER fail;").unwrap();
+    // The first request after the repair is still refused (the store was failing when it
+    // came), but its record is written, and that lifts the refusal.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut refused_after = 0;
+    while get(&a, &url("/healthz")).unwrap().status != 200 {
+        refused_after += 1;
+        assert!(Instant::now() < deadline, "the audit log never recovered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(refused_after >= 1);
+
+    // The first entry's handler ran before its record failed (its answer was withheld);
+    // the second never reached the log.
+    let log = get(&a, &url("/api/v1/log")).unwrap();
+    assert_eq!(log.status, 200);
+    assert_eq!(log.json()["treeSize"], 2, "the genesis entry and the first: {}", log.text());
+    let metrics = get(&a, &url("/metrics")).unwrap().text();
+    let value = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} missing"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("signet_audit_refused_total") >= 3 + refused_after, "{metrics}");
+    assert!(value("signet_audit_write_failures_total") >= 1);
+
+    let all = records(&data);
+    assert!(all.iter().any(|r| r["note"].as_str().is_some_and(|n| n.starts_with("lost "))), "the lost records are noted: {all:?}");
+    let (code, out, err) = verify(&data);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("audit chain ok"), "{out}");
+}
+
+/// `mode = "best-effort"`: a failing store costs records (counted and noted), not answers.
+#[test]
+fn best_effort_mode_answers_while_the_store_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\nmode = \"best-effort\"\n").unwrap();
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let a = agent();
+    let healthz = format!("{}/healthz", server.url);
+    assert_eq!(get(&a, &healthz).unwrap().status, 200);
+    common::wait_for_audit_records(&data, 1);
+    let db = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    db.execute_batch("CREATE TRIGGER fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END;").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert_eq!(get(&a, &healthz).unwrap().status, 200, "best-effort answers regardless");
+        let metrics = get(&a, &format!("{}/metrics", server.url)).unwrap().text();
+        if metrics.lines().any(|l| l.starts_with("signet_audit_write_failures_total ") && !l.ends_with(" 0")) {
+            assert!(metrics.contains("signet_audit_refused_total 0"), "{metrics}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no failed write was counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

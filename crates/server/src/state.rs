@@ -308,9 +308,9 @@ impl AppState {
                 .map_err(|e| StartError::Panicked { what: "guard open", why: e.to_string() })??;
         let audit = match cfg.guard.audit.enabled {
             true => {
-                let data_dir = cfg.data_dir.clone();
+                let (data_dir, mode) = (cfg.data_dir.clone(), cfg.guard.audit.mode);
                 Some(
-                    tokio::task::spawn_blocking(move || signet_guard::audit::AuditLog::open(&data_dir))
+                    tokio::task::spawn_blocking(move || signet_guard::audit::AuditLog::open(&data_dir, mode))
                         .await
                 .map_err(|e| StartError::Panicked { what: "audit open", why: e.to_string() })??,
                 )

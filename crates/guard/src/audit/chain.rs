@@ -1,10 +1,19 @@
 //! [`AuditLog`]: the writer of the chain.
 //!
-//! The request path only appends to a buffer under a mutex held for a push (no I/O, no
-//! system call: the writer is never woken per record, which cost more than the record).
-//! One thread, `audit-writer`, wakes every [`FLUSH_AFTER`], takes the whole buffer, chains
-//! the records and writes them in one transaction. SQLite's WAL keeps each batch whole: a
-//! crash loses at most the last batch, and never leaves a gap inside the chain.
+//! The request path only appends to a buffer under a mutex held for a push. One thread,
+//! `audit-writer`, takes the whole buffer, chains the records and writes them in one
+//! transaction, as one batch: SQLite's WAL keeps each batch whole, and never leaves a gap
+//! inside the chain. When it takes the buffer depends on the [`AuditMode`]:
+//!
+//! - **closed** (the default): as soon as a record arrives, and each request waits on a
+//!   [`Receipt`] for its batch to be committed with `synchronous=FULL` (fsynced). Requests
+//!   that arrive while a batch is being written form the next one, so one fsync serves all
+//!   the requests in flight (group commit), however many there are. A batch that fails is
+//!   told to its requests, which answer 503 instead ([`super::layer`]); until a write
+//!   succeeds again, [`AuditLog::refusing`] turns requests away before any handler runs.
+//! - **best-effort**: every [`FLUSH_AFTER`], behind the answers, with `synchronous=NORMAL`;
+//!   the writer is never woken per record, which would cost more than the record. A crash
+//!   loses at most the last batch.
 //!
 //! Nothing is lost silently. A record that finds [`QUEUE`] records already waiting, or a
 //! batch that fails to write, is counted, and the count goes into the chain as a record of
@@ -17,16 +26,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex};
 use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::watch;
 
 use http::{Method, Uri};
 
 use super::record::{self, clip, Record, GENESIS};
 use crate::client::ClientKey;
+use crate::config::AuditMode;
 use crate::store::StoreError;
 
 /// Records that may wait for the writer; one more is counted as lost.
 pub const QUEUE: usize = 262_144;
-/// How often the writer takes what has arrived.
+/// How often the best-effort writer takes what has arrived.
 pub const FLUSH_AFTER: Duration = Duration::from_millis(100);
 
 /// One row per written batch: its records' JSON, one per line, and their hashes, 32 bytes
@@ -52,19 +63,53 @@ pub struct Entry {
     pub did: Option<super::Did>,
 }
 
+/// The fate of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Pending,
+    Durable,
+    Failed,
+}
+
+/// A queued record's claim on its batch (closed mode).
+pub struct Receipt(watch::Receiver<Outcome>);
+
+impl Receipt {
+    /// True once the record is on disk; false when its batch failed, or the writer is gone.
+    pub async fn durable(mut self) -> bool {
+        matches!(self.0.wait_for(|o| *o != Outcome::Pending).await.map(|o| *o), Ok(Outcome::Durable))
+    }
+}
+
+/// The queue already held [`QUEUE`] records: this one is counted as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull;
+
+/// The records waiting for the writer, and the channel that will tell their batch's fate.
+struct Queue {
+    entries: Vec<Entry>,
+    outcome: watch::Sender<Outcome>,
+    /// Flushes asked for ([`AuditLog::flush`]); the writer wakes for each.
+    flushes_asked: u64,
+}
+
 /// What the request path and the writer share.
 struct Shared {
-    pending: Mutex<Vec<Entry>>,
+    mode: AuditMode,
+    queue: Mutex<Queue>,
+    /// The writer waits on it, with `queue` locked.
+    wake: Condvar,
+    flushes_served: Mutex<u64>,
+    flushed: Condvar,
+    /// False from a failed write to the next good one.
+    healthy: AtomicBool,
     lost: AtomicU64,
     /// Since start, for `/metrics`: records written, and records lost (a full queue or a
-    /// failed write), and batches whose write failed.
+    /// failed write), batches whose write failed, and answers turned into 503s.
     written_total: AtomicU64,
     lost_total: AtomicU64,
     failed_writes_total: AtomicU64,
-    /// Flush requests made and served; the writer wakes early when they differ.
-    flushes: Mutex<(u64, u64)>,
-    wake: Condvar,
-    flushed: Condvar,
+    refused_total: AtomicU64,
     closed: AtomicBool,
 }
 
@@ -74,6 +119,8 @@ pub struct AuditStats {
     pub written: u64,
     pub lost: u64,
     pub failed_writes: u64,
+    /// Answers the audit log replaced with 503 (closed mode).
+    pub refused: u64,
 }
 
 pub struct AuditLog {
@@ -87,7 +134,7 @@ fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 
 impl AuditLog {
     /// Opens (or creates, 0600) `audit.sqlite` under `data_dir` and starts the writer.
-    pub fn open(data_dir: &Path) -> Result<Arc<AuditLog>, StoreError> {
+    pub fn open(data_dir: &Path, mode: AuditMode) -> Result<Arc<AuditLog>, StoreError> {
         let path = data_dir.join(super::FILE);
         let conn = Connection::open(&path).map_err(sqlite(&path))?;
         #[cfg(unix)]
@@ -96,7 +143,12 @@ impl AuditLog {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
                 .map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
         }
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;")
+        // FULL fsyncs the WAL at each commit: a record is durable when its answer goes out.
+        let synchronous = match mode {
+            AuditMode::Closed => "FULL",
+            AuditMode::BestEffort => "NORMAL",
+        };
+        conn.execute_batch(&format!("PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000;"))
             .map_err(sqlite(&path))?;
         conn.execute_batch(SCHEMA).map_err(sqlite(&path))?;
         let head: Option<(u64, Vec<u8>)> = conn
@@ -115,14 +167,17 @@ impl AuditLog {
             }
         };
         let shared = Arc::new(Shared {
-            pending: Mutex::new(Vec::new()),
+            mode,
+            queue: Mutex::new(Queue { entries: Vec::new(), outcome: watch::channel(Outcome::Pending).0, flushes_asked: 0 }),
+            wake: Condvar::new(),
+            flushes_served: Mutex::new(0),
+            flushed: Condvar::new(),
+            healthy: AtomicBool::new(true),
             lost: AtomicU64::new(0),
             written_total: AtomicU64::new(0),
             lost_total: AtomicU64::new(0),
             failed_writes_total: AtomicU64::new(0),
-            flushes: Mutex::new((0, 0)),
-            wake: Condvar::new(),
-            flushed: Condvar::new(),
+            refused_total: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         });
         let writer = Writer { conn, seq, head: hash, shared: shared.clone(), path: path.clone() };
@@ -137,37 +192,67 @@ impl AuditLog {
         &self.path
     }
 
-    /// Queues one record; never blocks on I/O. A full queue counts the record as lost.
-    pub fn record(&self, entry: Entry) {
-        let mut pending = self.shared.pending.lock();
-        if pending.len() < QUEUE {
-            pending.push(entry);
-        } else {
-            drop(pending);
+    pub fn mode(&self) -> AuditMode {
+        self.shared.mode
+    }
+
+    /// Queues one record; never blocks on I/O. In closed mode, the receipt tells when it is
+    /// durable. A full queue counts the record as lost.
+    pub fn record(&self, entry: Entry) -> Result<Option<Receipt>, QueueFull> {
+        let mut queue = self.shared.queue.lock();
+        if queue.entries.len() >= QUEUE {
+            drop(queue);
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
             self.shared.lost_total.fetch_add(1, Ordering::Relaxed);
+            return Err(QueueFull);
+        }
+        queue.entries.push(entry);
+        match self.shared.mode {
+            AuditMode::BestEffort => Ok(None),
+            AuditMode::Closed => {
+                // The first record of a batch wakes the writer; the others find it awake.
+                if queue.entries.len() == 1 {
+                    self.shared.wake.notify_one();
+                }
+                Ok(Some(Receipt(queue.outcome.subscribe())))
+            }
         }
     }
 
-    /// For `/metrics`: records waiting for the writer, written, lost, and failed batch writes
-    /// since start.
+    /// Closed mode, and the last write failed: a request would get a 503 after its handler
+    /// ran, so it gets one before.
+    pub fn refusing(&self) -> bool {
+        self.shared.mode == AuditMode::Closed && !self.shared.healthy.load(Ordering::Relaxed)
+    }
+
+    /// An answer replaced with 503 because its record could not be made durable.
+    pub fn count_refused(&self) {
+        self.shared.refused_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// For `/metrics`: records waiting for the writer, written, lost, failed batch writes and
+    /// refused answers since start.
     pub fn stats(&self) -> AuditStats {
         AuditStats {
-            queued: self.shared.pending.lock().len(),
+            queued: self.shared.queue.lock().entries.len(),
             written: self.shared.written_total.load(Ordering::Relaxed),
             lost: self.shared.lost_total.load(Ordering::Relaxed),
             failed_writes: self.shared.failed_writes_total.load(Ordering::Relaxed),
+            refused: self.shared.refused_total.load(Ordering::Relaxed),
         }
     }
 
     /// Waits until everything queued so far is written (tests, and shutdown).
     pub fn flush(&self) {
-        let mut f = self.shared.flushes.lock();
-        f.0 += 1;
-        let wanted = f.0;
-        self.shared.wake.notify_one();
-        while f.1 < wanted {
-            self.shared.flushed.wait(&mut f);
+        let wanted = {
+            let mut queue = self.shared.queue.lock();
+            queue.flushes_asked += 1;
+            self.shared.wake.notify_one();
+            queue.flushes_asked
+        };
+        let mut served = self.shared.flushes_served.lock();
+        while *served < wanted {
+            self.shared.flushed.wait(&mut served);
         }
     }
 
@@ -180,7 +265,7 @@ impl AuditLog {
 impl Drop for AuditLog {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Relaxed);
-        let _f = self.shared.flushes.lock();
+        let _queue = self.shared.queue.lock();
         self.shared.wake.notify_one();
     }
 }
@@ -200,26 +285,45 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         let mut batch = Vec::new();
+        let mut served = 0;
         loop {
-            let serving = {
-                let mut f = self.shared.flushes.lock();
-                if f.0 == f.1 && !self.shared.closed.load(Ordering::Relaxed) {
-                    self.shared.wake.wait_for(&mut f, FLUSH_AFTER);
+            let (outcome, asked) = {
+                let mut queue = self.shared.queue.lock();
+                loop {
+                    if self.shared.closed.load(Ordering::Relaxed) || queue.flushes_asked > served {
+                        break;
+                    }
+                    match self.shared.mode {
+                        AuditMode::Closed if !queue.entries.is_empty() => break,
+                        AuditMode::Closed => self.shared.wake.wait(&mut queue),
+                        AuditMode::BestEffort => {
+                            if self.shared.wake.wait_for(&mut queue, FLUSH_AFTER).timed_out() {
+                                break;
+                            }
+                        }
+                    }
                 }
-                f.0
+                std::mem::swap(&mut batch, &mut queue.entries);
+                let next = watch::channel(Outcome::Pending).0;
+                (std::mem::replace(&mut queue.outcome, next), queue.flushes_asked)
             };
-            std::mem::swap(&mut batch, &mut *self.shared.pending.lock());
-            self.write(&mut batch);
-            let mut f = self.shared.flushes.lock();
-            f.1 = f.1.max(serving);
-            self.shared.flushed.notify_all();
-            if self.shared.closed.load(Ordering::Relaxed) && self.shared.pending.lock().is_empty() {
+            let written = self.write(&mut batch);
+            self.shared.healthy.store(written, Ordering::Relaxed);
+            outcome.send_replace(if written { Outcome::Durable } else { Outcome::Failed });
+            served = asked;
+            {
+                let mut s = self.shared.flushes_served.lock();
+                *s = (*s).max(asked);
+                self.shared.flushed.notify_all();
+            }
+            if self.shared.closed.load(Ordering::Relaxed) && self.shared.queue.lock().entries.is_empty() {
                 return;
             }
         }
     }
 
-    fn write(&mut self, batch: &mut Vec<Entry>) {
+    /// Writes `batch` and any lost-count record; false when the write failed.
+    fn write(&mut self, batch: &mut Vec<Entry>) -> bool {
         let lost = self.shared.lost.swap(0, Ordering::Relaxed);
         let mut records: Vec<Record> = batch
             .drain(..)
@@ -243,13 +347,14 @@ impl Writer {
             records.push(own_record(format!("lost {lost} records: the queue was full or a write failed")));
         }
         if records.is_empty() {
-            return;
+            return true;
         }
         let count = records.len() as u64;
         match self.commit(&mut records) {
             Ok((seq, head)) => {
                 (self.seq, self.head) = (seq, head);
                 self.shared.written_total.fetch_add(count, Ordering::Relaxed);
+                true
             }
             Err(e) => {
                 self.shared.failed_writes_total.fetch_add(1, Ordering::Relaxed);
@@ -258,6 +363,7 @@ impl Writer {
                 let own = records.iter().filter(|r| r.client == "signet").count() as u64;
                 self.shared.lost.fetch_add(count - own + lost, Ordering::Relaxed);
                 self.shared.lost_total.fetch_add(count - own, Ordering::Relaxed);
+                false
             }
         }
     }
@@ -302,5 +408,83 @@ fn own_record(note: String) -> Record {
         route: None,
         reason: None,
         did: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::verify::{tests::entry, verify};
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().build().unwrap()
+    }
+
+    fn rows(dir: &Path) -> (u64, i64) {
+        let conn = Connection::open(dir.join(super::super::FILE)).unwrap();
+        conn.query_row("SELECT COALESCE(MAX(last_seq), 0), COUNT(*) FROM audit", [], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))
+            .unwrap()
+    }
+
+    #[test]
+    fn closed_mode_answers_once_the_record_is_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let receipt = log.record(entry("/healthz", 200)).unwrap().expect("closed mode gives a receipt");
+        assert!(runtime().block_on(receipt.durable()));
+        // No flush: the receipt alone says it is in the file, as another reader sees it.
+        assert_eq!(rows(dir.path()).0, 1);
+        let best = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(best.path(), AuditMode::BestEffort).unwrap();
+        assert!(log.record(entry("/healthz", 200)).unwrap().is_none(), "best-effort gives no receipt");
+    }
+
+    #[test]
+    fn requests_in_flight_share_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let receipts: Vec<Receipt> = (0..200).map(|i| log.record(entry(&format!("/{i}"), 200)).unwrap().unwrap()).collect();
+        let rt = runtime();
+        for r in receipts {
+            assert!(rt.block_on(r.durable()));
+        }
+        let (records, batches) = rows(dir.path());
+        assert_eq!(records, 200);
+        // The first record wakes the writer; the others arrive while it commits.
+        assert!(batches < 20, "200 queued records took {batches} commits");
+        assert_eq!(verify(dir.path()).unwrap().records, 200);
+    }
+
+    #[test]
+    fn a_failing_store_fails_its_receipts_and_refuses_until_it_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let rt = runtime();
+        assert!(rt.block_on(log.record(entry("/a", 200)).unwrap().unwrap().durable()));
+        assert!(!log.refusing());
+        // A trigger makes every insert fail, as a full disk or an I/O error would.
+        let db = Connection::open(dir.path().join(super::super::FILE)).unwrap();
+        db.execute_batch("CREATE TRIGGER fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END;").unwrap();
+        assert!(!rt.block_on(log.record(entry("/b", 200)).unwrap().unwrap().durable()), "a failed batch is not durable");
+        assert!(log.refusing(), "a failed write refuses what follows");
+        let s = log.stats();
+        assert_eq!((s.failed_writes, s.lost), (1, 1));
+        db.execute_batch("DROP TRIGGER fail;").unwrap();
+        assert!(rt.block_on(log.record(entry("/c", 503)).unwrap().unwrap().durable()));
+        assert!(!log.refusing(), "the next good write lifts it");
+        // /a, the note of the lost /b, /c; the chain holds.
+        let v = verify(dir.path()).unwrap();
+        assert_eq!(v.records, 3);
+        let conn = Connection::open(dir.path().join(super::super::FILE)).unwrap();
+        let last: Vec<u8> = conn.query_row("SELECT records FROM audit ORDER BY first_seq DESC LIMIT 1", [], |r| r.get(0)).unwrap();
+        let last = String::from_utf8(last).unwrap();
+        assert!(last.contains("/c") && last.contains("lost 1 records"), "{last}");
+    }
+
+    #[test]
+    fn a_receipt_whose_writer_is_gone_is_not_durable() {
+        let (tx, rx) = watch::channel(Outcome::Pending);
+        drop(tx);
+        assert!(!runtime().block_on(Receipt(rx).durable()));
     }
 }

@@ -1,6 +1,13 @@
 //! The layer that audits every request: the outermost one, so that it sees the requests the
 //! other guard layers refuse (401, 403, 429) as well as the ones they let through.
 //!
+//! In closed mode ([`crate::config::AuditMode`]) an answer waits for its record to be
+//! durable, and becomes a 503 `audit_unavailable` when it cannot be; while the log's store
+//! is failing, requests are answered 503 without reaching the layers inside, so nothing is
+//! signed or appended that the audit log cannot record. A write that fails after a handler
+//! ran cannot undo what the handler did: its answer is withheld, and the log entry or
+//! certificate stands in its own transparency log.
+//!
 //! The caller is named as the rate limiter names it ([`crate::client`]): its API token's id
 //! when it presented a valid one, else its IP. A token is never recorded, only its id.
 //! A tower service rather than an axum `from_fn`: it adds no allocation to the request.
@@ -15,14 +22,15 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::Response;
-use http::{Method, Request, Uri};
+use http::{Method, Request, StatusCode, Uri};
 use tower::{Layer, Service};
 
-use super::chain::{now_ms, AuditLog, Entry};
+use super::chain::{now_ms, AuditLog, Entry, QueueFull};
 use super::Did;
 use crate::client::{bearer, ClientKey};
 use crate::guard::Guard;
-use crate::refuse::Refusal;
+use crate::config::AuditMode;
+use crate::refuse::{refuse, Refusal};
 use crate::roles::Role;
 
 /// The log, and the guard to recognise API tokens.
@@ -59,6 +67,7 @@ where
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let refused = self.log.refusing();
         let (client, role) = client_of(&self.guard, &request);
         let pending = Pending {
             log: self.log.clone(),
@@ -70,7 +79,10 @@ where
             uri: request.uri().clone(),
             request_id: request.extensions().get::<signet_core::request_id::RequestId>().copied(),
         };
-        Recorded { inner: self.inner.call(request), pending: Some(pending) }
+        match refused {
+            true => Recorded { inner: None, refused: Some(unavailable(&self.log)), pending: Some(pending), waiting: None },
+            false => Recorded { inner: Some(self.inner.call(request)), refused: None, pending: Some(pending), waiting: None },
+        }
     }
 }
 
@@ -85,13 +97,25 @@ struct Pending {
     request_id: Option<signet_core::request_id::RequestId>,
 }
 
+type Durable = Pin<Box<dyn Future<Output = bool> + Send>>;
+
 pin_project_lite::pin_project! {
-    /// The inner response future; records the request when it completes.
+    /// The inner response future (none when the log is refusing); records the request when
+    /// it completes and, in closed mode, holds the answer until the record is durable.
     pub struct Recorded<F> {
         #[pin]
-        inner: F,
+        inner: Option<F>,
+        refused: Option<Response>,
         pending: Option<Pending>,
+        waiting: Option<Waiting>,
     }
+}
+
+/// An answer held until its record is durable.
+struct Waiting {
+    response: Response,
+    durable: Durable,
+    log: Arc<AuditLog>,
 }
 
 impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
@@ -99,24 +123,70 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let out = std::task::ready!(this.inner.poll(cx));
-        if let (Some(p), Ok(response)) = (this.pending.take(), &out) {
-            p.log.record(Entry {
-                time_ms: now_ms(),
-                client: p.client,
-                method: p.method,
-                uri: p.uri,
-                status: response.status().as_u16(),
-                micros: p.start.elapsed().as_micros() as u64,
-                request_id: p.request_id,
-                role: p.role,
-                route: p.route,
-                reason: response.extensions().get::<Refusal>().map(|r| r.0),
-                did: response.extensions().get::<Did>().cloned(),
-            });
+        if let Some(w) = this.waiting.as_mut() {
+            let durable = std::task::ready!(w.durable.as_mut().poll(cx));
+            return Poll::Ready(Ok(match this.waiting.take() {
+                Some(w) if durable => w.response,
+                Some(w) => unavailable(&w.log),
+                None => unavailable_anyway(),
+            }));
         }
-        Poll::Ready(out)
+        let (response, gated) = match (this.inner.as_pin_mut(), this.refused.take()) {
+            (Some(inner), _) => match std::task::ready!(inner.poll(cx)) {
+                Ok(response) => (response, false),
+            },
+            (None, Some(refused)) => (refused, true),
+            // Polled after it completed.
+            (None, None) => return Poll::Ready(Ok(unavailable_anyway())),
+        };
+        let Some(p) = this.pending.take() else { return Poll::Ready(Ok(response)) };
+        let queued = p.log.record(Entry {
+            time_ms: now_ms(),
+            client: p.client,
+            method: p.method,
+            uri: p.uri,
+            status: response.status().as_u16(),
+            micros: p.start.elapsed().as_micros() as u64,
+            request_id: p.request_id,
+            role: p.role,
+            route: p.route,
+            reason: response.extensions().get::<Refusal>().map(|r| r.0),
+            did: response.extensions().get::<Did>().cloned(),
+        });
+        match queued {
+            // Best-effort, or already the 503: out it goes.
+            Ok(None) => Poll::Ready(Ok(response)),
+            Ok(Some(_)) if gated => Poll::Ready(Ok(response)),
+            Ok(Some(receipt)) => {
+                let mut durable: Durable = Box::pin(receipt.durable());
+                match durable.as_mut().poll(cx) {
+                    Poll::Ready(true) => Poll::Ready(Ok(response)),
+                    Poll::Ready(false) => Poll::Ready(Ok(unavailable(&p.log))),
+                    Poll::Pending => {
+                        *this.waiting = Some(Waiting { response, durable, log: p.log });
+                        Poll::Pending
+                    }
+                }
+            }
+            Err(QueueFull) if p.log.mode() == AuditMode::BestEffort || gated => Poll::Ready(Ok(response)),
+            Err(QueueFull) => Poll::Ready(Ok(unavailable(&p.log))),
+        }
     }
+}
+
+/// The answer to a request whose record cannot be made durable.
+fn unavailable(log: &AuditLog) -> Response {
+    log.count_refused();
+    unavailable_anyway()
+}
+
+fn unavailable_anyway() -> Response {
+    refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "audit_unavailable",
+        "the audit log cannot record this request, so it is not answered; retry when the audit store recovers",
+        Some(1),
+    )
 }
 
 fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>) {

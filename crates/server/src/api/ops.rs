@@ -43,6 +43,7 @@ fn guard_and_audit(state: &AppState, text: &mut String) {
         metric("signet_audit_records_written_total", "counter", "Audit records written since start.", s.written.to_string());
         metric("signet_audit_records_lost_total", "counter", "Audit records lost since start (a full queue or a failed write; the chain records the count).", s.lost.to_string());
         metric("signet_audit_write_failures_total", "counter", "Batches of audit records whose write failed.", s.failed_writes.to_string());
+        metric("signet_audit_refused_total", "counter", "Answers replaced with 503 because their audit record could not be made durable (mode = closed).", s.refused.to_string());
     }
 }
 
