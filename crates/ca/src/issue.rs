@@ -7,8 +7,9 @@
 //!    precertificate beside it, for `get-entries`), and get its SCT.
 //! 4. Sign the final certificate, with the SCT embedded.
 //!
-//! Steps 1–3's checks and signatures, and step 4, run on the bounded CPU pool
-//! (`signet_core::cpu`), off the async runtime; only the wait for the CT log is async.
+//! Step 1 ([`Issuer::identify`]), steps 2–3's checks and signatures, and step 4 run on the
+//! bounded CPU pool (`signet_core::cpu`), off the async runtime; only the wait for the CT
+//! log is async. Between steps 1 and 2 the caller may refuse the identity (scopes, limits).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -95,8 +96,28 @@ impl Issuer {
         proof: KeyProof,
         permit: impl FnOnce(&Identity) -> Result<(), String> + Send + 'static,
     ) -> Result<Issued, IssueError> {
+        let identity = self.identify(token).await?;
+        permit(&identity).map_err(IssueError::NotPermitted)?;
+        self.issue_for(identity, proof).await
+    }
+
+    /// Step 1 alone: the token's identity, verified and certifiable, so that the caller can
+    /// apply its own limits to it (an API token's scope, the guard's per-identity limits)
+    /// before anything is signed.
+    pub async fn identify(&self, token: &str) -> Result<Identity, IssueError> {
         let (this, token) = (self.clone(), token.to_string());
-        let prepared = signet_core::cpu::run(move || this.prepare(&token, proof, permit)).await??;
+        signet_core::cpu::run(move || {
+            let identity = this.tokens.verify(&token)?;
+            crate::identity::certifiable(&identity).map_err(IssueError::Identity)?;
+            Ok(identity)
+        })
+        .await?
+    }
+
+    /// Steps 2 to 4, for an identity from [`Issuer::identify`].
+    pub async fn issue_for(&self, identity: Identity, proof: KeyProof) -> Result<Issued, IssueError> {
+        let this = self.clone();
+        let prepared = signet_core::cpu::run(move || this.prepare(identity, proof)).await??;
         let sct = self.ct.submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
         let this = self.clone();
         signet_core::cpu::run(move || -> Result<Issued, IssueError> {
@@ -110,11 +131,8 @@ impl Issuer {
         .await?
     }
 
-    /// Steps 1 to 3 up to the CT log: the checks, the TBS, and the signed precertificate.
-    fn prepare(&self, token: &str, proof: KeyProof, permit: impl FnOnce(&Identity) -> Result<(), String>) -> Result<ForCt, IssueError> {
-        let identity = self.tokens.verify(token)?;
-        crate::identity::certifiable(&identity).map_err(IssueError::Identity)?;
-        permit(&identity).map_err(IssueError::NotPermitted)?;
+    /// Steps 2 and 3 up to the CT log: the key's proof, the TBS, and the signed precertificate.
+    fn prepare(&self, identity: Identity, proof: KeyProof) -> Result<ForCt, IssueError> {
         let spki_der = match proof {
             KeyProof::PublicKey { pem: key_pem, proof_of_possession } => {
                 let block = pem::decode_first(key_pem.as_bytes()).map_err(|e| IssueError::Key(e.to_string()))?;

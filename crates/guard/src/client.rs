@@ -29,6 +29,9 @@ pub enum ClientKey {
     /// A network: the address with its host bits cleared, and the prefix length.
     Net(IpAddr, u8),
     Token(TokenId),
+    /// An OIDC identity, verified by the CA: the first 16 bytes of SHA-256(issuer ‖ NUL ‖
+    /// subject), so that the key stays fixed-size and `Copy` ([`ClientKey::identity`]).
+    Identity([u8; 16]),
     /// Every client not tracked while the tables are full ([`crate::ratelimit`]).
     Overflow,
 }
@@ -39,6 +42,10 @@ impl fmt::Display for ClientKey {
             ClientKey::Ip(ip) => write!(f, "ip:{ip}"),
             ClientKey::Net(ip, len) => write!(f, "ip:{ip}/{len}"),
             ClientKey::Token(id) => write!(f, "token:{id}"),
+            ClientKey::Identity(h) => {
+                f.write_str("oidc:")?;
+                h.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
             ClientKey::Overflow => write!(f, "overflow"),
         }
     }
@@ -53,10 +60,14 @@ impl std::str::FromStr for ClientKey {
         if let Some(id) = s.strip_prefix("token:") {
             return id.parse().map(ClientKey::Token);
         }
+        if let Some(h) = s.strip_prefix("oidc:") {
+            let bytes = hex_16(h).ok_or_else(|| format!("{s:?}: an identity key is oidc: and 32 hex digits, as `signet admin ban list` prints it"))?;
+            return Ok(ClientKey::Identity(bytes));
+        }
         if s == "overflow" {
             return Ok(ClientKey::Overflow);
         }
-        let bad = || format!("{s:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN or token:ID");
+        let bad = || format!("{s:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN, token:ID or oidc:KEY");
         let (ip, exact) = match s.strip_prefix("ip:") {
             Some(ip) => (ip, true),
             None => (s, false),
@@ -68,6 +79,31 @@ impl std::str::FromStr for ClientKey {
         let addr: IpAddr = ip.parse().map_err(|_| bad())?;
         Ok(if exact { ClientKey::Ip(addr) } else { Keying::key_with(addr, 32, 64) })
     }
+}
+
+impl ClientKey {
+    /// The key of an OIDC identity: its issuer and subject, as the CA verified them.
+    pub fn identity(issuer: &str, subject: &str) -> ClientKey {
+        let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+        ctx.update(issuer.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(subject.as_bytes());
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&ctx.finish().as_ref()[..16]);
+        ClientKey::Identity(key)
+    }
+}
+
+fn hex_16(s: &str) -> Option<[u8; 16]> {
+    // from_str_radix would take a sign: only digits make a key.
+    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// The bearer value of `Authorization`, if any: a signet API token, or (from Fulcio clients)
@@ -256,7 +292,12 @@ mod tests {
 
     #[test]
     fn parses_what_it_prints() {
-        for k in [ClientKey::Ip("127.0.0.1".parse().unwrap()), ClientKey::Ip("::1".parse().unwrap()), ClientKey::Token(TokenId([7; 8]))] {
+        for k in [
+            ClientKey::Ip("127.0.0.1".parse().unwrap()),
+            ClientKey::Ip("::1".parse().unwrap()),
+            ClientKey::Token(TokenId([7; 8])),
+            ClientKey::identity("https://issuer.example", "alice@example.com"),
+        ] {
             assert_eq!(k.to_string().parse::<ClientKey>().unwrap(), k);
         }
         assert_eq!("10.0.0.1".parse::<ClientKey>().unwrap(), ClientKey::Ip("10.0.0.1".parse().unwrap()));
@@ -267,6 +308,13 @@ mod tests {
         assert_eq!("2001:db8:1:2::99".parse::<ClientKey>().unwrap(), net, "a bare IPv6 address names its /64");
         assert_eq!(ClientKey::Overflow.to_string().parse::<ClientKey>().unwrap(), ClientKey::Overflow);
         assert!("ip:10.0.0.0/33".parse::<ClientKey>().is_err());
+        let alice = ClientKey::identity("https://issuer.example", "alice@example.com");
+        assert_ne!(alice, ClientKey::identity("https://issuer.example", "bob@example.com"));
+        assert_ne!(alice, ClientKey::identity("https://other.example", "alice@example.com"), "the same subject of another issuer");
+        assert_ne!(ClientKey::identity("a", "bc"), ClientKey::identity("ab", "c"), "the separator keeps the split");
+        for bad in ["oidc:", "oidc:+f", &format!("oidc:{}", "+1".repeat(16)), &format!("oidc:{}", "é".repeat(16))] {
+            assert!(bad.parse::<ClientKey>().is_err(), "{bad}");
+        }
     }
 
     #[test]

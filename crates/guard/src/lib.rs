@@ -13,6 +13,8 @@
 //!    (admin routes always need a token whose role grants theirs).
 //! 2. [`ratelimit`]: per-client token buckets (governor), reads and writes apart; a client
 //!    is its token when it presented one, else its IP. Refusals count towards a [`ban`].
+//! 3. [`principal`]: not a layer: the CA handler asks it, once the OIDC token verified, to
+//!    apply the same limits and bans to the identity behind a signing request.
 //!
 //! The state the layers share:
 //!
@@ -42,6 +44,7 @@ pub mod guard;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod permission;
+pub mod principal;
 pub mod ratelimit;
 pub mod refuse;
 pub mod roles;

@@ -215,7 +215,7 @@ where
 }
 
 /// The 429 for a client over its limit, with when to retry.
-fn refused(guard: &Guard, client: &ClientKey, write: bool, wait: Duration) -> Response {
+pub(crate) fn refused(guard: &Guard, client: &ClientKey, write: bool, wait: Duration) -> Response {
     let retry = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
     let (rate, burst) = match write {
         true => (guard.config.rate_limit.write_per_second, guard.config.rate_limit.write_burst),

@@ -176,7 +176,8 @@ pub enum BanCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Lift the ban of a client: an IP address, ip:ADDR or token:ID (as `ban list` shows).
+    /// Lift the ban of a client: an IP address, ip:ADDR, token:ID or oidc:KEY (an OIDC
+    /// identity), as `ban list` shows it.
     Lift {
         #[command(flatten)]
         dir: DataDir,

@@ -70,6 +70,7 @@ pub struct Entry {
     pub role: Option<crate::roles::Role>,
     pub route: Option<axum::extract::MatchedPath>,
     pub reason: Option<&'static str>,
+    pub oidc: Option<super::Oidc>,
     pub did: Option<super::Did>,
 }
 
@@ -196,7 +197,7 @@ impl AuditLog {
             refused_total: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         });
-        let writer = Writer { conn, seq, head: hash, shared: shared.clone(), path: path.clone() };
+        let writer = Writer { runtime: tokio::runtime::Handle::try_current().ok(), conn, seq, head: hash, shared: shared.clone(), path: path.clone() };
         std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn(move || writer.run())
@@ -309,6 +310,8 @@ pub fn now_ms() -> u64 {
 }
 
 struct Writer {
+    /// The server's runtime, when opened from one.
+    runtime: Option<tokio::runtime::Handle>,
     conn: Connection,
     seq: u64,
     head: [u8; 32],
@@ -355,7 +358,13 @@ impl Writer {
             last_commit = std::time::Instant::now();
             let written = self.write(&mut batch);
             self.shared.healthy.store(written, Ordering::Relaxed);
-            outcome.send_replace(if written { Outcome::Durable } else { Outcome::Failed });
+            let told = if written { Outcome::Durable } else { Outcome::Failed };
+            // Waking a batch's requests from this thread costs each of them a cross-thread
+            // wake; from a runtime worker, they go onto that worker's own queue.
+            match &self.runtime {
+                Some(rt) => drop(rt.spawn(async move { outcome.send_replace(told) })),
+                None => drop(outcome.send_replace(told)),
+            }
             served = asked;
             {
                 let mut s = self.shared.flushes_served.lock();
@@ -384,6 +393,7 @@ impl Writer {
                 request_id: e.request_id.map(|id| id.to_string()),
                 note: None,
                 role: e.role.map(|r| r.to_string()),
+                oidc: e.oidc,
                 route: e.route.map(|r| r.as_str().to_string()),
                 reason: e.reason.map(str::to_string),
                 did: e.did,
@@ -451,6 +461,7 @@ fn own_record(note: String) -> Record {
         request_id: None,
         note: Some(note),
         role: None,
+        oidc: None,
         route: None,
         reason: None,
         did: None,

@@ -151,6 +151,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             role: p.role,
             route: p.route,
             reason: response.extensions().get::<Refusal>().map(|r| r.0),
+            oidc: response.extensions().get::<super::Oidc>().cloned(),
             did: response.extensions().get::<Did>().cloned(),
         });
         match queued {

@@ -19,7 +19,7 @@ pub mod verify;
 
 pub use chain::{AuditLog, AuditStats};
 pub use layer::AuditLayer;
-pub use record::{Did, Record};
+pub use record::{Did, Oidc, Record};
 pub use verify::{tail, verify, Verified, VerifyError};
 
 /// The file under the data dir.

@@ -40,6 +40,10 @@ pub struct Record {
     /// The role of the caller's API token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The OIDC identity a signing request presented, once the CA verified its token: the
+    /// principal its limits and bans applied to, refused or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<Oidc>,
     /// The route template the request matched (`/api/v1/log/entries/{uuid}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
@@ -63,6 +67,13 @@ pub enum Did {
     Issued { serial: String, identity: String, issuer: String },
     /// A timestamp token: its serial (hex).
     Stamped { serial: String },
+}
+
+/// An OIDC identity (issuer and subject), as a handler reports it in a response extension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Oidc {
+    pub issuer: String,
+    pub subject: String,
 }
 
 /// The hash that chains `json` (a record's stored bytes) after `prev`.

@@ -137,6 +137,7 @@ pub(super) mod tests {
             role: None,
             route: None,
             reason: None,
+            oidc: None,
             did: None,
         }
     }

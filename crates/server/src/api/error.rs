@@ -70,6 +70,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// For handlers that answer with the guard's refusals (already responses) beside their own.
+impl From<ApiError> for Response {
+    fn from(e: ApiError) -> Response {
+        e.into_response()
+    }
+}
+
 impl From<EntryError> for ApiError {
     fn from(e: EntryError) -> Self {
         match e {

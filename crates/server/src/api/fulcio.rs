@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use signet_guard::audit::Did;
+use signet_guard::audit::{Did, Oidc};
 use serde_json::{json, Value};
 use signet_ca::issue::{b64_pem, IssueError, KeyProof};
 use signet_core::{b64, pem};
@@ -38,14 +38,34 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 
 /// `POST /api/v2/signingCert`. Token in the body (`credentials.oidcIdentityToken`) or as
 /// `Authorization: Bearer`; the key as `publicKeyRequest` or `certificateSigningRequest`.
-/// A caller that authenticated with a scoped API token gets certificates only for the
-/// identities its scope allows.
+/// Once the token verifies, its identity is the principal: the guard's limits and bans apply
+/// to it ([`signet_guard::principal`]), and a caller that authenticated with a scoped API
+/// token gets certificates only for the identities its scope allows. The answer, refused or
+/// not, names the identity for the audit log.
 pub async fn signing_cert(
     State(state): State<Arc<AppState>>,
     caller: Option<Extension<signet_guard::Identity>>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Response {
+    let mut principal = None;
+    let mut response = match issue(&state, caller, &headers, body, &mut principal).await {
+        Ok(response) => response,
+        Err(refusal) => refusal,
+    };
+    if let Some(oidc) = principal {
+        response.extensions_mut().insert(oidc);
+    }
+    response
+}
+
+async fn issue(
+    state: &AppState,
+    caller: Option<Extension<signet_guard::Identity>>,
+    headers: &HeaderMap,
+    body: Body,
+    principal: &mut Option<Oidc>,
+) -> Result<Response, Response> {
     let request = json_body(body, state.max_body).await?;
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -70,17 +90,18 @@ pub async fn signing_cert(
         (None, Some(Value::String(csr))) => {
             KeyProof::Csr { pem: b64_pem("certificateSigningRequest", csr).map_err(ApiError::bad_request)? }
         }
-        (None, Some(_)) => return Err(ApiError::bad_request("certificateSigningRequest must be a base64 string")),
-        _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required")),
+        (None, Some(_)) => return Err(ApiError::bad_request("certificateSigningRequest must be a base64 string").into()),
+        _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required").into()),
     };
-    let scope = caller.map(|Extension(who)| (who.id, who.scope)).filter(|(_, s)| !s.identities.is_empty());
-    let issued = state
-        .ca
-        .issue_within(token, proof, move |identity| match scope {
-            Some((id, scope)) => scope.admits_identity(&identity.subject).map_err(|why| format!("token {id} is out of scope: {why}")),
-            None => Ok(()),
-        })
-        .await?;
+    let identity = state.ca.identify(token).await.map_err(ApiError::from)?;
+    *principal = Some(Oidc { issuer: identity.issuer.clone(), subject: identity.subject.clone() });
+    state.guard.admit_identity(&identity.issuer, &identity.subject).await?;
+    if let Some(Extension(who)) = caller.filter(|Extension(who)| !who.scope.identities.is_empty()) {
+        who.scope
+            .admits_identity(&identity.subject)
+            .map_err(|why| ApiError::from(IssueError::NotPermitted(format!("token {} is out of scope: {why}", who.id))))?;
+    }
+    let issued = state.ca.issue_for(identity, proof).await.map_err(ApiError::from)?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());
     let mut response = Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})).into_response();
