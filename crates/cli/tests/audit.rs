@@ -292,3 +292,131 @@ fn best_effort_mode_answers_while_the_store_fails() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+fn anchors(data: &Path) -> Vec<(u64, u64)> {
+    let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    let mut q = conn.prepare("SELECT seq, log_index FROM anchors ORDER BY seq").unwrap();
+    q.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))).unwrap().map(Result::unwrap).collect()
+}
+
+/// Rewrites every record from `from` on, with fresh hashes that chain: an attacker holding
+/// the disk, whom the chain alone does not catch.
+fn rewrite_chain_from(data: &Path, from: u64) {
+    let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    let batches: Vec<(i64, Vec<u8>)> = conn
+        .prepare("SELECT first_seq, records FROM audit ORDER BY first_seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut head = signet_guard::audit::record::GENESIS;
+    for (first, records) in batches {
+        let mut lines = Vec::new();
+        let mut hashes = Vec::new();
+        for (i, line) in records.split(|b| *b == b'\n').enumerate() {
+            let mut record: Value = serde_json::from_slice(line).unwrap();
+            if first as u64 + i as u64 >= from {
+                record["status"] = serde_json::json!(299);
+            }
+            let json = serde_json::to_vec(&record).unwrap();
+            head = signet_guard::audit::record::link(&head, &json);
+            hashes.extend_from_slice(&head);
+            lines.push(json);
+        }
+        conn.execute("UPDATE audit SET records = ?1, hashes = ?2 WHERE first_seq = ?3", rusqlite::params![lines.join(&b'\n'), hashes, first])
+            .unwrap();
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success());
+}
+
+/// Anchors: the chain's head signed with the audit key and appended to the Rekor v2 log
+/// every `anchor_interval_secs` and at shutdown; `audit verify` checks each against the
+/// log, and so catches what the chain alone does not: a chain rewritten with fresh hashes,
+/// and a deleted tail.
+#[test]
+fn anchors_catch_a_rewritten_chain_and_a_deleted_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\nanchor_interval_secs = 1\n").unwrap();
+    let mut server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let a = agent();
+    for _ in 0..5 {
+        assert_eq!(get(&a, &format!("{}/healthz", server.url)).unwrap().status, 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while anchors(&data).is_empty() {
+        assert!(Instant::now() < deadline, "no anchor within 10 s at an interval of 1 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, index) = anchors(&data)[0];
+    let checkpoint = get(&a, &format!("{}/api/v2/checkpoint", server.url)).unwrap().text();
+    let size: u64 = checkpoint.lines().nth(1).unwrap().parse().unwrap();
+    assert!(size > index, "the anchor is in the Rekor v2 log: {checkpoint}");
+    let (code, out, err) = verify(&data);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("anchors ok: "), "{out}");
+    let metrics = get(&a, &format!("{}/metrics", server.url)).unwrap().text();
+    assert!(metrics.contains("\nsignet_audit_last_anchor_age_seconds ") && metrics.contains("\nsignet_audit_unanchored_records "), "{metrics}");
+
+    // A graceful stop anchors what the last interval left.
+    for _ in 0..3 {
+        get(&a, &format!("{}/healthz", server.url)).unwrap();
+    }
+    assert!(Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap().success());
+    let _ = server.child.wait();
+    let (code, out, err) = verify(&data);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("; 0 records after it not yet anchored"), "the shutdown anchored the rest: {out}");
+    let anchored = anchors(&data);
+    let last = anchored.last().unwrap().0;
+    // The audit key's public half is exported with the trust documents, and is the key the
+    // log entries name.
+    let exported = dir.path().join("trust");
+    let (code, _, err) = signet(&["trust", "export", "--data-dir", data.to_str().unwrap(), "--out", exported.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let pem = std::fs::read_to_string(exported.join("audit_key.pem")).unwrap();
+    let spki = signet_core::pem::decode_first(pem.as_bytes()).unwrap().der;
+    let conn = rusqlite::Connection::open(data.join("audit.sqlite")).unwrap();
+    let entry: String = conn.query_row("SELECT entry FROM anchors ORDER BY seq LIMIT 1", [], |r| r.get(0)).unwrap();
+    let entry: Value = serde_json::from_str(&entry).unwrap();
+    let body: Value = serde_json::from_slice(&signet_core::b64::decode(entry["canonicalizedBody"].as_str().unwrap()).unwrap()).unwrap();
+    let named = &body["spec"]["hashedRekordV002"]["signature"]["verifier"]["publicKey"]["rawBytes"];
+    assert_eq!(named.as_str().unwrap(), signet_core::b64::encode(&spki));
+    drop(conn);
+
+    // The whole chain rewritten with fresh hashes: the chain holds, the anchors do not.
+    let rewritten = dir.path().join("rewritten");
+    copy_dir(&data, &rewritten);
+    rewrite_chain_from(&rewritten, 1);
+    let (code, _, err) = verify(&rewritten);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("audit chain broken at record {}:", anchored[0].0)) && err.contains("rewritten after they were anchored"), "{err}");
+    // Moving the anchors to the new hashes does not help: the log holds the old ones.
+    let conn = rusqlite::Connection::open(rewritten.join("audit.sqlite")).unwrap();
+    for (seq, _) in &anchored {
+        let (first, hashes): (i64, Vec<u8>) = conn
+            .query_row("SELECT first_seq, hashes FROM audit WHERE first_seq <= ?1 AND last_seq >= ?1", [*seq as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        let at = (*seq as i64 - first) as usize * 32;
+        conn.execute("UPDATE anchors SET head = ?1 WHERE seq = ?2", rusqlite::params![&hashes[at..at + 32], *seq as i64]).unwrap();
+    }
+    drop(conn);
+    let (code, _, err) = verify(&rewritten);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("does not hold") && err.contains("not the statement"), "{err}");
+
+    // The tail deleted, anchored records with it: named.
+    let cut = dir.path().join("cut");
+    copy_dir(&data, &cut);
+    let conn = rusqlite::Connection::open(cut.join("audit.sqlite")).unwrap();
+    conn.execute("DELETE FROM audit WHERE last_seq >= ?1", [last as i64]).unwrap();
+    drop(conn);
+    let (code, _, err) = verify(&cut);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("audit chain broken at record {last}:")) && err.contains("were deleted"), "{err}");
+}

@@ -45,11 +45,20 @@ impl Default for GuardConfig {
 
 /// The audit log (`audit.sqlite`), independent of the other settings. Off by default: on, it
 /// changes every measured figure (docs/guard.md).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     pub enabled: bool,
     pub mode: AuditMode,
+    /// How often the chain's head is anchored in the Rekor v2 log ([`crate::audit::anchor`]),
+    /// and once more at shutdown; 0: never.
+    pub anchor_interval_secs: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig { enabled: false, mode: AuditMode::default(), anchor_interval_secs: 10 }
+    }
 }
 
 /// What a request waits for ([`crate::audit::chain`]).

@@ -23,6 +23,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod anchor;
 pub mod api;
 pub mod backup;
 pub mod config;
@@ -120,6 +121,21 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
     };
     let audit = state.audit.clone();
+    // The audit chain's anchors: (log, key, the Rekor v2 log) while the server runs.
+    let anchoring = match (&state.audit, &state.audit_key) {
+        (Some(log), Some(key)) => Some((log.clone(), key.clone(), state.rekor_v2.clone())),
+        _ => None,
+    };
+    let anchor_every = Duration::from_secs(cfg.guard.audit.anchor_interval_secs);
+    let anchor_task = match &anchoring {
+        Some((log, key, v2)) if !anchor_every.is_zero() => {
+            let data_dir = cfg.data_dir.clone();
+            let after = tokio::task::spawn_blocking(move || signet_guard::audit::anchor::last_seq(&data_dir)).await.ok().and_then(Result::ok).unwrap_or(0);
+            log.anchored_earlier(after);
+            Some(tokio::spawn(anchor::run(log.clone(), v2.clone(), key.clone(), anchor_every, after)))
+        }
+        _ => None,
+    };
     let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
@@ -149,6 +165,15 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // The requests answered before the shutdown are in the audit log before the process ends.
     if let Some(log) = audit {
         let _ = tokio::task::spawn_blocking(move || log.flush()).await;
+    }
+    // And what they hold is anchored, so that a tail deleted after the process ends is caught.
+    if let (Some(task), Some((log, key, v2))) = (anchor_task, anchoring) {
+        task.abort();
+        let data_dir = cfg.data_dir.clone();
+        let after = tokio::task::spawn_blocking(move || signet_guard::audit::anchor::last_seq(&data_dir)).await.ok().and_then(Result::ok).unwrap_or(0);
+        if let Err(e) = anchor::anchor_once(&log, &v2, &key, after).await {
+            tracing::warn!(error = %e, "anchoring the audit chain at shutdown failed");
+        }
     }
     tracing::info!(reason, "signet stopped");
     Ok(())

@@ -48,6 +48,8 @@ pub struct AppState {
     pub guard: Arc<signet_guard::Guard>,
     /// The audit log, unless `[guard.audit] enabled = false`.
     pub audit: Option<Arc<signet_guard::audit::AuditLog>>,
+    /// The key that signs the audit chain's anchors, when the log is on ([`crate::anchor`]).
+    pub audit_key: Option<Arc<SigningKey>>,
     /// Starting, ready or shutting down (`/readyz`).
     pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
 }
@@ -317,6 +319,17 @@ impl AppState {
             }
             false => None,
         };
+        let audit_key = match &audit {
+            Some(_) => {
+                let data_dir = cfg.data_dir.clone();
+                let key = tokio::task::spawn_blocking(move || crate::anchor::audit_key(&data_dir))
+                    .await
+                    .map_err(|e| StartError::Panicked { what: "audit key", why: e.to_string() })?
+                    .map_err(StartError::Trust)?;
+                Some(Arc::new(key))
+            }
+            None => None,
+        };
 
         Ok(AppState {
             rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
@@ -332,6 +345,7 @@ impl AppState {
             metrics: Arc::new(crate::metrics::Metrics::with_conn(conn)),
             guard,
             audit,
+            audit_key,
             lifecycle,
         })
     }

@@ -343,6 +343,15 @@ fn leaf(der: &[u8]) -> Result<Cert> {
     Cert::parse(der).map_err(|e| bad(format!("signing certificate: {e}")))
 }
 
+impl TlogEntry {
+    /// One `TransparencyLogEntry` on its own, as a Rekor v2 log answers an append (and as
+    /// signet keeps its audit anchors).
+    pub fn from_json(json: &[u8]) -> Result<TlogEntry> {
+        let e: EntryJson = serde_json::from_slice(json).map_err(|e| bad(format!("transparency log entry: {e}")))?;
+        entry(&e)
+    }
+}
+
 fn entry(e: &EntryJson) -> Result<TlogEntry> {
     let integrated_time = match e.integrated_time.as_deref() {
         None => 0,

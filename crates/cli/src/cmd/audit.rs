@@ -1,13 +1,22 @@
-//! `signet audit verify`: checks the hash chain of `<data dir>/audit.sqlite`.
+//! `signet audit verify`: checks the hash chain of `<data dir>/audit.sqlite` and its anchors.
 //! `signet audit tail`: prints the last records, and with `--follow` those that come after.
 //!
-//! Exit 0 when every record chains; 1 at the first record that does not (it is named), or
-//! when the file cannot be read as an audit log; 2 when there is no audit log to check.
+//! Exit 0 when every record chains and every anchor holds; 1 at the first record or anchor
+//! that does not (it is named), or when the file cannot be read as an audit log; 2 when
+//! there is no audit log to check.
+//!
+//! An anchor holds when its log entry is the audit key's signature over the statement of
+//! the chain's head at its record, and the entry is included in the Rekor v2 log under a
+//! checkpoint that the log's key (from the instance's trusted root) signed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use signet_guard::audit::{self, VerifyError};
+use serde_json::Value;
+use signet_core::{b64, hash::sha256, pubkey::{HashAlg, PublicKey}};
+use signet_guard::audit::{self, anchor, Anchor, VerifyError};
+use signet_verify::bundle::{TlogEntry, Version};
+use signet_verify::TrustedRoot;
 
 #[derive(clap::Subcommand)]
 pub enum Audit {
@@ -62,7 +71,23 @@ pub fn run(cmd: Audit) -> ExitCode {
         }
         Audit::Verify { data_dir } => match audit::verify(&data_dir) {
             Ok(v) => {
+                let checked = match anchors_hold(&data_dir, &v.anchors) {
+                    Ok(()) => v.anchors.len(),
+                    Err(e) => {
+                        errln!("signet audit verify: {e}");
+                        return ExitCode::from(1);
+                    }
+                };
                 outln!("audit chain ok: {} records, head {}", v.records, hex::encode(v.head));
+                match v.anchors.last() {
+                    Some(last) => outln!(
+                        "anchors ok: {checked}, the last at record {} (Rekor v2 log index {}); {} records after it not yet anchored",
+                        last.seq,
+                        last.log_index,
+                        v.unanchored()
+                    ),
+                    None => outln!("anchors: none; {} records not yet anchored", v.unanchored()),
+                }
                 ExitCode::SUCCESS
             }
             Err(e @ VerifyError::Missing(_)) => {
@@ -75,4 +100,46 @@ pub fn run(cmd: Audit) -> ExitCode {
             }
         },
     }
+}
+
+/// Checks each anchor's log entry against the instance's trusted root and audit key.
+fn anchors_hold(data_dir: &Path, anchors: &[Anchor]) -> Result<(), String> {
+    if anchors.is_empty() {
+        return Ok(());
+    }
+    let instance = signet_server::trust::instance(data_dir, None)?;
+    let root_json = serde_json::to_vec(&instance.trusted_root()).map_err(|e| e.to_string())?;
+    let root = TrustedRoot::from_json(&root_json).map_err(|e| format!("the instance's trusted root: {e}"))?;
+    let key_path = data_dir.join("keys").join("audit.pem");
+    let pkcs8 = std::fs::read(&key_path).map_err(|e| format!("{}: {e} (the audit key that signed the anchors)", key_path.display()))?;
+    let block = signet_core::pem::decode_first(&pkcs8).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    let key = signet_core::keys::SigningKey::from_pkcs8(&block.der, &key_path.display().to_string()).map_err(|e| e.to_string())?;
+    for a in anchors {
+        anchor_holds(&root, key.spki_der(), a).map_err(|why| {
+            format!("audit anchor at record {} (Rekor v2 log index {}) does not hold: {why}", a.seq, a.log_index)
+        })?;
+    }
+    Ok(())
+}
+
+fn anchor_holds(root: &TrustedRoot, audit_spki: &[u8], a: &Anchor) -> Result<(), String> {
+    let entry = TlogEntry::from_json(a.entry.as_bytes()).map_err(|e| e.to_string())?;
+    if entry.log_index != a.log_index {
+        return Err(format!("its stored entry is at index {}", entry.log_index));
+    }
+    signet_verify::tlog::verify_entry(root, &entry, Version::V03).map_err(|e| format!("its log entry: {e}"))?;
+    let body: Value = serde_json::from_slice(&entry.body).map_err(|e| format!("its log entry's body: {e}"))?;
+    let spec = &body["spec"]["hashedRekordV002"];
+    let digest = spec["data"]["digest"].as_str().and_then(|d| b64::decode(d).ok()).ok_or("its log entry carries no digest")?;
+    if digest != sha256(&anchor::statement(a.seq, &a.head)) {
+        return Err("its log entry is not the statement of this record's hash".into());
+    }
+    let verifier = &spec["signature"]["verifier"]["publicKey"]["rawBytes"];
+    let spki = verifier.as_str().and_then(|k| b64::decode(k).ok()).ok_or("its log entry names no public key")?;
+    if spki != audit_spki {
+        return Err("its log entry is signed by another key than the instance's audit key".into());
+    }
+    let signature = spec["signature"]["content"].as_str().and_then(|c| b64::decode(c).ok()).ok_or("its log entry holds no signature")?;
+    let key = PublicKey::from_spki(&spki).map_err(|e| e.to_string())?;
+    key.verify_digest(HashAlg::Sha256, &digest, &signature).map_err(|_| "the audit key's signature does not verify".to_string())
 }

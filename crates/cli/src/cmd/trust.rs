@@ -11,7 +11,8 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum What {
-    /// Write trusted_root.json, signing_config.json and client_trust_config.json.
+    /// Write trusted_root.json, signing_config.json and client_trust_config.json (and
+    /// audit_key.pem, when the audit log has made its key).
     Export(ExportArgs),
 }
 
@@ -49,6 +50,28 @@ pub fn run(args: Args) -> ExitCode {
         let path = a.out.join(name);
         let text = serde_json::to_string_pretty(&doc).expect("documents serialize") + "\n";
         if let Err(e) = signet_core::files::write_atomic(&path, text.as_bytes(), 0o644) {
+            errln!("signet trust export: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        outln!("{}", path.display());
+    }
+    // The audit key's public half, for checking the audit anchors elsewhere. Beside the
+    // trusted root, not in it: that document is Sigstore's, and clients parse it as such.
+    let audit_key = a.data_dir.join("keys").join("audit.pem");
+    if audit_key.exists() {
+        let public = std::fs::read(&audit_key)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| signet_core::pem::decode_first(&pem).map_err(|e| e.to_string()))
+            .and_then(|b| signet_core::keys::SigningKey::from_pkcs8(&b.der, "keys/audit.pem").map_err(|e| e.to_string()));
+        let key = match public {
+            Ok(k) => k,
+            Err(e) => {
+                errln!("signet trust export: {}: {e}", audit_key.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        let path = a.out.join("audit_key.pem");
+        if let Err(e) = signet_core::files::write_atomic(&path, key.public_pem().as_bytes(), 0o644) {
             errln!("signet trust export: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }

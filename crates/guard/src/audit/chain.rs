@@ -124,6 +124,10 @@ struct Shared {
     failed_writes_total: AtomicU64,
     refused_total: AtomicU64,
     closed: AtomicBool,
+    /// The last record written and its hash: what an anchor covers.
+    head: Mutex<(u64, [u8; 32])>,
+    /// The newest anchor's seq and when it was made (ms since the epoch; 0: none yet).
+    anchored: Mutex<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +138,10 @@ pub struct AuditStats {
     pub failed_writes: u64,
     /// Answers the audit log replaced with 503 (closed mode).
     pub refused: u64,
+    /// Records written that no anchor covers yet.
+    pub unanchored: u64,
+    /// When the newest anchor was made, in ms since the epoch (0: none since start).
+    pub anchored_at_ms: u64,
 }
 
 pub struct AuditLog {
@@ -168,6 +176,7 @@ impl AuditLog {
         let checkpointer = Connection::open(&path).map_err(sqlite(&path))?;
         checkpointer.execute_batch("PRAGMA busy_timeout=5000;").map_err(sqlite(&path))?;
         conn.execute_batch(SCHEMA).map_err(sqlite(&path))?;
+        conn.execute_batch(super::anchor::SCHEMA).map_err(sqlite(&path))?;
         let head: Option<(u64, Vec<u8>)> = conn
             .query_row("SELECT last_seq, hashes FROM audit ORDER BY first_seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
@@ -196,6 +205,8 @@ impl AuditLog {
             failed_writes_total: AtomicU64::new(0),
             refused_total: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            head: Mutex::new((seq, hash)),
+            anchored: Mutex::new((0, 0)),
         });
         let writer = Writer { runtime: tokio::runtime::Handle::try_current().ok(), conn, seq, head: hash, shared: shared.clone(), path: path.clone() };
         std::thread::Builder::new()
@@ -243,6 +254,22 @@ impl AuditLog {
         }
     }
 
+    /// The last record on disk and its hash (seq 0 and the genesis hash for an empty log).
+    pub fn head(&self) -> (u64, [u8; 32]) {
+        *self.shared.head.lock()
+    }
+
+    /// Where the anchors stood when the server started (their time is not counted as an
+    /// anchor made since start).
+    pub fn anchored_earlier(&self, seq: u64) {
+        self.shared.anchored.lock().0 = seq;
+    }
+
+    /// Notes that the chain is anchored up to `seq` (for `/metrics`).
+    pub fn anchored(&self, seq: u64) {
+        *self.shared.anchored.lock() = (seq, now_ms());
+    }
+
     /// Closed mode, and the last write failed: a request would get a 503 after its handler
     /// ran, so it gets one before.
     pub fn refusing(&self) -> bool {
@@ -257,12 +284,17 @@ impl AuditLog {
     /// For `/metrics`: records waiting for the writer, written, lost, failed batch writes and
     /// refused answers since start.
     pub fn stats(&self) -> AuditStats {
+        // One lock at a time: guards taken inside the literal would live to its end.
+        let written_seq = self.shared.head.lock().0;
+        let (anchored_seq, anchored_at_ms) = *self.shared.anchored.lock();
         AuditStats {
             queued: self.shared.queue.lock().entries.len(),
             written: self.shared.written_total.load(Ordering::Relaxed),
             lost: self.shared.lost_total.load(Ordering::Relaxed),
             failed_writes: self.shared.failed_writes_total.load(Ordering::Relaxed),
             refused: self.shared.refused_total.load(Ordering::Relaxed),
+            unanchored: written_seq.saturating_sub(anchored_seq),
+            anchored_at_ms,
         }
     }
 
@@ -409,6 +441,7 @@ impl Writer {
         match self.commit(&mut records) {
             Ok((seq, head)) => {
                 (self.seq, self.head) = (seq, head);
+                *self.shared.head.lock() = (seq, head);
                 self.shared.written_total.fetch_add(count, Ordering::Relaxed);
                 true
             }

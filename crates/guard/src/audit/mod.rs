@@ -7,16 +7,20 @@
 //! - [`verify`]: walks the stored chain and names the first record that does not fit
 //!   (`signet audit verify`).
 //! - [`layer`]: the tower layer that records every request, refused ones included.
+//! - [`anchor`]: the chain's head, signed and appended to signet's Rekor v2 log, so that
+//!   rewriting the chain from some record onwards is caught too.
 //!
-//! Editing or deleting a stored record breaks the chain at that record. Rewriting the whole
-//! chain from there on is not caught yet: that needs the chain's head anchored in the
-//! transparency log (DESIGN.md), which is the next step.
+//! Editing or deleting a stored record breaks the chain at that record; rewriting it up to
+//! an anchored record breaks the anchor; deleting the tail past an anchor is caught by the
+//! anchor; records after the last anchor are reported as not yet anchored.
 
+pub mod anchor;
 pub mod chain;
 pub mod layer;
 pub mod record;
 pub mod verify;
 
+pub use anchor::Anchor;
 pub use chain::{AuditLog, AuditStats};
 pub use layer::AuditLayer;
 pub use record::{Did, Oidc, Record};

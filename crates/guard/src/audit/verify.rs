@@ -2,12 +2,15 @@
 //!
 //! The database is opened read-only, so a check never creates or changes anything. Every
 //! record must follow the one before (seq + 1), carry its own seq, and have the hash that
-//! chains its stored bytes after the previous hash.
+//! chains its stored bytes after the previous hash. Each stored [`Anchor`] must name a
+//! record of the chain and that record's hash; checking that the anchor's entry is in the
+//! transparency log needs the log's trusted root, and is the caller's (`signet audit verify`).
 
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::anchor::{self, Anchor};
 use super::record::{self, Record, GENESIS};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +18,15 @@ pub struct Verified {
     pub records: u64,
     /// The hash of the last record ([`GENESIS`] for an empty log).
     pub head: [u8; 32],
+    /// The anchors, oldest first, each matching the chain.
+    pub anchors: Vec<Anchor>,
+}
+
+impl Verified {
+    /// Records after the last anchor, which no anchor covers yet.
+    pub fn unanchored(&self) -> u64 {
+        self.records - self.anchors.last().map_or(0, |a| a.seq.min(self.records))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +78,8 @@ pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
     }
     let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
     let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+    let anchors = anchor::load(&conn).map_err(err)?;
+    let mut next_anchor = anchors.iter().peekable();
     let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit ORDER BY first_seq").map_err(err)?;
     let mut rows = rows.query([]).map_err(err)?;
     let (mut last, mut head) = (0u64, GENESIS);
@@ -112,10 +126,32 @@ pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
                 return Err(broken("its hash does not chain its contents after the record before: edited, replaced or reordered".into()));
             }
             head = expected;
+            if let Some(a) = next_anchor.next_if(|a| a.seq <= seq) {
+                if a.seq < seq || a.head != head {
+                    return Err(VerifyError::Broken {
+                        seq: a.seq,
+                        why: format!(
+                            "its hash is not the one anchored in the transparency log at index {}: the records up to it were rewritten after they were anchored",
+                            a.log_index
+                        ),
+                    });
+                }
+            }
         }
         last = end;
     }
-    Ok(Verified { records: last, head })
+    if let Some(a) = next_anchor.next() {
+        return Err(VerifyError::Broken {
+            seq: a.seq,
+            why: format!(
+                "it was anchored in the transparency log at index {}, but the chain ends at record {last}: records {}..{} were deleted",
+                a.log_index,
+                last + 1,
+                a.seq
+            ),
+        });
+    }
+    Ok(Verified { records: last, head, anchors })
 }
 
 #[cfg(test)]

@@ -94,8 +94,9 @@ pub async fn lift_ban(State(state): State<Arc<AppState>>, body: Body) -> Result<
 }
 
 /// `GET /api/admin/audit/verify`: `signet audit verify` on this instance's audit log.
-/// 200 with the record count and head when the chain holds; 409 naming the first record
-/// that does not; 404 when the audit log is off.
+/// 200 with the record count and head when the chain holds (and each anchor names a record
+/// and its hash; their log entries are `signet audit verify`'s to check); 409 naming the
+/// first record or anchor that does not; 404 when the audit log is off.
 pub async fn verify_audit(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
     let Some(log) = state.audit.clone() else {
         return Err(ApiError::not_found("the audit log is off here ([guard.audit] enabled = false)"));
@@ -109,7 +110,14 @@ pub async fn verify_audit(State(state): State<Arc<AppState>>) -> Result<Json<Val
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the check failed unexpectedly: {e}")))?;
     match checked {
-        Ok(v) => Ok(Json(json!({"ok": true, "records": v.records, "head": hex(&v.head)}))),
+        Ok(v) => Ok(Json(json!({
+            "ok": true,
+            "records": v.records,
+            "head": hex(&v.head),
+            "anchors": v.anchors.len(),
+            "last_anchor": v.anchors.last().map(|a| json!({"seq": a.seq, "log_index": a.log_index})),
+            "unanchored": v.unanchored(),
+        }))),
         Err(e @ signet_guard::audit::VerifyError::Broken { .. }) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
     }

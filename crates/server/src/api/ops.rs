@@ -44,6 +44,11 @@ fn guard_and_audit(state: &AppState, text: &mut String) {
         metric("signet_audit_records_lost_total", "counter", "Audit records lost since start (a full queue or a failed write; the chain records the count).", s.lost.to_string());
         metric("signet_audit_write_failures_total", "counter", "Batches of audit records whose write failed.", s.failed_writes.to_string());
         metric("signet_audit_refused_total", "counter", "Answers replaced with 503 because their audit record could not be made durable (mode = closed).", s.refused.to_string());
+        metric("signet_audit_unanchored_records", "gauge", "Audit records written that no anchor in the Rekor v2 log covers yet.", s.unanchored.to_string());
+        if s.anchored_at_ms > 0 {
+            let age = signet_guard::audit::chain::now_ms().saturating_sub(s.anchored_at_ms) as f64 / 1000.0;
+            metric("signet_audit_last_anchor_age_seconds", "gauge", "Seconds since the audit chain was last anchored (absent until the first anchor since start).", format!("{age:.3}"));
+        }
     }
 }
 

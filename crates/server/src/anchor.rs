@@ -1,0 +1,87 @@
+//! Anchoring the audit chain in the Rekor v2 log ([`signet_guard::audit::anchor`]).
+//!
+//! Every `[guard.audit] anchor_interval_secs` (and once more at shutdown), when records were
+//! written since the last anchor, the chain's head is signed with the audit key
+//! (`keys/audit.pem`, P-256, made on first use) and appended to the Rekor v2 log as a
+//! hashedrekord, straight through the log's API (not over HTTP, so anchoring writes no audit
+//! record of its own and never anchors itself). The log's answer is stored beside the chain.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use signet_core::{b64, hash::sha256, keys::SigningKey};
+use signet_guard::audit::{anchor, Anchor, AuditLog};
+use signet_log::rekor::v2::{self, TransparencyLogEntry};
+use signet_log::{Log, Sequenced};
+
+/// The audit key, under the data dir: made on first use, 0600 in a 0700 directory.
+pub fn audit_key(data_dir: &Path) -> Result<SigningKey, String> {
+    let dir = data_dir.join("keys");
+    signet_core::files::ensure_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    SigningKey::load_or_generate(&dir.join("audit.pem")).map_err(|e| e.to_string())
+}
+
+/// Anchors the chain's current head in `log`, unless nothing was written since `after` (the
+/// last anchored seq). The new anchor, or `None`.
+pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u64) -> Result<Option<Anchor>, String> {
+    let (seq, head) = audit.head();
+    if seq <= after {
+        return Ok(None);
+    }
+    let statement = anchor::statement(seq, &head);
+    let signature = key.sign(&statement).map_err(|e| format!("signing the anchor: {e}"))?;
+    let request = json!({"hashedRekordRequestV002": {
+        "digest": b64::encode(&sha256(&statement)),
+        "signature": {"content": b64::encode(&signature), "verifier": {
+            "publicKey": {"rawBytes": b64::encode(key.spki_der())},
+            "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+        }},
+    }});
+    let entry = v2::parse(&request).map_err(|e| format!("the anchor entry is not valid (a bug): {e}"))?;
+    let (index, checkpoint) = match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await {
+        Ok(Sequenced::New { index, checkpoint, .. }) => (index, checkpoint),
+        // The same head anchored before (a restart between anchor and store): prove that one.
+        Ok(Sequenced::Duplicate { index }) => (index, log.head()),
+        Err(e) => return Err(format!("appending the anchor to the Rekor v2 log: {e}")),
+    };
+    let proof = log.inclusion_proof(index, checkpoint.checkpoint.size).map_err(|e| format!("the anchor's inclusion proof: {e}"))?;
+    let tle = TransparencyLogEntry {
+        index,
+        key_id: log.key().key_id(),
+        body: &entry.body,
+        proof: &proof,
+        root_hash: &checkpoint.checkpoint.root_hash,
+        tree_size: checkpoint.checkpoint.size,
+        checkpoint: &checkpoint.note,
+    };
+    let anchor = Anchor { seq, head, log_index: index, entry: tle.to_json().to_string() };
+    let data_dir = audit.path().parent().map(Path::to_path_buf).unwrap_or_default();
+    let stored = anchor.clone();
+    tokio::task::spawn_blocking(move || anchor::store(&data_dir, &stored))
+        .await
+        .map_err(|e| format!("storing the anchor: {e}"))?
+        .map_err(|e| format!("storing the anchor: {e}"))?;
+    audit.anchored(seq);
+    Ok(Some(anchor))
+}
+
+/// Anchors every `every` until the task is dropped. Failures are logged and retried at the
+/// next turn; the records stay unanchored (and `audit verify` says so) until one succeeds.
+pub async fn run(audit: Arc<AuditLog>, log: Log, key: Arc<SigningKey>, every: Duration, mut after: u64) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match anchor_once(&audit, &log, &key, after).await {
+            Ok(Some(a)) => {
+                tracing::debug!(seq = a.seq, log_index = a.log_index, "audit chain anchored");
+                after = a.seq;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "anchoring the audit chain failed; retrying at the next interval"),
+        }
+    }
+}
