@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 use signet_core::{b64, hash::sha256, keys::SigningKey};
 use signet_guard::audit::{anchor, Anchor, AuditLog};
-use signet_log::rekor::v2::{self, TransparencyLogEntry};
+use signet_log::rekor::v2;
 use signet_log::{Log, Sequenced};
 
 /// The audit key, under the data dir: made on first use, 0600 in a 0700 directory.
@@ -46,17 +46,8 @@ pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u
         Ok(Sequenced::Duplicate { index }) => (index, log.head()),
         Err(e) => return Err(format!("appending the anchor to the Rekor v2 log: {e}")),
     };
-    let proof = log.inclusion_proof(index, checkpoint.checkpoint.size).map_err(|e| format!("the anchor's inclusion proof: {e}"))?;
-    let tle = TransparencyLogEntry {
-        index,
-        key_id: log.key().key_id(),
-        body: &entry.body,
-        proof: &proof,
-        root_hash: &checkpoint.checkpoint.root_hash,
-        tree_size: checkpoint.checkpoint.size,
-        checkpoint: &checkpoint.note,
-    };
-    let anchor = Anchor { seq, head, log_index: index, entry: tle.to_json().to_string() };
+    let tle = crate::api::rekor_v2::entry_json(log, index, &entry.body, &checkpoint).map_err(|e| format!("the anchor's inclusion proof: {e}"))?;
+    let anchor = Anchor { seq, head, log_index: index, entry: tle.to_string() };
     let data_dir = audit.path().parent().map(Path::to_path_buf).unwrap_or_default();
     let stored = anchor.clone();
     tokio::task::spawn_blocking(move || anchor::store(&data_dir, &stored))

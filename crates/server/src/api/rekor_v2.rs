@@ -25,17 +25,8 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Res
     let log = &state.rekor_v2;
     match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await? {
         Sequenced::New { index, checkpoint, .. } => {
-            let proof = log.inclusion_proof(index, checkpoint.checkpoint.size)?;
-            let tle = TransparencyLogEntry {
-                index,
-                key_id: log.key().key_id(),
-                body: &entry.body,
-                proof: &proof,
-                root_hash: &checkpoint.checkpoint.root_hash,
-                tree_size: checkpoint.checkpoint.size,
-                checkpoint: &checkpoint.note,
-            };
-            let mut response = (StatusCode::CREATED, Json(tle.to_json())).into_response();
+            let tle = entry_json(log, index, &entry.body, &checkpoint)?;
+            let mut response = (StatusCode::CREATED, Json(tle)).into_response();
             let entry_hash = hex::encode(signet_log::merkle::leaf_hash(&entry.body));
             response.extensions_mut().insert(Did::Appended { log: "rekor-v2".into(), index, entry_hash });
             Ok(response)
@@ -46,6 +37,27 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Res
         )
         .with_header("x-log-index", &index.to_string())),
     }
+}
+
+/// The `TransparencyLogEntry` of the entry at `index`, proved under `checkpoint`: what an
+/// append answers (and what an audit anchor keeps).
+pub fn entry_json(
+    log: &signet_log::Log,
+    index: u64,
+    body: &[u8],
+    checkpoint: &signet_log::checkpoint::SignedCheckpoint,
+) -> Result<serde_json::Value, signet_log::merkle::ProofError> {
+    let proof = log.inclusion_proof(index, checkpoint.checkpoint.size)?;
+    Ok(TransparencyLogEntry {
+        index,
+        key_id: log.key().key_id(),
+        body,
+        proof: &proof,
+        root_hash: &checkpoint.checkpoint.root_hash,
+        tree_size: checkpoint.checkpoint.size,
+        checkpoint: &checkpoint.note,
+    }
+    .to_json())
 }
 
 pub async fn checkpoint(State(state): State<Arc<AppState>>) -> Response {
