@@ -25,6 +25,8 @@ pub fn suite() -> Suite {
             b("guard/ratelimit/admit", "one GCRA decision for a client with room in its bucket (keyed governor limiter)", admit),
             b("guard/ratelimit/refuse", "one GCRA decision for a client whose bucket is empty, with the wait until it refills", refuse),
             b("guard/validate/headers", "the validation layer's header and query checks on a cosign-like request (8 fields, a bearer token, a query)", validate_headers),
+            b("guard/audit/encode", "one audit record written for the chain: a token-authenticated GET's JSON and its SHA-256 link", audit_encode),
+            b("guard/audit/encode_owned", "the same record made as before: through an owned Record, a string per field", audit_encode_owned),
             b("guard/scope/admits", "a scoped token's check: 2 networks, 2 routes and a log, the request inside all of them", scope_admits),
         ],
     }
@@ -90,5 +92,48 @@ fn scope_admits(c: &mut Criterion, bench: &Bench) {
     let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| black_box(scope.admits(black_box(&http::Method::POST), black_box("/api/v2/log/entries"), Some("rekor-v2"), ip).is_ok()))
+    });
+}
+
+fn audit_entry() -> crate::audit::chain::Entry {
+    crate::audit::chain::Entry {
+        time_ms: crate::audit::chain::now_ms(),
+        client: "token:5f0c3a9e1b2d4c6f".parse().unwrap_or(CLIENT),
+        method: http::Method::GET,
+        uri: http::Uri::from_static("/api/v2/checkpoint"),
+        status: 200,
+        micros: 812,
+        request_id: Some(signet_core::request_id::RequestId::next()),
+        role: Some(crate::roles::Role::reader()),
+        route: None,
+        reason: None,
+        oidc: None,
+        did: None,
+    }
+}
+
+fn audit_encode(c: &mut Criterion, bench: &Bench) {
+    let entry = audit_entry();
+    let mut out = Vec::with_capacity(512);
+    let mut head = crate::audit::record::GENESIS;
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            out.clear();
+            crate::audit::chain::encode(black_box(7), black_box(&entry), &mut out);
+            head = crate::audit::record::link(&head, &out);
+            black_box(head)
+        })
+    });
+}
+
+fn audit_encode_owned(c: &mut Criterion, bench: &Bench) {
+    let entry = audit_entry();
+    let mut head = crate::audit::record::GENESIS;
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            let out = crate::audit::chain::encode_owned(black_box(7), black_box(&entry));
+            head = crate::audit::record::link(&head, &out);
+            black_box(head)
+        })
     });
 }
