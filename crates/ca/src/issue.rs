@@ -85,19 +85,7 @@ impl Issuer {
     }
 
     pub async fn issue(&self, token: &str, proof: KeyProof) -> Result<Issued, IssueError> {
-        self.issue_within(token, proof, |_| Ok(())).await
-    }
-
-    /// [`Issuer::issue`] for a caller limited to some identities: `permit` sees the verified
-    /// identity before anything is signed, and its `Err` refuses it with that message.
-    pub async fn issue_within(
-        &self,
-        token: &str,
-        proof: KeyProof,
-        permit: impl FnOnce(&Identity) -> Result<(), String> + Send + 'static,
-    ) -> Result<Issued, IssueError> {
         let identity = self.identify(token).await?;
-        permit(&identity).map_err(IssueError::NotPermitted)?;
         self.issue_for(identity, proof).await
     }
 

@@ -119,7 +119,7 @@ fn audit_encode(c: &mut Criterion, bench: &Bench) {
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| {
             out.clear();
-            crate::audit::chain::encode(black_box(7), black_box(&entry), &mut out);
+            let _ = crate::audit::chain::encode(black_box(7), black_box(&entry), &mut out);
             head = crate::audit::record::link(&head, &out);
             black_box(head)
         })

@@ -9,14 +9,11 @@
 //! the limits (Redis).
 
 use axum::response::Response;
-use http::StatusCode;
 
 use crate::authn::banned;
 use crate::client::ClientKey;
 use crate::guard::Guard;
-use crate::ratelimit::refused;
-use crate::refuse::refuse;
-use crate::shared::{Decision, OnFailure};
+use crate::ratelimit::{refused, shared_check};
 
 impl Guard {
     /// Admits one signing request of `issuer`'s `subject`, or gives the refusal to answer:
@@ -31,20 +28,7 @@ impl Guard {
             return Err(banned(&key, until));
         }
         if let Some(shared) = &self.shared {
-            return match shared.check(&key, true).await {
-                Decision::Allow => Ok(()),
-                Decision::Refuse(wait) => Err(refused(self, &key, true, wait)),
-                Decision::Banned(until) => Err(banned(&key, until)),
-                Decision::Unavailable => match shared.on_failure {
-                    OnFailure::Open => Ok(()),
-                    OnFailure::Closed => Err(refuse(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "limiter_unavailable",
-                        "the shared rate limiter (Redis) cannot be reached, and guard.redis.on_failure is \"closed\"; retry shortly",
-                        Some(1),
-                    )),
-                },
-            };
+            return shared_check(self, shared, &key, true).await;
         }
         match self.limiters.as_ref().map(|l| l.check(&key, true)) {
             Some(Err(wait)) => {

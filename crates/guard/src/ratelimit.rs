@@ -27,7 +27,7 @@ use crate::client::ClientKey;
 use crate::config::RateLimitConfig;
 use crate::guard::Guard;
 use crate::refuse::refuse;
-use crate::shared::{Decision, OnFailure};
+use crate::shared::{Decision, OnFailure, SharedLimits};
 
 /// The read and write buckets of every tracked client.
 ///
@@ -188,19 +188,9 @@ where
             let mut inner = std::mem::replace(&mut self.inner, ready);
             let guard = self.guard.clone();
             return Either::Right(Box::pin(async move {
-                match shared.check(&client, write).await {
-                    Decision::Allow => inner.call(request).await,
-                    Decision::Refuse(wait) => Ok(refused(&guard, &client, write, wait)),
-                    Decision::Banned(until) => Ok(crate::authn::banned(&client, until)),
-                    Decision::Unavailable => match shared.on_failure {
-                        OnFailure::Open => inner.call(request).await,
-                        OnFailure::Closed => Ok(refuse(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "limiter_unavailable",
-                            "the shared rate limiter (Redis) cannot be reached, and guard.redis.on_failure is \"closed\"; retry shortly",
-                            Some(1),
-                        )),
-                    },
+                match shared_check(&guard, &shared, &client, write).await {
+                    Ok(()) => inner.call(request).await,
+                    Err(refusal) => Ok(refusal),
                 }
             }));
         }
@@ -211,6 +201,25 @@ where
             }
             _ => Either::Left(Either::Right(self.inner.call(request))),
         }
+    }
+}
+
+/// The shared limiter's (Redis) decision for `client`: `Ok` to go on (admitted, or Redis
+/// unreachable with `on_failure = "open"`), or the refusal to answer.
+pub(crate) async fn shared_check(guard: &Guard, shared: &SharedLimits, client: &ClientKey, write: bool) -> Result<(), Response> {
+    match shared.check(client, write).await {
+        Decision::Allow => Ok(()),
+        Decision::Refuse(wait) => Err(refused(guard, client, write, wait)),
+        Decision::Banned(until) => Err(crate::authn::banned(client, until)),
+        Decision::Unavailable => match shared.on_failure {
+            OnFailure::Open => Ok(()),
+            OnFailure::Closed => Err(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "limiter_unavailable",
+                "the shared rate limiter (Redis) cannot be reached, and guard.redis.on_failure is \"closed\"; retry shortly",
+                Some(1),
+            )),
+        },
     }
 }
 

@@ -412,30 +412,37 @@ impl Writer {
     /// Writes `batch` and any lost-count record; false when the write failed.
     fn write(&mut self, batch: &mut Vec<Entry>) -> bool {
         let lost = self.shared.lost.swap(0, Ordering::Relaxed);
-        let count = batch.len() as u64;
-        if count == 0 && lost == 0 {
+        if batch.is_empty() && lost == 0 {
             return true;
         }
-        let (mut seq, mut head) = (self.seq, self.head);
-        let mut lines = Vec::with_capacity(batch.len() * 200 + 200);
-        let mut hashes = Vec::with_capacity((batch.len() + 1) * 32);
-        let mut chain = |json: &mut dyn FnMut(&mut Vec<u8>, u64)| {
-            seq += 1;
-            let start = lines.len();
-            json(&mut lines, seq);
-            head = record::link(&head, &lines[start..]);
-            hashes.extend_from_slice(&head);
-            lines.push(b'\n');
+        let mut out = Encoded {
+            lines: Vec::with_capacity(batch.len() * 200 + 200),
+            hashes: Vec::with_capacity((batch.len() + 1) * 32),
+            seq: self.seq,
+            head: self.head,
+            dropped: 0,
         };
         for e in batch.drain(..) {
-            chain(&mut |out, seq| encode(seq, &e, out));
+            out.push(|lines, seq| encode(seq, &e, lines));
         }
-        if lost > 0 {
+        let count = out.seq - self.seq;
+        let own = lost > 0 && {
             let note = own_record(format!("lost {lost} records: the queue was full or a write failed"));
-            // Strings and integers into a Vec: cannot fail, and this is the writer's thread.
-            #[allow(clippy::expect_used)]
-            chain(&mut |out, seq| serde_json::to_writer(out, &Record { seq, ..note.clone() }).expect("a record serializes"));
+            out.push(|lines, seq| serde_json::to_writer(lines, &Record { seq, ..note }))
+        };
+        if lost > 0 && !own {
+            // The note did not make it: its count waits for the next batch.
+            self.shared.lost.fetch_add(lost, Ordering::Relaxed);
         }
+        if out.dropped > 0 {
+            tracing::error!(records = out.dropped, "audit records that do not encode were dropped (a bug); they are counted as lost");
+            self.shared.lost.fetch_add(out.dropped, Ordering::Relaxed);
+            self.shared.lost_total.fetch_add(out.dropped, Ordering::Relaxed);
+        }
+        if out.seq == self.seq {
+            return true;
+        }
+        let Encoded { mut lines, hashes, seq, head, .. } = out;
         lines.pop();
         let stored = self
             .conn
@@ -445,7 +452,7 @@ impl Writer {
             Ok(_) => {
                 (self.seq, self.head) = (seq, head);
                 *self.shared.head.lock() = (seq, head);
-                self.shared.written_total.fetch_add(count + u64::from(lost > 0), Ordering::Relaxed);
+                self.shared.written_total.fetch_add(count + u64::from(own), Ordering::Relaxed);
                 true
             }
             Err(e) => {
@@ -460,10 +467,39 @@ impl Writer {
     }
 }
 
+/// A batch as the writer builds it: the records' JSON lines, their chained hashes, and the
+/// chain's last seq and hash so far.
+struct Encoded {
+    lines: Vec<u8>,
+    hashes: Vec<u8>,
+    seq: u64,
+    head: [u8; 32],
+    /// Records that did not encode (it cannot happen: strings and integers into a Vec);
+    /// dropped and counted as lost rather than taking the writer down.
+    dropped: u64,
+}
+
+impl Encoded {
+    /// Numbers and chains one record written by `json`; false when it did not encode.
+    fn push(&mut self, json: impl FnOnce(&mut Vec<u8>, u64) -> serde_json::Result<()>) -> bool {
+        let start = self.lines.len();
+        if json(&mut self.lines, self.seq + 1).is_err() {
+            self.lines.truncate(start);
+            self.dropped += 1;
+            return false;
+        }
+        self.seq += 1;
+        self.head = record::link(&self.head, &self.lines[start..]);
+        self.hashes.extend_from_slice(&self.head);
+        self.lines.push(b'\n');
+        true
+    }
+}
+
 /// Appends the JSON of `entry`'s record, numbered `seq`, to `out`: the bytes the chain hashes
 /// and stores. Written from the entry's own values ([`RecordOut`]), allocating nothing but
 /// `out`'s growth.
-pub fn encode(seq: u64, entry: &Entry, out: &mut Vec<u8>) {
+pub fn encode(seq: u64, entry: &Entry, out: &mut Vec<u8>) -> serde_json::Result<()> {
     let record = RecordOut {
         seq,
         time_ms: entry.time_ms,
@@ -479,9 +515,7 @@ pub fn encode(seq: u64, entry: &Entry, out: &mut Vec<u8>) {
         reason: entry.reason,
         did: entry.did.as_ref(),
     };
-    // Strings and integers into a Vec: cannot fail, and this is the writer's thread.
-    #[allow(clippy::expect_used)]
-    serde_json::to_writer(out, &record).expect("a record serializes");
+    serde_json::to_writer(out, &record)
 }
 
 /// The same bytes as [`encode`], the way the writer made them before it: through an owned
@@ -655,7 +689,7 @@ mod tests {
         full.did = Some(super::super::Did::Stamped { serial: "01".into() });
         for e in [entry("/healthz", 200), full] {
             let mut out = Vec::new();
-            encode(42, &e, &mut out);
+            encode(42, &e, &mut out).unwrap();
             assert_eq!(String::from_utf8(out.clone()).unwrap(), String::from_utf8(encode_owned(42, &e)).unwrap());
             let parsed: Record = serde_json::from_slice(&out).unwrap();
             assert_eq!(parsed.seq, 42);
