@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use der::{Decode, Encode};
 use serde_json::Value;
-use signet_core::{b64, hash::sha256, pem};
+use signet_core::{hash::sha256, pem};
 use signet_core::pubkey::{self as verifier, PublicKey};
 use spki::SubjectPublicKeyInfoOwned;
 use x509_cert::request::CertReq;
@@ -203,10 +203,4 @@ pub fn verify_csr(csr_pem: &str) -> Result<Vec<u8>, IssueError> {
     };
     verified.map_err(|_| IssueError::Csr("its signature does not verify with its own public key".into()))?;
     Ok(spki_der)
-}
-
-/// Decodes the base64 of a PEM, as both request forms carry their PEM.
-pub fn b64_pem(field: &str, value: &str) -> Result<String, String> {
-    let raw = b64::decode(value).map_err(|e| format!("{field} is not base64: {e}"))?;
-    String::from_utf8(raw).map_err(|_| format!("{field} does not decode to PEM text"))
 }

@@ -421,6 +421,73 @@ fn anchors_catch_a_rewritten_chain_and_a_deleted_tail() {
     assert!(err.contains(&format!("audit chain broken at record {last}:")) && err.contains("were deleted"), "{err}");
 }
 
+fn segments(data: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(data.join("audit-segments"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Retention: past `segment_max_bytes`, the records up to an anchor move into a segment
+/// file; every file verifies, alone too once archived elsewhere, and its anchors are
+/// checked against the transparency log; an edit inside an archived segment is caught.
+#[test]
+fn segments_are_cut_at_anchors_and_verify_alone_once_archived() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\nanchor_interval_secs = 1\nsegment_max_bytes = 1\n").unwrap();
+    let mut server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let a = agent();
+    for round in 1..=2 {
+        for _ in 0..5 {
+            assert_eq!(get(&a, &format!("{}/healthz", server.url)).unwrap().status, 200);
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while segments(&data).len() < round {
+            assert!(Instant::now() < deadline, "no segment {round} within 15 s at an anchor interval of 1 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert!(Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap().success());
+    let _ = server.child.wait();
+    let (code, out, err) = verify(&data);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("segments ok: ") && out.contains("records 1.."), "{out}");
+    let total: u64 = out.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(total >= 10, "{out}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in segments(&data) {
+            assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());
+        }
+    }
+
+    // The oldest segment archived elsewhere: it verifies alone, anchors and all, and the
+    // rest verifies from its anchored start.
+    let archive = dir.path().join("archive");
+    std::fs::create_dir(&archive).unwrap();
+    let oldest = segments(&data).remove(0);
+    let archived = archive.join(oldest.file_name().unwrap());
+    std::fs::rename(&oldest, &archived).unwrap();
+    let (code, out, err) = signet(&["audit", "verify", "--data-dir", data.to_str().unwrap(), "--segment", archived.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("anchors ok: ") && out.contains("; 0 records after it not yet anchored"), "a segment ends at an anchor: {out}");
+    let (code, out, err) = verify(&data);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("are in segments archived elsewhere"), "{out}");
+
+    // An edit in the archived segment is caught there.
+    let conn = rusqlite::Connection::open(&archived).unwrap();
+    conn.execute_batch("UPDATE audit SET records = CAST(replace(CAST(records AS TEXT), '/healthz', '/healthy') AS BLOB)").unwrap();
+    drop(conn);
+    let (code, _, err) = signet(&["audit", "verify", "--data-dir", data.to_str().unwrap(), "--segment", archived.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("audit chain broken at record"), "{err}");
+}
+
 /// kill -9 in the middle of the traffic: the chain still verifies (a batch is written whole
 /// or not at all), and in closed mode every answer a client got has its record.
 #[test]

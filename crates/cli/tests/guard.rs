@@ -302,3 +302,98 @@ fn off_by_default_yet_admin_routes_need_an_admin_token() {
     let (ok, _, err) = signet(&["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--role", "root"]);
     assert!(!ok && err.contains("\"root\" is not defined (defined: admin, auditor, reader, signer)"), "{err}");
 }
+
+/// The validation layer's typed bodies: on every route that takes JSON, a body with the
+/// wrong shape is refused before its handler runs, with the JSON path of the field at fault
+/// in the error, and nothing is logged, issued or stamped.
+#[test]
+fn every_json_body_is_typed_and_its_errors_name_the_field() {
+    use common::{post_json, Signer};
+    use serde_json::{json, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "");
+    let data = dir.path().join("data");
+    let a = agent();
+    let root = admin(&data, &["token", "create", "--role", "admin"]).trim().to_string();
+    let tokens_url = format!("{}/api/admin/tokens", server.url);
+    eventually("the admin token is accepted", || get_bearer(&a, &tokens_url, &root).unwrap().status == 200);
+    let signer = Signer::new();
+    let v1 = |f: &dyn Fn(&mut Value)| {
+        let mut v = signer.v1_entry(b"typed");
+        f(&mut v);
+        v
+    };
+    let v2 = |f: &dyn Fn(&mut Value)| {
+        let mut v = signer.v2_entry(b"typed");
+        f(&mut v);
+        v
+    };
+    let cert = |f: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_slice(&common::cert_request("eyJ.a.b", "a@example.com")).unwrap();
+        f(&mut v);
+        v
+    };
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        // Rekor v1 entries: unknown, missing, wrong type, bad encodings, an array for an object.
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["data"]["hash"]["extra"] = json!(1)), "spec.data.hash.extra", "unknown field"),
+        ("/api/v1/log/entries", v1(&|v| drop(v["spec"]["signature"].as_object_mut().unwrap().remove("content"))), "spec.signature.content", "required"),
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["signature"]["content"] = json!(12)), "spec.signature.content", "invalid type"),
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["signature"]["publicKey"]["content"] = json!("@@")), "spec.signature.publicKey.content", "not base64"),
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["data"]["hash"]["value"] = json!("xyz")), "spec.data.hash.value", "not hex"),
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["data"] = json!([{"algorithm": "sha256"}])), "spec.data", "expected a JSON object"),
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["data"]["hash"]["algorithm"] = json!("md5")), "spec.data.hash.algorithm", "sha256"),
+        ("/api/v1/log/entries", v1(&|v| v["spec"]["signature"]["publicKey"]["content"] = json!(signet_core::b64::encode("no pem"))), "spec.signature.publicKey.content", "PEM"),
+        // Rekor v1 lookups.
+        ("/api/v1/log/entries/retrieve", json!({"logIndexes": [1, -1]}), "logIndexes[1]", "invalid value"),
+        ("/api/v1/log/entries/retrieve", json!({"logIndexes": [9223372036854775808u64]}), "logIndexes[0]", "out of range"),
+        ("/api/v1/log/entries/retrieve", json!({"entryUUIDs": ["ab", 7]}), "entryUUIDs[1]", "invalid type"),
+        ("/api/v1/log/entries/retrieve", json!({"entryUUIDs": ["zz"]}), "entryUUIDs[0]", "not hex"),
+        ("/api/v1/log/entries/retrieve", json!({"logIndexes": (0..11).collect::<Vec<_>>()}), "logIndexes", "at most 10"),
+        ("/api/v1/log/entries/retrieve", json!({"entries": [signer.v1_entry(b"ok"), v1(&|v| v["kind"] = json!(3))]}), "entries[1].kind", "invalid type"),
+        ("/api/v1/index/retrieve", json!({"hash": 5}), "hash", "invalid type"),
+        ("/api/v1/index/retrieve", json!({"hash": "sha256:00", "operator": "xor"}), "operator", "unknown variant"),
+        ("/api/v1/index/retrieve", json!({"hash": "sha256:00"}), "hash", "64 hex"),
+        // Rekor v2.
+        ("/api/v2/log/entries", v2(&|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["publicKey"]["rawBytes"] = json!("%%")), "hashedRekordRequestV002.signature.verifier.publicKey.rawBytes", "not base64"),
+        ("/api/v2/log/entries", v2(&|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!(["PKIX"])), "hashedRekordRequestV002.signature.verifier.keyDetails", "invalid type"),
+        ("/api/v2/log/entries", v2(&|v| v["hashedRekordRequestV002"]["digest"] = json!(signet_core::b64::encode([0u8; 31]))), "hashedRekordRequestV002.digest", "32-byte"),
+        // Fulcio: refused before the token is even looked at.
+        ("/api/v2/signingCert", cert(&|v| v["publicKeyRequest"]["proofOfPossession"] = json!("***")), "publicKeyRequest.proofOfPossession", "not base64"),
+        ("/api/v2/signingCert", cert(&|v| v["publicKeyRequest"]["publicKey"]["kind"] = json!("x")), "publicKeyRequest.publicKey.kind", "unknown field"),
+        ("/api/v2/signingCert", cert(&|v| v["credentials"] = json!("token")), "credentials", "expected a JSON object"),
+        // The TSA's JSON form.
+        ("/api/v1/timestamp", json!({"artifactHash": "AAAA", "nonce": -3}), "nonce", "invalid value"),
+        ("/api/v1/timestamp", json!({"artifactHash": "AAAA", "hashAlgorithm": "sha1"}), "hashAlgorithm", "unknown variant"),
+        ("/api/v1/timestamp", json!({"artifactHash": "AAAA", "certificates": "yes"}), "certificates", "invalid type"),
+        ("/api/v1/timestamp", json!({"artifactHash": "AAAA", "tsaPolicyOID": "not.an.oid"}), "tsaPolicyOID", "not an OID"),
+        // Admin routes, with an admin token.
+        ("/api/admin/log/rotate", json!({"log": "rekor-v1", "force": true}), "force", "unknown field"),
+        ("/api/admin/log/rotate", json!({"log": "rekor-v9"}), "log", "rekor-v1"),
+        ("/api/admin/bans/lift", json!({}), "client", "required"),
+        ("/api/admin/bans/lift", json!({"client": "nonsense"}), "client", "ip:"),
+    ];
+    for (route, body, path, needle) in &cases {
+        let r = common::reply(
+            a.post(&format!("{}{route}", server.url))
+                .header("content-type", "application/json")
+                .header("authorization", &format!("Bearer {root}"))
+                .send(serde_json::to_vec(body).unwrap()),
+        )
+        .unwrap();
+        let e = r.json();
+        assert_eq!((r.status, e["path"].as_str()), (400, Some(*path)), "{route} {body}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains(needle) && !message.contains("line 1"), "{route} {body}: {message:?} should say {needle:?}");
+    }
+    // Not JSON at all is 400 too, without a path; nothing above was logged.
+    let r = post_json(&a, &format!("{}/api/v1/log/entries", server.url), &json!("a string")).unwrap();
+    assert_eq!((r.status, r.json().get("path").is_none()), (400, true), "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("expected a JSON object"), "{}", r.text());
+    let r = common::post_raw(&a, &format!("{}/api/v1/log/entries", server.url), "application/json", b"{\"kind\":".to_vec()).unwrap();
+    assert_eq!((r.status, r.json().get("path").is_none()), (400, true), "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("not valid JSON"), "{}", r.text());
+    assert_eq!(get(&a, &format!("{}/api/v1/log", server.url)).unwrap().json()["treeSize"], 1, "only the genesis entry");
+    // The same bodies, well-formed, go through.
+    assert_eq!(post_json(&a, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"typed")).unwrap().status, 201);
+    assert_eq!(post_json(&a, &format!("{}/api/v2/log/entries", server.url), &signer.v2_entry(b"typed")).unwrap().status, 201);
+}

@@ -12,6 +12,7 @@
 //! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
+//! - [`wire`]: strictly typed JSON input, whose errors name the JSON path of the field.
 //! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted messages.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
@@ -30,3 +31,4 @@ pub mod pem;
 pub mod pg;
 pub mod pubkey;
 pub mod request_id;
+pub mod wire;

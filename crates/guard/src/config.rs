@@ -53,11 +53,28 @@ pub struct AuditConfig {
     /// How often the chain's head is anchored in the Rekor v2 log ([`crate::audit::anchor`]),
     /// and once more at shutdown; 0: never.
     pub anchor_interval_secs: u64,
+    /// Retention ([`crate::audit::segment`]): at the first anchor after the live log passes
+    /// this many bytes (0: no limit), its records up to that anchor move into a segment file.
+    pub segment_max_bytes: u64,
+    /// The same, once its oldest record is this old (0: no limit).
+    pub segment_max_age_secs: u64,
 }
 
 impl Default for AuditConfig {
     fn default() -> Self {
-        AuditConfig { enabled: false, mode: AuditMode::default(), anchor_interval_secs: 10 }
+        AuditConfig {
+            enabled: false,
+            mode: AuditMode::default(),
+            anchor_interval_secs: 10,
+            segment_max_bytes: 256 << 20,
+            segment_max_age_secs: 30 * 24 * 3600,
+        }
+    }
+}
+
+impl AuditConfig {
+    pub fn segment_policy(&self) -> crate::audit::segment::Policy {
+        crate::audit::segment::Policy { max_bytes: self.segment_max_bytes, max_age_secs: self.segment_max_age_secs }
     }
 }
 

@@ -5,6 +5,9 @@
 //! (`keys/audit.pem`, P-256, made on first use) and appended to the Rekor v2 log as a
 //! hashedrekord, straight through the log's API (not over HTTP, so anchoring writes no audit
 //! record of its own and never anchors itself). The log's answer is stored beside the chain.
+//!
+//! After an anchor, when the live log is due under the retention policy, its records up to
+//! that anchor move into a segment file ([`signet_guard::audit::segment`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use signet_core::{b64, hash::sha256, keys::SigningKey};
-use signet_guard::audit::{anchor, Anchor, AuditLog};
+use signet_guard::audit::{anchor, segment, Anchor, AuditLog};
 use signet_log::rekor::v2;
 use signet_log::{Log, Sequenced};
 
@@ -39,7 +42,7 @@ pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u
             "keyDetails": "PKIX_ECDSA_P256_SHA_256",
         }},
     }});
-    let entry = v2::parse(&request).map_err(|e| format!("the anchor entry is not valid (a bug): {e}"))?;
+    let entry = v2::parse_value(&request).map_err(|e| format!("the anchor entry is not valid (a bug): {e}"))?;
     let (index, checkpoint) = match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await {
         Ok(Sequenced::New { index, checkpoint, .. }) => (index, checkpoint),
         // The same head anchored before (a restart between anchor and store): prove that one.
@@ -58,9 +61,25 @@ pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u
     Ok(Some(anchor))
 }
 
-/// Anchors every `every` until the task is dropped. Failures are logged and retried at the
-/// next turn; the records stay unanchored (and `audit verify` says so) until one succeeds.
-pub async fn run(audit: Arc<AuditLog>, log: Log, key: Arc<SigningKey>, every: Duration, mut after: u64) {
+/// Moves the records up to `at` into a segment file when the live log is due under `policy`.
+pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) -> Result<Option<std::path::PathBuf>, String> {
+    let data_dir = audit.path().parent().map(Path::to_path_buf).unwrap_or_default();
+    let at = at.clone();
+    tokio::task::spawn_blocking(move || {
+        if !segment::due(&data_dir, policy, signet_guard::audit::chain::now_ms())? {
+            return Ok(None);
+        }
+        segment::cut(&data_dir, &at)
+    })
+    .await
+    .map_err(|e| format!("cutting an audit segment: {e}"))?
+    .map_err(|e| format!("cutting an audit segment: {e}"))
+}
+
+/// Anchors every `every` until the task is dropped, and cuts a segment when one is due.
+/// Failures are logged and retried at the next turn; the records stay unanchored (and
+/// `audit verify` says so), or in the live log, until one succeeds.
+pub async fn run(audit: Arc<AuditLog>, log: Log, key: Arc<SigningKey>, every: Duration, mut after: u64, policy: segment::Policy) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -70,6 +89,11 @@ pub async fn run(audit: Arc<AuditLog>, log: Log, key: Arc<SigningKey>, every: Du
             Ok(Some(a)) => {
                 tracing::debug!(seq = a.seq, log_index = a.log_index, "audit chain anchored");
                 after = a.seq;
+                match cut_if_due(&audit, &a, policy).await {
+                    Ok(Some(file)) => tracing::info!(file = %file.display(), through = a.seq, "audit records moved into a segment"),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "the audit log is due for a cut, which failed; retrying after the next anchor"),
+                }
             }
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "anchoring the audit chain failed; retrying at the next interval"),

@@ -131,7 +131,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         Some((log, key, v2)) if !anchor_every.is_zero() => {
             let after = anchored_seq(&cfg.data_dir).await;
             log.anchored_earlier(after);
-            Some(tokio::spawn(anchor::run(log.clone(), v2.clone(), key.clone(), anchor_every, after)))
+            let policy = cfg.guard.audit.segment_policy();
+            Some(tokio::spawn(anchor::run(log.clone(), v2.clone(), key.clone(), anchor_every, after, policy)))
         }
         _ => None,
     };

@@ -1,4 +1,6 @@
-//! `signet audit verify`: checks the hash chain of `<data dir>/audit.sqlite` and its anchors.
+//! `signet audit verify`: checks the hash chain of `<data dir>/audit.sqlite` and its anchors,
+//! with the segments cut from it (`audit-segments/`) that are still there; `--segment FILE`
+//! checks one segment alone, wherever it was archived.
 //! `signet audit tail`: prints the last records, and with `--follow` those that come after.
 //!
 //! Exit 0 when every record chains and every anchor holds; 1 at the first record or anchor
@@ -22,9 +24,12 @@ use signet_verify::TrustedRoot;
 pub enum Audit {
     /// Check every record of the audit log against the chain; exit 1 on tampering.
     Verify {
-        /// The server's data dir (it holds audit.sqlite).
+        /// The server's data dir (it holds audit.sqlite, the trusted root and the audit key).
         #[arg(long, default_value = "signet-data")]
         data_dir: PathBuf,
+        /// Check this segment file alone (an archived one), against its own anchors.
+        #[arg(long)]
+        segment: Option<PathBuf>,
     },
     /// Print the last records, one JSON object per line, oldest first.
     Tail {
@@ -69,36 +74,55 @@ pub fn run(cmd: Audit) -> ExitCode {
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
         }
-        Audit::Verify { data_dir } => match audit::verify(&data_dir) {
-            Ok(v) => {
-                let checked = match anchors_hold(&data_dir, &v.anchors) {
-                    Ok(()) => v.anchors.len(),
-                    Err(e) => {
-                        errln!("signet audit verify: {e}");
-                        return ExitCode::from(1);
-                    }
-                };
-                outln!("audit chain ok: {} records, head {}", v.records, hex::encode(v.head));
-                match v.anchors.last() {
-                    Some(last) => outln!(
-                        "anchors ok: {checked}, the last at record {} (Rekor v2 log index {}); {} records after it not yet anchored",
-                        last.seq,
-                        last.log_index,
-                        v.unanchored()
-                    ),
-                    None => outln!("anchors: none; {} records not yet anchored", v.unanchored()),
+        Audit::Verify { data_dir, segment } => {
+            let checked = match &segment {
+                Some(file) => audit::verify_file(file).map(|v| vec![(file.clone(), v)]),
+                None => audit::verify_all(&data_dir),
+            };
+            match checked.map_err(|e| (e.to_string(), matches!(e, VerifyError::Missing(_)))).and_then(|files| {
+                for (file, v) in &files {
+                    anchors_hold(&data_dir, &v.anchors).map_err(|e| (format!("{}: {e}", file.display()), false))?;
                 }
-                ExitCode::SUCCESS
+                Ok(files)
+            }) {
+                Ok(files) => {
+                    report(&files);
+                    ExitCode::SUCCESS
+                }
+                Err((e, missing)) => {
+                    errln!("signet audit verify: {e}");
+                    ExitCode::from(if missing { 2 } else { 1 })
+                }
             }
-            Err(e @ VerifyError::Missing(_)) => {
-                errln!("signet audit verify: {e}");
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                errln!("signet audit verify: {e}");
-                ExitCode::from(1)
-            }
-        },
+        }
+    }
+}
+
+/// What was checked: the records, the segments they span, the anchors.
+fn report(files: &[(PathBuf, audit::Verified)]) {
+    let (Some((_, first)), Some((_, last))) = (files.first(), files.last()) else { return };
+    let records = last.records - first.start;
+    outln!("audit chain ok: {records} records, head {}", hex::encode(last.head));
+    if files.len() > 1 || first.start > 0 {
+        let segments = files.iter().filter(|(path, _)| !path.ends_with(audit::FILE)).count();
+        outln!("segments ok: {segments}; records {}..{} checked", first.start + 1, last.records);
+    }
+    if first.start > 0 {
+        outln!(
+            "records 1..{} are in segments archived elsewhere; the first file here starts at record {} of the chain, which the transparency log anchors",
+            first.start,
+            first.start + 1
+        );
+    }
+    let anchors: usize = files.iter().map(|(_, v)| v.anchors.len()).sum();
+    match last.anchors.last() {
+        Some(a) => outln!(
+            "anchors ok: {anchors}, the last at record {} (Rekor v2 log index {}); {} records after it not yet anchored",
+            a.seq,
+            a.log_index,
+            last.unanchored()
+        ),
+        None => outln!("anchors: none; {} records not yet anchored", last.unanchored()),
     }
 }
 

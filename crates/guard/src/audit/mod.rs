@@ -9,6 +9,8 @@
 //! - [`layer`]: the tower layer that records every request, refused ones included.
 //! - [`anchor`]: the chain's head, signed and appended to signet's Rekor v2 log, so that
 //!   rewriting the chain from some record onwards is caught too.
+//! - [`segment`]: retention: the records up to an anchor moved into a segment file that can
+//!   be archived and verified alone.
 //!
 //! Editing or deleting a stored record breaks the chain at that record; rewriting it up to
 //! an anchored record breaks the anchor; deleting the tail past an anchor is caught by the
@@ -18,13 +20,14 @@ pub mod anchor;
 pub mod chain;
 pub mod layer;
 pub mod record;
+pub mod segment;
 pub mod verify;
 
 pub use anchor::Anchor;
 pub use chain::{AuditLog, AuditStats};
 pub use layer::AuditLayer;
 pub use record::{Did, Oidc, Record};
-pub use verify::{tail, verify, Verified, VerifyError};
+pub use verify::{tail, verify, verify_all, verify_file, Verified, VerifyError};
 
 /// The file under the data dir.
 pub const FILE: &str = "audit.sqlite";

@@ -5,27 +5,35 @@
 //! chains its stored bytes after the previous hash. Each stored [`Anchor`] must name a
 //! record of the chain and that record's hash; checking that the anchor's entry is in the
 //! transparency log needs the log's trusted root, and is the caller's (`signet audit verify`).
+//!
+//! A file that starts after a cut ([`super::segment`]) starts from its start anchor: the
+//! record and hash it says it follows must be those of an anchor it keeps, so that its start
+//! too is proved by the transparency log. [`verify_all`] checks the segments and the live
+//! log in turn, and that each starts where the one before it ended.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
 use super::anchor::{self, Anchor};
-use super::record::{self, Record, GENESIS};
+use super::record::{self, Record};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
+    /// The chain in this file follows record `start` (0: it starts at the beginning).
+    pub start: u64,
+    /// The last record's seq (`start` for a file that holds none).
     pub records: u64,
-    /// The hash of the last record ([`GENESIS`] for an empty log).
+    /// The hash of the last record ([`super::record::GENESIS`] for an empty log).
     pub head: [u8; 32],
-    /// The anchors, oldest first, each matching the chain.
+    /// The anchors, oldest first, each matching the chain (the start anchor first, if any).
     pub anchors: Vec<Anchor>,
 }
 
 impl Verified {
     /// Records after the last anchor, which no anchor covers yet.
     pub fn unanchored(&self) -> u64 {
-        self.records - self.anchors.last().map_or(0, |a| a.seq.min(self.records))
+        self.records - self.anchors.last().map_or(self.start, |a| a.seq.clamp(self.start, self.records))
     }
 }
 
@@ -71,18 +79,64 @@ pub fn tail(data_dir: &Path, after: u64, last: usize) -> Result<Vec<(u64, String
     Ok(out.split_off(skip))
 }
 
+/// Checks the live log under `data_dir`.
 pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
-    let path = data_dir.join(super::FILE);
+    verify_file(&data_dir.join(super::FILE))
+}
+
+/// Checks the segments under `data_dir` (those still there), then the live log, and that
+/// each file starts where the one before it ended. A first file that starts after record 0
+/// follows segments archived elsewhere; its start anchor vouches for where it begins.
+pub fn verify_all(data_dir: &Path) -> Result<Vec<(PathBuf, Verified)>, VerifyError> {
+    let segments = super::segment::list(data_dir).map_err(|e| VerifyError::Broken { seq: 0, why: e.to_string() })?;
+    let mut out: Vec<(PathBuf, Verified)> = Vec::new();
+    for path in segments.into_iter().chain([data_dir.join(super::FILE)]) {
+        let v = verify_file(&path)?;
+        if let Some((before, prev)) = out.last() {
+            if v.start != prev.records || v.anchors.first().map(|a| a.head) != Some(prev.head) {
+                return Err(VerifyError::Broken {
+                    seq: v.start + 1,
+                    why: format!(
+                        "{} starts after record {}, but {} ends at record {} with another hash: the files do not join{}",
+                        path.display(),
+                        v.start,
+                        before.display(),
+                        prev.records,
+                        if v.start < prev.records { " (a cut was interrupted: the next one finishes it)" } else { "" }
+                    ),
+                });
+            }
+        }
+        out.push((path, v));
+    }
+    Ok(out)
+}
+
+/// Checks one log file: the live log, or a segment.
+pub fn verify_file(path: &Path) -> Result<Verified, VerifyError> {
     if !path.exists() {
         return Err(VerifyError::Missing(path.display().to_string()));
     }
     let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
     let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
     let anchors = anchor::load(&conn).map_err(err)?;
+    let (start, start_head) = super::segment::start(&conn).map_err(err)?;
     let mut next_anchor = anchors.iter().peekable();
+    if let Some(early) = next_anchor.next_if(|a| a.seq < start) {
+        return Err(VerifyError::Broken {
+            seq: early.seq,
+            why: format!("it is anchored in this file, which starts after record {start}: the file was put together from others"),
+        });
+    }
+    if start > 0 && next_anchor.next_if(|a| a.seq == start && a.head == start_head).is_none() {
+        return Err(VerifyError::Broken {
+            seq: start,
+            why: "this file's chain starts after it, but no anchor of its hash is kept here: where the file begins is not proved".into(),
+        });
+    }
     let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit ORDER BY first_seq").map_err(err)?;
     let mut rows = rows.query([]).map_err(err)?;
-    let (mut last, mut head) = (0u64, GENESIS);
+    let (mut last, mut head) = (start, start_head);
     while let Some(row) = rows.next().map_err(err)? {
         let first: u64 = row.get(0).map_err(err)?;
         let end: u64 = row.get(1).map_err(err)?;
@@ -151,7 +205,7 @@ pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
             ),
         });
     }
-    Ok(Verified { records: last, head, anchors })
+    Ok(Verified { start, records: last, head, anchors })
 }
 
 #[cfg(test)]

@@ -35,5 +35,5 @@ pub fn suite() -> Suite {
 /// A Rekor v1 canonical body with a certificate, as the log stores and hashes it.
 fn v1_body() -> Vec<u8> {
     let signed = signet_core::micro::fixture::SignedArtifact::new(b"micro-benchmark artifact");
-    crate::rekor::v1::parse(&signed.hashedrekord_v1()).expect("the fixture is a valid entry").body
+    crate::rekor::v1::parse_value(&signed.hashedrekord_v1()).expect("the fixture is a valid entry").body
 }

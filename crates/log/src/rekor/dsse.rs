@@ -12,11 +12,13 @@
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{json, Value};
-use signet_core::pubkey::{HashAlg, PublicKey};
+use signet_core::pubkey::HashAlg;
+use signet_core::wire::{self, Base64};
 use signet_core::{b64, hash::sha256, jcs, pem};
 
-use super::{malformed, only_keys, rejected, req_str, EntryError};
+use super::{malformed, pem_key, rejected, EntryError};
 
 /// A verified entry, ready to append.
 #[derive(Debug, Clone)]
@@ -28,6 +30,39 @@ pub struct DsseEntry {
     pub digest_key: String,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct DsseSpec {
+    #[serde(deserialize_with = "wire::object")]
+    proposed_content: ProposedContent,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProposedContent {
+    /// The envelope as the client wrote it: its hash is of these exact bytes.
+    envelope: String,
+    verifiers: Vec<Base64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Envelope {
+    payload: Base64,
+    payload_type: String,
+    #[serde(deserialize_with = "wire::objects")]
+    signatures: Vec<EnvelopeSignature>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvelopeSignature {
+    #[serde(default)]
+    #[allow(dead_code)] // Read so that it is allowed; Rekor ignores it, and so do we.
+    keyid: Option<String>,
+    sig: Base64,
+}
+
 /// DSSE v1 pre-authentication encoding: "DSSEv1" SP len(type) SP type SP len(body) SP body.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).into_bytes();
@@ -36,51 +71,29 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Parses and verifies the `spec` of a proposed dsse 0.0.1 entry.
-pub fn parse_spec(spec: &Value) -> Result<DsseEntry, EntryError> {
-    only_keys(spec, &["proposedContent"], "spec")?;
-    let proposed = spec.get("proposedContent").ok_or_else(|| malformed("spec.proposedContent", "required field is missing"))?;
-    only_keys(proposed, &["envelope", "verifiers"], "spec.proposedContent")?;
-    let envelope_text = req_str(proposed, &["envelope"], "spec.proposedContent.envelope")?;
-    let envelope: Value = serde_json::from_str(envelope_text)
-        .map_err(|e| malformed("spec.proposedContent.envelope", format!("not a JSON DSSE envelope: {e}")))?;
-    only_keys(&envelope, &["payload", "payloadType", "signatures"], "spec.proposedContent.envelope")?;
-    let payload_type = req_str(&envelope, &["payloadType"], "spec.proposedContent.envelope.payloadType")?;
-    let payload = b64::decode(req_str(&envelope, &["payload"], "spec.proposedContent.envelope.payload")?)
-        .map_err(|e| malformed("spec.proposedContent.envelope.payload", format!("not base64: {e}")))?;
-    let sig_values = envelope
-        .get("signatures")
-        .and_then(Value::as_array)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| malformed("spec.proposedContent.envelope.signatures", "must be a list of one or more signatures"))?;
-    let mut signatures = Vec::with_capacity(sig_values.len());
-    for s in sig_values {
-        only_keys(s, &["keyid", "sig"], "spec.proposedContent.envelope.signatures")?;
-        let sig = b64::decode(req_str(s, &["sig"], "spec.proposedContent.envelope.signatures.sig")?)
-            .map_err(|e| malformed("spec.proposedContent.envelope.signatures.sig", format!("not base64: {e}")))?;
-        if sig.is_empty() {
-            return Err(malformed("spec.proposedContent.envelope.signatures.sig", "signature is empty"));
+pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
+    let spec: DsseSpec = wire::from_slice(spec.as_bytes()).map_err(|e| e.within("spec"))?;
+    let ProposedContent { envelope: envelope_text, verifiers: verifier_values } = spec.proposed_content;
+    let envelope: Envelope = wire::from_str_at(&envelope_text, "spec.proposedContent.envelope")?;
+    let payload_type = envelope.payload_type.as_str();
+    let payload = envelope.payload.0;
+    if envelope.signatures.is_empty() {
+        return Err(malformed("spec.proposedContent.envelope.signatures", "must be a list of one or more signatures"));
+    }
+    let mut signatures = Vec::with_capacity(envelope.signatures.len());
+    for (i, s) in envelope.signatures.into_iter().enumerate() {
+        if s.sig.0.is_empty() {
+            return Err(malformed(format!("spec.proposedContent.envelope.signatures[{i}].sig"), "signature is empty"));
         }
-        signatures.push(sig);
+        signatures.push(s.sig.0);
     }
 
-    let verifier_values = proposed
-        .get("verifiers")
-        .and_then(Value::as_array)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| malformed("spec.proposedContent.verifiers", "must be a list of one or more base64 PEM keys or certificates"))?;
+    if verifier_values.is_empty() {
+        return Err(malformed("spec.proposedContent.verifiers", "must be a list of one or more base64 PEM keys or certificates"));
+    }
     let mut verifiers = Vec::with_capacity(verifier_values.len());
-    for v in verifier_values {
-        let text = v.as_str().ok_or_else(|| malformed("spec.proposedContent.verifiers", "must hold strings"))?;
-        let pem_text = b64::decode(text).map_err(|e| malformed("spec.proposedContent.verifiers", format!("not base64: {e}")))?;
-        let block = pem::decode_first(&pem_text).map_err(|e| malformed("spec.proposedContent.verifiers", e.to_string()))?;
-        let key = match block.label.as_str() {
-            "CERTIFICATE" => PublicKey::from_certificate(&block.der),
-            "PUBLIC KEY" => PublicKey::from_spki(&block.der),
-            other => {
-                return Err(malformed("spec.proposedContent.verifiers", format!("PEM block {other:?}; expected CERTIFICATE or PUBLIC KEY")))
-            }
-        }
-        .map_err(|e| rejected("spec.proposedContent.verifiers", e))?;
+    for (i, v) in verifier_values.iter().enumerate() {
+        let (block, key) = pem_key(&v.0, &format!("spec.proposedContent.verifiers[{i}]"))?;
         verifiers.push((key, b64::encode(pem::encode(&block.label, &block.der))));
     }
 
@@ -88,13 +101,16 @@ pub fn parse_spec(spec: &Value) -> Result<DsseEntry, EntryError> {
     // Ed25519 signs the PAE itself.
     let message = pae(payload_type, &payload);
     let mut recorded = BTreeMap::new();
-    for sig in &signatures {
+    for (i, sig) in signatures.iter().enumerate() {
         let verifier = verifiers
             .iter()
             .find(|(key, _)| key.verify_with_hash(HashAlg::Sha256, &message, sig).is_ok())
             .map(|(_, pem_b64)| pem_b64.clone())
             .ok_or_else(|| {
-                rejected("spec.proposedContent.envelope.signatures.sig", "a signature over the DSSE PAE does not verify with any of the verifiers")
+                rejected(
+                    format!("spec.proposedContent.envelope.signatures[{i}].sig"),
+                    "a signature over the DSSE PAE does not verify with any of the verifiers",
+                )
             })?;
         recorded.insert(b64::encode(sig), verifier);
     }
@@ -151,7 +167,7 @@ pub(crate) mod tests {
     #[test]
     fn body_records_hashes_and_signatures_as_rekor_does() {
         let (req, spki) = request(STATEMENT.as_bytes());
-        let e = super::super::v1::parse(&req).unwrap();
+        let e = super::super::v1::parse_value(&req).unwrap();
         let envelope_text = req["spec"]["proposedContent"]["envelope"].as_str().unwrap();
         let envelope: Value = serde_json::from_str(envelope_text).unwrap();
         let expected = json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {
@@ -161,7 +177,7 @@ pub(crate) mod tests {
         assert_eq!(e.body, jcs::to_vec(&expected));
         assert_eq!(e.digest_key, "sha256:a0cfc71271d6e278e57cd332ff957c3f7043fdda354c4cbb190a30d56efa01bf", "indexed by subject");
         let (other, _) = request(b"not a statement");
-        assert_eq!(super::super::v1::parse(&other).unwrap().digest_key, format!("sha256:{}", hex::encode(sha256(b"not a statement"))));
+        assert_eq!(super::super::v1::parse_value(&other).unwrap().digest_key, format!("sha256:{}", hex::encode(sha256(b"not a statement"))));
     }
 
     #[test]
@@ -182,28 +198,27 @@ pub(crate) mod tests {
         let (stranger, _) = request(STATEMENT.as_bytes());
         let cases: Vec<(&str, Value)> = vec![
             ("apiVersion", with(&|v| v["apiVersion"] = json!("0.0.2"))),
-            ("spec", with(&|v| v["spec"]["signatures"] = json!([]))),
+            ("spec.signatures", with(&|v| v["spec"]["signatures"] = json!([]))),
             ("spec.proposedContent", with(&|v| v["spec"] = json!({}))),
             ("spec.proposedContent.envelope", with(&|v| v["spec"]["proposedContent"]["envelope"] = json!("{not json"))),
             ("spec.proposedContent.envelope", with(&|v| v["spec"]["proposedContent"]["envelope"] = json!({"payload": ""}))),
-            ("spec.proposedContent.envelope", env(&|e| e["extra"] = json!(1))),
+            ("spec.proposedContent.envelope.extra", env(&|e| e["extra"] = json!(1))),
             ("spec.proposedContent.envelope.payload", env(&|e| e["payload"] = json!("%%%"))),
             ("spec.proposedContent.envelope.payloadType", env(&|e| e.as_object_mut().unwrap().remove("payloadType").map(drop).unwrap())),
             ("spec.proposedContent.envelope.signatures", env(&|e| e["signatures"] = json!([]))),
-            ("spec.proposedContent.envelope.signatures.sig", env(&|e| e["signatures"][0]["sig"] = json!("@@"))),
-            ("spec.proposedContent.envelope.signatures.sig", env(&|e| e["payload"] = json!(b64::encode(b"tampered")))),
-            ("spec.proposedContent.envelope.signatures.sig", env(&|e| e["payloadType"] = json!("text/plain"))),
-            ("spec.proposedContent.envelope.signatures.sig", with(&|v| v["spec"]["proposedContent"]["verifiers"] = stranger["spec"]["proposedContent"]["verifiers"].clone())),
+            ("spec.proposedContent.envelope.signatures[0].sig", env(&|e| e["signatures"][0]["sig"] = json!("@@"))),
+            ("spec.proposedContent.envelope.signatures[0].sig", env(&|e| e["payload"] = json!(b64::encode(b"tampered")))),
+            ("spec.proposedContent.envelope.signatures[0].sig", env(&|e| e["payloadType"] = json!("text/plain"))),
+            ("spec.proposedContent.envelope.signatures[0].sig", with(&|v| v["spec"]["proposedContent"]["verifiers"] = stranger["spec"]["proposedContent"]["verifiers"].clone())),
             ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([]))),
-            ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode("not pem")]))),
-            ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode(pem::encode("CERTIFICATE", b"bogus"))]))),
+            ("spec.proposedContent.verifiers[0]", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode("not pem")]))),
+            ("spec.proposedContent.verifiers[0]", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode(pem::encode("CERTIFICATE", b"bogus"))]))),
+            ("spec.proposedContent.verifiers[0]", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([7]))),
+            ("spec.proposedContent.envelope.signatures[0].keyid", env(&|e| e["signatures"][0]["keyid"] = json!(1))),
         ];
         for (field, req) in cases {
-            let err = super::super::v1::parse(&req).unwrap_err();
-            let named = match &err {
-                EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => *field,
-            };
-            assert_eq!(named, field, "{err}");
+            let err = super::super::v1::parse_value(&req).unwrap_err();
+            assert_eq!(err.field(), field, "{err}");
         }
     }
 }

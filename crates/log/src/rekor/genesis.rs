@@ -24,7 +24,7 @@ pub fn v1_entry(key: &SigningKey, origin: &str) -> Result<(Vec<u8>, String), Ent
     let request = json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
         "signature": {"content": b64::encode(&sig), "publicKey": {"content": b64::encode(pem::encode("PUBLIC KEY", key.spki_der()))}},
         "data": {"hash": {"algorithm": "sha256", "value": hexfmt::encode(&sha256(&message))}}}});
-    let e = v1::parse(&request)?;
+    let e = v1::parse_value(&request)?;
     Ok((e.body, e.digest_key))
 }
 
@@ -36,6 +36,6 @@ pub fn v2_entry(key: &SigningKey, origin: &str) -> Result<(Vec<u8>, String), Ent
         "digest": b64::encode(sha256(&message)),
         "signature": {"content": b64::encode(&sig), "verifier": {
             "publicKey": {"rawBytes": b64::encode(key.spki_der())}, "keyDetails": "PKIX_ECDSA_P256_SHA_256"}}}});
-    let e = v2::parse(&request)?;
+    let e = v2::parse_value(&request)?;
     Ok((e.body, e.digest_key))
 }

@@ -12,41 +12,59 @@ pub mod genesis;
 pub mod v1;
 pub mod v2;
 
-/// Why an entry was refused. Every variant names the offending field.
+/// Why an entry was refused. Every variant names the offending field by its JSON path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
-    /// The request is malformed: bad JSON, a missing field, bad base64/hex, wrong lengths.
+    /// The request is malformed: bad JSON, a missing or unknown field, a wrong type, bad
+    /// base64/hex/PEM, wrong lengths.
     #[error("{field}: {why}")]
-    Malformed { field: &'static str, why: String },
+    Malformed { field: String, why: String },
     /// Well-formed, but refused: the signature does not verify, or the key is unsupported.
     #[error("{field}: {why}")]
-    Rejected { field: &'static str, why: String },
+    Rejected { field: String, why: String },
 }
 
-pub(crate) fn malformed(field: &'static str, why: impl Into<String>) -> EntryError {
-    EntryError::Malformed { field, why: why.into() }
-}
-
-pub(crate) fn rejected(field: &'static str, why: impl std::fmt::Display) -> EntryError {
-    EntryError::Rejected { field, why: why.to_string() }
-}
-
-/// Reads a required string field at a JSON path, naming the path when it is absent.
-pub(crate) fn req_str<'a>(v: &'a serde_json::Value, path: &[&str], field: &'static str) -> Result<&'a str, EntryError> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(p).ok_or_else(|| malformed(field, "required field is missing"))?;
-    }
-    cur.as_str().ok_or_else(|| malformed(field, "must be a string"))
-}
-
-/// Refuses unknown keys in a JSON object, as strict protojson and swagger readers do.
-pub(crate) fn only_keys(v: &serde_json::Value, allowed: &[&str], field: &'static str) -> Result<(), EntryError> {
-    let obj = v.as_object().ok_or_else(|| malformed(field, "must be a JSON object"))?;
-    for k in obj.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(malformed(field, format!("unknown field {k:?} (expected one of {allowed:?})")));
+impl EntryError {
+    /// The JSON path of the field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => field,
         }
     }
-    Ok(())
+
+    /// The same error, for an entry that sits at `prefix` in a larger document.
+    pub fn within(self, prefix: &str) -> Self {
+        match self {
+            EntryError::Malformed { field, why } => EntryError::Malformed { field: signet_core::wire::join(prefix, &field), why },
+            EntryError::Rejected { field, why } => EntryError::Rejected { field: signet_core::wire::join(prefix, &field), why },
+        }
+    }
+}
+
+impl From<signet_core::wire::InputError> for EntryError {
+    fn from(e: signet_core::wire::InputError) -> Self {
+        EntryError::Malformed { field: e.path, why: e.why }
+    }
+}
+
+pub(crate) fn malformed(field: impl Into<String>, why: impl Into<String>) -> EntryError {
+    EntryError::Malformed { field: field.into(), why: why.into() }
+}
+
+pub(crate) fn rejected(field: impl Into<String>, why: impl std::fmt::Display) -> EntryError {
+    EntryError::Rejected { field: field.into(), why: why.to_string() }
+}
+
+/// A key or certificate sent as base64 of its PEM text (Rekor v1's way): the block, or an
+/// error at `field`.
+pub(crate) fn pem_key(pem_text: &[u8], field: &str) -> Result<(signet_core::pem::Block, signet_core::pubkey::PublicKey), EntryError> {
+    use signet_core::pubkey::PublicKey;
+    let block = signet_core::pem::decode_first(pem_text).map_err(|e| malformed(field, e.to_string()))?;
+    let key = match block.label.as_str() {
+        "CERTIFICATE" => PublicKey::from_certificate(&block.der),
+        "PUBLIC KEY" => PublicKey::from_spki(&block.der),
+        other => return Err(malformed(field, format!("PEM block {other:?}; expected CERTIFICATE or PUBLIC KEY"))),
+    }
+    .map_err(|e| rejected(field, e))?;
+    Ok((block, key))
 }

@@ -6,12 +6,15 @@
 //! with the key re-armoured as Go's `encoding/pem` writes it. Byte-identical canonical
 //! bodies are what deduplication compares.
 
-use serde_json::{json, Value};
-use signet_core::{b64, hexfmt, jcs, pem};
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use signet_core::{b64, hexfmt, jcs};
 use signet_core::keys::{KeyError, SigningKey};
+use signet_core::wire::{self, Base64, Hex};
 
-use signet_core::pubkey::{HashAlg, PublicKey};
-use super::{malformed, only_keys, rejected, req_str, EntryError};
+use signet_core::pubkey::HashAlg;
+use super::{malformed, pem_key, rejected, EntryError};
 use crate::log::Stamper;
 
 /// A verified entry of either kind, ready to append.
@@ -23,64 +26,109 @@ pub struct HashedRekord {
     pub digest_key: String,
 }
 
+/// A proposed entry as sent: its `spec` is read once `kind` says what it is.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProposedEntry {
+    api_version: String,
+    kind: String,
+    spec: Box<RawValue>,
+}
+
+/// `spec` of a hashedrekord 0.0.1.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HashedRekordSpec {
+    #[serde(deserialize_with = "wire::object")]
+    data: Data,
+    #[serde(deserialize_with = "wire::object")]
+    signature: Signature,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    #[serde(deserialize_with = "wire::object")]
+    hash: DataHash,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataHash {
+    algorithm: DigestName,
+    value: Hex,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DigestName {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Signature {
+    content: Base64,
+    #[serde(deserialize_with = "wire::object")]
+    public_key: KeyContent,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyContent {
+    content: Base64,
+}
+
 /// Parses and verifies a proposed entry (`POST /api/v1/log/entries`): a hashedrekord, or a
 /// dsse envelope (see [`super::dsse`]).
-pub fn parse(request: &Value) -> Result<HashedRekord, EntryError> {
-    only_keys(request, &["apiVersion", "kind", "spec"], "entry")?;
-    let kind = req_str(request, &["kind"], "kind")?;
+pub fn parse(request: &[u8]) -> Result<HashedRekord, EntryError> {
+    verify(&wire::from_slice(request)?)
+}
+
+/// [`parse`], for a request held as a JSON value (tests, and signet's own entries).
+pub fn parse_value(request: &serde_json::Value) -> Result<HashedRekord, EntryError> {
+    parse(&serde_json::to_vec(request).map_err(|e| malformed("", e.to_string()))?)
+}
+
+/// Verifies a proposed entry read by [`parse`], and makes its canonical body.
+pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
+    let kind = request.kind.as_str();
     if kind != "hashedrekord" && kind != "dsse" {
         return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\" and \"dsse\"")));
     }
-    let version = req_str(request, &["apiVersion"], "apiVersion")?;
-    if version != "0.0.1" {
-        return Err(malformed("apiVersion", format!("unsupported {kind} version {version:?}; expected \"0.0.1\"")));
+    if request.api_version != "0.0.1" {
+        return Err(malformed("apiVersion", format!("unsupported {kind} version {:?}; expected \"0.0.1\"", request.api_version)));
     }
-    let spec = request.get("spec").ok_or_else(|| malformed("spec", "required field is missing"))?;
     if kind == "dsse" {
-        let e = super::dsse::parse_spec(spec)?;
+        let e = super::dsse::parse_spec(request.spec.get())?;
         return Ok(HashedRekord { body: e.body, digest_key: e.digest_key });
     }
-    only_keys(spec, &["data", "signature"], "spec")?;
+    let spec: HashedRekordSpec = wire::from_slice(request.spec.get().as_bytes()).map_err(|e| e.within("spec"))?;
 
-    let alg_name = req_str(spec, &["data", "hash", "algorithm"], "spec.data.hash.algorithm")?;
-    let alg = match alg_name {
-        "sha256" => HashAlg::Sha256,
-        "sha384" => HashAlg::Sha384,
-        "sha512" => HashAlg::Sha512,
-        other => return Err(malformed("spec.data.hash.algorithm", format!("unsupported {other:?}; expected sha256, sha384 or sha512"))),
+    let (alg, alg_name) = match spec.data.hash.algorithm {
+        DigestName::Sha256 => (HashAlg::Sha256, "sha256"),
+        DigestName::Sha384 => (HashAlg::Sha384, "sha384"),
+        DigestName::Sha512 => (HashAlg::Sha512, "sha512"),
     };
-    let hex_value = req_str(spec, &["data", "hash", "value"], "spec.data.hash.value")?.to_ascii_lowercase();
-    let digest = hex::decode(&hex_value).map_err(|e| malformed("spec.data.hash.value", format!("not hex: {e}")))?;
+    let digest = &spec.data.hash.value.0;
     if digest.len() != alg.len() {
         return Err(malformed(
             "spec.data.hash.value",
-            format!("{} digest must be {} hex characters, got {}", alg_name, alg.len() * 2, hex_value.len()),
+            format!("{} digest must be {} hex characters, got {}", alg_name, alg.len() * 2, digest.len() * 2),
         ));
     }
-
-    let sig_b64 = req_str(spec, &["signature", "content"], "spec.signature.content")?;
-    let sig = b64::decode(sig_b64).map_err(|e| malformed("spec.signature.content", format!("not base64: {e}")))?;
+    let sig = &spec.signature.content.0;
     if sig.is_empty() {
         return Err(malformed("spec.signature.content", "signature is empty"));
     }
-    let key_b64 = req_str(spec, &["signature", "publicKey", "content"], "spec.signature.publicKey.content")?;
-    let key_pem = b64::decode(key_b64).map_err(|e| malformed("spec.signature.publicKey.content", format!("not base64: {e}")))?;
-    let block = pem::decode_first(&key_pem).map_err(|e| malformed("spec.signature.publicKey.content", e.to_string()))?;
-    let key = match block.label.as_str() {
-        "CERTIFICATE" => PublicKey::from_certificate(&block.der),
-        "PUBLIC KEY" => PublicKey::from_spki(&block.der),
-        other => {
-            return Err(malformed(
-                "spec.signature.publicKey.content",
-                format!("PEM block {other:?}; expected CERTIFICATE or PUBLIC KEY"),
-            ))
-        }
-    }
-    .map_err(|e| rejected("spec.signature.publicKey.content", e))?;
-    key.verify_digest(alg, &digest, &sig).map_err(|e| rejected("spec.signature.content", e))?;
+    let (block, key) = pem_key(&spec.signature.public_key.content.0, "spec.signature.publicKey.content")?;
+    key.verify_digest(alg, digest, sig).map_err(|e| rejected("spec.signature.content", e))?;
 
-    let canonical_key = pem::encode(&block.label, &block.der);
-    let body = canonical_body(alg_name, &hex_value, &b64::encode(&sig), &b64::encode(canonical_key));
+    let hex_value = hex::encode(digest);
+    let canonical_key = signet_core::pem::encode(&block.label, &block.der);
+    let body = canonical_body(alg_name, &hex_value, &b64::encode(sig), &b64::encode(canonical_key));
     Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}") })
 }
 
@@ -195,6 +243,8 @@ impl EntryView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+    use signet_core::pem;
     use aws_lc_rs::encoding::AsDer;
     use aws_lc_rs::rand::SystemRandom;
     use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
@@ -216,7 +266,7 @@ mod tests {
     #[test]
     fn canonical_body_is_sorted_jcs() {
         let req = signed_request(b"hello");
-        let entry = parse(&req).unwrap();
+        let entry = parse_value(&req).unwrap();
         let text = String::from_utf8(entry.body.clone()).unwrap();
         assert!(text.starts_with(r#"{"apiVersion":"0.0.1","kind":"hashedrekord","spec":{"data":{"hash":{"algorithm":"sha256","value":""#));
         assert!(entry.digest_key.starts_with("sha256:"));
@@ -224,7 +274,7 @@ mod tests {
         let mut req2 = req.clone();
         let v = req2["spec"]["data"]["hash"]["value"].as_str().unwrap().to_uppercase();
         req2["spec"]["data"]["hash"]["value"] = Value::String(v);
-        assert_eq!(parse(&req2).unwrap().body, entry.body);
+        assert_eq!(parse_value(&req2).unwrap().body, entry.body);
     }
 
     #[test]
@@ -249,16 +299,16 @@ mod tests {
             ("spec.signature.content", Box::new(|v| v["spec"]["data"]["hash"]["value"] = json!("00".repeat(32)))),
             ("spec.signature.publicKey.content", Box::new(|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode("not pem")))),
             ("spec.signature.publicKey.content", Box::new(|v| v["spec"]["signature"]["publicKey"]["content"] = json!(b64::encode(pem::encode("CERTIFICATE", b"bogus"))))),
-            ("spec", Box::new(|v| v["spec"]["extra"] = json!(1))),
+            ("spec.extra", Box::new(|v| v["spec"]["extra"] = json!(1))),
+            ("spec.signature.publicKey", Box::new(|v| v["spec"]["signature"].as_object_mut().unwrap().remove("publicKey").map(drop).unwrap())),
+            ("spec.data.hash.value", Box::new(|v| v["spec"]["data"]["hash"]["value"] = json!(7))),
+            ("extra", Box::new(|v| v["extra"] = json!(1))),
         ];
         for (field, mutate) in cases {
             let mut req = good.clone();
             mutate(&mut req);
-            let err = parse(&req).unwrap_err();
-            let named = match &err {
-                EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => *field,
-            };
-            assert_eq!(named, field, "{err}");
+            let err = parse_value(&req).unwrap_err();
+            assert_eq!(err.field(), field, "{err}");
         }
     }
 

@@ -9,11 +9,14 @@
 //! SHA-256 of the envelope's PAE and whose signature is the envelope's, which is what
 //! sigstore-python 4.5 and sigstore-go 1.3 rebuild when they verify a DSSE bundle.
 
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::{json, Value};
+use signet_core::wire::{self, Base64};
 use signet_core::{b64, jcs};
 
 use signet_core::pubkey::{HashAlg, KeyKind, PublicKey};
-use super::{malformed, only_keys, rejected, req_str, EntryError};
+use super::{malformed, rejected, EntryError};
 
 #[derive(Debug, Clone)]
 pub struct HashedRekordV2 {
@@ -53,57 +56,101 @@ fn key_details(name: &str) -> Option<(fn(KeyKind) -> bool, HashAlg, &'static str
     })
 }
 
+/// A `CreateEntryRequest` as protojson writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateEntryRequest {
+    #[serde(default, deserialize_with = "wire::object_opt")]
+    hashed_rekord_request_v002: Option<HashedRekordRequest>,
+    /// Refused with a message that says what to send instead.
+    dsse_request_v002: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HashedRekordRequest {
+    digest: Base64,
+    #[serde(deserialize_with = "wire::object")]
+    signature: Signature,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Signature {
+    content: Base64,
+    #[serde(deserialize_with = "wire::object")]
+    verifier: Verifier,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Verifier {
+    #[serde(default, deserialize_with = "wire::object_opt")]
+    public_key: Option<RawBytes>,
+    #[serde(default, deserialize_with = "wire::object_opt")]
+    x509_certificate: Option<RawBytes>,
+    key_details: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawBytes {
+    raw_bytes: Base64,
+}
+
 /// Parses and verifies a `CreateEntryRequest` (`POST /api/v2/log/entries`).
-pub fn parse(request: &Value) -> Result<HashedRekordV2, EntryError> {
-    only_keys(request, &["hashedRekordRequestV002", "dsseRequestV002"], "request")?;
-    if request.get("dsseRequestV002").is_some() {
+pub fn parse(request: &[u8]) -> Result<HashedRekordV2, EntryError> {
+    verify(wire::from_slice(request)?)
+}
+
+/// [`parse`], for a request held as a JSON value (tests, and signet's own entries).
+pub fn parse_value(request: &Value) -> Result<HashedRekordV2, EntryError> {
+    verify(wire::from_value(request, "")?)
+}
+
+/// Verifies a request read by [`parse`], and makes its canonical body.
+pub fn verify(request: CreateEntryRequest) -> Result<HashedRekordV2, EntryError> {
+    const AT: &str = "hashedRekordRequestV002";
+    if request.dsse_request_v002.is_some() {
         return Err(malformed(
             "dsseRequestV002",
             "Rekor v2 has no DSSE entry type; send a hashedRekordRequestV002 whose digest is the SHA-256 of the envelope's PAE and whose signature is the envelope's",
         ));
     }
-    let req = request
-        .get("hashedRekordRequestV002")
-        .ok_or_else(|| malformed("hashedRekordRequestV002", "required field is missing"))?;
-    only_keys(req, &["digest", "signature"], "hashedRekordRequestV002")?;
-    let sig = req.get("signature").ok_or_else(|| malformed("signature", "required field is missing"))?;
-    only_keys(sig, &["content", "verifier"], "signature")?;
-    let verifier = sig.get("verifier").ok_or_else(|| malformed("signature.verifier", "required field is missing"))?;
-    only_keys(verifier, &["publicKey", "x509Certificate", "keyDetails"], "signature.verifier")?;
-
-    let digest = b64::decode(req_str(req, &["digest"], "digest")?).map_err(|e| malformed("digest", format!("not base64: {e}")))?;
-    let content = b64::decode(req_str(sig, &["content"], "signature.content")?)
-        .map_err(|e| malformed("signature.content", format!("not base64: {e}")))?;
+    let req = request.hashed_rekord_request_v002.ok_or_else(|| malformed(AT, "required field is missing"))?;
+    let (digest, content, verifier) = (req.digest.0, req.signature.content.0, req.signature.verifier);
     if content.is_empty() {
-        return Err(malformed("signature.content", "signature is empty"));
+        return Err(malformed(format!("{AT}.signature.content"), "signature is empty"));
     }
-    let details = req_str(verifier, &["keyDetails"], "signature.verifier.keyDetails")?;
+    let details = verifier.key_details.as_str();
     let (kind_ok, alg, alg_name) = key_details(details).ok_or_else(|| {
-        rejected("signature.verifier.keyDetails", format!("unsupported {details:?}; expected ECDSA P-256/P-384, RSA 2048-4096 (SHA-256) or PKIX_ED25519_PH"))
+        rejected(
+            format!("{AT}.signature.verifier.keyDetails"),
+            format!("unsupported {details:?}; expected ECDSA P-256/P-384, RSA 2048-4096 (SHA-256) or PKIX_ED25519_PH"),
+        )
     })?;
     if digest.len() != alg.len() {
-        return Err(malformed("digest", format!("{details} signs {}-byte digests, got {} bytes", alg.len(), digest.len())));
+        return Err(malformed(format!("{AT}.digest"), format!("{details} signs {}-byte digests, got {} bytes", alg.len(), digest.len())));
     }
 
-    let (key, verifier_json) = match (verifier.get("publicKey"), verifier.get("x509Certificate")) {
+    let (key, verifier_json) = match (verifier.public_key, verifier.x509_certificate) {
         (Some(pk), None) => {
-            let raw = b64::decode(req_str(pk, &["rawBytes"], "signature.verifier.publicKey.rawBytes")?)
-                .map_err(|e| malformed("signature.verifier.publicKey.rawBytes", format!("not base64: {e}")))?;
-            let key = PublicKey::from_spki(&raw).map_err(|e| rejected("signature.verifier.publicKey.rawBytes", e))?;
+            let raw = pk.raw_bytes.0;
+            let key = PublicKey::from_spki(&raw).map_err(|e| rejected(format!("{AT}.signature.verifier.publicKey.rawBytes"), e))?;
             (key, json!({"keyDetails": details, "publicKey": {"rawBytes": b64::encode(&raw)}}))
         }
         (None, Some(cert)) => {
-            let raw = b64::decode(req_str(cert, &["rawBytes"], "signature.verifier.x509Certificate.rawBytes")?)
-                .map_err(|e| malformed("signature.verifier.x509Certificate.rawBytes", format!("not base64: {e}")))?;
-            let key = PublicKey::from_certificate(&raw).map_err(|e| rejected("signature.verifier.x509Certificate.rawBytes", e))?;
+            let raw = cert.raw_bytes.0;
+            let key = PublicKey::from_certificate(&raw)
+                .map_err(|e| rejected(format!("{AT}.signature.verifier.x509Certificate.rawBytes"), e))?;
             (key, json!({"keyDetails": details, "x509Certificate": {"rawBytes": b64::encode(&raw)}}))
         }
-        _ => return Err(malformed("signature.verifier", "exactly one of publicKey or x509Certificate is required")),
+        _ => return Err(malformed(format!("{AT}.signature.verifier"), "exactly one of publicKey or x509Certificate is required")),
     };
     if !kind_ok(key.kind) {
-        return Err(rejected("signature.verifier.keyDetails", format!("{details} does not match the key, which is {:?}", key.kind)));
+        return Err(rejected(format!("{AT}.signature.verifier.keyDetails"), format!("{details} does not match the key, which is {:?}", key.kind)));
     }
-    key.verify_digest(alg, &digest, &content).map_err(|e| rejected("signature.content", e))?;
+    key.verify_digest(alg, &digest, &content).map_err(|e| rejected(format!("{AT}.signature.content"), e))?;
 
     let body = jcs::to_vec(&json!({
         "apiVersion": "0.0.2",
@@ -174,7 +221,7 @@ mod tests {
     #[test]
     fn body_matches_the_entry_clients_rebuild() {
         let req = request(b"a");
-        let e = parse(&req).unwrap();
+        let e = parse_value(&req).unwrap();
         let body: Value = serde_json::from_slice(&e.body).unwrap();
         let r = &req["hashedRekordRequestV002"];
         assert_eq!(
@@ -192,24 +239,24 @@ mod tests {
     fn refuses_bad_requests() {
         let good = request(b"a");
         let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
-            ("digest", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([1u8; 20])))),
-            ("digest", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!("%%%"))),
-            ("signature.content", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([1u8; 32])))),
-            ("digest", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_ECDSA_P384_SHA_384"))),
-            ("signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_RSA_PKCS1V15_2048_SHA256"))),
-            ("signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_ED25519"))),
-            ("signature.verifier.publicKey.rawBytes", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["publicKey"]["rawBytes"] = json!(b64::encode(b"junk")))),
+            ("hashedRekordRequestV002.digest", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([1u8; 20])))),
+            ("hashedRekordRequestV002.digest", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!("%%%"))),
+            ("hashedRekordRequestV002.signature.content", Box::new(|v| v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([1u8; 32])))),
+            ("hashedRekordRequestV002.digest", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_ECDSA_P384_SHA_384"))),
+            ("hashedRekordRequestV002.signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_RSA_PKCS1V15_2048_SHA256"))),
+            ("hashedRekordRequestV002.signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!("PKIX_ED25519"))),
+            ("hashedRekordRequestV002.signature.verifier.publicKey.rawBytes", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["publicKey"]["rawBytes"] = json!(b64::encode(b"junk")))),
             ("dsseRequestV002", Box::new(|v| *v = json!({"dsseRequestV002": {}}))),
-            ("request", Box::new(|v| v["other"] = json!(1))),
+            ("other", Box::new(|v| v["other"] = json!(1))),
+            ("hashedRekordRequestV002.signature.verifier", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["x509Certificate"] = json!({"rawBytes": ""}))),
+            ("hashedRekordRequestV002.signature.verifier.keyDetails", Box::new(|v| v["hashedRekordRequestV002"]["signature"]["verifier"]["keyDetails"] = json!(null))),
+            ("hashedRekordRequestV002", Box::new(|v| *v = json!({}))),
         ];
         for (field, mutate) in cases {
             let mut req = good.clone();
             mutate(&mut req);
-            let err = parse(&req).unwrap_err();
-            let named = match &err {
-                EntryError::Malformed { field, .. } | EntryError::Rejected { field, .. } => *field,
-            };
-            assert_eq!(named, field, "{err}");
+            let err = parse_value(&req).unwrap_err();
+            assert_eq!(err.field(), field, "{err}");
         }
     }
 

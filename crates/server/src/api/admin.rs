@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
+use super::input::Typed;
 use crate::state::AppState;
 
 /// `GET /api/admin/tokens`: names, ids, roles, creation, expiry and revocation of every API
@@ -33,14 +34,18 @@ pub fn roles_json(roles: &signet_guard::Roles) -> Value {
     json!({"roles": table})
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateRequest {
+    /// `"rekor-v1"`, the one log that rotates online.
+    log: String,
+}
+
 /// `POST /api/admin/log/rotate` with `{"log": "rekor-v1"}`: rotates the log online (see
 /// [`crate::shards`]) and answers what `signet admin log rotate` prints. The trust documents
 /// served from then on list the new shard's key.
-pub async fn rotate_log(State(state): State<Arc<AppState>>, body: Body) -> Result<Json<Value>, ApiError> {
-    let request = super::input::json_body(body, state.max_body).await?;
-    super::input::only_fields(&request, &["log"])?;
-    let log = request.get("log").and_then(Value::as_str).ok_or_else(|| ApiError::bad_request("log is required: \"rekor-v1\""))?;
-    crate::shards::check_log_name(log).map_err(ApiError::bad_request)?;
+pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Typed<RotateRequest>) -> Result<Json<Value>, ApiError> {
+    crate::shards::check_log_name(&request.log).map_err(|why| ApiError::bad_request(why).at("log"))?;
     // A task of its own: a client that hangs up must not leave the log half rotated.
     let rotating = state.clone();
     let r = tokio::spawn(async move { rotating.rekor_v1.rotate().await })
@@ -67,18 +72,18 @@ pub async fn bans(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"bans": bans}))
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiftRequest {
+    /// `ip:ADDR`, `ip:ADDR/LEN`, `token:ID` or `oidc:HEX`, as `GET /api/admin/bans` lists it, or a bare address.
+    client: String,
+}
+
 /// `POST /api/admin/bans/lift` with `{"client": "ip:203.0.113.7"}` (as `bans` lists it, or a
 /// bare address): lifted here at once, in the store for every instance that shares it, and
 /// in Redis when limits are shared there.
-pub async fn lift_ban(State(state): State<Arc<AppState>>, body: Body) -> Result<Json<Value>, ApiError> {
-    let request = super::input::json_body(body, state.max_body).await?;
-    super::input::only_fields(&request, &["client"])?;
-    let client: signet_guard::client::ClientKey = request
-        .get("client")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("client is required: ip:ADDR, ip:ADDR/LEN or token:ID, as GET /api/admin/bans lists it"))?
-        .parse()
-        .map_err(ApiError::bad_request)?;
+pub async fn lift_ban(State(state): State<Arc<AppState>>, Typed(request): Typed<LiftRequest>) -> Result<Json<Value>, ApiError> {
+    let client: signet_guard::client::ClientKey = request.client.parse().map_err(|why: String| ApiError::bad_request(format!("client: {why}")).at("client"))?;
     let here = state.guard.lift(&client).map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why))?;
     let redis = state.guard.config.redis.url.clone();
     let shared = match state.guard.shared.is_some() {
@@ -113,6 +118,7 @@ pub async fn verify_audit(State(state): State<Arc<AppState>>) -> Result<Json<Val
         Ok(v) => Ok(Json(json!({
             "ok": true,
             "records": v.records,
+            "first": v.start + 1,
             "head": hex(&v.head),
             "anchors": v.anchors.len(),
             "last_anchor": v.anchors.last().map(|a| json!({"seq": a.seq, "log_index": a.log_index})),

@@ -1,4 +1,5 @@
-//! HTTP errors: every failure is `{"code": <status>, "message": "<what and why>"}`.
+//! HTTP errors: every failure is `{"code": <status>, "message": "<what and why>"}`, with
+//! `"path": "<JSON path>"` when a field of the request body was at fault.
 //!
 //! This is the one place where crate errors become status codes. Client mistakes are 4xx
 //! with a message naming the field; only signet's own failures are 5xx, and those messages
@@ -21,11 +22,13 @@ pub struct ApiError {
     pub headers: HeaderMap,
     /// Why a client request was refused, for `/metrics` (see [`crate::metrics::Refusal`]).
     pub reason: Option<&'static str>,
+    /// The JSON path of the body's field at fault, if one was.
+    pub path: Option<String>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), headers: HeaderMap::new(), reason: None }
+        ApiError { status, message: message.into(), headers: HeaderMap::new(), reason: None, path: None }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -39,6 +42,12 @@ impl ApiError {
     /// Names the refusal for the metrics: a few stable words, such as `token_expired`.
     pub fn because(mut self, reason: &'static str) -> Self {
         self.reason = Some(reason);
+        self
+    }
+
+    /// Names the body's field at fault by its JSON path (`spec.signature.content`).
+    pub fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
         self
     }
 
@@ -61,7 +70,10 @@ impl IntoResponse for ApiError {
             s if s.is_server_error() => tracing::error!(status = s.as_u16(), message = %self.message, "request failed"),
             _ => {}
         }
-        let body = Json(json!({"code": self.status.as_u16(), "message": self.message}));
+        let body = match self.path {
+            Some(path) => Json(json!({"code": self.status.as_u16(), "message": self.message, "path": path})),
+            None => Json(json!({"code": self.status.as_u16(), "message": self.message})),
+        };
         let mut response = (self.status, self.headers, body).into_response();
         if let Some(reason) = self.reason {
             response.extensions_mut().insert(Refusal(reason));
@@ -79,9 +91,14 @@ impl From<ApiError> for Response {
 
 impl From<EntryError> for ApiError {
     fn from(e: EntryError) -> Self {
-        match e {
+        let path = e.field().to_string();
+        let error = match e {
             EntryError::Malformed { .. } => ApiError::bad_request(e.to_string()).because("entry_malformed"),
             EntryError::Rejected { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).because("entry_rejected"),
+        };
+        match path.is_empty() {
+            true => error,
+            false => error.at(path),
         }
     }
 }

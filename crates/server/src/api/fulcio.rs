@@ -2,18 +2,19 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use signet_guard::audit::{Did, Oidc};
+use serde::Deserialize;
 use serde_json::{json, Value};
-use signet_ca::issue::{b64_pem, IssueError, KeyProof};
-use signet_core::{b64, pem};
+use signet_ca::issue::{IssueError, KeyProof};
+use signet_core::pem;
+use signet_core::wire::{self, Base64};
 
 use super::error::ApiError;
-use super::input::json_body;
+use super::input::Typed;
 use crate::state::AppState;
 
 impl From<IssueError> for ApiError {
@@ -32,8 +33,51 @@ impl From<IssueError> for ApiError {
     }
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    path.iter().try_fold(v, |cur, p| cur.get(p))?.as_str()
+/// `POST /api/v2/signingCert`'s body, as Fulcio's protojson reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SigningCertRequest {
+    #[serde(default, deserialize_with = "wire::object_opt")]
+    credentials: Option<Credentials>,
+    #[serde(default, deserialize_with = "wire::object_opt")]
+    public_key_request: Option<PublicKeyRequest>,
+    /// Base64 of a PEM certificate request.
+    #[serde(default)]
+    certificate_signing_request: Option<Base64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Credentials {
+    oidc_identity_token: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PublicKeyRequest {
+    #[serde(deserialize_with = "wire::object")]
+    public_key: PublicKeyField,
+    #[serde(default)]
+    proof_of_possession: Option<Base64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublicKeyField {
+    /// Informational: the PEM says what the key is. protojson writes an enum by name; its
+    /// number is accepted too.
+    #[serde(default)]
+    #[allow(dead_code)]
+    algorithm: Option<Algorithm>,
+    /// A PEM public key.
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Algorithm {
+    Name(#[allow(dead_code)] String),
+    Number(#[allow(dead_code)] u32),
 }
 
 /// `POST /api/v2/signingCert`. Token in the body (`credentials.oidcIdentityToken`) or as
@@ -46,10 +90,10 @@ pub async fn signing_cert(
     State(state): State<Arc<AppState>>,
     caller: Option<Extension<signet_guard::Identity>>,
     headers: HeaderMap,
-    body: Body,
+    Typed(request): Typed<SigningCertRequest>,
 ) -> Response {
     let mut principal = None;
-    let mut response = match issue(&state, caller, &headers, body, &mut principal).await {
+    let mut response = match issue(&state, caller, &headers, request, &mut principal).await {
         Ok(response) => response,
         Err(refusal) => refusal,
     };
@@ -63,34 +107,29 @@ async fn issue(
     state: &AppState,
     caller: Option<Extension<signet_guard::Identity>>,
     headers: &HeaderMap,
-    body: Body,
+    request: SigningCertRequest,
     principal: &mut Option<Oidc>,
 ) -> Result<Response, Response> {
-    let request = json_body(body, state.max_body).await?;
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
-    let token = str_at(&request, &["credentials", "oidcIdentityToken"])
+    let token = (request.credentials.as_ref().map(|c| c.oidc_identity_token.as_str()))
         // A signet API token in the header is the guard's; the OIDC token is then in the body.
         .or(bearer.filter(|b| !b.starts_with(signet_guard::token::PREFIX)))
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "no identity token: send credentials.oidcIdentityToken or Authorization: Bearer"))?;
 
-    let proof = match (request.get("publicKeyRequest"), request.get("certificateSigningRequest")) {
-        (Some(pkr), None) => {
-            let content = str_at(pkr, &["publicKey", "content"])
-                .ok_or_else(|| ApiError::bad_request("publicKeyRequest.publicKey.content (a PEM public key) is required"))?;
-            let pop = str_at(pkr, &["proofOfPossession"]).unwrap_or_default();
-            let proof_of_possession = b64::decode(pop)
-                .map_err(|e| ApiError::bad_request(format!("publicKeyRequest.proofOfPossession is not base64: {e}")))?;
-            KeyProof::PublicKey { pem: content.to_string(), proof_of_possession }
-        }
-        (None, Some(Value::String(csr))) => {
-            KeyProof::Csr { pem: b64_pem("certificateSigningRequest", csr).map_err(ApiError::bad_request)? }
-        }
-        (None, Some(_)) => return Err(ApiError::bad_request("certificateSigningRequest must be a base64 string").into()),
+    let proof = match (request.public_key_request, request.certificate_signing_request) {
+        (Some(pkr), None) => KeyProof::PublicKey {
+            pem: pkr.public_key.content,
+            proof_of_possession: pkr.proof_of_possession.map(|p| p.0).unwrap_or_default(),
+        },
+        (None, Some(csr)) => KeyProof::Csr {
+            pem: String::from_utf8(csr.0)
+                .map_err(|_| ApiError::bad_request("certificateSigningRequest: does not decode to PEM text").at("certificateSigningRequest"))?,
+        },
         _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required").into()),
     };
     let identity = state.ca.identify(token).await.map_err(ApiError::from)?;

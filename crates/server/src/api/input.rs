@@ -1,56 +1,63 @@
-//! Reading request input with errors that say what was wrong and what was expected.
+//! Reading request input with errors that say what was wrong, where, and what was expected.
 //!
 //! The request's framing (header bounds, content type, body size per route class, JSON
 //! nesting) is checked before any handler runs, by the guard's validation layer
-//! (`signet_guard::validate`). What is left is the body's shape: handlers read bodies and
-//! queries through here, and every mistake is answered in signet's JSON error shape
-//! (axum's stock extractors answer in plain text).
+//! (`signet_guard::validate`). What is left is the body's shape, and this is the one place
+//! that reads it: every JSON body is read into a typed request (unknown fields, wrong types,
+//! out-of-range numbers and bad base64 or hex are refused, see `signet_core::wire`) by the
+//! [`Typed`] extractor, so a handler only ever sees a well-formed request. Every mistake is
+//! answered in signet's JSON error shape with the JSON path of the field (axum's stock
+//! extractors answer in plain text, without one).
+
+use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use signet_core::wire::{self, InputError};
 
 use super::error::ApiError;
+use crate::state::AppState;
 
-/// Reads a JSON object body. The validation layer has checked its content type and size
+/// A JSON body read into `T`, for handlers that take one.
+pub struct Typed<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for Typed<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        typed(req.into_body(), state.max_body).await.map(Typed)
+    }
+}
+
+/// Reads a JSON body into `T`. The validation layer has checked its content type and size
 /// and holds it in memory; `limit` bounds it again for a caller outside the router.
-pub async fn json_body(body: Body, limit: usize) -> Result<Value, ApiError> {
+pub async fn typed<T: DeserializeOwned>(body: Body, limit: usize) -> Result<T, ApiError> {
     let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than the {limit}-byte limit"))
             .because("body_too_large")
     })?;
     if bytes.is_empty() {
-        return Err(ApiError::bad_request("request body is empty; expected a JSON object"));
+        return Err(ApiError::bad_request("request body is empty; expected a JSON object").because("malformed_json"));
     }
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")).because("malformed_json"))?;
-    if !value.is_object() {
-        return Err(ApiError::bad_request("request body must be a JSON object"));
-    }
-    Ok(value)
+    wire::from_slice(&bytes).map_err(ApiError::from)
 }
 
-/// Admits one append to `log`, or refuses it at once. A refused request's body is still
-/// read (up to `limit`): an HTTP/1.1 connection whose request body was left unread cannot be
-/// reused, and a shed request that costs the client a new connection is not cheap.
-pub async fn admit(log: &signet_log::Log, body: Body, limit: usize) -> Result<(signet_log::Admission, Body), ApiError> {
-    match log.admit() {
-        Ok(admission) => Ok((admission, body)),
-        Err(e) => {
-            let _ = axum::body::to_bytes(body, limit).await;
-            Err(e.into())
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        match e.syntax {
+            true => ApiError::bad_request(format!("request body is not valid JSON: {}", e.why)).because("malformed_json"),
+            false if e.path.is_empty() => ApiError::bad_request(format!("request body: {}", e.why)).because("invalid_field"),
+            false => ApiError::bad_request(e.to_string()).at(e.path).because("invalid_field"),
         }
     }
 }
 
-/// Refuses a body whose top-level object has a field outside `allowed`, naming it: a typo
-/// in a request must not be silently ignored.
-pub fn only_fields(request: &Value, allowed: &[&str]) -> Result<(), ApiError> {
-    if let Some(obj) = request.as_object() {
-        if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(ApiError::bad_request(format!("unknown field {k:?}; expected only {allowed:?}")).because("unknown_field"));
-        }
-    }
-    Ok(())
+/// Admits one append to `log`, or refuses it at once (its body is already read, so the
+/// connection stays reusable).
+pub fn admit(log: &signet_log::Log) -> Result<signet_log::Admission, ApiError> {
+    log.admit().map_err(ApiError::from)
 }
 
 /// Refuses an entry whose canonical body is longer than `limit` bytes, before it is logged.

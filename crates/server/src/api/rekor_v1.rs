@@ -4,12 +4,14 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use signet_core::wire::Index;
 use signet_log::rekor::v1::{self, EntryView};
 use signet_log::storage::StoredEntry;
 use signet_log::{merkle, Log, Sequenced};
@@ -17,7 +19,7 @@ use signet_log::{merkle, Log, Sequenced};
 use signet_guard::audit::Did;
 
 use super::error::ApiError;
-use super::input::{json_body, Query};
+use super::input::{Query, Typed};
 use crate::state::AppState;
 
 /// Rekor caps batch lookups; so do we, to bound the work one request can ask for.
@@ -270,14 +272,13 @@ impl Shards {
     }
 }
 
-pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
+pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Typed<v1::ProposedEntry>) -> Result<Response, ApiError> {
     // Held until answered: a rotation waits for this append, or this one for the rotation.
     let _appending = state.rekor_v1.appending.read().await;
     let shards = state.rekor_v1.current();
     let rekor = &shards.active;
-    let (_admitted, body) = super::input::admit(&rekor.log, body, state.max_body).await?;
-    let request = json_body(body, state.max_body).await?;
-    let entry = v1::parse(&request)?;
+    let _admitted = super::input::admit(&rekor.log)?;
+    let entry = v1::verify(&request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let leaf = merkle::leaf_hash(&entry.body);
     let uuid = rekor.uuid(&leaf);
@@ -346,33 +347,38 @@ pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): P
         .ok_or_else(|| ApiError::not_found(format!("no entry with UUID {uuid}")))
 }
 
-pub async fn retrieve_entries(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let request = json_body(body, state.max_body).await?;
-    super::input::only_fields(&request, &["entryUUIDs", "logIndexes", "entries"])?;
-    let list = |name: &str| -> Result<Vec<Value>, ApiError> {
-        match request.get(name) {
-            None => Ok(vec![]),
-            Some(Value::Array(a)) if a.len() <= MAX_RETRIEVE => Ok(a.clone()),
-            Some(Value::Array(_)) => Err(ApiError::bad_request(format!("{name} may hold at most {MAX_RETRIEVE} items"))),
-            Some(_) => Err(ApiError::bad_request(format!("{name} must be an array"))),
+/// `POST /api/v1/log/entries/retrieve`: entries by UUID, by index, or by the proposed entry
+/// that would have made them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RetrieveRequest {
+    #[serde(default, rename = "entryUUIDs")]
+    entry_uuids: Vec<String>,
+    #[serde(default)]
+    log_indexes: Vec<Index>,
+    /// Each read by its kind, as `POST /api/v1/log/entries` reads it.
+    #[serde(default)]
+    entries: Vec<Box<RawValue>>,
+}
+
+pub async fn retrieve_entries(State(state): State<Arc<AppState>>, Typed(request): Typed<RetrieveRequest>) -> Result<Response, ApiError> {
+    for (name, len) in [("entryUUIDs", request.entry_uuids.len()), ("logIndexes", request.log_indexes.len()), ("entries", request.entries.len())] {
+        if len > MAX_RETRIEVE {
+            return Err(ApiError::bad_request(format!("{name} may hold at most {MAX_RETRIEVE} items, got {len}")).at(name).because("invalid_field"));
         }
-    };
+    }
     let rekor = state.rekor_v1.current();
     let mut out = Vec::new();
-    for uuid in list("entryUUIDs")? {
-        let uuid = uuid.as_str().ok_or_else(|| ApiError::bad_request("entryUUIDs must hold strings"))?;
-        let (shard, leaf) = rekor.parse_uuid(uuid)?;
+    for (i, uuid) in request.entry_uuids.iter().enumerate() {
+        let (shard, leaf) = rekor.parse_uuid(uuid).map_err(|e| e.at(format!("entryUUIDs[{i}]")))?;
         out.extend(rekor.by_leaf(shard, leaf).await?);
     }
-    for index in list("logIndexes")? {
-        let index = index
-            .as_u64()
-            .filter(|i| *i <= i64::MAX as u64)
-            .ok_or_else(|| ApiError::bad_request("logIndexes must hold non-negative integers"))?;
+    for Index(index) in request.log_indexes {
         out.extend(rekor.by_index(index).await?);
     }
-    for proposed in list("entries")? {
-        let entry = v1::parse(&proposed)?;
+    for (i, proposed) in request.entries.iter().enumerate() {
+        let at = format!("entries[{i}]");
+        let entry = v1::parse(proposed.get().as_bytes()).map_err(|e| e.within(&at))?;
         out.extend(rekor.by_leaf(None, merkle::leaf_hash(&entry.body)).await?);
     }
     Ok(json_text(format!("[{}]", out.join(","))))
@@ -381,38 +387,55 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, body: Body) ->
 /// `POST /api/v1/index/retrieve`: the UUIDs of entries for an artifact digest, a page of at
 /// most [`SEARCH_PAGE`] at a time. When there may be more, the reply carries
 /// `x-next-after: <index>`, to be sent back as `?after=<index>`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    hash: Option<String>,
+    /// Rekor's other criteria: read so that they can be refused by name.
+    #[serde(default, rename = "publicKey")]
+    public_key: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    email: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    #[allow(dead_code)] // One criterion: "and" and "or" mean the same.
+    operator: Option<Operator>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Operator {
+    And,
+    Or,
+}
+
 pub async fn search_index(
     State(state): State<Arc<AppState>>,
     RawQuery(q): RawQuery,
-    body: Body,
+    Typed(request): Typed<SearchRequest>,
 ) -> Result<Response, ApiError> {
     let after = Query::parse(q.as_deref())?.u64("after", i64::MAX as u64)?;
-    let request = json_body(body, state.max_body).await?;
-    super::input::only_fields(&request, &["hash", "publicKey", "email", "operator"])?;
-    if let Some(op) = request.get("operator") {
-        if op.as_str().is_none_or(|o| o != "and" && o != "or") {
-            return Err(ApiError::bad_request(format!("operator must be \"and\" or \"or\", got {op}")));
-        }
-    }
-    for unsupported in ["publicKey", "email"] {
-        if request.get(unsupported).is_some() {
-            return Err(ApiError::bad_request(format!("search by {unsupported} is not supported; search by hash")));
+    for (name, given) in [("publicKey", request.public_key.is_some()), ("email", request.email.is_some())] {
+        if given {
+            return Err(ApiError::bad_request(format!("search by {name} is not supported; search by hash")).at(name));
         }
     }
     let hash = request
-        .get("hash")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("hash is required: \"sha256:<64 hex>\""))?
+        .hash
+        .ok_or_else(|| ApiError::bad_request("hash is required: \"sha256:<64 hex>\"").at("hash"))?
         .to_ascii_lowercase();
     let (alg, hex_value) = hash.split_once(':').unwrap_or(("sha256", hash.as_str()));
     let want_len = match alg {
         "sha256" => 64,
         "sha384" => 96,
         "sha512" => 128,
-        _ => return Err(ApiError::bad_request(format!("hash algorithm {alg:?} is not supported; expected sha256, sha384 or sha512"))),
+        _ => {
+            return Err(
+                ApiError::bad_request(format!("hash algorithm {alg:?} is not supported; expected sha256, sha384 or sha512")).at("hash")
+            )
+        }
     };
     if hex_value.len() != want_len || hex::decode(hex_value).is_err() {
-        return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")));
+        return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")).at("hash"));
     }
     // Shard by shard, oldest first, so that log-wide indices ascend across the pages.
     let digest = format!("{alg}:{hex_value}");

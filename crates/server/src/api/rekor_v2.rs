@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -14,13 +13,12 @@ use signet_log::Sequenced;
 use signet_guard::audit::Did;
 
 use super::error::ApiError;
-use super::input::json_body;
+use super::input::Typed;
 use crate::state::AppState;
 
-pub async fn create_entry(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
-    let (_admitted, body) = super::input::admit(&state.rekor_v2, body, state.max_body).await?;
-    let request = json_body(body, state.max_body).await?;
-    let entry = v2::parse(&request)?;
+pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Typed<v2::CreateEntryRequest>) -> Result<Response, ApiError> {
+    let _admitted = super::input::admit(&state.rekor_v2)?;
+    let entry = v2::verify(request)?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let log = &state.rekor_v2;
     match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await? {

@@ -7,9 +7,9 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use der::asn1::ObjectIdentifier;
-use serde_json::Value;
+use serde::Deserialize;
 use signet_ca::tsa::{Request, Tsa, TsaError};
-use signet_core::b64;
+use signet_core::wire::Base64;
 
 use super::error::ApiError;
 use crate::state::AppState;
@@ -44,8 +44,7 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
             Tsa::parse_der(&bytes)?
         }
         "application/json" => {
-            let v = super::input::json_body(body, state.max_body).await?;
-            json_request(&v)?
+            json_request(super::input::typed(body, state.max_body).await?)?
         }
         other => {
             return Err(ApiError::new(
@@ -64,40 +63,57 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
     Ok(response)
 }
 
-fn json_request(v: &Value) -> Result<Request, ApiError> {
-    let hash = v
-        .get("artifactHash")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("artifactHash (base64 digest) is required"))?;
-    let digest = b64::decode(hash).map_err(|e| ApiError::bad_request(format!("artifactHash is not base64: {e}")))?;
-    let hash_oid = match v.get("hashAlgorithm").and_then(Value::as_str).unwrap_or("sha256") {
-        "sha256" => "2.16.840.1.101.3.4.2.1",
-        "sha384" => "2.16.840.1.101.3.4.2.2",
-        "sha512" => "2.16.840.1.101.3.4.2.3",
-        other => return Err(ApiError::bad_request(format!("hashAlgorithm {other:?} is not accepted; expected sha256, sha384 or sha512"))),
+/// timestamp-authority's JSON request.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct JsonRequest {
+    artifact_hash: Base64,
+    #[serde(default)]
+    hash_algorithm: Option<DigestName>,
+    #[serde(default)]
+    nonce: Option<u64>,
+    #[serde(default, rename = "tsaPolicyOID")]
+    tsa_policy_oid: Option<String>,
+    #[serde(default)]
+    certificates: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DigestName {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+fn json_request(v: JsonRequest) -> Result<Request, ApiError> {
+    let hash_oid = match v.hash_algorithm.unwrap_or(DigestName::Sha256) {
+        DigestName::Sha256 => "2.16.840.1.101.3.4.2.1",
+        DigestName::Sha384 => "2.16.840.1.101.3.4.2.2",
+        DigestName::Sha512 => "2.16.840.1.101.3.4.2.3",
     };
-    let nonce = match v.get("nonce") {
-        None | Some(Value::Null) => None,
-        Some(n) => {
-            let n = n.as_u64().ok_or_else(|| ApiError::bad_request("nonce must be a non-negative integer"))?;
-            let bytes = n.to_be_bytes();
-            let skip = bytes.iter().take_while(|b| **b == 0).count().min(7);
-            let mut out = bytes[skip..].to_vec();
-            if out[0] & 0x80 != 0 {
-                out.insert(0, 0);
-            }
-            Some(out)
+    // The nonce as a DER INTEGER's content: big-endian, minimal, positive.
+    let nonce = v.nonce.map(|n| {
+        let bytes = n.to_be_bytes();
+        let skip = bytes.iter().take_while(|b| **b == 0).count().min(7);
+        let mut out = bytes[skip..].to_vec();
+        if out.first().is_some_and(|b| b & 0x80 != 0) {
+            out.insert(0, 0);
         }
-    };
-    let policy = match v.get("tsaPolicyOID").and_then(Value::as_str) {
+        out
+    });
+    let policy = match v.tsa_policy_oid.as_deref() {
         None | Some("") => None,
-        Some(p) => Some(ObjectIdentifier::new(p).map_err(|_| ApiError::bad_request(format!("tsaPolicyOID {p:?} is not an OID")))?),
+        Some(p) => Some(
+            ObjectIdentifier::new(p)
+                .map_err(|_| ApiError::bad_request(format!("tsaPolicyOID: {p:?} is not an OID")).at("tsaPolicyOID"))?,
+        ),
     };
     Ok(Request {
         hash_oid: ObjectIdentifier::new_unwrap(hash_oid),
-        digest,
+        digest: v.artifact_hash.0,
         nonce,
-        cert_req: v.get("certificates").and_then(Value::as_bool).unwrap_or(false),
+        cert_req: v.certificates.unwrap_or(false),
         policy,
     })
 }

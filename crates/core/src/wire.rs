@@ -1,0 +1,303 @@
+//! Strictly typed JSON input. A request body is read into a Rust type that refuses unknown
+//! fields, wrong types and out-of-range numbers, and every error names the JSON path of the
+//! field it is about (`spec.signature.content`, `entries[2].kind`), so that a client learns
+//! what to fix without reading signet's source.
+//!
+//! The field types here ([`Base64`], [`Hex`], [`Index`]) decode while the body is read: bytes
+//! that are not what the field's encoding allows fail at the field, with its path, not later
+//! in a handler that no longer knows where they came from.
+//!
+//! serde reads a struct from a JSON array as well as from an object (`["0.0.1", …]` for
+//! `{"apiVersion": "0.0.1", …}`). Go's encoding/json and protojson, which Sigstore's clients
+//! and servers use, do not; neither do we: documents are read as [`Object`]s, and a field
+//! that holds a struct says so with `#[serde(deserialize_with = "wire::object")]` (or
+//! [`object_opt`], [`objects`]).
+
+use std::fmt;
+
+use std::marker::PhantomData;
+
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeOwned, Deserializer, Error as _, MapAccess, Visitor};
+use serde::Deserialize;
+
+/// What was wrong with a JSON input, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// The JSON path of the field, `a.b[2].c`; empty for the body as a whole.
+    pub path: String,
+    /// What was wrong and what was expected, without the path.
+    pub why: String,
+    /// The input is not JSON at all (a syntax error or a truncated body), rather than JSON of
+    /// the wrong shape.
+    pub syntax: bool,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.path.is_empty() {
+            true => f.write_str(&self.why),
+            false => write!(f, "{}: {}", self.path, self.why),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl InputError {
+    pub fn at(path: impl Into<String>, why: impl Into<String>) -> Self {
+        InputError { path: path.into(), why: why.into(), syntax: false }
+    }
+
+    /// The same error, seen from an enclosing document in which this one sits at `prefix`.
+    pub fn within(mut self, prefix: &str) -> Self {
+        self.path = join(prefix, &self.path);
+        self
+    }
+}
+
+/// `prefix` and `path` as one JSON path.
+pub fn join(prefix: &str, path: &str) -> String {
+    match (prefix.is_empty(), path.is_empty(), path.starts_with('[')) {
+        (true, _, _) => path.to_string(),
+        (_, true, _) => prefix.to_string(),
+        (_, _, true) => format!("{prefix}{path}"),
+        _ => format!("{prefix}.{path}"),
+    }
+}
+
+/// Reads `bytes`, a JSON object, as a `T`.
+pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, InputError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let Object(value) = serde_path_to_error::deserialize(&mut de).map_err(input_error)?;
+    // Trailing bytes after the document are not JSON either.
+    de.end().map_err(|e| InputError { path: String::new(), why: without_position(&e), syntax: true })?;
+    Ok(value)
+}
+
+/// Reads a JSON document held in a string field at `path` (a DSSE envelope inside a Rekor
+/// entry): its errors name the field, then the path inside it.
+pub fn from_str_at<T: DeserializeOwned>(text: &str, path: &str) -> Result<T, InputError> {
+    from_slice(text.as_bytes()).map_err(|e| {
+        let what = if e.syntax { "is not JSON: " } else { "" };
+        InputError { why: format!("{what}{}", e.why), syntax: false, ..e }.within(path)
+    })
+}
+
+/// Reads a `T` out of an already-parsed object found at `path`.
+pub fn from_value<T: DeserializeOwned>(value: &serde_json::Value, path: &str) -> Result<T, InputError> {
+    serde_path_to_error::deserialize(value).map(|Object(v)| v).map_err(|e| input_error(e).within(path))
+}
+
+/// A `T` read from a JSON object only.
+pub struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Object<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Object<T>, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+/// For `#[serde(deserialize_with)]` on a field that holds a struct.
+pub fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Object::deserialize(d).map(|Object(v)| v)
+}
+
+/// [`object`], for an optional field (`null` is none).
+pub fn object_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Option::<Object<T>>::deserialize(d).map(|o| o.map(|Object(v)| v))
+}
+
+/// [`object`], for a list of structs.
+pub fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Vec::<Object<T>>::deserialize(d).map(|v| v.into_iter().map(|Object(x)| x).collect())
+}
+
+fn input_error(e: serde_path_to_error::Error<serde_json::Error>) -> InputError {
+    // An unknown segment (`?`: where a syntax error struck, inside a key) says nothing.
+    let mut path = e.path().to_string().replace(".?", "");
+    if path == "." || path == "?" {
+        path.clear();
+    }
+    let inner = e.inner();
+    let syntax = matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof);
+    let mut why = without_position(inner);
+    // serde names a missing field in its message and the enclosing object in the path; the
+    // path of the field itself is what a client wants. (An unknown field's path is its own.)
+    if let Some((name, _)) = why.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')) {
+        path = join(&path, name);
+        why = "required field is missing".into();
+    } else if let Some((_, expected)) = why.strip_prefix("unknown field `").and_then(|rest| rest.split_once('`')) {
+        why = format!("unknown field;{}", expected.trim_start_matches(','));
+    }
+    InputError { path, why, syntax }
+}
+
+/// serde_json's message without its " at line L column C" (the path says where).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&suffix) {
+        Some(t) => t.to_string(),
+        None => text,
+    }
+}
+
+/// Bytes sent as base64 (the standard alphabet, padded or not, as [`crate::b64::decode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base64(pub Vec<u8>);
+
+impl<'de> Deserialize<'de> for Base64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Base64;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a base64 string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Base64, E> {
+                crate::b64::decode(s).map(Base64).map_err(|e| E::custom(format_args!("not base64: {e}")))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Bytes sent as hex, either case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hex(pub Vec<u8>);
+
+impl<'de> Deserialize<'de> for Hex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Hex;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a hex string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Hex, E> {
+                hex::decode(s).map(Hex).map_err(|e| E::custom(format_args!("not hex: {e}")))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A JSON integer in `0..=i64::MAX`: what a log index or size can be (they are stored as
+/// signed 64-bit integers, and protojson clients send int64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Index(pub u64);
+
+impl<'de> Deserialize<'de> for Index {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u64::deserialize(d)?;
+        match n <= i64::MAX as u64 {
+            true => Ok(Index(n)),
+            false => Err(D::Error::custom(format_args!("{n} is out of range; expected an integer from 0 to {}", i64::MAX))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        name: String,
+        #[serde(deserialize_with = "objects")]
+        items: Vec<Item>,
+        #[serde(default)]
+        at: Option<Index>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        data: Base64,
+        digest: Option<Hex>,
+        #[serde(default, deserialize_with = "object_opt")]
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u8,
+    }
+
+    fn err(json: &str) -> InputError {
+        from_slice::<Outer>(json.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn reads_a_good_document() {
+        let o: Outer = from_slice(br#"{"name":"n","items":[{"data":"aGk=","digest":"ABcd","inner":{"n":1}},{"data":"","inner":null}],"at":7}"#).unwrap();
+        assert_eq!(o.items[0].inner.as_ref().map(|i| i.n), Some(1));
+        assert!(o.items[1].inner.is_none());
+        assert_eq!(o.items[0].data.0, b"hi");
+        assert_eq!(o.items[0].digest.as_ref().unwrap().0, vec![0xab, 0xcd]);
+        assert_eq!(o.at, Some(Index(7)));
+    }
+
+    #[test]
+    fn every_error_names_the_path_of_its_field() {
+        let cases = [
+            (r#"{"name":"n","items":[{"data":"aGk="},{"data":"@@"}]}"#, "items[1].data", "not base64"),
+            (r#"{"name":"n","items":[{"data":"aGk=","digest":"xyz"}]}"#, "items[0].digest", "not hex"),
+            (r#"{"name":"n","items":[{"data":5}]}"#, "items[0].data", "expected a base64 string"),
+            (r#"{"name":"n","items":[{}]}"#, "items[0].data", "required field is missing"),
+            (r#"{"name":"n","items":[],"extra":1}"#, "extra", "unknown field; expected one of"),
+            (r#"{"name":7,"items":[]}"#, "name", "invalid type: integer `7`, expected a string"),
+            (r#"{"name":"n","items":[],"at":-1}"#, "at", "invalid value"),
+            (r#"{"name":"n","items":[],"at":1.5}"#, "at", "invalid type: floating point"),
+            (r#"{"name":"n","items":[],"at":9223372036854775808}"#, "at", "out of range"),
+            (r#"{"items":[]}"#, "name", "required field is missing"),
+            (r#"["n",[]]"#, "", "expected a JSON object"),
+            (r#"{"name":"n","items":[["aGk="]]}"#, "items[0]", "expected a JSON object"),
+            (r#"{"name":"n","items":[{"data":"aGk=","inner":[1]}]}"#, "items[0].inner", "expected a JSON object"),
+            (r#"{"name":"n","items":[{"data":"aGk=","inner":{"n":300}}]}"#, "items[0].inner.n", "invalid value"),
+        ];
+        for (json, path, why) in cases {
+            let e = err(json);
+            assert_eq!(e.path, path, "{json}: {e}");
+            assert!(e.why.contains(why), "{json}: {e}");
+            assert!(!e.syntax && !e.why.contains("line"), "{json}: {e}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors_are_told_apart() {
+        for json in [r#"{"name":"#, "not json", r#"{"name":"n","items":[]} trailing"#, ""] {
+            assert!(err(json).syntax, "{json}: {}", err(json));
+        }
+    }
+
+    #[test]
+    fn nested_documents_and_values_carry_the_enclosing_path() {
+        let e = from_str_at::<Item>(r#"{"data":"@"}"#, "spec.envelope").unwrap_err();
+        assert_eq!(e.path, "spec.envelope.data");
+        let e = from_str_at::<Item>("{oops", "spec.envelope").unwrap_err();
+        assert_eq!((e.path.as_str(), e.syntax), ("spec.envelope", false));
+        assert!(e.why.starts_with("is not JSON"), "{e}");
+        let v = serde_json::json!({"name": "n", "items": [{"data": "aGk="}, {"data": 1}]});
+        assert_eq!(from_value::<Outer>(&v, "entries[3]").unwrap_err().path, "entries[3].items[1].data");
+        assert_eq!(join("a", "[0].b"), "a[0].b");
+        assert_eq!(join("", "b"), "b");
+        assert_eq!(join("a", ""), "a");
+    }
+}

@@ -1,0 +1,289 @@
+//! Retention: the chain cut into segments that can be archived and verified alone.
+//!
+//! The live log (`audit.sqlite`) grows by about 150 bytes a request. When it passes
+//! `segment_max_bytes`, or its oldest record `segment_max_age_secs`, the records up to the
+//! newest anchor are moved into a segment file of their own,
+//! `audit-segments/audit-<first>-<last>.sqlite` (0600), with their anchors, and taken out of
+//! the live log. A segment is cut at an anchored record only: the live log then starts
+//! after that record, and keeps its anchor as its start, so that what remains still proves,
+//! through the transparency log, where it begins. A segment can be moved elsewhere
+//! (archived, or deleted under a retention policy) and checked alone, with
+//! `signet audit verify --segment FILE`: its chain from its own start, its anchors, and its
+//! start's anchor (none for the first, which starts at the genesis hash).
+//!
+//! The cut is two commits: the segment file is written and synced first, and only then
+//! are its records deleted from the live log. A crash between them leaves the records in
+//! both, and the next cut writes the segment again.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use super::record::GENESIS;
+use super::Anchor;
+use crate::store::StoreError;
+
+/// The segment files' directory, under the data dir.
+pub const DIR: &str = "audit-segments";
+
+/// Where a log file's chain starts: after record `seq`, whose hash was `head`. A file
+/// without it starts at the beginning (seq 0, [`GENESIS`]).
+pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS segment(start_seq INTEGER NOT NULL, start_head BLOB NOT NULL);";
+
+/// When the live log is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Bytes of the live log's used pages (0: no limit).
+    pub max_bytes: u64,
+    /// Seconds since its oldest record (0: no limit).
+    pub max_age_secs: u64,
+}
+
+/// Where the chain in a log file starts: (seq, head).
+pub(super) fn start(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
+    let exists: Option<String> =
+        conn.query_row("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'segment'", [], |r| r.get(0)).optional()?;
+    if exists.is_none() {
+        return Ok((0, GENESIS));
+    }
+    let row: Option<(i64, Vec<u8>)> =
+        conn.query_row("SELECT start_seq, start_head FROM segment", [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    Ok(match row {
+        None => (0, GENESIS),
+        // A head of the wrong length can match no anchor: kept as zeros, it fails the check.
+        Some((seq, head)) => (seq.max(0) as u64, <[u8; 32]>::try_from(head.as_slice()).unwrap_or([0; 32])),
+    })
+}
+
+/// Whether the live log under `data_dir` is due to be cut under `policy`.
+pub fn due(data_dir: &Path, policy: Policy, now_ms: u64) -> Result<bool, StoreError> {
+    if policy.max_bytes == 0 && policy.max_age_secs == 0 {
+        return Ok(false);
+    }
+    let path = data_dir.join(super::FILE);
+    let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+    if policy.max_bytes > 0 {
+        // Used pages, not the file's length: pages freed by a cut are reused, not returned.
+        let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).map_err(err)?;
+        let free: u64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).map_err(err)?;
+        let size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(err)?;
+        if pages.saturating_sub(free) * size >= policy.max_bytes {
+            return Ok(true);
+        }
+    }
+    if policy.max_age_secs > 0 {
+        let first: Option<Vec<u8>> =
+            conn.query_row("SELECT records FROM audit ORDER BY first_seq LIMIT 1", [], |r| r.get(0)).optional().map_err(err)?;
+        let oldest = first.and_then(|records| {
+            let line = records.split(|b| *b == b'\n').next()?.to_vec();
+            serde_json::from_slice::<super::Record>(&line).ok().map(|r| r.time_ms)
+        });
+        if let Some(t) = oldest {
+            return Ok(now_ms.saturating_sub(t) >= policy.max_age_secs.saturating_mul(1000));
+        }
+    }
+    Ok(false)
+}
+
+/// Moves the records up to `at` (an anchor just stored in the live log) into a segment
+/// file, and starts the live log after them. Its path, or `None` when no record is that old.
+pub fn cut(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError> {
+    let path = data_dir.join(super::FILE);
+    let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
+    let conn = Connection::open(&path).map_err(err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+    conn.execute_batch(SCHEMA).map_err(err)?;
+    let (start_seq, _) = start(&conn).map_err(err)?;
+    let stored: Option<Vec<u8>> =
+        conn.query_row("SELECT head FROM anchors WHERE seq = ?1", [at.seq as i64], |r| r.get(0)).optional().map_err(err)?;
+    if stored.as_deref() != Some(at.head.as_slice()) {
+        return Err(StoreError::Corrupt {
+            path: path.display().to_string(),
+            what: format!("a cut at record {} needs that record's anchor in the log, and it is not there", at.seq),
+        });
+    }
+    if at.seq <= start_seq {
+        return Ok(None);
+    }
+    let dir = data_dir.join(DIR);
+    signet_core::files::ensure_private_dir(&dir).map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
+    let file = dir.join(format!("audit-{:012}-{:012}.sqlite", start_seq + 1, at.seq));
+    // A segment left by a cut that crashed before its delete: written again, whole.
+    for stale in [file.clone(), file.with_extension("sqlite-journal")] {
+        match std::fs::remove_file(&stale) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(StoreError::Io { path: stale.display().to_string(), source }),
+        }
+    }
+    private_file(&file)?;
+    let file_text = file.to_str().ok_or_else(|| StoreError::Io {
+        path: file.display().to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path is not UTF-8"),
+    })?;
+    conn.execute("ATTACH DATABASE ?1 AS seg", [file_text]).map_err(err)?;
+    let copied = (|| -> rusqlite::Result<()> {
+        conn.execute_batch(&format!(
+            "PRAGMA seg.synchronous = FULL; \
+             CREATE TABLE seg.audit(first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, records BLOB NOT NULL, hashes BLOB NOT NULL); \
+             {anchors}; {segment}",
+            anchors = super::anchor::SCHEMA.trim_end_matches(';').replace("EXISTS anchors", "EXISTS seg.anchors"),
+            segment = SCHEMA.trim_end_matches(';').replace("EXISTS segment", "EXISTS seg.segment"),
+        ))?;
+        let tx = conn.unchecked_transaction()?;
+        tx.execute("INSERT INTO seg.audit SELECT * FROM main.audit WHERE last_seq <= ?1", [at.seq as i64])?;
+        tx.execute("INSERT INTO seg.anchors SELECT * FROM main.anchors WHERE seq <= ?1", [at.seq as i64])?;
+        tx.execute("INSERT INTO seg.segment SELECT * FROM main.segment", [])?;
+        tx.commit()
+    })();
+    let detached = conn.execute("DETACH DATABASE seg", []);
+    copied.map_err(|source| StoreError::Sqlite { path: file.display().to_string(), source })?;
+    detached.map_err(err)?;
+    // Only now that the segment is on disk do its records leave the live log.
+    let tx = conn.unchecked_transaction().map_err(err)?;
+    tx.execute("DELETE FROM audit WHERE last_seq <= ?1", [at.seq as i64]).map_err(err)?;
+    tx.execute("DELETE FROM anchors WHERE seq < ?1", [at.seq as i64]).map_err(err)?;
+    tx.execute("DELETE FROM segment", []).map_err(err)?;
+    tx.execute("INSERT INTO segment(start_seq, start_head) VALUES (?1, ?2)", params![at.seq as i64, at.head.as_slice()]).map_err(err)?;
+    tx.commit().map_err(err)?;
+    Ok(Some(file))
+}
+
+/// The segment files under `data_dir`, oldest first.
+pub fn list(data_dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let dir = data_dir.join(DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::Io { path: dir.display().to_string(), source }),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("audit-") && n.ends_with(".sqlite")))
+        .collect();
+    // Zero-padded first seqs: the names sort in chain order.
+    files.sort();
+    Ok(files)
+}
+
+fn private_file(path: &Path) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).map(drop).map_err(|source| StoreError::Io { path: path.display().to_string(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::chain::{now_ms, AuditLog};
+    use super::super::verify::tests::entry;
+    use super::super::verify::{verify, verify_all, verify_file, VerifyError};
+    use super::super::{anchor, FILE};
+    use super::*;
+    use crate::config::AuditMode;
+
+    /// Writes `n` records to the log and anchors its head (a stand-in entry: the chain's
+    /// checks do not read it; `signet audit verify` checks entries against the log).
+    fn write_and_anchor(dir: &Path, log: &AuditLog, n: usize) -> Anchor {
+        for i in 0..n {
+            log.record(entry(&format!("/r/{i}"), 200)).unwrap();
+        }
+        log.flush();
+        let (seq, head) = log.head();
+        let a = Anchor { seq, head, log_index: seq, entry: "{}".into() };
+        anchor::store(dir, &a).unwrap();
+        a
+    }
+
+    #[test]
+    fn a_cut_moves_records_into_a_segment_and_each_file_verifies_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let first = write_and_anchor(dir.path(), &log, 30);
+        let seg1 = cut(dir.path(), &first).unwrap().expect("a segment");
+        assert_eq!(seg1.file_name().unwrap(), "audit-000000000001-000000000030.sqlite");
+        // The writer goes on after the cut, in the same live log.
+        let second = write_and_anchor(dir.path(), &log, 20);
+        log.record(entry("/unanchored", 200)).unwrap();
+        log.flush();
+        let seg2 = cut(dir.path(), &second).unwrap().expect("a second segment");
+        assert_eq!(seg2.file_name().unwrap(), "audit-000000000031-000000000050.sqlite");
+        assert_eq!(cut(dir.path(), &second).unwrap(), None, "nothing older than the start is left");
+
+        let one = verify_file(&seg1).unwrap();
+        assert_eq!((one.start, one.records, one.anchors.len(), one.unanchored()), (0, 30, 1, 0));
+        let two = verify_file(&seg2).unwrap();
+        assert_eq!((two.start, two.records, two.anchors.len(), two.unanchored()), (30, 50, 2, 0), "its start anchor and its end");
+        let live = verify(dir.path()).unwrap();
+        assert_eq!((live.start, live.records, live.anchors.len(), live.unanchored()), (50, 51, 1, 1));
+        assert_eq!(verify_all(dir.path()).unwrap().len(), 3);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&seg1).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+
+        // Archived elsewhere: the rest still verifies, from its anchored start.
+        let archive = tempfile::tempdir().unwrap();
+        std::fs::rename(&seg1, archive.path().join("old.sqlite")).unwrap();
+        let rest = verify_all(dir.path()).unwrap();
+        assert_eq!(rest.first().map(|(_, v)| v.start), Some(30));
+        assert_eq!(verify_file(&archive.path().join("old.sqlite")).unwrap().records, 30);
+
+        // A reopened log goes on from its head, not from its start.
+        drop(log);
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        assert_eq!(log.head().0, 51);
+    }
+
+    #[test]
+    fn a_start_without_its_anchor_or_files_that_do_not_join_are_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let a = write_and_anchor(dir.path(), &log, 10);
+        cut(dir.path(), &a).unwrap().unwrap();
+        write_and_anchor(dir.path(), &log, 5);
+        let exec = |sql: &str| Connection::open(dir.path().join(FILE)).unwrap().execute_batch(sql).unwrap();
+
+        // The start anchor deleted: where the live log begins is no longer proved.
+        exec("CREATE TABLE saved AS SELECT * FROM anchors; DELETE FROM anchors WHERE seq = 10;");
+        let e = verify(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("record 10:") && e.contains("not proved"), "{e}");
+        exec("INSERT INTO anchors SELECT * FROM saved WHERE seq = 10;");
+        verify(dir.path()).unwrap();
+
+        // A start moved back over records taken out: the anchor no longer matches.
+        exec("UPDATE segment SET start_seq = 5;");
+        let e = verify(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("record 5:") && e.contains("not proved"), "{e}");
+        exec("UPDATE segment SET start_seq = 10;");
+
+        // A segment missing from the middle: the files around it do not join.
+        let b = write_and_anchor(dir.path(), &log, 3);
+        cut(dir.path(), &b).unwrap().unwrap();
+        assert_eq!(verify_all(dir.path()).unwrap().len(), 3);
+        let middle = list(dir.path()).unwrap().remove(1);
+        std::fs::remove_file(&middle).unwrap();
+        let e = verify_all(dir.path()).unwrap_err();
+        assert!(matches!(e, VerifyError::Broken { seq: 19, .. }) && e.to_string().contains("do not join"), "{e}");
+    }
+
+    #[test]
+    fn due_by_size_or_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        write_and_anchor(dir.path(), &log, 50);
+        let off = Policy { max_bytes: 0, max_age_secs: 0 };
+        assert!(!due(dir.path(), off, now_ms()).unwrap());
+        assert!(due(dir.path(), Policy { max_bytes: 1, max_age_secs: 0 }, now_ms()).unwrap());
+        assert!(!due(dir.path(), Policy { max_bytes: 1 << 30, max_age_secs: 0 }, now_ms()).unwrap());
+        assert!(!due(dir.path(), Policy { max_bytes: 0, max_age_secs: 60 }, now_ms()).unwrap());
+        assert!(due(dir.path(), Policy { max_bytes: 0, max_age_secs: 60 }, now_ms() + 61_000).unwrap());
+    }
+}
