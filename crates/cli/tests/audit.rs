@@ -360,6 +360,23 @@ fn anchors_catch_a_rewritten_chain_and_a_deleted_tail() {
     let (code, out, err) = verify(&data);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("anchors ok: "), "{out}");
+    // Online: the live log's checkpoint extends every anchor's, proved from its tiles; the
+    // log grows meanwhile (the anchors themselves, and these appends), so the proofs are real.
+    let signer = common::Signer::new();
+    for i in 0..300 {
+        let r = common::post_json(&a, &format!("{}/api/v2/log/entries", server.url), &signer.v2_entry(format!("grow {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let (code, out, err) = signet(&["audit", "verify", "--data-dir", data.to_str().unwrap(), "--log", &server.url]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("anchors online: ") && out.contains("consistent with the checkpoint of"), "{out}");
+    // Another instance's log is not the one that holds the anchors.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = Server::start(&other_dir.path().join("data"), &[]);
+    let (code, _, err) = signet(&["audit", "verify", "--data-dir", data.to_str().unwrap(), "--log", &other.url]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not signed by the log that holds the anchors"), "{err}");
+    drop(other);
     let metrics = get(&a, &format!("{}/metrics", server.url)).unwrap().text();
     assert!(metrics.contains("\nsignet_audit_last_anchor_age_seconds ") && metrics.contains("\nsignet_audit_unanchored_records "), "{metrics}");
 

@@ -171,3 +171,77 @@ fn a_redis_outage_admits_or_refuses_as_configured_and_heals() {
     let after: Vec<u16> = (0..5).map(|_| read(&open).status).collect();
     assert!(after.contains(&429), "limits resumed on the fail-open instance too: {after:?}");
 }
+
+/// An OIDC identity's write bucket and ban are shared too: an identity spends one burst
+/// across instances, whichever API token it comes through, and a ban imposed through one
+/// instance holds on the other. Both trust one issuer, served on loopback.
+#[test]
+fn two_instances_share_one_identitys_limit_and_its_ban() {
+    use signet_ca::oidc::dev::DevIssuer;
+    use signet_tls::testing::{TestPki, TestServer};
+    let Some(redis) = OwnRedis::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new();
+    let idp = TestServer::https(&pki);
+    let keys = DevIssuer::open(&dir.path().join("idp-keys"), &idp.url).unwrap();
+    idp.set("/.well-known/openid-configuration", 200, keys.discovery().to_string());
+    idp.set("/jwks", 200, keys.jwks().to_string());
+    let ca = dir.path().join("idp-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    // Each token may write 2 at once; so may each identity, across both instances.
+    let config = format!(
+        "[[oidc.issuers]]\nurl = \"{}\"\nsubject = \"email\"\nca_file = \"{}\"\n\
+         [guard.auth]\nrequire = \"writes\"\n\
+         [guard.rate_limit]\nenabled = true\nper_second = 1000\nburst = 1000\nwrite_per_second = 1\nwrite_burst = 2\n\
+         [guard.ban]\nenabled = true\nmax_refusals = 1\nwindow_secs = 60\nduration_secs = 600\n\
+         [guard.redis]\nurl = \"{}\"\n",
+        idp.url,
+        ca.display(),
+        redis.url()
+    );
+    // Three signer tokens for each instance (each has its own token store), each with a
+    // bucket of its own: a refusal below is the identity's, not a token's. Made before the
+    // servers start, which load them (a poll until they do would be refused, and strike).
+    let token = |name: &str| {
+        std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["admin", "token", "create", "--data-dir", dir.path().join(name).to_str().unwrap(), "--role", "signer"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let tokens: Vec<Vec<String>> = ["a", "b"].iter().map(|n| (0..3).map(|_| token(n)).collect()).collect();
+    let servers = [start(dir.path(), "a", &config), start(dir.path(), "b", &config)];
+    let agent = agent();
+    let sign = |i: usize, t: usize, email: &str| {
+        let token = keys.mint(email, 300).unwrap();
+        common::reply(
+            agent
+                .post(&format!("{}/api/v2/signingCert", servers[i].url))
+                .header("content-type", "application/json")
+                .header("authorization", &format!("Bearer {}", tokens[i][t]))
+                .send(common::cert_request(&token, email)),
+        )
+        .unwrap()
+    };
+    let alice = "alice@example.com";
+    // One write on each instance spends alice's shared burst of 2.
+    for i in [0, 1] {
+        let r = sign(i, 0, alice);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let r = sign(0, 1, alice);
+    assert_eq!(r.status, 429, "the identity's burst is spent across instances: {}", r.text());
+    assert!(r.text().contains("oidc:"), "{}", r.text());
+    // A second refusal, on the other instance, crosses max_refusals = 1: the shared limiter
+    // answers it with the ban itself, and the ban holds on both.
+    let r = sign(1, 1, alice);
+    assert_eq!(r.status, 403, "{}", r.text());
+    for i in [1, 0] {
+        let r = sign(i, 2, alice);
+        assert_eq!(r.status, 403, "alice is banned on instance {i}: {}", r.text());
+        assert!(r.text().contains("banned"), "{}", r.text());
+    }
+    assert!(metric(&servers[0].url, "signet_guard_redis_checks_total") >= 2);
+}

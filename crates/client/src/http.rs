@@ -56,6 +56,20 @@ impl Http {
         Ok(Reply { status, body })
     }
 
+    /// A GET whose reply must be 2xx, at most `limit` bytes.
+    pub fn get(&self, service: &'static str, url: &str, limit: u64) -> Result<Reply, ClientError> {
+        if url.starts_with("https://") {
+            return Err(service_err(service, url, "HTTPS is not supported by this client yet; use an http:// URL"));
+        }
+        let mut resp = self.agent.get(url).call().map_err(|e| service_err(service, url, e))?;
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().with_config().limit(limit).read_to_vec().map_err(|e| service_err(service, url, e))?;
+        if !(200..300).contains(&status) {
+            return Err(service_err(service, url, format!("HTTP {status}: {}", error_message(&body))));
+        }
+        Ok(Reply { status, body })
+    }
+
     pub fn post_json(&self, service: &'static str, url: &str, body: &Value, bearer: Option<&str>) -> Result<Value, ClientError> {
         let reply = self.post(service, url, "application/json", "application/json", body.to_string().into_bytes(), bearer)?;
         serde_json::from_slice(&reply.body).map_err(|e| service_err(service, url, format!("reply is not JSON: {e}")))

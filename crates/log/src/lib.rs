@@ -5,6 +5,7 @@
 //! - [`tilecache`]: the bounded cache of full tiles that proofs read.
 //! - [`checkpoint`]: C2SP signed-note checkpoints.
 //! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
+//! - [`remote`]: another log's tree read through its tiles, for proofs a client builds.
 //! - [`storage`]: the `Storage` and `Queue` traits, SQLite and PostgreSQL, and their
 //!   indexes by leaf hash and digest.
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
@@ -24,6 +25,7 @@ pub mod merkle;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod rekor;
+pub mod remote;
 pub mod sequencer;
 pub mod shards;
 pub mod storage;

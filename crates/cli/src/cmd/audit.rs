@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::Value;
+use signet_core::note::SignedNote;
 use signet_core::{b64, hash::sha256, pubkey::{HashAlg, PublicKey}};
 use signet_guard::audit::{self, anchor, Anchor, VerifyError};
 use signet_verify::bundle::{TlogEntry, Version};
@@ -30,6 +31,10 @@ pub enum Audit {
         /// Check this segment file alone (an archived one), against its own anchors.
         #[arg(long)]
         segment: Option<PathBuf>,
+        /// Also check the anchors against the Rekor v2 log as it is now, at this base URL:
+        /// its signed checkpoint must extend each anchor's (a consistency proof from its tiles).
+        #[arg(long)]
+        log: Option<String>,
     },
     /// Print the last records, one JSON object per line, oldest first.
     Tail {
@@ -74,7 +79,7 @@ pub fn run(cmd: Audit) -> ExitCode {
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
         }
-        Audit::Verify { data_dir, segment } => {
+        Audit::Verify { data_dir, segment, log } => {
             let checked = match &segment {
                 Some(file) => audit::verify_file(file).map(|v| vec![(file.clone(), v)]),
                 None => audit::verify_all(&data_dir),
@@ -87,7 +92,20 @@ pub fn run(cmd: Audit) -> ExitCode {
             }) {
                 Ok(files) => {
                     report(&files);
-                    ExitCode::SUCCESS
+                    let Some(url) = log else { return ExitCode::SUCCESS };
+                    // A file's start anchor is the end anchor of the one before: checked once.
+                    let mut anchors: Vec<&Anchor> = files.iter().flat_map(|(_, v)| &v.anchors).collect();
+                    anchors.dedup_by_key(|a| a.seq);
+                    match anchors_online(&data_dir, &anchors, &url) {
+                        Ok((size, checked)) => {
+                            outln!("anchors online: {checked} consistent with the checkpoint of {url} (size {size})");
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => {
+                            errln!("signet audit verify: {e}");
+                            ExitCode::from(1)
+                        }
+                    }
                 }
                 Err((e, missing)) => {
                     errln!("signet audit verify: {e}");
@@ -114,7 +132,9 @@ fn report(files: &[(PathBuf, audit::Verified)]) {
             first.start + 1
         );
     }
-    let anchors: usize = files.iter().map(|(_, v)| v.anchors.len()).sum();
+    let mut seqs: Vec<u64> = files.iter().flat_map(|(_, v)| v.anchors.iter().map(|a| a.seq)).collect();
+    seqs.dedup();
+    let anchors = seqs.len();
     match last.anchors.last() {
         Some(a) => outln!(
             "anchors ok: {anchors}, the last at record {} (Rekor v2 log index {}); {} records after it not yet anchored",
@@ -131,9 +151,7 @@ fn anchors_hold(data_dir: &Path, anchors: &[Anchor]) -> Result<(), String> {
     if anchors.is_empty() {
         return Ok(());
     }
-    let instance = signet_server::trust::instance(data_dir, None)?;
-    let root_json = serde_json::to_vec(&instance.trusted_root()).map_err(|e| e.to_string())?;
-    let root = TrustedRoot::from_json(&root_json).map_err(|e| format!("the instance's trusted root: {e}"))?;
+    let root = trusted_root(data_dir)?;
     let key_path = data_dir.join("keys").join("audit.pem");
     let pkcs8 = std::fs::read(&key_path).map_err(|e| format!("{}: {e} (the audit key that signed the anchors)", key_path.display()))?;
     let block = signet_core::pem::decode_first(&pkcs8).map_err(|e| format!("{}: {e}", key_path.display()))?;
@@ -144,6 +162,13 @@ fn anchors_hold(data_dir: &Path, anchors: &[Anchor]) -> Result<(), String> {
         })?;
     }
     Ok(())
+}
+
+/// The instance's trusted root, as clients read it.
+fn trusted_root(data_dir: &Path) -> Result<TrustedRoot, String> {
+    let instance = signet_server::trust::instance(data_dir, None)?;
+    let root_json = serde_json::to_vec(&instance.trusted_root()).map_err(|e| e.to_string())?;
+    TrustedRoot::from_json(&root_json).map_err(|e| format!("the instance's trusted root: {e}"))
 }
 
 fn anchor_holds(root: &TrustedRoot, audit_spki: &[u8], a: &Anchor) -> Result<(), String> {
@@ -166,4 +191,45 @@ fn anchor_holds(root: &TrustedRoot, audit_spki: &[u8], a: &Anchor) -> Result<(),
     let signature = spec["signature"]["content"].as_str().and_then(|c| b64::decode(c).ok()).ok_or("its log entry holds no signature")?;
     let key = PublicKey::from_spki(&spki).map_err(|e| e.to_string())?;
     key.verify_digest(HashAlg::Sha256, &digest, &signature).map_err(|_| "the audit key's signature does not verify".to_string())
+}
+
+/// Checks the anchors against the log as it is now: its checkpoint at `url`, signed by the
+/// key of the trusted root, must be consistent with the checkpoint each anchor was proved
+/// under, by a consistency proof built from the log's tiles. An anchor proved under a
+/// checkpoint of a log that later forked from it (a split view) fails here.
+fn anchors_online(data_dir: &Path, anchors: &[&Anchor], url: &str) -> Result<(u64, usize), String> {
+    let url = url.trim_end_matches('/');
+    let http = signet_client::http::Http::default();
+    let get = |path: &str| -> Result<Vec<u8>, String> {
+        http.get("Rekor v2 log", &format!("{url}/api/v2/{path}"), 1 << 20).map(|r| r.body).map_err(|e| e.to_string())
+    };
+    let root = trusted_root(data_dir)?;
+    let note_text = String::from_utf8(get("checkpoint")?).map_err(|_| "the log's checkpoint is not text".to_string())?;
+    let note = SignedNote::parse(&note_text).map_err(|e| format!("the log's checkpoint: {e}"))?;
+    let live = note.checkpoint.clone();
+    let fetch = |path: &str| get(path);
+    let tree = signet_log::remote::TileNodes::new(live.size, &fetch);
+    let mut checked = 0;
+    for a in anchors {
+        let entry = TlogEntry::from_json(a.entry.as_bytes()).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
+        let (_, key) = signet_verify::tlog::log_of(&root, &entry).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
+        note.verify(&live.origin, key).map_err(|e| format!("the checkpoint of {url} is not signed by the log that holds the anchors: {e}"))?;
+        let proof = entry.inclusion_proof.as_ref().ok_or_else(|| format!("anchor at record {} keeps no inclusion proof", a.seq))?;
+        let (size, old_root) = (proof.tree_size, proof.root_hash);
+        if size > live.size {
+            return Err(format!(
+                "anchor at record {} was proved under a checkpoint of size {size}, but {url} now has {}: the log was rolled back, or this is another log",
+                a.seq, live.size
+            ));
+        }
+        let consistency = tree.consistency_proof(size).map_err(|e| format!("reading {url}'s tiles: {e}"))?;
+        signet_log::merkle::verify_consistency(size, live.size, &consistency, &old_root, &live.root_hash).map_err(|e| {
+            format!(
+                "anchor at record {} was proved under a checkpoint of size {size} that {url}'s checkpoint of size {} does not extend: {e}",
+                a.seq, live.size
+            )
+        })?;
+        checked += 1;
+    }
+    Ok((live.size, checked))
 }
