@@ -124,11 +124,7 @@ pub fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<V
 }
 
 fn input_error(e: serde_path_to_error::Error<serde_json::Error>) -> InputError {
-    // An unknown segment (`?`: where a syntax error struck, inside a key) says nothing.
-    let mut path = e.path().to_string().replace(".?", "");
-    if path == "." || path == "?" {
-        path.clear();
-    }
+    let mut path = path_text(e.path());
     let inner = e.inner();
     let syntax = matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof);
     let mut why = without_position(inner);
@@ -141,6 +137,28 @@ fn input_error(e: serde_path_to_error::Error<serde_json::Error>) -> InputError {
         why = format!("unknown field;{}", expected.trim_start_matches(','));
     }
     InputError { path, why, syntax }
+}
+
+/// `a.b[2].c`; a key that is not a plain name is quoted (`a["x.y"]`, `[""]`), so that every
+/// path names one field. An unknown segment (where a syntax error struck) is left out.
+fn path_text(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                let plain = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                match (plain, out.is_empty()) {
+                    (true, true) => out.push_str(key),
+                    (true, false) => out.push_str(&format!(".{key}")),
+                    (false, _) => out.push_str(&format!("[{}]", serde_json::Value::String(key.clone()))),
+                }
+            }
+            Segment::Unknown => {}
+        }
+    }
+    out
 }
 
 /// serde_json's message without its " at line L column C" (the path says where).
@@ -267,6 +285,8 @@ mod tests {
             (r#"{"name":"n","items":[],"at":1.5}"#, "at", "invalid type: floating point"),
             (r#"{"name":"n","items":[],"at":9223372036854775808}"#, "at", "out of range"),
             (r#"{"items":[]}"#, "name", "required field is missing"),
+            (r#"{"":3}"#, r#"[""]"#, "unknown field"),
+            (r#"{"name":"n","items":[{"data":"aGk=","a.b":1}]}"#, r#"items[0]["a.b"]"#, "unknown field"),
             (r#"["n",[]]"#, "", "expected a JSON object"),
             (r#"{"name":"n","items":[["aGk="]]}"#, "items[0]", "expected a JSON object"),
             (r#"{"name":"n","items":[{"data":"aGk=","inner":[1]}]}"#, "items[0].inner", "expected a JSON object"),
