@@ -118,7 +118,7 @@ pub fn verify_file(path: &Path) -> Result<Verified, VerifyError> {
         return Err(VerifyError::Missing(path.display().to_string()));
     }
     let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
     let anchors = anchor::load(&conn).map_err(err)?;
     let (start, start_head) = super::segment::start(&conn).map_err(err)?;
     let mut next_anchor = anchors.iter().peekable();
