@@ -24,7 +24,9 @@ pub enum KeyKind {
     Ed25519,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A digest algorithm. Read from JSON by its Rekor and timestamp-authority name (`"sha256"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum HashAlg {
     Sha256,
     Sha384,
@@ -32,6 +34,15 @@ pub enum HashAlg {
 }
 
 impl HashAlg {
+    /// `sha256`, `sha384`, `sha512`: the name Rekor and timestamp-authority use.
+    pub fn name(self) -> &'static str {
+        match self {
+            HashAlg::Sha256 => "sha256",
+            HashAlg::Sha384 => "sha384",
+            HashAlg::Sha512 => "sha512",
+        }
+    }
+
     pub fn len(self) -> usize {
         match self {
             HashAlg::Sha256 => 32,

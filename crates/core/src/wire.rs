@@ -177,17 +177,8 @@ pub struct Base64(pub Vec<u8>);
 
 impl<'de> Deserialize<'de> for Base64 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Base64;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a base64 string")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Base64, E> {
-                crate::b64::decode(s).map(Base64).map_err(|e| E::custom(format_args!("not base64: {e}")))
-            }
-        }
-        d.deserialize_str(V)
+        let decode = |s: &str| crate::b64::decode(s).map_err(|e| format!("not base64: {e}"));
+        d.deserialize_str(Encoded { expecting: "a base64 string", decode }).map(Base64)
     }
 }
 
@@ -197,17 +188,24 @@ pub struct Hex(pub Vec<u8>);
 
 impl<'de> Deserialize<'de> for Hex {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Hex;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a hex string")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Hex, E> {
-                hex::decode(s).map(Hex).map_err(|e| E::custom(format_args!("not hex: {e}")))
-            }
-        }
-        d.deserialize_str(V)
+        let decode = |s: &str| hex::decode(s).map_err(|e| format!("not hex: {e}"));
+        d.deserialize_str(Encoded { expecting: "a hex string", decode }).map(Hex)
+    }
+}
+
+/// Reads a string holding bytes in some encoding, and decodes it.
+struct Encoded<F> {
+    expecting: &'static str,
+    decode: F,
+}
+
+impl<F: Fn(&str) -> Result<Vec<u8>, String>> Visitor<'_> for Encoded<F> {
+    type Value = Vec<u8>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Vec<u8>, E> {
+        (self.decode)(s).map_err(E::custom)
     }
 }
 

@@ -79,45 +79,46 @@ pub fn run(cmd: Audit) -> ExitCode {
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
         }
-        Audit::Verify { data_dir, segment, log } => {
-            let checked = match &segment {
-                Some(file) => audit::verify_file(file).map(|v| vec![(file.clone(), v)]),
-                None => audit::verify_all(&data_dir),
-            };
-            match checked.map_err(|e| (e.to_string(), matches!(e, VerifyError::Missing(_)))).and_then(|files| {
-                for (file, v) in &files {
-                    anchors_hold(&data_dir, &v.anchors).map_err(|e| (format!("{}: {e}", file.display()), false))?;
-                }
-                Ok(files)
-            }) {
-                Ok(files) => {
-                    report(&files);
-                    let Some(url) = log else { return ExitCode::SUCCESS };
-                    // A file's start anchor is the end anchor of the one before: checked once.
-                    let mut anchors: Vec<&Anchor> = files.iter().flat_map(|(_, v)| &v.anchors).collect();
-                    anchors.dedup_by_key(|a| a.seq);
-                    match anchors_online(&data_dir, &anchors, &url) {
-                        Ok((size, checked)) => {
-                            outln!("anchors online: {checked} consistent with the checkpoint of {url} (size {size})");
-                            ExitCode::SUCCESS
-                        }
-                        Err(e) => {
-                            errln!("signet audit verify: {e}");
-                            ExitCode::from(1)
-                        }
-                    }
-                }
-                Err((e, missing)) => {
-                    errln!("signet audit verify: {e}");
-                    ExitCode::from(if missing { 2 } else { 1 })
-                }
+        Audit::Verify { data_dir, segment, log } => match verify(&data_dir, segment.as_deref(), log.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err((e, code)) => {
+                errln!("signet audit verify: {e}");
+                ExitCode::from(code)
             }
-        }
+        },
     }
 }
 
+/// Checks the chain's files, then their anchors (each once, with the trusted root and the
+/// audit key read once), then, with `log`, the anchors against the live log. The error and
+/// its exit code: 2 when there is no audit log, 1 otherwise.
+fn verify(data_dir: &Path, segment: Option<&Path>, log: Option<&str>) -> Result<(), (String, u8)> {
+    let files = match segment {
+        Some(file) => audit::verify_file(file).map(|v| vec![(file.to_path_buf(), v)]),
+        None => audit::verify_all(data_dir),
+    }
+    .map_err(|e| (e.to_string(), if matches!(e, VerifyError::Missing(_)) { 2 } else { 1 }))?;
+    // A file's start anchor is the end anchor of the one before: checked once.
+    let mut anchors: Vec<(&Path, &Anchor)> =
+        files.iter().flat_map(|(file, v)| v.anchors.iter().map(move |a| (file.as_path(), a))).collect();
+    anchors.dedup_by_key(|(_, a)| a.seq);
+    let root = match (anchors.is_empty(), log) {
+        (true, None) => None,
+        _ => Some(trusted_root(data_dir).map_err(|e| (e, 1))?),
+    };
+    if let Some(root) = &root {
+        anchors_hold(data_dir, root, &anchors).map_err(|e| (e, 1))?;
+    }
+    report(&files, anchors.len());
+    if let (Some(url), Some(root)) = (log, &root) {
+        let (size, checked) = anchors_online(root, &anchors, url).map_err(|e| (e, 1))?;
+        outln!("anchors online: {checked} consistent with the checkpoint of {url} (size {size})");
+    }
+    Ok(())
+}
+
 /// What was checked: the records, the segments they span, the anchors.
-fn report(files: &[(PathBuf, audit::Verified)]) {
+fn report(files: &[(PathBuf, audit::Verified)], anchors: usize) {
     let (Some((_, first)), Some((_, last))) = (files.first(), files.last()) else { return };
     let records = last.records - first.start;
     outln!("audit chain ok: {records} records, head {}", hex::encode(last.head));
@@ -132,9 +133,6 @@ fn report(files: &[(PathBuf, audit::Verified)]) {
             first.start + 1
         );
     }
-    let mut seqs: Vec<u64> = files.iter().flat_map(|(_, v)| v.anchors.iter().map(|a| a.seq)).collect();
-    seqs.dedup();
-    let anchors = seqs.len();
     match last.anchors.last() {
         Some(a) => outln!(
             "anchors ok: {anchors}, the last at record {} (Rekor v2 log index {}); {} records after it not yet anchored",
@@ -146,19 +144,18 @@ fn report(files: &[(PathBuf, audit::Verified)]) {
     }
 }
 
-/// Checks each anchor's log entry against the instance's trusted root and audit key.
-fn anchors_hold(data_dir: &Path, anchors: &[Anchor]) -> Result<(), String> {
+/// Checks each anchor's log entry against the trusted root and the instance's audit key.
+fn anchors_hold(data_dir: &Path, root: &TrustedRoot, anchors: &[(&Path, &Anchor)]) -> Result<(), String> {
     if anchors.is_empty() {
         return Ok(());
     }
-    let root = trusted_root(data_dir)?;
     let key_path = data_dir.join("keys").join("audit.pem");
     let pkcs8 = std::fs::read(&key_path).map_err(|e| format!("{}: {e} (the audit key that signed the anchors)", key_path.display()))?;
     let block = signet_core::pem::decode_first(&pkcs8).map_err(|e| format!("{}: {e}", key_path.display()))?;
     let key = signet_core::keys::SigningKey::from_pkcs8(&block.der, &key_path.display().to_string()).map_err(|e| e.to_string())?;
-    for a in anchors {
-        anchor_holds(&root, key.spki_der(), a).map_err(|why| {
-            format!("audit anchor at record {} (Rekor v2 log index {}) does not hold: {why}", a.seq, a.log_index)
+    for (file, a) in anchors {
+        anchor_holds(root, key.spki_der(), a).map_err(|why| {
+            format!("{}: audit anchor at record {} (Rekor v2 log index {}) does not hold: {why}", file.display(), a.seq, a.log_index)
         })?;
     }
     Ok(())
@@ -197,23 +194,26 @@ fn anchor_holds(root: &TrustedRoot, audit_spki: &[u8], a: &Anchor) -> Result<(),
 /// key of the trusted root, must be consistent with the checkpoint each anchor was proved
 /// under, by a consistency proof built from the log's tiles. An anchor proved under a
 /// checkpoint of a log that later forked from it (a split view) fails here.
-fn anchors_online(data_dir: &Path, anchors: &[&Anchor], url: &str) -> Result<(u64, usize), String> {
+fn anchors_online(root: &TrustedRoot, anchors: &[(&Path, &Anchor)], url: &str) -> Result<(u64, usize), String> {
     let url = url.trim_end_matches('/');
     let http = signet_client::http::Http::default();
     let get = |path: &str| -> Result<Vec<u8>, String> {
         http.get("Rekor v2 log", &format!("{url}/api/v2/{path}"), 1 << 20).map(|r| r.body).map_err(|e| e.to_string())
     };
-    let root = trusted_root(data_dir)?;
     let note_text = String::from_utf8(get("checkpoint")?).map_err(|_| "the log's checkpoint is not text".to_string())?;
     let note = SignedNote::parse(&note_text).map_err(|e| format!("the log's checkpoint: {e}"))?;
     let live = note.checkpoint.clone();
     let fetch = |path: &str| get(path);
     let tree = signet_log::remote::TileNodes::new(live.size, &fetch);
-    let mut checked = 0;
-    for a in anchors {
+    let (mut checked, mut verified_for): (usize, Option<Vec<u8>>) = (0, None);
+    for (_, a) in anchors {
         let entry = TlogEntry::from_json(a.entry.as_bytes()).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
-        let (_, key) = signet_verify::tlog::log_of(&root, &entry).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
-        note.verify(&live.origin, key).map_err(|e| format!("the checkpoint of {url} is not signed by the log that holds the anchors: {e}"))?;
+        // The live checkpoint must be signed by the log each anchor is in: checked once per log.
+        if verified_for.as_deref() != Some(entry.log_id.as_slice()) {
+            let (_, key) = signet_verify::tlog::log_of(root, &entry).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
+            note.verify(&live.origin, key).map_err(|e| format!("the checkpoint of {url} is not signed by the log that holds the anchors: {e}"))?;
+            verified_for = Some(entry.log_id.clone());
+        }
         let proof = entry.inclusion_proof.as_ref().ok_or_else(|| format!("anchor at record {} keeps no inclusion proof", a.seq))?;
         let (size, old_root) = (proof.tree_size, proof.root_hash);
         if size > live.size {

@@ -109,15 +109,15 @@ pub fn cut(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError> 
     let dir = data_dir.join(DIR);
     signet_core::files::ensure_private_dir(&dir).map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
     let file = dir.join(format!("audit-{:012}-{:012}.sqlite", start_seq + 1, at.seq));
-    // A segment left by a cut that crashed before its delete: written again, whole.
-    for stale in [file.clone(), file.with_extension("sqlite-journal")] {
-        match std::fs::remove_file(&stale) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(StoreError::Io { path: stale.display().to_string(), source }),
-        }
+    // A segment left by a cut that crashed before its delete is written again, whole: its
+    // file replaced by an empty one (0600), its journal, if any, dropped.
+    let journal = file.with_extension("sqlite-journal");
+    match std::fs::remove_file(&journal) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(StoreError::Io { path: journal.display().to_string(), source }),
     }
-    private_file(&file)?;
+    signet_core::files::write_atomic(&file, &[], 0o600).map_err(|source| StoreError::Io { path: file.display().to_string(), source })?;
     let file_text = file.to_str().ok_or_else(|| StoreError::Io {
         path: file.display().to_string(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path is not UTF-8"),
@@ -166,17 +166,6 @@ pub fn list(data_dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     // Zero-padded first seqs: the names sort in chain order.
     files.sort();
     Ok(files)
-}
-
-fn private_file(path: &Path) -> Result<(), StoreError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path).map(drop).map_err(|source| StoreError::Io { path: path.display().to_string(), source })
 }
 
 #[cfg(test)]

@@ -55,16 +55,8 @@ struct Data {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DataHash {
-    algorithm: DigestName,
+    algorithm: HashAlg,
     value: Hex,
-}
-
-#[derive(Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum DigestName {
-    Sha256,
-    Sha384,
-    Sha512,
 }
 
 #[derive(Deserialize)]
@@ -107,11 +99,8 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     }
     let spec: HashedRekordSpec = wire::from_slice(request.spec.get().as_bytes()).map_err(|e| e.within("spec"))?;
 
-    let (alg, alg_name) = match spec.data.hash.algorithm {
-        DigestName::Sha256 => (HashAlg::Sha256, "sha256"),
-        DigestName::Sha384 => (HashAlg::Sha384, "sha384"),
-        DigestName::Sha512 => (HashAlg::Sha512, "sha512"),
-    };
+    let alg = spec.data.hash.algorithm;
+    let alg_name = alg.name();
     let digest = &spec.data.hash.value.0;
     if digest.len() != alg.len() {
         return Err(malformed(

@@ -160,12 +160,7 @@ pub fn verify(request: CreateEntryRequest) -> Result<HashedRekordV2, EntryError>
             "signature": {"content": b64::encode(&content), "verifier": verifier_json},
         }}
     }));
-    let v1_alg = match alg {
-        HashAlg::Sha256 => "sha256",
-        HashAlg::Sha384 => "sha384",
-        HashAlg::Sha512 => "sha512",
-    };
-    Ok(HashedRekordV2 { body, digest_key: format!("{v1_alg}:{}", hex::encode(&digest)) })
+    Ok(HashedRekordV2 { body, digest_key: format!("{}:{}", alg.name(), hex::encode(&digest)) })
 }
 
 /// A `TransparencyLogEntry` in strict protojson: int64 as strings, bytes as base64, and

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use der::asn1::ObjectIdentifier;
 use serde::Deserialize;
 use signet_ca::tsa::{Request, Tsa, TsaError};
+use signet_core::pubkey::HashAlg;
 use signet_core::wire::Base64;
 
 use super::error::ApiError;
@@ -69,7 +70,7 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
 struct JsonRequest {
     artifact_hash: Base64,
     #[serde(default)]
-    hash_algorithm: Option<DigestName>,
+    hash_algorithm: Option<HashAlg>,
     #[serde(default)]
     nonce: Option<u64>,
     #[serde(default, rename = "tsaPolicyOID")]
@@ -78,19 +79,11 @@ struct JsonRequest {
     certificates: Option<bool>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum DigestName {
-    Sha256,
-    Sha384,
-    Sha512,
-}
-
 fn json_request(v: JsonRequest) -> Result<Request, ApiError> {
-    let hash_oid = match v.hash_algorithm.unwrap_or(DigestName::Sha256) {
-        DigestName::Sha256 => "2.16.840.1.101.3.4.2.1",
-        DigestName::Sha384 => "2.16.840.1.101.3.4.2.2",
-        DigestName::Sha512 => "2.16.840.1.101.3.4.2.3",
+    let hash_oid = match v.hash_algorithm.unwrap_or(HashAlg::Sha256) {
+        HashAlg::Sha256 => "2.16.840.1.101.3.4.2.1",
+        HashAlg::Sha384 => "2.16.840.1.101.3.4.2.2",
+        HashAlg::Sha512 => "2.16.840.1.101.3.4.2.3",
     };
     // The nonce as a DER INTEGER's content: big-endian, minimal, positive.
     let nonce = v.nonce.map(|n| {
