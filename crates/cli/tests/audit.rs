@@ -545,3 +545,101 @@ fn after_kill_9_every_answered_request_is_recorded() {
     let missing: Vec<&String> = answered.iter().filter(|id| !recorded.contains(*id)).collect();
     assert!(missing.is_empty(), "{} of {} answered requests have no record: {:?}", missing.len(), answered.len(), &missing[..missing.len().min(5)]);
 }
+
+/// The audit log on PostgreSQL: the instances of one database keep one chain each in the
+/// shared tables, anchored and cut into segments as on SQLite, and `audit verify --storage`
+/// checks each, catching an edit made in the database. An instance made from another's
+/// backup shares its audit key, and so its chain's default name: it is refused at start,
+/// naming the way out, rather than forking the other's chain.
+#[test]
+fn instances_on_postgres_keep_a_chain_each_in_the_shared_tables() {
+    let Some(db) = common::postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let audit = "[guard.audit]\nenabled = true\nanchor_interval_secs = 1\nsegment_max_bytes = 1\n";
+    let (config_a, config_b) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+    std::fs::write(&config_a, audit).unwrap();
+    std::fs::write(&config_b, format!("{audit}chain = \"instance-b\"\n")).unwrap();
+    let mut a = Server::start(&a_dir, &["--storage", &db, "--config", config_a.to_str().unwrap()]);
+    let agent = agent();
+    let hit = |url: &str, n: usize| {
+        for _ in 0..n {
+            assert_eq!(get(&agent, &format!("{url}/healthz")).unwrap().status, 200);
+        }
+    };
+    hit(&a.url, 5);
+    let (code, _, err) = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!a_dir.join("audit.sqlite").exists(), "on PostgreSQL the chain is not in the data dir");
+
+    // The copy, under A's chain name: refused, and it says why.
+    let mut twin = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir", b_dir.to_str().unwrap(), "--storage", &db])
+        .args(["--config", config_a.to_str().unwrap()])
+        .env("SIGNET_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = twin.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = twin.kill();
+            panic!("a second writer of one chain started, and ran for 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut twin_err = String::new();
+    std::io::Read::read_to_string(&mut twin.stderr.take().unwrap(), &mut twin_err).unwrap();
+    assert!(!status.success(), "{twin_err}");
+    assert!(twin_err.contains("is being written by another instance") && twin_err.contains("[guard.audit] chain"), "{twin_err}");
+
+    let mut b = Server::start(&b_dir, &["--storage", &db, "--config", config_b.to_str().unwrap()]);
+    hit(&b.url, 5);
+    for data in [&a_dir, &b_dir] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while segments(data).is_empty() {
+            assert!(Instant::now() < deadline, "no segment cut under {} within 20 s", data.display());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // Records after the cuts, left in the live chains.
+    hit(&a.url, 3);
+    hit(&b.url, 3);
+    for server in [&mut a, &mut b] {
+        assert!(Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap().success());
+        let _ = server.child.wait();
+    }
+
+    let verify_pg = |data: &Path, chain: Option<&str>| {
+        let mut args = vec!["audit", "verify", "--data-dir", data.to_str().unwrap(), "--storage", &db];
+        args.extend(chain.map(|c| ["--chain", c]).into_iter().flatten());
+        signet(&args)
+    };
+    for (data, chain) in [(&a_dir, None), (&b_dir, Some("instance-b"))] {
+        let (code, out, err) = verify_pg(data, chain);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(out.contains("segments ok: ") && out.contains("; 0 records after it not yet anchored"), "{out}");
+    }
+    let (code, out, err) = signet(&["audit", "tail", "-n", "2", "--data-dir", a_dir.to_str().unwrap(), "--storage", &db]);
+    assert_eq!(code, Some(0), "{err}");
+    let tail: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(tail.len(), 2, "{out}");
+    assert_eq!(tail[1]["seq"].as_u64(), tail[0]["seq"].as_u64().map(|s| s + 1));
+    let (code, _, err) = verify_pg(&a_dir, Some("nobody"));
+    assert_eq!(code, Some(2), "a chain that does not exist: {err}");
+
+    // An edit in B's rows is caught at its record; A's chain is untouched.
+    common::psql(
+        &db,
+        "UPDATE audit_batches SET records = convert_to(replace(convert_from(records, 'UTF8'), '/healthz', '/healthy'), 'UTF8') \
+         WHERE chain = 'instance-b'",
+    );
+    let (code, _, err) = verify_pg(&b_dir, Some("instance-b"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("audit chain broken at record") && err.contains("does not chain its contents"), "{err}");
+    assert_eq!(verify_pg(&a_dir, None).0, Some(0));
+}

@@ -58,6 +58,9 @@ pub struct AuditConfig {
     pub segment_max_bytes: u64,
     /// The same, once its oldest record is this old (0: no limit).
     pub segment_max_age_secs: u64,
+    /// On PostgreSQL, this instance's chain in the shared audit tables ([`crate::audit::postgres`]);
+    /// by default named after its audit key, which is the instance's own.
+    pub chain: Option<String>,
 }
 
 impl Default for AuditConfig {
@@ -68,6 +71,7 @@ impl Default for AuditConfig {
             anchor_interval_secs: 10,
             segment_max_bytes: 256 << 20,
             segment_max_age_secs: 30 * 24 * 3600,
+            chain: None,
         }
     }
 }

@@ -26,6 +26,7 @@
 //! - [`ban`]: strikes within a window, and the active bans.
 //! - [`shared`]: the same limits and bans shared by many instances, in Redis.
 //! - [`store`]: `guard.sqlite` in the data dir, shared with `signet admin` (tokens, bans).
+//! - [`pg`]: one PostgreSQL connection for blocking callers (the store, the audit chain).
 //! - [`guard`]: [`Guard`], the in-memory snapshot the layers read, and the thread that
 //!   keeps it in step with the store.
 //! - [`client`]: who a request comes from (IP or token).
@@ -44,6 +45,7 @@ pub mod guard;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod permission;
+pub mod pg;
 pub mod principal;
 pub mod ratelimit;
 pub mod refuse;

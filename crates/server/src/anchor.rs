@@ -26,6 +26,29 @@ pub fn audit_key(data_dir: &Path) -> Result<SigningKey, String> {
     SigningKey::load_or_generate(&dir.join("audit.pem")).map_err(|e| e.to_string())
 }
 
+/// The name of an instance's chain in PostgreSQL's shared audit tables: `[guard.audit]
+/// chain`, else `audit-` and the first 16 hex digits of its audit key's id. The key is the
+/// instance's own, so the name is too, and it stays the same across restarts and moves.
+pub fn chain_name(configured: Option<&str>, key: &SigningKey) -> String {
+    match configured {
+        Some(name) => name.to_string(),
+        None => format!("audit-{}", &hex::encode(key.key_id())[..16]),
+    }
+}
+
+/// The chain name of the instance whose data dir is `data_dir`, for `signet audit`: its audit
+/// key read, never made.
+pub fn chain_name_of(data_dir: &Path, configured: Option<&str>) -> Result<String, String> {
+    if let Some(name) = configured {
+        return Ok(name.to_string());
+    }
+    let path = data_dir.join("keys").join("audit.pem");
+    if !path.exists() {
+        return Err(format!("{} does not exist: without the instance's audit key, name its chain with --chain", path.display()));
+    }
+    Ok(chain_name(None, &SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?))
+}
+
 /// Anchors the chain's current head in `log`, unless nothing was written since `after` (the
 /// last anchored seq). The new anchor, or `None`.
 pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u64) -> Result<Option<Anchor>, String> {
@@ -51,9 +74,8 @@ pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u
     };
     let tle = crate::api::rekor_v2::entry_json(log, index, &entry.body, &checkpoint).map_err(|e| format!("the anchor's inclusion proof: {e}"))?;
     let anchor = Anchor { seq, head, log_index: index, entry: tle.to_string() };
-    let data_dir = audit.path().parent().map(Path::to_path_buf).unwrap_or_default();
-    let stored = anchor.clone();
-    tokio::task::spawn_blocking(move || anchor::store(&data_dir, &stored))
+    let (place, stored) = (audit.place().clone(), anchor.clone());
+    tokio::task::spawn_blocking(move || anchor::store(&place, &stored))
         .await
         .map_err(|e| format!("storing the anchor: {e}"))?
         .map_err(|e| format!("storing the anchor: {e}"))?;
@@ -63,13 +85,12 @@ pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u
 
 /// Moves the records up to `at` into a segment file when the live log is due under `policy`.
 pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) -> Result<Option<std::path::PathBuf>, String> {
-    let data_dir = audit.path().parent().map(Path::to_path_buf).unwrap_or_default();
-    let at = at.clone();
+    let (place, at) = (audit.place().clone(), at.clone());
     tokio::task::spawn_blocking(move || {
-        if !segment::due(&data_dir, policy, signet_guard::audit::chain::now_ms())? {
+        if !segment::due(&place, policy, signet_guard::audit::chain::now_ms())? {
             return Ok(None);
         }
-        segment::cut(&data_dir, &at)
+        segment::cut(&place, &at)
     })
     .await
     .map_err(|e| format!("cutting an audit segment: {e}"))?

@@ -129,7 +129,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let anchor_every = Duration::from_secs(cfg.guard.audit.anchor_interval_secs);
     let anchor_task = match &anchoring {
         Some((log, key, v2)) if !anchor_every.is_zero() => {
-            let after = anchored_seq(&cfg.data_dir).await;
+            let after = anchored_seq(log).await;
             log.anchored_earlier(after);
             let policy = cfg.guard.audit.segment_policy();
             Some(tokio::spawn(anchor::run(log.clone(), v2.clone(), key.clone(), anchor_every, after, policy)))
@@ -169,7 +169,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // And what they hold is anchored, so that a tail deleted after the process ends is caught.
     if let (Some(task), Some((log, key, v2))) = (anchor_task, anchoring) {
         task.abort();
-        let after = anchored_seq(&cfg.data_dir).await;
+        let after = anchored_seq(&log).await;
         if let Err(e) = anchor::anchor_once(&log, &v2, &key, after).await {
             tracing::warn!(error = %e, "anchoring the audit chain at shutdown failed");
         }
@@ -180,9 +180,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
 
 /// The seq the audit chain is anchored to (0: no anchor, or none readable, which only
 /// means the next anchor covers everything).
-async fn anchored_seq(data_dir: &std::path::Path) -> u64 {
-    let data_dir = data_dir.to_path_buf();
-    tokio::task::spawn_blocking(move || signet_guard::audit::anchor::last_seq(&data_dir)).await.ok().and_then(Result::ok).unwrap_or(0)
+async fn anchored_seq(log: &signet_guard::audit::AuditLog) -> u64 {
+    let place = log.place().clone();
+    tokio::task::spawn_blocking(move || signet_guard::audit::anchor::last_seq(&place)).await.ok().and_then(Result::ok).unwrap_or(0)
 }
 
 struct Startup {

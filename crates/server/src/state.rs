@@ -308,25 +308,38 @@ impl AppState {
         })
             .await
                 .map_err(|e| StartError::Panicked { what: "guard open", why: e.to_string() })??;
-        let audit = match cfg.guard.audit.enabled {
+        // The audit key first: on PostgreSQL, it names this instance's chain.
+        let audit_key = match cfg.guard.audit.enabled {
             true => {
-                let (data_dir, mode) = (cfg.data_dir.clone(), cfg.guard.audit.mode);
-                Some(
-                    tokio::task::spawn_blocking(move || signet_guard::audit::AuditLog::open(&data_dir, mode))
-                        .await
-                .map_err(|e| StartError::Panicked { what: "audit open", why: e.to_string() })??,
-                )
-            }
-            false => None,
-        };
-        let audit_key = match &audit {
-            Some(_) => {
                 let data_dir = cfg.data_dir.clone();
                 let key = tokio::task::spawn_blocking(move || crate::anchor::audit_key(&data_dir))
                     .await
                     .map_err(|e| StartError::Panicked { what: "audit key", why: e.to_string() })?
                     .map_err(StartError::Trust)?;
                 Some(Arc::new(key))
+            }
+            false => None,
+        };
+        let audit = match &audit_key {
+            Some(key) => {
+                let (data_dir, mode) = (cfg.data_dir.clone(), cfg.guard.audit.mode);
+                let shared = match cfg.storage_url()? {
+                    signet_log::storage::StorageUrl::Postgres(url) => {
+                        Some((url, crate::anchor::chain_name(cfg.guard.audit.chain.as_deref(), key)))
+                    }
+                    _ => None,
+                };
+                Some(
+                    tokio::task::spawn_blocking(move || {
+                        let place = match shared {
+                            Some((url, chain)) => signet_guard::audit::Place::postgres(&data_dir, &url, &chain)?,
+                            None => signet_guard::audit::Place::sqlite(&data_dir),
+                        };
+                        signet_guard::audit::AuditLog::open_at(place, mode)
+                    })
+                    .await
+                    .map_err(|e| StartError::Panicked { what: "audit open", why: e.to_string() })??,
+                )
             }
             None => None,
         };

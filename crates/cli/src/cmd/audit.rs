@@ -1,6 +1,7 @@
 //! `signet audit verify`: checks the hash chain of `<data dir>/audit.sqlite` and its anchors,
 //! with the segments cut from it (`audit-segments/`) that are still there; `--segment FILE`
-//! checks one segment alone, wherever it was archived.
+//! checks one segment alone, wherever it was archived. With `--storage postgres://…`, the live
+//! chain is the instance's chain in PostgreSQL's shared audit tables.
 //! `signet audit tail`: prints the last records, and with `--follow` those that come after.
 //!
 //! Exit 0 when every record chains and every anchor holds; 1 at the first record or anchor
@@ -35,6 +36,8 @@ pub enum Audit {
         /// its signed checkpoint must extend each anchor's (a consistency proof from its tiles).
         #[arg(long)]
         log: Option<String>,
+        #[command(flatten)]
+        shared: Shared,
     },
     /// Print the last records, one JSON object per line, oldest first.
     Tail {
@@ -47,12 +50,44 @@ pub enum Audit {
         /// Keep printing records as the server writes them (every 0.5 s), until interrupted.
         #[arg(short, long)]
         follow: bool,
+        #[command(flatten)]
+        shared: Shared,
     },
+}
+
+/// Where the live chain is when the instance runs on PostgreSQL.
+#[derive(clap::Args)]
+pub struct Shared {
+    /// The instances' PostgreSQL (`storage = "postgres://…"`): the live chain is there, not in
+    /// audit.sqlite (segments are still files in the data dir).
+    #[arg(long, value_name = "URL")]
+    storage: Option<String>,
+    /// The chain's name in PostgreSQL: `[guard.audit] chain`, if the instance sets one (by
+    /// default, the name made from the audit key in the data dir).
+    #[arg(long, requires = "storage")]
+    chain: Option<String>,
+}
+
+/// The live chain of the instance at `data_dir`: audit.sqlite, or its chain in PostgreSQL.
+fn place(data_dir: &Path, shared: &Shared) -> Result<audit::Place, String> {
+    let Some(url) = &shared.storage else { return Ok(audit::Place::sqlite(data_dir)) };
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(format!("--storage {url:?}: the audit chain leaves the data dir only for PostgreSQL (postgres://…)"));
+    }
+    let chain = signet_server::anchor::chain_name_of(data_dir, shared.chain.as_deref())?;
+    audit::Place::postgres(data_dir, url, &chain).map_err(|e| e.to_string())
 }
 
 pub fn run(cmd: Audit) -> ExitCode {
     match cmd {
-        Audit::Tail { data_dir, lines, follow } => {
+        Audit::Tail { data_dir, lines, follow, shared } => {
+            let data_dir = match place(&data_dir, &shared) {
+                Ok(place) => place,
+                Err(e) => {
+                    errln!("signet audit tail: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let mut after = 0;
             let mut want = lines;
             if lines == 0 {
@@ -79,7 +114,7 @@ pub fn run(cmd: Audit) -> ExitCode {
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
         }
-        Audit::Verify { data_dir, segment, log } => match verify(&data_dir, segment.as_deref(), log.as_deref()) {
+        Audit::Verify { data_dir, segment, log, shared } => match verify(&data_dir, &shared, segment.as_deref(), log.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err((e, code)) => {
                 errln!("signet audit verify: {e}");
@@ -92,10 +127,10 @@ pub fn run(cmd: Audit) -> ExitCode {
 /// Checks the chain's files, then their anchors (each once, with the trusted root and the
 /// audit key read once), then, with `log`, the anchors against the live log. The error and
 /// its exit code: 2 when there is no audit log, 1 otherwise.
-fn verify(data_dir: &Path, segment: Option<&Path>, log: Option<&str>) -> Result<(), (String, u8)> {
+fn verify(data_dir: &Path, shared: &Shared, segment: Option<&Path>, log: Option<&str>) -> Result<(), (String, u8)> {
     let files = match segment {
         Some(file) => audit::verify_file(file).map(|v| vec![(file.to_path_buf(), v)]),
-        None => audit::verify_all(data_dir),
+        None => audit::verify_all(&place(data_dir, shared).map_err(|e| (e, 1))?),
     }
     .map_err(|e| (e.to_string(), if matches!(e, VerifyError::Missing(_)) { 2 } else { 1 }))?;
     // A file's start anchor is the end anchor of the one before: checked once.
@@ -123,7 +158,8 @@ fn report(files: &[(PathBuf, audit::Verified)], anchors: usize) {
     let records = last.records - first.start;
     outln!("audit chain ok: {records} records, head {}", hex::encode(last.head));
     if files.len() > 1 || first.start > 0 {
-        let segments = files.iter().filter(|(path, _)| !path.ends_with(audit::FILE)).count();
+        let live = |path: &Path| path.ends_with(audit::FILE) || path == Path::new(audit::verify::LIVE_IN_POSTGRES);
+        let segments = files.iter().filter(|(path, _)| !live(path)).count();
         outln!("segments ok: {segments}; records {}..{} checked", first.start + 1, last.records);
     }
     if first.start > 0 {

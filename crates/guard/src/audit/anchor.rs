@@ -9,10 +9,9 @@
 //! that each anchored head is still the chain's hash at that record, that the entry is in
 //! the log, and that records after the last anchor are not yet covered by any.
 
-use std::path::Path;
-
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
+use super::place::Place;
 use crate::store::StoreError;
 
 /// The table, created with the log (`audit.sqlite`).
@@ -39,18 +38,23 @@ pub struct Anchor {
     pub entry: String,
 }
 
-/// Adds `anchor` to the log at `data_dir` (a connection of its own: anchors are rare).
-pub fn store(data_dir: &Path, anchor: &Anchor) -> Result<(), StoreError> {
-    let path = data_dir.join(super::FILE);
-    let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open(&path).map_err(err)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
-    conn.execute(
-        "INSERT OR REPLACE INTO anchors(seq, head, log_index, entry) VALUES (?1, ?2, ?3, ?4)",
-        params![anchor.seq as i64, anchor.head.as_slice(), anchor.log_index as i64, anchor.entry],
-    )
-    .map_err(err)?;
-    Ok(())
+/// Adds `anchor` to the chain at `place` (a connection of its own: anchors are rare).
+pub fn store(place: &Place, anchor: &Anchor) -> Result<(), StoreError> {
+    match place {
+        Place::Sqlite { data_dir } => {
+            let path = data_dir.join(super::FILE);
+            let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
+            let conn = Connection::open(&path).map_err(err)?;
+            conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+            conn.execute(
+                "INSERT OR REPLACE INTO anchors(seq, head, log_index, entry) VALUES (?1, ?2, ?3, ?4)",
+                params![anchor.seq as i64, anchor.head.as_slice(), anchor.log_index as i64, anchor.entry],
+            )
+            .map_err(err)?;
+            Ok(())
+        }
+        Place::Postgres { db, .. } => db.store_anchor(anchor),
+    }
 }
 
 /// The anchors of the log at `path`, by seq; none in a log from before anchors existed.
@@ -77,11 +81,16 @@ pub(super) fn load(conn: &Connection) -> rusqlite::Result<Vec<Anchor>> {
 }
 
 /// The newest anchor's seq, for the server to know where it left off.
-pub fn last_seq(data_dir: &Path) -> Result<u64, StoreError> {
-    let path = data_dir.join(super::FILE);
-    let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
-    Ok(load(&conn).map_err(err)?.last().map_or(0, |a| a.seq))
+pub fn last_seq(place: &Place) -> Result<u64, StoreError> {
+    match place {
+        Place::Sqlite { data_dir } => {
+            let path = data_dir.join(super::FILE);
+            let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
+            let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+            Ok(load(&conn).map_err(err)?.last().map_or(0, |a| a.seq))
+        }
+        Place::Postgres { db, .. } => Ok(db.anchors(u64::MAX)?.last().map_or(0, |a| a.seq)),
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //!
 //! The request path only appends to a buffer under a mutex held for a push. One thread,
 //! `audit-writer`, takes the whole buffer, chains the records and writes them in one
-//! transaction, as one batch: SQLite's WAL keeps each batch whole, and never leaves a gap
-//! inside the chain. When it takes the buffer depends on the [`AuditMode`]:
+//! transaction, as one batch: SQLite's WAL (or PostgreSQL's, for a chain kept there, see
+//! [`super::postgres`]) keeps each batch whole, and never leaves a gap inside the chain. When it takes the buffer depends on the [`AuditMode`]:
 //!
 //! - **closed** (the default): as soon as a record arrives, and each request waits on a
 //!   [`Receipt`] for its batch to be committed with `synchronous=FULL` (fsynced). Requests
@@ -19,7 +19,7 @@
 //! batch that fails to write, is counted, and the count goes into the chain as a record of
 //! its own (`client` `signet`, `note` `"lost N records: …"`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,7 +30,9 @@ use tokio::sync::watch;
 
 use http::{Method, Uri};
 
-use super::record::{self, Record, GENESIS};
+use super::place::Place;
+use super::postgres::ChainDb;
+use super::record::{self, Batch, Record};
 use crate::client::ClientKey;
 use crate::config::AuditMode;
 use crate::store::StoreError;
@@ -146,50 +148,63 @@ pub struct AuditStats {
 
 pub struct AuditLog {
     shared: Arc<Shared>,
-    path: PathBuf,
+    place: Place,
 }
 
 fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |source| StoreError::Sqlite { path: path.display().to_string(), source }
 }
 
+/// Where the writer puts its batches.
+enum Sink {
+    Sqlite(Connection),
+    Postgres(ChainDb),
+}
+
+impl Sink {
+    fn insert(&mut self, batch: Batch) -> Result<(), String> {
+        match self {
+            Sink::Sqlite(conn) => conn
+                .prepare_cached("INSERT INTO audit(first_seq, last_seq, records, hashes) VALUES (?1, ?2, ?3, ?4)")
+                .and_then(|mut insert| insert.execute(params![batch.first as i64, batch.last as i64, batch.records, batch.hashes]))
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Sink::Postgres(db) => db.insert(batch).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The chain's head from its newest batch; where it starts when it holds none (every
+/// record cut into segments).
+fn head_of(newest: Option<(u64, Vec<u8>)>, start: (u64, [u8; 32]), place: &Place) -> Result<(u64, [u8; 32]), StoreError> {
+    let Some((seq, hashes)) = newest else { return Ok(start) };
+    let last = hashes.len().checked_sub(32).and_then(|i| <[u8; 32]>::try_from(&hashes[i..]).ok());
+    let hash = last.ok_or_else(|| StoreError::Corrupt {
+        path: place.describe(),
+        what: format!("the batch ending at record {seq} holds no hashes"),
+    })?;
+    Ok((seq, hash))
+}
+
 impl AuditLog {
     /// Opens (or creates, 0600) `audit.sqlite` under `data_dir` and starts the writer.
     pub fn open(data_dir: &Path, mode: AuditMode) -> Result<Arc<AuditLog>, StoreError> {
-        let path = data_dir.join(super::FILE);
-        let conn = Connection::open(&path).map_err(sqlite(&path))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
-        }
-        // FULL fsyncs the WAL at each commit: a record is durable when its answer goes out.
-        let synchronous = match mode {
-            AuditMode::Closed => "FULL",
-            AuditMode::BestEffort => "NORMAL",
-        };
-        conn.execute_batch(&format!(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; PRAGMA wal_autocheckpoint=0;"
-        ))
-        .map_err(sqlite(&path))?;
-        let checkpointer = Connection::open(&path).map_err(sqlite(&path))?;
-        checkpointer.execute_batch("PRAGMA busy_timeout=5000;").map_err(sqlite(&path))?;
-        conn.execute_batch(SCHEMA).map_err(sqlite(&path))?;
-        conn.execute_batch(super::anchor::SCHEMA).map_err(sqlite(&path))?;
-        let head: Option<(u64, Vec<u8>)> = conn
-            .query_row("SELECT last_seq, hashes FROM audit ORDER BY first_seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()
-            .map_err(sqlite(&path))?;
-        let (seq, hash) = match head {
-            None => (0, GENESIS),
-            Some((seq, hashes)) => {
-                let last = hashes.len().checked_sub(32).and_then(|i| <[u8; 32]>::try_from(&hashes[i..]).ok());
-                let hash = last.ok_or_else(|| StoreError::Corrupt {
-                    path: path.display().to_string(),
-                    what: format!("the batch ending at record {seq} holds no hashes"),
-                })?;
-                (seq, hash)
+        AuditLog::open_at(Place::sqlite(data_dir), mode)
+    }
+
+    /// Opens the chain at `place` and starts the writer. On PostgreSQL, the writer's
+    /// connection holds the chain's lock: a second instance writing it fails here.
+    pub fn open_at(place: Place, mode: AuditMode) -> Result<Arc<AuditLog>, StoreError> {
+        let (sink, checkpointer, (seq, hash)) = match &place {
+            Place::Sqlite { data_dir } => {
+                let path = data_dir.join(super::FILE);
+                let (conn, checkpointer, head) = open_sqlite(&path, mode, &place)?;
+                (Sink::Sqlite(conn), Some(checkpointer), head)
+            }
+            Place::Postgres { url, db, .. } => {
+                let writer = ChainDb::open_writer(url, db.chain())?;
+                let head = head_of(writer.last_batch()?, writer.start()?, &place)?;
+                (Sink::Postgres(writer), None, head)
             }
         };
         let shared = Arc::new(Shared {
@@ -208,21 +223,25 @@ impl AuditLog {
             head: Mutex::new((seq, hash)),
             anchored: Mutex::new((0, 0)),
         });
-        let writer = Writer { runtime: tokio::runtime::Handle::try_current().ok(), conn, seq, head: hash, shared: shared.clone(), path: path.clone() };
+        let writer =
+            Writer { runtime: tokio::runtime::Handle::try_current().ok(), sink, seq, head: hash, shared: shared.clone(), what: place.describe() };
         std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn(move || writer.run())
             .map_err(|source| StoreError::Io { path: "audit-writer thread".into(), source })?;
-        let for_checkpoints = shared.clone();
-        std::thread::Builder::new()
-            .name("audit-checkpoint".into())
-            .spawn(move || checkpoint(checkpointer, for_checkpoints))
-            .map_err(|source| StoreError::Io { path: "audit-checkpoint thread".into(), source })?;
-        Ok(Arc::new(AuditLog { shared, path }))
+        if let Some(checkpointer) = checkpointer {
+            let for_checkpoints = shared.clone();
+            std::thread::Builder::new()
+                .name("audit-checkpoint".into())
+                .spawn(move || checkpoint(checkpointer, for_checkpoints))
+                .map_err(|source| StoreError::Io { path: "audit-checkpoint thread".into(), source })?;
+        }
+        Ok(Arc::new(AuditLog { shared, place }))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the chain is kept.
+    pub fn place(&self) -> &Place {
+        &self.place
     }
 
     pub fn mode(&self) -> AuditMode {
@@ -318,6 +337,38 @@ impl AuditLog {
     }
 }
 
+/// Opens (or creates, 0600) the live log at `path`: the writer's connection, the
+/// checkpointer's, and the chain's head.
+fn open_sqlite(path: &Path, mode: AuditMode, place: &Place) -> Result<(Connection, Connection, (u64, [u8; 32])), StoreError> {
+    let conn = Connection::open(path).map_err(sqlite(path))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
+    }
+    // FULL fsyncs the WAL at each commit: a record is durable when its answer goes out.
+    let synchronous = match mode {
+        AuditMode::Closed => "FULL",
+        AuditMode::BestEffort => "NORMAL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; PRAGMA wal_autocheckpoint=0;"
+    ))
+    .map_err(sqlite(path))?;
+    let checkpointer = Connection::open(path).map_err(sqlite(path))?;
+    checkpointer.execute_batch("PRAGMA busy_timeout=5000;").map_err(sqlite(path))?;
+    conn.execute_batch(SCHEMA).map_err(sqlite(path))?;
+    conn.execute_batch(super::anchor::SCHEMA).map_err(sqlite(path))?;
+    let newest: Option<(u64, Vec<u8>)> = conn
+        .query_row("SELECT last_seq, hashes FROM audit ORDER BY first_seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(sqlite(path))?;
+    let start = super::segment::start(&conn).map_err(sqlite(path))?;
+    let head = head_of(newest, start, place)?;
+    Ok((conn, checkpointer, head))
+}
+
 impl Drop for AuditLog {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Relaxed);
@@ -344,11 +395,12 @@ pub fn now_ms() -> u64 {
 struct Writer {
     /// The server's runtime, when opened from one.
     runtime: Option<tokio::runtime::Handle>,
-    conn: Connection,
+    sink: Sink,
     seq: u64,
     head: [u8; 32],
     shared: Arc<Shared>,
-    path: PathBuf,
+    /// The place, for messages.
+    what: String,
 }
 
 impl Writer {
@@ -444,12 +496,9 @@ impl Writer {
         }
         let Encoded { mut lines, hashes, seq, head, .. } = out;
         lines.pop();
-        let stored = self
-            .conn
-            .prepare_cached("INSERT INTO audit(first_seq, last_seq, records, hashes) VALUES (?1, ?2, ?3, ?4)")
-            .and_then(|mut insert| insert.execute(params![(self.seq + 1) as i64, seq as i64, lines, hashes]));
+        let stored = self.sink.insert(Batch { first: self.seq + 1, last: seq, records: lines, hashes });
         match stored {
-            Ok(_) => {
+            Ok(()) => {
                 (self.seq, self.head) = (seq, head);
                 *self.shared.head.lock() = (seq, head);
                 self.shared.written_total.fetch_add(count + u64::from(own), Ordering::Relaxed);
@@ -457,7 +506,7 @@ impl Writer {
             }
             Err(e) => {
                 self.shared.failed_writes_total.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(path = %self.path.display(), error = %e, records = count, "writing audit records failed; they are counted as lost");
+                tracing::error!(audit = %self.what, error = %e, records = count, "writing audit records failed; they are counted as lost");
                 // The lost-count record of this batch was lost too: count again what it counted.
                 self.shared.lost.fetch_add(count + lost, Ordering::Relaxed);
                 self.shared.lost_total.fetch_add(count, Ordering::Relaxed);
@@ -649,7 +698,7 @@ mod tests {
         assert_eq!(records, 200);
         // The first record wakes the writer; the others arrive while it commits.
         assert!(batches < 20, "200 queued records took {batches} commits");
-        assert_eq!(verify(dir.path()).unwrap().records, 200);
+        assert_eq!(verify(&Place::sqlite(dir.path())).unwrap().records, 200);
     }
 
     #[test]
@@ -670,7 +719,7 @@ mod tests {
         assert!(rt.block_on(log.record(entry("/c", 503)).unwrap().unwrap().durable()));
         assert!(!log.refusing(), "the next good write lifts it");
         // /a, the note of the lost /b, /c; the chain holds.
-        let v = verify(dir.path()).unwrap();
+        let v = verify(&Place::sqlite(dir.path())).unwrap();
         assert_eq!(v.records, 3);
         let conn = Connection::open(dir.path().join(super::super::FILE)).unwrap();
         let last: Vec<u8> = conn.query_row("SELECT records FROM audit ORDER BY first_seq DESC LIMIT 1", [], |r| r.get(0)).unwrap();

@@ -1,7 +1,9 @@
-//! The audit log: one record per request, hash-chained, in `audit.sqlite` in the data dir.
+//! The audit log: one record per request, hash-chained, in `audit.sqlite` in the data dir,
+//! or in PostgreSQL, where the instances of one deployment keep one chain each.
 //!
 //! - [`record`]: what a record holds and how it is chained: each record's hash is
 //!   SHA-256(previous hash ‖ the record's JSON), starting from 32 zero bytes.
+//! - [`place`]: where a chain is kept: [`Place::Sqlite`] or [`Place::Postgres`] ([`postgres`]).
 //! - [`chain`]: [`AuditLog`], which takes records from the request path through a bounded
 //!   queue and writes them in batches from a thread of its own.
 //! - [`verify`]: walks the stored chain and names the first record that does not fit
@@ -19,6 +21,8 @@
 pub mod anchor;
 pub mod chain;
 pub mod layer;
+pub mod place;
+pub mod postgres;
 pub mod record;
 pub mod segment;
 pub mod verify;
@@ -26,6 +30,7 @@ pub mod verify;
 pub use anchor::Anchor;
 pub use chain::{AuditLog, AuditStats};
 pub use layer::AuditLayer;
+pub use place::Place;
 pub use record::{Did, Oidc, Record};
 pub use verify::{tail, verify, verify_all, verify_file, Verified, VerifyError};
 

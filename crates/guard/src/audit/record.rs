@@ -14,6 +14,16 @@ pub const GENESIS: [u8; 32] = [0; 32];
 /// The longest path kept; longer ones are cut (a flood of junk paths must not bloat the log).
 pub const MAX_PATH: usize = 256;
 
+/// Records `first..=last` as stored, in one row: their JSON, one per line, and their
+/// hashes, 32 bytes each, in order.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub first: u64,
+    pub last: u64,
+    pub records: Vec<u8>,
+    pub hashes: Vec<u8>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     /// 1, 2, 3, … with no gaps.

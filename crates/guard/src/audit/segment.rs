@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
+use super::place::Place;
+use super::postgres::ChainDb;
 use super::record::GENESIS;
 use super::Anchor;
 use crate::store::StoreError;
@@ -55,27 +57,32 @@ pub(super) fn start(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
     })
 }
 
-/// Whether the live log under `data_dir` is due to be cut under `policy`.
-pub fn due(data_dir: &Path, policy: Policy, now_ms: u64) -> Result<bool, StoreError> {
+/// Whether the live chain at `place` is due to be cut under `policy`.
+pub fn due(place: &Place, policy: Policy, now_ms: u64) -> Result<bool, StoreError> {
     if policy.max_bytes == 0 && policy.max_age_secs == 0 {
         return Ok(false);
     }
-    let path = data_dir.join(super::FILE);
-    let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
-    if policy.max_bytes > 0 {
-        // Used pages, not the file's length: pages freed by a cut are reused, not returned.
-        let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).map_err(err)?;
-        let free: u64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).map_err(err)?;
-        let size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(err)?;
-        if pages.saturating_sub(free) * size >= policy.max_bytes {
-            return Ok(true);
+    let (size, oldest) = match place {
+        Place::Sqlite { data_dir } => {
+            let path = data_dir.join(super::FILE);
+            let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
+            let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+            // Used pages, not the file's length: pages freed by a cut are reused, not returned.
+            let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).map_err(err)?;
+            let free: u64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).map_err(err)?;
+            let page: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(err)?;
+            let oldest: Option<Vec<u8>> =
+                conn.query_row("SELECT records FROM audit ORDER BY first_seq LIMIT 1", [], |r| r.get(0)).optional().map_err(err)?;
+            (pages.saturating_sub(free) * page, oldest)
         }
+        // The bytes its rows hold: PostgreSQL's pages are the database's to manage.
+        Place::Postgres { db, .. } => db.size_and_oldest()?,
+    };
+    if policy.max_bytes > 0 && size >= policy.max_bytes {
+        return Ok(true);
     }
     if policy.max_age_secs > 0 {
-        let first: Option<Vec<u8>> =
-            conn.query_row("SELECT records FROM audit ORDER BY first_seq LIMIT 1", [], |r| r.get(0)).optional().map_err(err)?;
-        let oldest = first.and_then(|records| {
+        let oldest = oldest.and_then(|records| {
             let line = records.split(|b| *b == b'\n').next()?.to_vec();
             serde_json::from_slice::<super::Record>(&line).ok().map(|r| r.time_ms)
         });
@@ -86,9 +93,98 @@ pub fn due(data_dir: &Path, policy: Policy, now_ms: u64) -> Result<bool, StoreEr
     Ok(false)
 }
 
-/// Moves the records up to `at` (an anchor just stored in the live log) into a segment
-/// file, and starts the live log after them. Its path, or `None` when no record is that old.
-pub fn cut(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError> {
+/// Moves the records up to `at` (an anchor just stored with the live chain) into a segment
+/// file, and starts the live chain after them. Its path, or `None` when no record is that old.
+pub fn cut(place: &Place, at: &Anchor) -> Result<Option<PathBuf>, StoreError> {
+    match place {
+        Place::Sqlite { data_dir } => cut_file(data_dir, at),
+        Place::Postgres { data_dir, db, .. } => cut_db(data_dir, db, at),
+    }
+}
+
+/// A fresh, empty segment file for records `first..=last` (0600), and its path as text.
+fn new_segment(data_dir: &Path, first: u64, last: u64) -> Result<(PathBuf, String), StoreError> {
+    let dir = data_dir.join(DIR);
+    signet_core::files::ensure_private_dir(&dir).map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
+    let file = dir.join(format!("audit-{first:012}-{last:012}.sqlite"));
+    // A segment left by a cut that crashed before its delete is written again, whole: its
+    // file replaced by an empty one (0600), its journal, if any, dropped.
+    let journal = file.with_extension("sqlite-journal");
+    match std::fs::remove_file(&journal) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(StoreError::Io { path: journal.display().to_string(), source }),
+    }
+    signet_core::files::write_atomic(&file, &[], 0o600).map_err(|source| StoreError::Io { path: file.display().to_string(), source })?;
+    let text = file.to_str().map(str::to_string).ok_or_else(|| StoreError::Io {
+        path: file.display().to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path is not UTF-8"),
+    })?;
+    Ok((file, text))
+}
+
+/// The tables of a segment file, under `schema` (`main`, or an attached name).
+fn segment_tables(schema: &str) -> String {
+    format!(
+        "PRAGMA {schema}.synchronous = FULL; \
+         CREATE TABLE {schema}.audit(first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, records BLOB NOT NULL, hashes BLOB NOT NULL); \
+         {anchors}; {segment}",
+        anchors = super::anchor::SCHEMA.trim_end_matches(';').replace("EXISTS anchors", &format!("EXISTS {schema}.anchors")),
+        segment = SCHEMA.trim_end_matches(';').replace("EXISTS segment", &format!("EXISTS {schema}.segment")),
+    )
+}
+
+/// The cut of a chain in PostgreSQL: its rows up to `at` copied into a segment file and
+/// synced, then deleted from the database with the start moved, in one transaction.
+fn cut_db(data_dir: &Path, db: &ChainDb, at: &Anchor) -> Result<Option<PathBuf>, StoreError> {
+    if db.anchors(at.seq)?.last() != Some(at) {
+        return Err(StoreError::Corrupt {
+            path: format!("audit chain {:?} in PostgreSQL", db.chain()),
+            what: format!("a cut at record {} needs that record's anchor in the chain, and it is not there", at.seq),
+        });
+    }
+    let (start_seq, start_head) = db.start()?;
+    if at.seq <= start_seq {
+        return Ok(None);
+    }
+    let (file, _) = new_segment(data_dir, start_seq + 1, at.seq)?;
+    let err = |source| StoreError::Sqlite { path: file.display().to_string(), source };
+    let mut conn = Connection::open(&file).map_err(err)?;
+    conn.execute_batch(&segment_tables("main")).map_err(err)?;
+    let tx = conn.transaction().map_err(err)?;
+    let mut after = start_seq;
+    loop {
+        let page = db.batches_after(after, at.seq, 256)?;
+        let Some(last) = page.last() else { break };
+        after = last.first;
+        for b in &page {
+            tx.execute(
+                "INSERT INTO audit(first_seq, last_seq, records, hashes) VALUES (?1, ?2, ?3, ?4)",
+                params![b.first as i64, b.last as i64, b.records, b.hashes],
+            )
+            .map_err(err)?;
+        }
+    }
+    for a in db.anchors(at.seq)? {
+        tx.execute(
+            "INSERT INTO anchors(seq, head, log_index, entry) VALUES (?1, ?2, ?3, ?4)",
+            params![a.seq as i64, a.head.as_slice(), a.log_index as i64, a.entry],
+        )
+        .map_err(err)?;
+    }
+    if start_seq > 0 {
+        tx.execute("INSERT INTO segment(start_seq, start_head) VALUES (?1, ?2)", params![start_seq as i64, start_head.as_slice()])
+            .map_err(err)?;
+    }
+    tx.commit().map_err(err)?;
+    drop(conn);
+    // Only now that the segment is on disk do its records leave the database.
+    db.cut(at)?;
+    Ok(Some(file))
+}
+
+/// The cut of `audit.sqlite`, through an attached segment file.
+fn cut_file(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError> {
     let path = data_dir.join(super::FILE);
     let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
     let conn = Connection::open(&path).map_err(err)?;
@@ -106,31 +202,10 @@ pub fn cut(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError> 
     if at.seq <= start_seq {
         return Ok(None);
     }
-    let dir = data_dir.join(DIR);
-    signet_core::files::ensure_private_dir(&dir).map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
-    let file = dir.join(format!("audit-{:012}-{:012}.sqlite", start_seq + 1, at.seq));
-    // A segment left by a cut that crashed before its delete is written again, whole: its
-    // file replaced by an empty one (0600), its journal, if any, dropped.
-    let journal = file.with_extension("sqlite-journal");
-    match std::fs::remove_file(&journal) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(StoreError::Io { path: journal.display().to_string(), source }),
-    }
-    signet_core::files::write_atomic(&file, &[], 0o600).map_err(|source| StoreError::Io { path: file.display().to_string(), source })?;
-    let file_text = file.to_str().ok_or_else(|| StoreError::Io {
-        path: file.display().to_string(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path is not UTF-8"),
-    })?;
+    let (file, file_text) = new_segment(data_dir, start_seq + 1, at.seq)?;
     conn.execute("ATTACH DATABASE ?1 AS seg", [file_text]).map_err(err)?;
     let copied = (|| -> rusqlite::Result<()> {
-        conn.execute_batch(&format!(
-            "PRAGMA seg.synchronous = FULL; \
-             CREATE TABLE seg.audit(first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, records BLOB NOT NULL, hashes BLOB NOT NULL); \
-             {anchors}; {segment}",
-            anchors = super::anchor::SCHEMA.trim_end_matches(';').replace("EXISTS anchors", "EXISTS seg.anchors"),
-            segment = SCHEMA.trim_end_matches(';').replace("EXISTS segment", "EXISTS seg.segment"),
-        ))?;
+        conn.execute_batch(&segment_tables("seg"))?;
         let tx = conn.unchecked_transaction()?;
         tx.execute("INSERT INTO seg.audit SELECT * FROM main.audit WHERE last_seq <= ?1", [at.seq as i64])?;
         tx.execute("INSERT INTO seg.anchors SELECT * FROM main.anchors WHERE seq <= ?1", [at.seq as i64])?;
@@ -186,7 +261,7 @@ mod tests {
         log.flush();
         let (seq, head) = log.head();
         let a = Anchor { seq, head, log_index: seq, entry: "{}".into() };
-        anchor::store(dir, &a).unwrap();
+        anchor::store(&Place::sqlite(dir), &a).unwrap();
         a
     }
 
@@ -195,23 +270,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
         let first = write_and_anchor(dir.path(), &log, 30);
-        let seg1 = cut(dir.path(), &first).unwrap().expect("a segment");
+        let seg1 = cut(&Place::sqlite(dir.path()), &first).unwrap().expect("a segment");
         assert_eq!(seg1.file_name().unwrap(), "audit-000000000001-000000000030.sqlite");
         // The writer goes on after the cut, in the same live log.
         let second = write_and_anchor(dir.path(), &log, 20);
         log.record(entry("/unanchored", 200)).unwrap();
         log.flush();
-        let seg2 = cut(dir.path(), &second).unwrap().expect("a second segment");
+        let seg2 = cut(&Place::sqlite(dir.path()), &second).unwrap().expect("a second segment");
         assert_eq!(seg2.file_name().unwrap(), "audit-000000000031-000000000050.sqlite");
-        assert_eq!(cut(dir.path(), &second).unwrap(), None, "nothing older than the start is left");
+        assert_eq!(cut(&Place::sqlite(dir.path()), &second).unwrap(), None, "nothing older than the start is left");
 
         let one = verify_file(&seg1).unwrap();
         assert_eq!((one.start, one.records, one.anchors.len(), one.unanchored()), (0, 30, 1, 0));
         let two = verify_file(&seg2).unwrap();
         assert_eq!((two.start, two.records, two.anchors.len(), two.unanchored()), (30, 50, 2, 0), "its start anchor and its end");
-        let live = verify(dir.path()).unwrap();
+        let live = verify(&Place::sqlite(dir.path())).unwrap();
         assert_eq!((live.start, live.records, live.anchors.len(), live.unanchored()), (50, 51, 1, 1));
-        assert_eq!(verify_all(dir.path()).unwrap().len(), 3);
+        assert_eq!(verify_all(&Place::sqlite(dir.path())).unwrap().len(), 3);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -221,7 +296,7 @@ mod tests {
         // Archived elsewhere: the rest still verifies, from its anchored start.
         let archive = tempfile::tempdir().unwrap();
         std::fs::rename(&seg1, archive.path().join("old.sqlite")).unwrap();
-        let rest = verify_all(dir.path()).unwrap();
+        let rest = verify_all(&Place::sqlite(dir.path())).unwrap();
         assert_eq!(rest.first().map(|(_, v)| v.start), Some(30));
         assert_eq!(verify_file(&archive.path().join("old.sqlite")).unwrap().records, 30);
 
@@ -236,31 +311,46 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
         let a = write_and_anchor(dir.path(), &log, 10);
-        cut(dir.path(), &a).unwrap().unwrap();
+        cut(&Place::sqlite(dir.path()), &a).unwrap().unwrap();
         write_and_anchor(dir.path(), &log, 5);
         let exec = |sql: &str| Connection::open(dir.path().join(FILE)).unwrap().execute_batch(sql).unwrap();
 
         // The start anchor deleted: where the live log begins is no longer proved.
         exec("CREATE TABLE saved AS SELECT * FROM anchors; DELETE FROM anchors WHERE seq = 10;");
-        let e = verify(dir.path()).unwrap_err().to_string();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err().to_string();
         assert!(e.contains("record 10:") && e.contains("not proved"), "{e}");
         exec("INSERT INTO anchors SELECT * FROM saved WHERE seq = 10;");
-        verify(dir.path()).unwrap();
+        verify(&Place::sqlite(dir.path())).unwrap();
 
         // A start moved back over records taken out: the anchor no longer matches.
         exec("UPDATE segment SET start_seq = 5;");
-        let e = verify(dir.path()).unwrap_err().to_string();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err().to_string();
         assert!(e.contains("record 5:") && e.contains("not proved"), "{e}");
         exec("UPDATE segment SET start_seq = 10;");
 
         // A segment missing from the middle: the files around it do not join.
         let b = write_and_anchor(dir.path(), &log, 3);
-        cut(dir.path(), &b).unwrap().unwrap();
-        assert_eq!(verify_all(dir.path()).unwrap().len(), 3);
+        cut(&Place::sqlite(dir.path()), &b).unwrap().unwrap();
+        assert_eq!(verify_all(&Place::sqlite(dir.path())).unwrap().len(), 3);
         let middle = list(dir.path()).unwrap().remove(1);
         std::fs::remove_file(&middle).unwrap();
-        let e = verify_all(dir.path()).unwrap_err();
+        let e = verify_all(&Place::sqlite(dir.path())).unwrap_err();
         assert!(matches!(e, VerifyError::Broken { seq: 19, .. }) && e.to_string().contains("do not join"), "{e}");
+    }
+
+    #[test]
+    fn a_log_cut_at_its_last_record_reopens_at_its_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let a = write_and_anchor(dir.path(), &log, 10);
+        cut(&Place::sqlite(dir.path()), &a).unwrap().unwrap();
+        drop(log);
+        // No batch is left in the live log: its start is its head, not the genesis.
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        assert_eq!(log.head(), (a.seq, a.head));
+        write_and_anchor(dir.path(), &log, 1);
+        let files = verify_all(&Place::sqlite(dir.path())).unwrap();
+        assert_eq!(files.last().map(|(_, v)| (v.start, v.records)), Some((10, 11)));
     }
 
     #[test]
@@ -269,10 +359,10 @@ mod tests {
         let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
         write_and_anchor(dir.path(), &log, 50);
         let off = Policy { max_bytes: 0, max_age_secs: 0 };
-        assert!(!due(dir.path(), off, now_ms()).unwrap());
-        assert!(due(dir.path(), Policy { max_bytes: 1, max_age_secs: 0 }, now_ms()).unwrap());
-        assert!(!due(dir.path(), Policy { max_bytes: 1 << 30, max_age_secs: 0 }, now_ms()).unwrap());
-        assert!(!due(dir.path(), Policy { max_bytes: 0, max_age_secs: 60 }, now_ms()).unwrap());
-        assert!(due(dir.path(), Policy { max_bytes: 0, max_age_secs: 60 }, now_ms() + 61_000).unwrap());
+        assert!(!due(&Place::sqlite(dir.path()), off, now_ms()).unwrap());
+        assert!(due(&Place::sqlite(dir.path()), Policy { max_bytes: 1, max_age_secs: 0 }, now_ms()).unwrap());
+        assert!(!due(&Place::sqlite(dir.path()), Policy { max_bytes: 1 << 30, max_age_secs: 0 }, now_ms()).unwrap());
+        assert!(!due(&Place::sqlite(dir.path()), Policy { max_bytes: 0, max_age_secs: 60 }, now_ms()).unwrap());
+        assert!(due(&Place::sqlite(dir.path()), Policy { max_bytes: 0, max_age_secs: 60 }, now_ms() + 61_000).unwrap());
     }
 }

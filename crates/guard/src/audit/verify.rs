@@ -16,7 +16,12 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 
 use super::anchor::{self, Anchor};
-use super::record::{self, Record};
+use super::place::Place;
+use super::postgres::ChainDb;
+use super::record::{self, Batch, Record};
+
+/// How [`verify_all`] names the live chain when it is in PostgreSQL.
+pub const LIVE_IN_POSTGRES: &str = "(live chain in PostgreSQL)";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
@@ -43,6 +48,8 @@ pub enum VerifyError {
     Missing(String),
     #[error("audit log {path}: {source}")]
     Sqlite { path: String, source: rusqlite::Error },
+    #[error("{chain:?} in PostgreSQL: {why}")]
+    Postgres { chain: String, why: String },
     #[error("audit chain broken at record {seq}: {why}")]
     Broken { seq: u64, why: String },
 }
@@ -50,48 +57,108 @@ pub enum VerifyError {
 /// The records after `after` (a seq), oldest first, as their stored JSON lines; at most the
 /// last `last` of them. Read-only, like [`verify`]; it checks no hashes (that is `verify`'s
 /// job), only that each batch splits into its records.
-pub fn tail(data_dir: &Path, after: u64, last: usize) -> Result<Vec<(u64, String)>, VerifyError> {
-    let path = data_dir.join(super::FILE);
-    if !path.exists() {
-        return Err(VerifyError::Missing(path.display().to_string()));
-    }
-    let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
-    // Newest batches first, until enough records are in hand.
-    let mut rows = conn.prepare("SELECT first_seq, records FROM audit WHERE last_seq > ?1 ORDER BY first_seq DESC").map_err(err)?;
-    let mut rows = rows.query([after as i64]).map_err(err)?;
+pub fn tail(place: &Place, after: u64, last: usize) -> Result<Vec<(u64, String)>, VerifyError> {
     let mut out: Vec<(u64, String)> = Vec::new();
-    while let Some(row) = rows.next().map_err(err)? {
-        let first: u64 = row.get(0).map_err(err)?;
-        let records = row.get_ref(1).map_err(err)?.as_bytes().map(<[u8]>::to_vec).unwrap_or_default();
-        let lines: Vec<(u64, String)> = String::from_utf8_lossy(&records)
+    // Newest batches first, until enough records are in hand.
+    let mut take = |b: Batch| -> bool {
+        let lines: Vec<(u64, String)> = String::from_utf8_lossy(&b.records)
             .split('\n')
             .enumerate()
-            .map(|(i, line)| (first + i as u64, line.to_string()))
+            .map(|(i, line)| (b.first + i as u64, line.to_string()))
             .filter(|(seq, _)| *seq > after)
             .collect();
         out.splice(0..0, lines);
-        if out.len() >= last {
-            break;
+        out.len() >= last
+    };
+    match place {
+        Place::Sqlite { data_dir } => {
+            let path = data_dir.join(super::FILE);
+            let conn = open_read_only(&path)?;
+            let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
+            let mut rows = conn.prepare("SELECT first_seq, last_seq, records FROM audit WHERE last_seq > ?1 ORDER BY first_seq DESC").map_err(err)?;
+            let mut rows = rows.query([after as i64]).map_err(err)?;
+            while let Some(row) = rows.next().map_err(err)? {
+                let records = row.get_ref(2).map_err(err)?.as_bytes().map(<[u8]>::to_vec).unwrap_or_default();
+                let batch = Batch { first: row.get(0).map_err(err)?, last: row.get(1).map_err(err)?, records, hashes: Vec::new() };
+                if take(batch) {
+                    break;
+                }
+            }
+        }
+        Place::Postgres { db, .. } => {
+            let mut before = u64::MAX;
+            'pages: loop {
+                let page = db.newest_batches(after, before, 256).map_err(|e| postgres(db, e))?;
+                let Some(oldest) = page.last() else { break };
+                before = oldest.first;
+                for batch in page {
+                    if take(batch) {
+                        break 'pages;
+                    }
+                }
+            }
         }
     }
     let skip = out.len().saturating_sub(last);
     Ok(out.split_off(skip))
 }
 
-/// Checks the live log under `data_dir`.
-pub fn verify(data_dir: &Path) -> Result<Verified, VerifyError> {
-    verify_file(&data_dir.join(super::FILE))
+fn open_read_only(path: &Path) -> Result<Connection, VerifyError> {
+    if !path.exists() {
+        return Err(VerifyError::Missing(path.display().to_string()));
+    }
+    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|source| VerifyError::Sqlite { path: path.display().to_string(), source })
 }
 
-/// Checks the segments under `data_dir` (those still there), then the live log, and that
-/// each file starts where the one before it ended. A first file that starts after record 0
-/// follows segments archived elsewhere; its start anchor vouches for where it begins.
-pub fn verify_all(data_dir: &Path) -> Result<Vec<(PathBuf, Verified)>, VerifyError> {
-    let segments = super::segment::list(data_dir).map_err(|e| VerifyError::Broken { seq: 0, why: e.to_string() })?;
+fn postgres(db: &ChainDb, e: crate::store::StoreError) -> VerifyError {
+    VerifyError::Postgres { chain: db.chain().to_string(), why: e.to_string() }
+}
+
+/// Checks the live chain at `place`.
+pub fn verify(place: &Place) -> Result<Verified, VerifyError> {
+    match place {
+        Place::Sqlite { data_dir } => verify_file(&data_dir.join(super::FILE)),
+        Place::Postgres { db, .. } => verify_db(db),
+    }
+}
+
+/// Checks a chain on PostgreSQL, a page of batches at a time.
+fn verify_db(db: &ChainDb) -> Result<Verified, VerifyError> {
+    let (start, start_head) = db.start().map_err(|e| postgres(db, e))?;
+    let anchors = db.anchors(u64::MAX).map_err(|e| postgres(db, e))?;
+    let mut page: std::collections::VecDeque<Batch> = Default::default();
+    // From the first row, not from the start: a row before the start is caught, as in a file.
+    let mut after = 0;
+    let verified = check(start, start_head, anchors, || {
+        if page.is_empty() {
+            page = db.batches_after(after, u64::MAX, 256).map_err(|e| postgres(db, e))?.into();
+        }
+        let next = page.pop_front();
+        if let Some(b) = &next {
+            after = b.first;
+        }
+        Ok(next)
+    })?;
+    if verified.records == 0 && verified.anchors.is_empty() {
+        return Err(VerifyError::Missing(format!("audit chain {:?} in PostgreSQL (no record in it yet)", db.chain())));
+    }
+    Ok(verified)
+}
+
+/// Checks the segments under the data dir (those still there), then the live chain, and that
+/// each starts where the one before it ended. A first file that starts after record 0
+/// follows segments archived elsewhere; its start anchor vouches for where it begins. The
+/// live chain is named by its file, or by [`LIVE_IN_POSTGRES`].
+pub fn verify_all(place: &Place) -> Result<Vec<(PathBuf, Verified)>, VerifyError> {
+    let segments = super::segment::list(place.data_dir()).map_err(|e| VerifyError::Broken { seq: 0, why: e.to_string() })?;
+    let live = place.file().unwrap_or_else(|| PathBuf::from(LIVE_IN_POSTGRES));
     let mut out: Vec<(PathBuf, Verified)> = Vec::new();
-    for path in segments.into_iter().chain([data_dir.join(super::FILE)]) {
-        let v = verify_file(&path)?;
+    for path in segments.into_iter().chain([live.clone()]) {
+        let v = match path == live {
+            true => verify(place)?,
+            false => verify_file(&path)?,
+        };
         if let Some((before, prev)) = out.last() {
             if v.start != prev.records || v.anchors.first().map(|a| a.head) != Some(prev.head) {
                 return Err(VerifyError::Broken {
@@ -114,13 +181,35 @@ pub fn verify_all(data_dir: &Path) -> Result<Vec<(PathBuf, Verified)>, VerifyErr
 
 /// Checks one log file: the live log, or a segment.
 pub fn verify_file(path: &Path) -> Result<Verified, VerifyError> {
-    if !path.exists() {
-        return Err(VerifyError::Missing(path.display().to_string()));
-    }
+    let conn = open_read_only(path)?;
     let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
     let anchors = anchor::load(&conn).map_err(err)?;
     let (start, start_head) = super::segment::start(&conn).map_err(err)?;
+    let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit ORDER BY first_seq").map_err(err)?;
+    let mut rows = rows.query([]).map_err(err)?;
+    check(start, start_head, anchors, || {
+        let Some(row) = rows.next().map_err(err)? else { return Ok(None) };
+        let first: u64 = row.get(0).map_err(err)?;
+        // Bytes whatever the column type: an edit through SQL may leave TEXT where a BLOB was.
+        let bytes = |i: usize| -> Result<Vec<u8>, VerifyError> {
+            let v = row.get_ref(i).map_err(err)?;
+            v.as_bytes().map(<[u8]>::to_vec).map_err(|_| VerifyError::Broken {
+                seq: first,
+                why: format!("its batch's column {i} holds a {}, not bytes", v.data_type()),
+            })
+        };
+        Ok(Some(Batch { first, last: row.get(1).map_err(err)?, records: bytes(2)?, hashes: bytes(3)? }))
+    })
+}
+
+/// Checks a chain that follows record `start` (whose hash was `start_head`), given its
+/// anchors and, from `next`, its batches in order.
+fn check(
+    start: u64,
+    start_head: [u8; 32],
+    anchors: Vec<Anchor>,
+    mut next: impl FnMut() -> Result<Option<Batch>, VerifyError>,
+) -> Result<Verified, VerifyError> {
     let mut next_anchor = anchors.iter().peekable();
     if let Some(early) = next_anchor.next_if(|a| a.seq < start) {
         return Err(VerifyError::Broken {
@@ -134,27 +223,14 @@ pub fn verify_file(path: &Path) -> Result<Verified, VerifyError> {
             why: "this file's chain starts after it, but no anchor of its hash is kept here: where the file begins is not proved".into(),
         });
     }
-    let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit ORDER BY first_seq").map_err(err)?;
-    let mut rows = rows.query([]).map_err(err)?;
     let (mut last, mut head) = (start, start_head);
-    while let Some(row) = rows.next().map_err(err)? {
-        let first: u64 = row.get(0).map_err(err)?;
-        let end: u64 = row.get(1).map_err(err)?;
+    while let Some(Batch { first, last: end, records, hashes }) = next()? {
         if first != last + 1 {
             return Err(VerifyError::Broken {
                 seq: first,
                 why: format!("it follows record {last}: records {}..{} are missing", last + 1, first.saturating_sub(1)),
             });
         }
-        // Bytes whatever the column type: an edit through SQL may leave TEXT where a BLOB was.
-        let bytes = |i: usize| -> Result<Vec<u8>, VerifyError> {
-            let v = row.get_ref(i).map_err(err)?;
-            v.as_bytes().map(<[u8]>::to_vec).map_err(|_| VerifyError::Broken {
-                seq: first,
-                why: format!("its batch's column {i} holds a {}, not bytes", v.data_type()),
-            })
-        };
-        let (records, hashes) = (bytes(2)?, bytes(3)?);
         let lines: Vec<&[u8]> = records.split(|b| *b == b'\n').collect();
         let count = end.checked_sub(first).map(|n| n + 1);
         if count != Some(lines.len() as u64) || hashes.len() != lines.len() * 32 {
@@ -235,15 +311,15 @@ pub(super) mod tests {
     #[test]
     fn tail_gives_the_last_records_in_order_and_what_follows_a_seq() {
         let (dir, v) = filled(25);
-        let last = tail(dir.path(), 0, 5).unwrap();
+        let last = tail(&Place::sqlite(dir.path()), 0, 5).unwrap();
         assert_eq!(last.iter().map(|(s, _)| *s).collect::<Vec<_>>(), (v.records - 4..=v.records).collect::<Vec<_>>());
         for (seq, line) in &last {
             let r: Record = serde_json::from_str(line).unwrap();
             assert_eq!(r.seq, *seq);
         }
-        assert!(tail(dir.path(), v.records, 10).unwrap().is_empty());
-        assert_eq!(tail(dir.path(), v.records - 2, 10).unwrap().len(), 2);
-        assert!(matches!(tail(&dir.path().join("none"), 0, 1), Err(VerifyError::Missing(_))));
+        assert!(tail(&Place::sqlite(dir.path()), v.records, 10).unwrap().is_empty());
+        assert_eq!(tail(&Place::sqlite(dir.path()), v.records - 2, 10).unwrap().len(), 2);
+        assert!(matches!(tail(&Place::sqlite(&dir.path().join("none")), 0, 1), Err(VerifyError::Missing(_))));
     }
 
     fn filled(n: usize) -> (tempfile::TempDir, Verified) {
@@ -257,7 +333,7 @@ pub(super) mod tests {
             }
         }
         log.flush();
-        let v = verify(dir.path()).unwrap();
+        let v = verify(&Place::sqlite(dir.path())).unwrap();
         (dir, v)
     }
 
@@ -272,7 +348,7 @@ pub(super) mod tests {
         let log = AuditLog::open(dir.path(), AuditMode::BestEffort).unwrap();
         log.record(entry("/healthz", 200)).unwrap();
         log.flush();
-        let again = verify(dir.path()).unwrap();
+        let again = verify(&Place::sqlite(dir.path())).unwrap();
         assert_eq!(again.records, 6, "a reopened log continues the chain");
         assert_ne!(again.head, v.head);
         #[cfg(unix)]
@@ -288,29 +364,29 @@ pub(super) mod tests {
         // Batches: [1], [2, 3], [4, 5].
         let (dir, _) = filled(5);
         exec(dir.path(), "UPDATE audit SET records = CAST(replace(CAST(records AS TEXT), 'entries/2\"', 'entries/9\"') AS BLOB)");
-        let e = verify(dir.path()).unwrap_err().to_string();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err().to_string();
         assert!(e.contains("record 3:") && e.contains("does not chain"), "{e}");
 
         let (dir, _) = filled(5);
         exec(dir.path(), "DELETE FROM audit WHERE first_seq = 2");
-        let e = verify(dir.path()).unwrap_err().to_string();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err().to_string();
         assert!(e.contains("record 4:") && e.contains("records 2..3 are missing"), "{e}");
 
         let (dir, _) = filled(5);
         exec(dir.path(), "UPDATE audit SET records = CAST(replace(CAST(records AS TEXT), CHAR(10), '') AS BLOB) WHERE first_seq = 4");
-        let e = verify(dir.path()).unwrap_err().to_string();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err().to_string();
         assert!(e.contains("record 4:") && e.contains("holds 1 records"), "{e}");
 
         let (dir, _) = filled(5);
         exec(dir.path(), "UPDATE audit SET records = (SELECT records FROM audit WHERE first_seq = 2), hashes = (SELECT hashes FROM audit WHERE first_seq = 2) WHERE first_seq = 4");
-        let e = verify(dir.path()).unwrap_err().to_string();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err().to_string();
         assert!(e.contains("record 4:") && e.contains("says seq 2"), "{e}");
     }
 
     #[test]
     fn a_missing_log_is_named_and_not_created() {
         let dir = tempfile::tempdir().unwrap();
-        let e = verify(dir.path()).unwrap_err();
+        let e = verify(&Place::sqlite(dir.path())).unwrap_err();
         assert!(matches!(e, VerifyError::Missing(_)), "{e}");
         assert!(!dir.path().join(super::super::FILE).exists());
     }
@@ -327,6 +403,6 @@ pub(super) mod tests {
         let notes: Vec<String> = String::from_utf8(batch).unwrap().lines().map(str::to_string).collect();
         assert_eq!(notes.len(), 2);
         assert!(notes[1].contains("lost 7 records") && notes[1].contains("\"client\":\"signet\""), "{notes:?}");
-        assert_eq!(verify(dir.path()).unwrap().records, 2);
+        assert_eq!(verify(&Place::sqlite(dir.path())).unwrap().records, 2);
     }
 }

@@ -6,84 +6,38 @@
 //! poll SQLite's `data_version`, and reread the tables only when it moved. So a token
 //! revoked through any instance's database stops working on all of them within a poll.
 //!
-//! The calls are blocking (the store thread and `signet admin` have no runtime), and may
-//! come from a thread inside a runtime (the server opens the guard from `spawn_blocking`),
-//! so a private one-thread runtime drives the connection and each call waits on a channel.
+//! The calls are blocking (the store thread and `signet admin` have no runtime): [`Pg`].
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_postgres::Client;
 
 use super::{now, BanRecord, StoreError, TokenRecord};
+use crate::pg::{pg, Pg};
 use crate::client::ClientKey;
 use crate::roles::Role;
 use crate::scope::TokenScope;
 use crate::token::{self, NewToken};
 
 pub struct PgStore {
-    runtime: Option<tokio::runtime::Runtime>,
-    target: signet_core::pg::Target,
-    /// The connection, remade on the next call after it broke (a database restart).
-    client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
-}
-
-fn pg(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Postgres(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
+    pg: Pg,
 }
 
 const BUMP: &str = "UPDATE guard_meta SET version = version + 1 WHERE id = 1";
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore, StoreError> {
-        let target = signet_core::pg::Target::parse(url).map_err(StoreError::Postgres)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("guard-postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Postgres(format!("starting its client runtime: {e}")))?;
-        let store = PgStore { runtime: Some(runtime), target, client: Default::default() };
-        // Connect now, so that a wrong URL or a database that is down is an error at open.
-        store.block(|_| async { Ok(()) })?;
-        Ok(store)
+        Ok(PgStore { pg: Pg::open(url, "guard-postgres", None)? })
     }
 
-    /// Runs `f` with the connection (made anew if it broke) on the private runtime, and
-    /// waits for it.
     fn block<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let rt = self.runtime.as_ref().ok_or_else(|| StoreError::Postgres("closed".into()))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let (slot, target) = (self.client.clone(), self.target.clone());
-        rt.spawn(async move {
-            let outcome = async {
-                let client = {
-                    let mut slot = slot.lock().await;
-                    match slot.as_ref().filter(|c| !c.is_closed()) {
-                        Some(c) => c.clone(),
-                        None => {
-                            let (client, connection) = tokio::time::timeout(Duration::from_secs(5), target.connect())
-                                .await
-                                .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
-                                .map_err(pg)?;
-                            tokio::spawn(connection);
-                            let client = Arc::new(client);
-                            *slot = Some(client.clone());
-                            client
-                        }
-                    }
-                };
-                f(client).await
-            };
-            let _ = tx.send(outcome.await);
-        });
-        rx.recv().map_err(|_| StoreError::Postgres("its client runtime stopped".into()))?
+        self.pg.block(f)
     }
 
     pub fn data_version(&self) -> Result<i64, StoreError> {
@@ -223,13 +177,5 @@ impl PgStore {
             }
             Ok(n > 0)
         })
-    }
-}
-
-impl Drop for PgStore {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
     }
 }

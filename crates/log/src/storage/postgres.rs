@@ -102,6 +102,18 @@ INSERT INTO guard_meta(id, version) VALUES (1, 0);
     name: "token scopes",
     // JSON (signet_guard::scope::TokenScope); NULL: the token is not limited beyond its role.
     sql: "ALTER TABLE guard_tokens ADD COLUMN scope TEXT;",
+}, Migration {
+    version: 7,
+    name: "audit chains, one per instance",
+    // signet_guard::audit::postgres reads and writes these: a chain's batches (as in
+    // audit.sqlite), its anchors, and where it starts once segments were cut from it.
+    sql: "
+CREATE TABLE audit_batches(chain TEXT NOT NULL, first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL,
+    records BYTEA NOT NULL, hashes BYTEA NOT NULL, PRIMARY KEY (chain, first_seq));
+CREATE TABLE audit_anchors(chain TEXT NOT NULL, seq BIGINT NOT NULL, head BYTEA NOT NULL, log_index BIGINT NOT NULL,
+    entry TEXT NOT NULL, PRIMARY KEY (chain, seq));
+CREATE TABLE audit_starts(chain TEXT PRIMARY KEY, start_seq BIGINT NOT NULL, start_head BYTEA NOT NULL);
+",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.

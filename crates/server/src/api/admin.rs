@@ -107,10 +107,9 @@ pub async fn verify_audit(State(state): State<Arc<AppState>>) -> Result<Json<Val
         return Err(ApiError::not_found("the audit log is off here ([guard.audit] enabled = false)"));
     };
     // What the writer holds is written first, so that the check covers every answered request.
-    let dir = log.path().parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let checked = tokio::task::spawn_blocking(move || {
         log.flush();
-        signet_guard::audit::verify(&dir)
+        signet_guard::audit::verify(log.place())
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the check failed unexpectedly: {e}")))?;

@@ -1,0 +1,96 @@
+//! One PostgreSQL connection driven for blocking callers: the guard's store and the audit
+//! chain on PostgreSQL.
+//!
+//! Their callers are blocking (the guard's store thread, the audit writer, `signet admin`)
+//! and may run on a thread inside a runtime (the server opens both from `spawn_blocking`),
+//! so a private one-thread runtime drives the connection and each call waits on a channel.
+//! A connection that broke (a database restart) is made anew on the next call, and its
+//! [`Hello`] runs again on it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use crate::store::StoreError;
+
+/// What a fresh connection must do before it serves a call: for the audit writer, take its
+/// chain's lock (a session lock, gone with the connection it was taken on).
+pub type Hello = Arc<dyn Fn(Arc<Client>) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>> + Send + Sync>;
+
+pub struct Pg {
+    runtime: Option<tokio::runtime::Runtime>,
+    target: signet_core::pg::Target,
+    client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
+    hello: Option<Hello>,
+}
+
+/// A driver error as its server message, without the driver's wrapping.
+pub fn pg(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Postgres(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
+}
+
+impl Pg {
+    /// Connects now, so that a wrong URL or a database that is down is an error at open.
+    pub fn open(url: &str, thread: &str, hello: Option<Hello>) -> Result<Pg, StoreError> {
+        let target = signet_core::pg::Target::parse(url).map_err(StoreError::Postgres)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(thread)
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Postgres(format!("starting its client runtime: {e}")))?;
+        let pg = Pg { runtime: Some(runtime), target, client: Default::default(), hello };
+        pg.block(|_| async { Ok(()) })?;
+        Ok(pg)
+    }
+
+    /// Runs `f` with the connection (made anew if it broke) on the private runtime, and
+    /// waits for it.
+    pub fn block<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let rt = self.runtime.as_ref().ok_or_else(|| StoreError::Postgres("closed".into()))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let (slot, target, hello) = (self.client.clone(), self.target.clone(), self.hello.clone());
+        rt.spawn(async move {
+            let outcome = async {
+                let client = {
+                    let mut slot = slot.lock().await;
+                    match slot.as_ref().filter(|c| !c.is_closed()) {
+                        Some(c) => c.clone(),
+                        None => {
+                            let (client, connection) = tokio::time::timeout(Duration::from_secs(5), target.connect())
+                                .await
+                                .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
+                                .map_err(pg)?;
+                            tokio::spawn(connection);
+                            let client = Arc::new(client);
+                            if let Some(hello) = hello {
+                                hello(client.clone()).await?;
+                            }
+                            *slot = Some(client.clone());
+                            client
+                        }
+                    }
+                };
+                f(client).await
+            };
+            let _ = tx.send(outcome.await);
+        });
+        rx.recv().map_err(|_| StoreError::Postgres("its client runtime stopped".into()))?
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
