@@ -100,7 +100,7 @@ fn audit_entry() -> crate::audit::chain::Entry {
         time_ms: crate::audit::chain::now_ms(),
         client: "token:5f0c3a9e1b2d4c6f".parse().unwrap_or(CLIENT),
         method: http::Method::GET,
-        uri: http::Uri::from_static("/api/v2/checkpoint"),
+        path: crate::audit::record::PathText::new("/api/v2/checkpoint"),
         status: 200,
         micros: 812,
         request_id: Some(signet_core::request_id::RequestId::next()),

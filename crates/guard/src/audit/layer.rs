@@ -22,10 +22,11 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::Response;
-use http::{Method, Request, StatusCode, Uri};
+use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
-use super::chain::{now_ms, AuditLog, Entry, QueueFull};
+use super::chain::{now_ms, AuditLog, Entry, QueueFull, Receipt};
+use super::record::PathText;
 use super::Did;
 use crate::client::{bearer, ClientKey};
 use crate::guard::Guard;
@@ -76,7 +77,7 @@ where
             role,
             route: request.extensions().get::<MatchedPath>().cloned(),
             method: request.method().clone(),
-            uri: request.uri().clone(),
+            path: PathText::new(request.uri().path()),
             request_id: request.extensions().get::<signet_core::request_id::RequestId>().copied(),
         };
         match refused {
@@ -93,11 +94,9 @@ struct Pending {
     role: Option<Role>,
     route: Option<MatchedPath>,
     method: Method,
-    uri: Uri,
+    path: PathText,
     request_id: Option<signet_core::request_id::RequestId>,
 }
-
-type Durable = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 pin_project_lite::pin_project! {
     /// The inner response future (none when the log is refusing); records the request when
@@ -114,7 +113,7 @@ pin_project_lite::pin_project! {
 /// An answer held until its record is durable.
 struct Waiting {
     response: Response,
-    durable: Durable,
+    durable: Receipt,
     log: Arc<AuditLog>,
 }
 
@@ -124,7 +123,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if let Some(w) = this.waiting.as_mut() {
-            let durable = std::task::ready!(w.durable.as_mut().poll(cx));
+            let durable = std::task::ready!(Pin::new(&mut w.durable).poll(cx));
             return Poll::Ready(Ok(match this.waiting.take() {
                 Some(w) if durable => w.response,
                 Some(w) => unavailable(&w.log),
@@ -144,7 +143,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             time_ms: now_ms(),
             client: p.client,
             method: p.method,
-            uri: p.uri,
+            path: p.path,
             status: response.status().as_u16(),
             micros: p.start.elapsed().as_micros() as u64,
             request_id: p.request_id,
@@ -158,9 +157,8 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             // Best-effort, or already the 503: out it goes.
             Ok(None) => Poll::Ready(Ok(response)),
             Ok(Some(_)) if gated => Poll::Ready(Ok(response)),
-            Ok(Some(receipt)) => {
-                let mut durable: Durable = Box::pin(receipt.durable());
-                match durable.as_mut().poll(cx) {
+            Ok(Some(mut durable)) => {
+                match Pin::new(&mut durable).poll(cx) {
                     Poll::Ready(true) => Poll::Ready(Ok(response)),
                     Poll::Ready(false) => Poll::Ready(Ok(unavailable(&p.log))),
                     Poll::Pending => {

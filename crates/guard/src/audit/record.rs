@@ -103,9 +103,51 @@ pub fn clip(path: &str) -> String {
     format!("{}…", &path[..end])
 }
 
+/// A request's path, copied out of its request for the record, clipped as [`clip`] clips.
+///
+/// Not the request's `Uri`, though cloning that allocates nothing: hyper's `Uri` shares the
+/// connection's read buffer, and holding it until the writer runs (a commit later) kept hyper
+/// from reusing that buffer: a fresh buffer per request, freed later on the writer's thread.
+/// Most paths fit inline; a longer one is one small allocation.
+#[derive(Debug, Clone)]
+pub enum PathText {
+    Inline { len: u8, bytes: [u8; PathText::INLINE] },
+    Heap(Box<str>),
+}
+
+impl PathText {
+    const INLINE: usize = 46;
+
+    pub fn new(path: &str) -> PathText {
+        if path.len() <= Self::INLINE {
+            let mut bytes = [0; Self::INLINE];
+            bytes[..path.len()].copy_from_slice(path.as_bytes());
+            return PathText::Inline { len: path.len() as u8, bytes };
+        }
+        PathText::Heap(clip(path).into_boxed_str())
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            // Copied from a str, whole: valid UTF-8 (checked rather than assumed).
+            PathText::Inline { len, bytes } => bytes.get(..usize::from(*len)).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or(""),
+            PathText::Heap(text) => text,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_is_kept_inline_or_clipped() {
+        for path in ["/", "/api/v2/checkpoint", &"a".repeat(46), &"é".repeat(23), &"b".repeat(47), &"é".repeat(300)] {
+            let kept = PathText::new(path);
+            assert_eq!(kept.as_str(), clip(path), "{path}");
+            assert_eq!(matches!(kept, PathText::Inline { .. }), path.len() <= 46, "{path}");
+        }
+    }
 
     #[test]
     fn the_chain_covers_every_byte_and_the_order() {

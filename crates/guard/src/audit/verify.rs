@@ -296,7 +296,7 @@ pub(super) mod tests {
             time_ms: now_ms(),
             client: "ip:127.0.0.1".parse().unwrap(),
             method: http::Method::GET,
-            uri: path.parse().unwrap(),
+            path: super::super::record::PathText::new(path),
             status,
             micros: 42,
             request_id: None,
