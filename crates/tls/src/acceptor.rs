@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::backend::{Backend, HTTP_ALPN};
 use crate::certified::{CertError, CertifiedPair};
+use crate::client_auth::ClientAuth;
 use crate::openssl_acceptor::OpensslAcceptor;
 use crate::rustls_acceptor::RustlsAcceptor;
 
@@ -41,11 +42,24 @@ impl Acceptor {
 
     /// An acceptor offering these ALPN protocols (most preferred first; empty for none).
     pub fn with_alpn(backend: Backend, pair: &CertifiedPair, alpn: &[&[u8]]) -> Result<Acceptor, CertError> {
+        Self::with_client_auth(backend, pair, alpn, None)
+    }
+
+    /// An acceptor that also asks for client certificates, as `client` says (mTLS).
+    pub fn with_client_auth(backend: Backend, pair: &CertifiedPair, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<Acceptor, CertError> {
         let inner = match backend {
-            Backend::Rustls => Inner::Rustls(RustlsAcceptor::new(pair, alpn)?),
-            Backend::Openssl => Inner::Openssl(OpensslAcceptor::new(pair, alpn)?),
+            Backend::Rustls => Inner::Rustls(RustlsAcceptor::new(pair, alpn, client)?),
+            Backend::Openssl => Inner::Openssl(OpensslAcceptor::new(pair, alpn, client)?),
         };
         Ok(Acceptor { inner: Arc::new(inner) })
+    }
+
+    /// Verifies client certificates against `client` at every handshake from now on.
+    pub fn install_client_auth(&self, client: &ClientAuth) -> Result<(), CertError> {
+        match &*self.inner {
+            Inner::Rustls(a) => a.install_client_auth(client),
+            Inner::Openssl(a) => a.install_client_auth(client),
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -123,6 +137,15 @@ impl ServerStream {
                     alpn: ssl.selected_alpn_protocol().map(<[u8]>::to_vec),
                 }
             }
+        }
+    }
+
+    /// The client's certificate (its leaf, DER), verified during the handshake; none when the
+    /// listener asks for none or the client sent none (optional mode).
+    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
+        match self {
+            ServerStream::Rustls(s) => s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec()),
+            ServerStream::Openssl(s) => s.ssl().peer_certificate().and_then(|c| c.to_der().ok()),
         }
     }
 

@@ -32,6 +32,8 @@ pub enum CertError {
     BadCertificate { path: String, why: String },
     #[error("key {key} does not match certificate {cert}: {why}; expected the private key of the first certificate")]
     KeyMismatch { cert: String, key: String, why: String },
+    #[error("client CA bundle {path} holds no CERTIFICATE block; expected the certificates of the CAs that issue client certificates")]
+    NoClientCa { path: String },
     #[error("the {backend} backend refused the certificate or key: {why}")]
     Backend { backend: &'static str, why: String },
 }

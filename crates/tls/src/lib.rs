@@ -8,6 +8,8 @@
 //! - [`backend`]: the TLS libraries a server can terminate with, chosen at runtime.
 //! - [`certified`]: a certificate chain and key, parsed and checked once for every backend.
 //! - [`acceptor`]: the backend-neutral acceptor (TCP in, TLS stream out) and its stream.
+//! - [`client_auth`]: mTLS: which client certificates a listener asks for, and the names a
+//!   verified one gives.
 //! - `rustls_acceptor`, `openssl_acceptor`: the two backends; each reads the current
 //!   certificate with one atomic load per handshake.
 //! - [`file_source`]: certificates from PEM files, re-read on a timer for hot rotation.
@@ -22,6 +24,7 @@ pub mod acceptor;
 pub mod backend;
 pub mod certified;
 pub mod client;
+pub mod client_auth;
 pub mod fetch;
 pub mod file_source;
 #[cfg(feature = "micro")]
@@ -35,5 +38,6 @@ pub use acceptor::{Acceptor, Negotiated, ServerStream};
 pub use backend::{Backend, UnknownBackend};
 pub use certified::{CertError, CertifiedPair};
 pub use client::{client_config, Trust, TrustError};
+pub use client_auth::{subject_alt_names, ClientAuth, ClientAuthMode};
 pub use fetch::{is_loopback_host, FetchError, Failure, Fetcher};
 pub use file_source::{FileSource, Reloader};

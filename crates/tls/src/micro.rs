@@ -85,9 +85,9 @@ enum Server {
 impl Server {
     fn new(openssl: bool, pair: &CertifiedPair) -> Server {
         if openssl {
-            Server::Openssl(OpensslAcceptor::new(pair, HTTP_ALPN).expect("the OpenSSL acceptor"))
+            Server::Openssl(OpensslAcceptor::new(pair, HTTP_ALPN, None).expect("the OpenSSL acceptor"))
         } else {
-            Server::Rustls(RustlsAcceptor::new(pair, HTTP_ALPN).expect("the rustls acceptor"))
+            Server::Rustls(RustlsAcceptor::new(pair, HTTP_ALPN, None).expect("the rustls acceptor"))
         }
     }
 

@@ -1,5 +1,5 @@
 //! The OpenSSL backend: an `SslAcceptor` (Mozilla's "intermediate" profile: TLS 1.2 and 1.3)
-//! per certificate, behind an atomic pointer.
+//! per certificate (and client-CA bundle), behind an atomic pointer.
 //!
 //! OpenSSL binds the certificate to the `SSL_CTX`, so rotation builds a new context and
 //! swaps it in; each handshake takes the current context with one atomic load when it
@@ -11,34 +11,56 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use openssl::pkey::PKey;
-use openssl::ssl::{AlpnError, Ssl, SslAcceptor, SslMethod};
+use openssl::ssl::{AlpnError, Ssl, SslAcceptor, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
-use rustls::pki_types::PrivateKeyDer;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_openssl::SslStream;
 
 use crate::certified::{CertError, CertifiedPair};
+use crate::client_auth::{ClientAuth, ClientAuthMode};
 
 pub(crate) struct OpensslAcceptor {
     current: ArcSwap<SslAcceptor>,
     /// ALPN in wire format (length-prefixed names), the form OpenSSL selects from.
     alpn_wire: Arc<Vec<u8>>,
+    /// What the context is built from, for a rebuild when either the certificate or the
+    /// client CAs change (OpenSSL binds both to the context).
+    inputs: parking_lot::Mutex<Inputs>,
+}
+
+struct Inputs {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    client: Option<ClientAuth>,
 }
 
 impl OpensslAcceptor {
-    pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]]) -> Result<OpensslAcceptor, CertError> {
+    pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<OpensslAcceptor, CertError> {
         let mut alpn_wire = Vec::new();
         for p in alpn {
             alpn_wire.push(p.len() as u8);
             alpn_wire.extend_from_slice(p);
         }
         let alpn_wire = Arc::new(alpn_wire);
-        let first = build(pair, &alpn_wire)?;
-        Ok(OpensslAcceptor { current: ArcSwap::from_pointee(first), alpn_wire })
+        let inputs = Inputs { chain: pair.chain().to_vec(), key: pair.key().clone_key(), client: client.cloned() };
+        let first = build(&inputs, &alpn_wire)?;
+        Ok(OpensslAcceptor { current: ArcSwap::from_pointee(first), alpn_wire, inputs: parking_lot::Mutex::new(inputs) })
     }
 
     pub(crate) fn install(&self, pair: &CertifiedPair) -> Result<(), CertError> {
-        self.current.store(Arc::new(build(pair, &self.alpn_wire)?));
+        let mut inputs = self.inputs.lock();
+        let next = Inputs { chain: pair.chain().to_vec(), key: pair.key().clone_key(), client: inputs.client.clone() };
+        self.current.store(Arc::new(build(&next, &self.alpn_wire)?));
+        *inputs = next;
+        Ok(())
+    }
+
+    pub(crate) fn install_client_auth(&self, client: &ClientAuth) -> Result<(), CertError> {
+        let mut inputs = self.inputs.lock();
+        let next = Inputs { chain: inputs.chain.clone(), key: inputs.key.clone_key(), client: Some(client.clone()) };
+        self.current.store(Arc::new(build(&next, &self.alpn_wire)?));
+        *inputs = next;
         Ok(())
     }
 
@@ -55,24 +77,42 @@ impl OpensslAcceptor {
     }
 }
 
-/// A context presenting `pair`, refusing anything older than TLS 1.2.
-fn build(pair: &CertifiedPair, alpn_wire: &Arc<Vec<u8>>) -> Result<SslAcceptor, CertError> {
+/// A context presenting the inputs' certificate, refusing anything older than TLS 1.2, and
+/// verifying client certificates against their CAs when they name some.
+fn build(inputs: &Inputs, alpn_wire: &Arc<Vec<u8>>) -> Result<SslAcceptor, CertError> {
     let refused = |e: openssl::error::ErrorStack| CertError::Backend { backend: "openssl", why: e.to_string() };
     let mut builder = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(refused)?;
-    let mut chain = pair.chain().iter();
-    let leaf = chain.next().expect("a checked pair has a leaf certificate");
+    let mut chain = inputs.chain.iter();
+    let leaf = chain.next().ok_or_else(|| CertError::Backend { backend: "openssl", why: "no certificate".into() })?;
     let leaf = X509::from_der(leaf).map_err(refused)?;
     builder.set_certificate(&leaf).map_err(refused)?;
     for extra in chain {
         builder.add_extra_chain_cert(X509::from_der(extra).map_err(refused)?).map_err(refused)?;
     }
-    let key = match pair.key() {
+    let key = match &inputs.key {
         PrivateKeyDer::Pkcs8(der) => PKey::private_key_from_pkcs8(der.secret_pkcs8_der()),
         other => PKey::private_key_from_der(other.secret_der()),
     }
     .map_err(refused)?;
     builder.set_private_key(&key).map_err(refused)?;
     builder.check_private_key().map_err(refused)?;
+    if let Some(client) = &inputs.client {
+        let mut names = openssl::stack::Stack::new().map_err(refused)?;
+        for ca in client.cas() {
+            let ca = X509::from_der(ca).map_err(refused)?;
+            names.push(ca.subject_name().to_owned().map_err(refused)?).map_err(refused)?;
+            builder.cert_store_mut().add_cert(ca).map_err(refused)?;
+        }
+        // The CertificateRequest names the CAs, as rustls's does.
+        builder.set_client_ca_list(names);
+        let mode = match client.mode {
+            ClientAuthMode::Optional => SslVerifyMode::PEER,
+            ClientAuthMode::Required => SslVerifyMode::PEER | SslVerifyMode::FAIL_IF_NO_PEER_CERT,
+        };
+        builder.set_verify(mode);
+        // Resumed sessions keep the verified peer; OpenSSL refuses to resume without a context id.
+        builder.set_session_id_context(b"signet").map_err(refused)?;
+    }
     let ours = alpn_wire.clone();
     builder.set_alpn_select_callback(move |_, offered| select_alpn(&ours, offered));
     Ok(builder.build())

@@ -1,7 +1,8 @@
-//! The rustls backend: one `ServerConfig` for the life of the listener, whose certificate
-//! resolver reads the current certificate with one atomic load per handshake.
+//! The rustls backend: a `ServerConfig` whose certificate resolver reads the current
+//! certificate with one atomic load per handshake; the config itself is swapped only when the
+//! client-CA bundle changes (one more atomic load per handshake).
 //!
-//! Rotation therefore never rebuilds the config: [`RustlsAcceptor::install`] swaps the
+//! Certificate rotation therefore never rebuilds the config: [`RustlsAcceptor::install`] swaps the
 //! pointer, the next ClientHello sees the new certificate, and connections already
 //! established keep the keys they negotiated.
 
@@ -15,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 
 use crate::certified::{CertError, CertifiedPair};
+use crate::client_auth::ClientAuth;
 
 /// The certificate every handshake presents, until the next `install`.
 #[derive(Debug)]
@@ -27,20 +29,18 @@ impl ResolvesServerCert for Current {
 }
 
 pub(crate) struct RustlsAcceptor {
-    acceptor: tokio_rustls::TlsAcceptor,
+    /// Swapped whole only when the client CAs change; the certificate is `current`'s.
+    config: ArcSwap<ServerConfig>,
     current: Arc<Current>,
+    alpn: Vec<Vec<u8>>,
 }
 
 impl RustlsAcceptor {
-    pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]]) -> Result<RustlsAcceptor, CertError> {
+    pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<RustlsAcceptor, CertError> {
         let current = Arc::new(Current(ArcSwap::new(pair.rustls_key())));
-        let mut config = ServerConfig::builder_with_provider(crate::client::provider())
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| CertError::Backend { backend: "rustls", why: e.to_string() })?
-            .with_no_client_auth()
-            .with_cert_resolver(current.clone());
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Ok(RustlsAcceptor { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)), current })
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
+        let config = build(&current, &alpn, client)?;
+        Ok(RustlsAcceptor { config: ArcSwap::from_pointee(config), current, alpn })
     }
 
     /// New handshakes present `pair` from now on.
@@ -48,8 +48,27 @@ impl RustlsAcceptor {
         self.current.0.store(pair.rustls_key());
     }
 
+    /// New handshakes verify client certificates against `client` from now on.
+    pub(crate) fn install_client_auth(&self, client: &ClientAuth) -> Result<(), CertError> {
+        self.config.store(Arc::new(build(&self.current, &self.alpn, Some(client))?));
+        Ok(())
+    }
+
     /// The server side of a handshake on `io`: TCP in service, an in-memory pipe in the benches.
     pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(&self, io: S) -> std::io::Result<TlsStream<S>> {
-        self.acceptor.accept(io).await
+        tokio_rustls::TlsAcceptor::from(self.config.load_full()).accept(io).await
     }
+}
+
+fn build(current: &Arc<Current>, alpn: &[Vec<u8>], client: Option<&ClientAuth>) -> Result<ServerConfig, CertError> {
+    let builder = ServerConfig::builder_with_provider(crate::client::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| CertError::Backend { backend: "rustls", why: e.to_string() })?;
+    let builder = match client {
+        None => builder.with_no_client_auth(),
+        Some(client) => builder.with_client_cert_verifier(client.rustls_verifier()?),
+    };
+    let mut config = builder.with_cert_resolver(current.clone());
+    config.alpn_protocols = alpn.to_vec();
+    Ok(config)
 }

@@ -27,7 +27,8 @@ pub struct TestPki {
     server_chain_pem: String,
 }
 
-/// A server certificate chain and its key, in PEM, as an operator's files hold them.
+/// A certificate chain and its key, in PEM, as an operator's files hold them (a server's, or
+/// a client's for mTLS).
 pub struct ServerPem {
     /// The server certificate, then the CA certificate.
     pub chain: String,
@@ -42,7 +43,10 @@ impl TestPki {
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name.push(DnType::CommonName, "signet test CA");
+        // A name of its own: two test CAs in one bundle must not look like one issuer.
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ca.distinguished_name.push(DnType::CommonName, format!("signet test CA {} {n}", std::process::id()));
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
         let issuer = Issuer::new(ca, ca_key);
@@ -94,6 +98,23 @@ impl TestPki {
     pub fn issue_expired(&self, year: i32) -> ServerPem {
         let (chain, key, chain_pem) = self.issue(Some((year, 1, 1)));
         pem_of(&chain, &key, &chain_pem)
+    }
+
+    /// A client certificate from this CA for mTLS, naming `san` (a URI such as
+    /// `spiffe://…`, an email address, or a DNS name) in its subject alternative names.
+    pub fn issue_client(&self, san: &str) -> ServerPem {
+        let key = KeyPair::generate().expect("client key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        params.distinguished_name.push(DnType::CommonName, "signet test client");
+        params.subject_alt_names = vec![match san {
+            s if s.contains("://") => rcgen::SanType::URI(s.try_into().expect("a URI SAN")),
+            s if s.contains('@') => rcgen::SanType::Rfc822Name(s.try_into().expect("an email SAN")),
+            s => rcgen::SanType::DnsName(s.try_into().expect("a DNS SAN")),
+        }];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.ca).expect("client certificate");
+        let chain_pem = format!("{}{}", cert.pem(), self.ca_pem);
+        pem_of(&[cert.der().clone(), self.ca_der.clone()], &key, &chain_pem)
     }
 
     /// A rustls server config presenting the server certificate.

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use openssl::ssl::{SslConnector, SslMethod};
 use rustls::pki_types::ServerName;
 use signet_tls::testing::{ServerPem, TestPki};
-use signet_tls::{Acceptor, Backend, CertError, CertifiedPair, FileSource, Negotiated, Trust};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use signet_tls::{Acceptor, Backend, CertError, CertifiedPair, ClientAuth, ClientAuthMode, FileSource, Negotiated, Trust};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -314,4 +316,133 @@ impl TapMkdir for PathBuf {
         std::fs::create_dir_all(&self).unwrap();
         self
     }
+}
+
+/// A client presenting `client` (chain and key, PEM) through rustls, or none; a round trip
+/// through the echo server, or the error that ended it.
+async fn rustls_connect_as(addr: std::net::SocketAddr, ca: &Path, client: Option<&ServerPem>) -> std::io::Result<()> {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(der.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(signet_tls::client::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let chain = CertificateDer::pem_slice_iter(pem.chain.as_bytes()).map(Result::unwrap).collect();
+            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_slice(pem.key.as_bytes()).unwrap()).unwrap()
+        }
+    };
+    let tcp = TcpStream::connect(addr).await?;
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(ServerName::try_from("localhost").unwrap(), tcp).await?;
+    // TLS 1.3 sends the client's certificate after the server's Finished: a refusal arrives
+    // with the first read.
+    round_trip_result(&mut tls).await
+}
+
+/// The same through an OpenSSL client.
+async fn openssl_connect_as(addr: std::net::SocketAddr, ca: &Path, client: Option<&ServerPem>) -> std::io::Result<()> {
+    let mut builder = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    builder.set_ca_file(ca).unwrap();
+    if let Some(pem) = client {
+        let mut chain = openssl::x509::X509::stack_from_pem(pem.chain.as_bytes()).unwrap().into_iter();
+        builder.set_certificate(&chain.next().unwrap()).unwrap();
+        for extra in chain {
+            builder.add_extra_chain_cert(extra).unwrap();
+        }
+        builder.set_private_key(&openssl::pkey::PKey::private_key_from_pem(pem.key.as_bytes()).unwrap()).unwrap();
+    }
+    let ssl = builder.build().configure().unwrap().into_ssl("localhost").unwrap();
+    let mut tls = tokio_openssl::SslStream::new(ssl, TcpStream::connect(addr).await?).unwrap();
+    Pin::new(&mut tls).connect().await.map_err(std::io::Error::other)?;
+    round_trip_result(&mut tls).await
+}
+
+async fn round_trip_result<S: AsyncRead + AsyncWrite + Unpin>(tls: &mut S) -> std::io::Result<()> {
+    tls.write_all(b"ping").await?;
+    tls.flush().await?;
+    let mut back = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), tls.read_exact(&mut back)).await.map_err(std::io::Error::other)??;
+    Ok(())
+}
+
+/// An echo server that reports the subject alternative names of each client's verified
+/// certificate (none: the client sent none).
+async fn mtls_echo(acceptor: Acceptor) -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Option<Vec<String>>>, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, seen) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let _ = tx.send(tls.peer_certificate().map(|der| signet_tls::subject_alt_names(&der)));
+                let mut buf = [0u8; 4];
+                if tls.read_exact(&mut buf).await.is_ok() {
+                    let _ = tls.write_all(&buf).await;
+                    let _ = tls.flush().await;
+                }
+            });
+        }
+    });
+    (addr, seen, task)
+}
+
+/// mTLS on both backends, with rustls and OpenSSL clients: a required client certificate
+/// from the client CA is verified and its SAN read; none, or one from another CA, is refused;
+/// optional mode lets a client without one in; a new CA bundle takes effect at the next
+/// handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_backends_verify_client_certificates_and_name_their_san() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, clients, strangers) = (TestPki::new(), TestPki::new(), TestPki::new());
+    let ca = write_ca(dir.path(), &pki);
+    let ci = clients.issue_client("spiffe://example.org/ci");
+    let ops = clients.issue_client("ops@example.org");
+    let stranger = strangers.issue_client("spiffe://example.org/ci");
+    for backend in Backend::ALL {
+        let required = ClientAuth::from_pem(ClientAuthMode::Required, clients.ca_pem.as_bytes(), "clients.pem").unwrap();
+        let acceptor = Acceptor::with_client_auth(backend, &pair_of(&pki.server_pem()), &[], Some(&required)).unwrap();
+        let (addr, mut seen, task) = mtls_echo(acceptor.clone()).await;
+        rustls_connect_as(addr, &ca, Some(&ci)).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+        assert_eq!(seen.recv().await.unwrap(), Some(vec!["spiffe://example.org/ci".to_string()]), "{backend}");
+        openssl_connect_as(addr, &ca, Some(&ops)).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+        assert_eq!(seen.recv().await.unwrap(), Some(vec!["ops@example.org".to_string()]), "{backend}");
+        assert!(rustls_connect_as(addr, &ca, None).await.is_err(), "{backend}: no certificate, required");
+        assert!(openssl_connect_as(addr, &ca, None).await.is_err(), "{backend}: no certificate, required");
+        assert!(rustls_connect_as(addr, &ca, Some(&stranger)).await.is_err(), "{backend}: another CA's certificate");
+        assert!(openssl_connect_as(addr, &ca, Some(&stranger)).await.is_err(), "{backend}: another CA's certificate");
+
+        // The strangers' CA added to the bundle: their certificate passes from the next handshake.
+        let both = format!("{}{}", clients.ca_pem, strangers.ca_pem);
+        acceptor.install_client_auth(&ClientAuth::from_pem(ClientAuthMode::Required, both.as_bytes(), "both.pem").unwrap()).unwrap();
+        while seen.try_recv().is_ok() {}
+        rustls_connect_as(addr, &ca, Some(&stranger)).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+        assert_eq!(seen.recv().await.unwrap(), Some(vec!["spiffe://example.org/ci".to_string()]), "{backend}");
+        task.abort();
+
+        let optional = ClientAuth::from_pem(ClientAuthMode::Optional, clients.ca_pem.as_bytes(), "clients.pem").unwrap();
+        let acceptor = Acceptor::with_client_auth(backend, &pair_of(&pki.server_pem()), &[], Some(&optional)).unwrap();
+        let (addr, mut seen, task) = mtls_echo(acceptor).await;
+        rustls_connect_as(addr, &ca, None).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+        assert_eq!(seen.recv().await.unwrap(), None, "{backend}: optional, and none sent");
+        openssl_connect_as(addr, &ca, Some(&ci)).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+        assert_eq!(seen.recv().await.unwrap(), Some(vec!["spiffe://example.org/ci".to_string()]), "{backend}");
+        assert!(rustls_connect_as(addr, &ca, Some(&stranger)).await.is_err(), "{backend}: optional still verifies what is sent");
+        task.abort();
+    }
+}
+
+#[test]
+fn a_client_ca_bundle_without_certificates_is_refused_by_name() {
+    let e = ClientAuth::from_pem(ClientAuthMode::Required, b"", "empty.pem").unwrap_err().to_string();
+    assert!(e.contains("empty.pem") && e.contains("no CERTIFICATE"), "{e}");
+    let e = ClientAuth::from_pem(ClientAuthMode::Required, b"-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n", "bad.pem").unwrap_err().to_string();
+    assert!(e.contains("bad.pem"), "{e}");
+    assert!("sometimes".parse::<ClientAuthMode>().unwrap_err().contains("expected optional or required"));
 }
