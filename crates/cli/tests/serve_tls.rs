@@ -1,6 +1,7 @@
 //! `signet serve --tls-cert … --tls-key …` end to end, for both backends: the ready line
 //! names an https URL, /healthz answers over HTTPS to a client that trusts the CA file, over
-//! HTTP/1.1 and over HTTP/2 (ALPN h2); bad TLS settings exit 2 with one clear line.
+//! HTTP/1.1 and over HTTP/2 (ALPN h2); bad TLS settings exit 2 with one clear line; client
+//! certificates (mTLS) become principals.
 
 mod common;
 
@@ -91,4 +92,102 @@ fn bad_tls_settings_exit_2_with_one_line() {
 
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &wrong_key, "--plain-http"]);
     assert_eq!(code, Some(2), "clap refuses the contradiction: {err}");
+
+    // mTLS settings: each mistake named.
+    let key = write(dir.path(), "key.pem", &good.key);
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-auth", "required"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("needs tls.client_ca"), "{err}");
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", "/nonexistent/ca.pem"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot read client CA bundle /nonexistent/ca.pem"), "{err}");
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &cert, "--tls-client-auth", "sometimes"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("expected optional or required"), "{err}");
+    let config = write(dir.path(), "mtls.toml", "[guard.mtls]\nroles = { \"spiffe://x/ci\" = \"publisher\" }\n");
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--config", &config]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("guard.mtls.roles") && err.contains("publisher") && err.contains("not defined"), "{err}");
+}
+
+/// curl over HTTPS, trusting `ca`, presenting `client` (chain, key) when given: the status
+/// (0 when the handshake failed) and the body.
+fn curl(url: &str, ca: &str, client: Option<(&str, &str)>) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "10", "-w", "\n%{http_code}", "--cacert", ca, url]);
+    if let Some((cert, key)) = client {
+        cmd.args(["--cert", cert, "--key", key]);
+    }
+    let out = cmd.output().expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn pair(files: &(String, String)) -> Option<(&str, &str)> {
+    Some((files.0.as_str(), files.1.as_str()))
+}
+
+/// mTLS end to end on both backends: `[guard.mtls] roles` makes a verified client
+/// certificate's SAN a principal with its role's permissions, as a token would be; an
+/// unmapped one is anonymous; each is named in the audit log. `required` refuses the
+/// handshake of a client without a certificate.
+#[test]
+fn client_certificates_are_principals_on_both_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, clients) = (TestPki::new(), TestPki::new());
+    let server_pem = pki.server_pem();
+    let (cert, key) = (write(dir.path(), "cert.pem", &server_pem.chain), write(dir.path(), "key.pem", &server_pem.key));
+    let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
+    let client_ca = write(dir.path(), "clients.pem", &clients.ca_pem);
+    let issue = |name: &str, san: &str| {
+        let pem = clients.issue_client(san);
+        (write(dir.path(), &format!("{name}.crt"), &pem.chain), write(dir.path(), &format!("{name}.key"), &pem.key))
+    };
+    let (ci, ops, stranger) = (issue("ci", "spiffe://example.org/ci"), issue("ops", "ops@example.org"), issue("x", "spiffe://example.org/x"));
+    let config = write(
+        dir.path(),
+        "signet.toml",
+        "[guard.auth]\nrequire = \"all\"\n[guard.audit]\nenabled = true\nanchor_interval_secs = 0\n\
+         [guard.mtls]\nroles = { \"spiffe://example.org/ci\" = \"signer\", \"ops@example.org\" = \"admin\" }\n",
+    );
+    for backend in ["rustls", "openssl"] {
+        let data = dir.path().join(format!("data-{backend}"));
+        let mut server = Server::start(
+            &data,
+            &["--tls-cert", &cert, "--tls-key", &key, "--tls-backend", backend, "--tls-client-ca", &client_ca, "--config", &config],
+        );
+        let url = |path: &str| format!("{}{path}", server.url);
+
+        assert_eq!(curl(&url("/api/v2/checkpoint"), &ca, None).0, 401, "{backend}: anonymous, tokens or certificates required");
+        assert_eq!(curl(&url("/api/v2/checkpoint"), &ca, pair(&ci)).0, 200, "{backend}: signer reads");
+        let (status, body) = curl(&url("/api/admin/tokens"), &ca, pair(&ci));
+        assert_eq!(status, 403, "{backend}: {body}");
+        assert!(body.contains("client certificate spiffe://example.org/ci") && body.contains("role signer"), "{backend}: {body}");
+        let (status, body) = curl(&url("/api/admin/tokens"), &ca, pair(&ops));
+        assert_eq!(status, 200, "{backend}: the admin certificate: {body}");
+        assert_eq!(curl(&url("/api/v2/checkpoint"), &ca, pair(&stranger)).0, 401, "{backend}: a verified but unmapped SAN is anonymous");
+
+        // The audit log names each: the principal's key and role, and the certificate's SAN.
+        assert!(Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap().success());
+        let _ = server.child.wait();
+        let tail = signet(&["audit", "tail", "-n", "10", "--data-dir", data.to_str().unwrap()]);
+        let records: Vec<Value> = String::from_utf8_lossy(&tail.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let by = |path: &str, status: u64, san: &str| {
+            records.iter().find(|r| r["path"] == path && r["status"] == status && r["cert"] == san).unwrap_or_else(|| panic!("{backend}: no record of {path} {status} by {san}: {records:?}"))
+        };
+        let ci_read = by("/api/v2/checkpoint", 200, "spiffe://example.org/ci");
+        assert!(ci_read["client"].as_str().unwrap().starts_with("cert:") && ci_read["role"] == "signer", "{backend}: {ci_read}");
+        assert_eq!(by("/api/admin/tokens", 200, "ops@example.org")["role"], "admin", "{backend}");
+        let unmapped = by("/api/v2/checkpoint", 401, "spiffe://example.org/x");
+        assert!(unmapped["client"].as_str().unwrap().starts_with("ip:") && unmapped.get("role").is_none(), "{backend}: {unmapped}");
+
+        // Required: no certificate, no handshake.
+        let server = Server::start(
+            &data,
+            &["--tls-cert", &cert, "--tls-key", &key, "--tls-backend", backend, "--tls-client-ca", &client_ca, "--tls-client-auth", "required", "--config", &config],
+        );
+        assert_eq!(curl(&format!("{}/healthz", server.url), &ca, None).0, 0, "{backend}: required, and none presented");
+        assert_eq!(curl(&format!("{}/healthz", server.url), &ca, pair(&ci)).0, 200, "{backend}");
+    }
 }

@@ -30,18 +30,45 @@ use crate::refuse::refuse;
 use crate::roles::Role;
 use crate::scope::TokenScope;
 use crate::store;
+use crate::mtls::ClientCertificate;
 use crate::token::TokenId;
 
 /// An authenticated caller, put in the request's extensions for the layers and handlers
 /// after this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    pub id: TokenId,
+    pub principal: Principal,
     pub role: Role,
     /// What the role granted when the token was checked (this request).
     pub permissions: Permissions,
     /// Where the token may be used ([`crate::scope`]); the CA reads its identity patterns.
     pub scope: Arc<TokenScope>,
+}
+
+/// Who an [`Identity`] is: an API token, or a client certificate's SAN (mTLS, [`crate::mtls`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Token(TokenId),
+    Certificate(Arc<str>),
+}
+
+impl Principal {
+    /// The key its rate limits and bans are kept under.
+    pub fn client_key(&self) -> ClientKey {
+        match self {
+            Principal::Token(id) => ClientKey::Token(*id),
+            Principal::Certificate(san) => ClientKey::certificate(san),
+        }
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Principal::Token(id) => write!(f, "token {id}"),
+            Principal::Certificate(san) => write!(f, "client certificate {san}"),
+        }
+    }
 }
 
 /// What a route needs, as the server's route table declares it.
@@ -142,7 +169,11 @@ impl<S> Authn<S> {
                     };
                     return Err(refuse(StatusCode::UNAUTHORIZED, reason, &e.to_string(), None));
                 }
-                None => {}
+                None => {
+                    if let Some(identity) = request.extensions().get::<ClientCertificate>().and_then(|c| self.guard.certificate_identity(c)) {
+                        request.extensions_mut().insert(identity);
+                    }
+                }
             }
         }
         let path = request.uri().path();
@@ -170,7 +201,7 @@ impl<S> Authn<S> {
                     if out.network {
                         self.guard.strike(ip, "API token used outside its networks");
                     }
-                    let message = format!("{} {path}: token {} is out of scope: {}", request.method(), who.id, out.message);
+                    let message = format!("{} {path}: {} is out of scope: {}", request.method(), who.principal, out.message);
                     return Err(refuse(StatusCode::FORBIDDEN, "token_out_of_scope", &message, None));
                 }
             }
@@ -198,7 +229,7 @@ impl<S> Authn<S> {
                 Err(refuse(
                     StatusCode::FORBIDDEN,
                     "permission_denied",
-                    &format!("{} {path} needs permission {needed}; this token (id {}) has {has}", request.method(), w.id),
+                    &format!("{} {path} needs permission {needed}; this {} has {has}", request.method(), w.principal),
                     None,
                 ))
             }

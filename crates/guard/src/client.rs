@@ -32,6 +32,9 @@ pub enum ClientKey {
     /// An OIDC identity, verified by the CA: the first 16 bytes of SHA-256(issuer ‖ NUL ‖
     /// subject), so that the key stays fixed-size and `Copy` ([`ClientKey::identity`]).
     Identity([u8; 16]),
+    /// A client certificate's SAN (mTLS): the first 16 bytes of its SHA-256
+    /// ([`ClientKey::certificate`]), fixed-size for the same reason.
+    Certificate([u8; 16]),
     /// Every client not tracked while the tables are full ([`crate::ratelimit`]).
     Overflow,
 }
@@ -44,6 +47,10 @@ impl fmt::Display for ClientKey {
             ClientKey::Token(id) => write!(f, "token:{id}"),
             ClientKey::Identity(h) => {
                 f.write_str("oidc:")?;
+                h.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
+            ClientKey::Certificate(h) => {
+                f.write_str("cert:")?;
                 h.iter().try_for_each(|b| write!(f, "{b:02x}"))
             }
             ClientKey::Overflow => write!(f, "overflow"),
@@ -64,10 +71,14 @@ impl std::str::FromStr for ClientKey {
             let bytes = hex_16(h).ok_or_else(|| format!("{s:?}: an identity key is oidc: and 32 hex digits, as `signet admin ban list` prints it"))?;
             return Ok(ClientKey::Identity(bytes));
         }
+        if let Some(h) = s.strip_prefix("cert:") {
+            let bytes = hex_16(h).ok_or_else(|| format!("{s:?}: a certificate key is cert: and 32 hex digits, as `signet admin ban list` prints it"))?;
+            return Ok(ClientKey::Certificate(bytes));
+        }
         if s == "overflow" {
             return Ok(ClientKey::Overflow);
         }
-        let bad = || format!("{s:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN, token:ID or oidc:KEY");
+        let bad = || format!("{s:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN, token:ID, oidc:KEY or cert:KEY");
         let (ip, exact) = match s.strip_prefix("ip:") {
             Some(ip) => (ip, true),
             None => (s, false),
@@ -91,6 +102,14 @@ impl ClientKey {
         let mut key = [0u8; 16];
         key.copy_from_slice(&ctx.finish().as_ref()[..16]);
         ClientKey::Identity(key)
+    }
+
+    /// The key of a client certificate's SAN.
+    pub fn certificate(san: &str) -> ClientKey {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, san.as_bytes());
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&digest.as_ref()[..16]);
+        ClientKey::Certificate(key)
     }
 }
 

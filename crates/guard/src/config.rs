@@ -24,6 +24,8 @@ pub struct GuardConfig {
     pub max_clients: usize,
     /// Custom roles: name → permission names ([`crate::roles`]). Reread on SIGHUP.
     pub roles: std::collections::BTreeMap<String, Vec<String>>,
+    /// Client-certificate SANs to roles ([`crate::mtls`]), for mTLS listeners.
+    pub mtls: crate::mtls::MtlsConfig,
 }
 
 impl Default for GuardConfig {
@@ -39,6 +41,7 @@ impl Default for GuardConfig {
             trusted_proxies: Vec::new(),
             max_clients: 100_000,
             roles: Default::default(),
+            mtls: Default::default(),
         }
     }
 }
@@ -159,7 +162,7 @@ impl GuardConfig {
     /// Whether the global layers are needed at all. When not, the router has none of them
     /// and pays nothing.
     pub fn active(&self) -> bool {
-        self.rate_limit.enabled || self.ban.enabled || self.auth.require != Require::None
+        self.rate_limit.enabled || self.ban.enabled || self.auth.require != Require::None || !self.mtls.roles.is_empty()
     }
 
     /// How requests become client keys, from `ipv4_prefix`, `ipv6_prefix` and `trusted_proxies`.
@@ -183,7 +186,15 @@ impl GuardConfig {
             return Err(format!("guard.max_clients must be 100..=100000000, got {}", self.max_clients));
         }
         self.keying()?;
-        crate::roles::Roles::with_custom(&self.roles)?;
+        let roles = crate::roles::Roles::with_custom(&self.roles)?;
+        for (san, role) in &self.mtls.roles {
+            let known = role.parse::<crate::roles::Role>().map(|r| roles.defines(&r)).unwrap_or(false);
+            if !known {
+                return Err(format!(
+                    "guard.mtls.roles: {san:?} maps to role {role:?}, which is not defined; expected admin, signer, reader, auditor or a [guard.roles] name"
+                ));
+            }
+        }
         let r = &self.rate_limit;
         if r.enabled {
             let all = [r.per_second, r.burst, r.write_per_second.unwrap_or(1), r.write_burst.unwrap_or(1)];

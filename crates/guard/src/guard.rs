@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
-use crate::authn::Identity;
+use crate::authn::{Identity, Principal};
+use crate::mtls::ClientCertificate;
 use crate::ban::{Bans, Strikes};
 use crate::client::ClientKey;
 use crate::config::GuardConfig;
 use crate::ratelimit::Limiters;
-use crate::roles::Roles;
+use crate::roles::{Role, Roles};
 use crate::store::{self, BanRecord, Store, StoreError, TokenRecord};
 use crate::token::{self, TokenId};
 
@@ -133,7 +134,16 @@ impl Guard {
             return Some(Err(AuthError::Expired));
         }
         let permissions = self.roles.read().permissions(&record.role);
-        Some(Ok(Identity { id, role: record.role.clone(), permissions, scope: record.scope.clone() }))
+        Some(Ok(Identity { principal: Principal::Token(id), role: record.role.clone(), permissions, scope: record.scope.clone() }))
+    }
+
+    /// The identity a verified client certificate gives, when `[guard.mtls] roles` maps one
+    /// of its SANs; its scope is unlimited, as a role is.
+    pub fn certificate_identity(&self, certificate: &ClientCertificate) -> Option<Identity> {
+        let (san, role) = self.config.mtls.principal(certificate)?;
+        let role: Role = role.parse().ok()?;
+        let permissions = self.roles.read().permissions(&role);
+        Some(Identity { principal: Principal::Certificate(san.into()), role, permissions, scope: Default::default() })
     }
 
     /// The role table in force.

@@ -42,6 +42,7 @@ pub mod ban;
 pub mod client;
 pub mod config;
 pub mod guard;
+pub mod mtls;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod permission;
@@ -56,7 +57,8 @@ pub mod store;
 pub mod token;
 pub mod validate;
 
-pub use authn::{AuthnLayer, Identity, Needs, Route, RouteTable};
+pub use authn::{AuthnLayer, Identity, Needs, Principal, Route, RouteTable};
+pub use mtls::{ClientCertificate, MtlsConfig};
 pub use config::GuardConfig;
 pub use guard::Guard;
 pub use ratelimit::RateLimitLayer;

@@ -109,6 +109,7 @@ fn audit_entry() -> crate::audit::chain::Entry {
         reason: None,
         oidc: None,
         did: None,
+        cert: None,
     }
 }
 

@@ -172,7 +172,7 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let client = match request.extensions().get::<Identity>() {
-            Some(who) => ClientKey::Token(who.id),
+            Some(who) => who.principal.client_key(),
             None => self.guard.keying.key_of(&request),
         };
         if let Some(until) = self.guard.banned_until(&client) {

@@ -48,11 +48,15 @@ pub struct TlsSettings {
     pub backend: Option<String>,
     /// Seconds between two re-reads of the files; a changed pair is installed for new handshakes.
     pub reload_interval_secs: u64,
+    /// mTLS: the PEM bundle of the CAs that issue client certificates, re-read like the pair.
+    pub client_ca: Option<PathBuf>,
+    /// `optional` (the default with `client_ca`) or `required`.
+    pub client_auth: Option<String>,
 }
 
 impl Default for TlsSettings {
     fn default() -> Self {
-        TlsSettings { cert: None, key: None, backend: None, reload_interval_secs: 5 }
+        TlsSettings { cert: None, key: None, backend: None, reload_interval_secs: 5, client_ca: None, client_auth: None }
     }
 }
 
@@ -68,6 +72,18 @@ impl TlsSettings {
     /// Whether signet serves HTTPS.
     pub fn enabled(&self) -> bool {
         self.cert.is_some()
+    }
+
+    /// The client-certificate mode, when a client CA bundle is given.
+    pub fn client_auth_mode(&self) -> Result<Option<signet_tls::ClientAuthMode>, ConfigError> {
+        match (&self.client_ca, &self.client_auth) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(ConfigError::Invalid(
+                "tls.client_auth (--tls-client-auth) needs tls.client_ca (--tls-client-ca), the CAs that issue client certificates".into(),
+            )),
+            (Some(_), None) => Ok(Some(signet_tls::ClientAuthMode::Optional)),
+            (Some(_), Some(mode)) => mode.parse().map(Some).map_err(|e: String| ConfigError::Invalid(format!("tls.client_auth: {e}"))),
+        }
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -86,6 +102,11 @@ impl TlsSettings {
                 ))
             }
             _ => {}
+        }
+        if self.client_auth_mode()?.is_some() && self.cert.is_none() {
+            return Err(ConfigError::Invalid(
+                "tls.client_ca (--tls-client-ca) needs tls.cert and tls.key: client certificates are asked for over HTTPS".into(),
+            ));
         }
         if !(1..=3600).contains(&self.reload_interval_secs) {
             return Err(ConfigError::Invalid("tls.reload_interval_secs must be 1..=3600".into()));
@@ -349,6 +370,12 @@ impl Config {
         }
         if let Some(v) = get("SIGNET_TLS_BACKEND") {
             self.tls.backend = Some(v);
+        }
+        if let Some(v) = get("SIGNET_TLS_CLIENT_CA") {
+            self.tls.client_ca = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("SIGNET_TLS_CLIENT_AUTH") {
+            self.tls.client_auth = Some(v);
         }
         if let Some(v) = get("SIGNET_CA_INTERMEDIATE_KEY") {
             self.ca.intermediate_key = Some(v);

@@ -118,17 +118,23 @@ impl Server {
         let activity = Arc::new(Activity::default());
         let header_timeout = Duration::from_secs(self.settings.header_read_timeout_secs);
         let (app, starting) = (self.app.clone(), self.starting.clone());
-        let service = tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            let router = app.get().cloned().unwrap_or_else(|| starting.clone());
-            router.oneshot(request)
-        });
-        let service = TowerToHyperService::new(service);
+        // Each request of the connection carries its address and, over mTLS, the client's
+        // verified certificate (its SANs, read once per connection), for the guard.
+        let service = move |certificate: Option<signet_guard::ClientCertificate>| {
+            TowerToHyperService::new(tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                if let Some(certificate) = &certificate {
+                    request.extensions_mut().insert(certificate.clone());
+                }
+                let router = app.get().cloned().unwrap_or_else(|| starting.clone());
+                router.oneshot(request)
+            }))
+        };
         let idle = Duration::from_secs(self.settings.idle_timeout_secs);
         match &self.tls {
             None => {
                 let io = TokioIo::new(Watched { inner: tcp, activity: activity.clone() });
-                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(None)).into_owned());
                 self.until_idle(conn, &activity, idle).await;
             }
             Some(acceptor) => {
@@ -139,8 +145,9 @@ impl Server {
                     Ok(Err(e)) => return tracing::debug!("TLS handshake with {peer} failed: {e}"),
                     Err(_) => return tracing::debug!("TLS handshake with {peer} timed out"),
                 };
+                let certificate = stream.peer_certificate().map(|der| signet_guard::ClientCertificate::new(signet_tls::subject_alt_names(&der)));
                 let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
-                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(certificate)).into_owned());
                 self.until_idle(conn, &activity, idle).await;
             }
         }

@@ -67,8 +67,12 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // The certificate is checked before anything binds or opens: a bad TLS config fails fast.
     let tls = match (&cfg.tls.cert, &cfg.tls.key) {
         (Some(cert), Some(key)) => {
-            let source = FileSource::new(cert, key);
-            let acceptor = Acceptor::new(cfg.tls.backend()?, &source.load()?)?;
+            let mut source = FileSource::new(cert, key);
+            if let (Some(ca), Some(mode)) = (&cfg.tls.client_ca, cfg.tls.client_auth_mode()?) {
+                source = source.with_client_ca(ca, mode);
+            }
+            let client = source.load_client_auth()?;
+            let acceptor = Acceptor::with_client_auth(cfg.tls.backend()?, &source.load()?, signet_tls::backend::HTTP_ALPN, client.as_ref())?;
             Some((acceptor, source))
         }
         _ => None,

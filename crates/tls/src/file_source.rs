@@ -1,4 +1,5 @@
-//! The `file` certificate source: a PEM chain and a PEM key on disk, re-read on a timer.
+//! The `file` certificate source: a PEM chain and a PEM key on disk (and, for mTLS, a
+//! client-CA bundle), re-read on a timer.
 //!
 //! Every interval both files are read again (through any symlinks, the way Kubernetes swaps
 //! a `..data` link in a mounted secret) and compared with what was read last time. Comparing
@@ -13,20 +14,33 @@ use std::time::{Duration, SystemTime};
 
 use crate::acceptor::Acceptor;
 use crate::certified::{CertError, CertifiedPair};
+use crate::client_auth::{ClientAuth, ClientAuthMode};
 
 /// The default time between two reads of the files.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 
-/// A certificate chain file and its key file.
+/// A certificate chain file and its key file, and, for mTLS, a client-CA bundle file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileSource {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// Re-read like the pair; a changed bundle is verified against from the next handshake.
+    pub client_ca: Option<(PathBuf, ClientAuthMode)>,
 }
 
 impl FileSource {
     pub fn new(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> FileSource {
-        FileSource { cert: cert.into(), key: key.into() }
+        FileSource { cert: cert.into(), key: key.into(), client_ca: None }
+    }
+
+    /// The same, asking clients for certificates issued by the CAs in `bundle`.
+    pub fn with_client_ca(self, bundle: impl Into<PathBuf>, mode: ClientAuthMode) -> FileSource {
+        FileSource { client_ca: Some((bundle.into(), mode)), ..self }
+    }
+
+    /// Reads and checks the client-CA bundle now, if there is one.
+    pub fn load_client_auth(&self) -> Result<Option<ClientAuth>, CertError> {
+        self.client_ca.as_ref().map(|(path, mode)| ClientAuth::from_file(*mode, path)).transpose()
     }
 
     /// Reads and checks the pair now; logs a warning if the certificate is expired.
@@ -41,16 +55,24 @@ impl FileSource {
     /// Re-reads the files every `interval` and installs changed pairs into `acceptor`, until
     /// the returned [`Reloader`] is dropped. Must be called inside a tokio runtime.
     pub fn watch(&self, acceptor: Acceptor, interval: Duration) -> Reloader {
-        let mut watch = Watch { source: self.clone(), acceptor, seen: contents(&self.cert, &self.key).ok(), last_error: None };
+        let seen_ca = self.client_ca.as_ref().and_then(|(path, _)| std::fs::read(path).ok());
+        let mut watch = Watch { source: self.clone(), acceptor, seen: contents(&self.cert, &self.key).ok(), last_error: None, seen_ca, last_ca_error: None };
         let task = tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                let (cert, key) = (watch.source.cert.clone(), watch.source.key.clone());
-                let read = tokio::task::spawn_blocking(move || contents(&cert, &key)).await;
-                if let Ok(read) = read {
+                let (cert, key, ca) = (watch.source.cert.clone(), watch.source.key.clone(), watch.source.client_ca.clone());
+                let read = tokio::task::spawn_blocking(move || {
+                    let ca = ca.map(|(path, _)| std::fs::read(&path).map_err(|source| CertError::Read { what: "client CA bundle", path: path.display().to_string(), source }));
+                    (contents(&cert, &key), ca)
+                })
+                .await;
+                if let Ok((read, ca)) = read {
                     watch.consider(read);
+                    if let Some(ca) = ca {
+                        watch.consider_client_ca(ca);
+                    }
                 }
             }
         });
@@ -78,6 +100,9 @@ struct Watch {
     seen: Option<Contents>,
     /// The last failure logged, so that a persisting problem is logged once, not every tick.
     last_error: Option<String>,
+    /// The same for the client-CA bundle.
+    seen_ca: Option<Vec<u8>>,
+    last_ca_error: Option<String>,
 }
 
 impl Watch {
@@ -106,6 +131,36 @@ impl Watch {
                 if self.last_error.as_ref() != Some(&why) {
                     tracing::warn!("TLS certificate reload failed, still serving the previous certificate: {why}");
                     self.last_error = Some(why);
+                }
+            }
+        }
+    }
+}
+
+impl Watch {
+    /// A changed client-CA bundle is checked and installed; a bad one keeps the last good one.
+    fn consider_client_ca(&mut self, read: Result<Vec<u8>, CertError>) {
+        let Some((path, mode)) = self.source.client_ca.clone() else { return };
+        let outcome = read.and_then(|now| {
+            if self.seen_ca.as_ref() == Some(&now) {
+                return Ok(false);
+            }
+            let checked = ClientAuth::from_pem(mode, &now, &path.display().to_string());
+            self.seen_ca = Some(now);
+            self.acceptor.install_client_auth(&checked?)?;
+            Ok(true)
+        });
+        match outcome {
+            Ok(false) => {}
+            Ok(true) => {
+                self.last_ca_error = None;
+                tracing::info!("reloaded the client CA bundle {}", path.display());
+            }
+            Err(e) => {
+                let why = e.to_string();
+                if self.last_ca_error.as_ref() != Some(&why) {
+                    tracing::warn!("client CA bundle reload failed, still verifying against the previous one: {why}");
+                    self.last_ca_error = Some(why);
                 }
             }
         }

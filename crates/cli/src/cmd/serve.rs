@@ -34,6 +34,14 @@ pub struct Args {
     /// TLS library for HTTPS: rustls (default) or openssl.
     #[arg(long, value_name = "rustls|openssl")]
     tls_backend: Option<String>,
+    /// mTLS: ask clients for certificates issued by the CAs in this PEM bundle (re-read like
+    /// the certificate); a verified certificate's SAN can be a principal ([guard.mtls]).
+    #[arg(long, value_name = "FILE", conflicts_with = "plain_http")]
+    tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: optional (default; a client without a certificate is
+    /// anonymous) or required (the handshake fails without one).
+    #[arg(long, value_name = "optional|required")]
+    tls_client_auth: Option<String>,
     /// Serve plain HTTP, which is what `serve` does without --tls-cert; accepted so that
     /// scripts can say so explicitly.
     #[arg(long)]
@@ -60,11 +68,19 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(b) = args.tls_backend {
         cfg.tls.backend = Some(b);
     }
+    if let Some(ca) = args.tls_client_ca {
+        cfg.tls.client_ca = Some(ca);
+    }
+    if let Some(mode) = args.tls_client_auth {
+        cfg.tls.client_auth = Some(mode);
+    }
     if args.plain_http {
         // Explicitly plain: a certificate from the config file or environment is not used.
         cfg.tls.cert = None;
         cfg.tls.key = None;
         cfg.tls.backend = None;
+        cfg.tls.client_ca = None;
+        cfg.tls.client_auth = None;
     }
     cfg.dev |= args.dev;
 

@@ -81,6 +81,7 @@ pub struct Entry {
     pub reason: Option<&'static str>,
     pub oidc: Option<super::Oidc>,
     pub did: Option<super::Did>,
+    pub cert: Option<Arc<str>>,
 }
 
 /// The fate of one batch.
@@ -640,6 +641,7 @@ pub fn encode(seq: u64, entry: &Entry, out: &mut Vec<u8>) -> serde_json::Result<
         route: entry.route.as_ref().map(|r| r.as_str()),
         reason: entry.reason,
         did: entry.did.as_ref(),
+        cert: entry.cert.as_deref(),
     };
     serde_json::to_writer(out, &record)
 }
@@ -665,6 +667,7 @@ pub fn encode_owned(seq: u64, e: &Entry) -> Vec<u8> {
         route: e.route.as_ref().map(|r| r.as_str().to_string()),
         reason: e.reason.map(str::to_string),
         did: e.did.clone(),
+        cert: e.cert.as_deref().map(str::to_string),
     })
     .expect("a record serializes")
 }
@@ -692,6 +695,8 @@ struct RecordOut<'a> {
     reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     did: Option<&'a super::Did>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cert: Option<&'a str>,
 }
 
 /// A value written as its `Display` string, without making the string first.
@@ -719,6 +724,7 @@ fn own_record(note: String) -> Record {
         route: None,
         reason: None,
         did: None,
+        cert: None,
     }
 }
 
@@ -801,6 +807,7 @@ mod tests {
         full.reason = Some("rate_limited");
         full.oidc = Some(super::super::Oidc { issuer: "https://issuer.example".into(), subject: "a\"b@example.com".into() });
         full.did = Some(super::super::Did::Stamped { serial: "01".into() });
+        full.cert = Some("spiffe://example.org/ci".into());
         for e in [entry("/healthz", 200), full] {
             let mut out = Vec::new();
             encode(42, &e, &mut out).unwrap();

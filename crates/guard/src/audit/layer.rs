@@ -28,7 +28,9 @@ use tower::{Layer, Service};
 use super::chain::{now_ms, AuditLog, Entry, QueueFull, Receipt};
 use super::record::PathText;
 use super::Did;
+use crate::authn::{Identity, Principal};
 use crate::client::{bearer, ClientKey};
+use crate::mtls::ClientCertificate;
 use crate::guard::Guard;
 use crate::config::AuditMode;
 use crate::refuse::{refuse, Refusal};
@@ -69,12 +71,13 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let refused = self.log.refusing();
-        let (client, role) = client_of(&self.guard, &request);
+        let (client, role, cert) = client_of(&self.guard, &request);
         let pending = Pending {
             log: self.log.clone(),
             start: Instant::now(),
             client,
             role,
+            cert,
             route: request.extensions().get::<MatchedPath>().cloned(),
             method: request.method().clone(),
             path: PathText::new(request.uri().path()),
@@ -92,6 +95,7 @@ struct Pending {
     start: Instant,
     client: ClientKey,
     role: Option<Role>,
+    cert: Option<Arc<str>>,
     route: Option<MatchedPath>,
     method: Method,
     path: PathText,
@@ -152,6 +156,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             reason: response.extensions().get::<Refusal>().map(|r| r.0),
             oidc: response.extensions().get::<super::Oidc>().cloned(),
             did: response.extensions().get::<Did>().cloned(),
+            cert: p.cert,
         });
         match queued {
             // Best-effort, or already the 503: out it goes.
@@ -188,9 +193,21 @@ fn unavailable_anyway() -> Response {
     )
 }
 
-fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>) {
+/// Who the request comes from, as the layers inside will name it: its API token, else the
+/// client certificate `[guard.mtls]` maps, else its address; with its role, and the
+/// certificate's SAN when the connection presented one.
+fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>, Option<Arc<str>>) {
+    let certificate = request.extensions().get::<ClientCertificate>();
+    let by_certificate = certificate.and_then(|c| guard.certificate_identity(c));
+    let san = match &by_certificate {
+        Some(Identity { principal: Principal::Certificate(san), .. }) => Some(san.clone()),
+        _ => certificate.and_then(|c| c.sans().first()).map(|s| Arc::from(s.as_str())),
+    };
     match bearer(request).and_then(|t| guard.authenticate(t)) {
-        Some(Ok(identity)) => (ClientKey::Token(identity.id), Some(identity.role)),
-        _ => (guard.keying.key_of(request), None),
+        Some(Ok(identity)) => (identity.principal.client_key(), Some(identity.role), san),
+        _ => match by_certificate {
+            Some(identity) => (identity.principal.client_key(), Some(identity.role), san),
+            None => (guard.keying.key_of(request), None, san),
+        },
     }
 }

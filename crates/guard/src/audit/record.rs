@@ -63,6 +63,10 @@ pub struct Record {
     /// What the request did, when it changed or signed something.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub did: Option<Did>,
+    /// The SAN of the client certificate the connection presented (mTLS): the one that
+    /// made it a principal ([`crate::mtls`]), else its first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
 }
 
 /// What a request did, as its handler reports it (a response extension the audit layer

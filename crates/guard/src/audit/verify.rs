@@ -305,6 +305,7 @@ pub(super) mod tests {
             reason: None,
             oidc: None,
             did: None,
+            cert: None,
         }
     }
 

@@ -138,7 +138,7 @@ async fn issue(
     if let Some(Extension(who)) = caller.filter(|Extension(who)| !who.scope.identities.is_empty()) {
         who.scope
             .admits_identity(&identity.subject)
-            .map_err(|why| ApiError::from(IssueError::NotPermitted(format!("token {} is out of scope: {why}", who.id))))?;
+            .map_err(|why| ApiError::from(IssueError::NotPermitted(format!("{} is out of scope: {why}", who.principal))))?;
     }
     let issued = state.ca.issue_for(identity, proof).await.map_err(ApiError::from)?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
