@@ -1,5 +1,6 @@
 //! Permissions on a real server: every route of the router, with each built-in role, a custom
-//! role and no token, gets exactly what the role table says, and each request is audited.
+//! role and no token, and with a client certificate mapped to each built-in role (mTLS), gets
+//! exactly what the role table says, and each request is audited.
 //! The route list is the router's own (`signet_server::api::route_list`), so a new route is
 //! in this matrix from the moment it exists.
 
@@ -232,4 +233,61 @@ fn anonymous_callers_get_what_require_says_and_a_token_never_narrows_it() {
         }
         drop(server);
     }
+}
+
+/// The matrix's mTLS column: every route over HTTPS with a client certificate per built-in
+/// role (its SAN mapped by `[guard.mtls] roles`), and one whose SAN is mapped to nothing, gets
+/// exactly what the mapped role grants, as a token of that role would; every request audited.
+#[test]
+fn every_route_allows_a_client_certificate_exactly_what_its_mapped_role_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, clients) = (signet_tls::testing::TestPki::new(), signet_tls::testing::TestPki::new());
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let server_pem = pki.server_pem();
+    let (cert, key, ca) = (write("cert.pem", &server_pem.chain), write("key.pem", &server_pem.key), write("ca.pem", &pki.ca_pem));
+    let client_ca = write("clients.pem", &clients.ca_pem);
+    let roles = ["admin", "signer", "reader", "auditor"];
+    let mapping: Vec<String> = roles.iter().map(|r| format!("\"spiffe://matrix/{r}\" = \"{r}\"")).collect();
+    let config = write(
+        "signet.toml",
+        &format!("[guard.auth]\nrequire = \"all\"\n[guard.audit]\nenabled = true\n[guard.mtls]\nroles = {{ {} }}\n", mapping.join(", ")),
+    );
+    let mut principals: Vec<(String, (String, String), Option<Role>)> = Vec::new();
+    for who in roles.iter().copied().chain(["unmapped"]) {
+        let pem = clients.issue_client(&format!("spiffe://matrix/{who}"));
+        let files = (write(&format!("{who}.crt"), &pem.chain), write(&format!("{who}.key"), &pem.key));
+        principals.push((who.to_string(), files, who.parse().ok().filter(|_| who != "unmapped")));
+    }
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &client_ca, "--config", &config]);
+    let table = Roles::with_custom(&Default::default()).unwrap();
+    let mut sent = 0;
+    for (method, template, needs) in &signet_server::api::route_list() {
+        let url = format!("{}{}", server.url, concrete(template));
+        for (who, (crt, key), role) in &principals {
+            let mut curl = Command::new("curl");
+            curl.args(["-sS", "--max-time", "10", "-w", "\n%{http_code}", "--cacert", &ca, "--cert", crt, "--key", key, "-X", method.as_str()]);
+            if method == http::Method::POST {
+                curl.args(["-H", "content-type: application/json", "--data", "{}"]);
+            }
+            let out = curl.arg(&url).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let (body, status) = text.rsplit_once('\n').unwrap();
+            let r = Reply { status: status.trim().parse().unwrap(), headers: Vec::new(), body: body.as_bytes().to_vec() };
+            sent += 1;
+            let allowed = match (needs, role) {
+                (Needs::Open, _) => true,
+                (Needs::Permission(_), None) => false,
+                (Needs::Permission(p), Some(role)) => table.permissions(role).contains(*p),
+            };
+            assert_eq!(!refused_by_guard(&r), allowed, "{method} {template} as the {who} certificate: {} {}", r.status, r.text());
+            assert!(r.status != 500, "{method} {template} as the {who} certificate: {}", r.text());
+        }
+    }
+    common::wait_for_audit_records(&data, sent);
+    drop(server);
 }
