@@ -1,6 +1,7 @@
 //! Permissions on a real server: every route of the router, with each built-in role, a custom
-//! role and no token, and with a client certificate mapped to each built-in role (mTLS), gets
-//! exactly what the role table says, and each request is audited.
+//! role, an OIDC identity token and no token, and with a client certificate mapped to each
+//! built-in role (mTLS), gets exactly what the role table says (an OIDC identity: the signing
+//! routes only), and each request is audited.
 //! The route list is the router's own (`signet_server::api::route_list`), so a new route is
 //! in this matrix from the moment it exists.
 
@@ -69,6 +70,13 @@ fn every_route_allows_exactly_the_principals_whose_role_grants_its_permission() 
         let token = admin(&data, &config, &["--role", role, "--name", role]);
         principals.push((role.to_string(), Some(token), Some(role.parse().unwrap())));
     }
+    // An OIDC identity token as the bearer: a principal on the signing routes, anonymous elsewhere.
+    let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["dev-token", "--data-dir", data.to_str().unwrap(), "--subject", "matrix@example.com"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dev-token: {}", String::from_utf8_lossy(&out.stderr));
+    let oidc = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let a = agent();
     // Tokens made while the server runs reach it on its next store poll: wait for the last.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -93,6 +101,11 @@ fn every_route_allows_exactly_the_principals_whose_role_grants_its_permission() 
             assert_eq!(!refused_by_guard(&r), allowed, "{method} {template} as {who}: {} {}", r.status, r.text());
             assert!(r.status != 500, "{method} {template} as {who}: {}", r.text());
         }
+        let r = send(&a, method, &url, Some(&oidc));
+        sent += 1;
+        let allowed = matches!(needs, Needs::Open | Needs::Permission(Permission::CertIssue));
+        assert_eq!(!refused_by_guard(&r), allowed, "{method} {template} as an OIDC identity: {} {}", r.status, r.text());
+        assert!(r.status != 500, "{method} {template} as an OIDC identity: {}", r.text());
     }
     // Spot checks of the table itself, against the issue's words.
     let needs = |m: &str, t: &str| routes.iter().find(|(rm, rt, _)| rm.as_str() == m && *rt == t).map(|r| r.2);

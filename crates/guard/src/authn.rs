@@ -210,6 +210,14 @@ impl<S> Authn<S> {
         if self.anonymous_may(needed) {
             return Ok(());
         }
+        // An identity token on a signing route is the principal: the handler verifies it (a
+        // forged one gets the CA's 401) and applies its limits and bans before signing.
+        if needed == Permission::CertIssue && self.scope == Scope::Public && self.guard.config.auth.oidc
+            && request.extensions().get::<Identity>().is_none()
+            && bearer(request).is_some_and(|t| !t.is_empty() && !t.starts_with(crate::token::PREFIX))
+        {
+            return Ok(());
+        }
         let who = request.extensions().get::<Identity>();
         match who {
             None => Err(refuse(

@@ -126,11 +126,21 @@ pub struct BanConfig {
     pub duration_secs: u64,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Which public (Sigstore) routes need an API token.
     pub require: Require,
+    /// An OIDC identity token (`Authorization: Bearer`, not a signet token) is a principal on
+    /// the signing routes: `cert.issue` is its to use, and the CA verifies it before anything
+    /// is signed ([`crate::principal`]). Off: signing needs an API token as `require` says.
+    pub oidc: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { require: Require::default(), oidc: true }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
