@@ -334,6 +334,12 @@ mod tests {
         for bad in ["oidc:", "oidc:+f", &format!("oidc:{}", "+1".repeat(16)), &format!("oidc:{}", "é".repeat(16))] {
             assert!(bad.parse::<ClientKey>().is_err(), "{bad}");
         }
+        // A client certificate's SAN: its own key, printed and parsed back as `ban lift` takes it.
+        let ci = ClientKey::certificate("spiffe://example.org/ci");
+        assert!(ci.to_string().starts_with("cert:") && ci.to_string().len() == 5 + 32, "{ci}");
+        assert_eq!(ci.to_string().parse::<ClientKey>().unwrap(), ci);
+        assert_ne!(ci, ClientKey::certificate("spiffe://example.org/cd"));
+        assert!("cert:xyz".parse::<ClientKey>().is_err());
     }
 
     #[test]
