@@ -1,15 +1,19 @@
-//! Authentication: `Authorization: Bearer sgt_…` API tokens; and authorization: the
-//! [`Permission`] each route declares, against what the caller's role grants, and the
-//! token's [scope](crate::scope) (routes, logs, networks) against the request.
+//! Authentication: `Authorization: Bearer sgt_…` API tokens, and client certificates that
+//! `[guard.mtls]` maps to a role ([`crate::mtls`]); and authorization: the [`Permission`]
+//! each route declares, against what the caller's role grants, and the token's
+//! [scope](crate::scope) (routes, logs, networks) against the request.
 //!
 //! A bearer value that is not shaped like a signet token is left alone: Fulcio clients
-//! (cosign) send their OIDC identity token in the same header, and the CA verifies that.
+//! (cosign) send their OIDC identity token in the same header, and the CA verifies that. On a
+//! route that needs `cert.issue`, such a token is the principal (`[guard.auth] oidc`): the
+//! layer lets it through, and the CA's verification decides.
 //!
 //! Two scopes use this layer:
 //! - [`Scope::Public`] wraps every route when the guard is on: refuses banned IPs first,
-//!   authenticates a presented token, and applies `[guard.auth] require` to anonymous callers.
-//! - [`Scope::Admin`] wraps `/api/admin/…` always, whatever the config: a token whose role
-//!   grants the route's `admin.*` permission, or nothing.
+//!   authenticates a presented token (else a mapped certificate), and applies `[guard.auth]
+//!   require` to anonymous callers.
+//! - [`Scope::Admin`] wraps `/api/admin/…` always, whatever the config: a principal (token or
+//!   mapped certificate) whose role grants the route's `admin.*` permission, or nothing.
 
 use std::convert::Infallible;
 use std::sync::Arc;
