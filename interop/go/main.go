@@ -31,6 +31,8 @@ const usageText = `usage:
       run every sigstore-conformance bundle-verify case under DIR and score the results
   sgverify manifest [--all] DIR
       print a bench manifest for the passing conformance cases under DIR (--all: every case)
+  sgverify tuf --url URL --root root.json --cache DIR --out DIR TARGET...
+      fetch TARGETs through sigstore-go's TUF client, from root.json, into DIR
   sgverify version
 `
 
@@ -73,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdConformance(args[1:], stdout)
 	case "manifest":
 		err = cmdManifest(args[1:], stdout)
+	case "tuf":
+		err = cmdTUF(args[1:], stdout)
 	case "version":
 		fmt.Fprintf(stdout, "sgverify: sigstore-go %s, %s\n", sigstoreGoVersion(), runtime.Version())
 		return 0

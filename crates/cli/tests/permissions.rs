@@ -24,7 +24,7 @@ fn admin(data: &Path, config: &Path, args: &[&str]) -> String {
 
 /// A concrete path for a route template.
 fn concrete(template: &str) -> String {
-    template.replace("{name}", "trusted_root.json").replace("{uuid}", &"0".repeat(64)).replace("{*path}", "0/000")
+    template.replace("{name}", "trusted_root.json").replace("{uuid}", &"0".repeat(64)).replace("{*path}", "0/000").replace("{*file}", "1.root.json")
 }
 
 fn send(a: &ureq::Agent, method: &http::Method, url: &str, token: Option<&str>) -> Reply {

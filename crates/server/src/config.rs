@@ -29,11 +29,76 @@ pub struct Config {
     pub http: HttpSettings,
     pub oidc: OidcSettings,
     pub tls: TlsSettings,
+    /// The TUF repository at `/tuf/` (docs/operations.md).
+    pub tuf: TufSettings,
     /// Rate limits, bans and API tokens (docs/guard.md); all off by default.
     pub guard: signet_guard::GuardConfig,
     /// The file this was read from, if any: SIGHUP rereads its `[guard.roles]`.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// The TUF repository that publishes the trust documents: on by default. Each role's
+/// metadata is valid this many seconds when signed, and is signed again at half of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TufSettings {
+    pub enabled: bool,
+    pub root_expiry_secs: u64,
+    pub targets_expiry_secs: u64,
+    pub snapshot_expiry_secs: u64,
+    pub timestamp_expiry_secs: u64,
+}
+
+impl Default for TufSettings {
+    fn default() -> Self {
+        let e = signet_trust::tuf::Expiry::default();
+        TufSettings {
+            enabled: true,
+            root_expiry_secs: e.root.as_secs(),
+            targets_expiry_secs: e.targets.as_secs(),
+            snapshot_expiry_secs: e.snapshot.as_secs(),
+            timestamp_expiry_secs: e.timestamp.as_secs(),
+        }
+    }
+}
+
+impl TufSettings {
+    pub fn expiry(&self) -> signet_trust::tuf::Expiry {
+        use std::time::Duration;
+        signet_trust::tuf::Expiry {
+            root: Duration::from_secs(self.root_expiry_secs),
+            targets: Duration::from_secs(self.targets_expiry_secs),
+            snapshot: Duration::from_secs(self.snapshot_expiry_secs),
+            timestamp: Duration::from_secs(self.timestamp_expiry_secs),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        // A timestamp must outlive the time between two checks ([`crate::tuf`]), and each
+        // role must outlive the one that names it, or clients would see expired metadata.
+        const TEN_YEARS: u64 = 10 * 365 * 86_400;
+        let e = [
+            ("timestamp_expiry_secs", self.timestamp_expiry_secs),
+            ("snapshot_expiry_secs", self.snapshot_expiry_secs),
+            ("targets_expiry_secs", self.targets_expiry_secs),
+            ("root_expiry_secs", self.root_expiry_secs),
+        ];
+        for (name, secs) in e {
+            if !(4..=TEN_YEARS).contains(&secs) {
+                return Err(ConfigError::Invalid(format!("tuf.{name} must be 4..={TEN_YEARS} seconds, got {secs}")));
+            }
+        }
+        for pair in e.windows(2) {
+            if pair[0].1 > pair[1].1 {
+                return Err(ConfigError::Invalid(format!(
+                    "tuf.{} ({}) must not be longer than tuf.{} ({}): a role must not outlive the role that names it",
+                    pair[0].0, pair[0].1, pair[1].0, pair[1].1
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// HTTPS: without `cert` (and `key`), signet serves plain HTTP.
@@ -275,6 +340,7 @@ impl Default for Config {
             http: HttpSettings::default(),
             oidc: OidcSettings::default(),
             tls: TlsSettings::default(),
+            tuf: TufSettings::default(),
             guard: signet_guard::GuardConfig::default(),
             source: None,
         }
@@ -397,6 +463,7 @@ impl Config {
 
     /// Checks the settings that have no safe default and fills in derived ones.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.tuf.validate()?;
         if self.log.batch_max_entries == 0 || self.log.batch_max_entries > 65_536 {
             return Err(ConfigError::Invalid("log.batch_max_entries must be 1..=65536".into()));
         }

@@ -11,6 +11,7 @@
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`panic`]: the panic boundary: a bug costs one request (a JSON 500, logged and counted).
 //! - [`trust`]: the trust documents, from a data dir.
+//! - [`tuf`]: the TUF repository that publishes them at `/tuf/`.
 //! - [`conn`]: accepting connections (plain or TLS): the cap, the timeouts, bounded draining.
 //! - [`datadir`]: the exclusive lock that keeps a second server off a data dir.
 //! - [`backup`]: `signet backup`, a consistent copy of a data dir while its server runs.
@@ -40,6 +41,7 @@ pub mod panic;
 pub mod shards;
 pub mod state;
 pub mod trust;
+pub mod tuf;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,6 +142,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
         _ => None,
     };
+    let tuf_task = state.tuf.clone().map(|tuf| tokio::spawn(tuf::run(tuf)));
     let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
@@ -162,6 +165,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let reloading = tokio::spawn(reload_roles_on_hangup(cfg.source.clone(), guard));
     let reason = shutdown_signal().await;
     reloading.abort();
+    if let Some(task) = tuf_task {
+        task.abort();
+    }
     lifecycle.shutting_down();
     tracing::info!(reason, grace_secs = cfg.http.shutdown_grace_secs, "shutting down: no new connections; in-flight requests may finish");
     let _ = stop.send(true);

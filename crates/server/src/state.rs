@@ -41,6 +41,8 @@ pub struct AppState {
     pub tsa: Tsa,
     /// The trust documents' inputs, read at startup and again after a shard rotation.
     pub trust: parking_lot::RwLock<Arc<signet_trust::root::Instance>>,
+    /// The TUF repository that publishes them, unless `[tuf] enabled = false`.
+    pub tuf: Option<Arc<crate::tuf::Tuf>>,
     /// Request and refusal counters for `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Rate limits, bans and API tokens, shared with `signet admin` through the data dir (or,
@@ -78,6 +80,8 @@ pub enum StartError {
     Ca(#[from] CaError),
     #[error(transparent)]
     Tsa(#[from] TsaError),
+    #[error("the TUF repository: {0}")]
+    Tuf(#[from] signet_trust::tuf::TufError),
     #[error("writing the log's genesis entry: {0}")]
     Genesis(String),
     #[error("Rekor v1 shards: {0}")]
@@ -344,6 +348,11 @@ impl AppState {
             None => None,
         };
 
+        let trust = Arc::new(crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?);
+        let tuf = match cfg.tuf.enabled {
+            true => Some(Arc::new(crate::tuf::Tuf::open(&cfg.data_dir, cfg.tuf.expiry(), &trust).await?)),
+            false => None,
+        };
         Ok(AppState {
             rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
             rekor_v2: v2,
@@ -354,7 +363,8 @@ impl AppState {
             tokens,
             ca,
             tsa,
-            trust: parking_lot::RwLock::new(Arc::new(crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?)),
+            trust: parking_lot::RwLock::new(trust),
+            tuf,
             metrics: Arc::new(crate::metrics::Metrics::with_conn(conn)),
             guard,
             audit,

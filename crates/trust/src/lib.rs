@@ -2,7 +2,7 @@
 //!
 //! - [`root`]: the TrustedRoot (v0.1), the SigningConfig (v0.2) and the ClientTrustConfig
 //!   that sigstore clients read, built from the public parts of an instance.
-//!
-//! The TUF repository that publishes them comes later.
+//! - [`tuf`]: the TUF repository that publishes them, from which clients bootstrap.
 
 pub mod root;
+pub mod tuf;

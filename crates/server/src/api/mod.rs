@@ -82,6 +82,7 @@ routes! {
     "/api/v2/trustBundle" => { get fulcio::trust_bundle => Perm(Read) }
     "/api/v2/configuration" => { get fulcio::configuration => Perm(Read) }
     "/trust/{name}" => { get trust::document => Perm(Read) }
+    "/tuf/{*file}" => { get trust::tuf_file => Perm(Read) }
     "/ct/v1/get-sth" in "ct" => { get ct::get_sth => Perm(Read) }
     "/ct/v1/get-sth-consistency" in "ct" => { get ct::get_sth_consistency => Perm(Read) }
     "/ct/v1/get-proof-by-hash" in "ct" => { get ct::get_proof_by_hash => Perm(Read) }

@@ -1,0 +1,127 @@
+//! The TUF repository at `/tuf/`: made at the first start, served, signed again before it
+//! expires, and published again when the trust documents change. (Real clients bootstrap
+//! from it in interop/python/test_tuf.py.)
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn tuf_json(agent: &ureq::Agent, server: &Server, name: &str) -> Value {
+    get(agent, &format!("{}/tuf/{name}", server.url)).unwrap().json()
+}
+
+fn snapshot_version(agent: &ureq::Agent, server: &Server) -> u64 {
+    tuf_json(agent, server, "timestamp.json")["signed"]["meta"]["snapshot.json"]["version"].as_u64().unwrap()
+}
+
+/// The target `name` as the current targets metadata lists it, fetched by its hash.
+fn target(agent: &ureq::Agent, server: &Server, name: &str) -> Value {
+    let snapshot = snapshot_version(agent, server);
+    let snap = tuf_json(agent, server, &format!("{snapshot}.snapshot.json"));
+    let targets_v = snap["signed"]["meta"]["targets.json"]["version"].as_u64().unwrap();
+    let targets = tuf_json(agent, server, &format!("{targets_v}.targets.json"));
+    let sha = targets["signed"]["targets"][name]["hashes"]["sha256"].as_str().unwrap().to_string();
+    tuf_json(agent, server, &format!("targets/{sha}.{name}"))
+}
+
+#[test]
+fn the_repository_is_served_and_its_timestamp_signed_again_before_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 4\n").unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let agent = agent();
+
+    let root = tuf_json(&agent, &server, "1.root.json");
+    assert_eq!(root["signed"]["_type"], "root");
+    assert_eq!(root["signed"]["consistent_snapshot"], true);
+    // No newer root: the 404 that ends a client's walk of the root chain.
+    assert_eq!(get(&agent, &format!("{}/tuf/2.root.json", server.url)).unwrap().status, 404);
+    // The targets are the instance's own trust documents.
+    let served = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    assert_eq!(target(&agent, &server, "trusted_root.json"), served);
+    let config_target = target(&agent, &server, "signing_config.v0.2.json");
+    assert_eq!(config_target["mediaType"], "application/vnd.dev.sigstore.signingconfig.v0.2+json");
+
+    // A 4 s timestamp is signed again at half its life: a new version, still valid.
+    let first = tuf_json(&agent, &server, "timestamp.json")["signed"]["version"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let renewed = loop {
+        let t = tuf_json(&agent, &server, "timestamp.json")["signed"].clone();
+        if t["version"].as_u64().unwrap() > first {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "the timestamp was not signed again");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(renewed["meta"]["snapshot.json"]["version"].as_u64().unwrap(), snapshot_version(&agent, &server));
+
+    // The role keys are private; nothing outside the repository is reachable through /tuf/.
+    for role in ["root", "targets", "snapshot", "timestamp"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(data.join("keys").join(format!("tuf-{role}.pem"))).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{role}");
+    }
+    for probe in ["..%2Fkeys%2Ftuf-root.pem", "%2E%2E/keys/tuf-root.pem", "targets/..%2F..%2Fkeys%2Ftuf-root.pem", ".root.json.tmp1"] {
+        let r = get(&agent, &format!("{}/tuf/{probe}", server.url)).unwrap();
+        assert_eq!(r.status, 404, "{probe}");
+        assert!(!r.text().contains("PRIVATE KEY"), "{probe}");
+    }
+}
+
+#[test]
+fn a_restart_at_a_new_address_publishes_new_targets_under_the_same_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent();
+    let mut first = Server::start(dir.path(), &[]);
+    let root = get(&agent, &format!("{}/tuf/1.root.json", first.url)).unwrap().text();
+    let snapshot = snapshot_version(&agent, &first);
+    let old_url = first.url.clone();
+    first.kill();
+
+    let second = Server::start(dir.path(), &[]);
+    assert_ne!(second.url, old_url);
+    assert_eq!(get(&agent, &format!("{}/tuf/1.root.json", second.url)).unwrap().text(), root, "the root is kept");
+    assert_eq!(get(&agent, &format!("{}/tuf/2.root.json", second.url)).unwrap().status, 404);
+    assert!(snapshot_version(&agent, &second) > snapshot, "new targets need a new snapshot");
+    let config = target(&agent, &second, "signing_config.v0.2.json");
+    assert!(config.to_string().contains(&second.url), "the published signing config names the new address: {config}");
+    // The previous snapshot stays, for a client that read the previous timestamp.
+    assert_eq!(get(&agent, &format!("{}/tuf/{snapshot}.snapshot.json", second.url)).unwrap().status, 200);
+}
+
+#[test]
+fn the_repository_can_be_turned_off_and_bad_expiries_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let off = dir.path().join("off.toml");
+    std::fs::write(&off, "[tuf]\nenabled = false\n").unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--config", off.to_str().unwrap()]);
+    let r = get(&agent(), &format!("{}/tuf/1.root.json", server.url)).unwrap();
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("enabled = false"), "{}", r.text());
+    assert!(!data.join("tuf").exists() && !data.join("keys").join("tuf-root.pem").exists());
+
+    for (toml, named) in [
+        ("[tuf]\ntimestamp_expiry_secs = 2\n", "tuf.timestamp_expiry_secs must be 4..="),
+        ("[tuf]\ntimestamp_expiry_secs = 900000\n", "tuf.timestamp_expiry_secs (900000) must not be longer than tuf.snapshot_expiry_secs"),
+        ("[tuf]\nexpiry = 3\n", "expiry"),
+    ] {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, toml).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("bad-data"))
+            .arg("--config")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(named), "{toml}: {stderr}");
+    }
+}

@@ -1,0 +1,425 @@
+//! The repository on disk, which is also its own state: `timestamp.json` names the current
+//! snapshot, which names the current targets; the newest `N.root.json` is the root.
+//!
+//! Every change is written bottom-up (targets, then targets metadata, then snapshot, then
+//! `timestamp.json` by an atomic rename), so a reader, or a crash, sees either the old
+//! repository or the new one, never a timestamp naming files not yet written. Old versions
+//! stay: a client that read the previous timestamp may still fetch what it named, and every
+//! `N.root.json` must stay for clients to walk the root chain.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+
+use aws_lc_rs::rand::SystemRandom;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tough::editor::signed::SignedRole;
+use tough::schema::decoded::{Decoded, Hex};
+use tough::schema::{Hashes, KeyHolder, Metafile, Role as _, RoleKeys as ToughRoleKeys, Root, Signed, Snapshot, Target, Targets, Timestamp};
+use tough::TargetName;
+
+use super::keys::{Role, RoleKeys};
+use super::{Expiry, TufError};
+
+/// The TUF specification version the metadata claims (tough's; python-tuf and go-tuf accept 1.x).
+const SPEC_VERSION: &str = "1.0.0";
+
+/// What [`Repository::publish`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    /// The targets already held these documents.
+    Unchanged,
+    /// New targets metadata, at this version.
+    Targets(u64),
+}
+
+/// Where the repository stands: each role's version and expiry (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub root: (u64, i64),
+    pub targets: (u64, i64),
+    pub snapshot: (u64, i64),
+    pub timestamp: (u64, i64),
+    /// Each target's name and length.
+    pub target_names: Vec<(String, u64)>,
+}
+
+impl Status {
+    pub fn of(&self, role: Role) -> (u64, i64) {
+        match role {
+            Role::Root => self.root,
+            Role::Targets => self.targets,
+            Role::Snapshot => self.snapshot,
+            Role::Timestamp => self.timestamp,
+        }
+    }
+}
+
+/// The current signed metadata.
+struct Current {
+    root: Signed<Root>,
+    targets: Signed<Targets>,
+    targets_bytes: Vec<u8>,
+    snapshot: Signed<Snapshot>,
+    snapshot_bytes: Vec<u8>,
+    timestamp: Signed<Timestamp>,
+}
+
+pub struct Repository {
+    dir: PathBuf,
+}
+
+fn tough_err(e: impl std::fmt::Display) -> TufError {
+    TufError::Tough(e.to_string())
+}
+
+fn expires(now: jiff::Timestamp, role: Role, expiry: &Expiry) -> Result<jiff::Timestamp, TufError> {
+    // Whole seconds: python-tuf parses `expires` as %Y-%m-%dT%H:%M:%SZ, with no fraction.
+    let secs = now.as_second().saturating_add(i64::try_from(expiry.of(role).as_secs()).unwrap_or(i64::MAX / 2));
+    jiff::Timestamp::from_second(secs).map_err(tough_err)
+}
+
+fn next(version: NonZeroU64) -> NonZeroU64 {
+    version.saturating_add(1)
+}
+
+fn metafile(version: NonZeroU64, bytes: &[u8]) -> Metafile {
+    Metafile {
+        length: Some(bytes.len() as u64),
+        hashes: Some(Hashes { sha256: Decoded::<Hex>::from(signet_core::hash::sha256(bytes).to_vec()), _extra: HashMap::new() }),
+        version,
+        _extra: HashMap::new(),
+    }
+}
+
+async fn sign<T: tough::schema::Role + Serialize>(role: T, root: &Root, keys: &RoleKeys, who: Role) -> Result<SignedRole<T>, TufError> {
+    let key = keys.source(who)?;
+    SignedRole::new(role, &KeyHolder::Root(root.clone()), &[key], &SystemRandom::new()).await.map_err(tough_err)
+}
+
+impl Repository {
+    pub fn at(dir: impl Into<PathBuf>) -> Repository {
+        Repository { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// True once the repository has its first root.
+    pub fn exists(&self) -> bool {
+        self.dir.join("1.root.json").exists()
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), TufError> {
+        let path = self.dir.join(name);
+        signet_core::files::write_atomic(&path, bytes, 0o644).map_err(|source| TufError::Io { path, source })
+    }
+
+    fn read<T: DeserializeOwned>(&self, name: &str) -> Result<(T, Vec<u8>), TufError> {
+        let path = self.dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|source| TufError::Io { path: path.clone(), source })?;
+        let parsed = serde_json::from_slice(&bytes).map_err(|e| TufError::Corrupt { path, msg: e.to_string() })?;
+        Ok((parsed, bytes))
+    }
+
+    /// Makes a new repository: root version 1, signed by the root key, listing one key per
+    /// role, then the first targets holding `documents`.
+    pub async fn create(&self, keys: &RoleKeys, expiry: &Expiry, documents: &[(&str, Vec<u8>)], now: jiff::Timestamp) -> Result<(), TufError> {
+        if self.exists() {
+            return Err(TufError::Corrupt { path: self.dir.join("1.root.json"), msg: "a repository is already here".into() });
+        }
+        std::fs::create_dir_all(self.dir.join("targets")).map_err(|source| TufError::Io { path: self.dir.clone(), source })?;
+        let mut root = Root {
+            spec_version: SPEC_VERSION.into(),
+            consistent_snapshot: true,
+            version: NonZeroU64::MIN,
+            expires: expires(now, Role::Root, expiry)?,
+            keys: HashMap::new(),
+            roles: HashMap::new(),
+            _extra: HashMap::new(),
+        };
+        for role in Role::ALL {
+            let key = keys.get(role).ok_or_else(|| keys.source(role).err().unwrap_or(TufError::Tough("no key".into())))?.public()?;
+            let id = key.key_id().map_err(tough_err)?;
+            root.keys.insert(id.clone(), key);
+            root.roles.insert(role.tough(), ToughRoleKeys { keyids: vec![id], threshold: NonZeroU64::MIN, _extra: HashMap::new() });
+        }
+        let signed_root = sign(root.clone(), &root, keys, Role::Root).await?;
+        self.write_targets_chain(&root, keys, expiry, documents, now, (NonZeroU64::MIN, NonZeroU64::MIN, NonZeroU64::MIN)).await?;
+        // The root last: until it exists, the repository does not (a crash before redoes it all).
+        self.write("root.json", signed_root.buffer())?;
+        self.write("1.root.json", signed_root.buffer())
+    }
+
+    /// Signs targets holding `documents` at the given versions of targets, snapshot and
+    /// timestamp, and writes them bottom-up.
+    async fn write_targets_chain(
+        &self,
+        root: &Root,
+        keys: &RoleKeys,
+        expiry: &Expiry,
+        documents: &[(&str, Vec<u8>)],
+        now: jiff::Timestamp,
+        (targets_v, snapshot_v, timestamp_v): (NonZeroU64, NonZeroU64, NonZeroU64),
+    ) -> Result<(), TufError> {
+        let mut targets = Targets::new(SPEC_VERSION.into(), targets_v, expires(now, Role::Targets, expiry)?);
+        for (name, bytes) in documents {
+            let digest = signet_core::hash::sha256(bytes);
+            self.write(&format!("targets/{}.{name}", hex::encode(digest)), bytes)?;
+            let target = Target {
+                length: bytes.len() as u64,
+                hashes: Hashes { sha256: Decoded::<Hex>::from(digest.to_vec()), _extra: HashMap::new() },
+                custom: HashMap::new(),
+                _extra: HashMap::new(),
+            };
+            targets.targets.insert(TargetName::new(*name).map_err(tough_err)?, target);
+        }
+        let signed_targets = sign(targets, root, keys, Role::Targets).await?;
+        self.write(&signed_targets.signed().signed.filename(true), signed_targets.buffer())?;
+        self.write_snapshot_chain(root, keys, expiry, now, targets_v, signed_targets.buffer(), snapshot_v, timestamp_v).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn write_snapshot_chain(
+        &self,
+        root: &Root,
+        keys: &RoleKeys,
+        expiry: &Expiry,
+        now: jiff::Timestamp,
+        targets_v: NonZeroU64,
+        targets_bytes: &[u8],
+        snapshot_v: NonZeroU64,
+        timestamp_v: NonZeroU64,
+    ) -> Result<(), TufError> {
+        let mut snapshot = Snapshot::new(SPEC_VERSION.into(), snapshot_v, expires(now, Role::Snapshot, expiry)?);
+        snapshot.meta.insert("targets.json".into(), metafile(targets_v, targets_bytes));
+        let signed_snapshot = sign(snapshot, root, keys, Role::Snapshot).await?;
+        self.write(&signed_snapshot.signed().signed.filename(true), signed_snapshot.buffer())?;
+        self.write_timestamp(root, keys, expiry, now, snapshot_v, signed_snapshot.buffer(), timestamp_v).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn write_timestamp(
+        &self,
+        root: &Root,
+        keys: &RoleKeys,
+        expiry: &Expiry,
+        now: jiff::Timestamp,
+        snapshot_v: NonZeroU64,
+        snapshot_bytes: &[u8],
+        timestamp_v: NonZeroU64,
+    ) -> Result<(), TufError> {
+        let mut timestamp = Timestamp::new(SPEC_VERSION.into(), timestamp_v, expires(now, Role::Timestamp, expiry)?);
+        timestamp.meta.insert("snapshot.json".into(), metafile(snapshot_v, snapshot_bytes));
+        let signed = sign(timestamp, root, keys, Role::Timestamp).await?;
+        self.write("timestamp.json", signed.buffer())
+    }
+
+    fn current(&self) -> Result<Current, TufError> {
+        let mut n = 1u64;
+        while self.dir.join(format!("{}.root.json", n + 1)).exists() {
+            n += 1;
+        }
+        let (root, _) = self.read::<Signed<Root>>(&format!("{n}.root.json"))?;
+        let (timestamp, _) = self.read::<Signed<Timestamp>>("timestamp.json")?;
+        let corrupt = |name: &str, msg: &str| TufError::Corrupt { path: self.dir.join(name), msg: msg.into() };
+        let snapshot_v = timestamp.signed.meta.get("snapshot.json").ok_or_else(|| corrupt("timestamp.json", "it names no snapshot.json"))?.version;
+        let snapshot_name = format!("{snapshot_v}.snapshot.json");
+        let (snapshot, snapshot_bytes) = self.read::<Signed<Snapshot>>(&snapshot_name)?;
+        let targets_v = snapshot.signed.meta.get("targets.json").ok_or_else(|| corrupt(&snapshot_name, "it names no targets.json"))?.version;
+        let (targets, targets_bytes) = self.read::<Signed<Targets>>(&format!("{targets_v}.targets.json"))?;
+        Ok(Current { root, targets, targets_bytes, snapshot, snapshot_bytes, timestamp })
+    }
+
+    /// Each role's version and expiry, and the targets.
+    pub fn status(&self) -> Result<Status, TufError> {
+        let c = self.current()?;
+        let mut target_names: Vec<_> = c.targets.signed.targets.iter().map(|(n, t)| (n.raw().to_string(), t.length)).collect();
+        target_names.sort();
+        Ok(Status {
+            root: (c.root.signed.version.get(), c.root.signed.expires.as_second()),
+            targets: (c.targets.signed.version.get(), c.targets.signed.expires.as_second()),
+            snapshot: (c.snapshot.signed.version.get(), c.snapshot.signed.expires.as_second()),
+            timestamp: (c.timestamp.signed.version.get(), c.timestamp.signed.expires.as_second()),
+            target_names,
+        })
+    }
+
+    /// Publishes `documents` as the targets, unless the current targets hold exactly them.
+    /// Needs the targets, snapshot and timestamp keys.
+    pub async fn publish(&self, keys: &RoleKeys, expiry: &Expiry, documents: &[(&str, Vec<u8>)], now: jiff::Timestamp) -> Result<Published, TufError> {
+        let c = self.current()?;
+        let held = &c.targets.signed.targets;
+        let same = held.len() == documents.len()
+            && documents.iter().all(|(name, bytes)| {
+                let digest = signet_core::hash::sha256(bytes);
+                held.iter().any(|(n, t)| n.raw() == *name && t.length == bytes.len() as u64 && t.hashes.sha256.as_ref() == digest.as_slice())
+            });
+        if same {
+            return Ok(Published::Unchanged);
+        }
+        let versions = (next(c.targets.signed.version), next(c.snapshot.signed.version), next(c.timestamp.signed.version));
+        self.write_targets_chain(&c.root.signed, keys, expiry, documents, now, versions).await?;
+        Ok(Published::Targets(versions.0.get()))
+    }
+
+    /// Signs again each role with less than half its validity left, and returns those it
+    /// signed. The targets are re-signed only when their key is here; without it, an
+    /// expiring targets is an error that says so. Root is never re-signed here.
+    pub async fn refresh(&self, keys: &RoleKeys, expiry: &Expiry, now: jiff::Timestamp) -> Result<Vec<Role>, TufError> {
+        let c = self.current()?;
+        let due = |role: Role, expires: jiff::Timestamp| expires.as_second() - now.as_second() < (expiry.of(role).as_secs() / 2) as i64;
+        let root = &c.root.signed;
+        let (targets_v, snapshot_v, timestamp_v) = (c.targets.signed.version, c.snapshot.signed.version, c.timestamp.signed.version);
+        if due(Role::Targets, c.targets.signed.expires) {
+            let mut targets = c.targets.signed.clone();
+            targets.version = next(targets_v);
+            targets.expires = expires(now, Role::Targets, expiry)?;
+            let signed = sign(targets, root, keys, Role::Targets).await?;
+            self.write(&signed.signed().signed.filename(true), signed.buffer())?;
+            self.write_snapshot_chain(root, keys, expiry, now, next(targets_v), signed.buffer(), next(snapshot_v), next(timestamp_v)).await?;
+            return Ok(vec![Role::Targets, Role::Snapshot, Role::Timestamp]);
+        }
+        if due(Role::Snapshot, c.snapshot.signed.expires) {
+            self.write_snapshot_chain(root, keys, expiry, now, targets_v, &c.targets_bytes, next(snapshot_v), next(timestamp_v)).await?;
+            return Ok(vec![Role::Snapshot, Role::Timestamp]);
+        }
+        if due(Role::Timestamp, c.timestamp.signed.expires) {
+            self.write_timestamp(root, keys, expiry, now, snapshot_v, &c.snapshot_bytes, next(timestamp_v)).await?;
+            return Ok(vec![Role::Timestamp]);
+        }
+        Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tough::{IntoVec, RepositoryLoader};
+
+    const HOUR: i64 = 3600;
+
+    fn docs(trusted_root: &str) -> Vec<(&'static str, Vec<u8>)> {
+        vec![(super::super::TRUSTED_ROOT_TARGET, trusted_root.as_bytes().to_vec()), (super::super::SIGNING_CONFIG_TARGET, b"{\"sc\":1}".to_vec())]
+    }
+
+    fn ago(hours: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - hours * HOUR).unwrap()
+    }
+
+    /// What a TUF client (tough's own) reads from the repository, from its first root.
+    async fn client_reads(dir: &Path, name: &str) -> Vec<u8> {
+        let root = std::fs::read(dir.join("1.root.json")).unwrap();
+        let meta = url::Url::from_directory_path(dir).unwrap();
+        let targets = url::Url::from_directory_path(dir.join("targets")).unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let repo = RepositoryLoader::new(&root, meta, targets).datastore(store.path()).load().await.unwrap();
+        let stream = repo.read_target(&TargetName::new(name).unwrap()).await.unwrap().unwrap();
+        stream.into_vec().await.unwrap()
+    }
+
+    fn setup() -> (tempfile::TempDir, RoleKeys, Repository) {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys = RoleKeys::generate_missing(&tmp.path().join("keys")).unwrap();
+        let repo = Repository::at(tmp.path().join("tuf"));
+        (tmp, keys, repo)
+    }
+
+    #[tokio::test]
+    async fn a_tuf_client_verifies_what_the_repository_publishes_and_its_changes() {
+        let (_tmp, keys, repo) = setup();
+        let expiry = Expiry::default();
+        assert!(!repo.exists());
+        repo.create(&keys, &expiry, &docs("{\"v\":1}"), jiff::Timestamp::now()).await.unwrap();
+        assert!(repo.exists());
+        assert_eq!(client_reads(repo.dir(), "trusted_root.json").await, b"{\"v\":1}");
+        assert_eq!(client_reads(repo.dir(), "signing_config.v0.2.json").await, b"{\"sc\":1}");
+        let status = repo.status().unwrap();
+        assert_eq!((status.root.0, status.targets.0, status.snapshot.0, status.timestamp.0), (1, 1, 1, 1));
+
+        // The same documents again: nothing new is signed.
+        assert_eq!(repo.publish(&keys, &expiry, &docs("{\"v\":1}"), jiff::Timestamp::now()).await.unwrap(), Published::Unchanged);
+        // Changed documents: new targets, snapshot and timestamp, which a client follows.
+        assert_eq!(repo.publish(&keys, &expiry, &docs("{\"v\":2}"), jiff::Timestamp::now()).await.unwrap(), Published::Targets(2));
+        assert_eq!(client_reads(repo.dir(), "trusted_root.json").await, b"{\"v\":2}");
+        let status = repo.status().unwrap();
+        assert_eq!((status.root.0, status.targets.0, status.snapshot.0, status.timestamp.0), (1, 2, 2, 2));
+        // The old version stays for a client that read the previous timestamp.
+        assert!(repo.dir().join("1.targets.json").exists() && repo.dir().join("1.snapshot.json").exists());
+        // Expiries are whole seconds, as python-tuf parses them.
+        let text = std::fs::read_to_string(repo.dir().join("timestamp.json")).unwrap();
+        let expires: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let expires = expires["signed"]["expires"].as_str().unwrap().to_string();
+        assert!(expires.ends_with('Z') && !expires.contains('.') && expires.len() == 20, "{expires}");
+        // cosign and sigstore-go refuse a root without it (their re-encoding adds it).
+        let root: serde_json::Value = serde_json::from_slice(&std::fs::read(repo.dir().join("1.root.json")).unwrap()).unwrap();
+        assert_eq!(root["signed"]["consistent_snapshot"], true);
+        assert_eq!(root["signed"]["keys"].as_object().unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn each_role_is_signed_again_past_half_its_life_and_only_then() {
+        let (tmp, keys, repo) = setup();
+        let expiry = Expiry::default();
+        repo.create(&keys, &expiry, &docs("{}"), ago(0)).await.unwrap();
+        assert_eq!(repo.refresh(&keys, &expiry, jiff::Timestamp::now()).await.unwrap(), Vec::<Role>::new());
+
+        // A timestamp signed 13 hours ago (of 24) is due; with the root and targets keys
+        // offline, the online keys are enough.
+        let (_tmp2, _, repo2) = setup();
+        repo2.create(&keys, &expiry, &docs("{}"), ago(13)).await.unwrap();
+        for role in [Role::Root, Role::Targets] {
+            std::fs::remove_file(RoleKeys::path(&tmp.path().join("keys"), role)).unwrap();
+        }
+        let online = RoleKeys::load(&tmp.path().join("keys")).unwrap();
+        assert_eq!(repo2.refresh(&online, &expiry, jiff::Timestamp::now()).await.unwrap(), vec![Role::Timestamp]);
+        assert_eq!(repo2.status().unwrap().timestamp.0, 2);
+        assert_eq!(client_reads(repo2.dir(), "trusted_root.json").await, b"{}");
+
+        // A snapshot four days old (of seven): snapshot and timestamp.
+        let (_tmp3, _, repo3) = setup();
+        repo3.create(&keys, &expiry, &docs("{}"), ago(4 * 24)).await.unwrap();
+        assert_eq!(repo3.refresh(&online, &expiry, jiff::Timestamp::now()).await.unwrap(), vec![Role::Snapshot, Role::Timestamp]);
+        let s = repo3.status().unwrap();
+        assert_eq!((s.targets.0, s.snapshot.0, s.timestamp.0), (1, 2, 2));
+
+        // Targets 50 days old (of 90) need their key, and the error says where it belongs.
+        let (_tmp4, _, repo4) = setup();
+        repo4.create(&keys, &expiry, &docs("{}"), ago(50 * 24)).await.unwrap();
+        let err = repo4.refresh(&online, &expiry, jiff::Timestamp::now()).await.unwrap_err().to_string();
+        assert!(err.contains("TUF targets key") && err.contains("tuf-targets.pem"), "{err}");
+        assert_eq!(repo4.status().unwrap().targets.0, 1, "nothing half-written");
+        // Publishing new documents needs it too.
+        let err = repo4.publish(&online, &expiry, &docs("{\"new\":1}"), jiff::Timestamp::now()).await.unwrap_err().to_string();
+        assert!(err.contains("tuf-targets.pem"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_key_file_is_named_and_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("keys");
+        RoleKeys::generate_missing(&dir).unwrap();
+        let p256 = signet_core::keys::SigningKey::load_or_generate(&tmp.path().join("p256.pem")).unwrap();
+        std::fs::copy(tmp.path().join("p256.pem"), RoleKeys::path(&dir, Role::Snapshot)).unwrap();
+        drop(p256);
+        let err = RoleKeys::load(&dir).err().unwrap().to_string();
+        assert!(err.contains("tuf-snapshot.pem") && err.contains("Ed25519"), "{err}");
+        std::fs::write(RoleKeys::path(&dir, Role::Snapshot), b"not pem").unwrap();
+        let err = RoleKeys::load(&dir).err().unwrap().to_string();
+        assert!(err.contains("tuf-snapshot.pem"), "{err}");
+    }
+
+    #[test]
+    fn role_keys_are_private_and_never_printed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys = RoleKeys::generate_missing(tmp.path()).unwrap();
+        for role in Role::ALL {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(RoleKeys::path(tmp.path(), role)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{role:?}");
+            assert_eq!(format!("{:?}", keys.get(role).unwrap()), format!("HeldKey({})", role.name()));
+        }
+    }
+}

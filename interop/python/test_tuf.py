@@ -1,0 +1,159 @@
+"""Real clients bootstrap trust from signet's TUF repository (`/tuf/`), with no trust flags:
+sigstore-python (`--instance URL trust-instance root.json`), cosign (`initialize --mirror URL
+--root root.json`) and sigstore-go's TUF client (`sgverify tuf`). Each signs and verifies from
+what TUF gave it; after a shard rotation, which publishes new targets, each follows them,
+bundles signed before it still verify, and new ones verify too."""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from conftest import serve
+from test_cosign import COSIGN
+from test_shards import rotate_online, token
+from test_sigstore_go import SGVERIFY
+
+
+def run(*args, env=None):
+    return subprocess.run(list(args), capture_output=True, text=True, env=env)
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read()
+
+
+@pytest.fixture()
+def client_env(tmp_path):
+    """Each client's TUF cache in the test's own directories, never the user's."""
+    env = dict(os.environ)
+    env.update({
+        "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+        "TUF_ROOT": str(tmp_path / "cosign-tuf"),
+        "NO_PROXY": "127.0.0.1,localhost",
+    })
+    return env
+
+
+class Clients:
+    """The three clients, each bootstrapped from one root.json."""
+
+    def __init__(self, signet_bin, server, root, env, tmp_path):
+        self.signet_bin, self.server, self.root, self.env, self.tmp = signet_bin, server, root, env, tmp_path
+        self.instance = server["url"] + "/tuf"
+        self.issuer = server["url"] + "/oidc"
+        self.sg_fetches = 0
+
+    def sigstore(self, *args):
+        return run(sys.executable, "-m", "sigstore", "--instance", self.instance, *args, env=self.env)
+
+    def bootstrap(self):
+        r = self.sigstore("trust-instance", str(self.root))
+        assert r.returncode == 0, r.stderr
+        r = run(COSIGN, "initialize", "--mirror", self.instance, "--root", str(self.root), env=self.env)
+        # cosign exits 0 even when it could not fetch the targets; it warns instead.
+        assert r.returncode == 0 and "WARNING" not in r.stderr, r.stderr
+
+    def sigstore_go_trusted_root(self):
+        """trusted_root.json as sigstore-go's TUF client fetched and verified it, now."""
+        self.sg_fetches += 1
+        out = self.tmp / f"sg-{self.sg_fetches}"
+        out.mkdir()
+        r = run(SGVERIFY, "tuf", "--url", self.instance, "--root", str(self.root), "--cache", str(self.tmp / "sg-cache"),
+                "--out", str(out), "trusted_root.json", "signing_config.v0.2.json", env=self.env)
+        assert r.returncode == 0, r.stderr
+        return out / "trusted_root.json"
+
+    def sign_both(self, tag):
+        """One bundle from sigstore-python, one from cosign, each with what TUF gave it."""
+        email = f"{tag}@example.com"
+        py_artifact = self.tmp / f"{tag}-py.txt"
+        py_artifact.write_text(f"{tag}: sigstore-python\n")
+        r = self.sigstore("sign", "--identity-token", token(self.signet_bin, self.server["data_dir"], email), "--rekor-version", "1",
+                          str(py_artifact))
+        assert r.returncode == 0, r.stderr
+        co_artifact = self.tmp / f"{tag}-cosign.txt"
+        co_artifact.write_text(f"{tag}: cosign\n")
+        token_file = self.tmp / f"{tag}-token"
+        token_file.write_text(token(self.signet_bin, self.server["data_dir"], email))
+        co_bundle = self.tmp / f"{tag}-cosign.sigstore.json"
+        r = run(COSIGN, "sign-blob", "--yes", "--bundle", str(co_bundle), "--identity-token", str(token_file), str(co_artifact),
+                env=self.env)
+        assert r.returncode == 0, r.stderr
+        return [(py_artifact, self.tmp / f"{tag}-py.txt.sigstore.json", email), (co_artifact, co_bundle, email)]
+
+    def verify_all(self, signed, sg_root):
+        for artifact, bundle, email in signed:
+            results = {
+                "sigstore-python": self.sigstore("verify", "identity", "--bundle", str(bundle), "--cert-identity", email,
+                                                 "--cert-oidc-issuer", self.issuer, str(artifact)),
+                "cosign": run(COSIGN, "verify-blob", "--bundle", str(bundle), "--certificate-identity", email,
+                              "--certificate-oidc-issuer", self.issuer, str(artifact), env=self.env),
+                "sigstore-go": run(SGVERIFY, "verify", "--trusted-root", str(sg_root), "--bundle", str(bundle), "--identity", email,
+                                   "--issuer", self.issuer, str(artifact)),
+            }
+            for client, r in results.items():
+                assert r.returncode == 0, f"{client}, {bundle.name}: {r.stderr}"
+            # And each refuses the bundle for another artifact.
+            other = self.tmp / "other.txt"
+            other.write_text("never signed\n")
+            bad = self.sigstore("verify", "identity", "--bundle", str(bundle), "--cert-identity", email, "--cert-oidc-issuer",
+                                self.issuer, str(other))
+            assert bad.returncode != 0
+            bad = run(COSIGN, "verify-blob", "--bundle", str(bundle), "--certificate-identity", email, "--certificate-oidc-issuer",
+                      self.issuer, str(other), env=self.env)
+            assert bad.returncode != 0
+
+
+def timestamp_of(url):
+    return json.loads(fetch(url + "/tuf/timestamp.json"))["signed"]
+
+
+def test_clients_bootstrap_from_the_tuf_root_and_follow_a_rotation(signet_bin, tmp_path, client_env):
+    with serve(signet_bin, str(tmp_path / "data")) as server:
+        root = tmp_path / "root.json"
+        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
+        clients = Clients(signet_bin, server, root, client_env, tmp_path)
+        clients.bootstrap()
+        before = clients.sign_both("before")
+        clients.verify_all(before, clients.sigstore_go_trusted_root())
+        snapshot_before = timestamp_of(server["url"])["meta"]["snapshot.json"]["version"]
+
+        rotated = rotate_online(signet_bin, server)
+        assert rotated.returncode == 0, rotated.stderr
+        # The rotation published new targets: a new snapshot, named by a new timestamp.
+        assert timestamp_of(server["url"])["meta"]["snapshot.json"]["version"] > snapshot_before
+        sg_root = clients.sigstore_go_trusted_root()
+        tlogs = json.loads(sg_root.read_text())["tlogs"]
+        assert len(tlogs) == 3 and "end" in tlogs[0]["publicKey"]["validFor"], "the new shard's key came through TUF"
+
+        after = clients.sign_both("after")
+        clients.verify_all(before + after, sg_root)
+
+
+def test_a_root_from_another_instance_is_refused(signet_bin, tmp_path, client_env):
+    with serve(signet_bin, str(tmp_path / "a")) as a, serve(signet_bin, str(tmp_path / "b")) as b:
+        foreign = tmp_path / "foreign-root.json"
+        foreign.write_bytes(fetch(b["url"] + "/tuf/1.root.json"))
+        instance = a["url"] + "/tuf"
+        r = run(sys.executable, "-m", "sigstore", "--instance", instance, "trust-instance", str(foreign), env=client_env)
+        assert r.returncode != 0
+        out = tmp_path / "sg"
+        out.mkdir()
+        r = run(SGVERIFY, "tuf", "--url", instance, "--root", str(foreign), "--cache", str(tmp_path / "sg-cache"), "--out", str(out),
+                "trusted_root.json", env=client_env)
+        assert r.returncode != 0 and not (out / "trusted_root.json").exists()
+        # A root whose signed part was edited is refused as well.
+        edited = json.loads(fetch(a["url"] + "/tuf/1.root.json"))
+        edited["signed"]["expires"] = "2099-01-01T00:00:00Z"
+        tampered = tmp_path / "tampered-root.json"
+        tampered.write_text(json.dumps(edited))
+        r = run(COSIGN, "initialize", "--mirror", instance, "--root", str(tampered), env=client_env)
+        cached = os.path.join(client_env["TUF_ROOT"])
+        assert r.returncode != 0 or "WARNING" in r.stderr, "cosign took a tampered root"
+        assert not any("trusted_root.json" in f for _, _, files in os.walk(cached) for f in files)
