@@ -43,6 +43,9 @@ enum Command {
     DevToken(cmd::dev_token::Args),
     /// Trust distribution: export the documents clients verify with.
     Trust(cmd::trust::Args),
+    /// The TUF repository that publishes them: its status, and signing with offline keys.
+    #[command(subcommand)]
+    Tuf(cmd::tuf::Tuf),
     /// The performance lab: load generation and reports.
     Bench(cmd::bench::Args),
     /// Sign a file keylessly into a Sigstore bundle (sigstore-conformance protocol).
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),
+        Command::Tuf(args) => cmd::tuf::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::SignBundle(args) => cmd::sign_bundle::run(args),
         Command::VerifyBundle(args) => cmd::verify_bundle::run(args),

@@ -125,3 +125,75 @@ fn the_repository_can_be_turned_off_and_bad_expiries_are_named() {
         assert!(!out.status.success() && stderr.contains(named), "{toml}: {stderr}");
     }
 }
+
+fn signet(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap()
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn with_the_targets_key_offline_a_copy_is_signed_and_the_server_publishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, offline) = (dir.path().join("data"), dir.path().join("offline-keys"));
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 8\n").unwrap();
+    let agent = agent();
+    let mut first = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let old_url = first.url.clone();
+    first.kill();
+    // The root and targets keys leave the machine.
+    std::fs::create_dir(&offline).unwrap();
+    for role in ["root", "targets"] {
+        let name = format!("tuf-{role}.pem");
+        std::fs::rename(data.join("keys").join(&name), offline.join(&name)).unwrap();
+    }
+
+    // A new address changes the trust documents; without the targets key the server keeps
+    // serving the targets it has, and says why.
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    assert!(target(&agent, &server, "signing_config.v0.2.json").to_string().contains(&old_url));
+    let status = signet(&["tuf", "status", "--data-dir", data.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(text.contains("root        version 1") && text.contains("key offline") && text.contains("target      trusted_root.json"), "{text}");
+
+    // Signed on a copy where the key is, and carried back.
+    let trust = dir.path().join("trust");
+    assert!(signet(&["trust", "export", "--data-dir", data.to_str().unwrap(), "--out", trust.to_str().unwrap()]).status.success());
+    let copy = dir.path().join("copy");
+    copy_dir(&data.join("tuf"), &copy);
+    let signed = signet(&["tuf", "sign", "--repo", copy.to_str().unwrap(), "--keys", offline.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&signed.stdout);
+    assert!(signed.status.success() && said.contains("targets.json; copy it and targets/"), "{said}{}", String::from_utf8_lossy(&signed.stderr));
+    let version = said.split_whitespace().nth(1).unwrap().trim_end_matches(';').trim_end_matches(".targets.json").to_string();
+    std::fs::copy(copy.join(format!("{version}.targets.json")), data.join("tuf").join(format!("{version}.targets.json"))).unwrap();
+    copy_dir(&copy.join("targets"), &data.join("tuf").join("targets"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !target(&agent, &server, "signing_config.v0.2.json").to_string().contains(&server.url) {
+        assert!(Instant::now() < deadline, "the server did not publish the targets signed offline");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Bad input is named, and nothing is signed.
+    let no_trust = signet(&["tuf", "sign", "--repo", copy.to_str().unwrap(), "--keys", offline.to_str().unwrap(), "--trust", "/nonexistent"]);
+    assert_eq!(no_trust.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_trust.stderr).contains("signet trust export"));
+    let no_key = signet(&["tuf", "sign", "--repo", copy.to_str().unwrap(), "--keys", dir.path().to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+    assert_eq!(no_key.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_key.stderr).contains("holds no tuf-targets.pem"));
+    std::fs::copy(trust.join("signing_config.json"), trust.join("trusted_root.json")).unwrap();
+    let swapped = signet(&["tuf", "sign", "--repo", copy.to_str().unwrap(), "--keys", offline.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+    assert_eq!(swapped.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&swapped.stderr).contains("trusted_root.json: mediaType"), "{}", String::from_utf8_lossy(&swapped.stderr));
+}

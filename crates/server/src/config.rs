@@ -74,7 +74,7 @@ impl TufSettings {
         }
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         // A timestamp must outlive the time between two checks ([`crate::tuf`]), and each
         // role must outlive the one that names it, or clients would see expired metadata.
         const TEN_YEARS: u64 = 10 * 365 * 86_400;

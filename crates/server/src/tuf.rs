@@ -83,18 +83,31 @@ impl Tuf {
                 tracing::info!(version, "TUF targets published: the trust documents changed");
                 self.reload();
             }
-            Err(e) => tracing::error!(error = %e, "the trust documents changed but their TUF targets could not be signed; clients see the previous ones"),
+            Err(e) => tracing::error!(
+                error = %e,
+                "the trust documents changed but their TUF targets could not be signed here; clients see the previous ones until \
+                 `signet tuf sign` signs them where the targets key is and they are copied into the repository"
+            ),
         }
     }
 
-    /// Signs again whatever is past half its validity.
+    /// Takes up targets signed offline (`signet tuf sign`, copied into the repository), then
+    /// signs again whatever is past half its validity.
     pub async fn refresh(&self) {
         let _one = self.signing.lock().await;
-        let result = match RoleKeys::load(&self.keys_dir) {
-            Ok(keys) => self.repo.refresh(&keys, &self.expiry, jiff::Timestamp::now()).await,
-            Err(e) => Err(e),
+        let keys = match RoleKeys::load(&self.keys_dir) {
+            Ok(keys) => keys,
+            Err(e) => return tracing::error!(error = %e, "the TUF keys could not be read; the metadata expires if this goes on"),
         };
-        match result {
+        match self.repo.adopt(&keys, &self.expiry, jiff::Timestamp::now()).await {
+            Ok(None) => {}
+            Ok(Some(version)) => {
+                tracing::info!(version, "TUF targets signed offline are published");
+                self.reload();
+            }
+            Err(e) => tracing::error!(error = %e, "TUF targets copied into the repository were not published"),
+        }
+        match self.repo.refresh(&keys, &self.expiry, jiff::Timestamp::now()).await {
             Ok(roles) if roles.is_empty() => {}
             Ok(roles) => {
                 let roles: Vec<_> = roles.iter().map(|r| r.name()).collect();
@@ -105,11 +118,15 @@ impl Tuf {
         }
     }
 
-    /// How often [`run`] looks: an eighth of the timestamp's validity, from 1 s to 10 min,
-    /// so a due timestamp is signed again long before it expires.
     pub fn check_every(&self) -> Duration {
-        (self.expiry.timestamp / 8).clamp(Duration::from_secs(1), Duration::from_secs(600))
+        check_every(&self.expiry)
     }
+}
+
+/// How often [`run`] looks: an eighth of the timestamp's validity, from 1 s to 10 min, so a
+/// due timestamp is signed again long before it expires.
+pub fn check_every(expiry: &Expiry) -> Duration {
+    (expiry.timestamp / 8).clamp(Duration::from_secs(1), Duration::from_secs(600))
 }
 
 /// Keeps the metadata fresh while the server runs.

@@ -16,6 +16,7 @@ pub mod migrate;
 pub mod serve;
 pub mod sign_bundle;
 pub mod trust;
+pub mod tuf;
 pub mod verify_bundle;
 
 /// The configuration a command runs with: the file (if any), then the environment, then

@@ -153,18 +153,18 @@ impl Repository {
         self.write("1.root.json", signed_root.buffer())
     }
 
-    /// Signs targets holding `documents` at the given versions of targets, snapshot and
-    /// timestamp, and writes them bottom-up.
-    async fn write_targets_chain(
+    /// Writes `documents` as target files, and targets metadata listing them at `version`,
+    /// signed by the targets key.
+    async fn write_targets(
         &self,
         root: &Root,
         keys: &RoleKeys,
         expiry: &Expiry,
         documents: &[(&str, Vec<u8>)],
         now: jiff::Timestamp,
-        (targets_v, snapshot_v, timestamp_v): (NonZeroU64, NonZeroU64, NonZeroU64),
-    ) -> Result<(), TufError> {
-        let mut targets = Targets::new(SPEC_VERSION.into(), targets_v, expires(now, Role::Targets, expiry)?);
+        version: NonZeroU64,
+    ) -> Result<SignedRole<Targets>, TufError> {
+        let mut targets = Targets::new(SPEC_VERSION.into(), version, expires(now, Role::Targets, expiry)?);
         for (name, bytes) in documents {
             let digest = signet_core::hash::sha256(bytes);
             self.write(&format!("targets/{}.{name}", hex::encode(digest)), bytes)?;
@@ -176,9 +176,24 @@ impl Repository {
             };
             targets.targets.insert(TargetName::new(*name).map_err(tough_err)?, target);
         }
-        let signed_targets = sign(targets, root, keys, Role::Targets).await?;
-        self.write(&signed_targets.signed().signed.filename(true), signed_targets.buffer())?;
-        self.write_snapshot_chain(root, keys, expiry, now, targets_v, signed_targets.buffer(), snapshot_v, timestamp_v).await
+        let signed = sign(targets, root, keys, Role::Targets).await?;
+        self.write(&signed.signed().signed.filename(true), signed.buffer())?;
+        Ok(signed)
+    }
+
+    /// Signs targets holding `documents` at the given versions of targets, snapshot and
+    /// timestamp, and writes them bottom-up.
+    async fn write_targets_chain(
+        &self,
+        root: &Root,
+        keys: &RoleKeys,
+        expiry: &Expiry,
+        documents: &[(&str, Vec<u8>)],
+        now: jiff::Timestamp,
+        (targets_v, snapshot_v, timestamp_v): (NonZeroU64, NonZeroU64, NonZeroU64),
+    ) -> Result<(), TufError> {
+        let signed = self.write_targets(root, keys, expiry, documents, now, targets_v).await?;
+        self.write_snapshot_chain(root, keys, expiry, now, targets_v, signed.buffer(), snapshot_v, timestamp_v).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -260,9 +275,71 @@ impl Repository {
         if same {
             return Ok(Published::Unchanged);
         }
-        let versions = (next(c.targets.signed.version), next(c.snapshot.signed.version), next(c.timestamp.signed.version));
+        // Every key first: a missing one must not leave new targets behind that no snapshot names.
+        for role in [Role::Targets, Role::Snapshot, Role::Timestamp] {
+            keys.source(role)?;
+        }
+        let versions = (self.next_targets_version(&c)?, next(c.snapshot.signed.version), next(c.timestamp.signed.version));
         self.write_targets_chain(&c.root.signed, keys, expiry, documents, now, versions).await?;
         Ok(Published::Targets(versions.0.get()))
+    }
+
+    /// The newest `N.targets.json` on disk (signed here, or copied in after an offline signing).
+    fn newest_targets_version(&self) -> Result<u64, TufError> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|source| TufError::Io { path: self.dir.clone(), source })?;
+        Ok(entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".targets.json")).and_then(|v| v.parse::<u64>().ok()))
+            .max()
+            .unwrap_or(0))
+    }
+
+    /// Past every targets version on disk, so that a targets file signed offline and not
+    /// yet adopted is never overwritten.
+    fn next_targets_version(&self, c: &Current) -> Result<NonZeroU64, TufError> {
+        let newest = self.newest_targets_version()?.max(c.targets.signed.version.get());
+        Ok(NonZeroU64::new(newest.saturating_add(1)).unwrap_or(NonZeroU64::MIN))
+    }
+
+    /// Signs new targets holding `documents` and writes them, without a snapshot or
+    /// timestamp: the offline half of a publication ([`Repository::adopt`] is the other).
+    pub async fn sign_targets(&self, keys: &RoleKeys, expiry: &Expiry, documents: &[(&str, Vec<u8>)], now: jiff::Timestamp) -> Result<u64, TufError> {
+        let c = self.current()?;
+        let version = self.next_targets_version(&c)?;
+        self.write_targets(&c.root.signed, keys, expiry, documents, now, version).await?;
+        Ok(version.get())
+    }
+
+    /// Takes up targets signed elsewhere (`signet tuf sign` on a copy, with the targets key
+    /// offline): the newest `N.targets.json` past the current one, once its signature checks
+    /// against the root and each of its targets is here with its hash, gets a snapshot and a
+    /// timestamp. Returns its version, or None when there is nothing newer.
+    pub async fn adopt(&self, keys: &RoleKeys, expiry: &Expiry, now: jiff::Timestamp) -> Result<Option<u64>, TufError> {
+        let c = self.current()?;
+        let newest = self.newest_targets_version()?;
+        if newest <= c.targets.signed.version.get() {
+            return Ok(None);
+        }
+        let name = format!("{newest}.targets.json");
+        let (signed, bytes) = self.read::<Signed<Targets>>(&name)?;
+        let corrupt = |msg: String| TufError::Corrupt { path: self.dir.join(&name), msg };
+        c.root.signed.verify_role(&signed).map_err(|e| corrupt(format!("not signed by the root's targets key: {e}")))?;
+        if signed.signed.version.get() != newest {
+            return Err(corrupt(format!("its version is {}, its name says {newest}", signed.signed.version)));
+        }
+        if signed.signed.expires.as_second() <= now.as_second() {
+            return Err(corrupt(format!("it expired at {}", signed.signed.expires)));
+        }
+        for (target, meta) in &signed.signed.targets {
+            let file = format!("targets/{}.{}", hex::encode(&meta.hashes.sha256), target.raw());
+            let held = std::fs::read(self.dir.join(&file)).map_err(|_| corrupt(format!("its target {file} is missing; copy targets/ too")))?;
+            if held.len() as u64 != meta.length || signet_core::hash::sha256(&held).as_slice() != meta.hashes.sha256.as_ref() {
+                return Err(corrupt(format!("its target {file} does not match its length and hash")));
+            }
+        }
+        let versions = (signed.signed.version, next(c.snapshot.signed.version), next(c.timestamp.signed.version));
+        self.write_snapshot_chain(&c.root.signed, keys, expiry, now, versions.0, &bytes, versions.1, versions.2).await?;
+        Ok(Some(newest))
     }
 
     /// Signs again each role with less than half its validity left, and returns those it
@@ -274,12 +351,16 @@ impl Repository {
         let root = &c.root.signed;
         let (targets_v, snapshot_v, timestamp_v) = (c.targets.signed.version, c.snapshot.signed.version, c.timestamp.signed.version);
         if due(Role::Targets, c.targets.signed.expires) {
+            for role in [Role::Targets, Role::Snapshot, Role::Timestamp] {
+                keys.source(role)?;
+            }
             let mut targets = c.targets.signed.clone();
-            targets.version = next(targets_v);
+            targets.version = self.next_targets_version(&c)?;
             targets.expires = expires(now, Role::Targets, expiry)?;
+            let version = targets.version;
             let signed = sign(targets, root, keys, Role::Targets).await?;
             self.write(&signed.signed().signed.filename(true), signed.buffer())?;
-            self.write_snapshot_chain(root, keys, expiry, now, next(targets_v), signed.buffer(), next(snapshot_v), next(timestamp_v)).await?;
+            self.write_snapshot_chain(root, keys, expiry, now, version, signed.buffer(), next(snapshot_v), next(timestamp_v)).await?;
             return Ok(vec![Role::Targets, Role::Snapshot, Role::Timestamp]);
         }
         if due(Role::Snapshot, c.snapshot.signed.expires) {
@@ -394,6 +475,68 @@ mod tests {
         // Publishing new documents needs it too.
         let err = repo4.publish(&online, &expiry, &docs("{\"new\":1}"), jiff::Timestamp::now()).await.unwrap_err().to_string();
         assert!(err.contains("tuf-targets.pem"), "{err}");
+    }
+
+    /// Copies `from`'s metadata and targets over `to`, as an operator carries an offline
+    /// signing back.
+    fn copy_repo(from: &Path, to: &Path) {
+        for sub in ["", "targets"] {
+            std::fs::create_dir_all(to.join(sub)).unwrap();
+            for e in std::fs::read_dir(from.join(sub)).unwrap() {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_file() {
+                    std::fs::copy(e.path(), to.join(sub).join(e.file_name())).unwrap();
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn targets_signed_offline_are_adopted_once_they_check_out() {
+        let (tmp, keys, live) = setup();
+        let expiry = Expiry::default();
+        live.create(&keys, &expiry, &docs("{\"v\":1}"), jiff::Timestamp::now()).await.unwrap();
+        // The root and targets keys leave the machine.
+        let keys_dir = tmp.path().join("keys");
+        let offline_keys = tmp.path().join("offline-keys");
+        std::fs::create_dir(&offline_keys).unwrap();
+        for role in [Role::Root, Role::Targets] {
+            std::fs::rename(RoleKeys::path(&keys_dir, role), RoleKeys::path(&offline_keys, role)).unwrap();
+        }
+        let online = RoleKeys::load(&keys_dir).unwrap();
+        let offline = RoleKeys::load(&offline_keys).unwrap();
+
+        // On a copy, with the targets key only: new targets, no snapshot or timestamp.
+        let copy = Repository::at(tmp.path().join("copy"));
+        copy_repo(live.dir(), copy.dir());
+        assert_eq!(copy.sign_targets(&offline, &expiry, &docs("{\"v\":2}"), jiff::Timestamp::now()).await.unwrap(), 2);
+        assert_eq!(copy.status().unwrap().targets.0, 1, "not current until a snapshot names it");
+        assert!(copy.publish(&offline, &expiry, &docs("{\"v\":3}"), jiff::Timestamp::now()).await.is_err(), "a snapshot needs its key");
+
+        // Carried back: the live repository signs a snapshot and timestamp for it.
+        copy_repo(copy.dir(), live.dir());
+        assert_eq!(live.adopt(&online, &expiry, jiff::Timestamp::now()).await.unwrap(), Some(2));
+        assert_eq!(live.adopt(&online, &expiry, jiff::Timestamp::now()).await.unwrap(), None);
+        assert_eq!(client_reads(live.dir(), "trusted_root.json").await, b"{\"v\":2}");
+
+        // Targets whose signature does not check (a version edited after signing) are
+        // refused, and nothing changes.
+        let mut targets: serde_json::Value = serde_json::from_slice(&std::fs::read(live.dir().join("2.targets.json")).unwrap()).unwrap();
+        targets["signed"]["version"] = 3.into();
+        std::fs::write(live.dir().join("3.targets.json"), serde_json::to_vec(&targets).unwrap()).unwrap();
+        let err = live.adopt(&online, &expiry, jiff::Timestamp::now()).await.unwrap_err().to_string();
+        assert!(err.contains("3.targets.json") && err.contains("not signed by the root's targets key"), "{err}");
+        assert_eq!(live.status().unwrap().targets.0, 2);
+        std::fs::remove_file(live.dir().join("3.targets.json")).unwrap();
+
+        // Targets whose files were not carried back are refused by name.
+        let copy2 = Repository::at(tmp.path().join("copy2"));
+        copy_repo(live.dir(), copy2.dir());
+        assert_eq!(copy2.sign_targets(&offline, &expiry, &docs("{\"v\":4}"), jiff::Timestamp::now()).await.unwrap(), 3);
+        std::fs::copy(copy2.dir().join("3.targets.json"), live.dir().join("3.targets.json")).unwrap();
+        let err = live.adopt(&online, &expiry, jiff::Timestamp::now()).await.unwrap_err().to_string();
+        assert!(err.contains("is missing; copy targets/ too"), "{err}");
+        assert_eq!(live.status().unwrap().targets.0, 2);
     }
 
     #[tokio::test]

@@ -1,0 +1,175 @@
+//! `signet tuf status`: where the instance's TUF repository stands: each role's version,
+//! expiry, and whether its key is here or kept offline.
+//! `signet tuf sign`: signs new targets from `signet trust export`'s documents, on a copy of
+//! the repository, wherever the targets key is kept. With the snapshot and timestamp keys as
+//! well, it signs those too; without them, the copy's new `N.targets.json` and `targets/` are
+//! carried back into `<data dir>/tuf`, and the server signs a snapshot and timestamp for
+//! them (it checks their signature against the root first).
+//!
+//! Exit 0 on success; 1 when something is expired (status) or signing fails; 2 on a bad
+//! command line or input.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use signet_trust::tuf::{Expiry, Published, Repository, Role, RoleKeys, SIGNING_CONFIG_TARGET, TRUSTED_ROOT_TARGET};
+
+#[derive(clap::Subcommand)]
+pub enum Tuf {
+    /// Each role's version and expiry, the targets, and which keys are here.
+    Status {
+        /// The instance's data dir (its repository is `tuf/`, its keys `keys/tuf-*.pem`).
+        #[arg(long, default_value = "signet-data")]
+        data_dir: PathBuf,
+    },
+    /// Sign new targets holding the documents in --trust (from `signet trust export`).
+    Sign {
+        /// The repository to sign in: a copy of `<data dir>/tuf`, or the directory itself.
+        #[arg(long)]
+        repo: PathBuf,
+        /// A directory holding `tuf-targets.pem`, and optionally `tuf-snapshot.pem` and
+        /// `tuf-timestamp.pem` (then the new targets are published at once).
+        #[arg(long)]
+        keys: PathBuf,
+        /// The output of `signet trust export`: trusted_root.json and signing_config.json.
+        #[arg(long)]
+        trust: PathBuf,
+        /// The config whose `[tuf]` expiries to sign with (the defaults otherwise).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime builds")
+}
+
+pub fn run(cmd: Tuf) -> ExitCode {
+    match cmd {
+        Tuf::Status { data_dir } => status(&data_dir),
+        Tuf::Sign { repo, keys, trust, config } => {
+            let expiry = match super::config(config.as_deref(), None, None) {
+                Ok(cfg) => match cfg.tuf.validate() {
+                    Ok(()) => cfg.tuf.expiry(),
+                    Err(e) => {
+                        errln!("signet tuf sign: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+                Err(code) => return code,
+            };
+            sign(&repo, &keys, &trust, &expiry)
+        }
+    }
+}
+
+fn rfc3339(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
+}
+
+fn status(data_dir: &Path) -> ExitCode {
+    let repo = Repository::at(signet_server::tuf::repo_dir(data_dir));
+    if !repo.exists() {
+        errln!("signet tuf status: {} has no TUF repository; `signet serve` makes it at its first start", repo.dir().display());
+        return ExitCode::from(2);
+    }
+    let status = match repo.status() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("signet tuf status: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let keys_dir = data_dir.join("keys");
+    let now = jiff::Timestamp::now().as_second();
+    let mut expired = false;
+    outln!("repository  {}", repo.dir().display());
+    for role in Role::ALL {
+        let (version, expires) = status.of(role);
+        let left = expires - now;
+        expired |= left <= 0;
+        let when = if left <= 0 { "EXPIRED".to_string() } else { format!("in {:.1} days", left as f64 / 86_400.0) };
+        let key = if RoleKeys::path(&keys_dir, role).exists() { "here" } else { "offline" };
+        outln!("{:<10}  version {version:<4} expires {} ({when})  key {key}", role.name(), rfc3339(expires));
+    }
+    for (name, length) in &status.target_names {
+        outln!("target      {name} ({length} bytes)");
+    }
+    if expired {
+        errln!("signet tuf status: expired metadata: clients refuse this repository until it is signed again");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The documents in `trust`, checked to be what their target names say.
+fn documents(trust: &Path) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    for (file, target, media_type) in [
+        ("trusted_root.json", TRUSTED_ROOT_TARGET, signet_trust::root::TRUSTED_ROOT_MEDIA_TYPE),
+        ("signing_config.json", SIGNING_CONFIG_TARGET, signet_trust::root::SIGNING_CONFIG_MEDIA_TYPE),
+    ] {
+        let path = trust.join(file);
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e} (write it with `signet trust export`)", path.display()))?;
+        let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        if doc["mediaType"] != media_type {
+            return Err(format!("{}: mediaType {} where {media_type:?} was expected", path.display(), doc["mediaType"]));
+        }
+        out.push((target, bytes));
+    }
+    Ok(out)
+}
+
+fn sign(repo_dir: &Path, keys_dir: &Path, trust: &Path, expiry: &Expiry) -> ExitCode {
+    let repo = Repository::at(repo_dir);
+    if !repo.exists() {
+        errln!("signet tuf sign: {} is not a TUF repository (no 1.root.json); give a copy of <data dir>/tuf", repo_dir.display());
+        return ExitCode::from(2);
+    }
+    let docs = match documents(trust) {
+        Ok(d) => d,
+        Err(e) => {
+            errln!("signet tuf sign: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let keys = match RoleKeys::load(keys_dir) {
+        Ok(k) if k.get(Role::Targets).is_some() => k,
+        Ok(_) => {
+            errln!("signet tuf sign: {} holds no tuf-targets.pem", keys_dir.display());
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            errln!("signet tuf sign: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let now = jiff::Timestamp::now();
+    let online = keys.get(Role::Snapshot).is_some() && keys.get(Role::Timestamp).is_some();
+    let signed = runtime().block_on(async {
+        if online {
+            repo.publish(&keys, expiry, &docs, now).await.map(|p| match p {
+                Published::Unchanged => "the targets already hold these documents; nothing was signed".to_string(),
+                Published::Targets(v) => format!("published targets version {v}, with a new snapshot and timestamp"),
+            })
+        } else {
+            repo.sign_targets(&keys, expiry, &docs, now).await.map(|v| {
+                format!(
+                    "signed {v}.targets.json; copy it and targets/ into the instance's <data dir>/tuf, and the server publishes \
+                     it (a snapshot and timestamp) within {} s",
+                    signet_server::tuf::check_every(expiry).as_secs()
+                )
+            })
+        }
+    });
+    match signed {
+        Ok(what) => {
+            outln!("{what}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            errln!("signet tuf sign: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
