@@ -76,12 +76,19 @@ pub struct Issuer {
     pub ct: CtLog,
     pub tokens: Arc<TokenVerifier>,
     issuer_key_hash: [u8; 32],
+    /// Certificates issued since start, for `/metrics`.
+    issued: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Issuer {
     pub fn new(authority: Arc<Authority>, ct: CtLog, tokens: Arc<TokenVerifier>) -> Issuer {
         let issuer_key_hash = sha256(authority.issuer_spki_der());
-        Issuer { authority, ct, tokens, issuer_key_hash }
+        Issuer { authority, ct, tokens, issuer_key_hash, issued: Default::default() }
+    }
+
+    /// Certificates issued since start.
+    pub fn issued(&self) -> u64 {
+        self.issued.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub async fn issue(&self, token: &str, proof: KeyProof) -> Result<Issued, IssueError> {
@@ -114,6 +121,7 @@ impl Issuer {
             let serial_bytes = serial.as_bytes().to_vec();
             let tbs = this.authority.leaf_tbs(&identity, spki, serial, now, Some(ext))?;
             let leaf_der = this.authority.sign(tbs)?;
+            this.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(Issued { leaf_der, identity, serial: serial_bytes })
         })
         .await?

@@ -84,6 +84,8 @@ pub struct Tsa {
     cert_der: Vec<u8>,
     root_der: Vec<u8>,
     rng: SystemRandom,
+    /// Timestamps issued since start, for `/metrics`.
+    stamped: std::sync::atomic::AtomicU64,
 }
 
 impl Tsa {
@@ -132,7 +134,7 @@ impl Tsa {
         if cert.tbs_certificate.subject_public_key_info.to_der()? != spki_der {
             return Err(TsaError::Build(format!("{} does not match {}", cert_path.display(), key_path.display())));
         }
-        Ok(Tsa { key, cert, cert_der, root_der: root_der.to_vec(), rng: SystemRandom::new() })
+        Ok(Tsa { key, cert, cert_der, root_der: root_der.to_vec(), rng: SystemRandom::new(), stamped: Default::default() })
     }
 
     /// PEMs of the TSA's chain: its certificate, then the root.
@@ -156,6 +158,11 @@ impl Tsa {
             cert_req: req.cert_req,
             policy: req.req_policy,
         })
+    }
+
+    /// Timestamps issued since start.
+    pub fn stamped(&self) -> u64 {
+        self.stamped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Issues a timestamp for `req` and returns the DER `TimeStampResp`.
@@ -204,7 +211,9 @@ impl Tsa {
             status: PkiStatusInfo { status: PkiStatus::Accepted, status_string: None, fail_info: None },
             time_stamp_token: Some(token),
         };
-        Ok((resp.to_der()?, serial))
+        let der = resp.to_der()?;
+        self.stamped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok((der, serial))
     }
 
     fn sign_tst(&self, tst_der: &[u8], include_cert: bool) -> Result<ContentInfo, TsaError> {

@@ -2,6 +2,7 @@
 //!
 //! - [`hash`]: SHA-256 digests and the fixed-size [`hash::Hash`] type.
 //! - [`hexfmt`]: fast lowercase hex.
+//! - [`histogram`]: lock-free fixed-bucket histograms for `/metrics`.
 //! - [`b64`]: the base64 flavours the Sigstore wire formats use.
 //! - [`jcs`]: RFC 8785 canonical JSON, the form Rekor stores and signs.
 //! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
@@ -21,6 +22,7 @@ pub mod cpu;
 pub mod files;
 pub mod hash;
 pub mod hexfmt;
+pub mod histogram;
 pub mod jcs;
 pub mod keys;
 pub mod merkle;

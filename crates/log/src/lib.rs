@@ -28,6 +28,7 @@ pub mod rekor;
 pub mod remote;
 pub mod sequencer;
 pub mod shards;
+pub mod stats;
 pub mod storage;
 pub mod tilecache;
 pub mod tiles;

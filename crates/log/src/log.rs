@@ -110,6 +110,8 @@ pub(crate) struct Shared {
     pub max_pending: usize,
     /// Entries the sequencer has taken from the pool and not yet answered.
     pub in_pipeline: std::sync::atomic::AtomicUsize,
+    /// What `/metrics` reports of this log's sequencing.
+    pub stats: crate::stats::LogStats,
 }
 
 /// A page of a search by digest ([`Log::indices_by_digest`]).
@@ -231,6 +233,7 @@ impl Log {
             edge: Default::default(),
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
+            stats: Default::default(),
         });
         let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending });
         let follower = match (&queue, role) {
@@ -262,7 +265,7 @@ impl Log {
         if let Some(g) = self.genesis.as_ref().filter(|_| self.shared.head.read().checkpoint.size == 0) {
             let (reply, answer) = oneshot::channel();
             let body = g.body.clone();
-            let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest: g.digest.clone(), body, extra: None, reply };
+            let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest: g.digest.clone(), body, extra: None, reply, queued: std::time::Instant::now() };
             if tx.try_send(pending).is_ok() {
                 *self.genesis_answer.lock() = Some(answer);
             }
@@ -362,7 +365,7 @@ impl Log {
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
         let (reply, rx) = oneshot::channel();
-        let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, extra, reply };
+        let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, extra, reply, queued: std::time::Instant::now() };
         let tx = self.tx.read().clone();
         match (tx, &self.follower) {
             (Some(tx), _) => tx.send(pending).await.map_err(|_| AppendError::Closed)?,
@@ -451,6 +454,16 @@ impl Log {
     /// (tiles cached, hits, misses) of the tree's tile cache.
     pub fn tile_cache_stats(&self) -> (usize, u64, u64) {
         self.shared.tree.read().cache_stats()
+    }
+
+    /// Entries appended, batch sizes and integration latency since start ([`crate::stats`]).
+    pub fn stats(&self) -> &crate::stats::LogStats {
+        &self.shared.stats
+    }
+
+    /// The durable size: what the newest checkpoint covers.
+    pub fn durable_size(&self) -> u64 {
+        self.shared.head.read().checkpoint.size
     }
 
     /// The hashes of tile `index` at tile level `level`, cut at `width` nodes, if the durable

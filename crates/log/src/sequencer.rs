@@ -36,6 +36,8 @@ pub(crate) struct Pending {
     /// stored as its stamp when the log has no [`crate::Stamper`].
     pub extra: Option<Vec<u8>>,
     pub reply: Reply,
+    /// When it was handed to the log, for the integration latency ([`crate::stats`]).
+    pub queued: std::time::Instant,
 }
 
 /// What the sequencer tells a waiting request.
@@ -71,6 +73,8 @@ struct Prepared {
     /// Requests for entries that are already sequenced (their index and leaf hash); answered
     /// once this batch is durable.
     repeats: Vec<(u64, Hash, Reply)>,
+    /// When the batch's longest-waiting entry was handed to the log.
+    oldest: Option<std::time::Instant>,
 }
 
 /// Panics caught in the sequencer since the process started (served at `/metrics`).
@@ -194,6 +198,7 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
     }
 
     let integrated_time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let oldest = fresh.iter().map(|p| p.queued).min();
     let (old_size, new_size, root, tiles, leaf_tiles) = {
         let mut tree = shared.tree.write();
         let old_size = tree.size();
@@ -246,6 +251,7 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
         checkpoint: Arc::new(checkpoint),
         fresh: replies,
         repeats,
+        oldest,
     })
 }
 
@@ -290,7 +296,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
     let mut durable_size = shared.head.read().checkpoint.size;
     let mut uncertain: Option<Uncertain> = None;
     while let Some(p) = rx.recv().await {
-        let Prepared { taken, old_size, batch, checkpoint, fresh, repeats } = p;
+        let Prepared { taken, old_size, batch, checkpoint, fresh, repeats, oldest } = p;
         let leaves: Vec<Hash> = batch.entries.iter().map(|e| e.leaf_hash).collect();
         let outcome = if old_size != durable_size {
             // Built on top of a batch that failed to commit.
@@ -337,6 +343,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
                     durable_size = checkpoint.checkpoint.size;
                     *shared.head.write() = checkpoint.clone();
                     shared.tree.write().settle(durable_size);
+                    shared.stats.integrated(batch.entries.len(), oldest);
                 }
                 for (reply, e) in fresh.into_iter().zip(batch.entries) {
                     let _ = reply.send(Ok(Sequenced::New {

@@ -114,6 +114,13 @@ pub async fn acquire(store: Arc<PostgresStorage>, holder: String) -> Result<Leas
     }
 }
 
+static RENEW_FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Renewals of the sequencer lease that failed since start (the database did not answer).
+pub fn renew_failures() -> u64 {
+    RENEW_FAILURES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Renews `lease` for as long as the process runs. If another instance has taken it over,
 /// stops the process: its commits are already fenced, and a process manager's restart makes
 /// it a standby. A database that cannot be reached is retried: the epoch, not the renewal,
@@ -136,12 +143,16 @@ pub fn keep(store: Arc<PostgresStorage>, lease: Lease) {
                     std::process::exit(1);
                 }
                 Ok(Err(e)) => {
+                    RENEW_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if !failing {
                         tracing::warn!(error = %e, "cannot renew the sequencer lease; retrying");
                     }
                     failing = true;
                 }
-                Err(e) => tracing::warn!(error = %e, "renewing the sequencer lease failed"),
+                Err(e) => {
+                    RENEW_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(error = %e, "renewing the sequencer lease failed");
+                }
             }
         }
     });

@@ -3,16 +3,24 @@
 //! A tower layer counts every response by route template and status, and every refusal
 //! (a 4xx) by route and reason. Handlers name the reason through [`Refusal`], a response
 //! extension that `ApiError` sets, so the counting stays out of the handlers.
+//!
+//! The same layer keeps OpenTelemetry's HTTP server metrics, named as OpenTelemetry's
+//! Prometheus exporter names them: `http_server_request_duration_seconds` (by route template,
+//! method and status, on OpenTelemetry's bucket boundaries) and `http_server_active_requests`
+//! (by method). Labels are bounded: a route template (unmatched paths have none), one of the
+//! standard methods or `_OTHER`, and a status code.
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use parking_lot::RwLock;
+use signet_core::histogram::{Histogram, OTEL_HTTP_SECONDS};
 
 /// Why a request was refused, in a few stable words (`token_expired`, `body_too_large`, …):
 /// one type for the guard's refusals and the handlers', which the audit log records too.
@@ -23,17 +31,39 @@ pub use signet_guard::Refusal;
 struct RouteCounters {
     by_status: Box<[AtomicU64]>,
     refusals: RwLock<HashMap<&'static str, AtomicU64>>,
+    /// Request durations by (method, status), made on first use.
+    durations: RwLock<HashMap<(usize, u16), Arc<Histogram>>>,
 }
 
 impl RouteCounters {
     fn new() -> Self {
-        RouteCounters { by_status: (0..600).map(|_| AtomicU64::new(0)).collect(), refusals: RwLock::new(HashMap::new()) }
+        RouteCounters {
+            by_status: (0..600).map(|_| AtomicU64::new(0)).collect(),
+            refusals: RwLock::new(HashMap::new()),
+            durations: RwLock::new(HashMap::new()),
+        }
     }
+
+    fn duration(&self, method: usize, status: u16) -> Arc<Histogram> {
+        if let Some(h) = self.durations.read().get(&(method, status)) {
+            return h.clone();
+        }
+        self.durations.write().entry((method, status)).or_insert_with(|| Arc::new(Histogram::new(OTEL_HTTP_SECONDS))).clone()
+    }
+}
+
+/// OpenTelemetry's `http.request.method` values: the standard methods, then `_OTHER`.
+const METHODS: [&str; 10] = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "_OTHER"];
+
+fn method_index(method: &axum::http::Method) -> usize {
+    METHODS[..9].iter().position(|m| *m == method.as_str()).unwrap_or(9)
 }
 
 #[derive(Default)]
 pub struct Metrics {
     routes: RwLock<HashMap<String, Arc<RouteCounters>>>,
+    /// Requests being handled now, by method ([`METHODS`]).
+    active: [AtomicI64; 10],
     /// Requests whose handling panicked (answered 500 by [`crate::panic`]).
     pub panics: AtomicU64,
     /// The connection layer's counters.
@@ -67,12 +97,38 @@ impl Metrics {
         }
     }
 
+    /// One request's duration, under OpenTelemetry's names; `route` is None for a path
+    /// that matched no route.
+    pub fn observe(&self, route: Option<&str>, method: usize, status: u16, seconds: f64) {
+        self.route(route.unwrap_or(UNMATCHED)).duration(method, status).observe(seconds);
+    }
+
     /// The Prometheus text exposition, sorted so that scrapes diff cleanly.
     pub fn render(&self) -> String {
         let routes = self.routes.read();
         let mut names: Vec<&String> = routes.keys().collect();
         names.sort();
         let mut out = String::new();
+        out.push_str("# HELP http_server_request_duration_seconds Duration of HTTP server requests.\n");
+        out.push_str("# TYPE http_server_request_duration_seconds histogram\n");
+        for name in &names {
+            let durations = routes[*name].durations.read();
+            let mut series: Vec<_> = durations.iter().collect();
+            series.sort_by_key(|((m, s), _)| (METHODS[*m], *s));
+            for ((method, status), h) in series {
+                let route = if name.as_str() == UNMATCHED { String::new() } else { format!(",http_route=\"{name}\"") };
+                let labels = format!("http_request_method=\"{}\"{route},http_response_status_code=\"{status}\"", METHODS[*method]);
+                h.render(&mut out, "http_server_request_duration_seconds", &labels);
+            }
+        }
+        out.push_str("# HELP http_server_active_requests Number of active HTTP server requests.\n");
+        out.push_str("# TYPE http_server_active_requests gauge\n");
+        for (i, method) in METHODS.iter().enumerate() {
+            let n = self.active[i].load(Ordering::Relaxed);
+            if n != 0 || i < 2 {
+                let _ = writeln!(out, "http_server_active_requests{{http_request_method=\"{method}\"}} {n}");
+            }
+        }
         out.push_str("# HELP signet_http_responses_total HTTP responses by route and status.\n");
         out.push_str("# TYPE signet_http_responses_total counter\n");
         for name in &names {
@@ -117,16 +173,35 @@ impl Metrics {
     }
 }
 
+/// The route label of every path that matched no route: one label, so that a scanner cannot
+/// grow the table without bound.
+const UNMATCHED: &str = "unmatched";
+
+/// Counts a request as active until it is dropped, answered or not (a client that hangs up
+/// drops the request's future).
+struct Active<'a>(&'a AtomicI64);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The counting layer (`axum::middleware::from_fn_with_state`).
 pub async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    // Unmatched paths share one label, so a scanner cannot grow the table without bound.
-    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_string();
+    let start = Instant::now();
+    let method = method_index(request.method());
+    metrics.active[method].fetch_add(1, Ordering::Relaxed);
+    let _active = Active(&metrics.active[method]);
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map(|p| p.as_str());
     let response = next.run(request).await;
     let status = response.status().as_u16();
     let refusal = response.extensions().get::<Refusal>().copied().or_else(|| {
         response.status().is_client_error().then_some(Refusal("client_error"))
     });
-    metrics.record(&route, status, refusal);
+    metrics.record(route.unwrap_or(UNMATCHED), status, refusal);
+    metrics.observe(route, method, status, start.elapsed().as_secs_f64());
     response
 }
 
@@ -145,5 +220,21 @@ mod tests {
         assert!(text.contains("signet_http_responses_total{route=\"/api/v2/signingCert\",status=\"401\"} 2\n"), "{text}");
         assert!(text.contains("signet_refused_total{route=\"/api/v2/signingCert\",reason=\"token_expired\"} 2\n"), "{text}");
         assert!(text.find("/api/v1/log").unwrap() < text.find("/api/v2/signingCert").unwrap(), "sorted by route");
+    }
+
+    #[test]
+    fn durations_follow_opentelemetry_names_and_buckets() {
+        let m = Metrics::default();
+        m.observe(Some("/api/v1/log"), method_index(&axum::http::Method::GET), 200, 0.003);
+        m.observe(Some("/api/v1/log"), method_index(&axum::http::Method::GET), 200, 0.2);
+        m.observe(None, method_index(&axum::http::Method::from_bytes(b"BREW").unwrap()), 404, 0.001);
+        let text = m.render();
+        let series = "http_request_method=\"GET\",http_route=\"/api/v1/log\",http_response_status_code=\"200\"";
+        assert!(text.contains(&format!("http_server_request_duration_seconds_bucket{{{series},le=\"0.005\"}} 1\n")), "{text}");
+        assert!(text.contains(&format!("http_server_request_duration_seconds_bucket{{{series},le=\"0.25\"}} 2\n")), "{text}");
+        assert!(text.contains(&format!("http_server_request_duration_seconds_count{{{series}}} 2\n")), "{text}");
+        // An unmatched path has no route label; an unknown method is _OTHER.
+        assert!(text.contains("http_server_request_duration_seconds_count{http_request_method=\"_OTHER\",http_response_status_code=\"404\"} 1\n"), "{text}");
+        assert!(text.contains("http_server_active_requests{http_request_method=\"GET\"} 0\n"), "{text}");
     }
 }

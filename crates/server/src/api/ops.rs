@@ -27,6 +27,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::Heade
         let _ = writeln!(text, "signet_guard_redis_failures_total {failures}");
     }
     guard_and_audit(&state, &mut text);
+    services(&state, &mut text);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
@@ -48,6 +49,88 @@ fn guard_and_audit(state: &AppState, text: &mut String) {
         if s.anchored_at_ms > 0 {
             let age = signet_guard::audit::chain::now_ms().saturating_sub(s.anchored_at_ms) as f64 / 1000.0;
             metric("signet_audit_last_anchor_age_seconds", "gauge", "Seconds since the audit chain was last anchored (absent until the first anchor since start).", format!("{age:.3}"));
+        }
+    }
+}
+
+fn now_secs() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn not_after(der: &[u8]) -> Option<u64> {
+    use der::Decode;
+    x509_cert::Certificate::from_der(der).ok().map(|c| c.tbs_certificate.validity.not_after.to_unix_duration().as_secs())
+}
+
+/// Per service: each log's appends, batches, integration latency and checkpoint age; the
+/// CA's certificates and the TSA's timestamps; when certificates and TUF metadata expire.
+fn services(state: &AppState, text: &mut String) {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering;
+    let shards = state.rekor_v1.current();
+    let mut logs: Vec<(String, signet_log::Log)> = shards.logs().map(|(tree, log)| (format!("rekor_v1/{tree}"), log)).collect();
+    logs.push(("rekor_v2".into(), state.rekor_v2.clone()));
+    logs.push(("ct".into(), state.ca.ct.log().clone()));
+    text.push_str("# HELP signet_log_entries_appended_total Entries this instance integrated into each log since start.\n");
+    text.push_str("# TYPE signet_log_entries_appended_total counter\n");
+    for (name, log) in &logs {
+        let _ = writeln!(text, "signet_log_entries_appended_total{{log=\"{name}\"}} {}", log.stats().appended.load(Ordering::Relaxed));
+    }
+    text.push_str("# HELP signet_log_size Entries in each log under its newest durable checkpoint.\n# TYPE signet_log_size gauge\n");
+    for (name, log) in &logs {
+        let _ = writeln!(text, "signet_log_size{{log=\"{name}\"}} {}", log.durable_size());
+    }
+    text.push_str("# HELP signet_log_sequencer 1 when this instance sequences the log, 0 when it follows another.\n# TYPE signet_log_sequencer gauge\n");
+    for (name, log) in &logs {
+        let leads = u8::from(log.role() == signet_log::Role::Sequencer);
+        let _ = writeln!(text, "signet_log_sequencer{{log=\"{name}\"}} {leads}");
+    }
+    text.push_str("# HELP signet_log_batch_entries Entries per integrated batch.\n# TYPE signet_log_batch_entries histogram\n");
+    for (name, log) in &logs {
+        log.stats().batch_entries.render(text, "signet_log_batch_entries", &format!("log=\"{name}\""));
+    }
+    text.push_str("# HELP signet_log_integration_seconds From a batch's first entry arriving to its durable checkpoint.\n");
+    text.push_str("# TYPE signet_log_integration_seconds histogram\n");
+    for (name, log) in &logs {
+        log.stats().integration_seconds.render(text, "signet_log_integration_seconds", &format!("log=\"{name}\""));
+    }
+    text.push_str("# HELP signet_log_checkpoint_age_seconds Seconds since this instance last integrated a batch into the log (absent before the first).\n");
+    text.push_str("# TYPE signet_log_checkpoint_age_seconds gauge\n");
+    let now = now_secs();
+    for (name, log) in &logs {
+        let at = log.stats().last_integrated_ms.load(Ordering::Relaxed);
+        if at > 0 {
+            let _ = writeln!(text, "signet_log_checkpoint_age_seconds{{log=\"{name}\"}} {:.3}", (now - at as f64 / 1000.0).max(0.0));
+        }
+    }
+    let _ = write!(
+        text,
+        "# HELP signet_ca_certificates_issued_total Certificates the CA issued since start.\n# TYPE signet_ca_certificates_issued_total counter\n\
+         signet_ca_certificates_issued_total {}\n\
+         # HELP signet_tsa_timestamps_total RFC 3161 timestamps issued since start.\n# TYPE signet_tsa_timestamps_total counter\n\
+         signet_tsa_timestamps_total {}\n\
+         # HELP signet_sequencer_lease_renew_failures_total Renewals of the sequencer lease that failed (PostgreSQL storage).\n\
+         # TYPE signet_sequencer_lease_renew_failures_total counter\nsignet_sequencer_lease_renew_failures_total {}\n",
+        state.ca.issued(),
+        state.tsa.stamped(),
+        crate::lease::renew_failures()
+    );
+    let trust = state.trust.read().clone();
+    text.push_str("# HELP signet_certificate_expiry_timestamp_seconds When each CA and TSA certificate expires (Unix time).\n");
+    text.push_str("# TYPE signet_certificate_expiry_timestamp_seconds gauge\n");
+    let certs = [("ca_root", trust.ca_chain.last()), ("ca_intermediate", trust.ca_chain.first()), ("tsa", trust.tsa_chain.first())];
+    for (which, der) in certs {
+        if let Some(t) = der.and_then(|d| not_after(d)) {
+            let _ = writeln!(text, "signet_certificate_expiry_timestamp_seconds{{certificate=\"{which}\"}} {t}");
+        }
+    }
+    if let Some(tuf) = &state.tuf {
+        if let Ok(status) = tuf.repository().status() {
+            text.push_str("# HELP signet_tuf_expiry_timestamp_seconds When each role's current TUF metadata expires (Unix time).\n");
+            text.push_str("# TYPE signet_tuf_expiry_timestamp_seconds gauge\n");
+            for role in signet_trust::tuf::Role::ALL {
+                let _ = writeln!(text, "signet_tuf_expiry_timestamp_seconds{{role=\"{}\"}} {}", role.name(), status.of(role).1);
+            }
         }
     }
 }
