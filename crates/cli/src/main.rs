@@ -39,6 +39,8 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Run the server.
     Serve(cmd::serve::Args),
+    /// Check a config, its keys, storage and TUF metadata, and the running instance.
+    Doctor(cmd::doctor::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
     DevToken(cmd::dev_token::Args),
     /// Trust distribution: export the documents clients verify with.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),
         Command::Tuf(args) => cmd::tuf::run(args),

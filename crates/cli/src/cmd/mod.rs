@@ -11,6 +11,7 @@ pub mod bench_micro;
 pub mod bench_scale;
 pub mod bench_verify;
 pub mod dev_token;
+pub mod doctor;
 pub mod init;
 pub mod migrate;
 pub mod serve;

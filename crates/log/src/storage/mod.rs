@@ -21,7 +21,7 @@ mod url;
 
 pub use postgres::{Lease, PostgresStorage};
 pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
-pub use url::{migrate, open, StorageUrl};
+pub use url::{migrate, open, schema_version, StorageUrl};
 
 use signet_core::hash::Hash;
 

@@ -119,6 +119,31 @@ CREATE TABLE audit_starts(chain TEXT PRIMARY KEY, start_seq BIGINT NOT NULL, sta
 /// The one lease: the instance holding it sequences every log in the database.
 const LEASE: &str = "sequencer";
 
+/// The schema version of the PostgreSQL database at `url`, and the newest this build knows,
+/// read without changing anything (`signet doctor`). A database signet never migrated is at 0.
+pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
+    let target = signet_core::pg::Target::parse(url).map_err(StorageError::Backend)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
+    let known = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    runtime.block_on(async {
+        let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_core::pg::redact(url)));
+        let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
+            .await
+            .map_err(|_| StorageError::Backend(format!("PostgreSQL at {}: no answer within 10 s", signet_core::pg::redact(url))))?
+            .map_err(pg)?;
+        tokio::spawn(driver);
+        let exists: bool = client.query_one("SELECT to_regclass('signet_schema') IS NOT NULL", &[]).await.map_err(pg)?.get(0);
+        if !exists {
+            return Ok((0, known));
+        }
+        let have: i32 = client.query_one("SELECT COALESCE(MAX(version), 0) FROM signet_schema", &[]).await.map_err(pg)?.get(0);
+        Ok((have, known))
+    })
+}
+
 pub struct PostgresStorage {
     /// The schema versions this open applied (empty when the database was current).
     pub applied_migrations: Vec<i32>,

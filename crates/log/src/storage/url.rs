@@ -54,6 +54,15 @@ pub fn open(url: &StorageUrl) -> Result<Arc<dyn Storage>, StorageError> {
     })
 }
 
+/// The store's schema version and the newest this build knows, read without changing
+/// anything; an error when it cannot be reached.
+pub fn schema_version(url: &StorageUrl) -> Result<(i32, i32), StorageError> {
+    match url {
+        StorageUrl::Sqlite(path) => super::sqlite::schema_version(path),
+        StorageUrl::Postgres(u) => super::postgres::schema_version(u),
+    }
+}
+
 /// Brings the store `url` names up to date and returns the schema versions that this applied
 /// (`signet migrate`).
 pub fn migrate(url: &StorageUrl) -> Result<Vec<i32>, StorageError> {

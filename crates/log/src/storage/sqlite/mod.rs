@@ -183,6 +183,18 @@ CREATE TABLE IF NOT EXISTS checkpoints(log INTEGER PRIMARY KEY, size INTEGER NOT
 /// The schema versions (`PRAGMA user_version`). Version 1 is the layout above; databases made
 /// before versions were kept have user_version 0 and the tables already, which `IF NOT EXISTS`
 /// and the column check make a no-op for.
+/// The schema version of the SQLite store at `path`, and the newest this build knows,
+/// read without changing anything (`signet doctor`).
+pub fn schema_version(path: &Path) -> Result<(i32, i32), StorageError> {
+    if !path.exists() {
+        return Err(StorageError::Backend(format!("{} does not exist; `signet serve` or `signet migrate` creates it", path.display())));
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| StorageError::Backend(format!("{}: {e}", path.display())))?;
+    let have: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| StorageError::Backend(format!("{}: {e}", path.display())))?;
+    Ok((have, MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0)))
+}
+
 const MIGRATIONS: &[SqliteMigration] = &[
     SqliteMigration { version: 1, apply: |tx| {
         tx.execute_batch(SCHEMA)?;

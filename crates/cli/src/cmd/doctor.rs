@@ -1,0 +1,262 @@
+//! `signet doctor`: checks a config, its data dir, its storage and its running instance, and
+//! prints one line per check: `ok`, `warn` or `FAIL`, with what is wrong and what to do. Exit 0
+//! when nothing failed (warnings allowed), 1 when something did, 2 when the config itself is
+//! bad. It changes nothing: no key is made, no migration applied.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use aws_lc_rs::signature::{EcdsaKeyPair, Ed25519KeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING};
+use der::Decode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The config file the instance runs with.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The instance's data dir (default: the config's, or signet-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The running instance's base URL (default: the public URL it last started with).
+    #[arg(long)]
+    url: Option<String>,
+    /// Check only the files and the storage, not a running instance.
+    #[arg(long)]
+    offline: bool,
+}
+
+/// Certificates and TUF roots this close to expiry are a warning.
+const SOON: i64 = 30 * 86_400;
+/// The most the local clock may differ from the TSA's.
+const CLOCK_SKEW_SECS: i64 = 60;
+
+#[derive(Default)]
+struct Report {
+    failed: usize,
+    warned: usize,
+}
+
+impl Report {
+    fn ok(&mut self, what: &str) {
+        outln!("ok    {what}");
+    }
+    fn warn(&mut self, what: &str) {
+        self.warned += 1;
+        outln!("warn  {what}");
+    }
+    fn fail(&mut self, what: &str) {
+        self.failed += 1;
+        outln!("FAIL  {what}");
+    }
+}
+
+fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let cfg = match super::config(args.config.as_deref(), args.data_dir, None) {
+        Ok(cfg) => cfg,
+        Err(code) => return code,
+    };
+    let mut report = Report::default();
+    // Outside --dev a config must name its public URL; doctor checks the rest either way.
+    let valid = cfg.tuf.validate().map_err(|e| e.to_string()).and_then(|()| cfg.guard.validate());
+    match valid {
+        Ok(()) => report.ok(&format!("config {}", args.config.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()))),
+        Err(e) => {
+            errln!("signet doctor: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let data = cfg.data_dir.clone();
+    if !data.is_dir() {
+        report.fail(&format!("data dir {} does not exist; create it with `signet init` (or `serve --dev`)", data.display()));
+        return finish(report);
+    }
+    keys(&data, &mut report);
+    certificates(&data, &mut report);
+    storage(&cfg, &mut report);
+    tuf(&data, &mut report);
+    if !args.offline {
+        let url = args.url.or_else(|| std::fs::read_to_string(signet_server::trust::public_url_file(&data)).ok()).map(|u| u.trim().trim_end_matches('/').to_string());
+        match url {
+            Some(url) => instance(&data, &url, &mut report),
+            None => report.fail("no instance URL: give --url, or start the instance once (it records its public URL), or --offline"),
+        }
+    }
+    finish(report)
+}
+
+fn finish(report: Report) -> ExitCode {
+    if report.failed > 0 {
+        errln!("signet doctor: {} problem(s), {} warning(s)", report.failed, report.warned);
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The public key of a PKCS#8 key of any kind signet keeps (P-256, P-384, Ed25519).
+fn public_key(pkcs8: &[u8]) -> Option<Vec<u8>> {
+    for alg in [&ECDSA_P256_SHA256_ASN1_SIGNING, &ECDSA_P384_SHA384_ASN1_SIGNING] {
+        if let Ok(k) = EcdsaKeyPair::from_pkcs8(alg, pkcs8) {
+            return Some(k.public_key().as_ref().to_vec());
+        }
+    }
+    Ed25519KeyPair::from_pkcs8(pkcs8).ok().map(|k| k.public_key().as_ref().to_vec())
+}
+
+/// Every key file: private, and a key signet can use.
+fn keys(data: &Path, report: &mut Report) {
+    let dir = data.join("keys");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return report.fail(&format!("{} cannot be read; create the keys with `signet init`", dir.display()));
+    };
+    let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pem")).collect();
+    names.sort();
+    let mut good = 0;
+    for path in names {
+        let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        if mode & 0o077 != 0 {
+            report.fail(&format!("{} has mode {mode:o}: others can read it; chmod 600 it and rotate the key if it left the machine", path.display()));
+            continue;
+        }
+        let parsed = std::fs::read(&path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
+        match parsed {
+            Some(_) => good += 1,
+            None => report.fail(&format!("{} is not a readable PKCS#8 key (P-256, P-384 or Ed25519)", path.display())),
+        }
+    }
+    if good > 0 {
+        report.ok(&format!("{good} keys in {} are private (0600) and readable", dir.display()));
+    }
+}
+
+fn cert_der(path: &Path) -> Option<Vec<u8>> {
+    std::fs::read(path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).map(|b| b.der)
+}
+
+/// Each certificate matches its key (when the key is here) and is not near its end.
+fn certificates(data: &Path, report: &mut Report) {
+    for (cert, key) in [("root.pem", "ca-root.pem"), ("intermediate.pem", "ca-intermediate.pem"), ("tsa.pem", "tsa.pem")] {
+        let cert_path = data.join("ca").join(cert);
+        let Some(der) = cert_der(&cert_path) else {
+            report.fail(&format!("{} is missing or not a PEM certificate", cert_path.display()));
+            continue;
+        };
+        let Ok(parsed) = x509_cert::Certificate::from_der(&der) else {
+            report.fail(&format!("{} does not parse as X.509", cert_path.display()));
+            continue;
+        };
+        let key_path = data.join("keys").join(key);
+        let key_public = std::fs::read(&key_path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
+        let cert_public = parsed.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
+        match key_public {
+            Some(k) if k == cert_public => {}
+            Some(_) => report.fail(&format!("{} does not match its certificate {}", key_path.display(), cert_path.display())),
+            // The root key is kept offline after `signet init`.
+            None if key == "ca-root.pem" => {}
+            None => report.fail(&format!("{} is missing: {} cannot sign", key_path.display(), cert_path.display())),
+        }
+        let left = parsed.tbs_certificate.validity.not_after.to_unix_duration().as_secs() as i64 - now();
+        if left <= 0 {
+            report.fail(&format!("{} has expired", cert_path.display()));
+        } else if left < SOON {
+            report.warn(&format!("{} expires in {} days", cert_path.display(), left / 86_400));
+        } else {
+            report.ok(&format!("{} matches its key, valid for {} more days", cert_path.display(), left / 86_400));
+        }
+    }
+}
+
+/// The storage answers and its schema is this build's.
+fn storage(cfg: &signet_server::Config, report: &mut Report) {
+    let url = match signet_log::storage::StorageUrl::parse(cfg.storage.as_deref(), &cfg.data_dir) {
+        Ok(u) => u,
+        Err(e) => return report.fail(&format!("storage: {e}")),
+    };
+    match signet_log::storage::schema_version(&url) {
+        Ok((have, known)) if have == known => report.ok(&format!("storage {} reachable, schema at version {have} (current)", url.display())),
+        Ok((have, known)) if have < known => {
+            report.fail(&format!("storage {}: schema at version {have}, this signet's is {known}; run `signet migrate`", url.display()))
+        }
+        Ok((have, known)) => report.fail(&format!("storage {}: schema at version {have} is newer than this signet's ({known}); run a newer signet", url.display())),
+        Err(e) => report.fail(&format!("storage {}: {e}", url.display())),
+    }
+}
+
+/// The TUF repository's metadata is current.
+fn tuf(data: &Path, report: &mut Report) {
+    let repo = signet_trust::tuf::Repository::at(signet_server::tuf::repo_dir(data));
+    if !repo.exists() {
+        return report.warn(&format!("no TUF repository in {} yet; `signet serve` makes it (unless [tuf] enabled = false)", repo.dir().display()));
+    }
+    let status = match repo.status() {
+        Ok(s) => s,
+        Err(e) => return report.fail(&format!("TUF repository: {e}")),
+    };
+    let mut fine = true;
+    for role in signet_trust::tuf::Role::ALL {
+        let (version, expires) = status.of(role);
+        let left = expires - now();
+        if left <= 0 {
+            fine = false;
+            report.fail(&format!("TUF {} (version {version}) has expired: clients refuse the repository; see `signet tuf status`", role.name()));
+        } else if matches!(role, signet_trust::tuf::Role::Root | signet_trust::tuf::Role::Targets) && left < SOON {
+            fine = false;
+            report.warn(&format!("TUF {} (version {version}) expires in {} days; sign it again with its key", role.name(), left / 86_400));
+        }
+    }
+    if fine {
+        report.ok(&format!("TUF repository current (targets version {}, timestamp version {})", status.targets.0, status.timestamp.0));
+    }
+}
+
+/// The running instance: ready, and its TSA's clock agrees with ours.
+fn instance(data: &Path, url: &str, report: &mut Report) {
+    if url.starts_with("https://") {
+        return report.warn(&format!("{url}: HTTPS instances are not checked by doctor yet; check {url}/readyz by hand"));
+    }
+    let http = signet_client::http::Http::new(Duration::from_secs(10));
+    match http.get("signet", &format!("{url}/readyz"), 64 << 10) {
+        Ok(_) => report.ok(&format!("{url}/readyz: ready")),
+        Err(e) => return report.fail(&format!("{url}/readyz: {e}")),
+    }
+    // The TSA's time, from a timestamp over random bytes, verified against the instance's
+    // own trusted root.
+    let mut challenge = [0u8; 32];
+    let mut nonce = [0u8; 8];
+    if aws_lc_rs::rand::fill(&mut challenge).and(aws_lc_rs::rand::fill(&mut nonce)).is_err() {
+        return report.fail("no randomness for the clock check");
+    }
+    let request = match signet_client::tsa::request(&signet_core::hash::sha256(&challenge), &nonce) {
+        Ok(r) => r,
+        Err(e) => return report.fail(&format!("building a timestamp request: {e}")),
+    };
+    let asked = now();
+    let reply = match http.post("tsa", &format!("{url}/api/v1/timestamp"), "application/timestamp-query", "application/timestamp-reply", request, None) {
+        Ok(r) => r,
+        Err(e) => return report.fail(&format!("the TSA did not stamp: {e}")),
+    };
+    let root = signet_server::trust::instance(data, None)
+        .map_err(|e| e.to_string())
+        .and_then(|i| signet_verify::trust_root::TrustedRoot::from_json(i.trusted_root().to_string().as_bytes()).map_err(|e| e.to_string()));
+    let root = match root {
+        Ok(r) => r,
+        Err(e) => return report.fail(&format!("the instance's trusted root: {e}")),
+    };
+    match signet_verify::timestamp::verify(&root, &reply.body, &challenge) {
+        Ok(v) => {
+            let skew = v.time - asked;
+            if skew.abs() > CLOCK_SKEW_SECS {
+                report.fail(&format!("this machine's clock differs from the TSA's by {skew} s (at most {CLOCK_SKEW_SECS} expected); fix NTP"));
+            } else {
+                report.ok(&format!("clock agrees with the TSA's (within {} s); its timestamp verifies", skew.abs().max(1)));
+            }
+        }
+        Err(e) => report.fail(&format!("the TSA's timestamp does not verify against the instance's trusted root: {e}")),
+    }
+}

@@ -1,0 +1,77 @@
+//! `signet doctor`: one line per check, exit 1 on any problem, and it changes nothing.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+use common::*;
+
+fn doctor(args: &[&str]) -> (Output, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).arg("doctor").args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, text)
+}
+
+fn line<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no line with {needle:?} in\n{text}"))
+}
+
+#[test]
+fn a_healthy_instance_passes_and_each_problem_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let mut server = Server::start(&data, &[]);
+
+    let (out, text) = doctor(&["--data-dir", d]);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("FAIL"), "{text}");
+    for check in ["keys in", "intermediate.pem matches its key", "tsa.pem matches its key", "schema at version", "TUF repository current", "/readyz: ready", "clock agrees with the TSA"] {
+        assert!(line(&text, check).starts_with("ok    "), "{check}: {text}");
+    }
+
+    // A key others can read.
+    let key = data.join("keys").join("tsa.pem");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (out, text) = doctor(&["--data-dir", d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(line(&text, "tsa.pem has mode 644").starts_with("FAIL  "), "{text}");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    // A certificate that is not its key's.
+    let tsa_cert = data.join("ca").join("tsa.pem");
+    let saved = std::fs::read(&tsa_cert).unwrap();
+    std::fs::copy(data.join("ca").join("intermediate.pem"), &tsa_cert).unwrap();
+    let (out, text) = doctor(&["--data-dir", d, "--offline"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(line(&text, "does not match its certificate").contains("keys/tsa.pem"), "{text}");
+    std::fs::write(&tsa_cert, saved).unwrap();
+
+    // The instance is down: its readiness fails, --offline skips it.
+    server.kill();
+    let (out, text) = doctor(&["--data-dir", d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(line(&text, "/readyz").starts_with("FAIL  "), "{text}");
+    let (out, text) = doctor(&["--data-dir", d, "--offline"]);
+    assert!(out.status.success(), "{text}");
+
+    // A schema behind this build's: doctor says to migrate, and does not do it.
+    let db = data.join("signet.sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let current: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    conn.execute_batch(&format!("PRAGMA user_version = {}", current - 1)).unwrap();
+    drop(conn);
+    let (out, text) = doctor(&["--data-dir", d, "--offline"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(line(&text, "run `signet migrate`").starts_with("FAIL  "), "{text}");
+    let after: i32 = rusqlite::Connection::open(&db).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(after, current - 1, "doctor changed the schema");
+
+    // A bad config is exit 2, before any check.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[tuf]\ntimestamp_expiry_secs = 1\n").unwrap();
+    let (out, _) = doctor(&["--config", bad.to_str().unwrap(), "--data-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tuf.timestamp_expiry_secs"));
+}
