@@ -39,6 +39,9 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Run the server.
     Serve(cmd::serve::Args),
+    /// The configuration: print every option (`example`), or validate a file (`check`).
+    #[command(subcommand)]
+    Config(cmd::config::ConfigCmd),
     /// Check a config, its keys, storage and TUF metadata, and the running instance.
     Doctor(cmd::doctor::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Config(args) => cmd::config::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),
         Command::Tuf(args) => cmd::tuf::run(args),

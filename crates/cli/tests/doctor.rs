@@ -75,3 +75,25 @@ fn a_healthy_instance_passes_and_each_problem_is_named() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("tuf.timestamp_expiry_secs"));
 }
+
+#[test]
+fn the_printed_example_is_valid_and_a_bad_key_or_value_is_named_with_what_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let signet = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap();
+    let example = signet(&["config", "example"]);
+    assert!(example.status.success());
+    let path = dir.path().join("example.toml");
+    std::fs::write(&path, &example.stdout).unwrap();
+    let checked = signet(&["config", "check", "--config", path.to_str().unwrap()]);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    for (toml, says) in [
+        ("[tuf]\nenable = true\n", "unknown field `enable`, expected one of `enabled`"),
+        ("[guard.redis]\non_failure = \"maybe\"\n", "unknown variant `maybe`, expected `open` or `closed`"),
+        ("[log]\nbatch_max_entries = 0\n", "log.batch_max_entries must be 1..=65536"),
+    ] {
+        std::fs::write(&path, toml).unwrap();
+        let out = signet(&["config", "check", "--dev", "--config", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() == Some(2) && err.contains(says), "{toml}: {err}");
+    }
+}

@@ -38,6 +38,9 @@ pub struct Config {
     pub source: Option<PathBuf>,
 }
 
+/// Every option, commented: what `signet config example` prints (and docs/configuration.md shows).
+pub const EXAMPLE: &str = include_str!("config_example.toml");
+
 /// The TUF repository that publishes the trust documents: on by default. Each role's
 /// metadata is valid this many seconds when signed, and is signed again at half of it.
 #[derive(Debug, Clone, Deserialize)]
@@ -749,5 +752,68 @@ mod tests {
         assert!(c.storage_url().is_err());
         c.storage = Some("postgres://signet@127.0.0.1:5432/signet".into());
         assert!(matches!(c.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_))));
+    }
+
+    /// The fields a table of the config accepts, as serde names them when it refuses an
+    /// unknown one.
+    fn fields_of(table: &str) -> Vec<String> {
+        let toml = match table {
+            "" => "zz_probe = 1\n".to_string(),
+            "oidc.issuers" => "[[oidc.issuers]]\nzz_probe = 1\n".to_string(),
+            t => format!("[{t}]\nzz_probe = 1\n"),
+        };
+        let err = toml::from_str::<Config>(&toml).unwrap_err().to_string();
+        let list = err.split("expected").nth(1).unwrap_or_else(|| panic!("[{table}]: {err}"));
+        list.split('`').skip(1).step_by(2).map(str::to_string).collect()
+    }
+
+    /// The tables of the config, each of which refuses unknown keys.
+    const TABLES: [&str; 16] = [
+        "", "log", "ca", "keys", "limits", "http", "oidc", "oidc.issuers", "tls", "tuf", "guard", "guard.rate_limit", "guard.ban", "guard.auth",
+        "guard.audit", "guard.redis",
+    ];
+
+    #[test]
+    fn the_example_names_every_key_and_parses() {
+        let example = EXAMPLE;
+        // Each table's keys appear in it, set or commented out, under that table's header.
+        let mut missing = Vec::new();
+        for table in TABLES {
+            let header = match table {
+                "" => None,
+                "oidc.issuers" => Some("[[oidc.issuers]]".to_string()),
+                t => Some(format!("[{t}]")),
+            };
+            let section: String = match &header {
+                None => example.lines().take_while(|l| !l.starts_with('[')).collect::<Vec<_>>().join("\n"),
+                Some(h) => example
+                    .lines()
+                    .skip_while(|l| !l.starts_with(h.as_str()))
+                    .skip(1)
+                    .take_while(|l| !l.starts_with('['))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            };
+            for field in fields_of(table) {
+                // A table of its own ([log], [guard.audit], [[oidc.issuers]], …).
+                let path = if table.is_empty() { field.clone() } else { format!("{table}.{field}") };
+                if example.contains(&format!("[{path}]")) || example.contains(&format!("[[{path}]]")) {
+                    continue;
+                }
+                let set = section.lines().any(|l| {
+                    let l = l.trim_start().trim_start_matches('#').trim_start();
+                    l.starts_with(&format!("{field} =")) || l.starts_with(&format!("{field}="))
+                });
+                if !set {
+                    missing.push(format!("[{table}] {field}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "the example lacks: {missing:?}");
+        let parsed: Config = toml::from_str(example).unwrap_or_else(|e| panic!("the example does not parse: {e}"));
+        assert_eq!(parsed.tuf.timestamp_expiry_secs, TufSettings::default().timestamp_expiry_secs);
+        // docs/configuration.md shows the same text.
+        let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md")).unwrap();
+        assert!(docs.contains(&format!("```toml\n{example}```\n")), "docs/configuration.md's example differs from config_example.toml");
     }
 }

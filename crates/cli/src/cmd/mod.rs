@@ -10,6 +10,7 @@ pub mod bench_crypto;
 pub mod bench_micro;
 pub mod bench_scale;
 pub mod bench_verify;
+pub mod config;
 pub mod dev_token;
 pub mod doctor;
 pub mod init;

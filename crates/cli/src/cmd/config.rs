@@ -1,0 +1,45 @@
+//! `signet config example`: every option, commented. `signet config check`: loads a file (and
+//! the `SIGNET_*` environment) and validates it, as `serve` would, without starting anything.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum ConfigCmd {
+    /// Print every option with its default or an example value, commented.
+    Example,
+    /// Load and validate a config file; exit 2 with the reason when it is not valid.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+        /// Check it as `serve --dev` would (no public URL needed).
+        #[arg(long)]
+        dev: bool,
+    },
+}
+
+pub fn run(cmd: ConfigCmd) -> ExitCode {
+    match cmd {
+        ConfigCmd::Example => {
+            outln!("{}", signet_server::config::EXAMPLE.trim_end());
+            ExitCode::SUCCESS
+        }
+        ConfigCmd::Check { config, dev } => {
+            let mut cfg = match super::config(Some(&config), None, None) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            cfg.dev |= dev;
+            match cfg.validate() {
+                Ok(()) => {
+                    outln!("{}: valid", config.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    errln!("signet config check: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
