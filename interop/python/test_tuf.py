@@ -69,13 +69,13 @@ class Clients:
         assert r.returncode == 0, r.stderr
         return out / "trusted_root.json"
 
-    def sign_both(self, tag):
+    def sign_both(self, tag, rekor_version="1"):
         """One bundle from sigstore-python, one from cosign, each with what TUF gave it."""
         email = f"{tag}@example.com"
         py_artifact = self.tmp / f"{tag}-py.txt"
         py_artifact.write_text(f"{tag}: sigstore-python\n")
-        r = self.sigstore("sign", "--identity-token", token(self.signet_bin, self.server["data_dir"], email), "--rekor-version", "1",
-                          str(py_artifact))
+        r = self.sigstore("sign", "--identity-token", token(self.signet_bin, self.server["data_dir"], email), "--rekor-version",
+                          rekor_version, str(py_artifact))
         assert r.returncode == 0, r.stderr
         co_artifact = self.tmp / f"{tag}-cosign.txt"
         co_artifact.write_text(f"{tag}: cosign\n")
@@ -133,6 +133,36 @@ def test_clients_bootstrap_from_the_tuf_root_and_follow_a_rotation(signet_bin, t
         assert len(tlogs) == 3 and "end" in tlogs[0]["publicKey"]["validFor"], "the new shard's key came through TUF"
 
         after = clients.sign_both("after")
+        clients.verify_all(before + after, sg_root)
+
+
+def test_bundles_timestamped_before_a_tsa_rotation_verify_after_it(signet_bin, tmp_path, client_env):
+    data_dir = str(tmp_path / "data")
+    with serve(signet_bin, data_dir) as server:
+        listen = server["url"].removeprefix("http://")
+        root = tmp_path / "root.json"
+        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
+        clients = Clients(signet_bin, server, root, client_env, tmp_path)
+        clients.bootstrap()
+        # Over Rekor v2, whose bundles carry an RFC 3161 timestamp from signet's TSA.
+        before = clients.sign_both("before", rekor_version="2")
+        stamped = json.loads(before[0][1].read_text())["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]
+        assert len(stamped) == 1
+        clients.verify_all(before, clients.sigstore_go_trusted_root())
+
+    rotated = run(signet_bin, "trust", "rotate", "--tsa", "--data-dir", data_dir)
+    assert rotated.returncode == 0, rotated.stderr
+    window = json.loads(rotated.stdout)["retired_window"]
+
+    # The same address: the dev issuer's URL, in every certificate, is unchanged.
+    with serve(signet_bin, data_dir, listen) as server:
+        clients.server = server
+        sg_root = clients.sigstore_go_trusted_root()
+        tsas = json.loads(sg_root.read_text())["timestampAuthorities"]
+        assert len(tsas) == 2, "the new TSA came through TUF beside the retired one"
+        assert tsas[0]["validFor"]["end"] == window[1] == tsas[1]["validFor"]["start"]
+        assert tsas[0]["certChain"] != tsas[1]["certChain"]
+        after = clients.sign_both("after", rekor_version="2")
         clients.verify_all(before + after, sg_root)
 
 

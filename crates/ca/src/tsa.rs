@@ -102,29 +102,7 @@ impl Tsa {
         let cert_der = match std::fs::read(&cert_path) {
             Ok(b) => pem::decode_first(&b).map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?.der,
             Err(_) => {
-                let root = Certificate::from_der(root_der)?;
-                let root_key = CaKey::from_pkcs8(root_key_pkcs8).map_err(CaError::from)?;
-                let spki = spki::SubjectPublicKeyInfoOwned::from_der(&spki_der)?;
-                let now = SystemTime::now();
-                let extensions = vec![
-                    x509::extension(OID_KEY_USAGE, true, &KeyUsage(KeyUsages::DigitalSignature.into())).map_err(CaError::from)?,
-                    // RFC 3161 §2.3: the EKU is id-kp-timeStamping alone, and critical.
-                    x509::extension(OID_EXT_KEY_USAGE, true, &ExtendedKeyUsage(vec![ID_TIME_STAMPING])).map_err(CaError::from)?,
-                    x509::extension(OID_SUBJECT_KEY_ID, false, &SubjectKeyIdentifier(OctetString::new(x509::key_identifier(&spki))?))
-                        .map_err(CaError::from)?,
-                ];
-                let tbs = x509::tbs(TbsSpec {
-                    serial: x509::random_serial().map_err(CaError::from)?,
-                    signature: root_key.signature_algorithm(),
-                    issuer: root.tbs_certificate.subject.clone(),
-                    subject: Name::from_str("CN=signet timestamp authority,O=signet").map_err(|e| TsaError::Build(e.to_string()))?,
-                    not_before: now - Duration::from_secs(60),
-                    not_after: root.tbs_certificate.validity.not_after.to_system_time(),
-                    spki,
-                    extensions,
-                })
-                .map_err(CaError::from)?;
-                let der = x509::sign(tbs, &root_key).map_err(CaError::from)?;
+                let der = Tsa::issue_certificate(root_key_pkcs8, root_der, &spki_der)?;
                 files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &der).as_bytes(), 0o644)
                     .map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?;
                 der
@@ -158,6 +136,34 @@ impl Tsa {
             cert_req: req.cert_req,
             policy: req.req_policy,
         })
+    }
+
+    /// A TSA certificate for the key `spki_der`, issued by the root (`root_key_pkcs8`,
+    /// `root_der`), valid until the root expires: at the first start, and at a rotation.
+    pub fn issue_certificate(root_key_pkcs8: &[u8], root_der: &[u8], spki_der: &[u8]) -> Result<Vec<u8>, TsaError> {
+        let root = Certificate::from_der(root_der)?;
+        let root_key = CaKey::from_pkcs8(root_key_pkcs8).map_err(CaError::from)?;
+        let spki = spki::SubjectPublicKeyInfoOwned::from_der(&spki_der)?;
+        let now = SystemTime::now();
+        let extensions = vec![
+            x509::extension(OID_KEY_USAGE, true, &KeyUsage(KeyUsages::DigitalSignature.into())).map_err(CaError::from)?,
+            // RFC 3161 §2.3: the EKU is id-kp-timeStamping alone, and critical.
+            x509::extension(OID_EXT_KEY_USAGE, true, &ExtendedKeyUsage(vec![ID_TIME_STAMPING])).map_err(CaError::from)?,
+            x509::extension(OID_SUBJECT_KEY_ID, false, &SubjectKeyIdentifier(OctetString::new(x509::key_identifier(&spki))?))
+                .map_err(CaError::from)?,
+        ];
+        let tbs = x509::tbs(TbsSpec {
+            serial: x509::random_serial().map_err(CaError::from)?,
+            signature: root_key.signature_algorithm(),
+            issuer: root.tbs_certificate.subject.clone(),
+            subject: Name::from_str("CN=signet timestamp authority,O=signet").map_err(|e| TsaError::Build(e.to_string()))?,
+            not_before: now - Duration::from_secs(60),
+            not_after: root.tbs_certificate.validity.not_after.to_system_time(),
+            spki,
+            extensions,
+        })
+        .map_err(CaError::from)?;
+        Ok(x509::sign(tbs, &root_key).map_err(CaError::from)?)
     }
 
     /// Timestamps issued since start.

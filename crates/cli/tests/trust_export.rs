@@ -79,3 +79,51 @@ fn export_needs_an_instance() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("start `signet serve`"));
 }
+
+#[test]
+fn a_tsa_rotation_is_offline_keeps_the_old_certificate_for_its_window_and_refuses_a_wrong_root_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let signet = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap();
+    let mut server = Server::start(&data, &[]);
+    let agent = agent();
+    let chain_before = get(&agent, &format!("{}/api/v1/timestamp/certchain", server.url)).unwrap().text();
+    // Not while the server runs.
+    let busy = signet(&["trust", "rotate", "--tsa", "--data-dir", d]);
+    assert!(!busy.status.success() && String::from_utf8_lossy(&busy.stderr).contains("stop the server first"), "{}", String::from_utf8_lossy(&busy.stderr));
+    server.kill();
+
+    // Not with a key that is not the root's; nothing changes.
+    let wrong = dir.path().join("wrong.pem");
+    signet_core::keys::SigningKey::load_or_generate(&wrong).unwrap();
+    let refused = signet(&["trust", "rotate", "--tsa", "--data-dir", d, "--root-key", wrong.to_str().unwrap()]);
+    assert!(!refused.status.success(), "a P-256 key is not the P-384 root's");
+    assert!(!data.join("ca").join("rotations.json").exists() && !data.join("ca").join("retired").exists());
+    let tsa_key = std::fs::read(data.join("keys").join("tsa.pem")).unwrap();
+
+    let rotated = signet(&["trust", "rotate", "--tsa", "--data-dir", d]);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let report: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_ne!(std::fs::read(data.join("keys").join("tsa.pem")).unwrap(), tsa_key, "a new key; the old one is gone");
+    let retired = std::fs::read(data.join(report["retired_cert"].as_str().unwrap())).unwrap();
+    assert!(chain_before.starts_with(std::str::from_utf8(&retired).unwrap().trim_end()), "the retired certificate is the one served before");
+
+    let server = Server::start(&data, &[]);
+    let chain_after = get(&agent, &format!("{}/api/v1/timestamp/certchain", server.url)).unwrap().text();
+    assert_ne!(chain_after, chain_before);
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    let tsas = root["timestampAuthorities"].as_array().unwrap();
+    assert_eq!(tsas.len(), 2);
+    assert_eq!(tsas[0]["validFor"]["end"], report["retired_window"][1]);
+    assert_eq!(tsas[1]["validFor"]["start"], report["new_from"]);
+    assert!(tsas[1]["validFor"].get("end").is_none());
+    // A second rotation retires the second certificate from where the first left off.
+    drop(server);
+    let again = signet(&["trust", "rotate", "--tsa", "--data-dir", d]);
+    assert!(again.status.success());
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["retired_window"][0], report["new_from"]);
+    let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
+    assert!(doctor.status.success(), "{}", String::from_utf8_lossy(&doctor.stdout));
+}

@@ -10,6 +10,7 @@
 //! - [`logging`]: log output that drops a line rather than fail or panic.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`panic`]: the panic boundary: a bug costs one request (a JSON 500, logged and counted).
+//! - [`rotate`]: rotating an authority's key offline (the TSA's).
 //! - [`trust`]: the trust documents, from a data dir.
 //! - [`tuf`]: the TUF repository that publishes them at `/tuf/`.
 //! - [`conn`]: accepting connections (plain or TLS): the cap, the timeouts, bounded draining.
@@ -40,6 +41,7 @@ pub mod metrics;
 pub mod panic;
 pub mod shards;
 pub mod state;
+pub mod rotate;
 pub mod trust;
 pub mod tuf;
 

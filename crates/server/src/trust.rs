@@ -50,9 +50,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     let keys = data_dir.join("keys");
     let ca = data_dir.join("ca");
     let root = read_cert(&ca.join("root.pem"))?;
-    let valid_from = rfc3339(
-        x509_cert::Certificate::from_der(&root).map_err(|e| format!("ca/root.pem: {e}"))?.tbs_certificate.validity.not_before.to_date_time(),
-    );
+    let valid_from = instance_valid_from(&root)?;
     // Each Rekor v1 shard's key with its window; before any rotation, the one key.
     let rekor_v1 = match crate::shards::read_public(data_dir)? {
         Some(list) => list
@@ -65,6 +63,25 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
             .collect(),
         None => vec![ShardKey { spki: read_key_spki(&keys.join("rekor-v1.pem"))?, valid_from: valid_from.clone(), valid_to: None }],
     };
+    // The TSA's rotations: each retired certificate with its window, and the current start.
+    let rotations = crate::rotate::read(data_dir)?;
+    let (tsa_valid_from, retired_tsas) = match rotations.tsa {
+        None => (valid_from.clone(), Vec::new()),
+        Some(r) => {
+            let retired = r
+                .retired
+                .into_iter()
+                .map(|t| {
+                    Ok(signet_trust::root::RetiredAuthority {
+                        chain: vec![read_cert(&ca.join(&t.cert))?, root.clone()],
+                        valid_from: t.valid_from,
+                        valid_to: t.valid_to,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            (r.current_from, retired)
+        }
+    };
     Ok(Instance {
         operator: host_of(&url).map_err(|e| e.to_string())?,
         valid_from,
@@ -74,7 +91,14 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         ct_spki: read_key_spki(&keys.join("ct.pem"))?,
         ca_chain: vec![read_cert(&ca.join("intermediate.pem"))?, root.clone()],
         tsa_chain: vec![read_cert(&ca.join("tsa.pem"))?, root],
+        tsa_valid_from,
+        retired_tsas,
     })
+}
+
+/// When the instance's trust starts: its root certificate's notBefore (RFC 3339).
+pub fn instance_valid_from(root_der: &[u8]) -> Result<String, String> {
+    Ok(rfc3339(x509_cert::Certificate::from_der(root_der).map_err(|e| format!("ca/root.pem: {e}"))?.tbs_certificate.validity.not_before.to_date_time()))
 }
 
 fn rfc3339(t: der::DateTime) -> String {

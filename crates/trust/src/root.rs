@@ -29,6 +29,19 @@ pub struct Instance {
     pub ca_chain: Vec<Vec<u8>>,
     /// DER certificates of the TSA: its certificate, root.
     pub tsa_chain: Vec<Vec<u8>>,
+    /// When the current TSA certificate started to sign (RFC 3339); `valid_from` until a rotation.
+    pub tsa_valid_from: String,
+    /// TSA certificates rotated out, oldest first: clients still verify the timestamps each
+    /// made within its window.
+    pub retired_tsas: Vec<RetiredAuthority>,
+}
+
+/// A certificate authority (here, a TSA) that signed until a rotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetiredAuthority {
+    pub chain: Vec<Vec<u8>>,
+    pub valid_from: String,
+    pub valid_to: String,
 }
 
 /// One shard's key and the window in which it signed (RFC 3339). A frozen shard's window
@@ -68,6 +81,18 @@ impl Instance {
         let mut tlogs: Vec<Value> =
             self.rekor_v1.iter().map(|k| log(&self.url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
         tlogs.push(log(&self.url, &self.rekor_v2_spki, &self.valid_from, None));
+        let tsa = |certs: &[Vec<u8>], valid_for: Value| {
+            json!({
+                "subject": {"organization": org, "commonName": "signet timestamp authority"},
+                "uri": format!("{}/api/v1/timestamp", self.url),
+                "certChain": chain(certs),
+                "validFor": valid_for,
+            })
+        };
+        // Retired TSAs first, each with the end of its window, then the one signing now.
+        let mut tsas: Vec<Value> =
+            self.retired_tsas.iter().map(|r| tsa(&r.chain, json!({"start": r.valid_from, "end": r.valid_to}))).collect();
+        tsas.push(tsa(&self.tsa_chain, json!({"start": self.tsa_valid_from})));
         json!({
             "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
             "tlogs": tlogs,
@@ -78,12 +103,7 @@ impl Instance {
                 "validFor": {"start": self.valid_from},
             }],
             "ctlogs": [log(&format!("{}/ct", self.url), &self.ct_spki, &self.valid_from, None)],
-            "timestampAuthorities": [{
-                "subject": {"organization": org, "commonName": "signet timestamp authority"},
-                "uri": format!("{}/api/v1/timestamp", self.url),
-                "certChain": chain(&self.tsa_chain),
-                "validFor": {"start": self.valid_from},
-            }],
+            "timestampAuthorities": tsas,
         })
     }
 
@@ -127,6 +147,8 @@ mod tests {
             ct_spki: vec![3],
             ca_chain: vec![vec![4], vec![5]],
             tsa_chain: vec![vec![6], vec![5]],
+            tsa_valid_from: "2026-11-22T00:00:00Z".into(),
+            retired_tsas: Vec::new(),
         }
     }
 
@@ -151,6 +173,18 @@ mod tests {
         assert_eq!(tlogs[1]["publicKey"]["validFor"]["start"], "2026-11-23T00:00:00Z");
         assert_eq!(tlogs[1]["baseUrl"], tlogs[0]["baseUrl"]);
         assert_eq!(tlogs[2]["logId"]["keyId"], b64::encode(sha256(&[2])));
+
+        // A rotated TSA: the retired one keeps its window, with an end; the new one starts there.
+        let mut rotated = instance();
+        rotated.retired_tsas.push(RetiredAuthority { chain: vec![vec![6], vec![5]], valid_from: i.valid_from.clone(), valid_to: "2026-11-24T00:00:00Z".into() });
+        (rotated.tsa_chain, rotated.tsa_valid_from) = (vec![vec![7], vec![5]], "2026-11-24T00:00:00Z".into());
+        let tsas = rotated.trusted_root()["timestampAuthorities"].as_array().unwrap().clone();
+        assert_eq!(tsas.len(), 2);
+        assert_eq!(tsas[0]["certChain"]["certificates"][0]["rawBytes"], b64::encode([6]));
+        assert_eq!(tsas[0]["validFor"], json!({"start": "2026-11-22T00:00:00Z", "end": "2026-11-24T00:00:00Z"}));
+        assert_eq!(tsas[1]["certChain"]["certificates"][0]["rawBytes"], b64::encode([7]));
+        assert_eq!(tsas[1]["validFor"], json!({"start": "2026-11-24T00:00:00Z"}));
+        assert_eq!(i.trusted_root()["timestampAuthorities"].as_array().unwrap().len(), 1);
 
         let sc = i.signing_config();
         let majors: Vec<u64> = sc["rekorTlogUrls"].as_array().unwrap().iter().map(|s| s["majorApiVersion"].as_u64().unwrap()).collect();

@@ -14,6 +14,24 @@ enum What {
     /// Write trusted_root.json, signing_config.json and client_trust_config.json (and
     /// audit_key.pem, when the audit log has made its key).
     Export(ExportArgs),
+    /// Rotate an authority's key offline, the server stopped: a new key and certificate; the
+    /// old certificate stays trusted for what it signed before now. The server publishes the
+    /// new trust documents (through TUF too) at its next start.
+    Rotate(RotateArgs),
+}
+
+#[derive(clap::Args)]
+struct RotateArgs {
+    /// The instance's data dir.
+    #[arg(long, default_value = "signet-data")]
+    data_dir: PathBuf,
+    /// Rotate the timestamp authority's key.
+    #[arg(long, required = true)]
+    tsa: bool,
+    /// The CA root key (PKCS#8 PEM), when it is kept offline (`signet init --root-key-out`);
+    /// default `<data dir>/keys/ca-root.pem`.
+    #[arg(long, value_name = "FILE")]
+    root_key: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -30,7 +48,10 @@ struct ExportArgs {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let What::Export(a) = args.what;
+    let a = match args.what {
+        What::Export(a) => a,
+        What::Rotate(r) => return rotate(r),
+    };
     let instance = match signet_server::trust::instance(&a.data_dir, a.url.as_deref()) {
         Ok(i) => i,
         Err(e) => {
@@ -78,4 +99,26 @@ pub fn run(args: Args) -> ExitCode {
         outln!("{}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+fn rotate(a: RotateArgs) -> ExitCode {
+    debug_assert!(a.tsa);
+    let key_path = a.root_key.unwrap_or_else(|| a.data_dir.join("keys").join("ca-root.pem"));
+    let key = match std::fs::read(&key_path) {
+        Ok(k) => k,
+        Err(e) => {
+            errln!("signet trust rotate: the CA root key {}: {e} (give --root-key where it is kept)", key_path.display());
+            return ExitCode::from(2);
+        }
+    };
+    match signet_server::rotate::rotate_tsa(&a.data_dir, &key) {
+        Ok(report) => {
+            outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            errln!("signet trust rotate: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

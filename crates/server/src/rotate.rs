@@ -1,0 +1,128 @@
+//! Rotating an authority's key offline (`signet trust rotate --tsa`), the server stopped.
+//!
+//! A rotation makes a new key and a certificate for it from the CA root, and keeps the old
+//! certificate in `ca/retired/` with the end of its window, recorded in `ca/rotations.json`.
+//! The trust documents then list both: the old one for what it signed before the rotation,
+//! the new one from then on. At its next start the server publishes them through TUF, so
+//! clients that update from it verify bundles from either side of the rotation.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use signet_core::{files, pem};
+
+/// `ca/rotations.json`: each rotated authority's retired certificates and its current start.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rotations {
+    #[serde(default)]
+    pub tsa: Option<Rotated>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rotated {
+    /// When the current certificate started to sign (RFC 3339).
+    pub current_from: String,
+    /// Oldest first.
+    pub retired: Vec<Retired>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Retired {
+    /// Under `ca/`.
+    pub cert: String,
+    pub valid_from: String,
+    pub valid_to: String,
+}
+
+pub fn manifest_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("ca").join("rotations.json")
+}
+
+/// The rotations so far (none when the file is absent).
+pub fn read(data_dir: &Path) -> Result<Rotations, String> {
+    let path = manifest_path(data_dir);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Rotations::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// What a rotation did, as `signet trust rotate` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub authority: &'static str,
+    pub retired_cert: String,
+    pub retired_window: (String, String),
+    pub new_cert: String,
+    pub new_from: String,
+}
+
+fn now_rfc3339() -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
+}
+
+/// Rotates the TSA's key. `root_key_pem` is the CA root key's PKCS#8 PEM (kept offline after
+/// `signet init`); it must be the key of `ca/root.pem`. The data dir must not be in use.
+pub fn rotate_tsa(data_dir: &Path, root_key_pem: &[u8]) -> Result<Report, String> {
+    let _lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e}; stop the server first: a rotation is offline"))?;
+    let ca = data_dir.join("ca");
+    let (cert_path, key_path) = (ca.join("tsa.pem"), data_dir.join("keys").join("tsa.pem"));
+    let read_der = |p: &Path| -> Result<Vec<u8>, String> {
+        let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", p.display()))?.der)
+    };
+    let root_der = read_der(&ca.join("root.pem"))?;
+    let old_cert = read_der(&cert_path)?;
+    let root_key = pem::decode_first(root_key_pem).map_err(|e| format!("the root key: {e}"))?.der;
+    // The key must be the root certificate's, or the new TSA certificate would not chain.
+    let root_cert = <x509_cert::Certificate as der::Decode>::from_der(&root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
+    let root_spki = root_cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
+    let key_public = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(&aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING, &root_key)
+        .map(|k| aws_lc_rs::signature::KeyPair::public_key(&k).as_ref().to_vec())
+        .map_err(|_| "the root key is not an ECDSA P-384 PKCS#8 key (what `signet init` makes)".to_string())?;
+    if key_public != root_spki {
+        return Err("the root key given is not the key of ca/root.pem".into());
+    }
+
+    let mut rotations = read(data_dir)?;
+    let instance_start = crate::trust::instance_valid_from(&root_der)?;
+    let now = now_rfc3339();
+    let stamp = jiff::Timestamp::now().as_second();
+    let old_from = rotations.tsa.as_ref().map_or(instance_start, |r| r.current_from.clone());
+
+    // The new pair first, in memory: nothing changes on disk if making it fails.
+    let new_key = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(&aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING, &aws_lc_rs::rand::SystemRandom::new())
+        .map_err(|e| format!("generating the new TSA key: {e}"))?;
+    let new_pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(&aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING, new_key.as_ref())
+        .map_err(|e| format!("the new TSA key: {e}"))?;
+    let new_spki = aws_lc_rs::encoding::AsDer::as_der(aws_lc_rs::signature::KeyPair::public_key(&new_pair))
+        .map_err(|_| "the new TSA public key".to_string())?
+        .as_ref()
+        .to_vec();
+    let new_cert = signet_ca::tsa::Tsa::issue_certificate(&root_key, &root_der, &new_spki).map_err(|e| e.to_string())?;
+
+    // Then, each step atomic: the retired copy, the record of it, the new certificate and key.
+    let retired_name = format!("retired/tsa-{stamp}.pem");
+    let retired_path = ca.join(&retired_name);
+    files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
+    files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
+    let rotated = rotations.tsa.get_or_insert_with(|| Rotated { current_from: old_from.clone(), retired: Vec::new() });
+    rotated.retired.push(Retired { cert: retired_name.clone(), valid_from: old_from.clone(), valid_to: now.clone() });
+    rotated.current_from = now.clone();
+    let manifest = serde_json::to_vec_pretty(&rotations).map_err(|e| e.to_string())?;
+    files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))?;
+    files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &new_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", cert_path.display()))?;
+    // The old key is destroyed: kept, it could sign timestamps dated inside its old window.
+    files::write_atomic(&key_path, pem::encode("PRIVATE KEY", new_key.as_ref()).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    Ok(Report {
+        authority: "tsa",
+        retired_cert: format!("ca/{retired_name}"),
+        retired_window: (old_from, now.clone()),
+        new_cert: "ca/tsa.pem".into(),
+        new_from: now,
+    })
+}
