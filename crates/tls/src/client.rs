@@ -30,9 +30,15 @@ pub enum TrustError {
     Rustls(#[from] rustls::Error),
 }
 
-/// The crypto provider every signet TLS config uses.
+/// The crypto provider every signet TLS config uses. Its key exchange groups are named here,
+/// not left to rustls' defaults: those change with a cargo feature (`prefer-post-quantum`, on
+/// whenever any crate in the build enables rustls' defaults) and would silently change what
+/// every handshake costs and what the benchmarks compare with OpenSSL.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    use rustls::crypto::aws_lc_rs::kx_group;
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.kx_groups = vec![kx_group::X25519, kx_group::SECP256R1, kx_group::SECP384R1];
+    Arc::new(provider)
 }
 
 /// A client config that verifies servers against `trust`, with rustls' safe protocol versions.
