@@ -35,6 +35,8 @@ fn exported_documents_match_the_instance() {
     assert_eq!(ctc["trustedRoot"], root);
     assert_eq!(ctc["signingConfig"], sc);
     assert_eq!(get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json(), root);
+    // The TUF root clients bootstrap from is the one served.
+    assert_eq!(std::fs::read_to_string(out.join("tuf_root.json")).unwrap(), get(&agent, &format!("{}/tuf/1.root.json", server.url)).unwrap().text());
 
     // tlogs[0] is the v1 log: its key is the one /api/v1/log/publicKey serves.
     let v1_pem = get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();

@@ -12,7 +12,8 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Write trusted_root.json, signing_config.json and client_trust_config.json (and
-    /// audit_key.pem, when the audit log has made its key).
+    /// audit_key.pem, when the audit log has made its key, and tuf_root.json, the TUF
+    /// repository's newest root, to bootstrap clients from `<url>/tuf`).
     Export(ExportArgs),
     /// Rotate an authority's key offline, the server stopped: a new key and certificate; the
     /// old certificate stays trusted for what it signed before now. The server publishes the
@@ -94,6 +95,20 @@ pub fn run(args: Args) -> ExitCode {
         let path = a.out.join("audit_key.pem");
         if let Err(e) = signet_core::files::write_atomic(&path, key.public_pem().as_bytes(), 0o644) {
             errln!("signet trust export: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        outln!("{}", path.display());
+    }
+    // The TUF repository's newest root, the one file a client needs to bootstrap from
+    // `<url>/tuf` (docs/operations.md).
+    let repo = signet_trust::tuf::Repository::at(signet_server::tuf::repo_dir(&a.data_dir));
+    if repo.exists() {
+        let path = a.out.join("tuf_root.json");
+        let written = repo.newest_root().map_err(|e| e.to_string()).and_then(|root| {
+            signet_core::files::write_atomic(&path, &root, 0o644).map_err(|e| format!("{}: {e}", path.display()))
+        });
+        if let Err(e) = written {
+            errln!("signet trust export: {e}");
             return ExitCode::FAILURE;
         }
         outln!("{}", path.display());

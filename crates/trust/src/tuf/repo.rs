@@ -232,6 +232,16 @@ impl Repository {
         self.write("timestamp.json", signed.buffer())
     }
 
+    /// The newest root's bytes, as published: what a client is given once to bootstrap from.
+    pub fn newest_root(&self) -> Result<Vec<u8>, TufError> {
+        let mut n = 1u64;
+        while self.dir.join(format!("{}.root.json", n + 1)).exists() {
+            n += 1;
+        }
+        let path = self.dir.join(format!("{n}.root.json"));
+        std::fs::read(&path).map_err(|source| TufError::Io { path, source })
+    }
+
     fn current(&self) -> Result<Current, TufError> {
         let mut n = 1u64;
         while self.dir.join(format!("{}.root.json", n + 1)).exists() {
