@@ -143,7 +143,7 @@ impl Tsa {
     pub fn issue_certificate(root_key_pkcs8: &[u8], root_der: &[u8], spki_der: &[u8]) -> Result<Vec<u8>, TsaError> {
         let root = Certificate::from_der(root_der)?;
         let root_key = CaKey::from_pkcs8(root_key_pkcs8).map_err(CaError::from)?;
-        let spki = spki::SubjectPublicKeyInfoOwned::from_der(&spki_der)?;
+        let spki = spki::SubjectPublicKeyInfoOwned::from_der(spki_der)?;
         let now = SystemTime::now();
         let extensions = vec![
             x509::extension(OID_KEY_USAGE, true, &KeyUsage(KeyUsages::DigitalSignature.into())).map_err(CaError::from)?,
