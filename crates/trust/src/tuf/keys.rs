@@ -144,6 +144,15 @@ impl RoleKeys {
         self.held.get(&role).map(|k| k.as_ref())
     }
 
+    /// The public key of `role`, as root.json lists it, or an error that says where the key
+    /// was expected.
+    pub fn public(&self, role: Role) -> Result<Key, TufError> {
+        match self.held.get(&role) {
+            Some(key) => key.public(),
+            None => Err(TufError::MissingKey { role: role.name(), path: Self::path(&self.dir, role) }),
+        }
+    }
+
     /// The key of `role` as tough takes it, or an error that says where it was expected.
     pub(crate) fn source(&self, role: Role) -> Result<Box<dyn KeySource>, TufError> {
         match self.held.get(&role) {

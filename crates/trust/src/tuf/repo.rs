@@ -141,7 +141,7 @@ impl Repository {
             _extra: HashMap::new(),
         };
         for role in Role::ALL {
-            let key = keys.get(role).ok_or_else(|| keys.source(role).err().unwrap_or(TufError::Tough("no key".into())))?.public()?;
+            let key = keys.public(role)?;
             let id = key.key_id().map_err(tough_err)?;
             root.keys.insert(id.clone(), key);
             root.roles.insert(role.tough(), ToughRoleKeys { keyids: vec![id], threshold: NonZeroU64::MIN, _extra: HashMap::new() });
@@ -232,22 +232,23 @@ impl Repository {
         self.write("timestamp.json", signed.buffer())
     }
 
-    /// The newest root's bytes, as published: what a client is given once to bootstrap from.
-    pub fn newest_root(&self) -> Result<Vec<u8>, TufError> {
+    /// The newest root's file name: roots are never removed, so the chain has no gap.
+    fn newest_root_name(&self) -> String {
         let mut n = 1u64;
         while self.dir.join(format!("{}.root.json", n + 1)).exists() {
             n += 1;
         }
-        let path = self.dir.join(format!("{n}.root.json"));
+        format!("{n}.root.json")
+    }
+
+    /// The newest root's bytes, as published: what a client is given once to bootstrap from.
+    pub fn newest_root(&self) -> Result<Vec<u8>, TufError> {
+        let path = self.dir.join(self.newest_root_name());
         std::fs::read(&path).map_err(|source| TufError::Io { path, source })
     }
 
     fn current(&self) -> Result<Current, TufError> {
-        let mut n = 1u64;
-        while self.dir.join(format!("{}.root.json", n + 1)).exists() {
-            n += 1;
-        }
-        let (root, _) = self.read::<Signed<Root>>(&format!("{n}.root.json"))?;
+        let (root, _) = self.read::<Signed<Root>>(&self.newest_root_name())?;
         let (timestamp, _) = self.read::<Signed<Timestamp>>("timestamp.json")?;
         let corrupt = |name: &str, msg: &str| TufError::Corrupt { path: self.dir.join(name), msg: msg.into() };
         let snapshot_v = timestamp.signed.meta.get("snapshot.json").ok_or_else(|| corrupt("timestamp.json", "it names no snapshot.json"))?.version;
