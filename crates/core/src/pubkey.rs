@@ -25,7 +25,7 @@ pub enum KeyKind {
 }
 
 /// A digest algorithm. Read from JSON by its Rekor and timestamp-authority name (`"sha256"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HashAlg {
     Sha256,

@@ -224,6 +224,50 @@ impl<'de> Deserialize<'de> for Index {
     }
 }
 
+/// How the encoded types read from JSON appear in the OpenAPI description.
+mod schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+    use utoipa::openapi::RefOr;
+    use utoipa::{PartialSchema, ToSchema};
+
+    fn string(description: &str, pattern: Option<&str>, encoding: Option<&str>) -> RefOr<Schema> {
+        let mut b = ObjectBuilder::new().schema_type(Type::String).description(Some(description));
+        if let Some(p) = pattern {
+            b = b.pattern(Some(p));
+        }
+        if let Some(e) = encoding {
+            b = b.content_encoding(e);
+        }
+        b.into()
+    }
+
+    impl PartialSchema for super::Base64 {
+        fn schema() -> RefOr<Schema> {
+            string("bytes, standard base64 (padded or not)", Some("^[A-Za-z0-9+/]*={0,2}$"), Some("base64"))
+        }
+    }
+    impl ToSchema for super::Base64 {}
+
+    impl PartialSchema for super::Hex {
+        fn schema() -> RefOr<Schema> {
+            string("bytes, hex (either case)", Some("^([0-9a-fA-F]{2})*$"), None)
+        }
+    }
+    impl ToSchema for super::Hex {}
+
+    impl PartialSchema for super::Index {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0))
+                .maximum(Some(i64::MAX))
+                .description(Some("a log index or size, 0 to 2^63-1"))
+                .into()
+        }
+    }
+    impl ToSchema for super::Index {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

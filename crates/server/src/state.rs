@@ -54,6 +54,8 @@ pub struct AppState {
     pub audit_key: Option<Arc<SigningKey>>,
     /// Starting, ready or shutting down (`/readyz`).
     pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
+    /// Where the explorer finds the lab's HTML reports (`<data dir>/reports`).
+    pub reports_dir: std::path::PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -370,6 +372,7 @@ impl AppState {
             audit,
             audit_key,
             lifecycle,
+            reports_dir: cfg.data_dir.join("reports"),
         })
     }
 }

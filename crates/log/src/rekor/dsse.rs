@@ -30,15 +30,17 @@ pub struct DsseEntry {
     pub digest_key: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DsseSpec {
+#[schema(as = DsseV001Spec)]
+pub(super) struct DsseSpec {
     #[serde(deserialize_with = "wire::object")]
     proposed_content: ProposedContent,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = DsseV001ProposedContent)]
 struct ProposedContent {
     /// The envelope as the client wrote it: its hash is of these exact bytes.
     envelope: String,

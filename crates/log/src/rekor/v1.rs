@@ -27,17 +27,44 @@ pub struct HashedRekord {
 }
 
 /// A proposed entry as sent: its `spec` is read once `kind` says what it is.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProposedEntry {
+    /// `0.0.1`.
     api_version: String,
+    /// `hashedrekord` or `dsse`.
     kind: String,
+    #[schema(schema_with = spec_schema)]
     spec: Box<RawValue>,
 }
 
+/// `spec` is one of the kinds' specs, read once `kind` is known.
+fn spec_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::OneOfBuilder;
+    use utoipa::openapi::Ref;
+    OneOfBuilder::new()
+        .item(Ref::from_schema_name("HashedRekordV001Spec"))
+        .item(Ref::from_schema_name("DsseV001Spec"))
+        .description(Some("the spec of the entry's kind: hashedrekord 0.0.1 or dsse 0.0.1"))
+        .into()
+}
+
+/// The request schemas of `POST /api/v1/log/entries`, for the OpenAPI description.
+pub fn request_schemas(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+    use utoipa::{PartialSchema, ToSchema};
+    fn add<T: ToSchema>(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        out.push((T::name().into_owned(), <T as PartialSchema>::schema()));
+        T::schemas(out);
+    }
+    add::<ProposedEntry>(out);
+    add::<HashedRekordSpec>(out);
+    add::<super::dsse::DsseSpec>(out);
+}
+
 /// `spec` of a hashedrekord 0.0.1.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = HashedRekordV001Spec)]
 struct HashedRekordSpec {
     #[serde(deserialize_with = "wire::object")]
     data: Data,
@@ -45,30 +72,34 @@ struct HashedRekordSpec {
     signature: Signature,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = HashedRekordV001Data)]
 struct Data {
     #[serde(deserialize_with = "wire::object")]
     hash: DataHash,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = HashedRekordV001Hash)]
 struct DataHash {
     algorithm: HashAlg,
     value: Hex,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schema(as = HashedRekordV001Signature)]
 struct Signature {
     content: Base64,
     #[serde(deserialize_with = "wire::object")]
     public_key: KeyContent,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = HashedRekordV001PublicKey)]
 struct KeyContent {
     content: Base64,
 }

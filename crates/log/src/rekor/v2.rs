@@ -57,33 +57,44 @@ fn key_details(name: &str) -> Option<(fn(KeyKind) -> bool, HashAlg, &'static str
 }
 
 /// A `CreateEntryRequest` as protojson writes it.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateEntryRequest {
     #[serde(default, deserialize_with = "wire::object_opt")]
     hashed_rekord_request_v002: Option<HashedRekordRequest>,
-    /// Refused with a message that says what to send instead.
+    /// Not supported: refused with a message that says what to send instead.
+    #[schema(value_type = Option<Object>)]
     dsse_request_v002: Option<IgnoredAny>,
 }
 
-#[derive(Deserialize)]
+/// The request schemas of `POST /api/v2/log/entries`, for the OpenAPI description.
+pub fn request_schemas(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+    use utoipa::{PartialSchema, ToSchema};
+    out.push((CreateEntryRequest::name().into_owned(), <CreateEntryRequest as PartialSchema>::schema()));
+    CreateEntryRequest::schemas(out);
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = HashedRekordRequestV002)]
 struct HashedRekordRequest {
     digest: Base64,
     #[serde(deserialize_with = "wire::object")]
     signature: Signature,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SignatureV002)]
 struct Signature {
     content: Base64,
     #[serde(deserialize_with = "wire::object")]
     verifier: Verifier,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schema(as = VerifierV002)]
 struct Verifier {
     #[serde(default, deserialize_with = "wire::object_opt")]
     public_key: Option<RawBytes>,
@@ -92,8 +103,9 @@ struct Verifier {
     key_details: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schema(as = RawBytesV002)]
 struct RawBytes {
     raw_bytes: Base64,
 }

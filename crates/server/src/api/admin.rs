@@ -34,8 +34,9 @@ pub fn roles_json(roles: &signet_guard::Roles) -> Value {
     json!({"roles": table})
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RotateLogRequest)]
 pub struct RotateRequest {
     /// `"rekor-v1"`, the one log that rotates online.
     log: String,
@@ -78,8 +79,9 @@ pub async fn bans(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"bans": bans}))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = LiftBanRequest)]
 pub struct LiftRequest {
     /// `ip:ADDR`, `ip:ADDR/LEN`, `token:ID` or `oidc:HEX`, as `GET /api/admin/bans` lists it, or a bare address.
     client: String,

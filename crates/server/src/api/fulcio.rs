@@ -34,7 +34,7 @@ impl From<IssueError> for ApiError {
 }
 
 /// `POST /api/v2/signingCert`'s body, as Fulcio's protojson reads it.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SigningCertRequest {
     #[serde(default, deserialize_with = "wire::object_opt")]
@@ -46,13 +46,13 @@ pub struct SigningCertRequest {
     certificate_signing_request: Option<Base64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Credentials {
     oidc_identity_token: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct PublicKeyRequest {
     #[serde(deserialize_with = "wire::object")]
@@ -61,8 +61,9 @@ struct PublicKeyRequest {
     proof_of_possession: Option<Base64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = PublicKey)]
 struct PublicKeyField {
     /// Informational: the PEM says what the key is. protojson writes an enum by name; its
     /// number is accepted too.
@@ -73,8 +74,9 @@ struct PublicKeyField {
     content: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
+#[schema(as = PublicKeyAlgorithm)]
 enum Algorithm {
     Name(#[allow(dead_code)] String),
     Number(#[allow(dead_code)] u32),

@@ -7,6 +7,8 @@
 //! - [`tsa`]: the RFC 3161 timestamp API.
 //! - [`trust`]: the trust documents.
 //! - [`admin`]: `/api/admin/…`, behind an admin API token whatever the config.
+//! - [`ui`]: the web log explorer.
+//! - [`openapi`]: the OpenAPI description, made from this module's route table.
 //! - [`ops`]: health, metrics, and the dev OIDC issuer's documents.
 //! - [`ready`]: readiness, and the router that answers while the instance opens.
 //! - [`error`] and [`input`]: JSON errors and strict input reading.
@@ -16,12 +18,14 @@ pub mod ct;
 pub mod error;
 pub mod fulcio;
 pub mod input;
+pub mod openapi;
 pub mod ops;
 pub mod ready;
 pub mod rekor_v1;
 pub mod rekor_v2;
 pub mod trust;
 pub mod tsa;
+pub mod ui;
 
 use std::sync::Arc;
 
@@ -76,6 +80,7 @@ routes! {
     "/healthz" => { get ops::healthz => Needs::Open }
     "/readyz" => { get ready::readyz => Needs::Open }
     "/metrics" => { get ops::metrics => Perm(Read) }
+    "/api/openapi.json" => { get openapi::openapi_json => Perm(Read) }
     "/oidc/.well-known/openid-configuration" => { get ops::oidc_discovery => Perm(Read) }
     "/oidc/jwks" => { get ops::oidc_jwks => Perm(Read) }
     "/api/v2/signingCert" => { post fulcio::signing_cert => Perm(CertIssue) }
@@ -83,6 +88,9 @@ routes! {
     "/api/v2/configuration" => { get fulcio::configuration => Perm(Read) }
     "/trust/{name}" => { get trust::document => Perm(Read) }
     "/tuf/{*file}" => { get trust::tuf_file => Perm(Read) }
+    "/ui" => { get ui::index => Perm(Read) }
+    "/ui/{file}" => { get ui::asset => Perm(Read) }
+    "/ui/reports/{name}" => { get ui::report => Perm(Read) }
     "/ct/v1/get-sth" in "ct" => { get ct::get_sth => Perm(Read) }
     "/ct/v1/get-sth-consistency" in "ct" => { get ct::get_sth_consistency => Perm(Read) }
     "/ct/v1/get-proof-by-hash" in "ct" => { get ct::get_proof_by_hash => Perm(Read) }

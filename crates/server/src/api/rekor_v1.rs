@@ -349,8 +349,9 @@ pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): P
 
 /// `POST /api/v1/log/entries/retrieve`: entries by UUID, by index, or by the proposed entry
 /// that would have made them.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schema(as = SearchLogQuery)]
 pub struct RetrieveRequest {
     #[serde(default, rename = "entryUUIDs")]
     entry_uuids: Vec<String>,
@@ -358,6 +359,7 @@ pub struct RetrieveRequest {
     log_indexes: Vec<Index>,
     /// Each read by its kind, as `POST /api/v1/log/entries` reads it.
     #[serde(default)]
+    #[schema(value_type = Vec<signet_log::rekor::v1::ProposedEntry>)]
     entries: Vec<Box<RawValue>>,
 }
 
@@ -387,22 +389,33 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, Typed(request)
 /// `POST /api/v1/index/retrieve`: the UUIDs of entries for an artifact digest, a page of at
 /// most [`SEARCH_PAGE`] at a time. When there may be more, the reply carries
 /// `x-next-after: <index>`, to be sent back as `?after=<index>`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SearchIndex)]
 pub struct SearchRequest {
+    /// `sha256:<64 hex>` (or sha384, sha512), or the bare hex of a SHA-256.
+    #[schema(pattern = "^((sha256:)?[0-9a-fA-F]{64}|sha384:[0-9a-fA-F]{96}|sha512:[0-9a-fA-F]{128})$")]
     hash: Option<String>,
     /// Rekor's other criteria: read so that they can be refused by name.
     #[serde(default, rename = "publicKey")]
+    #[schema(value_type = Option<Object>)]
     public_key: Option<serde::de::IgnoredAny>,
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     email: Option<serde::de::IgnoredAny>,
+    /// signet's: an email or URI of the signing certificate (the explorer sends it). Not
+    /// indexed yet, so refused by name like Rekor's other criteria.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    identity: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     #[allow(dead_code)] // One criterion: "and" and "or" mean the same.
     operator: Option<Operator>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(as = SearchOperator)]
 enum Operator {
     And,
     Or,
@@ -414,7 +427,9 @@ pub async fn search_index(
     Typed(request): Typed<SearchRequest>,
 ) -> Result<Response, ApiError> {
     let after = Query::parse(q.as_deref())?.u64("after", i64::MAX as u64)?;
-    for (name, given) in [("publicKey", request.public_key.is_some()), ("email", request.email.is_some())] {
+    for (name, given) in
+        [("publicKey", request.public_key.is_some()), ("email", request.email.is_some()), ("identity", request.identity.is_some())]
+    {
         if given {
             return Err(ApiError::bad_request(format!("search by {name} is not supported; search by hash")).at(name));
         }

@@ -65,9 +65,10 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
 }
 
 /// timestamp-authority's JSON request.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct JsonRequest {
+#[schema(as = TimestampJsonRequest)]
+pub(super) struct JsonRequest {
     artifact_hash: Base64,
     #[serde(default)]
     hash_algorithm: Option<HashAlg>,
