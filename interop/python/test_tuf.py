@@ -136,7 +136,10 @@ def test_clients_bootstrap_from_the_tuf_root_and_follow_a_rotation(signet_bin, t
         clients.verify_all(before + after, sg_root)
 
 
-def test_bundles_timestamped_before_a_tsa_rotation_verify_after_it(signet_bin, tmp_path, client_env):
+@pytest.mark.parametrize("authority,listed", [("tsa", "timestampAuthorities"), ("intermediate", "certificateAuthorities")])
+def test_bundles_signed_before_an_authority_rotation_verify_after_it(signet_bin, tmp_path, client_env, authority, listed):
+    """`trust rotate --tsa` or `--intermediate`: bundles signed (and timestamped) before verify
+    after it, with every client, from the trusted root TUF gives them."""
     data_dir = str(tmp_path / "data")
     with serve(signet_bin, data_dir) as server:
         listen = server["url"].removeprefix("http://")
@@ -150,7 +153,7 @@ def test_bundles_timestamped_before_a_tsa_rotation_verify_after_it(signet_bin, t
         assert len(stamped) == 1
         clients.verify_all(before, clients.sigstore_go_trusted_root())
 
-    rotated = run(signet_bin, "trust", "rotate", "--tsa", "--data-dir", data_dir)
+    rotated = run(signet_bin, "trust", "rotate", f"--{authority}", "--data-dir", data_dir)
     assert rotated.returncode == 0, rotated.stderr
     window = json.loads(rotated.stdout)["retired_window"]
 
@@ -158,10 +161,10 @@ def test_bundles_timestamped_before_a_tsa_rotation_verify_after_it(signet_bin, t
     with serve(signet_bin, data_dir, listen) as server:
         clients.server = server
         sg_root = clients.sigstore_go_trusted_root()
-        tsas = json.loads(sg_root.read_text())["timestampAuthorities"]
-        assert len(tsas) == 2, "the new TSA came through TUF beside the retired one"
-        assert tsas[0]["validFor"]["end"] == window[1] == tsas[1]["validFor"]["start"]
-        assert tsas[0]["certChain"] != tsas[1]["certChain"]
+        authorities = json.loads(sg_root.read_text())[listed]
+        assert len(authorities) == 2, f"the new {authority} came through TUF beside the retired one"
+        assert authorities[0]["validFor"]["end"] == window[1] == authorities[1]["validFor"]["start"]
+        assert authorities[0]["certChain"] != authorities[1]["certChain"]
         after = clients.sign_both("after", rekor_version="2")
         clients.verify_all(before + after, sg_root)
 

@@ -235,6 +235,27 @@ pub fn poison() -> Result<Extension, CaError> {
     Ok(x509::raw_extension(OID_CT_POISON, true, vec![0x05, 0x00])?)
 }
 
+/// A certificate for a new intermediate key (`new_key_pkcs8`), signed by the root: what
+/// `signet trust rotate --intermediate` installs. The root key is the one of `root_der`
+/// (kept offline after `signet init`, brought back for the rotation). The subject is the
+/// first intermediate's: clients tell the two apart by key identifier, and by the windows
+/// the trusted root gives each.
+pub fn issue_intermediate(root_key_pkcs8: &[u8], root_der: &[u8], new_key_pkcs8: &[u8]) -> Result<Vec<u8>, CaError> {
+    let root = Certificate::from_der(root_der)?;
+    let root_key = CaKey::from_pkcs8(root_key_pkcs8)?;
+    if root.tbs_certificate.subject_public_key_info.to_der()? != root_key.spki_der() {
+        return Err(CaError::File { path: "the root key".into(), why: "it is not the key of ca/root.pem".into() });
+    }
+    let new_key = CaKey::from_pkcs8(new_key_pkcs8)?;
+    let name = Name::from_str("CN=signet intermediate,O=signet").map_err(X509Error::from)?;
+    let mut tbs = ca_tbs(&new_key, &root_key, name, root.tbs_certificate.subject.clone(), Some(0), SystemTime::now())?;
+    // Not past the root: a chain is valid only while every certificate in it is.
+    if tbs.validity.not_after.to_system_time() > root.tbs_certificate.validity.not_after.to_system_time() {
+        tbs.validity.not_after = root.tbs_certificate.validity.not_after;
+    }
+    Ok(x509::sign(tbs, &root_key)?)
+}
+
 fn ca_tbs(
     subject_key: &CaKey,
     issuer_key: &CaKey,

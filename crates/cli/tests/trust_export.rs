@@ -129,3 +129,76 @@ fn a_tsa_rotation_is_offline_keeps_the_old_certificate_for_its_window_and_refuse
     let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
     assert!(doctor.status.success(), "{}", String::from_utf8_lossy(&doctor.stdout));
 }
+
+/// After `trust rotate --intermediate`, certificates come from a new intermediate; bundles
+/// signed before verify with the new trusted root, through the retired intermediate it lists
+/// for its window, and without that entry they would not.
+#[test]
+fn an_intermediate_rotation_keeps_bundles_signed_before_it_verifiable() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let signet = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap();
+    let agent = agent();
+    // Signs `name` against the running instance; answers (artifact, bundle, OIDC issuer).
+    let sign = |server: &Server, name: &str| {
+        let trust = dir.path().join(format!("trust-{name}"));
+        assert!(signet(&["trust", "export", "--data-dir", d, "--out", &path(&trust)]).status.success());
+        let token = String::from_utf8(signet(&["dev-token", "--data-dir", d, "--subject", "you@example.com"]).stdout).unwrap();
+        let (artifact, bundle) = (dir.path().join(format!("{name}.txt")), dir.path().join(format!("{name}.sigstore.json")));
+        std::fs::write(&artifact, format!("signed {name} the rotation\n")).unwrap();
+        let signed = signet(&[
+            "sign-bundle", "--identity-token", token.trim(), "--signing-config", &path(&trust.join("signing_config.json")),
+            "--trusted-root", &path(&trust.join("trusted_root.json")), "--bundle", &path(&bundle), &path(&artifact),
+        ]);
+        assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
+        (artifact, bundle, format!("{}/oidc", server.url))
+    };
+    let verify = |signed: &(std::path::PathBuf, std::path::PathBuf, String), root: &std::path::Path| {
+        signet(&[
+            "verify-bundle", "--bundle", &path(&signed.1), "--trusted-root", &path(root),
+            "--certificate-identity", "you@example.com", "--certificate-oidc-issuer", &signed.2, &path(&signed.0),
+        ])
+    };
+
+    let mut server = Server::start(&data, &[]);
+    let bundle_before = get(&agent, &format!("{}/api/v2/trustBundle", server.url)).unwrap().json();
+    let before = sign(&server, "before");
+    server.kill();
+    let key_before = std::fs::read(data.join("keys").join("ca-intermediate.pem")).unwrap();
+    let rotated = signet(&["trust", "rotate", "--intermediate", "--data-dir", d]);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let report: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_eq!(report["authority"], "intermediate");
+    assert_ne!(std::fs::read(data.join("keys").join("ca-intermediate.pem")).unwrap(), key_before, "a new key; the old one is gone");
+    assert!(std::fs::read_to_string(data.join(report["retired_cert"].as_str().unwrap()))
+        .unwrap()
+        .starts_with(bundle_before["chains"][0]["certificates"][0].as_str().unwrap().trim_end()));
+
+    let server = Server::start(&data, &[]);
+    let bundle_after = get(&agent, &format!("{}/api/v2/trustBundle", server.url)).unwrap().json();
+    assert_ne!(bundle_after["chains"][0]["certificates"][0], bundle_before["chains"][0]["certificates"][0]);
+    assert_eq!(bundle_after["chains"][0]["certificates"][1], bundle_before["chains"][0]["certificates"][1], "the same root");
+    let after = sign(&server, "after");
+    let root_path = dir.path().join("trust-after").join("trusted_root.json");
+    let root: Value = serde_json::from_slice(&std::fs::read(&root_path).unwrap()).unwrap();
+    let cas = root["certificateAuthorities"].as_array().unwrap();
+    assert_eq!(cas.len(), 2);
+    assert_eq!(cas[0]["validFor"]["end"], report["retired_window"][1]);
+    assert_eq!(cas[1]["validFor"]["start"], report["new_from"]);
+
+    for signed in [&before, &after] {
+        let out = verify(signed, &root_path);
+        assert!(out.status.success(), "{}: {}", signed.0.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    // Without the retired intermediate, the bundle from before has no chain.
+    let mut current_only = root.clone();
+    current_only["certificateAuthorities"].as_array_mut().unwrap().remove(0);
+    let current_only_path = dir.path().join("current-only.json");
+    std::fs::write(&current_only_path, serde_json::to_vec(&current_only).unwrap()).unwrap();
+    assert!(!verify(&before, &current_only_path).status.success(), "the old certificate verified without its intermediate");
+    assert!(verify(&after, &current_only_path).status.success());
+    let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
+    assert!(doctor.status.success(), "{}", String::from_utf8_lossy(&doctor.stdout));
+}

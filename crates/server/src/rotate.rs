@@ -1,7 +1,10 @@
-//! Rotating an authority's key offline (`signet trust rotate --tsa`), the server stopped.
+//! Rotating an authority's key offline (`signet trust rotate --tsa | --intermediate`), the
+//! server stopped.
 //!
 //! A rotation makes a new key and a certificate for it from the CA root, and keeps the old
 //! certificate in `ca/retired/` with the end of its window, recorded in `ca/rotations.json`.
+//! The old key is destroyed: kept, it could still sign timestamps or certificates dated
+//! inside its old window.
 //! The trust documents then list both: the old one for what it signed before the rotation,
 //! the new one from then on. At its next start the server publishes them through TUF, so
 //! clients that update from it verify bundles from either side of the rotation.
@@ -17,6 +20,40 @@ use signet_core::{files, pem};
 pub struct Rotations {
     #[serde(default)]
     pub tsa: Option<Rotated>,
+    /// The CA's intermediate, which signs leaf certificates.
+    #[serde(default)]
+    pub intermediate: Option<Rotated>,
+}
+
+/// An authority whose key `signet trust rotate` can replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authority {
+    Tsa,
+    Intermediate,
+}
+
+impl Authority {
+    pub fn name(self) -> &'static str {
+        match self {
+            Authority::Tsa => "tsa",
+            Authority::Intermediate => "intermediate",
+        }
+    }
+
+    /// Its certificate under `ca/`, and its key under `keys/`.
+    fn files(self) -> (&'static str, &'static str) {
+        match self {
+            Authority::Tsa => ("tsa.pem", "tsa.pem"),
+            Authority::Intermediate => ("intermediate.pem", "ca-intermediate.pem"),
+        }
+    }
+
+    fn record(self, rotations: &mut Rotations) -> &mut Option<Rotated> {
+        match self {
+            Authority::Tsa => &mut rotations.tsa,
+            Authority::Intermediate => &mut rotations.intermediate,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -65,12 +102,13 @@ fn now_rfc3339() -> String {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
 }
 
-/// Rotates the TSA's key. `root_key_pem` is the CA root key's PKCS#8 PEM (kept offline after
-/// `signet init`); it must be the key of `ca/root.pem`. The data dir must not be in use.
-pub fn rotate_tsa(data_dir: &Path, root_key_pem: &[u8]) -> Result<Report, String> {
+/// Rotates `authority`'s key. `root_key_pem` is the CA root key's PKCS#8 PEM (kept offline
+/// after `signet init`); it must be the key of `ca/root.pem`. The data dir must not be in use.
+pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Result<Report, String> {
     let _lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e}; stop the server first: a rotation is offline"))?;
     let ca = data_dir.join("ca");
-    let (cert_path, key_path) = (ca.join("tsa.pem"), data_dir.join("keys").join("tsa.pem"));
+    let (cert_file, key_file) = authority.files();
+    let (cert_path, key_path) = (ca.join(cert_file), data_dir.join("keys").join(key_file));
     let read_der = |p: &Path| -> Result<Vec<u8>, String> {
         let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", p.display()))?.der)
@@ -78,7 +116,7 @@ pub fn rotate_tsa(data_dir: &Path, root_key_pem: &[u8]) -> Result<Report, String
     let root_der = read_der(&ca.join("root.pem"))?;
     let old_cert = read_der(&cert_path)?;
     let root_key = pem::decode_first(root_key_pem).map_err(|e| format!("the root key: {e}"))?.der;
-    // The key must be the root certificate's, or the new TSA certificate would not chain.
+    // The key must be the root certificate's, or the new certificate would not chain.
     let root_cert = <x509_cert::Certificate as der::Decode>::from_der(&root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
     let root_spki = root_cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
     let key_public = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(&aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING, &root_key)
@@ -92,37 +130,56 @@ pub fn rotate_tsa(data_dir: &Path, root_key_pem: &[u8]) -> Result<Report, String
     let instance_start = crate::trust::instance_valid_from(&root_der)?;
     let now = now_rfc3339();
     let stamp = jiff::Timestamp::now().as_second();
-    let old_from = rotations.tsa.as_ref().map_or(instance_start, |r| r.current_from.clone());
+    let old_from = authority.record(&mut rotations).as_ref().map_or(instance_start, |r| r.current_from.clone());
 
     // The new pair first, in memory: nothing changes on disk if making it fails.
-    let new_key = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(&aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING, &aws_lc_rs::rand::SystemRandom::new())
-        .map_err(|e| format!("generating the new TSA key: {e}"))?;
-    let new_pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(&aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING, new_key.as_ref())
-        .map_err(|e| format!("the new TSA key: {e}"))?;
-    let new_spki = aws_lc_rs::encoding::AsDer::as_der(aws_lc_rs::signature::KeyPair::public_key(&new_pair))
-        .map_err(|_| "the new TSA public key".to_string())?
-        .as_ref()
-        .to_vec();
-    let new_cert = signet_ca::tsa::Tsa::issue_certificate(&root_key, &root_der, &new_spki).map_err(|e| e.to_string())?;
+    let (new_key, new_cert) = match authority {
+        Authority::Tsa => new_tsa(&root_key, &root_der)?,
+        Authority::Intermediate => new_intermediate(&root_key, &root_der, &key_path)?,
+    };
 
     // Then, each step atomic: the retired copy, the record of it, the new certificate and key.
-    let retired_name = format!("retired/tsa-{stamp}.pem");
+    let retired_name = format!("retired/{}-{stamp}.pem", authority.name());
     let retired_path = ca.join(&retired_name);
     files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
     files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
-    let rotated = rotations.tsa.get_or_insert_with(|| Rotated { current_from: old_from.clone(), retired: Vec::new() });
+    let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated { current_from: old_from.clone(), retired: Vec::new() });
     rotated.retired.push(Retired { cert: retired_name.clone(), valid_from: old_from.clone(), valid_to: now.clone() });
     rotated.current_from = now.clone();
     let manifest = serde_json::to_vec_pretty(&rotations).map_err(|e| e.to_string())?;
     files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))?;
     files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &new_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", cert_path.display()))?;
-    // The old key is destroyed: kept, it could sign timestamps dated inside its old window.
-    files::write_atomic(&key_path, pem::encode("PRIVATE KEY", new_key.as_ref()).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    files::write_atomic(&key_path, pem::encode("PRIVATE KEY", &new_key).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?;
     Ok(Report {
-        authority: "tsa",
+        authority: authority.name(),
         retired_cert: format!("ca/{retired_name}"),
         retired_window: (old_from, now.clone()),
-        new_cert: "ca/tsa.pem".into(),
+        new_cert: format!("ca/{cert_file}"),
         new_from: now,
     })
+}
+
+/// A new TSA key (P-256) and its certificate: `(PKCS#8, certificate DER)`.
+fn new_tsa(root_key: &[u8], root_der: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+    let key = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &aws_lc_rs::rand::SystemRandom::new())
+        .map_err(|e| format!("generating the new TSA key: {e}"))?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, key.as_ref()).map_err(|e| format!("the new TSA key: {e}"))?;
+    let spki = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| "the new TSA public key".to_string())?.as_ref().to_vec();
+    let cert = signet_ca::tsa::Tsa::issue_certificate(root_key, root_der, &spki).map_err(|e| e.to_string())?;
+    Ok((key.as_ref().to_vec(), cert))
+}
+
+/// A new intermediate key, on the old one's curve (so `ca.intermediate_key` stays true), and
+/// its certificate: `(PKCS#8, certificate DER)`.
+fn new_intermediate(root_key: &[u8], root_der: &[u8], old_key_path: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let old = std::fs::read(old_key_path)
+        .map_err(|e| e.to_string())
+        .and_then(|pem| pem::decode_first(&pem).map_err(|e| e.to_string()))
+        .and_then(|b| signet_ca::x509::CaKey::from_pkcs8(&b.der).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", old_key_path.display()))?;
+    let key = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(old.curve().signing(), &aws_lc_rs::rand::SystemRandom::new())
+        .map_err(|e| format!("generating the new intermediate key: {e}"))?;
+    let cert = signet_ca::authority::issue_intermediate(root_key, root_der, key.as_ref()).map_err(|e| e.to_string())?;
+    Ok((key.as_ref().to_vec(), cert))
 }

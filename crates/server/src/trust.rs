@@ -63,25 +63,25 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
             .collect(),
         None => vec![ShardKey { spki: read_key_spki(&keys.join("rekor-v1.pem"))?, valid_from: valid_from.clone(), valid_to: None }],
     };
-    // The TSA's rotations: each retired certificate with its window, and the current start.
+    // Rotated authorities: each retired certificate with its window, and the current start.
     let rotations = crate::rotate::read(data_dir)?;
-    let (tsa_valid_from, retired_tsas) = match rotations.tsa {
-        None => (valid_from.clone(), Vec::new()),
-        Some(r) => {
-            let retired = r
-                .retired
-                .into_iter()
-                .map(|t| {
-                    Ok(signet_trust::root::RetiredAuthority {
-                        chain: vec![read_cert(&ca.join(&t.cert))?, root.clone()],
-                        valid_from: t.valid_from,
-                        valid_to: t.valid_to,
-                    })
+    let windows = |rotated: Option<crate::rotate::Rotated>| -> Result<(String, Vec<signet_trust::root::RetiredAuthority>), String> {
+        let Some(r) = rotated else { return Ok((valid_from.clone(), Vec::new())) };
+        let retired = r
+            .retired
+            .into_iter()
+            .map(|t| {
+                Ok(signet_trust::root::RetiredAuthority {
+                    chain: vec![read_cert(&ca.join(&t.cert))?, root.clone()],
+                    valid_from: t.valid_from,
+                    valid_to: t.valid_to,
                 })
-                .collect::<Result<Vec<_>, String>>()?;
-            (r.current_from, retired)
-        }
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok((r.current_from, retired))
     };
+    let (tsa_valid_from, retired_tsas) = windows(rotations.tsa)?;
+    let (ca_valid_from, retired_cas) = windows(rotations.intermediate)?;
     Ok(Instance {
         operator: host_of(&url).map_err(|e| e.to_string())?,
         valid_from,
@@ -90,6 +90,8 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         rekor_v2_spki: read_key_spki(&keys.join("rekor-v2.pem"))?,
         ct_spki: read_key_spki(&keys.join("ct.pem"))?,
         ca_chain: vec![read_cert(&ca.join("intermediate.pem"))?, root.clone()],
+        ca_valid_from,
+        retired_cas,
         tsa_chain: vec![read_cert(&ca.join("tsa.pem"))?, root],
         tsa_valid_from,
         retired_tsas,

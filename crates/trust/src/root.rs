@@ -27,6 +27,11 @@ pub struct Instance {
     pub ct_spki: Vec<u8>,
     /// DER certificates above leaves: intermediate, root.
     pub ca_chain: Vec<Vec<u8>>,
+    /// When the current intermediate started to sign (RFC 3339); `valid_from` until a rotation.
+    pub ca_valid_from: String,
+    /// Intermediates rotated out, oldest first: clients still verify the certificates each
+    /// issued within its window.
+    pub retired_cas: Vec<RetiredAuthority>,
     /// DER certificates of the TSA: its certificate, root.
     pub tsa_chain: Vec<Vec<u8>>,
     /// When the current TSA certificate started to sign (RFC 3339); `valid_from` until a rotation.
@@ -36,7 +41,7 @@ pub struct Instance {
     pub retired_tsas: Vec<RetiredAuthority>,
 }
 
-/// A certificate authority (here, a TSA) that signed until a rotation.
+/// A certificate authority (the CA's intermediate, or a TSA) that signed until a rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetiredAuthority {
     pub chain: Vec<Vec<u8>>,
@@ -93,15 +98,21 @@ impl Instance {
         let mut tsas: Vec<Value> =
             self.retired_tsas.iter().map(|r| tsa(&r.chain, json!({"start": r.valid_from, "end": r.valid_to}))).collect();
         tsas.push(tsa(&self.tsa_chain, json!({"start": self.tsa_valid_from})));
+        let ca = |certs: &[Vec<u8>], valid_for: Value| {
+            json!({
+                "subject": {"organization": org, "commonName": "signet"},
+                "uri": self.url,
+                "certChain": chain(certs),
+                "validFor": valid_for,
+            })
+        };
+        let mut cas: Vec<Value> =
+            self.retired_cas.iter().map(|r| ca(&r.chain, json!({"start": r.valid_from, "end": r.valid_to}))).collect();
+        cas.push(ca(&self.ca_chain, json!({"start": self.ca_valid_from})));
         json!({
             "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
             "tlogs": tlogs,
-            "certificateAuthorities": [{
-                "subject": {"organization": org, "commonName": "signet"},
-                "uri": self.url,
-                "certChain": chain(&self.ca_chain),
-                "validFor": {"start": self.valid_from},
-            }],
+            "certificateAuthorities": cas,
             "ctlogs": [log(&format!("{}/ct", self.url), &self.ct_spki, &self.valid_from, None)],
             "timestampAuthorities": tsas,
         })
@@ -146,6 +157,8 @@ mod tests {
             rekor_v2_spki: vec![2],
             ct_spki: vec![3],
             ca_chain: vec![vec![4], vec![5]],
+            ca_valid_from: "2026-11-22T00:00:00Z".into(),
+            retired_cas: Vec::new(),
             tsa_chain: vec![vec![6], vec![5]],
             tsa_valid_from: "2026-11-22T00:00:00Z".into(),
             retired_tsas: Vec::new(),
@@ -185,6 +198,17 @@ mod tests {
         assert_eq!(tsas[1]["certChain"]["certificates"][0]["rawBytes"], b64::encode([7]));
         assert_eq!(tsas[1]["validFor"], json!({"start": "2026-11-24T00:00:00Z"}));
         assert_eq!(i.trusted_root()["timestampAuthorities"].as_array().unwrap().len(), 1);
+
+        // A rotated intermediate, the same way.
+        let mut rotated = instance();
+        rotated.retired_cas.push(RetiredAuthority { chain: vec![vec![4], vec![5]], valid_from: i.valid_from.clone(), valid_to: "2026-11-25T00:00:00Z".into() });
+        (rotated.ca_chain, rotated.ca_valid_from) = (vec![vec![8], vec![5]], "2026-11-25T00:00:00Z".into());
+        let cas = rotated.trusted_root()["certificateAuthorities"].as_array().unwrap().clone();
+        assert_eq!(cas.len(), 2);
+        assert_eq!(cas[0]["certChain"]["certificates"][0]["rawBytes"], b64::encode([4]));
+        assert_eq!(cas[0]["validFor"], json!({"start": "2026-11-22T00:00:00Z", "end": "2026-11-25T00:00:00Z"}));
+        assert_eq!(cas[1]["certChain"]["certificates"][0]["rawBytes"], b64::encode([8]));
+        assert_eq!(cas[1]["validFor"], json!({"start": "2026-11-25T00:00:00Z"}));
 
         let sc = i.signing_config();
         let majors: Vec<u64> = sc["rekorTlogUrls"].as_array().unwrap().iter().map(|s| s["majorApiVersion"].as_u64().unwrap()).collect();

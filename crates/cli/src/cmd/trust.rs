@@ -27,8 +27,11 @@ struct RotateArgs {
     #[arg(long, default_value = "signet-data")]
     data_dir: PathBuf,
     /// Rotate the timestamp authority's key.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "intermediate", conflicts_with = "intermediate")]
     tsa: bool,
+    /// Rotate the CA's intermediate key, which signs leaf certificates.
+    #[arg(long)]
+    intermediate: bool,
     /// The CA root key (PKCS#8 PEM), when it is kept offline (`signet init --root-key-out`);
     /// default `<data dir>/keys/ca-root.pem`.
     #[arg(long, value_name = "FILE")]
@@ -117,7 +120,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn rotate(a: RotateArgs) -> ExitCode {
-    debug_assert!(a.tsa);
+    let authority = if a.intermediate { signet_server::rotate::Authority::Intermediate } else { signet_server::rotate::Authority::Tsa };
     let key_path = a.root_key.unwrap_or_else(|| a.data_dir.join("keys").join("ca-root.pem"));
     let key = match std::fs::read(&key_path) {
         Ok(k) => k,
@@ -126,7 +129,7 @@ fn rotate(a: RotateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match signet_server::rotate::rotate_tsa(&a.data_dir, &key) {
+    match signet_server::rotate::rotate(&a.data_dir, authority, &key) {
         Ok(report) => {
             outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
             ExitCode::SUCCESS
