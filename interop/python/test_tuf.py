@@ -169,6 +169,39 @@ def test_bundles_signed_before_an_authority_rotation_verify_after_it(signet_bin,
         clients.verify_all(before + after, sg_root)
 
 
+def test_clients_holding_the_first_root_follow_root_and_timestamp_key_rotations(signet_bin, tmp_path, client_env):
+    """`signet tuf rotate --role root`, then `--role timestamp`, the server stopped: each
+    client, bootstrapped from 1.root.json before, walks to the new roots by itself, signs and
+    verifies; bundles from before still verify. A root that was never signed by the old root
+    key would be refused (the tough unit tests and the foreign-root test below check that)."""
+    data_dir = str(tmp_path / "data")
+    with serve(signet_bin, data_dir) as server:
+        listen = server["url"].removeprefix("http://")
+        root = tmp_path / "root.json"
+        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
+        clients = Clients(signet_bin, server, root, client_env, tmp_path)
+        clients.bootstrap()
+        before = clients.sign_both("before")
+        clients.verify_all(before, clients.sigstore_go_trusted_root())
+
+    root_key = tmp_path / "offline-tuf-root.pem"
+    os.rename(os.path.join(data_dir, "keys", "tuf-root.pem"), root_key)
+    for role in ["root", "timestamp"]:
+        r = run(signet_bin, "tuf", "rotate", "--data-dir", data_dir, "--role", role, "--root-key", str(root_key))
+        assert r.returncode == 0, r.stderr
+    assert not os.path.exists(os.path.join(data_dir, "keys", "tuf-root.pem")), "the root key stays where it was kept"
+
+    with serve(signet_bin, data_dir, listen) as server:
+        clients.server = server
+        roots = [json.loads(fetch(f"{server['url']}/tuf/{n}.root.json"))["signed"] for n in (1, 2, 3)]
+        assert roots[1]["roles"]["root"]["keyids"] != roots[0]["roles"]["root"]["keyids"]
+        assert roots[2]["roles"]["timestamp"]["keyids"] != roots[1]["roles"]["timestamp"]["keyids"]
+        status = run(signet_bin, "tuf", "status", "--data-dir", data_dir)
+        assert status.returncode == 0 and "version 3" in status.stdout, status.stdout
+        after = clients.sign_both("after")
+        clients.verify_all(before + after, clients.sigstore_go_trusted_root())
+
+
 def test_a_root_from_another_instance_is_refused(signet_bin, tmp_path, client_env):
     with serve(signet_bin, str(tmp_path / "a")) as a, serve(signet_bin, str(tmp_path / "b")) as b:
         foreign = tmp_path / "foreign-root.json"

@@ -197,3 +197,46 @@ fn with_the_targets_key_offline_a_copy_is_signed_and_the_server_publishes_it() {
     assert_eq!(swapped.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&swapped.stderr).contains("trusted_root.json: mediaType"), "{}", String::from_utf8_lossy(&swapped.stderr));
 }
+
+/// `signet tuf rotate`: offline only; a bad role is a usage error; a rotation that stopped
+/// after the new root was written (the new key still beside the old as `.next`) is finished
+/// by running it again, and the server then serves metadata the new key signed.
+#[test]
+fn a_key_rotation_is_offline_and_one_stopped_part_way_is_finished_by_running_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let mut server = Server::start(&data, &[]);
+    let busy = signet(&["tuf", "rotate", "--data-dir", d, "--role", "timestamp"]);
+    assert!(!busy.status.success() && String::from_utf8_lossy(&busy.stderr).contains("stop the server first"));
+    server.kill();
+    let bad = signet(&["tuf", "rotate", "--data-dir", d, "--role", "mirror"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected root, targets, snapshot or timestamp"));
+
+    let key = data.join("keys").join("tuf-timestamp.pem");
+    let old_key = std::fs::read(&key).unwrap();
+    let rotated = signet(&["tuf", "rotate", "--data-dir", d, "--role", "timestamp"]);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    assert_ne!(std::fs::read(&key).unwrap(), old_key);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+
+    // As if the run had stopped before its last step: the new key still `.next`, the old in place.
+    let next = data.join("keys").join("tuf-timestamp.pem.next");
+    std::fs::rename(&key, &next).unwrap();
+    std::fs::write(&key, &old_key).unwrap();
+    let finished = signet(&["tuf", "rotate", "--data-dir", d, "--role", "timestamp"]);
+    assert!(finished.status.success(), "{}", String::from_utf8_lossy(&finished.stderr));
+    assert!(String::from_utf8_lossy(&finished.stdout).contains("finished"), "{}", String::from_utf8_lossy(&finished.stdout));
+    assert!(!next.exists() && std::fs::read(&key).unwrap() != old_key);
+
+    // The server serves root 2 and a timestamp whose signature is by the key root 2 names.
+    let server = Server::start(&data, &[]);
+    let agent = agent();
+    let root = tuf_json(&agent, &server, "2.root.json");
+    let named = root["signed"]["roles"]["timestamp"]["keyids"][0].as_str().unwrap().to_string();
+    let timestamp = tuf_json(&agent, &server, "timestamp.json");
+    assert_eq!(timestamp["signatures"][0]["keyid"], named.as_str());
+    assert_eq!(get(&agent, &format!("{}/tuf/3.root.json", server.url)).unwrap().status, 404, "one rotation, one new root");
+}

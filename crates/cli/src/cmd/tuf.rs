@@ -6,6 +6,9 @@
 //! carried back into `<data dir>/tuf`, and the server signs a snapshot and timestamp for
 //! them (it checks their signature against the root first).
 //!
+//! `signet tuf rotate --role R`: replaces a role's key, the server stopped; see
+//! [`rotate`].
+//!
 //! Exit 0 on success; 1 when something is expired (status) or signing fails; 2 on a bad
 //! command line or input.
 
@@ -38,6 +41,24 @@ pub enum Tuf {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Replace a role's key, the server stopped: a new root version lists the new key, signed
+    /// by the root key (for the root itself, by the old key and the new); the role's
+    /// metadata is signed again with it. Clients holding an older root follow.
+    Rotate {
+        /// The instance's data dir.
+        #[arg(long, default_value = "signet-data")]
+        data_dir: PathBuf,
+        /// root, targets, snapshot or timestamp.
+        #[arg(long)]
+        role: String,
+        /// The TUF root key, when it is kept offline (default `<data dir>/keys/tuf-root.pem`).
+        /// Rotating the root writes the new root key here, in place of the old one.
+        #[arg(long, value_name = "FILE")]
+        root_key: Option<PathBuf>,
+        /// The config whose `[tuf]` expiries to sign with (the defaults otherwise).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -60,7 +81,70 @@ pub fn run(cmd: Tuf) -> ExitCode {
             };
             sign(&repo, &keys, &trust, &expiry)
         }
+        Tuf::Rotate { data_dir, role, root_key, config } => {
+            let Some(role) = Role::ALL.into_iter().find(|r| r.name() == role) else {
+                errln!("signet tuf rotate: --role {role:?}: expected root, targets, snapshot or timestamp");
+                return ExitCode::from(2);
+            };
+            let expiry = match super::config(config.as_deref(), None, None) {
+                Ok(cfg) => cfg.tuf.expiry(),
+                Err(code) => return code,
+            };
+            match rotate(&data_dir, role, root_key.as_deref(), &expiry) {
+                Ok(line) => {
+                    outln!("{line}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    errln!("signet tuf rotate: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
+}
+
+/// Rotates `role`'s key in the data dir's repository. The new key is written beside the old
+/// one first (`<key>.next`, 0600), then the new root and the role's metadata, and only then
+/// does the new key replace the old, which is destroyed. Run again after a crash between
+/// those steps, it finishes what the first run started.
+fn rotate(data_dir: &Path, role: Role, root_key: Option<&Path>, expiry: &Expiry) -> Result<String, String> {
+    let _lock = signet_server::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e}; stop the server first: a rotation is offline"))?;
+    let repo = Repository::at(signet_server::tuf::repo_dir(data_dir));
+    if !repo.exists() {
+        return Err(format!("{} has no TUF repository; `signet serve` makes it at its first start", repo.dir().display()));
+    }
+    let keys_dir = data_dir.join("keys");
+    let mut keys = RoleKeys::load(&keys_dir).map_err(|e| e.to_string())?;
+    let root_path = root_key.map(Path::to_path_buf).unwrap_or_else(|| RoleKeys::path(&keys_dir, Role::Root));
+    if root_key.is_some() {
+        keys = keys.with_file(Role::Root, &root_path).map_err(|e| e.to_string())?;
+    }
+    let key_path = if role == Role::Root { root_path } else { RoleKeys::path(&keys_dir, role) };
+    let next_path = PathBuf::from(format!("{}.next", key_path.display()));
+    let now = jiff::Timestamp::now();
+    let root_names = repo.role_key_id(role).map_err(|e| e.to_string())?;
+    let rt = runtime();
+
+    // A rotation that stopped part-way: the root may already name the new key.
+    if next_path.exists() {
+        let pending = signet_trust::tuf::keys::HeldKey::read(role, &next_path).map_err(|e| e.to_string())?;
+        if root_names.as_deref() == Some(pending.key_id_hex().map_err(|e| e.to_string())?.as_str()) {
+            std::fs::rename(&next_path, &key_path).map_err(|e| format!("{}: {e}", key_path.display()))?;
+            let keys = keys.with_file(role, &key_path).map_err(|e| e.to_string())?;
+            rt.block_on(repo.resign(role, &keys, expiry, now)).map_err(|e| e.to_string())?;
+            return Ok(format!("finished the {} key rotation that had stopped part-way; {} holds the new key", role.name(), key_path.display()));
+        }
+        // The root never named it: start again with a fresh key.
+        std::fs::remove_file(&next_path).map_err(|e| format!("{}: {e}", next_path.display()))?;
+    }
+
+    let (new_key, pem) = signet_trust::tuf::keys::HeldKey::generate(role).map_err(|e| e.to_string())?;
+    signet_core::files::write_atomic(&next_path, pem.as_bytes(), 0o600).map_err(|e| format!("{}: {e}", next_path.display()))?;
+    let version = rt.block_on(repo.rotate_key(role, &keys, new_key, expiry, now)).map_err(|e| e.to_string())?;
+    // The new key takes the old one's place; the old one is gone.
+    std::fs::rename(&next_path, &key_path).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    Ok(format!("rotated the TUF {} key: root version {version} lists the new key, now at {}", role.name(), key_path.display()))
 }
 
 fn rfc3339(secs: i64) -> String {

@@ -89,6 +89,25 @@ impl HeldKey {
         Ok(HeldKey { role, pkcs8: block.der })
     }
 
+    /// A new key for `role`, in memory, and its PEM (to be written where it will live).
+    pub fn generate(role: Role) -> Result<(HeldKey, String), TufError> {
+        let doc = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).map_err(|e| TufError::Tough(format!("generating an Ed25519 key: {e}")))?;
+        let pem = signet_core::pem::encode("PRIVATE KEY", doc.as_ref());
+        Ok((HeldKey { role, pkcs8: doc.as_ref().to_vec() }, pem))
+    }
+
+    /// Its key id, hex, as root.json names it.
+    pub fn key_id_hex(&self) -> Result<String, TufError> {
+        let id = self.public()?.key_id().map_err(|e| TufError::Tough(e.to_string()))?;
+        Ok(hex::encode(id.as_ref()))
+    }
+
+    /// Reads the key of `role` from `path`.
+    pub fn read(role: Role, path: &Path) -> Result<HeldKey, TufError> {
+        let pem = std::fs::read(path).map_err(|source| TufError::Io { path: path.to_path_buf(), source })?;
+        HeldKey::parse(role, &pem, path)
+    }
+
     /// The key as root.json lists it.
     pub fn public(&self) -> Result<Key, TufError> {
         let pair = parse_keypair(&self.pkcs8).map_err(|e| TufError::Tough(e.to_string()))?;
@@ -97,7 +116,7 @@ impl HeldKey {
 }
 
 /// The role keys found in a keys dir; a role whose file is absent (kept offline) is missing.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct RoleKeys {
     dir: PathBuf,
     held: HashMap<Role, std::sync::Arc<HeldKey>>,
@@ -138,6 +157,18 @@ impl RoleKeys {
             signet_core::files::write_atomic(&path, pem.as_bytes(), 0o600).map_err(|source| TufError::Io { path, source })?;
         }
         Self::load(dir)
+    }
+
+    /// These keys, with `role`'s read from `path` (a key kept offline, brought back).
+    pub fn with_file(self, role: Role, path: &Path) -> Result<RoleKeys, TufError> {
+        let pem = std::fs::read(path).map_err(|source| TufError::Io { path: path.to_path_buf(), source })?;
+        Ok(self.with(HeldKey::parse(role, &pem, path)?))
+    }
+
+    /// These keys, with `key` for its role in place of the one held.
+    pub fn with(mut self, key: HeldKey) -> RoleKeys {
+        self.held.insert(key.role, std::sync::Arc::new(key));
+        self
     }
 
     pub fn get(&self, role: Role) -> Option<&HeldKey> {

@@ -19,7 +19,7 @@ use tough::schema::decoded::{Decoded, Hex};
 use tough::schema::{Hashes, KeyHolder, Metafile, Role as _, RoleKeys as ToughRoleKeys, Root, Signed, Snapshot, Target, Targets, Timestamp};
 use tough::TargetName;
 
-use super::keys::{Role, RoleKeys};
+use super::keys::{HeldKey, Role, RoleKeys};
 use super::{Expiry, TufError};
 
 /// The TUF specification version the metadata claims (tough's; python-tuf and go-tuf accept 1.x).
@@ -353,6 +353,100 @@ impl Repository {
         Ok(Some(newest))
     }
 
+    /// Replaces `role`'s key with `new_key`: a new root version lists it in place of the old
+    /// one, signed by the root key (for the root role, by the old key and the new one, so
+    /// that a client holding the old root accepts the new). Then the role's current
+    /// metadata is signed again with the new key, since clients that take up the new root
+    /// accept no other. `keys` must hold the current root key, and every key the re-signing
+    /// needs (for targets: targets, snapshot and timestamp). Returns the new root's version.
+    ///
+    /// The caller keeps `new_key` where the role's key lives before calling this, and
+    /// destroys the old one after: the root that lists the new key is written only here.
+    pub async fn rotate_key(&self, role: Role, keys: &RoleKeys, new_key: HeldKey, expiry: &Expiry, now: jiff::Timestamp) -> Result<u64, TufError> {
+        let c = self.current()?;
+        let old_root_key = keys.source(Role::Root)?;
+        let new_public = new_key.public()?;
+        let new_id = new_public.key_id().map_err(tough_err)?;
+        let new_keys = keys.clone().with(new_key);
+        // Every key the re-signing needs, before anything is written.
+        let resign = match role {
+            Role::Root => vec![],
+            Role::Targets => vec![Role::Targets, Role::Snapshot, Role::Timestamp],
+            Role::Snapshot => vec![Role::Snapshot, Role::Timestamp],
+            Role::Timestamp => vec![Role::Timestamp],
+        };
+        for r in &resign {
+            new_keys.source(*r)?;
+        }
+
+        let old = &c.root.signed;
+        let mut root = old.clone();
+        root.version = next(old.version);
+        root.expires = expires(now, Role::Root, expiry)?;
+        let old_ids = old.roles.get(&role.tough()).map(|r| r.keyids.clone()).unwrap_or_default();
+        root.roles.insert(role.tough(), ToughRoleKeys { keyids: vec![new_id.clone()], threshold: NonZeroU64::MIN, _extra: HashMap::new() });
+        root.keys.insert(new_id, new_public);
+        // A key no role names any more leaves the root.
+        for id in old_ids {
+            if !root.roles.values().any(|r| r.keyids.contains(&id)) {
+                root.keys.remove(&id);
+            }
+        }
+        let rng = SystemRandom::new();
+        let signed = match role {
+            Role::Root => {
+                let by_new = SignedRole::new(root.clone(), &KeyHolder::Root(root.clone()), &[new_keys.source(Role::Root)?], &rng).await.map_err(tough_err)?;
+                let by_old = SignedRole::new(root.clone(), &KeyHolder::Root(old.clone()), &[old_root_key], &rng).await.map_err(tough_err)?;
+                by_new.add_old_signatures(by_old.signed().signatures.clone()).map_err(tough_err)?
+            }
+            _ => SignedRole::new(root.clone(), &KeyHolder::Root(root.clone()), &[old_root_key], &rng).await.map_err(tough_err)?,
+        };
+        // What a client will check: the new root under the old one, and under itself.
+        old.verify_role(signed.signed()).map_err(|e| TufError::Tough(format!("the new root does not verify under the old: {e}")))?;
+        root.verify_role(signed.signed()).map_err(|e| TufError::Tough(format!("the new root does not verify under itself: {e}")))?;
+        let version = root.version;
+        self.write(&format!("{version}.root.json"), signed.buffer())?;
+        self.write("root.json", signed.buffer())?;
+
+        self.resign(role, &new_keys, expiry, now).await?;
+        Ok(version.get())
+    }
+
+    /// Signs `role`'s current metadata again, as a new version, with the key `keys` holds for
+    /// it (and the chain above it): the second half of [`Repository::rotate_key`], and what
+    /// finishes a rotation that stopped between the two.
+    pub async fn resign(&self, role: Role, keys: &RoleKeys, expiry: &Expiry, now: jiff::Timestamp) -> Result<(), TufError> {
+        let c = self.current()?;
+        let root = &c.root.signed;
+        let (targets_v, snapshot_v, timestamp_v) = (c.targets.signed.version, c.snapshot.signed.version, c.timestamp.signed.version);
+        let new_keys = keys;
+        match role {
+            Role::Root => {}
+            Role::Targets => {
+                let mut targets = c.targets.signed.clone();
+                targets.version = self.next_targets_version(&c)?;
+                let v = targets.version;
+                let signed = sign(targets, root, new_keys, Role::Targets).await?;
+                self.write(&signed.signed().signed.filename(true), signed.buffer())?;
+                self.write_snapshot_chain(root, new_keys, expiry, now, v, signed.buffer(), next(snapshot_v), next(timestamp_v)).await?;
+            }
+            Role::Snapshot => {
+                self.write_snapshot_chain(root, new_keys, expiry, now, targets_v, &c.targets_bytes, next(snapshot_v), next(timestamp_v)).await?
+            }
+            Role::Timestamp => self.write_timestamp(root, new_keys, expiry, now, snapshot_v, &c.snapshot_bytes, next(timestamp_v)).await?,
+        }
+        Ok(())
+    }
+
+    /// The key id the newest root names for `role`, if exactly one.
+    pub fn role_key_id(&self, role: Role) -> Result<Option<String>, TufError> {
+        let c = self.current()?;
+        Ok(match c.root.signed.roles.get(&role.tough()).map(|r| r.keyids.as_slice()) {
+            Some([id]) => Some(hex::encode(id.as_ref())),
+            _ => None,
+        })
+    }
+
     /// Signs again each role with less than half its validity left, and returns those it
     /// signed. The targets are re-signed only when their key is here; without it, an
     /// expiring targets is an error that says so. Root is never re-signed here.
@@ -449,6 +543,38 @@ mod tests {
         let root: serde_json::Value = serde_json::from_slice(&std::fs::read(repo.dir().join("1.root.json")).unwrap()).unwrap();
         assert_eq!(root["signed"]["consistent_snapshot"], true);
         assert_eq!(root["signed"]["keys"].as_object().unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_client_holding_the_first_root_follows_each_key_rotation() {
+        let (tmp, mut keys, repo) = setup();
+        let expiry = Expiry::default();
+        repo.create(&keys, &expiry, &docs("{\"v\":1}"), jiff::Timestamp::now()).await.unwrap();
+        for (n, role) in [Role::Timestamp, Role::Snapshot, Role::Targets, Role::Root].into_iter().enumerate() {
+            let (new_key, pem) = HeldKey::generate(role).unwrap();
+            let id = new_key.public().unwrap().key_id().unwrap();
+            let version = repo.rotate_key(role, &keys, new_key, &expiry, jiff::Timestamp::now()).await.unwrap();
+            assert_eq!(version, n as u64 + 2);
+            let root: Signed<Root> = serde_json::from_slice(&std::fs::read(repo.dir().join(format!("{version}.root.json"))).unwrap()).unwrap();
+            assert_eq!(root.signed.roles[&role.tough()].keyids, vec![id]);
+            assert_eq!(root.signed.keys.len(), 4, "the old key left the root");
+            // The root's own rotation is signed by the old root key and the new one.
+            assert_eq!(root.signatures.len(), if role == Role::Root { 2 } else { 1 });
+            // tough's client, from 1.root.json, walks the roots and reads the targets.
+            assert_eq!(client_reads(repo.dir(), "trusted_root.json").await, b"{\"v\":1}", "after rotating {}", role.name());
+            let path = tmp.path().join(format!("new-{}.pem", role.name()));
+            std::fs::write(&path, pem).unwrap();
+            keys = keys.with_file(role, &path).unwrap();
+        }
+        // The new keys publish, and the old root's holder follows.
+        assert_eq!(repo.publish(&keys, &expiry, &docs("{\"v\":2}"), jiff::Timestamp::now()).await.unwrap(), Published::Targets(3));
+        assert_eq!(client_reads(repo.dir(), "trusted_root.json").await, b"{\"v\":2}");
+        assert_eq!(repo.status().unwrap().root.0, 5);
+        // Without the root key, nothing rotates and nothing is written.
+        let online = RoleKeys::default().with_file(Role::Timestamp, &tmp.path().join("new-timestamp.pem")).unwrap();
+        let (new_key, _) = HeldKey::generate(Role::Timestamp).unwrap();
+        assert!(matches!(repo.rotate_key(Role::Timestamp, &online, new_key, &expiry, jiff::Timestamp::now()).await, Err(TufError::MissingKey { .. })));
+        assert!(!repo.dir().join("6.root.json").exists());
     }
 
     #[tokio::test]
