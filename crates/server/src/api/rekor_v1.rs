@@ -405,7 +405,7 @@ pub struct SearchRequest {
     /// An email address: entries signed with a certificate whose SAN is that address (in
     /// any case). Entries logged before signet kept identities are found by hash only.
     #[serde(default)]
-    #[schema(pattern = "@", min_length = 3, max_length = 1024)]
+    #[schema(pattern = "@", max_length = 1024)]
     email: Option<String>,
     /// signet's: the signing certificate's SAN, an email address (in any case) or a URI
     /// (exactly), as the web explorer sends it. Entries logged before signet kept
