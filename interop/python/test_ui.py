@@ -146,9 +146,7 @@ def expect_entry(explorer, logged):
     assert re.search(r"Tree size\s+\d+", proof) and "Checkpoint" in proof, proof
 
 
-# Search by identity (email or URI) needs an identity index in storage, which signet does not
-# have yet: the server refuses `{"identity": …}` by name, and the page shows its message.
-@pytest.mark.parametrize("how", ["digest", "bare digest", "index", "uuid", "leaf hash"])
+@pytest.mark.parametrize("how", ["digest", "bare digest", "identity", "index", "uuid", "leaf hash"])
 def test_search_finds_the_entry(explorer, logged, how):
     if how == "uuid":
         # The 80-hex UUID (tree ID + leaf hash) as the log hands it out.
@@ -310,8 +308,6 @@ def test_undecodable_certificate_is_reported(explorer, logged):
     ("   ", r"Enter something to search for"),
     ("sha256:" + "0" * 64, r"no entries match digest sha256:0{64}"),
     ("99999999", r"no entry at logIndex 99999999"),
-    # Until storage indexes identities, the server says so by name.
-    ("alice@example.com", r"search by identity is not supported"),
 ])
 def test_bad_query_shows_a_clear_message(explorer, query, message):
     explorer.search(query)

@@ -84,7 +84,7 @@ impl Follower {
 
     /// Queues `pending` for the sequencer; its reply comes once the entry is integrated.
     pub(crate) async fn append(&self, shared: &Shared, pending: Pending) {
-        let Pending { leaf_hash, digest, body, extra, reply, .. } = pending;
+        let Pending { leaf_hash, digest, identity, body, extra, reply, .. } = pending;
         self.waiters.lock().entry(leaf_hash).or_default().push(reply);
         // Checked after the waiter is in place: storage finds every committed entry, and the
         // poll loop answers waiters for the entries it brings, so an entry integrated
@@ -106,7 +106,7 @@ impl Follower {
                 return;
             }
         }
-        if self.submit.send(QueuedEntry { leaf_hash, digest, body, extra }).await.is_err() {
+        if self.submit.send(QueuedEntry { leaf_hash, digest, identity, body, extra }).await.is_err() {
             self.answer(&leaf_hash, Err(AppendError::Closed));
         }
         self.wake.notify_one();
@@ -327,7 +327,16 @@ pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue:
         for (qid, e) in rows {
             let (reply, rx) = oneshot::channel();
             let leaf_hash = merkle::leaf_hash(&e.body);
-            if tx.send(Pending { leaf_hash, digest: e.digest, body: e.body, extra: e.extra, reply, queued: std::time::Instant::now() }).await.is_err() {
+            let pending = Pending {
+                leaf_hash,
+                digest: e.digest,
+                identity: e.identity,
+                body: e.body,
+                extra: e.extra,
+                reply,
+                queued: std::time::Instant::now(),
+            };
+            if tx.send(pending).await.is_err() {
                 return;
             }
             answers.push((qid, leaf_hash, rx));

@@ -114,7 +114,7 @@ pub(crate) struct Shared {
     pub stats: crate::stats::LogStats,
 }
 
-/// A page of a search by digest ([`Log::indices_by_digest`]).
+/// A page of a search by digest or identity ([`Log::indices_by_digest`], [`Log::indices_by_identity`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestPage {
     pub indices: Vec<u64>,
@@ -265,7 +265,15 @@ impl Log {
         if let Some(g) = self.genesis.as_ref().filter(|_| self.shared.head.read().checkpoint.size == 0) {
             let (reply, answer) = oneshot::channel();
             let body = g.body.clone();
-            let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest: g.digest.clone(), body, extra: None, reply, queued: std::time::Instant::now() };
+            let pending = Pending {
+                leaf_hash: merkle::leaf_hash(&body),
+                digest: g.digest.clone(),
+                identity: None,
+                body,
+                extra: None,
+                reply,
+                queued: std::time::Instant::now(),
+            };
             if tx.try_send(pending).is_ok() {
                 *self.genesis_answer.lock() = Some(answer);
             }
@@ -353,7 +361,18 @@ impl Log {
 
     /// Submits one entry and waits until it is durable (or found to be a duplicate).
     pub async fn append(&self, body: Vec<u8>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
-        self.append_with_extra(body, digest, None).await
+        self.submit(body, digest, None, None).await
+    }
+
+    /// [`Log::append`], searchable by the signing identity key `identity` as well
+    /// ([`Log::indices_by_identity`]; see [`crate::rekor::identity_key`]).
+    pub async fn append_searchable(
+        &self,
+        body: Vec<u8>,
+        digest: Option<Vec<u8>>,
+        identity: Option<Vec<u8>>,
+    ) -> Result<Sequenced, AppendError> {
+        self.submit(body, digest, identity, None).await
     }
 
     /// [`Log::append`], keeping `extra` as the entry's stamp (for a log without a
@@ -364,8 +383,19 @@ impl Log {
         digest: Option<Vec<u8>>,
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
+        self.submit(body, digest, None, extra).await
+    }
+
+    async fn submit(
+        &self,
+        body: Vec<u8>,
+        digest: Option<Vec<u8>>,
+        identity: Option<Vec<u8>>,
+        extra: Option<Vec<u8>>,
+    ) -> Result<Sequenced, AppendError> {
         let (reply, rx) = oneshot::channel();
-        let pending = Pending { leaf_hash: merkle::leaf_hash(&body), digest, body, extra, reply, queued: std::time::Instant::now() };
+        let leaf_hash = merkle::leaf_hash(&body);
+        let pending = Pending { leaf_hash, digest, identity, body, extra, reply, queued: std::time::Instant::now() };
         let tx = self.tx.read().clone();
         match (tx, &self.follower) {
             (Some(tx), _) => tx.send(pending).await.map_err(|_| AppendError::Closed)?,
@@ -531,13 +561,18 @@ impl Log {
     /// million.)
     pub async fn indices_by_digest(&self, digest: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
         let size = self.head().checkpoint.size;
-        let mut indices =
+        let indices =
             self.shared.storage.find_digest_async(self.shared.id, digest.to_vec(), after, limit.saturating_add(1)).await?;
-        indices.retain(|&i| i < size);
-        let more = indices.len() > limit;
-        indices.truncate(limit);
-        let next_after = if more { indices.last().copied() } else { None };
-        Ok(DigestPage { indices, next_after })
+        Ok(page_of(indices, size, limit))
+    }
+
+    /// [`Log::indices_by_digest`] by signing identity key (see [`crate::rekor::identity_key`]),
+    /// with the same bound on the work. Entries logged before identities were kept have none.
+    pub async fn indices_by_identity(&self, identity: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
+        let size = self.head().checkpoint.size;
+        let indices =
+            self.shared.storage.find_identity_async(self.shared.id, identity.to_vec(), after, limit.saturating_add(1)).await?;
+        Ok(page_of(indices, size, limit))
     }
 
     /// On a follower, catches up now and says whether the log then holds `index`.
@@ -573,4 +608,14 @@ fn reopen(store: Arc<dyn Storage>, id: LogId, cache_tiles: usize) -> Result<(Tre
         other => OpenError::Storage(other),
     })?;
     Ok((tree, stored))
+}
+
+/// A page from up to `limit + 1` found indices: those the head covers (on shared storage an
+/// entry may be committed before this instance's head covers it), and whether there is more.
+fn page_of(mut indices: Vec<u64>, size: u64, limit: usize) -> DigestPage {
+    indices.retain(|&i| i < size);
+    let more = indices.len() > limit;
+    indices.truncate(limit);
+    let next_after = if more { indices.last().copied() } else { None };
+    DigestPage { indices, next_after }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::backends;
 use signet_core::keys::SigningKey;
 use signet_log::merkle;
-use signet_log::storage::{Batch, LeafTile, NewEntry, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
+use signet_log::storage::{Batch, LeafTile, NewEntry, PostgresStorage, Queue, QueuedEntry, SqliteStorage, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
 use signet_log::tilecache::Expanded;
 use signet_log::{BatchPolicy, Log, LogConfig, Sequenced};
 
@@ -19,9 +19,18 @@ fn entry(index: u64, body: &[u8]) -> NewEntry {
         index,
         leaf_hash: merkle::leaf_hash(body),
         digest: Some(format!("sha256:{:064x}", index % 2).into_bytes()),
+        identity: identity(index),
         body: body.to_vec(),
         stamp: Some(vec![index as u8; 3]),
     }
+}
+
+const ALICE: &[u8] = b"email:alice@example.com";
+const CI: &[u8] = b"uri:https://ci.example/workflow@refs/heads/main";
+
+/// Entry `index`'s identity key: Alice, the CI workflow, or none (a bare key), in turn.
+fn identity(index: u64) -> Option<Vec<u8>> {
+    [Some(ALICE.to_vec()), Some(CI.to_vec()), None][index as usize % 3].clone()
 }
 
 /// Entries `start..end` of `log` with checkpoint note `note`.
@@ -374,4 +383,136 @@ fn a_taken_over_lease_fences_the_old_holder() {
     b.commit(&batch(1, 2, 3, 3)).unwrap();
     assert_eq!(b.latest_checkpoint(1).unwrap().unwrap().size, 3);
     assert_eq!(a.lease_holder().unwrap().as_deref(), Some("b"));
+}
+
+/// Search by signing identity: every committed entry with that identity key, from the
+/// commit on, per log, oldest first, in pages that read at most what they return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identities_are_found_in_pages_from_the_commit_on() {
+    for b in backends() {
+        let s = b.storage.clone();
+        tokio::task::spawn_blocking({
+            let s = s.clone();
+            move || {
+                s.commit(&batch(1, 0, 4, 1700)).unwrap();
+                s.commit(&batch(1, 4, 10, 1800)).unwrap();
+                s.commit(&batch(2, 0, 2, 1800)).unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        let find = |who: &[u8], after, limit| s.find_identity_async(1, who.to_vec(), after, limit);
+        assert_eq!(find(ALICE, None, 10).await.unwrap(), [0, 3, 6, 9], "{}", b.name);
+        assert_eq!(find(CI, None, 10).await.unwrap(), [1, 4, 7], "{}", b.name);
+        // A page is at most `limit`, and the next one starts after its last.
+        assert_eq!(find(ALICE, None, 2).await.unwrap(), [0, 3], "{}", b.name);
+        assert_eq!(find(ALICE, Some(3), 2).await.unwrap(), [6, 9], "{}", b.name);
+        assert!(find(ALICE, Some(9), 2).await.unwrap().is_empty(), "{}", b.name);
+        assert!(find(b"email:mallory@example.com", None, 10).await.unwrap().is_empty(), "{}", b.name);
+        assert!(find(b"email:ALICE@example.com", None, 10).await.unwrap().is_empty(), "{}: keys match exactly", b.name);
+        assert_eq!(s.find_identity_async(2, ALICE.to_vec(), None, 10).await.unwrap(), [0], "{}: per log", b.name);
+        // The identity is a key of its own: it is not a digest, nor a digest an identity.
+        assert!(s.find_digest_async(1, ALICE.to_vec(), None, 10).await.unwrap().is_empty(), "{}", b.name);
+        assert!(find(format!("sha256:{:064x}", 0).as_bytes(), None, 10).await.unwrap().is_empty(), "{}", b.name);
+        let keys = { let s = s.clone(); tokio::task::spawn_blocking(move || s.keys(1, 0, 3).unwrap()) }.await.unwrap();
+        assert_eq!(keys.iter().map(|k| k.identity.clone()).collect::<Vec<_>>(), [identity(0), identity(1), identity(2)], "{}", b.name);
+
+        // And after a restart, from the backend's own index.
+        drop(s);
+        let s = b.reopen();
+        assert_eq!(s.find_identity_async(1, CI.to_vec(), Some(1), 10).await.unwrap(), [4, 7], "{}", b.name);
+    }
+}
+
+/// The log pages a search by identity as it pages one by digest: `limit` at a time, and
+/// `next_after` until the last page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_pages_a_search_by_identity() {
+    for b in backends() {
+        let log = Log::open(
+            LogConfig {
+                id: 1,
+                origin: "test.example/log".into(),
+                key_name: "test.example".into(),
+                key: Arc::new(SigningKey::generate().unwrap()),
+                batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
+                stamper: None,
+                max_pending: 0,
+                tile_cache: signet_log::DEFAULT_TILE_CACHE,
+                genesis: None,
+            },
+            b.storage.clone(),
+        )
+        .await
+        .unwrap();
+        for i in 0..7u64 {
+            log.append_searchable(format!("entry {i}").into_bytes(), None, identity(i)).await.unwrap();
+        }
+        let mut pages = Vec::new();
+        let mut after = None;
+        loop {
+            let page = log.indices_by_identity(ALICE, after, 2).await.unwrap();
+            pages.push(page.indices.clone());
+            match page.next_after {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(pages, [vec![0, 3], vec![6]], "{}", b.name);
+        assert!(log.indices_by_identity(b"uri:nobody", None, 2).await.unwrap().indices.is_empty(), "{}", b.name);
+    }
+}
+
+/// A store of the schema before identities upgrades at open: the entries it holds stay
+/// searchable by digest and have no identity; entries committed after have one.
+#[test]
+fn a_store_from_before_identities_upgrades() {
+    let search = |s: &Arc<dyn Storage>, digest: bool, value: &[u8]| {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(if digest { s.find_digest_async(1, value.to_vec(), None, 100) } else { s.find_identity_async(1, value.to_vec(), None, 100) }).unwrap()
+    };
+    for b in backends() {
+        b.storage.commit(&batch(1, 0, 3, 1)).unwrap();
+        drop(b.storage.clone());
+        // Back to the previous schema: no identity columns, no identity index.
+        let applied = match &b.url {
+            StorageUrl::Sqlite(path) => {
+                let c = rusqlite::Connection::open(path).unwrap();
+                c.execute_batch("UPDATE entry_keys SET identity = NULL; ALTER TABLE entry_keys DROP COLUMN identity; PRAGMA user_version = 2;").unwrap();
+                let index = rusqlite::Connection::open(format!("{}.keys", path.display())).unwrap();
+                index.execute_batch("DROP TABLE identities").unwrap();
+                drop((c, index));
+                SqliteStorage::open(path).unwrap().applied_migrations.clone()
+            }
+            StorageUrl::Postgres(url) => {
+                common::psql(url, "ALTER TABLE entries DROP COLUMN identity; ALTER TABLE queue DROP COLUMN identity; DELETE FROM signet_schema WHERE version = 8;");
+                PostgresStorage::open(url).unwrap().applied_migrations.clone()
+            }
+        };
+        assert_eq!(applied, [match b.url { StorageUrl::Sqlite(_) => 3, StorageUrl::Postgres(_) => 8 }], "{}", b.name);
+        let s = b.reopen();
+        assert_eq!(s.keys(1, 0, 3).unwrap().iter().map(|k| k.identity.clone()).collect::<Vec<_>>(), [None, None, None], "{}", b.name);
+        assert_eq!(search(&s, true, format!("sha256:{:064x}", 0).as_bytes()), [0, 2], "{}: old entries by digest", b.name);
+        assert!(search(&s, false, ALICE).is_empty(), "{}: old entries have no identity", b.name);
+        s.commit(&batch(1, 3, 7, 2)).unwrap();
+        assert_eq!(search(&s, false, ALICE), [3, 6], "{}: new entries by identity", b.name);
+    }
+}
+
+/// Entries queued by an instance that does not sequence keep their identity for the one that does.
+#[test]
+fn the_queue_keeps_the_identity() {
+    let Some(server) = common::postgres_url() else { return };
+    let q = PostgresStorage::open(&common::fresh_database(&server)).unwrap();
+    let queued = |body: &[u8], identity: Option<&[u8]>| QueuedEntry {
+        leaf_hash: merkle::leaf_hash(body),
+        digest: None,
+        identity: identity.map(<[u8]>::to_vec),
+        body: body.to_vec(),
+        extra: None,
+    };
+    let sent = vec![queued(b"a", Some(ALICE)), queued(b"b", None)];
+    q.enqueue(1, &sent).unwrap();
+    let got: Vec<QueuedEntry> = q.dequeue(1, 10).unwrap().into_iter().map(|(_, e)| e).collect();
+    assert_eq!(got, sent);
 }

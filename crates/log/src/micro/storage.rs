@@ -38,6 +38,7 @@ fn batch(start: u64, body: &[u8], set: &[u8]) -> Batch {
             index,
             leaf_hash: leaf_hash(&index.to_be_bytes()),
             digest: Some(format!("sha256:{}", hex::encode(leaf_hash(&index.to_le_bytes()))).into_bytes()),
+            identity: None,
             body: body.to_vec(),
             stamp: Some(set.to_vec()),
         })

@@ -28,6 +28,9 @@ pub struct DsseEntry {
     /// `sha256:<hex>` of the first in-toto subject with a SHA-256 digest, so that a search by
     /// artifact digest finds the attestations about it; otherwise the payload hash.
     pub digest_key: String,
+    /// The identity index key of the first verifier that is a certificate (see
+    /// [`super::identity`]); `None` when every verifier is a bare key.
+    pub identity: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -94,8 +97,12 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
         return Err(malformed("spec.proposedContent.verifiers", "must be a list of one or more base64 PEM keys or certificates"));
     }
     let mut verifiers = Vec::with_capacity(verifier_values.len());
+    let mut first_certificate = None;
     for (i, v) in verifier_values.iter().enumerate() {
         let (block, key) = pem_key(&v.0, &format!("spec.proposedContent.verifiers[{i}]"))?;
+        if block.label == "CERTIFICATE" && first_certificate.is_none() {
+            first_certificate = Some(block.der.clone());
+        }
         verifiers.push((key, b64::encode(pem::encode(&block.label, &block.der))));
     }
 
@@ -128,7 +135,8 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
         }
     }));
     let subject = (payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
-    Ok(DsseEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)) })
+    let identity = first_certificate.and_then(|der| super::certificate_identity(&der));
+    Ok(DsseEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity })
 }
 
 /// The first `subject[].digest.sha256` of an in-toto statement, lower-case, if well-formed.
@@ -159,6 +167,23 @@ pub(crate) mod tests {
         let req = json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {"proposedContent": {
             "envelope": envelope.to_string(), "verifiers": [b64::encode(pem::encode("PUBLIC KEY", &spki))]}}});
         (req, spki)
+    }
+
+    #[test]
+    fn the_identity_is_the_first_certificate_verifiers() {
+        let (bare, _) = request(STATEMENT.as_bytes());
+        assert_eq!(super::super::v1::parse_value(&bare).unwrap().identity, None, "a bare key names nobody");
+
+        let (pair, cert) = super::super::v1::tests::certified("bob@example.com");
+        let (_, other) = super::super::v1::tests::certified("carol@example.com");
+        let sig = pair.sign(&SystemRandom::new(), &pae("application/vnd.in-toto+json", STATEMENT.as_bytes())).unwrap();
+        let envelope = json!({"payload": b64::encode(STATEMENT), "payloadType": "application/vnd.in-toto+json",
+            "signatures": [{"keyid": "", "sig": b64::encode(sig.as_ref())}]});
+        let verifiers = [bare["spec"]["proposedContent"]["verifiers"][0].clone(), json!(b64::encode(pem::encode("CERTIFICATE", &cert))),
+            json!(b64::encode(pem::encode("CERTIFICATE", &other)))];
+        let req = json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {"proposedContent": {
+            "envelope": envelope.to_string(), "verifiers": verifiers}}});
+        assert_eq!(super::super::v1::parse_value(&req).unwrap().identity.as_deref(), Some("email:bob@example.com"));
     }
 
     #[test]

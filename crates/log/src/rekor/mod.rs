@@ -4,13 +4,17 @@
 //! - [`dsse`]: Rekor v1 `dsse` 0.0.1 entries (DSSE envelopes, recorded by their hashes).
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
+//! - [`identity`]: the signing identity (certificate SAN) that v1 entries are searchable by.
 //!
 //! Signer keys and signature checks are `signet_core::pubkey`.
 
 pub mod dsse;
 pub mod genesis;
+pub mod identity;
 pub mod v1;
 pub mod v2;
+
+pub use identity::{certificate_identity, email_key, identity_key};
 
 /// Why an entry was refused. Every variant names the offending field by its JSON path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

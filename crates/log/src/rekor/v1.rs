@@ -24,6 +24,9 @@ pub struct HashedRekord {
     pub body: Vec<u8>,
     /// `<algorithm>:<hex>`: the key of the artifact-digest index.
     pub digest_key: String,
+    /// The key of the identity index, for an entry signed with a certificate (see
+    /// [`super::identity`]); `None` for a bare key.
+    pub identity: Option<String>,
 }
 
 /// A proposed entry as sent: its `spec` is read once `kind` says what it is.
@@ -126,7 +129,7 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     }
     if kind == "dsse" {
         let e = super::dsse::parse_spec(request.spec.get())?;
-        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key });
+        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity });
     }
     let spec: HashedRekordSpec = wire::from_slice(request.spec.get().as_bytes()).map_err(|e| e.within("spec"))?;
 
@@ -146,10 +149,11 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     let (block, key) = pem_key(&spec.signature.public_key.content.0, "spec.signature.publicKey.content")?;
     key.verify_digest(alg, digest, sig).map_err(|e| rejected("spec.signature.content", e))?;
 
+    let identity = (block.label == "CERTIFICATE").then(|| super::certificate_identity(&block.der)).flatten();
     let hex_value = hex::encode(digest);
     let canonical_key = signet_core::pem::encode(&block.label, &block.der);
     let body = canonical_body(alg_name, &hex_value, &b64::encode(sig), &b64::encode(canonical_key));
-    Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}") })
+    Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}"), identity })
 }
 
 /// The RFC 8785 form of a hashedrekord 0.0.1 body, written directly: every value is an
@@ -261,7 +265,7 @@ impl EntryView<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::Value;
     use signet_core::pem;
@@ -281,6 +285,32 @@ mod tests {
                 "data": {"hash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(artifact))}}
             }
         })
+    }
+
+    /// A P-256 key pair, and a self-signed certificate for it naming `san` (an email, or a URI).
+    pub(crate) fn certified(san: &str) -> (EcdsaKeyPair, Vec<u8>) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = vec![if san.contains(':') {
+            rcgen::SanType::URI(san.try_into().unwrap())
+        } else {
+            rcgen::SanType::Rfc822Name(san.try_into().unwrap())
+        }];
+        let cert = params.self_signed(&key).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &key.serialize_der()).unwrap();
+        (pair, cert.der().to_vec())
+    }
+
+    #[test]
+    fn an_entry_signed_with_a_certificate_is_searchable_by_its_san() {
+        for (san, key) in [("Alice@Example.com", "email:alice@example.com"), ("https://ci.example/wf@refs/heads/main", "uri:https://ci.example/wf@refs/heads/main")] {
+            let (pair, cert) = certified(san);
+            let mut req = signed_request(b"signed");
+            let sig = pair.sign(&SystemRandom::new(), b"signed").unwrap();
+            req["spec"]["signature"] = json!({"content": b64::encode(sig.as_ref()), "publicKey": {"content": b64::encode(pem::encode("CERTIFICATE", &cert))}});
+            assert_eq!(parse_value(&req).unwrap().identity.as_deref(), Some(key));
+        }
+        assert_eq!(parse_value(&signed_request(b"signed")).unwrap().identity, None, "a bare key names nobody");
     }
 
     #[test]

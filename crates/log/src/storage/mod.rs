@@ -5,7 +5,8 @@
 //! checkpoint that covers them, and it lands whole or not at all. The sequencer calls the
 //! trait from blocking threads, so implementations may block.
 //!
-//! Storage also answers lookups by leaf hash (dedupe) and by artifact digest (search), from
+//! Storage also answers lookups by leaf hash (dedupe) and by artifact digest or signing
+//! identity (search), from
 //! indexes of its own, so that no instance holds an index of the whole log in memory:
 //! PostgreSQL from its B-tree indexes, SQLite from a derived index file ([`sqlite`]).
 //!
@@ -35,6 +36,8 @@ pub struct NewEntry {
     pub leaf_hash: Hash,
     /// The artifact digest the entry is searchable by (`sha256:<hex>`), if any.
     pub digest: Option<Vec<u8>>,
+    /// The signing identity the entry is searchable by (see [`crate::rekor::identity_key`]), if any.
+    pub identity: Option<Vec<u8>>,
     pub body: Vec<u8>,
     /// Per-entry signature made at sequencing time (the SET on the Rekor v1 log).
     pub stamp: Option<Vec<u8>>,
@@ -55,6 +58,8 @@ pub struct StoredEntry {
 pub struct EntryKeys {
     pub leaf_hash: Hash,
     pub digest: Option<Vec<u8>>,
+    /// `None` also for every entry logged before identities were kept.
+    pub identity: Option<Vec<u8>>,
 }
 
 /// One C2SP tile as stored: the concatenated hashes of up to 256 nodes.
@@ -127,6 +132,7 @@ pub enum StorageError {
 pub struct QueuedEntry {
     pub leaf_hash: Hash,
     pub digest: Option<Vec<u8>>,
+    pub identity: Option<Vec<u8>>,
     pub body: Vec<u8>,
     /// Bytes made at submission to keep beside the entry (the CT log's precertificate).
     pub extra: Option<Vec<u8>>,
@@ -182,6 +188,10 @@ pub trait Storage: Send + Sync + 'static {
     /// The indices of committed entries with digest key `digest` (`sha256:<hex>`), oldest
     /// first, after index `after`: at most `limit`.
     fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>>;
+
+    /// [`Storage::find_digest_async`] by identity key instead. Entries committed before the
+    /// store kept identities have none, so are found by digest only.
+    fn find_identity_async(&self, log: LogId, identity: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>>;
 
     /// Keys of entries `start..start + count`, in index order (startup rebuilds from these).
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError>;

@@ -37,8 +37,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema, one version at a time. Never edit a released migration: add the next one.
 ///
-/// Entries are one row each, keyed by (log, idx). The leaf-hash and digest indexes make the
-/// dedupe and search lookups work from the database, across instances and beyond RAM.
+/// Entries are one row each, keyed by (log, idx). The leaf-hash, digest and identity indexes
+/// make the dedupe and search lookups work from the database, across instances and beyond RAM.
 const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
     name: "logs: entries, tiles, checkpoints, meta",
@@ -113,6 +113,15 @@ CREATE TABLE audit_batches(chain TEXT NOT NULL, first_seq BIGINT NOT NULL, last_
 CREATE TABLE audit_anchors(chain TEXT NOT NULL, seq BIGINT NOT NULL, head BYTEA NOT NULL, log_index BIGINT NOT NULL,
     entry TEXT NOT NULL, PRIMARY KEY (chain, seq));
 CREATE TABLE audit_starts(chain TEXT PRIMARY KEY, start_seq BIGINT NOT NULL, start_head BYTEA NOT NULL);
+",
+}, Migration {
+    version: 8,
+    name: "search by signing identity",
+    // Entries logged before this have NULL identity: they are found by digest only.
+    sql: "
+ALTER TABLE entries ADD COLUMN identity BYTEA;
+CREATE INDEX entries_by_identity ON entries(log, identity, idx) WHERE identity IS NOT NULL;
+ALTER TABLE queue ADD COLUMN identity BYTEA;
 ",
 }];
 
@@ -259,7 +268,7 @@ impl Pool {
                 .await
                 .map_err(classify)?,
             keys: client
-                .prepare("SELECT leaf_hash, digest FROM entries WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx")
+                .prepare("SELECT leaf_hash, digest, identity FROM entries WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx")
                 .await
                 .map_err(classify)?,
             checkpoint: client.prepare("SELECT size, note FROM checkpoints WHERE log = $1").await.map_err(classify)?,
@@ -453,6 +462,16 @@ async fn find_leaves(c: Arc<Conn>, log: LogId, leaves: Vec<Hash>) -> Result<Vec<
     Ok(found)
 }
 
+const SEARCH_BY_DIGEST: &str = "SELECT idx FROM entries WHERE log = $1 AND digest = $2 AND idx > $3 ORDER BY idx LIMIT $4";
+const SEARCH_BY_IDENTITY: &str = "SELECT idx FROM entries WHERE log = $1 AND identity = $2 AND idx > $3 ORDER BY idx LIMIT $4";
+
+/// Up to `limit` indices after `after` whose search column (the query's) equals `value`.
+async fn find_by(c: Arc<Conn>, sql: &str, log: LogId, value: Vec<u8>, after: Option<u64>, limit: usize) -> Result<Vec<u64>, tokio_postgres::Error> {
+    let (after, limit) = (after.map_or(-1, bigint), limit.min(i64::MAX as usize) as i64);
+    let rows = c.client.query(sql, &[&(log as i16), &value, &after, &limit]).await?;
+    rows.iter().map(|r| Ok(r.try_get::<_, i64>(0)? as u64)).collect()
+}
+
 pub use signet_core::pg::redact;
 
 impl Drop for PostgresStorage {
@@ -554,6 +573,7 @@ impl Storage for PostgresStorage {
                 Ok(EntryKeys {
                     leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a stored leaf hash is not 32 bytes".into()))?,
                     digest: r.try_get(1).map_err(classify)?,
+                    identity: r.try_get(2).map_err(classify)?,
                 })
             })
             .collect()
@@ -582,19 +602,13 @@ impl Storage for PostgresStorage {
     }
 
     fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
-        let after = after.map_or(-1, bigint);
-        let limit = limit.min(i64::MAX as usize) as i64;
-        Box::pin(self.read_future(move |c| async move {
-            // entries_by_digest is (log, digest, idx): one index range scan, in index order.
-            let rows = c
-                .client
-                .query(
-                    "SELECT idx FROM entries WHERE log = $1 AND digest = $2 AND idx > $3 ORDER BY idx LIMIT $4",
-                    &[&(log as i16), &digest, &after, &limit],
-                )
-                .await?;
-            rows.iter().map(|r| Ok(r.try_get::<_, i64>(0)? as u64)).collect()
-        }))
+        // entries_by_digest is (log, digest, idx): one index range scan, in index order.
+        Box::pin(self.read_future(move |c| find_by(c, SEARCH_BY_DIGEST, log, digest, after, limit)))
+    }
+
+    fn find_identity_async(&self, log: LogId, identity: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
+        // entries_by_identity is (log, identity, idx), likewise.
+        Box::pin(self.read_future(move |c| find_by(c, SEARCH_BY_IDENTITY, log, identity, after, limit)))
     }
 
     fn entries_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<StoredEntry>> {
@@ -641,15 +655,16 @@ impl Queue for PostgresStorage {
         }
         let leaf: Vec<Vec<u8>> = entries.iter().map(|e| e.leaf_hash.to_vec()).collect();
         let digest: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.digest.clone()).collect();
+        let identity: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.identity.clone()).collect();
         let body: Vec<Vec<u8>> = entries.iter().map(|e| e.body.clone()).collect();
         let extra: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.extra.clone()).collect();
         self.read(move |c| async move {
             c.client
                 .execute(
-                    "INSERT INTO queue(log, leaf_hash, digest, body, extra) \
-                     SELECT $1, l, d, b, x FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS t(l, d, b, x) \
+                    "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity) \
+                     SELECT $1, l, d, b, x, n FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[]) AS t(l, d, b, x, n) \
                      ON CONFLICT (log, leaf_hash) DO NOTHING",
-                    &[&(log as i16), &leaf, &digest, &body, &extra],
+                    &[&(log as i16), &leaf, &digest, &body, &extra, &identity],
                 )
                 .await
                 .map(|_| ())
@@ -660,7 +675,10 @@ impl Queue for PostgresStorage {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self.read(move |c| async move {
             c.client
-                .query("SELECT id, leaf_hash, digest, body, extra FROM queue WHERE log = $1 ORDER BY id LIMIT $2", &[&(log as i16), &limit])
+                .query(
+                    "SELECT id, leaf_hash, digest, body, extra, identity FROM queue WHERE log = $1 ORDER BY id LIMIT $2",
+                    &[&(log as i16), &limit],
+                )
                 .await
         })?;
         rows.iter()
@@ -671,6 +689,7 @@ impl Queue for PostgresStorage {
                     digest: r.try_get(2).map_err(classify)?,
                     body: r.try_get(3).map_err(classify)?,
                     extra: r.try_get(4).map_err(classify)?,
+                    identity: r.try_get(5).map_err(classify)?,
                 };
                 Ok((r.try_get(0).map_err(classify)?, entry))
             })
@@ -729,18 +748,20 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         let n = batch.entries.len();
         let (mut idx, mut leaf, mut digest, mut body, mut stamp) =
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut identity = Vec::with_capacity(n);
         for e in &batch.entries {
             idx.push(bigint(e.index));
             leaf.push(&e.leaf_hash[..]);
             digest.push(e.digest.as_deref());
+            identity.push(e.identity.as_deref());
             body.push(e.body.as_slice());
             stamp.push(e.stamp.as_deref());
         }
         tx.execute(
-            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp) \
-             SELECT $1, i, l, d, $2, b, s FROM UNNEST($3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[]) \
-             AS t(i, l, d, b, s)",
-            &[&log, &batch.integrated_time, &idx, &leaf, &digest, &body, &stamp],
+            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp, identity) \
+             SELECT $1, i, l, d, $2, b, s, n FROM UNNEST($3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[]) \
+             AS t(i, l, d, b, s, n)",
+            &[&log, &batch.integrated_time, &idx, &leaf, &digest, &body, &stamp, &identity],
         )
         .await
         .map_err(classify)?;

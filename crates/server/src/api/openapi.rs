@@ -345,7 +345,7 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("GET", "/api/v1/log/entries/{uuid}") => op("rekor-v1", "An entry by UUID", json!({
             "parameters": [{"name": "uuid", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^([0-9a-fA-F]{16})?[0-9a-fA-F]{64}$"}, "description": "64 hex (the leaf hash) or 80 hex (tree ID and leaf hash)"}],
             "responses": {"200": json_of(r("LogEntries"), "the entry")}})),
-        ("POST", "/api/v1/index/retrieve") => op("rekor-v1", "The UUIDs of entries for an artifact digest, a page at a time", json!({
+        ("POST", "/api/v1/index/retrieve") => op("rekor-v1", "The UUIDs of entries for an artifact digest or a signing identity (exactly one of hash, email, identity), a page at a time", json!({
             "parameters": [query("after", false, index(), "the `x-next-after` of the previous page")],
             "requestBody": body("SearchIndex"),
             "responses": {"200": json_of(json!({"type": "array", "items": {"type": "string"}}), "UUIDs, oldest first; `x-next-after` when there are more")}})),

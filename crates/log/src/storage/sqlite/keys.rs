@@ -1,4 +1,5 @@
-//! The SQLite backend's lookup index: leaf hash → entry (dedupe), digest → entries (search).
+//! The SQLite backend's lookup index: leaf hash → entry (dedupe), digest and signing identity
+//! → entries (search).
 //!
 //! Both keys are uniformly random, so a B-tree of them dirties one random page per entry.
 //! Inside the log's own commits that would multiply the WAL that every commit fsyncs, so the
@@ -10,8 +11,11 @@
 //! opening re-indexes the rest from the entries. A crash loses at most its unflushed tail; a
 //! missing or foreign file (another database's, or a restored backup's) is rebuilt.
 //!
-//! Keys are 64-bit prefixes (of the leaf hash; of SHA-256 of the digest key): a match is a
-//! candidate, which the caller confirms against the entry itself.
+//! Keys are 64-bit prefixes (of the leaf hash; of SHA-256 of the digest or identity key): a
+//! match is a candidate, which the caller confirms against the entry itself.
+//!
+//! `identities` came with schema version 3 of the database: a file made before it gains the
+//! empty table at open, which is complete, since entries logged before then have no identity.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +40,7 @@ PRAGMA synchronous=NORMAL;
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leaves(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS digests(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS identities(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS indexed(log INTEGER PRIMARY KEY, through INTEGER NOT NULL);
 ";
 
@@ -44,15 +49,34 @@ pub(super) fn leaf_key(leaf: &Hash) -> i64 {
     i64::from_be_bytes([a, b, c, d, e, f, g, h])
 }
 
-pub(super) fn digest_key(digest: &[u8]) -> i64 {
-    leaf_key(&sha256(digest))
+/// The prefix of a search key (a digest or an identity).
+pub(super) fn search_key(value: &[u8]) -> i64 {
+    leaf_key(&sha256(value))
+}
+
+/// What a search looks entries up by: each kind has a table of its own in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum SearchKind {
+    Digest,
+    Identity,
+}
+
+impl SearchKind {
+    const ALL: [SearchKind; 2] = [SearchKind::Digest, SearchKind::Identity];
+
+    fn table(self) -> &'static str {
+        match self {
+            SearchKind::Digest => "digests",
+            SearchKind::Identity => "identities",
+        }
+    }
 }
 
 /// Keys of committed entries that the file does not hold yet.
 #[derive(Default)]
 struct Memtable {
     leaves: HashMap<(LogId, i64), Vec<u64>>,
-    digests: HashMap<(LogId, i64), Vec<u64>>,
+    search: HashMap<(LogId, SearchKind, i64), Vec<u64>>,
     /// Per log, one past the highest index held.
     through: HashMap<LogId, u64>,
     len: usize,
@@ -82,6 +106,13 @@ pub(super) struct Keys<'a> {
     pub index: u64,
     pub leaf: &'a Hash,
     pub digest: Option<&'a [u8]>,
+    pub identity: Option<&'a [u8]>,
+}
+
+impl Keys<'_> {
+    fn search(&self) -> impl Iterator<Item = (SearchKind, &[u8])> {
+        [(SearchKind::Digest, self.digest), (SearchKind::Identity, self.identity)].into_iter().filter_map(|(k, v)| Some((k, v?)))
+    }
 }
 
 impl KeyIndex {
@@ -144,7 +175,7 @@ impl KeyIndex {
     /// Forgets everything about `log` (its entries are indexed again from the start).
     pub fn reset(&self, log: LogId) -> Result<(), StorageError> {
         let c = self.writer.lock();
-        for table in ["leaves", "digests", "indexed"] {
+        for table in ["leaves", "digests", "identities", "indexed"] {
             c.execute(&format!("DELETE FROM {table} WHERE log = ?1"), [log]).map_err(backend)?;
         }
         Ok(())
@@ -156,11 +187,10 @@ impl KeyIndex {
         let tx = c.transaction().map_err(backend)?;
         {
             let mut leaves = tx.prepare_cached("INSERT OR IGNORE INTO leaves(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
-            let mut digests = tx.prepare_cached("INSERT OR IGNORE INTO digests(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
             for k in keys {
                 leaves.execute(params![k.log, leaf_key(k.leaf), k.index as i64]).map_err(backend)?;
-                if let Some(d) = k.digest {
-                    digests.execute(params![k.log, digest_key(d), k.index as i64]).map_err(backend)?;
+                for (kind, value) in k.search() {
+                    insert_search(&tx, kind)?.execute(params![k.log, search_key(value), k.index as i64]).map_err(backend)?;
                 }
             }
             mark(&tx, log, through)?;
@@ -170,14 +200,17 @@ impl KeyIndex {
 
     /// Adds the keys of a batch that just committed.
     pub fn add(&self, keys: &[Keys<'_>]) {
-        let hashed: Vec<(LogId, u64, i64, Option<i64>)> =
-            keys.iter().map(|k| (k.log, k.index, leaf_key(k.leaf), k.digest.map(digest_key))).collect();
+        type Hashed = (LogId, u64, i64, Vec<(SearchKind, i64)>);
+        let hashed: Vec<Hashed> = keys
+            .iter()
+            .map(|k| (k.log, k.index, leaf_key(k.leaf), k.search().map(|(kind, v)| (kind, search_key(v))).collect()))
+            .collect();
         let mut r = self.recent.write();
         let m = &mut r.active;
-        for (log, index, leaf, digest) in hashed {
+        for (log, index, leaf, search) in hashed {
             m.leaves.entry((log, leaf)).or_default().push(index);
-            if let Some(d) = digest {
-                m.digests.entry((log, d)).or_default().push(index);
+            for (kind, prefix) in search {
+                m.search.entry((log, kind, prefix)).or_default().push(index);
             }
             let t = m.through.entry(log).or_default();
             *t = (*t).max(index + 1);
@@ -215,22 +248,30 @@ impl KeyIndex {
         Ok(out)
     }
 
-    /// Up to `limit` indices after `after` whose digest prefix is `digest`'s, in order.
-    pub fn digest_candidates(&self, log: LogId, digest: &[u8], after: Option<u64>, limit: usize) -> Result<Vec<u64>, StorageError> {
-        let key = (log, digest_key(digest));
+    /// Up to `limit` indices after `after` whose `kind` prefix is `value`'s, in order.
+    pub fn search_candidates(
+        &self,
+        log: LogId,
+        kind: SearchKind,
+        value: &[u8],
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<u64>, StorageError> {
+        let key = (log, kind, search_key(value));
         let from = after.map_or(0, |a| a.saturating_add(1));
         let mut out: Vec<u64> = {
             let r = self.recent.read();
             std::iter::once(&r.active)
                 .chain(r.flushing.iter().map(|m| &**m))
-                .flat_map(|m| m.digests.get(&key).into_iter().flatten().copied())
+                .flat_map(|m| m.search.get(&key).into_iter().flatten().copied())
                 .filter(|&i| i >= from)
                 .collect()
         };
         let lim = limit.min(i64::MAX as usize) as i64;
         self.read(|c| {
-            let mut st = c.prepare_cached("SELECT idx FROM digests WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4")?;
-            let rows = st.query_map(params![log, key.1, from.min(i64::MAX as u64) as i64, lim], |r| r.get::<_, i64>(0))?;
+            let sql = format!("SELECT idx FROM {} WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4", kind.table());
+            let mut st = c.prepare_cached(&sql)?;
+            let rows = st.query_map(params![log, key.2, from.min(i64::MAX as u64) as i64, lim], |r| r.get::<_, i64>(0))?;
             for i in rows {
                 out.push(i? as u64);
             }
@@ -269,13 +310,16 @@ impl KeyIndex {
             for (log, p, i) in rows.drain(..) {
                 st.execute(params![log, p, i as i64]).map_err(backend)?;
             }
-            for m in &batch {
-                rows.extend(m.digests.iter().flat_map(|(&(log, p), v)| v.iter().map(move |&i| (log, p, i))));
-            }
-            rows.sort_unstable();
-            let mut st = tx.prepare_cached("INSERT OR IGNORE INTO digests(log, prefix, idx) VALUES (?1, ?2, ?3)").map_err(backend)?;
-            for (log, p, i) in rows {
-                st.execute(params![log, p, i as i64]).map_err(backend)?;
+            for kind in SearchKind::ALL {
+                for m in &batch {
+                    let of_kind = m.search.iter().filter(|((_, k, _), _)| *k == kind);
+                    rows.extend(of_kind.flat_map(|(&(log, _, p), v)| v.iter().map(move |&i| (log, p, i))));
+                }
+                rows.sort_unstable();
+                let mut st = insert_search(&tx, kind)?;
+                for (log, p, i) in rows.drain(..) {
+                    st.execute(params![log, p, i as i64]).map_err(backend)?;
+                }
             }
             for m in &batch {
                 for (&log, &through) in &m.through {
@@ -364,6 +408,10 @@ impl KeyIndex {
         self.readers.lock().push(conn);
         Ok(out)
     }
+}
+
+fn insert_search(tx: &Connection, kind: SearchKind) -> Result<rusqlite::CachedStatement<'_>, StorageError> {
+    tx.prepare_cached(&format!("INSERT OR IGNORE INTO {}(log, prefix, idx) VALUES (?1, ?2, ?3)", kind.table())).map_err(backend)
 }
 
 fn mark(tx: &Connection, log: LogId, through: u64) -> Result<(), StorageError> {

@@ -4,7 +4,7 @@
 //! WAL, which is the durability the sequencer's acknowledgements promise. One connection
 //! writes; a small pool serves reads (see [`Readers`]).
 //!
-//! - [`keys`]: the lookup index by leaf hash and digest, in a file of its own.
+//! - [`keys`]: the lookup index by leaf hash, digest and identity, in a file of its own.
 
 mod keys;
 
@@ -19,7 +19,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::migrations::{self, SqliteMigration};
 use super::*;
-use keys::KeyIndex;
+use keys::{KeyIndex, SearchKind};
 
 pub struct SqliteStorage {
     /// The schema versions this open applied (empty when the file was current).
@@ -203,7 +203,21 @@ const MIGRATIONS: &[SqliteMigration] = &[
     // Full leaf tiles with their inner levels ([`LeafTile`]), keyed like the entries (row_id of
     // the tile's index). A rowid table: each row is 16 KiB, and they are only ever appended.
     SqliteMigration { version: 2, apply: |tx| tx.execute_batch("CREATE TABLE IF NOT EXISTS leaf_tiles(id INTEGER PRIMARY KEY, nodes BLOB NOT NULL);") },
+    // The signing identity an entry is searchable by. Entries logged before have NULL there:
+    // they are found by digest only (nothing re-reads old bodies to fill it in).
+    SqliteMigration { version: 3, apply: |tx| add_identity(tx) },
 ];
+
+/// Adds `entry_keys.identity` (schema version 3).
+fn add_identity(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row("SELECT count(*) FROM pragma_table_info('entry_keys') WHERE name = 'identity'", [], |r| {
+        r.get::<_, i64>(0).map(|n| n > 0)
+    })?;
+    if !has {
+        conn.execute_batch("ALTER TABLE entry_keys ADD COLUMN identity BLOB")?;
+    }
+    Ok(())
+}
 
 /// Adds `entry_bodies.integrated_time` to a database made by the first release.
 fn add_integrated_time(conn: &Connection) -> rusqlite::Result<()> {
@@ -282,6 +296,22 @@ impl SqliteStorage {
         self.keys.flush()
     }
 
+    /// The candidates of a search by `kind`, confirmed against the stored keys: a 64-bit
+    /// prefix match is not yet a match.
+    fn find_search_key(&self, log: LogId, kind: SearchKind, value: &[u8], after: Option<u64>, limit: usize) -> Result<Vec<u64>, StorageError> {
+        let candidates = self.keys.search_candidates(log, kind, value, after, limit)?;
+        let stored = self.stored_keys(log, candidates.iter().copied())?;
+        let confirmed: std::collections::HashSet<u64> = stored
+            .into_iter()
+            .filter(|(_, k)| match kind {
+                SearchKind::Digest => k.digest.as_deref() == Some(value),
+                SearchKind::Identity => k.identity.as_deref() == Some(value),
+            })
+            .map(|(i, _)| i)
+            .collect();
+        Ok(candidates.into_iter().filter(|i| confirmed.contains(i)).collect())
+    }
+
     /// Confirms candidate indices against the stored entries' keys.
     fn stored_keys(&self, log: LogId, indices: impl Iterator<Item = u64>) -> Result<Vec<(u64, EntryKeys)>, StorageError> {
         let ids: Vec<u64> = indices.filter(|&i| i < MAX_INDEX).collect();
@@ -289,12 +319,10 @@ impl SqliteStorage {
             return Ok(Vec::new());
         }
         self.readers.read_latest(|c| {
-            let mut st = c.prepare_cached("SELECT leaf_hash, digest FROM entry_keys WHERE id = ?1")?;
+            let mut st = c.prepare_cached("SELECT leaf_hash, digest, identity FROM entry_keys WHERE id = ?1")?;
             let mut out = Vec::with_capacity(ids.len());
             for &i in &ids {
-                let row = st
-                    .query_row([row_id(log, i)], |r| Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)? }))
-                    .optional()?;
+                let row = st.query_row([row_id(log, i)], entry_keys).optional()?;
                 out.extend(row.map(|k| (i, k)));
             }
             Ok(out)
@@ -340,13 +368,13 @@ fn catch_up(c: &Connection, keys: &KeyIndex) -> Result<(), StorageError> {
             tracing::info!(log, entries = size - through, "indexing entries the key index lacks");
         }
         let mut st = c
-            .prepare_cached("SELECT id, leaf_hash, digest FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")
+            .prepare_cached("SELECT id, leaf_hash, digest, identity FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")
             .map_err(backend)?;
         while through < size {
             let end = (through + CHUNK).min(size);
-            let rows: Vec<(u64, Hash, Option<Vec<u8>>)> = st
+            let rows: Vec<(u64, EntryKeys)> = st
                 .query_map(params![row_id(log, through), row_id(log, end)], |r| {
-                    Ok(((r.get::<_, i64>(0)? - row_id(log, 0)) as u64, hash_column(r, 1)?, r.get(2)?))
+                    Ok(((r.get::<_, i64>(0)? - row_id(log, 0)) as u64, EntryKeys { leaf_hash: hash_column(r, 1)?, digest: r.get(2)?, identity: r.get(3)? }))
                 })
                 .map_err(backend)?
                 .collect::<rusqlite::Result<_>>()
@@ -354,8 +382,10 @@ fn catch_up(c: &Connection, keys: &KeyIndex) -> Result<(), StorageError> {
             if rows.len() as u64 != end - through {
                 return Err(StorageError::Corrupt(format!("log {log}: its checkpoint covers {size} entries, but entries {through}..{end} are not all stored")));
             }
-            let batch: Vec<keys::Keys<'_>> =
-                rows.iter().map(|(i, leaf, d)| keys::Keys { log, index: *i, leaf, digest: d.as_deref() }).collect();
+            let batch: Vec<keys::Keys<'_>> = rows
+                .iter()
+                .map(|(i, k)| keys::Keys { log, index: *i, leaf: &k.leaf_hash, digest: k.digest.as_deref(), identity: k.identity.as_deref() })
+                .collect();
             keys.write_direct(log, &batch, end)?;
             through = end;
         }
@@ -375,6 +405,11 @@ impl Drop for SqliteStorage {
 const ENTRY_SELECT: &str = "SELECT b.id, b.body, b.stamp, \
      COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)) \
      FROM entry_bodies b";
+
+/// `leaf_hash, digest, identity` of an `entry_keys` row.
+fn entry_keys(r: &rusqlite::Row<'_>) -> rusqlite::Result<EntryKeys> {
+    Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)?, identity: r.get(2)? })
+}
 
 fn hash_column(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Hash> {
     let v: Vec<u8> = row.get(i)?;
@@ -409,14 +444,14 @@ impl Storage for SqliteStorage {
         }
         {
             let mut keys = tx
-                .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time) VALUES (?1, ?2, ?3, ?4)")
+                .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time, identity) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(backend)?;
             let mut bodies = tx
                 .prepare_cached("INSERT INTO entry_bodies(id, body, stamp, integrated_time) VALUES (?1, ?2, ?3, ?4)")
                 .map_err(backend)?;
             for e in &batch.entries {
                 let id = row_id(batch.log, e.index);
-                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), batch.integrated_time])
+                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), batch.integrated_time, e.identity.as_deref()])
                     .map_err(backend)?;
                 bodies.execute(params![id, &e.body, e.stamp.as_deref(), batch.integrated_time]).map_err(backend)?;
             }
@@ -442,7 +477,13 @@ impl Storage for SqliteStorage {
         let keys: Vec<keys::Keys<'_>> = batch
             .entries
             .iter()
-            .map(|e| keys::Keys { log: batch.log, index: e.index, leaf: &e.leaf_hash, digest: e.digest.as_deref() })
+            .map(|e| keys::Keys {
+                log: batch.log,
+                index: e.index,
+                leaf: &e.leaf_hash,
+                digest: e.digest.as_deref(),
+                identity: e.identity.as_deref(),
+            })
             .collect();
         self.keys.add(&keys);
         Ok(())
@@ -481,13 +522,11 @@ impl Storage for SqliteStorage {
     }
 
     fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
-        let found = self.keys.digest_candidates(log, &digest, after, limit).and_then(|candidates| {
-            let stored = self.stored_keys(log, candidates.iter().copied())?;
-            let confirmed: std::collections::HashSet<u64> =
-                stored.into_iter().filter(|(_, k)| k.digest.as_deref() == Some(&digest[..])).map(|(i, _)| i).collect();
-            Ok(candidates.into_iter().filter(|i| confirmed.contains(i)).collect())
-        });
-        Box::pin(std::future::ready(found))
+        Box::pin(std::future::ready(self.find_search_key(log, SearchKind::Digest, &digest, after, limit)))
+    }
+
+    fn find_identity_async(&self, log: LogId, identity: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
+        Box::pin(std::future::ready(self.find_search_key(log, SearchKind::Identity, &identity, after, limit)))
     }
 
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
@@ -513,10 +552,8 @@ impl Storage for SqliteStorage {
         let (lo, hi) = (start.min(MAX_INDEX), start.saturating_add(count).min(MAX_INDEX));
         self.readers.read_complete(
             |c| {
-                let mut st = c.prepare_cached("SELECT leaf_hash, digest FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
-                let rows = st.query_map(params![row_id(log, lo), row_id(log, hi)], |r| {
-                    Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)? })
-                })?;
+                let mut st = c.prepare_cached("SELECT leaf_hash, digest, identity FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
+                let rows = st.query_map(params![row_id(log, lo), row_id(log, hi)], entry_keys)?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()
             },
             |v| v.len() as u64 == hi - lo,
@@ -572,6 +609,7 @@ mod tests {
             index,
             leaf_hash: crate::merkle::leaf_hash(body),
             digest: Some(vec![index as u8 % 2; 32]),
+            identity: None,
             body: body.to_vec(),
             stamp: None,
         }
