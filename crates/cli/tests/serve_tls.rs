@@ -53,6 +53,19 @@ fn healthz_over_https_with_either_backend_by_http1_and_http2() {
 
         // Plain HTTP is not served on the HTTPS port.
         assert!(fetcher.get_json(&format!("{}/healthz", server.url.replacen("https", "http", 1))).is_err(), "{backend}");
+
+        // The handshakes are counted by outcome and timed, and the served certificate's expiry is exported.
+        let (status, metrics) = curl(&format!("{}/metrics", server.url), &ca, None);
+        assert_eq!(status, 200, "{backend}");
+        let value = |series: &str| {
+            metrics.lines().find_map(|l| l.strip_prefix(series)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or_else(|| panic!("{backend}: no {series}"))
+        };
+        assert!(value("signet_tls_handshakes_total{outcome=\"tls1.3\"} ") >= 3.0, "{backend}");
+        assert!(value("signet_tls_handshakes_total{outcome=\"failed\"} ") >= 1.0, "{backend}: the plain-HTTP request");
+        assert_eq!(value("signet_tls_handshakes_total{outcome=\"tls1.2\"} "), 0.0, "{backend}");
+        assert!(value("signet_tls_handshake_duration_seconds_count ") >= 3.0, "{backend}");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as f64;
+        assert!(value("signet_certificate_expiry_timestamp_seconds{certificate=\"tls\"} ") > now, "{backend}");
     }
 }
 

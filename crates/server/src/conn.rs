@@ -42,13 +42,37 @@ use tower::ServiceExt;
 use crate::config::HttpSettings;
 
 /// Counters of the connection layer, for `/metrics`.
-#[derive(Default)]
 pub struct ConnStats {
     pub open: AtomicU64,
     /// Closed at accept because `max_connections` were open.
     pub refused: AtomicU64,
     /// Closed because nothing was read or written for `idle_timeout_secs`.
     pub idle_closed: AtomicU64,
+    /// TLS handshakes by outcome: [`TLS_OUTCOMES`].
+    pub tls_handshakes: [AtomicU64; 4],
+    /// How long completed handshakes took.
+    pub tls_handshake_seconds: signet_core::histogram::Histogram,
+    /// The served certificate's notAfter (Unix seconds); 0 without TLS.
+    pub tls_not_after: std::sync::atomic::AtomicI64,
+}
+
+/// The `outcome` label of `signet_tls_handshakes_total`, in [`ConnStats::tls_handshakes`]' order.
+pub const TLS_OUTCOMES: [&str; 4] = ["tls1.3", "tls1.2", "failed", "timeout"];
+
+/// Handshakes take milliseconds on loopback and tens of them across the world.
+const HANDSHAKE_SECONDS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+impl Default for ConnStats {
+    fn default() -> Self {
+        ConnStats {
+            open: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            idle_closed: AtomicU64::new(0),
+            tls_handshakes: Default::default(),
+            tls_handshake_seconds: signet_core::histogram::Histogram::new(HANDSHAKE_SECONDS),
+            tls_not_after: Default::default(),
+        }
+    }
 }
 
 /// What the accept loop serves: the app once it is open. Until then (and for a request that
@@ -138,13 +162,32 @@ impl Server {
                 self.until_idle(conn, &activity, idle).await;
             }
             Some(acceptor) => {
+                let started = std::time::Instant::now();
                 let handshake = tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await;
+                let count = |outcome: usize| {
+                    if let Some(c) = self.stats.tls_handshakes.get(outcome) {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }
+                };
                 let stream = match handshake {
                     Ok(Ok(stream)) => stream,
                     // A scanner, a client that distrusts us, a timeout: that client's problem only.
-                    Ok(Err(e)) => return tracing::debug!("TLS handshake with {peer} failed: {e}"),
-                    Err(_) => return tracing::debug!("TLS handshake with {peer} timed out"),
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+                        count(3);
+                        return tracing::debug!("TLS handshake with {peer} timed out: {e}");
+                    }
+                    Ok(Err(e)) => {
+                        count(2);
+                        return tracing::debug!("TLS handshake with {peer} failed: {e}");
+                    }
+                    Err(_) => {
+                        count(3);
+                        return tracing::debug!("TLS handshake with {peer} timed out");
+                    }
                 };
+                self.stats.tls_handshake_seconds.observe(started.elapsed().as_secs_f64());
+                count(if stream.is_tls13() { 0 } else { 1 });
+                self.stats.tls_not_after.store(acceptor.certificate_not_after(), Ordering::Relaxed);
                 let certificate = stream.peer_certificate().map(|der| signet_guard::ClientCertificate::new(signet_tls::subject_alt_names(&der)));
                 let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
                 let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(certificate)).into_owned());

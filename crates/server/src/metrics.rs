@@ -166,6 +166,14 @@ impl Metrics {
         out.push_str("# TYPE signet_connections_closed_total counter\n");
         let _ = writeln!(out, "signet_connections_closed_total{{reason=\"max_connections\"}} {}", conn.refused.load(Ordering::Relaxed));
         let _ = writeln!(out, "signet_connections_closed_total{{reason=\"idle\"}} {}", conn.idle_closed.load(Ordering::Relaxed));
+        out.push_str("# HELP signet_tls_handshakes_total TLS handshakes, by outcome: the version agreed, or failed, or timed out.\n");
+        out.push_str("# TYPE signet_tls_handshakes_total counter\n");
+        for (outcome, c) in crate::conn::TLS_OUTCOMES.iter().zip(&conn.tls_handshakes) {
+            let _ = writeln!(out, "signet_tls_handshakes_total{{outcome=\"{outcome}\"}} {}", c.load(Ordering::Relaxed));
+        }
+        out.push_str("# HELP signet_tls_handshake_duration_seconds How long completed TLS handshakes took.\n");
+        out.push_str("# TYPE signet_tls_handshake_duration_seconds histogram\n");
+        conn.tls_handshake_seconds.render(&mut out, "signet_tls_handshake_duration_seconds", "");
         out.push_str("# HELP signet_log_lines_dropped_total Log lines that could not be written (stderr or stdout failed).\n");
         out.push_str("# TYPE signet_log_lines_dropped_total counter\n");
         let _ = writeln!(out, "signet_log_lines_dropped_total {}", crate::logging::dropped());

@@ -27,6 +27,12 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct Acceptor {
     inner: Arc<Inner>,
+    /// The presented certificate's notAfter (Unix seconds), for `/metrics`.
+    not_after: Arc<std::sync::atomic::AtomicI64>,
+}
+
+fn unix_seconds(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 enum Inner {
@@ -51,7 +57,7 @@ impl Acceptor {
             Backend::Rustls => Inner::Rustls(RustlsAcceptor::new(pair, alpn, client)?),
             Backend::Openssl => Inner::Openssl(OpensslAcceptor::new(pair, alpn, client)?),
         };
-        Ok(Acceptor { inner: Arc::new(inner) })
+        Ok(Acceptor { inner: Arc::new(inner), not_after: Arc::new(unix_seconds(pair.not_after()).into()) })
     }
 
     /// Verifies client certificates against `client` at every handshake from now on.
@@ -72,12 +78,16 @@ impl Acceptor {
     /// Presents `pair` to every handshake from now on; open connections are not touched.
     pub fn install(&self, pair: &CertifiedPair) -> Result<(), CertError> {
         match &*self.inner {
-            Inner::Rustls(a) => {
-                a.install(pair);
-                Ok(())
-            }
-            Inner::Openssl(a) => a.install(pair),
+            Inner::Rustls(a) => a.install(pair),
+            Inner::Openssl(a) => a.install(pair)?,
         }
+        self.not_after.store(unix_seconds(pair.not_after()), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// When the certificate presented now expires (Unix seconds).
+    pub fn certificate_not_after(&self) -> i64 {
+        self.not_after.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs the server side of a handshake on `tcp`, within [`HANDSHAKE_TIMEOUT`].
@@ -137,6 +147,14 @@ impl ServerStream {
                     alpn: ssl.selected_alpn_protocol().map(<[u8]>::to_vec),
                 }
             }
+        }
+    }
+
+    /// True for TLS 1.3 (the only other version either backend accepts is 1.2).
+    pub fn is_tls13(&self) -> bool {
+        match self {
+            ServerStream::Rustls(s) => s.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3),
+            ServerStream::Openssl(s) => s.ssl().version2() == Some(openssl::ssl::SslVersion::TLS1_3),
         }
     }
 

@@ -116,13 +116,18 @@ fn services(state: &AppState, text: &mut String) {
         crate::lease::renew_failures()
     );
     let trust = state.trust.read().clone();
-    text.push_str("# HELP signet_certificate_expiry_timestamp_seconds When each CA and TSA certificate expires (Unix time).\n");
+    text.push_str("# HELP signet_certificate_expiry_timestamp_seconds When each CA and TSA certificate, and the served TLS certificate, expires (Unix time).\n");
     text.push_str("# TYPE signet_certificate_expiry_timestamp_seconds gauge\n");
     let certs = [("ca_root", trust.ca_chain.last()), ("ca_intermediate", trust.ca_chain.first()), ("tsa", trust.tsa_chain.first())];
     for (which, der) in certs {
         if let Some(t) = der.and_then(|d| not_after(d)) {
             let _ = writeln!(text, "signet_certificate_expiry_timestamp_seconds{{certificate=\"{which}\"}} {t}");
         }
+    }
+    // The served TLS certificate, once a handshake has used it (it may be reloaded any time).
+    let tls = state.metrics.conn.tls_not_after.load(Ordering::Relaxed);
+    if tls > 0 {
+        let _ = writeln!(text, "signet_certificate_expiry_timestamp_seconds{{certificate=\"tls\"}} {tls}");
     }
     if let Some(tuf) = &state.tuf {
         if let Ok(status) = tuf.repository().status() {
