@@ -136,22 +136,28 @@ def test_clients_bootstrap_from_the_tuf_root_and_follow_a_rotation(signet_bin, t
         clients.verify_all(before + after, sg_root)
 
 
+def sign_and_stop(signet_bin, data_dir, tmp_path, client_env, rekor_version="1"):
+    """Serves `data_dir`, bootstraps the three clients from its 1.root.json, signs with two and
+    verifies with all three, then stops the server: (its address, the clients, the bundles)."""
+    with serve(signet_bin, data_dir) as server:
+        root = tmp_path / "root.json"
+        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
+        clients = Clients(signet_bin, server, root, client_env, tmp_path)
+        clients.bootstrap()
+        before = clients.sign_both("before", rekor_version=rekor_version)
+        clients.verify_all(before, clients.sigstore_go_trusted_root())
+        return server["url"].removeprefix("http://"), clients, before
+
+
 @pytest.mark.parametrize("authority,listed", [("tsa", "timestampAuthorities"), ("intermediate", "certificateAuthorities")])
 def test_bundles_signed_before_an_authority_rotation_verify_after_it(signet_bin, tmp_path, client_env, authority, listed):
     """`trust rotate --tsa` or `--intermediate`: bundles signed (and timestamped) before verify
     after it, with every client, from the trusted root TUF gives them."""
     data_dir = str(tmp_path / "data")
-    with serve(signet_bin, data_dir) as server:
-        listen = server["url"].removeprefix("http://")
-        root = tmp_path / "root.json"
-        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
-        clients = Clients(signet_bin, server, root, client_env, tmp_path)
-        clients.bootstrap()
-        # Over Rekor v2, whose bundles carry an RFC 3161 timestamp from signet's TSA.
-        before = clients.sign_both("before", rekor_version="2")
-        stamped = json.loads(before[0][1].read_text())["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]
-        assert len(stamped) == 1
-        clients.verify_all(before, clients.sigstore_go_trusted_root())
+    # Over Rekor v2, whose bundles carry an RFC 3161 timestamp from signet's TSA.
+    listen, clients, before = sign_and_stop(signet_bin, data_dir, tmp_path, client_env, rekor_version="2")
+    stamped = json.loads(before[0][1].read_text())["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]
+    assert len(stamped) == 1
 
     rotated = run(signet_bin, "trust", "rotate", f"--{authority}", "--data-dir", data_dir)
     assert rotated.returncode == 0, rotated.stderr
@@ -175,14 +181,7 @@ def test_clients_holding_the_first_root_follow_root_and_timestamp_key_rotations(
     verifies; bundles from before still verify. A root that was never signed by the old root
     key would be refused (the tough unit tests and the foreign-root test below check that)."""
     data_dir = str(tmp_path / "data")
-    with serve(signet_bin, data_dir) as server:
-        listen = server["url"].removeprefix("http://")
-        root = tmp_path / "root.json"
-        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
-        clients = Clients(signet_bin, server, root, client_env, tmp_path)
-        clients.bootstrap()
-        before = clients.sign_both("before")
-        clients.verify_all(before, clients.sigstore_go_trusted_root())
+    listen, clients, before = sign_and_stop(signet_bin, data_dir, tmp_path, client_env)
 
     root_key = tmp_path / "offline-tuf-root.pem"
     os.rename(os.path.join(data_dir, "keys", "tuf-root.pem"), root_key)
