@@ -214,6 +214,15 @@ fn a_key_rotation_is_offline_and_one_stopped_part_way_is_finished_by_running_it_
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected root, targets, snapshot or timestamp"));
 
+    // Without the root key, nothing is written.
+    let root_key = data.join("keys").join("tuf-root.pem");
+    let offline = dir.path().join("offline-root.pem");
+    std::fs::rename(&root_key, &offline).unwrap();
+    let no_root = signet(&["tuf", "rotate", "--data-dir", d, "--role", "timestamp"]);
+    assert!(!no_root.status.success() && String::from_utf8_lossy(&no_root.stderr).contains("--root-key"));
+    assert!(!data.join("keys").join("tuf-timestamp.pem.next").exists());
+    std::fs::rename(&offline, &root_key).unwrap();
+
     let key = data.join("keys").join("tuf-timestamp.pem");
     let old_key = std::fs::read(&key).unwrap();
     let rotated = signet(&["tuf", "rotate", "--data-dir", d, "--role", "timestamp"]);

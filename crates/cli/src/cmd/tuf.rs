@@ -120,7 +120,7 @@ fn rotate(data_dir: &Path, role: Role, root_key: Option<&Path>, expiry: &Expiry)
     if root_key.is_some() {
         keys = keys.with_file(Role::Root, &root_path).map_err(|e| e.to_string())?;
     }
-    let key_path = if role == Role::Root { root_path } else { RoleKeys::path(&keys_dir, role) };
+    let key_path = if role == Role::Root { root_path.clone() } else { RoleKeys::path(&keys_dir, role) };
     let next_path = PathBuf::from(format!("{}.next", key_path.display()));
     let now = jiff::Timestamp::now();
     let root_names = repo.role_key_id(role).map_err(|e| e.to_string())?;
@@ -139,6 +139,10 @@ fn rotate(data_dir: &Path, role: Role, root_key: Option<&Path>, expiry: &Expiry)
         std::fs::remove_file(&next_path).map_err(|e| format!("{}: {e}", next_path.display()))?;
     }
 
+    // The root key signs every rotation: without it, nothing is written, not even the new key.
+    if keys.get(Role::Root).is_none() {
+        return Err(format!("the TUF root key is needed and is not at {}; give --root-key where it is kept", root_path.display()));
+    }
     let (new_key, pem) = signet_trust::tuf::keys::HeldKey::generate(role).map_err(|e| e.to_string())?;
     signet_core::files::write_atomic(&next_path, pem.as_bytes(), 0o600).map_err(|e| format!("{}: {e}", next_path.display()))?;
     let version = rt.block_on(repo.rotate_key(role, &keys, new_key, expiry, now)).map_err(|e| e.to_string())?;
