@@ -62,14 +62,17 @@ enum Command {
 fn main() -> ExitCode {
     // clap exits with 2 on usage errors, which is the contract.
     let cli = Cli::parse();
-    signet_server::logging::init(cli.log_format);
+    // `serve` installs its own, once its config says whether spans are exported too.
+    if !matches!(cli.command, Command::Serve(_)) {
+        signet_server::logging::init(cli.log_format);
+    }
     match cli.command {
         Command::Admin(args) => cmd::admin::run(args),
         Command::Audit(args) => cmd::audit::run(args),
         Command::Backup(args) => cmd::backup::run(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => cmd::serve::run(args, cli.log_format),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Config(args) => cmd::config::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),

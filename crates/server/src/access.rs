@@ -1,5 +1,6 @@
-//! The outermost layer: every request gets an id, sent back as `x-request-id`, and (when
-//! `http.access_log` is on) one log line under the target `signet::access`.
+//! The outermost layer: every request gets an id, sent back as `x-request-id`, (when
+//! `http.access_log` is on) one log line under the target `signet::access`, and (when trace
+//! export is on) a server span around everything inside ([`crate::otel`]).
 //!
 //! The line names the path without its query string: a query may carry a token, and no
 //! token reaches a log. The client is the TCP peer.
@@ -12,6 +13,7 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use signet_core::request_id::RequestId;
+use tracing::Instrument;
 
 pub struct Access {
     pub log: bool,
@@ -25,7 +27,9 @@ pub async fn layer(State(access): State<Arc<Access>>, mut request: Request, next
         let peer = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string());
         (request.method().clone(), request.uri().path().to_string(), peer)
     });
-    let mut response = next.run(request).await;
+    let span = crate::otel::request_span(&request, id);
+    let mut response = next.run(request).instrument(span.clone()).await;
+    crate::otel::answered(&span, response.status().as_u16());
     if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
         response.headers_mut().insert("x-request-id", value);
     }

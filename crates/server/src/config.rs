@@ -33,6 +33,8 @@ pub struct Config {
     pub tuf: TufSettings,
     /// Rate limits, bans and API tokens (docs/guard.md); all off by default.
     pub guard: signet_guard::GuardConfig,
+    /// Trace export over OTLP (docs/operations.md); off by default.
+    pub tracing: crate::otel::TracingSettings,
     /// The file this was read from, if any: SIGHUP rereads its `[guard.roles]`.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -345,6 +347,7 @@ impl Default for Config {
             tls: TlsSettings::default(),
             tuf: TufSettings::default(),
             guard: signet_guard::GuardConfig::default(),
+            tracing: crate::otel::TracingSettings::default(),
             source: None,
         }
     }
@@ -461,12 +464,16 @@ impl Config {
         if let Some(v) = get("SIGNET_LOG_TILE_CACHE_MB") {
             self.log.tile_cache_mb = parse("SIGNET_LOG_TILE_CACHE_MB", v)?;
         }
+        if let Some(v) = get("SIGNET_TRACING_OTLP_ENDPOINT") {
+            self.tracing.otlp_endpoint = Some(v);
+        }
         Ok(())
     }
 
     /// Checks the settings that have no safe default and fills in derived ones.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.tuf.validate()?;
+        self.tracing.validate().map_err(ConfigError::Invalid)?;
         if self.log.batch_max_entries == 0 || self.log.batch_max_entries > 65_536 {
             return Err(ConfigError::Invalid("log.batch_max_entries must be 1..=65536".into()));
         }
@@ -768,8 +775,8 @@ mod tests {
     }
 
     /// The tables of the config, each of which refuses unknown keys.
-    const TABLES: [&str; 16] = [
-        "", "log", "ca", "keys", "limits", "http", "oidc", "oidc.issuers", "tls", "tuf", "guard", "guard.rate_limit", "guard.ban", "guard.auth",
+    const TABLES: [&str; 17] = [
+        "", "log", "ca", "keys", "limits", "http", "oidc", "oidc.issuers", "tls", "tuf", "tracing", "guard", "guard.rate_limit", "guard.ban", "guard.auth",
         "guard.audit", "guard.redis",
     ];
 

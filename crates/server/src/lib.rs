@@ -9,6 +9,7 @@
 //! - [`api`]: the router and handlers.
 //! - [`logging`]: log output that drops a line rather than fail or panic.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
+//! - [`otel`]: trace export over OTLP/HTTP (`[tracing]`), off by default.
 //! - [`panic`]: the panic boundary: a bug costs one request (a JSON 500, logged and counted).
 //! - [`rotate`]: rotating an authority's key offline (the TSA's).
 //! - [`trust`]: the trust documents, from a data dir.
@@ -38,6 +39,7 @@ pub mod lease;
 pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
+pub mod otel;
 pub mod panic;
 pub mod shards;
 pub mod state;
@@ -187,6 +189,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
     }
     tracing::info!(reason, "signet stopped");
+    // The spans of the last requests reach the collector before the process ends.
+    let _ = tokio::task::spawn_blocking(otel::shutdown).await;
     Ok(())
 }
 

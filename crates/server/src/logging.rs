@@ -67,12 +67,35 @@ impl std::str::FromStr for Format {
 /// Installs the global subscriber: `SIGNET_LOG` filters (default `warn,signet=info`), in
 /// `format`, to stderr.
 pub fn init(format: Format) {
+    install(format, None);
+}
+
+/// As [`init`], and, for `signet serve` with `[tracing] otlp_endpoint`, exports spans too.
+pub fn init_serving(format: Format, tracing: &crate::otel::TracingSettings) -> Result<(), String> {
+    let provider = crate::otel::provider(tracing)?;
+    install(format, provider);
+    Ok(())
+}
+
+fn install(format: Format, otel: Option<opentelemetry_sdk::trace::SdkTracerProvider>) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = EnvFilter::try_from_env("SIGNET_LOG").unwrap_or_else(|_| "warn,signet=info,signet_server=info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(Stderr).log_internal_errors(false);
-    let _ = match format {
-        Format::Text => builder.try_init(),
-        Format::Json => builder.json().flatten_event(true).try_init(),
+    // Exported spans are for the collector: the log lines never show them, whatever SIGNET_LOG says.
+    let filter = match format!("{}=off", crate::otel::TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
     };
+    // Colours only for a person at a terminal: escape codes in a log file or journal get in
+    // the way of every grep.
+    let colour = std::io::IsTerminal::is_terminal(&io::stderr());
+    let lines = tracing_subscriber::fmt::layer().with_writer(Stderr).with_ansi(colour).log_internal_errors(false);
+    let lines = match format {
+        Format::Text => lines.with_filter(filter).boxed(),
+        Format::Json => lines.json().flatten_event(true).with_filter(filter).boxed(),
+    };
+    let _ = tracing_subscriber::registry().with(lines).with(otel.map(crate::otel::layer)).try_init();
 }
 
 /// One line on stdout (the ready line), dropped and counted if stdout cannot take it.

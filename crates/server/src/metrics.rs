@@ -187,6 +187,7 @@ impl Metrics {
         out.push_str("# TYPE signet_panics_total counter\n");
         let _ = writeln!(out, "signet_panics_total{{where=\"request\"}} {}", self.panics.load(Ordering::Relaxed));
         let _ = writeln!(out, "signet_panics_total{{where=\"sequencer\"}} {}", signet_log::sequencer::panics());
+        crate::otel::render(&mut out);
         out
     }
 }

@@ -1,4 +1,5 @@
-//! A small blocking GET of a JSON document: OIDC discovery documents and key sets.
+//! A small blocking HTTP client: GETs of JSON documents (OIDC discovery documents and key
+//! sets), and single requests such as an OTLP trace export.
 //!
 //! Each call opens one connection (HTTP/1.1 over rustls) on its own thread with its own
 //! small runtime, so callers may be plain synchronous code, even inside a tokio worker.
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
@@ -48,8 +49,9 @@ pub enum Failure {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("GET {url}: {failure}")]
+#[error("{method} {url}: {failure}")]
 pub struct FetchError {
+    pub method: String,
     pub url: String,
     pub failure: Failure,
 }
@@ -81,7 +83,23 @@ impl Fetcher {
 
     /// GETs `url` and parses the body as JSON. Blocks the calling thread.
     pub fn get_json(&self, url: &str) -> Result<Value, FetchError> {
-        let fail = |failure| FetchError { url: url.to_string(), failure };
+        let fail = |failure| FetchError { method: "GET".into(), url: url.to_string(), failure };
+        let request = http::Request::get(url)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Bytes::new())
+            .map_err(|e| fail(Failure::Url(e.to_string())))?;
+        let response = self.send(url, request)?;
+        if response.status() != http::StatusCode::OK {
+            return Err(fail(Failure::Status(response.status().as_u16())));
+        }
+        serde_json::from_slice(response.body()).map_err(|e| fail(Failure::NotJson(e.to_string())))
+    }
+
+    /// Sends `request` (its method, headers and body; the URI is `url`'s) and returns the
+    /// whole response, whatever its status. Blocks the calling thread.
+    pub fn send(&self, url: &str, request: http::Request<Bytes>) -> Result<http::Response<Bytes>, FetchError> {
+        let method = request.method().to_string();
+        let fail = |failure| FetchError { method: method.clone(), url: url.to_string(), failure };
         let target = Target::parse(url).map_err(fail)?;
         let outcome = std::thread::scope(|s| {
             s.spawn(|| {
@@ -90,7 +108,7 @@ impl Fetcher {
                     .build()
                     .map_err(|e| Failure::Http(format!("starting the client runtime: {e}")))?;
                 rt.block_on(async {
-                    tokio::time::timeout(self.timeout, self.exchange(&target))
+                    tokio::time::timeout(self.timeout, self.exchange(&target, request))
                         .await
                         .map_err(|_| Failure::Timeout(self.timeout))?
                 })
@@ -98,11 +116,10 @@ impl Fetcher {
             .join()
             .unwrap_or_else(|_| Err(Failure::Http("the fetch thread panicked".into())))
         });
-        let body = outcome.map_err(fail)?;
-        serde_json::from_slice(&body).map_err(|e| fail(Failure::NotJson(e.to_string())))
+        outcome.map_err(fail)
     }
 
-    async fn exchange(&self, target: &Target) -> Result<Bytes, Failure> {
+    async fn exchange(&self, target: &Target, request: http::Request<Bytes>) -> Result<http::Response<Bytes>, Failure> {
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
             .map_err(|e| Failure::Resolve(format!("{}: {e}", target.host)))?
@@ -112,38 +129,36 @@ impl Fetcher {
             .map_err(|e| Failure::Connect(format!("{}:{}: {e}", target.host, target.port)))?;
         let _ = tcp.set_nodelay(true);
         if !target.tls {
-            return self.request(tcp, target).await;
+            return self.request(tcp, target, request).await;
         }
         let name = ServerName::try_from(target.host.clone()).map_err(|e| Failure::Url(format!("host {:?}: {e}", target.host)))?;
         let tls = tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(tls_failure)?;
-        self.request(tls, target).await
+        self.request(tls, target, request).await
     }
 
-    async fn request<S>(&self, stream: S, target: &Target) -> Result<Bytes, Failure>
+    async fn request<S>(&self, stream: S, target: &Target, request: http::Request<Bytes>) -> Result<http::Response<Bytes>, Failure>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let http = |e: hyper::Error| Failure::Http(e.to_string());
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(http)?;
         tokio::spawn(connection);
-        let request = http::Request::get(target.path.as_str())
-            .header(http::header::HOST, target.authority.as_str())
-            .header(http::header::ACCEPT, "application/json")
-            .header(http::header::USER_AGENT, concat!("signet/", env!("CARGO_PKG_VERSION")))
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| Failure::Url(e.to_string()))?;
-        let response = sender.send_request(request).await.map_err(http)?;
-        if response.status() != http::StatusCode::OK {
-            return Err(Failure::Status(response.status().as_u16()));
-        }
-        let body = Limited::new(response.into_body(), self.max_bytes).collect().await.map_err(|e| {
+        // The request line carries only the path: the target decides where it goes.
+        let (mut parts, body) = request.into_parts();
+        parts.uri = target.path.parse().map_err(|e: http::uri::InvalidUri| Failure::Url(e.to_string()))?;
+        let host = http::HeaderValue::from_str(&target.authority).map_err(|e| Failure::Url(e.to_string()))?;
+        parts.headers.insert(http::header::HOST, host);
+        parts.headers.entry(http::header::USER_AGENT).or_insert(http::HeaderValue::from_static(concat!("signet/", env!("CARGO_PKG_VERSION"))));
+        let response = sender.send_request(http::Request::from_parts(parts, Full::new(body))).await.map_err(http)?;
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, self.max_bytes).collect().await.map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 Failure::TooLarge(self.max_bytes)
             } else {
                 Failure::Http(e.to_string())
             }
         })?;
-        Ok(body.to_bytes())
+        Ok(http::Response::from_parts(parts, body.to_bytes()))
     }
 }
 

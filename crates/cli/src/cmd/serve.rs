@@ -48,8 +48,16 @@ pub struct Args {
     plain_http: bool,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    let mut cfg = match super::config(args.config.as_deref(), args.data_dir, args.storage) {
+pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
+    let cfg = super::config(args.config.as_deref(), args.data_dir, args.storage);
+    // Log lines go out from here on, config errors included; spans once the config allows.
+    let tracing = cfg.as_ref().map(|c| c.tracing.clone()).unwrap_or_default();
+    if let Err(e) = signet_server::logging::init_serving(log_format, &tracing) {
+        signet_server::logging::init(log_format);
+        errln!("signet: {e}");
+        return ExitCode::from(2);
+    }
+    let mut cfg = match cfg {
         Ok(c) => c,
         Err(code) => return code,
     };

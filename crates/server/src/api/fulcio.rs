@@ -1,5 +1,6 @@
 //! The Fulcio v2 API: `signingCert`, `trustBundle`, `configuration`.
 
+use tracing::Instrument;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -134,7 +135,7 @@ async fn issue(
         },
         _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required").into()),
     };
-    let identity = state.ca.identify(token).await.map_err(ApiError::from)?;
+    let identity = state.ca.identify(token).instrument(tracing::info_span!(target: crate::otel::TARGET, "oidc.verify")).await.map_err(ApiError::from)?;
     *principal = Some(Oidc { issuer: identity.issuer.clone(), subject: identity.subject.clone() });
     state.guard.admit_identity(&identity.issuer, &identity.subject).await?;
     if let Some(Extension(who)) = caller.filter(|Extension(who)| !who.scope.identities.is_empty()) {
@@ -142,7 +143,8 @@ async fn issue(
             .admits_identity(&identity.subject)
             .map_err(|why| ApiError::from(IssueError::NotPermitted(format!("{} is out of scope: {why}", who.principal))))?;
     }
-    let issued = state.ca.issue_for(identity, proof).await.map_err(ApiError::from)?;
+    let issuing = tracing::info_span!(target: crate::otel::TARGET, "ca.issue");
+    let issued = state.ca.issue_for(identity, proof).instrument(issuing).await.map_err(ApiError::from)?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());
     let mut response = Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})).into_response();

@@ -1,5 +1,6 @@
 //! The Rekor v2 API: entry creation, checkpoints and C2SP tiles (`/api/v2/...`).
 
+use tracing::Instrument;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -18,10 +19,11 @@ use crate::state::AppState;
 
 pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Typed<v2::CreateEntryRequest>) -> Result<Response, ApiError> {
     let _admitted = super::input::admit(&state.rekor_v2)?;
-    let entry = v2::verify(request)?;
+    let entry = tracing::info_span!(target: crate::otel::TARGET, "entry.verify").in_scope(|| v2::verify(request))?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let log = &state.rekor_v2;
-    match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await? {
+    let appending = tracing::info_span!(target: crate::otel::TARGET, "log.append", signet.log = "rekor-v2");
+    match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).instrument(appending).await? {
         Sequenced::New { index, checkpoint, .. } => {
             let tle = entry_json(log, index, &entry.body, &checkpoint)?;
             let mut response = (StatusCode::CREATED, Json(tle)).into_response();
