@@ -204,3 +204,80 @@ fn client_certificates_are_principals_on_both_backends() {
         assert_eq!(curl(&format!("{}/healthz", server.url), &ca, pair(&ci)).0, 200, "{backend}");
     }
 }
+
+/// `--tls-source watch`: with the timer at an hour, only inotify can explain a new certificate
+/// being served within seconds. A Kubernetes `..data` symlink swap and an in-place rewrite are
+/// each picked up; a pair whose key does not match is refused, and the previous certificate
+/// keeps serving. Both backends; the reloads are counted on /metrics.
+#[test]
+fn the_watch_source_serves_a_swapped_or_rewritten_certificate_at_once() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let (pki_a, pki_b) = (TestPki::new(), TestPki::new());
+    let (a, b) = (pki_a.server_pem(), pki_b.server_pem());
+    let ca_a = write(dir.path(), "ca-a.pem", &pki_a.ca_pem);
+    let ca_b = write(dir.path(), "ca-b.pem", &pki_b.ca_pem);
+    // A new client config for every check: a resumed TLS session would skip the certificate.
+    let serves = |url: &str, ca: &str| {
+        Fetcher::new(signet_tls::client_config(&Trust::PemFile(ca.into())).unwrap()).with_timeout(std::time::Duration::from_secs(5)).get_json(url).is_ok()
+    };
+    let config = write(dir.path(), "hourly.toml", "[tls]\nreload_interval_secs = 3600\n");
+
+    for backend in ["rustls", "openssl"] {
+        // A secret mount as the kubelet makes it: files are symlinks through `..data`.
+        let mount = dir.path().join(format!("mount-{backend}"));
+        let version = |name: &str, pem: &signet_tls::testing::ServerPem| {
+            let v = mount.join(name);
+            std::fs::create_dir_all(&v).unwrap();
+            std::fs::write(v.join("tls.crt"), &pem.chain).unwrap();
+            std::fs::write(v.join("tls.key"), &pem.key).unwrap();
+        };
+        version("..v1", &a);
+        symlink("..v1", mount.join("..data")).unwrap();
+        symlink("..data/tls.crt", mount.join("tls.crt")).unwrap();
+        symlink("..data/tls.key", mount.join("tls.key")).unwrap();
+        let (cert, key) = (mount.join("tls.crt"), mount.join("tls.key"));
+        let data = dir.path().join(format!("data-watch-{backend}"));
+        let server = Server::start(
+            &data,
+            &["--config", &config, "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap(), "--tls-backend", backend, "--tls-source", "watch"],
+        );
+        let health = format!("{}/healthz", server.url);
+        assert!(serves(&health, &ca_a) && !serves(&health, &ca_b), "{backend}: A is served at the start");
+        let served_within = |ca: &str, what: &str| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !serves(&health, ca) {
+                assert!(std::time::Instant::now() < deadline, "{backend}: {what} was not served within 5 s (the timer is at an hour)");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        };
+
+        // The kubelet's swap: a new directory, a new link, renamed over `..data`.
+        version("..v2", &b);
+        symlink("..v2", mount.join("..data_tmp")).unwrap();
+        std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+        served_within(&ca_b, "the swapped-in certificate B");
+        // Let the reads the swap caused finish: the next change must be seen on its own.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+
+        // In place: the files ..v2 now points at are rewritten (key first, then certificate).
+        std::fs::write(mount.join("..v2/tls.key"), &a.key).unwrap();
+        std::fs::write(mount.join("..v2/tls.crt"), &a.chain).unwrap();
+        served_within(&ca_a, "the rewritten certificate A");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+
+        // A certificate whose key is not there yet: refused, A keeps serving.
+        std::fs::write(mount.join("..v2/tls.crt"), &b.chain).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(serves(&health, &ca_a), "{backend}: the previous certificate keeps serving");
+        assert!(!serves(&health, &ca_b), "{backend}: the mismatched pair is not installed");
+
+        let (status, metrics) = curl(&format!("{}/metrics", server.url), &ca_a, None);
+        assert_eq!(status, 200, "{backend}");
+        let value = |series: &str| metrics.lines().find_map(|l| l.strip_prefix(series)).and_then(|v| v.trim().parse::<f64>().ok());
+        assert_eq!(value("signet_tls_certificate_reloads_total{outcome=\"installed\"} "), Some(2.0), "{backend}: {metrics}");
+        assert!(value("signet_tls_certificate_reloads_total{outcome=\"invalid\"} ") >= Some(1.0), "{backend}: {metrics}");
+        let lag = value("signet_tls_certificate_reload_lag_seconds ").unwrap_or_else(|| panic!("{backend}: no reload lag"));
+        assert!((0.0..5.0).contains(&lag), "{backend}: lag {lag}");
+    }
+}

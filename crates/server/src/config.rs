@@ -118,6 +118,9 @@ pub struct TlsSettings {
     pub backend: Option<String>,
     /// Seconds between two re-reads of the files; a changed pair is installed for new handshakes.
     pub reload_interval_secs: u64,
+    /// `file` (the default: re-read on the timer) or `watch` (also at once on an inotify
+    /// event in the files' directories).
+    pub source: Option<String>,
     /// mTLS: the PEM bundle of the CAs that issue client certificates, re-read like the pair.
     pub client_ca: Option<PathBuf>,
     /// `optional` (the default with `client_ca`) or `required`.
@@ -126,7 +129,7 @@ pub struct TlsSettings {
 
 impl Default for TlsSettings {
     fn default() -> Self {
-        TlsSettings { cert: None, key: None, backend: None, reload_interval_secs: 5, client_ca: None, client_auth: None }
+        TlsSettings { cert: None, key: None, backend: None, reload_interval_secs: 5, source: None, client_ca: None, client_auth: None }
     }
 }
 
@@ -136,6 +139,14 @@ impl TlsSettings {
         match &self.backend {
             None => Ok(signet_tls::Backend::default()),
             Some(name) => name.parse().map_err(|e: signet_tls::UnknownBackend| ConfigError::Invalid(format!("tls.backend: {e}"))),
+        }
+    }
+
+    /// What makes the files be read again: the timer, or (`watch`) inotify too.
+    pub fn trigger(&self) -> Result<signet_tls::Trigger, ConfigError> {
+        match &self.source {
+            None => Ok(signet_tls::Trigger::Timer),
+            Some(name) => name.parse().map_err(|e: String| ConfigError::Invalid(format!("tls.source: {e}"))),
         }
     }
 
@@ -158,6 +169,10 @@ impl TlsSettings {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.backend()?;
+        self.trigger()?;
+        if self.source.is_some() && self.cert.is_none() {
+            return Err(ConfigError::Invalid("tls.source (--tls-source) needs tls.cert and tls.key (--tls-cert, --tls-key): it says how they are re-read".into()));
+        }
         match (&self.cert, &self.key) {
             (Some(_), None) | (None, Some(_)) => {
                 return Err(ConfigError::Invalid(
@@ -442,6 +457,9 @@ impl Config {
         }
         if let Some(v) = get("SIGNET_TLS_BACKEND") {
             self.tls.backend = Some(v);
+        }
+        if let Some(v) = get("SIGNET_TLS_SOURCE") {
+            self.tls.source = Some(v);
         }
         if let Some(v) = get("SIGNET_TLS_CLIENT_CA") {
             self.tls.client_ca = Some(PathBuf::from(v));

@@ -107,9 +107,10 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         starting: api::ready::starting_router(),
         stats: stats.clone(),
     };
+    let trigger = cfg.tls.trigger()?;
     let _reloading = tls
         .as_ref()
-        .map(|(acceptor, source)| source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs)));
+        .map(|(acceptor, source)| source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs), trigger));
     let (stop, stopped) = watch::channel(false);
     let accepting = tokio::spawn(server.run(listener, wait_for(stopped)));
 
@@ -211,9 +212,11 @@ struct Startup {
 fn startup_line(cfg: &Config, state: &AppState) -> Startup {
     let tls = match cfg.tls.cert {
         None => "off",
-        Some(_) => match cfg.tls.backend() {
-            Ok(signet_tls::Backend::Openssl) => "openssl",
-            _ => "rustls",
+        Some(_) => match (cfg.tls.backend(), cfg.tls.trigger()) {
+            (Ok(signet_tls::Backend::Openssl), Ok(signet_tls::Trigger::Watch)) => "openssl, source watch",
+            (Ok(signet_tls::Backend::Openssl), _) => "openssl, source file",
+            (_, Ok(signet_tls::Trigger::Watch)) => "rustls, source watch",
+            _ => "rustls, source file",
         },
     };
     let storage = cfg.storage_url().map(|u| u.display()).unwrap_or_else(|e| e.to_string());

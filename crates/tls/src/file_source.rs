@@ -8,8 +8,15 @@
 //! pair is checked and installed; if the check fails (a half-written file, a key that does
 //! not match yet) the old certificate keeps serving and the reason is logged once. A key and
 //! certificate written one after the other are thus picked up on the tick that sees both.
+//!
+//! The `watch` source ([`Trigger::Watch`]) reads the same way, but at once: inotify watches the
+//! files' directories (the one named, and the one a symlink resolves to), so a `..data` swap,
+//! a rename or an in-place write is read within milliseconds; the timer stays as a fallback for
+//! file systems that send no events (NFS, some FUSE mounts).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::acceptor::Acceptor;
@@ -18,6 +25,49 @@ use crate::client_auth::{ClientAuth, ClientAuthMode};
 
 /// The default time between two reads of the files.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What makes the files be read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trigger {
+    /// The timer only (`file`).
+    #[default]
+    Timer,
+    /// A change in the files' directories, and the timer as a fallback (`watch`).
+    Watch,
+}
+
+impl std::str::FromStr for Trigger {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Trigger, String> {
+        match s {
+            "file" => Ok(Trigger::Timer),
+            "watch" => Ok(Trigger::Watch),
+            other => Err(format!("certificate source {other:?} is not supported; expected file or watch")),
+        }
+    }
+}
+
+/// A change seen settles this long before the files are read: a writer that replaces the
+/// certificate and then the key is read once, with both.
+const SETTLE: Duration = Duration::from_millis(25);
+
+/// Reloads since the process started: installed, and refused by the check (the previous
+/// certificate kept serving). Read by `/metrics`.
+pub fn reloads() -> (u64, u64) {
+    (RELOADS_OK.load(Ordering::Relaxed), RELOADS_INVALID.load(Ordering::Relaxed))
+}
+
+/// Seconds from the newest file's modification to the install of the last reload, if any.
+pub fn last_reload_lag_seconds() -> Option<f64> {
+    match LAST_LAG_MICROS.load(Ordering::Relaxed) {
+        u64::MAX => None,
+        micros => Some(micros as f64 / 1e6),
+    }
+}
+
+static RELOADS_OK: AtomicU64 = AtomicU64::new(0);
+static RELOADS_INVALID: AtomicU64 = AtomicU64::new(0);
+static LAST_LAG_MICROS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// A certificate chain file and its key file, and, for mTLS, a client-CA bundle file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,32 +102,123 @@ impl FileSource {
         Ok(pair)
     }
 
-    /// Re-reads the files every `interval` and installs changed pairs into `acceptor`, until
-    /// the returned [`Reloader`] is dropped. Must be called inside a tokio runtime.
-    pub fn watch(&self, acceptor: Acceptor, interval: Duration) -> Reloader {
+    /// Re-reads the files every `interval`, and with [`Trigger::Watch`] also whenever their
+    /// directories change, installing changed pairs into `acceptor` until the returned
+    /// [`Reloader`] is dropped. Must be called inside a tokio runtime.
+    pub fn watch(&self, acceptor: Acceptor, interval: Duration, trigger: Trigger) -> Reloader {
         let seen_ca = self.client_ca.as_ref().and_then(|(path, _)| std::fs::read(path).ok());
         let mut watch = Watch { source: self.clone(), acceptor, seen: contents(&self.cert, &self.key).ok(), last_error: None, seen_ca, last_ca_error: None };
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let mut notifier = match trigger {
+            Trigger::Timer => None,
+            Trigger::Watch => match Notifier::new(changed.clone(), self.files()) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    tracing::warn!("cannot watch the TLS files for changes ({e}); they are re-read every {interval:?} instead");
+                    None
+                }
+            },
+        };
         let task = tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                ticks.tick().await;
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    _ = changed.notified() => tokio::time::sleep(SETTLE).await,
+                }
                 let (cert, key, ca) = (watch.source.cert.clone(), watch.source.key.clone(), watch.source.client_ca.clone());
                 let read = tokio::task::spawn_blocking(move || {
                     let ca = ca.map(|(path, _)| std::fs::read(&path).map_err(|source| CertError::Read { what: "client CA bundle", path: path.display().to_string(), source }));
-                    (contents(&cert, &key), ca)
+                    (contents(&cert, &key), newest_change(&[&cert, &key]), ca)
                 })
                 .await;
-                if let Ok((read, ca)) = read {
-                    watch.consider(read);
+                if let Ok((read, modified, ca)) = read {
+                    watch.consider(read, modified);
                     if let Some(ca) = ca {
                         watch.consider_client_ca(ca);
                     }
+                }
+                // A `..data` swap moves the files to another directory: watch that one from now.
+                if let Some(n) = notifier.as_mut() {
+                    n.follow(watch.source.files());
                 }
             }
         });
         Reloader { task }
     }
+
+    fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.cert.clone(), self.key.clone()];
+        files.extend(self.client_ca.as_ref().map(|(path, _)| path.clone()));
+        files
+    }
+}
+
+/// inotify watches on every directory that holds a file of the source, as named and as
+/// resolved through symlinks; any event there but a read wakes the reloader.
+struct Notifier {
+    watcher: notify::RecommendedWatcher,
+    dirs: Vec<PathBuf>,
+}
+
+impl Notifier {
+    fn new(changed: Arc<tokio::sync::Notify>, files: Vec<PathBuf>) -> notify::Result<Notifier> {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+                changed.notify_one();
+            }
+        })?;
+        let mut notifier = Notifier { watcher, dirs: Vec::new() };
+        for dir in directories(&files) {
+            notifier.add(dir)?;
+        }
+        Ok(notifier)
+    }
+
+    fn add(&mut self, dir: PathBuf) -> notify::Result<()> {
+        use notify::Watcher as _;
+        self.watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        self.dirs.push(dir);
+        Ok(())
+    }
+
+    /// Watches the directories the files resolve to now, and lets go of those they left.
+    fn follow(&mut self, files: Vec<PathBuf>) {
+        use notify::Watcher as _;
+        let now = directories(&files);
+        for gone in self.dirs.iter().filter(|d| !now.contains(d)) {
+            let _ = self.watcher.unwatch(gone);
+        }
+        self.dirs.retain(|d| now.contains(d));
+        for dir in now {
+            if !self.dirs.contains(&dir) {
+                if let Err(e) = self.add(dir.clone()) {
+                    tracing::warn!("cannot watch {} for TLS file changes ({e}); the timer still re-reads it", dir.display());
+                }
+            }
+        }
+    }
+}
+
+/// The directories of `files`: each as named, and as resolved through symlinks.
+fn directories(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for file in files {
+        let named = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+        let resolved = std::fs::canonicalize(file).ok().and_then(|f| f.parent().map(Path::to_path_buf));
+        for dir in std::iter::once(named).chain(resolved) {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs
+}
+
+/// The newest modification time among `files` (through symlinks), for the reload lag.
+fn newest_change(files: &[&Path]) -> Option<SystemTime> {
+    files.iter().filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok()).max()
 }
 
 /// Keeps re-reading a [`FileSource`] while it lives.
@@ -106,7 +247,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn consider(&mut self, read: Result<Contents, CertError>) {
+    fn consider(&mut self, read: Result<Contents, CertError>, modified: Option<SystemTime>) {
         let outcome = read.and_then(|now| {
             if self.seen.as_ref() == Some(&now) {
                 return Ok(None);
@@ -120,6 +261,10 @@ impl Watch {
         match outcome {
             Ok(None) => {}
             Ok(Some(pair)) => {
+                RELOADS_OK.fetch_add(1, Ordering::Relaxed);
+                if let Some(lag) = modified.and_then(|m| SystemTime::now().duration_since(m).ok()) {
+                    LAST_LAG_MICROS.store(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX - 1), Ordering::Relaxed);
+                }
                 self.last_error = None;
                 match pair.validity_warning(SystemTime::now()) {
                     Some(warning) => tracing::warn!("reloaded, but: {warning}"),
@@ -127,6 +272,9 @@ impl Watch {
                 }
             }
             Err(e) => {
+                if !matches!(e, CertError::Read { .. }) {
+                    RELOADS_INVALID.fetch_add(1, Ordering::Relaxed);
+                }
                 let why = e.to_string();
                 if self.last_error.as_ref() != Some(&why) {
                     tracing::warn!("TLS certificate reload failed, still serving the previous certificate: {why}");

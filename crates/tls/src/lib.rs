@@ -2,7 +2,8 @@
 //!
 //! Client side:
 //! - [`client`]: which servers a client trusts (platform roots or a PEM bundle), as a rustls `ClientConfig`.
-//! - [`fetch`]: a small blocking GET of a JSON document over HTTPS, with a timeout and a size limit.
+//! - [`fetch`]: a small blocking HTTP(S) client: JSON GETs and single requests (OTLP export), with a
+//!   timeout and a size limit.
 //!
 //! Server side:
 //! - [`backend`]: the TLS libraries a server can terminate with, chosen at runtime.
@@ -12,7 +13,8 @@
 //!   verified one gives.
 //! - `rustls_acceptor`, `openssl_acceptor`: the two backends; each reads the current
 //!   certificate with one atomic load per handshake.
-//! - [`file_source`]: certificates from PEM files, re-read on a timer for hot rotation.
+//! - [`file_source`]: certificates from PEM files, re-read on a timer or on an inotify event for
+//!   hot rotation.
 //!
 //! For tests (feature `testing`):
 //! - [`testing`]: a throwaway CA and a loopback HTTP(S) server that serves fixed documents.
@@ -40,4 +42,4 @@ pub use certified::{CertError, CertifiedPair};
 pub use client::{client_config, Trust, TrustError};
 pub use client_auth::{subject_alt_names, ClientAuth, ClientAuthMode};
 pub use fetch::{is_loopback_host, FetchError, Failure, Fetcher};
-pub use file_source::{FileSource, Reloader};
+pub use file_source::{FileSource, Reloader, Trigger};

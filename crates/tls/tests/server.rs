@@ -204,7 +204,7 @@ async fn a_rotated_certificate_reaches_new_connections_while_open_ones_keep_work
         let mut mount = Mount::new(&dir.path().join("secret").tap_mkdir(), &first);
         let source = mount.source();
         let acceptor = Acceptor::new(backend, &source.load().unwrap()).unwrap();
-        let _reloader = source.watch(acceptor.clone(), Duration::from_millis(50));
+        let _reloader = source.watch(acceptor.clone(), Duration::from_millis(50), signet_tls::Trigger::Timer);
         let server = echo_server(acceptor).await;
 
         let (mut open, shown) = rustls_connect(server.addr, &ca, &[]).await;
@@ -232,7 +232,7 @@ async fn a_failed_reload_keeps_serving_the_previous_certificate() {
         std::fs::write(&key, &first.key).unwrap();
         let source = FileSource::new(&cert, &key);
         let acceptor = Acceptor::new(backend, &source.load().unwrap()).unwrap();
-        let _reloader = source.watch(acceptor.clone(), Duration::from_millis(30));
+        let _reloader = source.watch(acceptor.clone(), Duration::from_millis(30), signet_tls::Trigger::Timer);
         let server = echo_server(acceptor).await;
 
         // A new certificate whose key has not been written yet: a mismatch, for now.

@@ -34,6 +34,10 @@ pub struct Args {
     /// TLS library for HTTPS: rustls (default) or openssl.
     #[arg(long, value_name = "rustls|openssl")]
     tls_backend: Option<String>,
+    /// How the certificate files are re-read: file (default: every reload interval) or
+    /// watch (also at once when inotify sees their directory change).
+    #[arg(long, value_name = "file|watch", conflicts_with = "plain_http")]
+    tls_source: Option<String>,
     /// mTLS: ask clients for certificates issued by the CAs in this PEM bundle (re-read like
     /// the certificate); a verified certificate's SAN can be a principal ([guard.mtls]).
     #[arg(long, value_name = "FILE", conflicts_with = "plain_http")]
@@ -76,6 +80,9 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
     if let Some(b) = args.tls_backend {
         cfg.tls.backend = Some(b);
     }
+    if let Some(s) = args.tls_source {
+        cfg.tls.source = Some(s);
+    }
     if let Some(ca) = args.tls_client_ca {
         cfg.tls.client_ca = Some(ca);
     }
@@ -87,6 +94,7 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
         cfg.tls.cert = None;
         cfg.tls.key = None;
         cfg.tls.backend = None;
+        cfg.tls.source = None;
         cfg.tls.client_ca = None;
         cfg.tls.client_auth = None;
     }
