@@ -202,14 +202,14 @@ fn rotation_refuses_what_it_cannot_do_and_says_why() {
     let out = rotate(&data, &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("rekor-v1.pem does not exist"), "{}", String::from_utf8_lossy(&out.stderr));
-    // Rekor v2 is not sharded in place.
+    // An unknown log is named, with the ones there are.
     let out = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["admin", "log", "rotate", "--log", "rekor-v2", "--data-dir"])
+        .args(["admin", "log", "rotate", "--log", "rekor-v3", "--data-dir"])
         .arg(&data)
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("only rekor-v1 has shards"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected rekor-v1, rekor-v2 or ct"), "{}", String::from_utf8_lossy(&out.stderr));
 
     // A shard's key that is missing stops the start with a message naming the file.
     drop(Server::start(&data, &[]));
@@ -324,7 +324,7 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(400));
 
-    // Refused without an admin token, and for a log that has no shards.
+    // Refused without an admin token, and for a log that rotates offline only.
     let unauthenticated = post_json(&agent, &format!("{url}/api/admin/log/rotate"), &serde_json::json!({"log": "rekor-v1"})).unwrap();
     assert_eq!(unauthenticated.status, 401, "{}", unauthenticated.text());
     let rotate_cli = |log: &str| {
@@ -335,7 +335,7 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
     };
     let v2 = rotate_cli("rekor-v2");
     assert!(!v2.status.success());
-    assert!(String::from_utf8_lossy(&v2.stderr).contains("only rekor-v1 has shards"), "{}", String::from_utf8_lossy(&v2.stderr));
+    assert!(String::from_utf8_lossy(&v2.stderr).contains("rotates offline only"), "{}", String::from_utf8_lossy(&v2.stderr));
 
     let rotated = rotate_cli("rekor-v1");
     assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));

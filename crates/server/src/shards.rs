@@ -1,10 +1,16 @@
-//! The Rekor v1 log's shards in an instance (see [`signet_log::shards`]): which storage
-//! namespace and key file each one has, `signet admin log rotate`, and the public list of
-//! shard keys that the trust documents are made from.
+//! The shards of signet's transparency logs in an instance (see [`signet_log::shards`]):
+//! which storage namespace and key file each one has, `signet admin log rotate`, and the
+//! public list of shard keys that the trust documents are made from.
 //!
-//! Rotation is offline: every instance of the database is stopped first. On SQLite the data
-//! dir's lock proves it; on PostgreSQL the sequencer lease does (a running follower cannot
-//! be seen, so the docs say to stop them too: it would go on queueing into the frozen shard).
+//! Three logs rotate this way ([`Kind`]). A Rekor v1 log is cut into shards with log-wide
+//! indices, online or offline. The CT log and the Rekor v2 log rotate offline into a new log
+//! of their own: a new key (so a new log ID), a new storage namespace and tree, indices from 0
+//! again; the old one is frozen at its final checkpoint. Nothing holds those two behind a
+//! lock that a rotation could take while serving, so a running server never swaps them.
+//!
+//! Offline means every instance of the database is stopped. On SQLite the data dir's lock
+//! proves it; on PostgreSQL the sequencer lease does (a running follower cannot be seen, so
+//! the docs say to stop them too: it would go on queueing into the frozen shard).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,27 +21,97 @@ use signet_core::keys::SigningKey;
 use signet_log::shards::{self, Shard};
 use signet_log::storage::{LogId, Storage, StorageError, StorageUrl};
 
+/// A log that rotates into shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    RekorV1,
+    RekorV2,
+    Ct,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::RekorV1, Kind::RekorV2, Kind::Ct];
+
+    /// `--log` of `signet admin log rotate`.
+    pub fn parse(name: &str) -> Result<Kind, String> {
+        match name {
+            "rekor-v1" => Ok(Kind::RekorV1),
+            "rekor-v2" => Ok(Kind::RekorV2),
+            "ct" => Ok(Kind::Ct),
+            _ => Err(format!("--log {name:?}: expected rekor-v1, rekor-v2 or ct")),
+        }
+    }
+
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            Kind::RekorV1 => "rekor-v1",
+            Kind::RekorV2 => "rekor-v2",
+            Kind::Ct => "ct",
+        }
+    }
+
+    /// The registry's name (storage meta keys) and the public list's. Never rename: on disk.
+    pub fn registry_name(self) -> &'static str {
+        match self {
+            Kind::RekorV1 => "rekor_v1",
+            Kind::RekorV2 => "rekor_v2",
+            Kind::Ct => "ct",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::RekorV1 => "Rekor v1",
+            Kind::RekorV2 => "Rekor v2",
+            Kind::Ct => "CT",
+        }
+    }
+
+    /// Storage namespace of shard 0 (the log as it was before any rotation), and the range
+    /// of the later shards'. Never renumber: they are on disk.
+    fn namespaces(self) -> (LogId, LogId, LogId) {
+        match self {
+            Kind::RekorV1 => (1, 16, 127),
+            Kind::Ct => (3, 128, 191),
+            Kind::RekorV2 => (2, 192, 255),
+        }
+    }
+
+    pub fn zero_log(self) -> LogId {
+        self.namespaces().0
+    }
+
+    /// How many shards it has room for.
+    fn room(self) -> u32 {
+        let (_, first, last) = self.namespaces();
+        u32::from(last - first) + 2
+    }
+
+    /// Shard 0's key, `keys/<name>.pem`, unless the config points elsewhere.
+    pub fn zero_key_path(self, data_dir: &Path) -> PathBuf {
+        data_dir.join("keys").join(format!("{}.pem", self.cli_name()))
+    }
+}
+
 /// The registry's name for the Rekor v1 log.
 pub const KIND: &str = "rekor_v1";
-/// Storage namespace of shard 0: the log as it was before any rotation. Never renumber.
+/// Storage namespace of Rekor v1 shard 0.
 pub const SHARD_ZERO_LOG: LogId = 1;
-/// Storage namespaces of shards 1, 2, …: 16 up to 127. Never renumber: they are on disk.
-const FIRST_LATER_LOG: LogId = 16;
-const LAST_LATER_LOG: LogId = 127;
 /// The file beside the keys that lists every shard's public key and validity.
 const PUBLIC_FILE: &str = "log-shards.json";
 
 /// Shard `number`'s storage namespace, if there can be such a shard.
-pub fn log_id(number: u32) -> Option<LogId> {
+pub fn log_id(kind: Kind, number: u32) -> Option<LogId> {
+    let (zero, first, last) = kind.namespaces();
     match number {
-        0 => Some(SHARD_ZERO_LOG),
-        n => u8::try_from(n - 1).ok().and_then(|k| FIRST_LATER_LOG.checked_add(k)).filter(|&id| id <= LAST_LATER_LOG),
+        0 => Some(zero),
+        n => u8::try_from(n - 1).ok().and_then(|k| first.checked_add(k)).filter(|&id| id <= last),
     }
 }
 
-/// Where shard `number`'s key lives, for shards after 0 (shard 0's is `keys.rekor_v1`).
-pub fn key_path(data_dir: &Path, number: u32) -> PathBuf {
-    data_dir.join("keys").join(format!("rekor-v1.shard-{number}.pem"))
+/// Where shard `number`'s key lives, for shards after 0 (shard 0's is the configured key).
+pub fn key_path(kind: Kind, data_dir: &Path, number: u32) -> PathBuf {
+    data_dir.join("keys").join(format!("{}.shard-{number}.pem", kind.cli_name()))
 }
 
 /// Shard 0's tree ID: made once, with the log.
@@ -47,35 +123,58 @@ pub fn tree_id_zero(storage: &dyn Storage) -> Result<i64, StorageError> {
     ))
 }
 
-/// Every shard of the Rekor v1 log, oldest first, given shard 0's key.
-pub fn registry(storage: &dyn Storage, zero_key: &SigningKey) -> Result<Vec<Shard>, StorageError> {
+/// Every shard of a log, oldest first, given shard 0's key.
+pub fn registry(kind: Kind, storage: &dyn Storage, zero_key: &SigningKey) -> Result<Vec<Shard>, StorageError> {
     let zero = Shard {
         number: 0,
-        log_id: SHARD_ZERO_LOG,
-        tree_id: tree_id_zero(storage)?,
+        log_id: kind.zero_log(),
+        // Only Rekor v1 names its trees (in its origin); the others' origins do not need one.
+        tree_id: match kind {
+            Kind::RekorV1 => tree_id_zero(storage)?,
+            _ => 0,
+        },
         start: 0,
         spki: zero_key.spki_der().to_vec(),
         valid_from: None,
         frozen: None,
     };
-    shards::load(storage, KIND, zero)
+    shards::load(storage, kind.registry_name(), zero)
 }
 
 /// A later shard's key, checked against the one its record names.
-pub fn shard_key(data_dir: &Path, shard: &Shard) -> Result<Arc<SigningKey>, String> {
-    let path = key_path(data_dir, shard.number);
+pub fn shard_key(kind: Kind, data_dir: &Path, shard: &Shard) -> Result<Arc<SigningKey>, String> {
+    let path = key_path(kind, data_dir, shard.number);
     if !path.exists() {
         return Err(format!(
-            "{} is missing: the key of Rekor v1 shard {} (made by `signet admin log rotate`); copy it from the instance that rotated the log",
+            "{} is missing: the key of {} shard {} (made by `signet admin log rotate --log {}`); copy it from the instance that rotated the log",
             path.display(),
-            shard.number
+            kind.title(),
+            shard.number,
+            kind.cli_name()
         ));
     }
     let key = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
     if key.spki_der() != shard.spki {
-        return Err(format!("{} is not the key Rekor v1 shard {} was started with", path.display(), shard.number));
+        return Err(format!("{} is not the key {} shard {} was started with", path.display(), kind.title(), shard.number));
     }
     Ok(Arc::new(key))
+}
+
+/// The active shard of `list` (the last) and its key; an error if a rotation was cut short
+/// after freezing it. `zero_key` is shard 0's.
+pub fn active_key(kind: Kind, data_dir: &Path, list: &[Shard], zero_key: &Arc<SigningKey>) -> Result<(Shard, Arc<SigningKey>), String> {
+    let Some(active) = list.last().filter(|s| s.frozen.is_none()) else {
+        return Err(format!(
+            "the {} log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log {}` again to finish it",
+            kind.title(),
+            kind.cli_name()
+        ));
+    };
+    let key = match active.number {
+        0 => zero_key.clone(),
+        _ => shard_key(kind, data_dir, active)?,
+    };
+    Ok((active.clone(), key))
 }
 
 /// One shard's public key and validity, as the trust documents list it.
@@ -87,19 +186,29 @@ pub struct PublicShard {
     pub valid_to: Option<i64>,
 }
 
-/// Writes `<data dir>/log-shards.json`, the shard list `signet trust export` reads. It is
-/// derived from storage (by `serve` at every start, and by a rotation), never the truth.
-pub fn write_public(data_dir: &Path, shards: &[Shard]) -> std::io::Result<()> {
+/// Writes `kind`'s list into `<data dir>/log-shards.json`, the shard lists `signet trust
+/// export` reads; the other logs' lists are kept. It is derived from storage (by `serve` at
+/// every start, and by a rotation), never the truth.
+pub fn write_public(data_dir: &Path, kind: Kind, shards: &[Shard]) -> std::io::Result<()> {
     let list: Vec<Value> = shards
         .iter()
         .map(|s| json!({"spki": b64::encode(&s.spki), "valid_from": s.valid_from, "valid_to": s.frozen.map(|f| f.valid_to)}))
         .collect();
-    let text = serde_json::to_string_pretty(&json!({ KIND: list })).unwrap_or_default() + "\n";
-    signet_core::files::write_atomic(&data_dir.join(PUBLIC_FILE), text.as_bytes(), 0o600)
+    let path = data_dir.join(PUBLIC_FILE);
+    // A file that cannot be read is replaced: serve rewrites every list at start.
+    let mut all = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    all[kind.registry_name()] = Value::Array(list);
+    let text = serde_json::to_string_pretty(&all).unwrap_or_default() + "\n";
+    signet_core::files::write_atomic(&path, text.as_bytes(), 0o600)
 }
 
-/// The shard list of `<data dir>/log-shards.json`, if the file exists.
-pub fn read_public(data_dir: &Path) -> Result<Option<Vec<PublicShard>>, String> {
+/// `kind`'s shard list in `<data dir>/log-shards.json`, if the file lists it (files written
+/// before the CT and Rekor v2 logs rotated list only rekor_v1).
+pub fn read_public(data_dir: &Path, kind: Kind) -> Result<Option<Vec<PublicShard>>, String> {
     let path = data_dir.join(PUBLIC_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -108,7 +217,8 @@ pub fn read_public(data_dir: &Path) -> Result<Option<Vec<PublicShard>>, String> 
     };
     let bad = |why: &str| format!("{}: {why}; `signet serve` rewrites it at start", path.display());
     let v: Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
-    let list = v.get(KIND).and_then(Value::as_array).ok_or_else(|| bad("no rekor_v1 list"))?;
+    let Some(list) = v.get(kind.registry_name()) else { return Ok(None) };
+    let list = list.as_array().ok_or_else(|| bad(&format!("{} is not a list", kind.registry_name())))?;
     list.iter()
         .map(|s| {
             let spki = s.get("spki").and_then(Value::as_str).and_then(|k| b64::decode(k).ok()).ok_or_else(|| bad("a shard without spki"))?;
@@ -121,6 +231,7 @@ pub fn read_public(data_dir: &Path) -> Result<Option<Vec<PublicShard>>, String> 
 /// What a rotation did.
 #[derive(Debug)]
 pub struct Rotated {
+    pub kind: Kind,
     /// The shard it froze, with its final size.
     pub frozen: Shard,
     /// The shard that is active from the next start on.
@@ -132,35 +243,51 @@ fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
+fn full(kind: Kind) -> String {
+    format!("the {} log has room for {} shards; it has them all", kind.title(), kind.room())
+}
+
+/// The key of the Rekor v1 shard after the last of `list` (see [`next_key_of`]).
+pub fn next_key(data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, SigningKey), String> {
+    next_key_of(Kind::RekorV1, data_dir, list)
+}
+
 /// The key of the shard after the last of `list`, made if it is not there yet (so made before
 /// anything is frozen: a failure here changes nothing).
-pub fn next_key(data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, SigningKey), String> {
+pub fn next_key_of(kind: Kind, data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, SigningKey), String> {
     let number = list.last().map_or(1, |s| s.number + 1);
-    if log_id(number).is_none() {
-        return Err(format!("Rekor v1 has room for {} shards; it has them all", LAST_LATER_LOG - FIRST_LATER_LOG + 2));
+    if log_id(kind, number).is_none() {
+        return Err(full(kind));
     }
-    let path = key_path(data_dir, number);
+    let path = key_path(kind, data_dir, number);
     let key = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
     Ok((number, path, key))
+}
+
+/// [`record_rotation_of`] for Rekor v1 (its online rotation).
+pub fn record_rotation(store: &dyn Storage, data_dir: &Path, list: Vec<Shard>, final_size: u64, key: &SigningKey) -> Result<Vec<Shard>, String> {
+    record_rotation_of(Kind::RekorV1, store, data_dir, list, final_size, key)
 }
 
 /// Records a rotation: freezes the last of `list` at `final_size` (unless a cut-short rotation
 /// already did) and starts the next shard with `key`, then rewrites the public list. Returns
 /// the whole new list.
-pub fn record_rotation(
+pub fn record_rotation_of(
+    kind: Kind,
     store: &dyn Storage,
     data_dir: &Path,
     mut list: Vec<Shard>,
     final_size: u64,
     key: &SigningKey,
 ) -> Result<Vec<Shard>, String> {
+    let name = kind.registry_name();
     let Some(mut active) = list.pop() else { return Err("the log has no shards".into()) };
     if active.frozen.is_none() {
         // One second past now: whatever was integrated before the freeze falls inside the window.
-        active.frozen = Some(shards::freeze(store, KIND, &active, final_size, now() + 1).map_err(|e| e.to_string())?);
+        active.frozen = Some(shards::freeze(store, name, &active, final_size, now() + 1).map_err(|e| e.to_string())?);
     }
     let number = active.number + 1;
-    let id = log_id(number).ok_or_else(|| format!("Rekor v1 has room for {} shards; it has them all", LAST_LATER_LOG - FIRST_LATER_LOG + 2))?;
+    let id = log_id(kind, number).ok_or_else(|| full(kind))?;
     let proposed = Shard {
         number,
         log_id: id,
@@ -173,48 +300,60 @@ pub fn record_rotation(
         valid_from: Some(now()),
         frozen: None,
     };
-    let next = shards::start(store, KIND, &active, &proposed).map_err(|e| e.to_string())?;
+    let next = shards::start(store, name, &active, &proposed).map_err(|e| e.to_string())?;
     if next.spki != proposed.spki {
         return Err(format!(
             "{} is not the key shard {number} was started with (an earlier rotation made another)",
-            key_path(data_dir, number).display()
+            key_path(kind, data_dir, number).display()
         ));
     }
     list.push(active);
     list.push(next);
-    write_public(data_dir, &list).map_err(|e| format!("{PUBLIC_FILE}: {e}"))?;
+    write_public(data_dir, kind, &list).map_err(|e| format!("{PUBLIC_FILE}: {e}"))?;
     Ok(list)
 }
 
 /// A rotation as `signet admin log rotate` prints it (and the admin API answers it).
 pub fn rotation_report(r: &Rotated) -> Value {
-    json!({
+    let mut report = json!({
+        "log": r.kind.cli_name(),
         "frozen": {"shard": r.frozen.number, "treeID": r.frozen.tree_id.to_string(), "treeSize": r.frozen.frozen.map_or(0, |f| f.size)},
-        "active": {"shard": r.active.number, "treeID": r.active.tree_id.to_string(), "startIndex": r.active.start},
+        "active": {"shard": r.active.number, "treeID": r.active.tree_id.to_string(), "logID": b64::encode(signet_core::hash::sha256(&r.active.spki))},
         "key": r.key_path.display().to_string(),
-    })
+    });
+    // Only Rekor v1's indices run on across shards; a new CT or Rekor v2 log counts from 0.
+    if r.kind == Kind::RekorV1 {
+        report["active"]["startIndex"] = json!(r.active.start);
+    }
+    report
 }
 
-/// What a rotation did, from its new shard list.
+/// What a Rekor v1 rotation did, from its new shard list.
 pub fn rotated(list: &[Shard], data_dir: &Path) -> Option<Rotated> {
-    let [.., frozen, active] = list else { return None };
-    Some(Rotated { frozen: frozen.clone(), active: active.clone(), key_path: key_path(data_dir, active.number) })
+    rotated_of(Kind::RekorV1, list, data_dir)
 }
 
-/// `signet admin log rotate --log rekor-v1 --data-dir …`, offline: freezes the active shard at
-/// its size and starts the next one with a new key and tree ID (so a new origin). The next
-/// `serve` opens it and writes its genesis entry; old shards stay readable and provable.
-/// Rerunning a rotation that was cut short finishes it; rerunning a finished one starts yet
-/// another shard. (A running SQLite instance rotates online: `POST /api/admin/log/rotate`.)
+fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
+    let [.., frozen, active] = list else { return None };
+    Some(Rotated { kind, frozen: frozen.clone(), active: active.clone(), key_path: key_path(kind, data_dir, active.number) })
+}
+
+/// `signet admin log rotate --log rekor-v1|rekor-v2|ct --data-dir …`, offline: freezes the
+/// active shard at its size and starts the next one with a new key. The next `serve` opens it
+/// (a Rekor log with a genesis entry of its own); old shards stay in storage. Rerunning a
+/// rotation that was cut short finishes it; rerunning a finished one starts yet another
+/// shard. (A running SQLite instance rotates Rekor v1 online: `POST /api/admin/log/rotate`.)
 pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
-    check_log_name(log)?;
+    let kind = Kind::parse(log)?;
     let url = StorageUrl::parse(storage, data_dir)?;
+    let online = match kind {
+        Kind::RekorV1 => ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN",
+        _ => "",
+    };
     // Hold off every server for the whole rotation (see the module's comment).
     let (_lock, store): (Option<crate::datadir::DataDirLock>, Arc<dyn Storage>) = match &url {
         StorageUrl::Sqlite(_) => {
-            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| {
-                format!("{e} (stop the server first, or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN)")
-            })?;
+            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e} (stop the server first{online})"))?;
             (Some(lock), signet_log::storage::open(&url).map_err(|e| e.to_string())?)
         }
         StorageUrl::Postgres(u) => {
@@ -226,32 +365,53 @@ pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotat
             (None, Arc::new(pg))
         }
     };
-    let zero_path = data_dir.join("keys").join("rekor-v1.pem");
+    let zero_path = kind.zero_key_path(data_dir);
     if !zero_path.exists() {
         return Err(format!("{} does not exist: rotate on the data dir of the instance that made the log", zero_path.display()));
     }
     let zero_key = SigningKey::load_or_generate(&zero_path).map_err(|e| e.to_string())?;
-    let list = registry(store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
+    let list = registry(kind, store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
     let Some(active) = list.last() else { return Err("the log has no shards".into()) };
     let size = match active.frozen {
         Some(f) => f.size,
         None => match store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())? {
             Some(head) => head.size,
-            None => return Err("the Rekor v1 log has not been created yet: start `signet serve` on it once first".into()),
+            None => return Err(format!("the {} log has not been created yet: start `signet serve` on it once first", kind.title())),
         },
     };
-    let (_, _, key) = next_key(data_dir, &list)?;
-    let list = record_rotation(store.as_ref(), data_dir, list, size, &key)?;
-    rotated(&list, data_dir).ok_or_else(|| "the rotation recorded no new shard".into())
+    let (_, _, key) = next_key_of(kind, data_dir, &list)?;
+    let list = record_rotation_of(kind, store.as_ref(), data_dir, list, size, &key)?;
+    rotated_of(kind, &list, data_dir).ok_or_else(|| "the rotation recorded no new shard".into())
 }
 
+/// The logs that rotate online (`POST /api/admin/log/rotate`): Rekor v1 alone.
 pub fn check_log_name(log: &str) -> Result<(), String> {
-    match log {
-        "rekor-v1" => Ok(()),
-        _ => Err(format!(
-            "--log {log:?}: only rekor-v1 has shards. A Rekor v2 log is rotated by starting a new log under a new host name, which its clients take as the log's origin"
+    match Kind::parse(log)? {
+        Kind::RekorV1 => Ok(()),
+        kind => Err(format!(
+            "--log {log:?} rotates offline only (a new {} log with a new key): stop the server, then run `signet admin log rotate --log {log} --data-dir DIR`",
+            kind.title()
         )),
     }
+}
+
+/// The frozen shards of `list`, checked against storage: each stored tree has the size it was
+/// frozen at. (A frozen CT or Rekor v2 log is not opened: its entries and final checkpoint
+/// stay in storage, and bundles carry their own proofs.)
+pub fn check_frozen(kind: Kind, storage: &dyn Storage, list: &[Shard]) -> Result<(), String> {
+    for shard in list {
+        let Some(frozen) = shard.frozen else { continue };
+        let size = storage.latest_checkpoint(shard.log_id).map_err(|e| e.to_string())?.map_or(0, |c| c.size);
+        if size != frozen.size {
+            return Err(format!(
+                "{} shard {} was frozen at size {}, but its stored tree has size {size}",
+                kind.title(),
+                shard.number,
+                frozen.size
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Opens a shard's log: at start, and for the new shard of an online rotation.
@@ -313,21 +473,32 @@ mod tests {
 
     #[test]
     fn shard_namespaces_never_meet_the_other_logs() {
-        assert_eq!(log_id(0), Some(1));
-        assert_eq!(log_id(1), Some(16));
-        assert_eq!(log_id(112), Some(127));
-        assert_eq!(log_id(113), None);
-        // Rekor v2 is 2 and CT is 3 (state.rs).
-        assert!((1..=200).filter_map(log_id).all(|id| id != 2 && id != 3));
+        assert_eq!(log_id(Kind::RekorV1, 0), Some(1));
+        assert_eq!(log_id(Kind::RekorV1, 1), Some(16));
+        assert_eq!(log_id(Kind::RekorV1, 112), Some(127));
+        assert_eq!(log_id(Kind::RekorV1, 113), None);
+        assert_eq!(log_id(Kind::Ct, 0), Some(3));
+        assert_eq!(log_id(Kind::Ct, 1), Some(128));
+        assert_eq!(log_id(Kind::Ct, 65), None);
+        assert_eq!(log_id(Kind::RekorV2, 0), Some(2));
+        assert_eq!(log_id(Kind::RekorV2, 64), Some(255));
+        assert_eq!(log_id(Kind::RekorV2, 65), None);
+        // No namespace is two logs' (nor one of the others in state.rs, which has none).
+        let mut all: Vec<LogId> = Kind::ALL.iter().flat_map(|&k| (0..=200).filter_map(move |n| log_id(k, n))).collect();
+        let count = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), count);
+        assert_eq!(count, 113 + 65 + 65);
     }
 
     #[test]
     fn the_public_list_round_trips() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(read_public(dir.path()).unwrap(), None);
+        assert_eq!(read_public(dir.path(), Kind::RekorV1).unwrap(), None);
         let s = |n, spki: u8, from, frozen| Shard {
             number: n,
-            log_id: log_id(n).unwrap(),
+            log_id: log_id(Kind::RekorV1, n).unwrap(),
             tree_id: 1,
             start: 0,
             spki: vec![spki],
@@ -336,17 +507,22 @@ mod tests {
         };
         write_public(
             dir.path(),
+            Kind::RekorV1,
             &[s(0, 1, None, Some(signet_log::shards::Frozen { size: 3, valid_to: 50 })), s(1, 2, Some(50), None)],
         )
         .unwrap();
+        // Each log's list is its own: writing one keeps the others.
+        assert_eq!(read_public(dir.path(), Kind::Ct).unwrap(), None);
+        write_public(dir.path(), Kind::Ct, &[s(0, 3, None, None)]).unwrap();
+        assert_eq!(read_public(dir.path(), Kind::Ct).unwrap().unwrap()[0].spki, vec![3]);
         assert_eq!(
-            read_public(dir.path()).unwrap().unwrap(),
+            read_public(dir.path(), Kind::RekorV1).unwrap().unwrap(),
             vec![
                 PublicShard { spki: vec![1], valid_from: None, valid_to: Some(50) },
                 PublicShard { spki: vec![2], valid_from: Some(50), valid_to: None }
             ]
         );
         std::fs::write(dir.path().join(PUBLIC_FILE), "{").unwrap();
-        assert!(read_public(dir.path()).unwrap_err().contains("log-shards.json"));
+        assert!(read_public(dir.path(), Kind::RekorV1).unwrap_err().contains("log-shards.json"));
     }
 }

@@ -18,10 +18,7 @@ use signet_ca::tsa::{Tsa, TsaError};
 use crate::api::rekor_v1::RekorV1;
 use crate::config::Config;
 
-/// Storage namespaces of the logs. Never renumber: they are on disk. (Rekor v1's shards are
-/// 1 and 16…127: crate::shards.)
-const REKOR_V2: u8 = 2;
-const CT: u8 = 3;
+use crate::shards::Kind;
 
 pub struct AppState {
     pub rekor_v1: RekorV1,
@@ -86,7 +83,7 @@ pub enum StartError {
     Tuf(#[from] signet_trust::tuf::TufError),
     #[error("writing the log's genesis entry: {0}")]
     Genesis(String),
-    #[error("Rekor v1 shards: {0}")]
+    #[error("log shards: {0}")]
     Shards(String),
     #[error("trust documents: {0}")]
     Trust(String),
@@ -164,16 +161,25 @@ impl AppState {
                 None,
             ),
         };
-        // Rekor v1 is cut into shards (crate::shards); the newest takes the appends.
-        let registry = crate::shards::registry(storage.as_ref(), &v1_key)?;
+        // Every log is a list of shards (crate::shards); the newest takes the appends. Rekor
+        // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
+        let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), &v1_key)?;
+        let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
+        let ct_key = key(cfg, &None, "ct.pem")?;
+        let v2_list = crate::shards::registry(Kind::RekorV2, storage.as_ref(), &v2_key)?;
+        let ct_list = crate::shards::registry(Kind::Ct, storage.as_ref(), &ct_key)?;
+        let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, &cfg.data_dir, &v2_list, &v2_key).map_err(StartError::Shards)?;
+        let (ct_shard, ct_key) = crate::shards::active_key(Kind::Ct, &cfg.data_dir, &ct_list, &ct_key).map_err(StartError::Shards)?;
+        crate::shards::check_frozen(Kind::RekorV2, storage.as_ref(), &v2_list).map_err(StartError::Shards)?;
+        crate::shards::check_frozen(Kind::Ct, storage.as_ref(), &ct_list).map_err(StartError::Shards)?;
         let shared: Option<(Arc<PostgresStorage>, Role)> = match pg {
             Some(pg) => {
-                // The logs that must exist before a follower can open them: the active shard's.
+                // The logs that must exist before a follower can open them: the active shards'.
                 let v1_active = match registry.last() {
                     Some(s) if s.frozen.is_none() => s.log_id,
                     _ => crate::shards::SHARD_ZERO_LOG,
                 };
-                let role = crate::lease::role_at_start(pg.clone(), &holder, &[v1_active, REKOR_V2, CT]).await?;
+                let role = crate::lease::role_at_start(pg.clone(), &holder, &[v1_active, v2_shard.log_id, ct_shard.log_id]).await?;
                 Some((pg, role))
             }
             None => None,
@@ -190,8 +196,10 @@ impl AppState {
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
         // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
-        crate::shards::write_public(&cfg.data_dir, &registry)
-            .map_err(|source| StartError::Io { what: "writing log-shards.json".into(), source })?;
+        for (kind, list) in [(Kind::RekorV1, &registry), (Kind::RekorV2, &v2_list), (Kind::Ct, &ct_list)] {
+            crate::shards::write_public(&cfg.data_dir, kind, list)
+                .map_err(|source| StartError::Io { what: "writing log-shards.json".into(), source })?;
+        }
         // Each Rekor log begins with a genesis entry of its own (see signet_log::rekor::genesis).
         let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| {
             made.map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
@@ -211,7 +219,7 @@ impl AppState {
         for shard in &registry {
             let shard_key = match shard.number {
                 0 => v1_key.clone(),
-                _ => crate::shards::shard_key(&cfg.data_dir, shard).map_err(StartError::Shards)?,
+                _ => crate::shards::shard_key(Kind::RekorV1, &cfg.data_dir, shard).map_err(StartError::Shards)?,
             };
             let log = opener.open(shard, shard_key).await?;
             let served = crate::api::rekor_v1::Shard::new(log, shard.tree_id, shard.start);
@@ -227,11 +235,12 @@ impl AppState {
         };
         let v1 = v1_active.log.clone();
 
-        // Rekor v2: origin is the bare host of the log's base URL.
-        let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
+        // Rekor v2: origin is the bare host of the log's base URL, in every shard: sigstore-go
+        // checks a v2 checkpoint's origin against that host. A new shard has a new key (so a
+        // new checkpoint key ID) and a tree of its own.
         let v2 = open_log(
             LogConfig {
-                id: REKOR_V2,
+                id: v2_shard.log_id,
                 genesis: Some(genesis(genesis::v2_entry(&v2_key, &host))?),
                 origin: host.clone(),
                 key_name: host.clone(),
@@ -269,11 +278,14 @@ impl AppState {
             tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await
                 .map_err(|e| StartError::Panicked { what: "CA open", why: e.to_string() })??,
         );
-        let ct_key = key(cfg, &None, "ct.pem")?;
+        // The CT log: its key names it (the SCTs' log ID); a new shard is a new log.
         let ct_log = open_log(
             LogConfig {
-                id: CT,
-                origin: format!("{host}/ct"),
+                id: ct_shard.log_id,
+                origin: match ct_shard.number {
+                    0 => format!("{host}/ct"),
+                    n => format!("{host}/ct/{n}"),
+                },
                 key_name: host.clone(),
                 key: ct_key.clone(),
                 batch: BatchPolicy {

@@ -11,6 +11,7 @@ use signet_core::{keys::SigningKey, pem};
 use signet_trust::root::{Instance, ShardKey};
 
 use crate::config::host_of;
+use crate::shards::Kind;
 
 pub fn public_url_file(data_dir: &Path) -> PathBuf {
     data_dir.join("public-url")
@@ -47,22 +48,24 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         }
         None => stored,
     };
-    let keys = data_dir.join("keys");
     let ca = data_dir.join("ca");
     let root = read_cert(&ca.join("root.pem"))?;
     let valid_from = instance_valid_from(&root)?;
-    // Each Rekor v1 shard's key with its window; before any rotation, the one key.
-    let rekor_v1 = match crate::shards::read_public(data_dir)? {
-        Some(list) => list
-            .into_iter()
-            .map(|s| ShardKey {
-                spki: s.spki,
-                valid_from: s.valid_from.map_or_else(|| valid_from.clone(), unix_rfc3339),
-                valid_to: s.valid_to.map(unix_rfc3339),
-            })
-            .collect(),
-        None => vec![ShardKey { spki: read_key_spki(&keys.join("rekor-v1.pem"))?, valid_from: valid_from.clone(), valid_to: None }],
+    // Each shard's key of each log, with its window; before any rotation, the one key.
+    let shard_keys = |kind: Kind| -> Result<Vec<ShardKey>, String> {
+        Ok(match crate::shards::read_public(data_dir, kind)? {
+            Some(list) => list
+                .into_iter()
+                .map(|s| ShardKey {
+                    spki: s.spki,
+                    valid_from: s.valid_from.map_or_else(|| valid_from.clone(), unix_rfc3339),
+                    valid_to: s.valid_to.map(unix_rfc3339),
+                })
+                .collect(),
+            None => vec![ShardKey { spki: read_key_spki(&kind.zero_key_path(data_dir))?, valid_from: valid_from.clone(), valid_to: None }],
+        })
     };
+    let (rekor_v1, rekor_v2, ct) = (shard_keys(Kind::RekorV1)?, shard_keys(Kind::RekorV2)?, shard_keys(Kind::Ct)?);
     // Rotated authorities: each retired certificate with its window, and the current start.
     let rotations = crate::rotate::read(data_dir)?;
     let windows = |rotated: Option<crate::rotate::Rotated>| -> Result<(String, Vec<signet_trust::root::RetiredAuthority>), String> {
@@ -87,8 +90,8 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         valid_from,
         url,
         rekor_v1,
-        rekor_v2_spki: read_key_spki(&keys.join("rekor-v2.pem"))?,
-        ct_spki: read_key_spki(&keys.join("ct.pem"))?,
+        rekor_v2,
+        ct,
         ca_chain: vec![read_cert(&ca.join("intermediate.pem"))?, root.clone()],
         ca_valid_from,
         retired_cas,

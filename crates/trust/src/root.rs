@@ -21,10 +21,10 @@ pub struct Instance {
     pub valid_from: String,
     /// The Rekor v1 log's keys (ECDSA P-256), one per shard, oldest first.
     pub rekor_v1: Vec<ShardKey>,
-    /// SPKI DER of the Rekor v2 log key (ECDSA P-256).
-    pub rekor_v2_spki: Vec<u8>,
-    /// SPKI DER of the CT log key (ECDSA P-256).
-    pub ct_spki: Vec<u8>,
+    /// The Rekor v2 log's keys (ECDSA P-256), oldest first: each rotation starts a new log.
+    pub rekor_v2: Vec<ShardKey>,
+    /// The CT log's keys (ECDSA P-256), oldest first: each rotation starts a new log.
+    pub ct: Vec<ShardKey>,
     /// DER certificates above leaves: intermediate, root.
     pub ca_chain: Vec<Vec<u8>>,
     /// When the current intermediate started to sign (RFC 3339); `valid_from` until a rotation.
@@ -49,8 +49,9 @@ pub struct RetiredAuthority {
     pub valid_to: String,
 }
 
-/// One shard's key and the window in which it signed (RFC 3339). A frozen shard's window
-/// has an end: clients accept its key for entries integrated before it, and no later.
+/// One shard's key (or one log's, of a CT or Rekor v2 log rotated into a new one) and the
+/// window in which it signed (RFC 3339). A frozen shard's window has an end: clients accept
+/// its key for entries integrated (or SCTs dated) before it, and no later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardKey {
     pub spki: Vec<u8>,
@@ -85,7 +86,9 @@ impl Instance {
         // Every Rekor v1 shard shares the log's URL; clients tell them apart by key (logId).
         let mut tlogs: Vec<Value> =
             self.rekor_v1.iter().map(|k| log(&self.url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
-        tlogs.push(log(&self.url, &self.rekor_v2_spki, &self.valid_from, None));
+        tlogs.extend(self.rekor_v2.iter().map(|k| log(&self.url, &k.spki, &k.valid_from, k.valid_to.as_deref())));
+        let ct_url = format!("{}/ct", self.url);
+        let ctlogs: Vec<Value> = self.ct.iter().map(|k| log(&ct_url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
         let tsa = |certs: &[Vec<u8>], valid_for: Value| {
             json!({
                 "subject": {"organization": org, "commonName": "signet timestamp authority"},
@@ -113,7 +116,7 @@ impl Instance {
             "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
             "tlogs": tlogs,
             "certificateAuthorities": cas,
-            "ctlogs": [log(&format!("{}/ct", self.url), &self.ct_spki, &self.valid_from, None)],
+            "ctlogs": ctlogs,
             "timestampAuthorities": tsas,
         })
     }
@@ -154,8 +157,8 @@ mod tests {
             operator: "example".into(),
             valid_from: "2026-11-22T00:00:00Z".into(),
             rekor_v1: vec![ShardKey { spki: vec![1], valid_from: "2026-11-22T00:00:00Z".into(), valid_to: None }],
-            rekor_v2_spki: vec![2],
-            ct_spki: vec![3],
+            rekor_v2: vec![ShardKey { spki: vec![2], valid_from: "2026-11-22T00:00:00Z".into(), valid_to: None }],
+            ct: vec![ShardKey { spki: vec![3], valid_from: "2026-11-22T00:00:00Z".into(), valid_to: None }],
             ca_chain: vec![vec![4], vec![5]],
             ca_valid_from: "2026-11-22T00:00:00Z".into(),
             retired_cas: Vec::new(),
@@ -186,6 +189,30 @@ mod tests {
         assert_eq!(tlogs[1]["publicKey"]["validFor"]["start"], "2026-11-23T00:00:00Z");
         assert_eq!(tlogs[1]["baseUrl"], tlogs[0]["baseUrl"]);
         assert_eq!(tlogs[2]["logId"]["keyId"], b64::encode(sha256(&[2])));
+
+        // A rotated CT log and Rekor v2 log: both keys under the same URL, the old one's window
+        // ending where the new one's starts.
+        let mut rotated = instance();
+        let (end, start) = ("2026-11-23T00:00:01Z", "2026-11-23T00:00:00Z");
+        rotated.ct[0].valid_to = Some(end.into());
+        rotated.ct.push(ShardKey { spki: vec![13], valid_from: start.into(), valid_to: None });
+        rotated.rekor_v2[0].valid_to = Some(end.into());
+        rotated.rekor_v2.push(ShardKey { spki: vec![12], valid_from: start.into(), valid_to: None });
+        let r = rotated.trusted_root();
+        let ct = r["ctlogs"].as_array().unwrap();
+        assert_eq!(ct.len(), 2);
+        assert_eq!(ct[0]["publicKey"]["validFor"], json!({"start": "2026-11-22T00:00:00Z", "end": end}));
+        assert_eq!(ct[1]["publicKey"]["validFor"], json!({"start": start}));
+        assert_eq!(ct[1]["logId"]["keyId"], b64::encode(sha256(&[13])));
+        assert_eq!((ct[0]["baseUrl"].as_str(), ct[1]["baseUrl"].as_str()), (Some("https://sign.example/ct"), Some("https://sign.example/ct")));
+        let tlogs = r["tlogs"].as_array().unwrap();
+        assert_eq!(tlogs.len(), 3);
+        assert_eq!(tlogs[1]["publicKey"]["validFor"]["end"], end);
+        assert_eq!(tlogs[2]["logId"]["keyId"], b64::encode(sha256(&[12])));
+        assert_eq!(tlogs[2]["publicKey"]["validFor"], json!({"start": start}));
+        assert_eq!(tlogs[2]["baseUrl"], "https://sign.example");
+        // The signing config does not change: the same URLs serve the new logs.
+        assert_eq!(rotated.signing_config(), i.signing_config());
 
         // A rotated TSA: the retired one keeps its window, with an end; the new one starts there.
         let mut rotated = instance();

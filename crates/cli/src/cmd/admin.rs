@@ -36,14 +36,16 @@ pub enum Admin {
 
 #[derive(clap::Subcommand)]
 pub enum LogCmd {
-    /// Freeze the active shard of a log and start a new one, with its own key and tree ID
-    /// (so its own origin). Old shards stay readable and provable, and the trust documents
-    /// list every shard's key with its validity window. Offline on a data dir or database
-    /// (stop every instance first), or online through a running instance (--url).
+    /// Freeze the active shard of a log and start a new one with its own key. A Rekor v1
+    /// shard also has its own tree ID and origin, and old shards stay readable and provable;
+    /// a CT or Rekor v2 log rotates into a new log (new key, so new log ID; its own tree from
+    /// index 0). The trust documents list every shard's key with its validity window.
+    /// Offline on a data dir or database (stop every instance first), or, for rekor-v1 only,
+    /// online through a running instance (--url).
     Rotate {
         #[command(flatten)]
         dir: DataDir,
-        /// Which log: rekor-v1.
+        /// Which log: rekor-v1, rekor-v2 or ct.
         #[arg(long)]
         log: String,
         /// Rotate a running instance online instead (on SQLite): its base URL. Appends wait
@@ -363,12 +365,19 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 _ => signet_server::shards::rotation_report(&signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log)?),
             };
             outln!("{report}");
-            errln!(
-                "froze Rekor v1 shard {} at {} entries; shard {} (tree {}) takes the appends from log index {}. \
-                 Copy {} to every instance's data dir, and export the trust documents again: they list both keys",
-                report["frozen"]["shard"], report["frozen"]["treeSize"], report["active"]["shard"], report["active"]["treeID"],
-                report["active"]["startIndex"], report["key"].as_str().unwrap_or("the new key")
-            );
+            let key = report["key"].as_str().unwrap_or("the new key");
+            match report["active"].get("startIndex") {
+                Some(start) => errln!(
+                    "froze Rekor v1 shard {} at {} entries; shard {} (tree {}) takes the appends from log index {}. \
+                     Copy {key} to every instance's data dir, and export the trust documents again: they list both keys",
+                    report["frozen"]["shard"], report["frozen"]["treeSize"], report["active"]["shard"], report["active"]["treeID"], start
+                ),
+                None => errln!(
+                    "froze the {log} log (shard {}) at {} entries; shard {}, a new log with log ID {}, takes the appends from the next start. \
+                     Copy {key} to every instance's data dir; the next start publishes the trust documents with both keys",
+                    report["frozen"]["shard"], report["frozen"]["treeSize"], report["active"]["shard"], report["active"]["logID"]
+                ),
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
