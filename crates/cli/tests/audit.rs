@@ -438,6 +438,42 @@ fn anchors_catch_a_rewritten_chain_and_a_deleted_tail() {
     assert!(err.contains(&format!("audit chain broken at record {last}:")) && err.contains("were deleted"), "{err}");
 }
 
+/// After the Rekor v2 log is rotated, the anchors in the frozen log cannot be proved against
+/// the live checkpoint: `audit verify --log` checks the new log's anchors online and counts the
+/// old ones apart (they were checked offline against the trusted root, which keeps the old key).
+#[test]
+fn anchors_from_before_a_rekor_v2_rotation_are_counted_apart_online() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\nanchor_interval_secs = 1\n").unwrap();
+    let stop = |server: &mut Server| {
+        assert!(Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap().success());
+        let _ = server.child.wait();
+    };
+    let a = agent();
+    let mut server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    get(&a, &format!("{}/healthz", server.url)).unwrap();
+    stop(&mut server);
+    let before = anchors(&data).len();
+    assert!(before >= 1, "the shutdown anchors");
+
+    let (code, _, err) = signet(&["admin", "log", "rotate", "--log", "rekor-v2", "--data-dir", data.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    get(&a, &format!("{}/healthz", server.url)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while anchors(&data).len() == before {
+        assert!(Instant::now() < deadline, "no anchor in the new log within 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, out, err) = signet(&["audit", "verify", "--data-dir", data.to_str().unwrap(), "--log", &server.url]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("consistent with the checkpoint of"), "{out}");
+    assert!(out.contains(&format!("anchors online: {before} in a Rekor v2 log rotated out since")), "{out}");
+    stop(&mut server);
+}
+
 fn segments(data: &Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(data.join("audit-segments"))
         .map(|d| d.map(|e| e.unwrap().path()).collect())

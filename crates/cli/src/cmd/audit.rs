@@ -146,8 +146,11 @@ fn verify(data_dir: &Path, shared: &Shared, segment: Option<&Path>, log: Option<
     }
     report(&files, anchors.len());
     if let (Some(url), Some(root)) = (log, &root) {
-        let (size, checked) = anchors_online(root, &anchors, url).map_err(|e| (e, 1))?;
+        let (size, checked, retired) = anchors_online(root, &anchors, url).map_err(|e| (e, 1))?;
         outln!("anchors online: {checked} consistent with the checkpoint of {url} (size {size})");
+        if retired > 0 {
+            outln!("anchors online: {retired} in a Rekor v2 log rotated out since (frozen, not served): checked offline only");
+        }
     }
     Ok(())
 }
@@ -229,8 +232,9 @@ fn anchor_holds(root: &TrustedRoot, audit_spki: &[u8], a: &Anchor) -> Result<(),
 /// Checks the anchors against the log as it is now: its checkpoint at `url`, signed by the
 /// key of the trusted root, must be consistent with the checkpoint each anchor was proved
 /// under, by a consistency proof built from the log's tiles. An anchor proved under a
-/// checkpoint of a log that later forked from it (a split view) fails here.
-fn anchors_online(root: &TrustedRoot, anchors: &[(&Path, &Anchor)], url: &str) -> Result<(u64, usize), String> {
+/// checkpoint of a log that later forked from it (a split view) fails here. Anchors in a log
+/// whose key was rotated out are counted apart (the third number).
+fn anchors_online(root: &TrustedRoot, anchors: &[(&Path, &Anchor)], url: &str) -> Result<(u64, usize, usize), String> {
     let url = url.trim_end_matches('/');
     let http = signet_client::http::Http::default();
     let get = |path: &str| -> Result<Vec<u8>, String> {
@@ -241,13 +245,21 @@ fn anchors_online(root: &TrustedRoot, anchors: &[(&Path, &Anchor)], url: &str) -
     let live = note.checkpoint.clone();
     let fetch = |path: &str| get(path);
     let tree = signet_log::remote::TileNodes::new(live.size, &fetch);
-    let (mut checked, mut verified_for): (usize, Option<Vec<u8>>) = (0, None);
+    let (mut checked, mut retired, mut verified_for): (usize, usize, Option<Vec<u8>>) = (0, 0, None);
     for (_, a) in anchors {
         let entry = TlogEntry::from_json(a.entry.as_bytes()).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
         // The live checkpoint must be signed by the log each anchor is in: checked once per log.
         if verified_for.as_deref() != Some(entry.log_id.as_slice()) {
-            let (_, key) = signet_verify::tlog::log_of(root, &entry).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
-            note.verify(&live.origin, key).map_err(|e| format!("the checkpoint of {url} is not signed by the log that holds the anchors: {e}"))?;
+            let (log, key) = signet_verify::tlog::log_of(root, &entry).map_err(|e| format!("anchor at record {}: {e}", a.seq))?;
+            if let Err(e) = note.verify(&live.origin, key) {
+                // A log rotated out (its key's window has ended) is frozen and no longer
+                // served: its anchors were checked offline against the trusted root above.
+                if log.valid.end.is_some() {
+                    retired += 1;
+                    continue;
+                }
+                return Err(format!("the checkpoint of {url} is not signed by the log that holds the anchors: {e}"));
+            }
             verified_for = Some(entry.log_id.clone());
         }
         let proof = entry.inclusion_proof.as_ref().ok_or_else(|| format!("anchor at record {} keeps no inclusion proof", a.seq))?;
@@ -267,5 +279,5 @@ fn anchors_online(root: &TrustedRoot, anchors: &[(&Path, &Anchor)], url: &str) -
         })?;
         checked += 1;
     }
-    Ok((live.size, checked))
+    Ok((live.size, checked, retired))
 }
