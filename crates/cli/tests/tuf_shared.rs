@@ -194,3 +194,22 @@ fn a_follower_waits_for_the_repository_and_makes_it_only_as_the_sequencer() {
     assert_eq!(fetch(&agent, &b.url, "1.root.json").status, 200);
     assert!(b_dir.join("keys/tuf-root.pem").exists());
 }
+
+/// `signet doctor` names a TUF key that is not the one the root names: such an instance
+/// could not sign the shared repository as the sequencer.
+#[test]
+fn doctor_names_a_tuf_key_the_root_does_not_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut server = Server::start(&data, &[]);
+    server.kill();
+    let d = data.to_str().unwrap();
+    let fine = signet(&["doctor", "--offline", "--data-dir", d]);
+    assert!(String::from_utf8_lossy(&fine.stdout).contains("ok    TUF repository current"), "{fine:?}");
+    let pkcs8 = aws_lc_rs::signature::Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
+    std::fs::write(data.join("keys/tuf-timestamp.pem"), signet_core::pem::encode("PRIVATE KEY", pkcs8.as_ref())).unwrap();
+    let out = signet(&["doctor", "--offline", "--data-dir", d]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL  keys/tuf-timestamp.pem is not the key the TUF root names for timestamp"), "{text}");
+}
