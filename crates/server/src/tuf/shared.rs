@@ -185,10 +185,11 @@ impl Tuf {
                 return false;
             }
         };
+        let rotated = self.resign_unaccepted().await;
         let changed = match work {
             Work::Publish => self.sign_publish().await | self.sign_refresh().await,
             Work::Refresh => self.sign_refresh().await,
-        };
+        } | rotated;
         if !changed {
             s.settled();
             return true;
@@ -214,6 +215,26 @@ impl Tuf {
                 let soon = !matches!(e, StorageError::Fenced(_) | StorageError::Corrupt(_));
                 s.complain(format!("the TUF metadata signed here could not be stored, so it is not published: {e}"));
                 !soon
+            }
+        }
+    }
+
+    /// After `signet tuf rotate` here, the copy from the database holds metadata that the
+    /// new root (only here) does not accept: signs it again. True if it did.
+    async fn resign_unaccepted(&self) -> bool {
+        let result = match RoleKeys::load(&self.keys_dir) {
+            Ok(keys) => self.repo.resign_unaccepted(&keys, &self.expiry, jiff::Timestamp::now()).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(None) => false,
+            Ok(Some(role)) => {
+                tracing::info!(role = role.name(), "TUF metadata signed again with the key the newest root names (a key rotation)");
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "TUF metadata the newest root does not accept could not be signed again");
+                false
             }
         }
     }

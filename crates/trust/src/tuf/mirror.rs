@@ -64,6 +64,26 @@ impl Repository {
         Ok(names)
     }
 
+    /// Signs again, with `keys`, the highest role whose current metadata the newest root
+    /// does not accept (and the roles below it): after `signet tuf rotate` on this data dir,
+    /// bringing it up to date from the database put back metadata the old key signed.
+    /// Returns the role signed again, if one was.
+    pub async fn resign_unaccepted(&self, keys: &RoleKeys, expiry: &super::Expiry, now: jiff::Timestamp) -> Result<Option<Role>, TufError> {
+        let c = self.current()?;
+        let root = &c.root.signed;
+        let role = if root.verify_role(&c.targets).is_err() {
+            Role::Targets
+        } else if root.verify_role(&c.snapshot).is_err() {
+            Role::Snapshot
+        } else if root.verify_role(&c.timestamp).is_err() {
+            Role::Timestamp
+        } else {
+            return Ok(None);
+        };
+        self.resign(role, keys, expiry, now).await?;
+        Ok(Some(role))
+    }
+
     /// The online roles whose key here is not the one the newest root names: this instance
     /// cannot sign for them. A role whose key is absent is not listed (signing it says so).
     pub fn foreign_keys(&self, keys: &RoleKeys) -> Result<Vec<Role>, TufError> {
@@ -105,6 +125,20 @@ mod tests {
         assert!(copy.foreign_keys(&keys).unwrap().is_empty());
         let other = RoleKeys::generate_missing(&tmp.path().join("other-keys")).unwrap();
         assert_eq!(copy.foreign_keys(&other).unwrap(), vec![Role::Targets, Role::Snapshot, Role::Timestamp]);
+
+        // A timestamp key rotated here, then the published (old-key) timestamp copied back
+        // over it: it is signed again with the new key, once.
+        let now = jiff::Timestamp::now();
+        assert_eq!(copy.resign_unaccepted(&keys, &Expiry::default(), now).await.unwrap(), None);
+        let (new_key, pem) = crate::tuf::keys::HeldKey::generate(Role::Timestamp).unwrap();
+        copy.rotate_key(Role::Timestamp, &keys, new_key, &Expiry::default(), now).await.unwrap();
+        std::fs::write(tmp.path().join("new-timestamp.pem"), pem).unwrap();
+        let rotated = keys.clone().with_file(Role::Timestamp, &tmp.path().join("new-timestamp.pem")).unwrap();
+        copy.mirror(published.iter().filter(|(n, _)| *n == "timestamp.json")).unwrap();
+        assert_eq!(copy.resign_unaccepted(&rotated, &Expiry::default(), now).await.unwrap(), Some(Role::Timestamp));
+        assert_eq!(copy.resign_unaccepted(&rotated, &Expiry::default(), now).await.unwrap(), None);
+        assert_eq!(copy.status().unwrap().root.0, 2);
+
         copy.forget("timestamp.json").unwrap();
         copy.forget("timestamp.json").unwrap();
         assert!(!copy.dir().join("timestamp.json").exists());

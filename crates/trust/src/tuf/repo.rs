@@ -63,7 +63,7 @@ pub(super) struct Current {
     targets_bytes: Vec<u8>,
     pub(super) snapshot: Signed<Snapshot>,
     snapshot_bytes: Vec<u8>,
-    timestamp: Signed<Timestamp>,
+    pub(super) timestamp: Signed<Timestamp>,
 }
 
 pub struct Repository {
