@@ -213,3 +213,35 @@ fn doctor_names_a_tuf_key_the_root_does_not_name() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("FAIL  keys/tuf-timestamp.pem is not the key the TUF root names for timestamp"), "{text}");
 }
+
+/// A sequencer whose TUF keys are not the ones the published root names signs nothing and
+/// serves the repository as published (the instance that made it is gone).
+#[test]
+fn a_sequencer_with_other_tuf_keys_serves_what_is_published_and_signs_nothing() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 4\n").unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let args = ["--storage", db.as_str(), "--config", config.to_str().unwrap()];
+    let mut a = Server::start(&a_dir, &args);
+    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let pkcs8 = aws_lc_rs::signature::Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
+    std::fs::write(b_dir.join("keys/tuf-timestamp.pem"), signet_core::pem::encode("PRIVATE KEY", pkcs8.as_ref())).unwrap();
+    let b = Server::start(&b_dir, &args);
+    let agent = agent();
+    let mut seen = Seen::default();
+    same_on_both(&agent, &mut seen, &a.url, &b.url);
+    a.kill();
+    // B takes the lease within about 3.5 s, and signs again every second or two if it can.
+    std::thread::sleep(Duration::from_secs(8));
+    let (v, t) = seen.timestamp(&agent, &b.url);
+    assert_eq!(v, seen.newest(), "B served an older timestamp than A published");
+    let root = fetch(&agent, &b.url, "1.root.json").json();
+    let named = root["signed"]["roles"]["timestamp"]["keyids"][0].as_str().unwrap().to_string();
+    let t: Value = serde_json::from_slice(&t).unwrap();
+    assert_eq!(t["signatures"][0]["keyid"].as_str(), Some(named.as_str()), "a timestamp signed by a key the root does not name was published");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(seen.timestamp(&agent, &b.url).0, v, "B signed with keys the root does not name");
+}
