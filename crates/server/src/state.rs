@@ -300,6 +300,8 @@ impl AppState {
             },
         )
         .await?;
+        // On PostgreSQL the TUF repository is the database's too (crate::tuf).
+        let tuf_pg = shared.as_ref().map(|(pg, _)| pg.clone());
         if let Some((pg, Role::Follower)) = shared {
             crate::lease::take_over_when_free(pg, holder, vec![v1.clone(), v2.clone(), ct_log.clone()]);
         }
@@ -364,7 +366,7 @@ impl AppState {
 
         let trust = Arc::new(crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?);
         let tuf = match cfg.tuf.enabled {
-            true => Some(Arc::new(crate::tuf::Tuf::open(&cfg.data_dir, cfg.tuf.expiry(), &trust).await?)),
+            true => Some(Arc::new(crate::tuf::Tuf::open(&cfg.data_dir, cfg.tuf.expiry(), &trust, tuf_pg).await?)),
             false => None,
         };
         Ok(AppState {

@@ -2,14 +2,20 @@
 //! made at the first start, its targets published again whenever the trust documents
 //! change (a new public URL, a rotated shard), its snapshot and timestamp signed again
 //! before they expire, and served from memory at `/tuf/`.
+//!
+//! On PostgreSQL every instance of the database serves one repository, stored in it
+//! ([`shared`]): only the sequencer-lease holder signs, and the others serve what it stored.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use signet_log::storage::PostgresStorage;
 use signet_trust::root::Instance;
 use signet_trust::tuf::{Expiry, Files, Published, Repository, RoleKeys, TufError, SIGNING_CONFIG_TARGET, TRUSTED_ROOT_TARGET};
+
+mod shared;
 
 pub struct Tuf {
     repo: Repository,
@@ -18,6 +24,11 @@ pub struct Tuf {
     files: arc_swap::ArcSwap<Files>,
     /// One change at a time: the timer and a shard rotation may both want to sign.
     signing: tokio::sync::Mutex<()>,
+    /// The documents last handed to [`Tuf::publish`]: what this instance publishes when it
+    /// becomes the sequencer.
+    documents: parking_lot::Mutex<Vec<(&'static str, Vec<u8>)>>,
+    /// The repository in the database, on PostgreSQL.
+    shared: Option<shared::Shared>,
 }
 
 /// The targets' bytes: the same documents `signet trust export` writes.
@@ -36,27 +47,69 @@ pub fn repo_dir(data_dir: &Path) -> std::path::PathBuf {
     data_dir.join("tuf")
 }
 
+/// What a signing round does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Work {
+    /// Publish the documents if they changed, then refresh.
+    Publish,
+    /// Adopt targets signed offline, and sign again what is due.
+    Refresh,
+}
+
 impl Tuf {
     /// Opens the repository, making it (and its keys) on the first start, and publishes
     /// `instance`'s documents if they changed. Without the targets key (kept offline), stale
     /// targets are logged and served as they are: clients keep what they verified last.
-    pub async fn open(data_dir: &Path, expiry: Expiry, instance: &Instance) -> Result<Tuf, TufError> {
+    ///
+    /// With `pg`, the repository is the database's: this instance signs only while it holds
+    /// the sequencer lease, and otherwise serves what the holder stored.
+    pub async fn open(data_dir: &Path, expiry: Expiry, instance: &Instance, pg: Option<Arc<PostgresStorage>>) -> Result<Tuf, TufError> {
         let repo = Repository::at(repo_dir(data_dir));
         let keys_dir = data_dir.join("keys");
-        let now = jiff::Timestamp::now();
-        if !repo.exists() {
+        let shared = pg.map(shared::Shared::new);
+        if shared.is_none() && !repo.exists() {
             let keys = RoleKeys::generate_missing(&keys_dir)?;
-            repo.create(&keys, &expiry, &documents(instance), now).await?;
+            repo.create(&keys, &expiry, &documents(instance), jiff::Timestamp::now()).await?;
             tracing::info!(dir = %repo.dir().display(), "TUF repository created; its root is /tuf/1.root.json (move keys/tuf-root.pem offline)");
         }
-        let tuf = Tuf { files: arc_swap::ArcSwap::from_pointee(Files::load(repo.dir())?), repo, keys_dir, expiry, signing: Default::default() };
-        tuf.publish(instance).await;
-        tuf.refresh().await;
+        let files = match shared {
+            None => Files::load(repo.dir())?,
+            Some(_) => Files::default(),
+        };
+        let tuf = Tuf {
+            files: arc_swap::ArcSwap::from_pointee(files),
+            repo,
+            keys_dir,
+            expiry,
+            signing: Default::default(),
+            documents: parking_lot::Mutex::new(documents(instance)),
+            shared,
+        };
+        match &tuf.shared {
+            None => {
+                tuf.publish(instance).await;
+                tuf.refresh().await;
+            }
+            Some(s) => {
+                tuf.follow().await;
+                if s.holds_lease() {
+                    tuf.lead(s, Work::Publish).await;
+                } else if tuf.files.load().is_empty() {
+                    tracing::info!("the TUF repository is not in the database yet: the instance holding the sequencer lease publishes it; /tuf/ answers 503 until then");
+                }
+            }
+        }
         Ok(tuf)
     }
 
     pub fn file(&self, name: &str) -> Option<Bytes> {
         self.files.load().get(name)
+    }
+
+    /// False until there is a repository to serve (a follower on a new database waits for
+    /// the sequencer's).
+    pub fn published(&self) -> bool {
+        !self.files.load().is_empty()
     }
 
     pub fn repository(&self) -> &Repository {
@@ -71,23 +124,21 @@ impl Tuf {
     }
 
     /// Publishes `instance`'s documents as new targets if they differ from the current ones.
+    /// On PostgreSQL, only while this instance holds the sequencer lease; otherwise the
+    /// documents are kept for when it does.
     pub async fn publish(&self, instance: &Instance) {
+        *self.documents.lock() = documents(instance);
         let _one = self.signing.lock().await;
-        let result = match RoleKeys::load(&self.keys_dir) {
-            Ok(keys) => self.repo.publish(&keys, &self.expiry, &documents(instance), jiff::Timestamp::now()).await,
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(Published::Unchanged) => {}
-            Ok(Published::Targets(version)) => {
-                tracing::info!(version, "TUF targets published: the trust documents changed");
-                self.reload();
+        match &self.shared {
+            None => {
+                if self.sign_publish().await {
+                    self.reload();
+                }
             }
-            Err(e) => tracing::error!(
-                error = %e,
-                "the trust documents changed but their TUF targets could not be signed here; clients see the previous ones until \
-                 `signet tuf sign` signs them where the targets key is and they are copied into the repository"
-            ),
+            Some(s) if s.holds_lease() => {
+                self.lead(s, Work::Publish).await;
+            }
+            Some(_) => tracing::debug!("the trust documents changed; the sequencer publishes TUF targets, not this instance"),
         }
     }
 
@@ -95,15 +146,58 @@ impl Tuf {
     /// signs again whatever is past half its validity.
     pub async fn refresh(&self) {
         let _one = self.signing.lock().await;
+        match &self.shared {
+            None => {
+                if self.sign_refresh().await {
+                    self.reload();
+                }
+            }
+            Some(s) if s.holds_lease() => {
+                self.lead(s, Work::Refresh).await;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Signs the current documents as targets if they changed; true if anything was written.
+    async fn sign_publish(&self) -> bool {
+        let documents = self.documents.lock().clone();
+        let result = match RoleKeys::load(&self.keys_dir) {
+            Ok(keys) => self.repo.publish(&keys, &self.expiry, &documents, jiff::Timestamp::now()).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(Published::Unchanged) => false,
+            Ok(Published::Targets(version)) => {
+                tracing::info!(version, "TUF targets published: the trust documents changed");
+                true
+            }
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    "the trust documents changed but their TUF targets could not be signed here; clients see the previous ones until \
+                     `signet tuf sign` signs them where the targets key is and they are copied into the repository"
+                );
+                false
+            }
+        }
+    }
+
+    /// Adopts targets signed offline and signs again what is due; true if anything was written.
+    async fn sign_refresh(&self) -> bool {
         let keys = match RoleKeys::load(&self.keys_dir) {
             Ok(keys) => keys,
-            Err(e) => return tracing::error!(error = %e, "the TUF keys could not be read; the metadata expires if this goes on"),
+            Err(e) => {
+                tracing::error!(error = %e, "the TUF keys could not be read; the metadata expires if this goes on");
+                return false;
+            }
         };
+        let mut changed = false;
         match self.repo.adopt(&keys, &self.expiry, jiff::Timestamp::now()).await {
             Ok(None) => {}
             Ok(Some(version)) => {
                 tracing::info!(version, "TUF targets signed offline are published");
-                self.reload();
+                changed = true;
             }
             Err(e) => tracing::error!(error = %e, "TUF targets copied into the repository were not published"),
         }
@@ -112,10 +206,11 @@ impl Tuf {
             Ok(roles) => {
                 let roles: Vec<_> = roles.iter().map(|r| r.name()).collect();
                 tracing::info!(roles = ?roles, "TUF metadata signed again before it expires");
-                self.reload();
+                changed = true;
             }
             Err(e) => tracing::error!(error = %e, "TUF metadata is due to be signed again and could not be; it expires if this goes on"),
         }
+        changed
     }
 
     pub fn check_every(&self) -> Duration {
@@ -129,11 +224,35 @@ pub fn check_every(expiry: &Expiry) -> Duration {
     (expiry.timestamp / 8).clamp(Duration::from_secs(1), Duration::from_secs(600))
 }
 
-/// Keeps the metadata fresh while the server runs.
+/// Keeps the metadata fresh while the server runs; on PostgreSQL, also follows the
+/// database's repository, and takes over signing when this instance takes the lease.
 pub async fn run(tuf: Arc<Tuf>) {
     let every = tuf.check_every();
+    let Some(s) = &tuf.shared else {
+        loop {
+            tokio::time::sleep(every).await;
+            tuf.refresh().await;
+        }
+    };
+    // Whether this instance published its documents as the holder, and when it signs next.
+    let mut announced = s.led();
+    let mut next = tokio::time::Instant::now() + every;
     loop {
-        tokio::time::sleep(every).await;
-        tuf.refresh().await;
+        tokio::time::sleep(shared::POLL_EVERY).await;
+        if !s.holds_lease() {
+            tuf.follow().await;
+            continue;
+        }
+        if s.led() && tokio::time::Instant::now() < next {
+            continue;
+        }
+        if !announced {
+            tracing::info!("this instance holds the sequencer lease: it signs the shared TUF repository from now on");
+            announced = true;
+        }
+        let _one = tuf.signing.lock().await;
+        let done = tuf.lead(s, if s.led() { Work::Refresh } else { Work::Publish }).await;
+        // A database that failed is tried again at the next poll; anything else at the next check.
+        next = tokio::time::Instant::now() + if done { every } else { Duration::ZERO };
     }
 }

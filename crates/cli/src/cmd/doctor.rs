@@ -210,6 +210,26 @@ fn tuf(data: &Path, report: &mut Report) {
             report.warn(&format!("TUF {} (version {version}) expires in {} days; sign it again with its key", role.name(), left / 86_400));
         }
     }
+    // On PostgreSQL the directory is a copy of the shared repository: keys that differ from
+    // its root's cannot sign it when this instance takes the sequencer lease.
+    match signet_trust::tuf::RoleKeys::load(&data.join("keys")).and_then(|keys| repo.foreign_keys(&keys)) {
+        Ok(foreign) if foreign.is_empty() => {}
+        Ok(foreign) => {
+            fine = false;
+            for role in foreign {
+                report.fail(&format!(
+                    "keys/{} is not the key the TUF root names for {}: this instance cannot sign the repository (on a shared database, \
+                     copy the keys of the instance that made it)",
+                    role.file_name(),
+                    role.name()
+                ));
+            }
+        }
+        Err(e) => {
+            fine = false;
+            report.fail(&format!("TUF keys: {e}"));
+        }
+    }
     if fine {
         report.ok(&format!("TUF repository current (targets version {}, timestamp version {})", status.targets.0, status.timestamp.0));
     }

@@ -20,7 +20,7 @@ pub mod postgres;
 mod sqlite;
 mod url;
 
-pub use postgres::{Lease, PostgresStorage};
+pub use postgres::{Lease, PostgresStorage, TufFile};
 pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
 pub use url::{migrate, open, schema_version, StorageUrl};
 

@@ -28,6 +28,9 @@ use tokio_postgres::{Client, Statement};
 use super::migrations::{self, Migration};
 use super::*;
 
+mod tuf;
+pub use tuf::TufFile;
+
 /// Reader connections. Each pipelines its queries, so a few keep up with many request tasks.
 const READERS: usize = 4;
 /// How long a query may wait for a connection to be made.
@@ -122,6 +125,18 @@ CREATE TABLE audit_starts(chain TEXT PRIMARY KEY, start_seq BIGINT NOT NULL, sta
 ALTER TABLE entries ADD COLUMN identity BYTEA;
 CREATE INDEX entries_by_identity ON entries(log, identity, idx) WHERE identity IS NOT NULL;
 ALTER TABLE queue ADD COLUMN identity BYTEA;
+",
+}, Migration {
+    version: 9,
+    name: "the TUF repository, shared by every instance",
+    // One row per published file (`N.root.json`, `timestamp.json`, `targets/<sha256>.<name>`…),
+    // with the generation that last wrote it; tuf_meta's generation moves once per write, so a
+    // follower polls one row and reads only the files past the generation it holds.
+    sql: "
+CREATE TABLE tuf_files(name TEXT PRIMARY KEY, bytes BYTEA NOT NULL, generation BIGINT NOT NULL);
+CREATE INDEX tuf_files_by_generation ON tuf_files(generation);
+CREATE TABLE tuf_meta(id INT PRIMARY KEY, generation BIGINT NOT NULL);
+INSERT INTO tuf_meta(id, generation) VALUES (1, 0);
 ",
 }];
 
@@ -374,6 +389,12 @@ impl PostgresStorage {
             let row = c.client.query_opt("SELECT holder FROM leases WHERE name = $1 AND expires_at >= now()", &[&LEASE]).await?;
             row.map(|r| r.try_get(0)).transpose()
         })
+    }
+
+    /// The lease this instance took, if it took one: whether it may act as the sequencer (a
+    /// takeover by another instance shows at its next write or renewal, which the epoch fences).
+    pub fn held_lease(&self) -> Option<Lease> {
+        self.fence.lock().clone()
     }
 
     /// Starts `f` on the backend's runtime, bounded by `timeout` if given.
@@ -704,21 +725,27 @@ impl Queue for PostgresStorage {
     }
 }
 
+/// Checks, inside `tx`, that `lease` is still the sequencer lease. The lease row stays locked
+/// until `tx` ends, so a takeover (which updates the row) waits for it, and the new holder's
+/// view includes what `tx` writes. After a takeover this reads the new epoch, and the caller
+/// writes nothing.
+async fn check_fence(tx: &tokio_postgres::Transaction<'_>, lease: &Lease) -> Result<(), StorageError> {
+    let row = tx.query_opt("SELECT holder, epoch FROM leases WHERE name = $1 FOR UPDATE", &[&LEASE]).await.map_err(classify)?;
+    let current: Option<(String, i64)> = row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose().map_err(classify)?;
+    if current.as_ref().is_none_or(|(h, e)| *h != lease.holder || *e != lease.epoch) {
+        let by = current.map_or_else(|| "nobody".to_string(), |(h, e)| format!("{h} (epoch {e})"));
+        return Err(StorageError::Fenced(format!("this instance's sequencer lease (epoch {}) is now held by {by}", lease.epoch)));
+    }
+    Ok(())
+}
+
 /// One batch in one transaction: the checkpoint, moved only from the size this batch extends
 /// (see [`Storage::commit`]), then the entries (one multi-row insert) and the tiles.
 async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Result<(), StorageError> {
     let tx = client.transaction().await.map_err(classify)?;
     let log = batch.log as i16;
     if let Some(lease) = fence {
-        // The lease row is locked until this commit ends, so a takeover (which updates the
-        // row) waits for it, and the new holder's view of the log includes it. After a
-        // takeover this reads the new epoch, and nothing is written.
-        let row = tx.query_opt("SELECT holder, epoch FROM leases WHERE name = $1 FOR UPDATE", &[&LEASE]).await.map_err(classify)?;
-        let current: Option<(String, i64)> = row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose().map_err(classify)?;
-        if current.as_ref().is_none_or(|(h, e)| *h != lease.holder || *e != lease.epoch) {
-            let by = current.map_or_else(|| "nobody".to_string(), |(h, e)| format!("{h} (epoch {e})"));
-            return Err(StorageError::Fenced(format!("this instance's sequencer lease (epoch {}) is now held by {by}", lease.epoch)));
-        }
+        check_fence(&tx, lease).await?;
     }
     // The checkpoint first: the compare-and-swap also locks its row, so concurrent writers of
     // one log queue here, and a stale one learns that rather than a key collision.

@@ -30,6 +30,13 @@ pub async fn tuf_file(State(state): State<Arc<AppState>>, Path(file): Path<Strin
     let Some(tuf) = &state.tuf else {
         return Err(ApiError::not_found("this instance serves no TUF repository ([tuf] enabled = false)"));
     };
+    if !tuf.published() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "the TUF repository is not published yet: the instance that sequences this database publishes it",
+        )
+        .with_header("retry-after", "1"));
+    }
     match tuf.file(&file) {
         Some(bytes) => {
             let kind = if file.ends_with(".json") { "application/json" } else { "application/octet-stream" };

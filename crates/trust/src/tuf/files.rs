@@ -18,6 +18,11 @@ fn publishable(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('.') && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
+/// A name under `/tuf/` as [`Files`] holds it: a metadata file, or `targets/` and a target file.
+pub fn publishable_path(name: &str) -> bool {
+    publishable(name.strip_prefix("targets/").unwrap_or(name))
+}
+
 impl Files {
     /// Reads the metadata in `dir` and the targets in `dir/targets`.
     pub fn load(dir: &Path) -> Result<Files, TufError> {
@@ -39,6 +44,25 @@ impl Files {
             }
         }
         Ok(Files { by_name })
+    }
+
+    /// Adds (or replaces) one file; a name the repository would never write is refused.
+    pub fn insert(&mut self, name: &str, bytes: Bytes) -> Result<(), TufError> {
+        if !publishable_path(name) {
+            return Err(TufError::Corrupt { path: name.into(), msg: "not a name a TUF repository publishes".into() });
+        }
+        self.by_name.insert(name.to_string(), bytes);
+        Ok(())
+    }
+
+    /// Every file, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Bytes)> {
+        self.by_name.iter().map(|(n, b)| (n.as_str(), b))
+    }
+
+    /// The files that `base` lacks or holds with other bytes.
+    pub fn changed_from(&self, base: &Files) -> Vec<(String, Bytes)> {
+        self.by_name.iter().filter(|(n, b)| base.by_name.get(*n) != Some(*b)).map(|(n, b)| (n.clone(), b.clone())).collect()
     }
 
     pub fn get(&self, name: &str) -> Option<Bytes> {
@@ -72,5 +96,21 @@ mod tests {
         assert_eq!(files.get("targets/ab.trusted_root.json").as_deref(), Some(&b"t"[..]));
         assert!(files.get(".timestamp.json.tmp1").is_none());
         assert!(files.get("../1.root.json").is_none());
+    }
+
+    #[test]
+    fn changes_are_what_the_base_lacks_or_holds_otherwise() {
+        let mut base = Files::default();
+        base.insert("1.root.json", Bytes::from_static(b"r")).unwrap();
+        base.insert("timestamp.json", Bytes::from_static(b"t1")).unwrap();
+        let mut now = base.clone();
+        now.insert("timestamp.json", Bytes::from_static(b"t2")).unwrap();
+        now.insert("targets/ab.trusted_root.json", Bytes::from_static(b"x")).unwrap();
+        let mut changed: Vec<_> = now.changed_from(&base).into_iter().map(|(n, _)| n).collect();
+        changed.sort();
+        assert_eq!(changed, ["targets/ab.trusted_root.json", "timestamp.json"]);
+        for bad in ["../keys/tuf-root.pem", "targets/../x", ".timestamp.json.tmp", "targets/", "a/b.json"] {
+            assert!(now.insert(bad, Bytes::new()).is_err(), "{bad}");
+        }
     }
 }

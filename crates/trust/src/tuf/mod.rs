@@ -6,6 +6,8 @@
 //!   documents change, its snapshot and timestamp re-signed before they expire. Signing and
 //!   the metadata format are `tough`'s.
 //! - [`files`]: the published files, held in memory for `GET /tuf/…`.
+//! - [`mirror`]: the repository as a copy of one published elsewhere (a database shared by
+//!   several instances): brought up to date from it, and what a signing changed, to store back.
 //!
 //! The layout is Sigstore's: consistent snapshots, so metadata is `N.root.json`,
 //! `N.targets.json`, `N.snapshot.json` and `timestamp.json`, and each target is
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 pub mod files;
 pub mod keys;
+pub mod mirror;
 pub mod repo;
 
 pub use files::Files;

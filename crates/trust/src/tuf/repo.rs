@@ -57,13 +57,13 @@ impl Status {
 }
 
 /// The current signed metadata.
-struct Current {
-    root: Signed<Root>,
-    targets: Signed<Targets>,
+pub(super) struct Current {
+    pub(super) root: Signed<Root>,
+    pub(super) targets: Signed<Targets>,
     targets_bytes: Vec<u8>,
-    snapshot: Signed<Snapshot>,
+    pub(super) snapshot: Signed<Snapshot>,
     snapshot_bytes: Vec<u8>,
-    timestamp: Signed<Timestamp>,
+    pub(super) timestamp: Signed<Timestamp>,
 }
 
 pub struct Repository {
@@ -112,7 +112,7 @@ impl Repository {
         self.dir.join("1.root.json").exists()
     }
 
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), TufError> {
+    pub(super) fn write(&self, name: &str, bytes: &[u8]) -> Result<(), TufError> {
         let path = self.dir.join(name);
         signet_core::files::write_atomic(&path, bytes, 0o644).map_err(|source| TufError::Io { path, source })
     }
@@ -233,7 +233,7 @@ impl Repository {
     }
 
     /// The newest root's file name: roots are never removed, so the chain has no gap.
-    fn newest_root_name(&self) -> String {
+    pub(super) fn newest_root_name(&self) -> String {
         let mut n = 1u64;
         while self.dir.join(format!("{}.root.json", n + 1)).exists() {
             n += 1;
@@ -247,7 +247,7 @@ impl Repository {
         std::fs::read(&path).map_err(|source| TufError::Io { path, source })
     }
 
-    fn current(&self) -> Result<Current, TufError> {
+    pub(super) fn current(&self) -> Result<Current, TufError> {
         let (root, _) = self.read::<Signed<Root>>(&self.newest_root_name())?;
         let (timestamp, _) = self.read::<Signed<Timestamp>>("timestamp.json")?;
         let corrupt = |name: &str, msg: &str| TufError::Corrupt { path: self.dir.join(name), msg: msg.into() };
