@@ -243,8 +243,8 @@ fn sign(repo_dir: &Path, keys_dir: &Path, trust: &Path, expiry: &Expiry) -> Exit
         } else {
             repo.sign_targets(&keys, expiry, &docs, now).await.map(|v| {
                 format!(
-                    "signed {v}.targets.json; copy it and targets/ into the instance's <data dir>/tuf, and the server publishes \
-                     it (a snapshot and timestamp) within {} s",
+                    "signed {v}.targets.json; copy it and targets/ into the instance's <data dir>/tuf (on PostgreSQL: the \
+                     sequencing instance's), and the server publishes it (a snapshot and timestamp) within {} s",
                     signet_server::tuf::check_every(expiry).as_secs()
                 )
             })
