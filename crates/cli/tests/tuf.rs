@@ -130,18 +130,6 @@ fn signet(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap()
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn with_the_targets_key_offline_a_copy_is_signed_and_the_server_publishes_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -96,18 +96,6 @@ fn wait_for(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn instances_on_one_database_serve_one_repository_and_a_takeover_signs_on_from_it() {
     let Some(db) = postgres_database() else { return };

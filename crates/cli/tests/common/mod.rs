@@ -214,3 +214,16 @@ pub fn cert_request(oidc: &str, email: &str) -> Vec<u8> {
         "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": key}, "proofOfPossession": b64::encode(pop.as_ref())}});
     serde_json::to_vec(&body).unwrap()
 }
+
+/// Copies a directory tree (a data dir) file by file.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
