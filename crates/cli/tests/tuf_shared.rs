@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
