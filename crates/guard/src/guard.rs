@@ -229,8 +229,11 @@ fn keep_in_step(guard: Weak<Guard>, store: Store, pending: mpsc::Receiver<StoreO
             if let Err(e) = guard.reload(&store) {
                 tracing::error!("rereading the guard store: {e}");
             }
-            // Bans imposed while rereading are still queued: put them back in memory too.
-            while let Ok(op) = pending.try_recv() {
+            // Bans imposed while rereading are still queued: put them back in memory too. Only
+            // until the next poll is due: bans arriving faster than they are written would
+            // otherwise hold this loop forever (the rest are applied by the loop above).
+            while Instant::now() < next_poll {
+                let Ok(op) = pending.try_recv() else { break };
                 apply(&Arc::downgrade(&guard), &store, op);
             }
         }

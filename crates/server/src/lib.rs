@@ -151,7 +151,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
-    let _ = app_slot.set(api::router(state).layer(axum::middleware::from_fn_with_state(access, access::layer)));
+    let _ = app_slot.set(api::router(state, access));
     lifecycle.ready();
     tracing::info!(
         listen = %local,

@@ -69,9 +69,15 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
         let refused = self.log.refusing();
-        let (client, role, cert) = client_of(&self.guard, &request);
+        let (client, role, cert, identity) = client_of(&self.guard, &request);
+        // The authn layer inside takes an identity it finds rather than authenticating the
+        // token again (a SHA-256 and a lookup saved per request). Only where it would have
+        // found the same one itself, and only when it is in the stack.
+        if let Some(identity) = identity.filter(|_| self.guard.config.active()) {
+            request.extensions_mut().insert(identity);
+        }
         let pending = Pending {
             log: self.log.clone(),
             start: Instant::now(),
@@ -125,7 +131,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
         if let Some(w) = this.waiting.as_mut() {
             let durable = std::task::ready!(Pin::new(&mut w.durable).poll(cx));
             return Poll::Ready(Ok(match this.waiting.take() {
@@ -134,9 +140,14 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
                 None => unavailable_anyway(),
             }));
         }
-        let (response, gated) = match (this.inner.as_pin_mut(), this.refused.take()) {
+        let (response, gated) = match (this.inner.as_mut().as_pin_mut(), this.refused.take()) {
             (Some(inner), _) => match std::task::ready!(inner.poll(cx)) {
-                Ok(response) => (response, false),
+                Ok(response) => {
+                    // Freed now, on the thread that allocated it, rather than after the wait
+                    // for the record, maybe on another worker (mimalloc's costly path).
+                    this.inner.set(None);
+                    (response, false)
+                }
             },
             (None, Some(refused)) => (refused, true),
             // Polled after it completed.
@@ -195,8 +206,10 @@ fn unavailable_anyway() -> Response {
 
 /// Who the request comes from, as the layers inside will name it: its API token, else the
 /// client certificate `[guard.mtls]` maps, else its address; with its role, and the
-/// certificate's SAN when the connection presented one.
-fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>, Option<Arc<str>>) {
+/// certificate's SAN when the connection presented one. Last, the identity the authn layer
+/// would attach: a valid token's, or without a token the mapped certificate's (never when a
+/// token was sent and did not authenticate: that is authn's 401 to give).
+fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>, Option<Arc<str>>, Option<Identity>) {
     let certificate = request.extensions().get::<ClientCertificate>();
     let by_certificate = certificate.and_then(|c| guard.certificate_identity(c));
     let san = match &by_certificate {
@@ -204,10 +217,13 @@ fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>
         _ => certificate.and_then(|c| c.sans().first()).map(|s| Arc::from(s.as_str())),
     };
     match bearer(request).and_then(|t| guard.authenticate(t)) {
-        Some(Ok(identity)) => (identity.principal.client_key(), Some(identity.role), san),
-        _ => match by_certificate {
-            Some(identity) => (identity.principal.client_key(), Some(identity.role), san),
-            None => (guard.keying.key_of(request), None, san),
+        Some(Ok(identity)) => (identity.principal.client_key(), Some(identity.role.clone()), san, Some(identity)),
+        sent => match by_certificate {
+            Some(identity) => {
+                let attach = sent.is_none().then(|| identity.clone());
+                (identity.principal.client_key(), Some(identity.role), san, attach)
+            }
+            None => (guard.keying.key_of(request), None, san, None),
         },
     }
 }
