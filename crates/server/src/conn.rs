@@ -17,6 +17,8 @@
 //! - **Shutdown.** When `shutdown` resolves, the listener closes, open connections are told
 //!   to finish (HTTP/1 stops keep-alive, HTTP/2 sends GOAWAY), and after at most
 //!   `shutdown_grace_secs` whatever is left is dropped.
+//! - **close_notify.** Over TLS every close says so, the dropped ones included (a timeout,
+//!   the end of the grace): a client can tell a finished connection from a cut one.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -33,7 +35,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use signet_tls::Acceptor;
+use signet_tls::{Acceptor, ServerStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -235,13 +237,48 @@ impl Activity {
     }
 }
 
-/// A stream that notes the time of every read and write that moved bytes.
-struct Watched<S> {
+/// A stream that notes the time of every read and write that moved bytes, and that says
+/// goodbye when dropped ([`CloseOnDrop`]).
+struct Watched<S: CloseOnDrop> {
     inner: S,
     activity: Arc<Activity>,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+/// What a connection's stream does when the connection is dropped rather than shut down.
+/// hyper shuts a stream down (TLS close_notify, then FIN) only when it closes gracefully;
+/// a connection ended by the header or idle timeout, or by the end of the shutdown grace, is
+/// dropped, and a TLS client then sees a truncation (an EOF without close_notify) where
+/// there was none.
+trait CloseOnDrop {
+    fn close_now(&mut self) {}
+}
+
+impl CloseOnDrop for TcpStream {}
+
+impl CloseOnDrop for ServerStream {
+    /// Queues close_notify and writes it if the socket takes it now: best effort, never a
+    /// wait (a second one after a graceful close is not sent: both libraries keep track).
+    fn close_now(&mut self) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self {
+            ServerStream::Rustls(s) => {
+                s.get_mut().1.send_close_notify();
+                let _ = Pin::new(&mut **s).poll_flush(&mut cx);
+            }
+            ServerStream::Openssl(s) => {
+                let _ = Pin::new(&mut **s).poll_shutdown(&mut cx);
+            }
+        }
+    }
+}
+
+impl<S: CloseOnDrop> Drop for Watched<S> {
+    fn drop(&mut self) {
+        self.inner.close_now();
+    }
+}
+
+impl<S: AsyncRead + CloseOnDrop + Unpin> AsyncRead for Watched<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
@@ -252,7 +289,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+impl<S: AsyncWrite + CloseOnDrop + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
