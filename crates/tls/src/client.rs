@@ -51,20 +51,38 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, TrustError> {
     Ok(Arc::new(config))
 }
 
+/// The platform's roots, read and parsed once per process (a few ms for ~150 certificates:
+/// report 002 paid it per handshake). A store that could not be read is not cached.
+fn platform_roots() -> Result<RootCertStore, TrustError> {
+    static LOADED: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
+    if let Some(store) = LOADED.get() {
+        return Ok(store.clone());
+    }
+    let mut store = RootCertStore::empty();
+    LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let found = rustls_native_certs::load_native_certs();
+    let (added, _ignored) = store.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        return Err(TrustError::Platform(format!(
+            "none found ({}); install ca-certificates or configure a CA bundle file",
+            if errors.is_empty() { "the store is empty".to_string() } else { errors.join("; ") }
+        )));
+    }
+    Ok(LOADED.get_or_init(|| store).clone())
+}
+
+static LOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many times this process read the platform's store (for tests).
+pub fn platform_loads() -> usize {
+    LOADS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn roots(trust: &Trust) -> Result<RootCertStore, TrustError> {
     let mut store = RootCertStore::empty();
     match trust {
-        Trust::Platform => {
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _ignored) = store.add_parsable_certificates(found.certs);
-            if added == 0 {
-                let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-                return Err(TrustError::Platform(format!(
-                    "none found ({}); install ca-certificates or configure a CA bundle file",
-                    if errors.is_empty() { "the store is empty".to_string() } else { errors.join("; ") }
-                )));
-            }
-        }
+        Trust::Platform => store = platform_roots()?,
         Trust::PemFile(path) => {
             let bundle = |why: String| TrustError::Bundle { path: path.display().to_string(), why };
             let pem = std::fs::read(path).map_err(|e| bundle(e.to_string()))?;

@@ -25,6 +25,8 @@ use crate::openssl_acceptor::OpensslAcceptor;
 use crate::rustls_acceptor::RustlsAcceptor;
 use crate::testing::TestPki;
 
+mod client;
+
 /// The largest TLS record's plaintext (RFC 8446 §5.1), report 003's biggest payload.
 const RECORD: usize = 16 * 1024;
 
@@ -35,13 +37,16 @@ pub fn suite() -> Suite {
     let b = |id, about, run| Bench { id, about, run };
     Suite {
         name: "tls",
-        about: "the TLS layer: handshakes and 16 KiB records through the rustls and OpenSSL acceptors",
+        about: "the TLS layer: handshakes and 16 KiB records through the rustls and OpenSSL acceptors; the client side (report 002): trust store, signature verification, a 16 B record",
         benches: vec![
             b("tls/handshake/rustls", "a full TLS 1.3 handshake (X25519, ECDSA P-256 certificate, ALPN) between a rustls client and the rustls acceptor, in memory", handshake_rustls),
             b("tls/handshake/openssl", "the same handshake against the OpenSSL acceptor", handshake_openssl),
             b("tls/record_16k/rustls", "16 KiB of application data from the rustls acceptor's side to the client: one AES-256-GCM record sealed and opened", record_rustls),
             b("tls/record_16k/openssl", "the same record from the OpenSSL acceptor's side", record_openssl),
-        ],
+        ]
+        .into_iter()
+        .chain(client::benches())
+        .collect(),
     }
 }
 
