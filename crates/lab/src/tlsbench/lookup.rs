@@ -8,7 +8,7 @@
 //! sources, and a cell is the median of its rounds, so that a noisy second on a shared machine
 //! falls on all sources alike.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -108,17 +108,13 @@ pub fn run_lookup(spec: &LookupSpec, progress: &mut dyn FnMut(String)) -> Result
     // samples[subject][thread count] = ns per lookup of each round.
     let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); spec.threads.len()]; subjects.len()];
     let mut lookups = vec![0u64; subjects.len()];
-    for round in 0..spec.rounds {
-        // Alternate the order, so that no source always runs right after another's heavy round.
-        let order: Vec<usize> = if round % 2 == 0 { (0..subjects.len()).collect() } else { (0..subjects.len()).rev().collect() };
-        for i in order {
-            for (t, &threads) in spec.threads.iter().enumerate() {
-                let (ns, n) = measure(&subjects[i].acceptor, threads, spec.round);
-                samples[i][t].push(ns);
-                lookups[i] += n;
-            }
-        }
-        progress(format!("round {}/{} done", round + 1, spec.rounds));
+    let acceptors: Vec<&Acceptor> = subjects.iter().map(|s| &s.acceptor).collect();
+    for (t, &threads) in spec.threads.iter().enumerate() {
+        measure(&acceptors, threads, spec.rounds, spec.round, &mut |i, ns, n| {
+            samples[i][t].push(ns);
+            lookups[i] += n;
+        });
+        progress(format!("{threads} thread(s): {} rounds done", spec.rounds));
     }
     let rows = subjects
         .iter()
@@ -134,16 +130,21 @@ pub fn run_lookup(spec: &LookupSpec, progress: &mut dyn FnMut(String)) -> Result
     Ok(LookupReport { cores, rounds: spec.rounds, round_ms: spec.round.as_secs_f64() * 1e3, rows })
 }
 
-/// One round: `threads` threads look up for `round`; ns per lookup (wall / all lookups) and
-/// the number of lookups.
-fn measure(acceptor: &Acceptor, threads: usize, round: Duration) -> (f64, u64) {
+/// `rounds` rounds over every acceptor, in alternating order, on one pool of `threads`
+/// threads (made once: creating 32 threads per round costs more than a short round on a
+/// loaded machine). `record` gets, per round and acceptor, the ns per lookup (the round's
+/// wall time / the lookups of all threads) and the number of lookups.
+fn measure(acceptors: &[&Acceptor], threads: usize, rounds: usize, round: Duration, record: &mut dyn FnMut(usize, f64, u64)) {
+    // The acceptor measured now; past the end: the pool's threads return.
+    let current = AtomicUsize::new(usize::MAX);
     let stop = AtomicBool::new(false);
     let total = AtomicU64::new(0);
-    let start = Barrier::new(threads + 1);
-    let elapsed = std::thread::scope(|scope| {
+    let (start, done) = (Barrier::new(threads + 1), Barrier::new(threads + 1));
+    std::thread::scope(|scope| {
         for _ in 0..threads {
-            scope.spawn(|| {
+            scope.spawn(|| loop {
                 start.wait();
+                let Some(acceptor) = acceptors.get(current.load(Ordering::Acquire)) else { return };
                 let mut n = 0u64;
                 // Lookups in batches that grow while they take under 20 µs: the flag's load
                 // stays out of a fast lookup's figure, and a slow one (reload) still stops
@@ -160,18 +161,30 @@ fn measure(acceptor: &Acceptor, threads: usize, round: Duration) -> (f64, u64) {
                     }
                 }
                 total.fetch_add(n, Ordering::Relaxed);
+                done.wait();
             });
         }
+        for r in 0..rounds {
+            // Alternate the order, so that no acceptor always runs right after another's heavy round.
+            let order: Vec<usize> = if r % 2 == 0 { (0..acceptors.len()).collect() } else { (0..acceptors.len()).rev().collect() };
+            for i in order {
+                current.store(i, Ordering::Release);
+                stop.store(false, Ordering::Relaxed);
+                total.store(0, Ordering::Relaxed);
+                start.wait();
+                let began = Instant::now();
+                std::thread::sleep(round);
+                stop.store(true, Ordering::Relaxed);
+                done.wait();
+                // The wall time includes every thread's last batch, whose lookups are counted.
+                let wall = began.elapsed();
+                let n = total.load(Ordering::Relaxed).max(1);
+                record(i, wall.as_nanos() as f64 / n as f64, n);
+            }
+        }
+        current.store(usize::MAX, Ordering::Release);
         start.wait();
-        let began = Instant::now();
-        std::thread::sleep(round);
-        stop.store(true, Ordering::Relaxed);
-        began
     });
-    // The scope joined every thread: the wall time includes their last batch.
-    let wall = elapsed.elapsed();
-    let n = total.load(Ordering::Relaxed).max(1);
-    (wall.as_nanos() as f64 / n as f64, n)
 }
 
 fn median(values: &mut [f64]) -> f64 {
