@@ -3,12 +3,12 @@
 //! ([`Acceptor::lookup`]: what the rustls resolver or the OpenSSL acceptor does, without the
 //! handshake around it), on one thread and on many at once.
 //!
-//! The figure is Go's `b.RunParallel` one, which report 000 used: wall time of a round divided
-//! by the lookups all threads completed in it. Rounds are short and interleaved across the
+//! The figure is Go's `b.RunParallel` one, which report 000 used: the wall time of a round
+//! divided by the lookups all threads completed in it. Rounds are short and interleaved across the
 //! sources, and a cell is the median of its rounds, so that a noisy second on a shared machine
 //! falls on all sources alike.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -132,35 +132,59 @@ pub fn run_lookup(spec: &LookupSpec, progress: &mut dyn FnMut(String)) -> Result
 
 /// `rounds` rounds over every acceptor, in alternating order, on one pool of `threads`
 /// threads (made once: creating 32 threads per round costs more than a short round on a
-/// loaded machine). `record` gets, per round and acceptor, the ns per lookup (the round's
-/// wall time / the lookups of all threads) and the number of lookups.
+/// loaded machine). `record` gets, per round and acceptor, the ns per lookup and the number
+/// of lookups.
+///
+/// A round is a window of `round` that opens when the first thread starts; only batches that
+/// end inside it count, and ns per lookup is the window / those lookups. With more threads
+/// than cores, a thread may be woken long after the window opened or closed: timing the
+/// window in the threads (not in the coordinating thread, which may itself wait for a core)
+/// keeps those waits out of the figure.
 fn measure(acceptors: &[&Acceptor], threads: usize, rounds: usize, round: Duration, record: &mut dyn FnMut(usize, f64, u64)) {
     // The acceptor measured now; past the end: the pool's threads return.
     let current = AtomicUsize::new(usize::MAX);
-    let stop = AtomicBool::new(false);
     let total = AtomicU64::new(0);
+    // When the window opened, in ns since `epoch`; 0 until the first thread starts.
+    let epoch = Instant::now();
+    let opened = AtomicU64::new(0);
     let (start, done) = (Barrier::new(threads + 1), Barrier::new(threads + 1));
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
                 start.wait();
                 let Some(acceptor) = acceptors.get(current.load(Ordering::Acquire)) else { return };
-                let mut n = 0u64;
-                // Lookups in batches that grow while they take under 20 µs: the flag's load
-                // stays out of a fast lookup's figure, and a slow one (reload) still stops
-                // at once rather than finish a long batch on every thread.
+                let now = (epoch.elapsed().as_nanos() as u64).max(1);
+                let opened_at = match opened.compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => now,
+                    Err(first) => first,
+                };
+                let deadline = epoch + Duration::from_nanos(opened_at) + round;
+                // In half lookups: a batch that the deadline cut counts as half done (the
+                // thread may have been preempted anywhere in it), which matters for slow
+                // lookups when 32 threads share 2 cores.
+                let mut halves = 0u64;
+                // Batches grow while they take under 20 µs: the clock read stays out of a fast
+                // lookup's figure, and a slow one (reload) is checked after every lookup.
                 let mut batch = 1u64;
-                while !stop.load(Ordering::Relaxed) {
+                loop {
                     let began = Instant::now();
+                    if began >= deadline {
+                        break;
+                    }
                     for _ in 0..batch {
                         acceptor.lookup();
                     }
-                    n += batch;
-                    if batch < 256 && began.elapsed() < Duration::from_micros(20) {
+                    let ended = Instant::now();
+                    if ended > deadline {
+                        halves += batch;
+                        break;
+                    }
+                    halves += 2 * batch;
+                    if batch < 256 && ended - began < Duration::from_micros(20) {
                         batch *= 2;
                     }
                 }
-                total.fetch_add(n, Ordering::Relaxed);
+                total.fetch_add(halves, Ordering::Relaxed);
                 done.wait();
             });
         }
@@ -169,17 +193,12 @@ fn measure(acceptors: &[&Acceptor], threads: usize, rounds: usize, round: Durati
             let order: Vec<usize> = if r % 2 == 0 { (0..acceptors.len()).collect() } else { (0..acceptors.len()).rev().collect() };
             for i in order {
                 current.store(i, Ordering::Release);
-                stop.store(false, Ordering::Relaxed);
                 total.store(0, Ordering::Relaxed);
+                opened.store(0, Ordering::Relaxed);
                 start.wait();
-                let began = Instant::now();
-                std::thread::sleep(round);
-                stop.store(true, Ordering::Relaxed);
                 done.wait();
-                // The wall time includes every thread's last batch, whose lookups are counted.
-                let wall = began.elapsed();
-                let n = total.load(Ordering::Relaxed).max(1);
-                record(i, wall.as_nanos() as f64 / n as f64, n);
+                let lookups = total.load(Ordering::Relaxed).max(1) as f64 / 2.0;
+                record(i, round.as_nanos() as f64 / lookups, lookups as u64);
             }
         }
         current.store(usize::MAX, Ordering::Release);
