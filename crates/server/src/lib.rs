@@ -165,7 +165,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         listen = %local,
         scheme = cfg.scheme(),
         url = %url,
-        tls = %startup.tls,
+        tls = startup.tls.as_str(),
         storage = %startup.storage,
         guard = %startup.guard,
         audit = startup.audit,
