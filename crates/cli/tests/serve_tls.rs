@@ -117,6 +117,22 @@ fn bad_tls_settings_exit_2_with_one_line() {
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &cert, "--tls-client-auth", "sometimes"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("expected optional or required"), "{err}");
+    // Certificate sources: each mistake names the key.
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-source", "uncached"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.source") && err.contains("expected file, watch, reload or cached"), "{err}");
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-cache-ttl", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.cache_ttl_secs") && err.contains("cached"), "the TTL without the cached source: {err}");
+    for ttl in ["0", "86400"] {
+        let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-source", "cached", "--tls-cache-ttl", ttl]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("tls.cache_ttl_secs") && err.contains("1..=3600"), "{ttl}: {err}");
+    }
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &wrong_key, "--tls-source", "reload"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("does not match certificate"), "reload starts only with a good pair: {err}");
+
     let config = write(dir.path(), "mtls.toml", "[guard.mtls]\nroles = { \"spiffe://x/ci\" = \"publisher\" }\n");
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--config", &config]);
     assert_eq!(code, Some(2), "{err}");
@@ -279,5 +295,91 @@ fn the_watch_source_serves_a_swapped_or_rewritten_certificate_at_once() {
         assert!(value("signet_tls_certificate_reloads_total{outcome=\"invalid\"} ") >= Some(1.0), "{backend}: {metrics}");
         let lag = value("signet_tls_certificate_reload_lag_seconds ").unwrap_or_else(|| panic!("{backend}: no reload lag"));
         assert!((0.0..5.0).contains(&lag), "{backend}: lag {lag}");
+    }
+}
+
+/// `--tls-source reload` and `cached` (report 000's modes), on both backends: reload presents a
+/// rewritten certificate at the very next handshake; cached presents its copy within the TTL
+/// and the new certificate after it; a corrupt file keeps the last good certificate and is
+/// counted; /metrics names the backend, its version and the source, and the time to expiry.
+#[test]
+fn the_reload_and_cached_sources_read_at_handshakes() {
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    let dir = tempfile::tempdir().unwrap();
+    let (pki_a, pki_b) = (TestPki::new(), TestPki::new());
+    let (a, b) = (pki_a.server_pem(), pki_b.server_pem());
+    let ca_a = write(dir.path(), "ca-a.pem", &pki_a.ca_pem);
+    let ca_b = write(dir.path(), "ca-b.pem", &pki_b.ca_pem);
+    // A new client config for every check: a resumed TLS session would skip the certificate.
+    let serves = |url: &str, ca: &str| {
+        Fetcher::new(signet_tls::client_config(&Trust::PemFile(ca.into())).unwrap()).with_timeout(Duration::from_secs(5)).get_json(url).is_ok()
+    };
+    // One handshake, and which of the two CAs' certificates it was shown.
+    let shown = |url: &str| match (serves(url, &ca_a), serves(url, &ca_b)) {
+        (true, false) => "A",
+        (false, true) => "B",
+        other => panic!("{url}: served {other:?}"),
+    };
+    let metrics = |url: &str, ca: &str| {
+        let (status, text) = curl(&format!("{url}/metrics"), ca, None);
+        assert_eq!(status, 200, "{text}");
+        text
+    };
+    let value = |text: &str, series: &str| text.lines().find_map(|l| l.strip_prefix(series)).and_then(|v| v.trim().parse::<f64>().ok());
+    let put = |cert: &str, key: &str, pem: &signet_tls::testing::ServerPem| {
+        std::fs::write(key, &pem.key).unwrap();
+        std::fs::write(cert, &pem.chain).unwrap();
+    };
+    let ttl = Duration::from_secs(2);
+
+    for backend in ["rustls", "openssl"] {
+        let (cert, key) = (write(dir.path(), &format!("{backend}.crt"), &a.chain), write(dir.path(), &format!("{backend}.key"), &a.key));
+        let data = dir.path().join(format!("data-reload-{backend}"));
+        let server = Server::start(&data, &["--tls-cert", &cert, "--tls-key", &key, "--tls-backend", backend, "--tls-source", "reload"]);
+        let health = format!("{}/healthz", server.url);
+        assert_eq!(shown(&health), "A", "{backend}");
+        // Checked once, at once: no timer and no event is waited for.
+        put(&cert, &key, &b);
+        assert_eq!(shown(&health), "B", "{backend}: reload, the very next handshake");
+        let errors_before = value(&metrics(&server.url, &ca_b), "signet_tls_certificate_validation_errors_total ").unwrap();
+        std::fs::write(&cert, &a.chain[..a.chain.len() / 2]).unwrap();
+        assert_eq!(shown(&health), "B", "{backend}: a half-written certificate keeps the last good one");
+        let text = metrics(&server.url, &ca_b);
+        assert!(value(&text, "signet_tls_certificate_validation_errors_total ").unwrap() > errors_before, "{backend}: {text}");
+        assert!(value(&text, "signet_tls_certificate_loads_total ").unwrap() >= 5.0, "{backend}: a read per handshake: {text}");
+        let info = text.lines().find(|l| l.starts_with("signet_tls_info{")).unwrap_or_else(|| panic!("{backend}: no signet_tls_info: {text}"));
+        let version = if backend == "rustls" { "version=\"0." } else { "version=\"OpenSSL 3" };
+        assert!(info.starts_with(&format!("signet_tls_info{{backend=\"{backend}\",")) && info.contains(version) && info.ends_with(",source=\"reload\"} 1"), "{info}");
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as f64;
+        let expiry = value(&text, "signet_certificate_expiry_timestamp_seconds{certificate=\"tls\"} ").unwrap();
+        let left = value(&text, "signet_tls_certificate_expiry_seconds ").unwrap_or_else(|| panic!("{backend}: no expiry seconds: {text}"));
+        assert!(left > 0.0 && (left - (expiry - now)).abs() < 60.0, "{backend}: {left} s left, expiry at {expiry}");
+        drop(server);
+
+        put(&cert, &key, &a);
+        let data = dir.path().join(format!("data-cached-{backend}"));
+        let server = Server::start(
+            &data,
+            &["--tls-cert", &cert, "--tls-key", &key, "--tls-backend", backend, "--tls-source", "cached", "--tls-cache-ttl", &ttl.as_secs().to_string()],
+        );
+        let health = format!("{}/healthz", server.url);
+        // The copy read at startup has expired: this handshake reads A again, and starts a TTL.
+        std::thread::sleep(ttl + Duration::from_millis(100));
+        let read = Instant::now();
+        assert_eq!(shown(&health), "A", "{backend}");
+        put(&cert, &key, &b);
+        assert_eq!(shown(&health), "A", "{backend}: cached, within the TTL");
+        assert!(read.elapsed() < ttl, "{backend}: the within-TTL check ran late ({:?}); the result says nothing", read.elapsed());
+        std::thread::sleep((read + ttl + Duration::from_millis(200)).saturating_duration_since(Instant::now()));
+        assert_eq!(shown(&health), "B", "{backend}: cached, after the TTL");
+        // Corrupt at the next expiry: B stays.
+        std::fs::write(&key, "not a key\n").unwrap();
+        std::thread::sleep(ttl + Duration::from_millis(200));
+        assert_eq!(shown(&health), "B", "{backend}: a corrupt key keeps the last good pair");
+        let text = metrics(&server.url, &ca_b);
+        assert!(value(&text, "signet_tls_certificate_cache_lookups_total{result=\"miss\"} ").unwrap() >= 3.0, "{backend}: {text}");
+        assert!(value(&text, "signet_tls_certificate_cache_lookups_total{result=\"hit\"} ").unwrap() >= 1.0, "{backend}: {text}");
+        assert!(value(&text, "signet_tls_certificate_validation_errors_total ").unwrap() >= 1.0, "{backend}: {text}");
+        assert!(text.contains(",source=\"cached\"} 1\n"), "{backend}: {text}");
     }
 }

@@ -49,3 +49,31 @@ fn bad_specs_are_usage_errors() {
     let err = tlsbench::run(&s, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("--target needs --ca-file"), "{err}");
 }
+
+/// `signet bench tls lookup` in small: every source on both backends, at 1 and 4 threads; the
+/// per-handshake read (reload) costs far more than an atomic load (file), as report 000 found.
+#[test]
+fn the_lookup_bench_measures_every_source_and_reload_reads_the_disk() {
+    use signet_lab::tlsbench::lookup::{run_lookup, LookupSpec};
+    let spec = LookupSpec { threads: vec![1, 4], rounds: 3, round: std::time::Duration::from_millis(15), ..LookupSpec::default() };
+    let report = run_lookup(&spec, &mut |_| {}).unwrap();
+    let names: Vec<(&str, &str)> = report.rows.iter().map(|r| (r.source.as_str(), r.backend.as_str())).collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+    for backend in ["rustls", "openssl"] {
+        for source in ["file", "watch", "cached", "reload"] {
+            assert!(names.contains(&(source, backend)), "{source} on {backend}: {names:?}");
+        }
+    }
+    let ns = |source: &str, backend: &str| report.rows.iter().find(|r| r.source == source && r.backend == backend).unwrap().ns_per_lookup[0].1;
+    for row in &report.rows {
+        assert!(row.lookups > 0 && row.ns_per_lookup.iter().all(|(_, ns)| ns.is_finite() && *ns > 0.0), "{row:?}");
+    }
+    for backend in ["rustls", "openssl"] {
+        assert!(ns("reload", backend) > 10.0 * ns("file", backend), "{backend}: reload {} ns, file {} ns", ns("reload", backend), ns("file", backend));
+    }
+    let table = report.table();
+    assert!(table.contains("| 4 threads ns/lookup |") && table.contains("~90 µs"), "{table}");
+
+    let bad = LookupSpec { threads: vec![0], ..LookupSpec::default() };
+    assert!(matches!(run_lookup(&bad, &mut |_| {}), Err(BenchError::Usage(_))));
+}

@@ -118,9 +118,12 @@ pub struct TlsSettings {
     pub backend: Option<String>,
     /// Seconds between two re-reads of the files; a changed pair is installed for new handshakes.
     pub reload_interval_secs: u64,
-    /// `file` (the default: re-read on the timer) or `watch` (also at once on an inotify
-    /// event in the files' directories).
+    /// `file` (the default: re-read on the timer), `watch` (also at once on an inotify
+    /// event in the files' directories), `reload` (read at every handshake) or `cached`
+    /// (read at a handshake once the copy is `cache_ttl_secs` old).
     pub source: Option<String>,
+    /// `cached` only: how long a read pair is served before a handshake reads the files again.
+    pub cache_ttl_secs: Option<u64>,
     /// mTLS: the PEM bundle of the CAs that issue client certificates, re-read like the pair.
     pub client_ca: Option<PathBuf>,
     /// `optional` (the default with `client_ca`) or `required`.
@@ -129,7 +132,16 @@ pub struct TlsSettings {
 
 impl Default for TlsSettings {
     fn default() -> Self {
-        TlsSettings { cert: None, key: None, backend: None, reload_interval_secs: 5, source: None, client_ca: None, client_auth: None }
+        TlsSettings {
+            cert: None,
+            key: None,
+            backend: None,
+            reload_interval_secs: 5,
+            source: None,
+            cache_ttl_secs: None,
+            client_ca: None,
+            client_auth: None,
+        }
     }
 }
 
@@ -142,12 +154,17 @@ impl TlsSettings {
         }
     }
 
-    /// What makes the files be read again: the timer, or (`watch`) inotify too.
-    pub fn trigger(&self) -> Result<signet_tls::Trigger, ConfigError> {
+    /// The certificate source: `file` unless `source` names another.
+    pub fn source(&self) -> Result<signet_tls::SourceKind, ConfigError> {
         match &self.source {
-            None => Ok(signet_tls::Trigger::Timer),
+            None => Ok(signet_tls::SourceKind::File),
             Some(name) => name.parse().map_err(|e: String| ConfigError::Invalid(format!("tls.source: {e}"))),
         }
+    }
+
+    /// The `cached` source's TTL: `cache_ttl_secs`, or report 000's 5 s.
+    pub fn cache_ttl(&self) -> std::time::Duration {
+        self.cache_ttl_secs.map_or(signet_tls::source::DEFAULT_CACHE_TTL, std::time::Duration::from_secs)
     }
 
     /// Whether signet serves HTTPS.
@@ -169,7 +186,17 @@ impl TlsSettings {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.backend()?;
-        self.trigger()?;
+        let source = self.source()?;
+        if let Some(ttl) = self.cache_ttl_secs {
+            if source != signet_tls::SourceKind::Cached {
+                return Err(ConfigError::Invalid(format!(
+                    "tls.cache_ttl_secs (--tls-cache-ttl) is for tls.source = \"cached\" (--tls-source cached); the source is {source}"
+                )));
+            }
+            if !(1..=3600).contains(&ttl) {
+                return Err(ConfigError::Invalid(format!("tls.cache_ttl_secs (--tls-cache-ttl) must be 1..=3600 seconds, not {ttl}")));
+            }
+        }
         if self.source.is_some() && self.cert.is_none() {
             return Err(ConfigError::Invalid("tls.source (--tls-source) needs tls.cert and tls.key (--tls-cert, --tls-key): it says how they are re-read".into()));
         }
@@ -461,6 +488,9 @@ impl Config {
         if let Some(v) = get("SIGNET_TLS_SOURCE") {
             self.tls.source = Some(v);
         }
+        if let Some(v) = get("SIGNET_TLS_CACHE_TTL_SECS") {
+            self.tls.cache_ttl_secs = Some(parse("SIGNET_TLS_CACHE_TTL_SECS", v)?);
+        }
         if let Some(v) = get("SIGNET_TLS_CLIENT_CA") {
             self.tls.client_ca = Some(PathBuf::from(v));
         }
@@ -744,6 +774,40 @@ mod tests {
         })
         .unwrap();
         assert_eq!((c.tls.cert.unwrap(), c.tls.backend.unwrap()), (PathBuf::from("/c"), "openssl".to_string()));
+    }
+
+    #[test]
+    fn tls_sources_and_the_cache_ttl() {
+        let tls = |extra: &str| toml::from_str::<Config>(&format!("dev = true\n[tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\n{extra}")).unwrap();
+        let c = tls("");
+        assert_eq!(c.tls.source().unwrap(), signet_tls::SourceKind::File);
+        for kind in signet_tls::SourceKind::ALL {
+            let c = tls(&format!("source = \"{kind}\"\n"));
+            c.validate().unwrap();
+            assert_eq!(c.tls.source().unwrap(), kind);
+        }
+        let c = tls("source = \"cached\"\n");
+        assert_eq!(c.tls.cache_ttl(), std::time::Duration::from_secs(5), "report 000's default");
+        let c = tls("source = \"cached\"\ncache_ttl_secs = 60\n");
+        c.validate().unwrap();
+        assert_eq!(c.tls.cache_ttl(), std::time::Duration::from_secs(60));
+
+        let err = tls("source = \"uncached\"\n").validate().unwrap_err().to_string();
+        assert!(err.contains("tls.source") && err.contains("expected file, watch, reload or cached"), "{err}");
+        let err = tls("cache_ttl_secs = 5\n").validate().unwrap_err().to_string();
+        assert!(err.contains("tls.cache_ttl_secs") && err.contains("the source is file"), "{err}");
+        let err = tls("source = \"reload\"\ncache_ttl_secs = 5\n").validate().unwrap_err().to_string();
+        assert!(err.contains("tls.cache_ttl_secs") && err.contains("the source is reload"), "{err}");
+        for bad in [0, 3601, i64::MAX as u64] {
+            let err = tls(&format!("source = \"cached\"\ncache_ttl_secs = {bad}\n")).validate().unwrap_err().to_string();
+            assert!(err.contains("tls.cache_ttl_secs") && err.contains("1..=3600"), "{bad}: {err}");
+        }
+
+        let mut c = tls("source = \"cached\"\n");
+        c.apply_env(|k| (k == "SIGNET_TLS_CACHE_TTL_SECS").then(|| "30".to_string())).unwrap();
+        assert_eq!(c.tls.cache_ttl_secs, Some(30));
+        let err = c.apply_env(|k| (k == "SIGNET_TLS_CACHE_TTL_SECS").then(|| "soon".to_string())).unwrap_err().to_string();
+        assert!(err.contains("SIGNET_TLS_CACHE_TTL_SECS"), "{err}");
     }
 
     #[test]

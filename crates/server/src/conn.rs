@@ -56,6 +56,8 @@ pub struct ConnStats {
     pub tls_handshake_seconds: signet_core::histogram::Histogram,
     /// The served certificate's notAfter (Unix seconds); 0 without TLS.
     pub tls_not_after: std::sync::atomic::AtomicI64,
+    /// The TLS backend and certificate source, for `signet_tls_info`; none without TLS.
+    pub tls_info: Option<(signet_tls::Backend, signet_tls::SourceKind)>,
 }
 
 /// The `outcome` label of `signet_tls_handshakes_total`, in [`ConnStats::tls_handshakes`]' order.
@@ -73,6 +75,7 @@ impl Default for ConnStats {
             tls_handshakes: Default::default(),
             tls_handshake_seconds: signet_core::histogram::Histogram::new(HANDSHAKE_SECONDS),
             tls_not_after: Default::default(),
+            tls_info: None,
         }
     }
 }

@@ -78,8 +78,13 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
                 source = source.with_client_ca(ca, mode);
             }
             let client = source.load_client_auth()?;
-            let acceptor = Acceptor::with_client_auth(cfg.tls.backend()?, &source.load()?, signet_tls::backend::HTTP_ALPN, client.as_ref())?;
-            Some((acceptor, source))
+            let (backend, kind) = (cfg.tls.backend()?, cfg.tls.source()?);
+            let alpn = signet_tls::backend::HTTP_ALPN;
+            let acceptor = match kind.freshness(cfg.tls.cache_ttl()) {
+                None => Acceptor::with_client_auth(backend, &source.load()?, alpn, client.as_ref())?,
+                Some(freshness) => Acceptor::per_handshake(backend, &source, freshness, alpn, client.as_ref())?,
+            };
+            Some((acceptor, source, kind))
         }
         _ => None,
     };
@@ -99,18 +104,21 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
 
     let lifecycle = Arc::new(lifecycle::Lifecycle::default());
     let app_slot: conn::AppSlot = Default::default();
-    let stats = Arc::new(conn::ConnStats::default());
+    let stats = Arc::new(conn::ConnStats { tls_info: tls.as_ref().map(|(a, _, kind)| (a.backend(), *kind)), ..Default::default() });
     let server = conn::Server {
         settings: cfg.http.clone(),
-        tls: tls.as_ref().map(|(a, _)| a.clone()),
+        tls: tls.as_ref().map(|(a, _, _)| a.clone()),
         app: app_slot.clone(),
         starting: api::ready::starting_router(),
         stats: stats.clone(),
     };
-    let trigger = cfg.tls.trigger()?;
-    let _reloading = tls
-        .as_ref()
-        .map(|(acceptor, source)| source.watch(acceptor.clone(), Duration::from_secs(cfg.tls.reload_interval_secs), trigger));
+    // file/watch re-read the pair here; reload/cached read it at handshakes, and only the
+    // client-CA bundle (if any) is re-read here.
+    let interval = Duration::from_secs(cfg.tls.reload_interval_secs);
+    let _reloading = tls.as_ref().and_then(|(acceptor, source, kind)| match kind.trigger() {
+        Some(trigger) => Some(source.watch(acceptor.clone(), interval, trigger)),
+        None => source.watch_client_ca(acceptor.clone(), interval),
+    });
     let (stop, stopped) = watch::channel(false);
     let accepting = tokio::spawn(server.run(listener, wait_for(stopped)));
 
@@ -157,7 +165,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         listen = %local,
         scheme = cfg.scheme(),
         url = %url,
-        tls = startup.tls,
+        tls = startup.tls.as_str(),
         storage = %startup.storage,
         guard = %startup.guard,
         audit = startup.audit,
@@ -203,7 +211,7 @@ async fn anchored_seq(log: &signet_guard::audit::AuditLog) -> u64 {
 }
 
 struct Startup {
-    tls: &'static str,
+    tls: String,
     storage: String,
     guard: String,
     audit: bool,
@@ -211,13 +219,8 @@ struct Startup {
 
 fn startup_line(cfg: &Config, state: &AppState) -> Startup {
     let tls = match cfg.tls.cert {
-        None => "off",
-        Some(_) => match (cfg.tls.backend(), cfg.tls.trigger()) {
-            (Ok(signet_tls::Backend::Openssl), Ok(signet_tls::Trigger::Watch)) => "openssl, source watch",
-            (Ok(signet_tls::Backend::Openssl), _) => "openssl, source file",
-            (_, Ok(signet_tls::Trigger::Watch)) => "rustls, source watch",
-            _ => "rustls, source file",
-        },
+        None => "off".to_string(),
+        Some(_) => tls_summary(&cfg.tls),
     };
     let storage = cfg.storage_url().map(|u| u.display()).unwrap_or_else(|e| e.to_string());
     let g = &state.guard.config;
@@ -227,6 +230,18 @@ fn startup_line(cfg: &Config, state: &AppState) -> Startup {
         "off".to_string()
     };
     Startup { tls, storage, guard, audit: state.audit.is_some() }
+}
+
+/// `rustls 0.23.46, source cached (ttl 5 s)`: the backend, its library's version and the
+/// certificate source, for the startup line. Called after validation.
+fn tls_summary(tls: &config::TlsSettings) -> String {
+    let backend = tls.backend().unwrap_or_default();
+    let source = tls.source().unwrap_or_default();
+    let ttl = match source {
+        signet_tls::SourceKind::Cached => format!(" (ttl {} s)", tls.cache_ttl().as_secs()),
+        _ => String::new(),
+    };
+    format!("{backend} {}, source {source}{ttl}", backend.library_version())
 }
 
 /// On each SIGHUP, rereads the config file and puts its `[guard.roles]` in force: what each

@@ -184,6 +184,7 @@ impl Metrics {
             out.push_str("# TYPE signet_tls_certificate_reload_lag_seconds gauge\n");
             let _ = writeln!(out, "signet_tls_certificate_reload_lag_seconds {lag:.6}");
         }
+        render_tls_sources(&mut out, conn);
         out.push_str("# HELP signet_log_lines_dropped_total Log lines that could not be written (stderr or stdout failed).\n");
         out.push_str("# TYPE signet_log_lines_dropped_total counter\n");
         let _ = writeln!(out, "signet_log_lines_dropped_total {}", crate::logging::dropped());
@@ -199,6 +200,36 @@ impl Metrics {
         let _ = writeln!(out, "signet_panics_total{{where=\"sequencer\"}} {}", signet_log::sequencer::panics());
         crate::otel::render(&mut out);
         out
+    }
+}
+
+/// The certificate sources' counters (report 000's list), the served certificate's time to
+/// expiry, and which backend, library version and source serve TLS.
+fn render_tls_sources(out: &mut String, conn: &crate::conn::ConnStats) {
+    let counts = signet_tls::source::counts();
+    out.push_str("# HELP signet_tls_certificate_loads_total Reads of the TLS certificate and key files: timer ticks and inotify wake-ups (file, watch), handshakes (reload), cache misses (cached).\n");
+    out.push_str("# TYPE signet_tls_certificate_loads_total counter\n");
+    let _ = writeln!(out, "signet_tls_certificate_loads_total {}", counts.loads);
+    out.push_str("# HELP signet_tls_certificate_cache_lookups_total Handshakes of the cached source: served from its copy (hit), or re-reading the files (miss).\n");
+    out.push_str("# TYPE signet_tls_certificate_cache_lookups_total counter\n");
+    let _ = writeln!(out, "signet_tls_certificate_cache_lookups_total{{result=\"hit\"}} {}", counts.cache_hits);
+    let _ = writeln!(out, "signet_tls_certificate_cache_lookups_total{{result=\"miss\"}} {}", counts.cache_misses);
+    out.push_str("# HELP signet_tls_certificate_validation_errors_total Reads of the TLS files that could not be used (unreadable, not PEM, a key that does not match); the last good pair kept serving.\n");
+    out.push_str("# TYPE signet_tls_certificate_validation_errors_total counter\n");
+    let _ = writeln!(out, "signet_tls_certificate_validation_errors_total {}", counts.validation_errors);
+    // Once a handshake has used it: the served certificate may change at any handshake.
+    let not_after = conn.tls_not_after.load(Ordering::Relaxed);
+    if not_after > 0 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        out.push_str("# HELP signet_tls_certificate_expiry_seconds Seconds until the served TLS certificate expires (negative once expired).\n");
+        out.push_str("# TYPE signet_tls_certificate_expiry_seconds gauge\n");
+        let _ = writeln!(out, "signet_tls_certificate_expiry_seconds {}", not_after - now);
+    }
+    if let Some((backend, source)) = conn.tls_info {
+        out.push_str("# HELP signet_tls_info The TLS backend, its library version and the certificate source (always 1).\n");
+        out.push_str("# TYPE signet_tls_info gauge\n");
+        let version = backend.library_version().replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(out, "signet_tls_info{{backend=\"{backend}\",version=\"{version}\",source=\"{source}\"}} 1");
     }
 }
 
@@ -248,6 +279,24 @@ mod tests {
         assert!(text.contains("signet_http_responses_total{route=\"/api/v2/signingCert\",status=\"401\"} 2\n"), "{text}");
         assert!(text.contains("signet_refused_total{route=\"/api/v2/signingCert\",reason=\"token_expired\"} 2\n"), "{text}");
         assert!(text.find("/api/v1/log").unwrap() < text.find("/api/v2/signingCert").unwrap(), "sorted by route");
+    }
+
+    #[test]
+    fn tls_info_and_time_to_expiry() {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let conn = crate::conn::ConnStats { tls_info: Some((signet_tls::Backend::Openssl, signet_tls::SourceKind::Cached)), ..Default::default() };
+        conn.tls_not_after.store(now + 3600, Ordering::Relaxed);
+        let text = Metrics::with_conn(Arc::new(conn)).render();
+        let info = text.lines().find(|l| l.starts_with("signet_tls_info{")).unwrap_or_else(|| panic!("{text}"));
+        assert!(info.starts_with("signet_tls_info{backend=\"openssl\",version=\"OpenSSL ") && info.ends_with("\",source=\"cached\"} 1"), "{info}");
+        let left: i64 = text.lines().find_map(|l| l.strip_prefix("signet_tls_certificate_expiry_seconds ")).unwrap().parse().unwrap();
+        assert!((3590..=3600).contains(&left), "{left}");
+        for series in ["signet_tls_certificate_loads_total ", "signet_tls_certificate_cache_lookups_total{result=\"miss\"} ", "signet_tls_certificate_validation_errors_total "] {
+            assert!(text.contains(series), "{series}: {text}");
+        }
+        // Plain HTTP: no info, no expiry.
+        let text = Metrics::default().render();
+        assert!(!text.contains("signet_tls_info{") && !text.contains("signet_tls_certificate_expiry_seconds "), "{text}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The accept loop holds an [`Acceptor`] and never learns which library is behind it; the
 //! application reads and writes a [`ServerStream`]. Certificates are swapped with
-//! [`Acceptor::install`], which takes effect at the next handshake.
+//! [`Acceptor::install`], which takes effect at the next handshake, or looked up at each
+//! handshake from files ([`Acceptor::per_handshake`]: the `reload` and `cached` sources).
 
 use std::io;
 use std::pin::Pin;
@@ -16,7 +17,9 @@ use tokio::net::TcpStream;
 use crate::backend::{Backend, HTTP_ALPN};
 use crate::certified::{CertError, CertifiedPair};
 use crate::client_auth::ClientAuth;
+use crate::file_source::FileSource;
 use crate::openssl_acceptor::OpensslAcceptor;
+use crate::per_handshake::{Freshness, PerHandshake};
 use crate::rustls_acceptor::RustlsAcceptor;
 
 /// How long a client may take to complete its handshake before the connection is dropped:
@@ -60,6 +63,20 @@ impl Acceptor {
         Ok(Acceptor { inner: Arc::new(inner), not_after: Arc::new(unix_seconds(pair.not_after()).into()) })
     }
 
+    /// An acceptor whose handshakes read `source`'s certificate and key themselves, as
+    /// `freshness` says (`reload`: every handshake; `cached`: once per TTL), keeping the last
+    /// good pair when a read fails. The pair is read once now: a bad one is an error.
+    /// `source`'s client-CA bundle is not read here; pass it as `client`.
+    pub fn per_handshake(backend: Backend, source: &FileSource, freshness: Freshness, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<Acceptor, CertError> {
+        let not_after = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let lookup = Arc::new(PerHandshake::new(source, freshness, backend, not_after.clone())?);
+        let inner = match backend {
+            Backend::Rustls => Inner::Rustls(RustlsAcceptor::per_handshake(lookup, alpn, client)?),
+            Backend::Openssl => Inner::Openssl(OpensslAcceptor::per_handshake(lookup, alpn, client)?),
+        };
+        Ok(Acceptor { inner: Arc::new(inner), not_after })
+    }
+
     /// Verifies client certificates against `client` at every handshake from now on.
     pub fn install_client_auth(&self, client: &ClientAuth) -> Result<(), CertError> {
         match &*self.inner {
@@ -76,13 +93,24 @@ impl Acceptor {
     }
 
     /// Presents `pair` to every handshake from now on; open connections are not touched.
+    /// Refused by a [`Acceptor::per_handshake`] acceptor, whose files are the authority.
     pub fn install(&self, pair: &CertifiedPair) -> Result<(), CertError> {
         match &*self.inner {
-            Inner::Rustls(a) => a.install(pair),
+            Inner::Rustls(a) => a.install(pair)?,
             Inner::Openssl(a) => a.install(pair)?,
         }
         self.not_after.store(unix_seconds(pair.not_after()), std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Obtains the certificate the way a handshake does, and drops it: the unit of
+    /// `signet bench tls lookup`. One atomic load for an installed pair; for a per-handshake
+    /// source, its lookup (a read of the files, or the cached copy).
+    pub fn lookup(&self) {
+        match &*self.inner {
+            Inner::Rustls(a) => a.lookup(),
+            Inner::Openssl(a) => a.lookup(),
+        }
     }
 
     /// When the certificate presented now expires (Unix seconds).

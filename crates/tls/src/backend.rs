@@ -23,6 +23,15 @@ impl Backend {
             Backend::Openssl => "openssl",
         }
     }
+
+    /// The library's version: rustls's crate version as built (from Cargo.lock), or the
+    /// version string of the OpenSSL linked at run time (`OpenSSL 3.0.15 3 Sep 2024`).
+    pub fn library_version(self) -> &'static str {
+        match self {
+            Backend::Rustls => env!("SIGNET_RUSTLS_VERSION"),
+            Backend::Openssl => openssl::version::version(),
+        }
+    }
 }
 
 impl fmt::Display for Backend {
@@ -57,5 +66,8 @@ mod tests {
         }
         let err = "wolfssl".parse::<Backend>().unwrap_err().to_string();
         assert_eq!(err, "TLS backend \"wolfssl\" is not known; expected rustls or openssl");
+        // The versions are real: rustls 0.x.y from Cargo.lock, OpenSSL's own string.
+        assert!(Backend::Rustls.library_version().starts_with("0."), "{}", Backend::Rustls.library_version());
+        assert!(Backend::Openssl.library_version().starts_with("OpenSSL "), "{}", Backend::Openssl.library_version());
     }
 }

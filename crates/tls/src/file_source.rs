@@ -13,6 +13,9 @@
 //! files' directories (the one named, and the one a symlink resolves to), so a `..data` swap,
 //! a rename or an in-place write is read within milliseconds; the timer stays as a fallback for
 //! file systems that send no events (NFS, some FUSE mounts).
+//!
+//! The per-handshake sources (`reload`, `cached`, [`crate::per_handshake`]) read the pair
+//! themselves; for them only the client-CA bundle is re-read here ([`FileSource::watch_client_ca`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use crate::acceptor::Acceptor;
 use crate::certified::{CertError, CertifiedPair};
 use crate::client_auth::{ClientAuth, ClientAuthMode};
+use crate::source::{count, LOADS, VALIDATION_ERRORS};
 
 /// The default time between two reads of the files.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
@@ -34,17 +38,6 @@ pub enum Trigger {
     Timer,
     /// A change in the files' directories, and the timer as a fallback (`watch`).
     Watch,
-}
-
-impl std::str::FromStr for Trigger {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Trigger, String> {
-        match s {
-            "file" => Ok(Trigger::Timer),
-            "watch" => Ok(Trigger::Watch),
-            other => Err(format!("certificate source {other:?} is not supported; expected file or watch")),
-        }
-    }
 }
 
 /// A change seen settles this long before the files are read: a writer that replaces the
@@ -106,8 +99,19 @@ impl FileSource {
     /// directories change, installing changed pairs into `acceptor` until the returned
     /// [`Reloader`] is dropped. Must be called inside a tokio runtime.
     pub fn watch(&self, acceptor: Acceptor, interval: Duration, trigger: Trigger) -> Reloader {
+        self.spawn_reader(acceptor, interval, trigger, true)
+    }
+
+    /// Re-reads only the client-CA bundle every `interval`, for an acceptor that looks its
+    /// certificate up at each handshake ([`Acceptor::per_handshake`]). None without a bundle.
+    pub fn watch_client_ca(&self, acceptor: Acceptor, interval: Duration) -> Option<Reloader> {
+        self.client_ca.as_ref().map(|_| self.spawn_reader(acceptor, interval, Trigger::Timer, false))
+    }
+
+    fn spawn_reader(&self, acceptor: Acceptor, interval: Duration, trigger: Trigger, pairs: bool) -> Reloader {
         let seen_ca = self.client_ca.as_ref().and_then(|(path, _)| std::fs::read(path).ok());
-        let mut watch = Watch { source: self.clone(), acceptor, seen: contents(&self.cert, &self.key).ok(), last_error: None, seen_ca, last_ca_error: None };
+        let seen = if pairs { contents(&self.cert, &self.key).ok() } else { None };
+        let mut watch = Watch { source: self.clone(), acceptor, pairs, seen, last_error: None, seen_ca, last_ca_error: None };
         let changed = Arc::new(tokio::sync::Notify::new());
         let mut notifier = match trigger {
             Trigger::Timer => None,
@@ -127,14 +131,18 @@ impl FileSource {
                     _ = ticks.tick() => {}
                     _ = changed.notified() => tokio::time::sleep(SETTLE).await,
                 }
-                let (cert, key, ca) = (watch.source.cert.clone(), watch.source.key.clone(), watch.source.client_ca.clone());
+                let (cert, key, ca, pairs) = (watch.source.cert.clone(), watch.source.key.clone(), watch.source.client_ca.clone(), watch.pairs);
                 let read = tokio::task::spawn_blocking(move || {
                     let ca = ca.map(|(path, _)| std::fs::read(&path).map_err(|source| CertError::Read { what: "client CA bundle", path: path.display().to_string(), source }));
-                    (contents(&cert, &key), newest_change(&[&cert, &key]), ca)
+                    let pair = pairs.then(|| (contents(&cert, &key), newest_change(&[&cert, &key])));
+                    (pair, ca)
                 })
                 .await;
-                if let Ok((read, modified, ca)) = read {
-                    watch.consider(read, modified);
+                if let Ok((pair, ca)) = read {
+                    if let Some((read, modified)) = pair {
+                        count(&LOADS);
+                        watch.consider(read, modified);
+                    }
                     if let Some(ca) = ca {
                         watch.consider_client_ca(ca);
                     }
@@ -237,6 +245,8 @@ type Contents = (Vec<u8>, Vec<u8>);
 struct Watch {
     source: FileSource,
     acceptor: Acceptor,
+    /// Whether the pair is read here (`file`, `watch`), or only the client-CA bundle.
+    pairs: bool,
     /// What the files held at the last successful read, installed or not.
     seen: Option<Contents>,
     /// The last failure logged, so that a persisting problem is logged once, not every tick.
@@ -272,6 +282,7 @@ impl Watch {
                 }
             }
             Err(e) => {
+                count(&VALIDATION_ERRORS);
                 if !matches!(e, CertError::Read { .. }) {
                     RELOADS_INVALID.fetch_add(1, Ordering::Relaxed);
                 }

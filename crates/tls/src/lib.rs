@@ -12,9 +12,12 @@
 //! - [`client_auth`]: mTLS: which client certificates a listener asks for, and the names a
 //!   verified one gives.
 //! - `rustls_acceptor`, `openssl_acceptor`: the two backends; each reads the current
-//!   certificate with one atomic load per handshake.
+//!   certificate with one atomic load per handshake, or asks a per-handshake source.
 //! - [`file_source`]: certificates from PEM files, re-read on a timer or on an inotify event for
 //!   hot rotation.
+//! - [`per_handshake`]: certificates looked up at each handshake (`reload`, `cached`), report
+//!   000's two modes.
+//! - [`source`]: which source a server uses, and the counters all of them keep.
 //!
 //! For tests (feature `testing`):
 //! - [`testing`]: a throwaway CA and a loopback HTTP(S) server that serves fixed documents.
@@ -32,7 +35,9 @@ pub mod file_source;
 #[cfg(feature = "micro")]
 pub mod micro;
 mod openssl_acceptor;
+pub mod per_handshake;
 mod rustls_acceptor;
+pub mod source;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -43,3 +48,5 @@ pub use client::{client_config, Trust, TrustError};
 pub use client_auth::{subject_alt_names, ClientAuth, ClientAuthMode};
 pub use fetch::{is_loopback_host, FetchError, Failure, Fetcher};
 pub use file_source::{FileSource, Reloader, Trigger};
+pub use per_handshake::Freshness;
+pub use source::SourceKind;

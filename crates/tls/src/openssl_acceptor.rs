@@ -5,20 +5,25 @@
 //! swaps it in; each handshake takes the current context with one atomic load when it
 //! creates its `SSL`. A connection keeps a reference to the context it started with, so
 //! open connections are untouched by a swap.
+//!
+//! With a per-handshake source (`reload`, `cached`) the context holds no certificate: its
+//! servername callback, which OpenSSL calls for every ClientHello (with or without SNI),
+//! looks the pair up and sets it on that connection's `SSL`.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use openssl::pkey::PKey;
-use openssl::ssl::{AlpnError, Ssl, SslAcceptor, SslMethod, SslVerifyMode};
+use openssl::pkey::{PKey, Private};
+use openssl::ssl::{AlpnError, SniError, Ssl, SslAcceptor, SslAlert, SslMethod, SslRef, SslVerifyMode};
 use openssl::x509::X509;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::PrivateKeyDer;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_openssl::SslStream;
 
 use crate::certified::{CertError, CertifiedPair};
 use crate::client_auth::{ClientAuth, ClientAuthMode};
+use crate::per_handshake::PerHandshake;
 
 pub(crate) struct OpensslAcceptor {
     current: ArcSwap<SslAcceptor>,
@@ -27,30 +32,89 @@ pub(crate) struct OpensslAcceptor {
     /// What the context is built from, for a rebuild when either the certificate or the
     /// client CAs change (OpenSSL binds both to the context).
     inputs: parking_lot::Mutex<Inputs>,
+    /// The per-handshake source, if any (also in the context's callback), for [`Self::lookup`].
+    per_handshake: Option<Arc<PerHandshake>>,
 }
 
 struct Inputs {
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
+    certificate: Certificate,
     client: Option<ClientAuth>,
+}
+
+/// Where a handshake's certificate comes from.
+#[derive(Clone)]
+enum Certificate {
+    /// Bound to the context (`file`, `watch`): installing another builds a new context.
+    Installed(Arc<OpensslPair>),
+    /// Looked up by the servername callback at each handshake (`reload`, `cached`).
+    PerHandshake(Arc<PerHandshake>),
+}
+
+/// A certificate chain and key as OpenSSL objects, converted once per pair read.
+pub(crate) struct OpensslPair {
+    leaf: X509,
+    chain: Vec<X509>,
+    key: PKey<Private>,
+}
+
+impl OpensslPair {
+    pub(crate) fn new(pair: &CertifiedPair) -> Result<OpensslPair, CertError> {
+        let refused = |e: openssl::error::ErrorStack| CertError::Backend { backend: "openssl", why: e.to_string() };
+        let mut chain = pair.chain().iter();
+        let leaf = chain.next().ok_or_else(|| CertError::Backend { backend: "openssl", why: "no certificate".into() })?;
+        let leaf = X509::from_der(leaf).map_err(refused)?;
+        let chain = chain.map(|c| X509::from_der(c).map_err(refused)).collect::<Result<Vec<_>, _>>()?;
+        let key = match pair.key() {
+            PrivateKeyDer::Pkcs8(der) => PKey::private_key_from_pkcs8(der.secret_pkcs8_der()),
+            other => PKey::private_key_from_der(other.secret_der()),
+        }
+        .map_err(refused)?;
+        Ok(OpensslPair { leaf, chain, key })
+    }
+
+    /// Presents this pair on one connection (the servername callback).
+    fn apply(&self, ssl: &mut SslRef) -> Result<(), openssl::error::ErrorStack> {
+        ssl.set_certificate(&self.leaf)?;
+        ssl.set_private_key(&self.key)?;
+        for extra in &self.chain {
+            ssl.add_chain_cert(extra.clone())?;
+        }
+        Ok(())
+    }
 }
 
 impl OpensslAcceptor {
     pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<OpensslAcceptor, CertError> {
+        Self::with(Certificate::Installed(Arc::new(OpensslPair::new(pair)?)), alpn, client)
+    }
+
+    /// An acceptor whose handshakes look their certificate up in `source`.
+    pub(crate) fn per_handshake(source: Arc<PerHandshake>, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<OpensslAcceptor, CertError> {
+        Self::with(Certificate::PerHandshake(source), alpn, client)
+    }
+
+    fn with(certificate: Certificate, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<OpensslAcceptor, CertError> {
         let mut alpn_wire = Vec::new();
         for p in alpn {
             alpn_wire.push(p.len() as u8);
             alpn_wire.extend_from_slice(p);
         }
         let alpn_wire = Arc::new(alpn_wire);
-        let inputs = Inputs { chain: pair.chain().to_vec(), key: pair.key().clone_key(), client: client.cloned() };
+        let per_handshake = match &certificate {
+            Certificate::PerHandshake(source) => Some(source.clone()),
+            Certificate::Installed(_) => None,
+        };
+        let inputs = Inputs { certificate, client: client.cloned() };
         let first = build(&inputs, &alpn_wire)?;
-        Ok(OpensslAcceptor { current: ArcSwap::from_pointee(first), alpn_wire, inputs: parking_lot::Mutex::new(inputs) })
+        Ok(OpensslAcceptor { current: ArcSwap::from_pointee(first), alpn_wire, inputs: parking_lot::Mutex::new(inputs), per_handshake })
     }
 
     pub(crate) fn install(&self, pair: &CertifiedPair) -> Result<(), CertError> {
         let mut inputs = self.inputs.lock();
-        let next = Inputs { chain: pair.chain().to_vec(), key: pair.key().clone_key(), client: inputs.client.clone() };
+        if let Certificate::PerHandshake(_) = inputs.certificate {
+            return Err(crate::per_handshake::install_refused("openssl"));
+        }
+        let next = Inputs { certificate: Certificate::Installed(Arc::new(OpensslPair::new(pair)?)), client: inputs.client.clone() };
         self.current.store(Arc::new(build(&next, &self.alpn_wire)?));
         *inputs = next;
         Ok(())
@@ -58,10 +122,23 @@ impl OpensslAcceptor {
 
     pub(crate) fn install_client_auth(&self, client: &ClientAuth) -> Result<(), CertError> {
         let mut inputs = self.inputs.lock();
-        let next = Inputs { chain: inputs.chain.clone(), key: inputs.key.clone_key(), client: Some(client.clone()) };
+        let next = Inputs { certificate: inputs.certificate.clone(), client: Some(client.clone()) };
         self.current.store(Arc::new(build(&next, &self.alpn_wire)?));
         *inputs = next;
         Ok(())
+    }
+
+    /// What a handshake does to obtain its certificate, without the handshake (the lookup
+    /// benchmark): the current context, or the per-handshake source's pair.
+    pub(crate) fn lookup(&self) {
+        match &self.per_handshake {
+            Some(source) => source.lookup(|loaded| {
+                std::hint::black_box(loaded);
+            }),
+            None => {
+                std::hint::black_box(&*self.current.load());
+            }
+        }
     }
 
     /// The server side of a handshake on `io`: TCP in service, an in-memory pipe in the benches.
@@ -82,20 +159,39 @@ impl OpensslAcceptor {
 fn build(inputs: &Inputs, alpn_wire: &Arc<Vec<u8>>) -> Result<SslAcceptor, CertError> {
     let refused = |e: openssl::error::ErrorStack| CertError::Backend { backend: "openssl", why: e.to_string() };
     let mut builder = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(refused)?;
-    let mut chain = inputs.chain.iter();
-    let leaf = chain.next().ok_or_else(|| CertError::Backend { backend: "openssl", why: "no certificate".into() })?;
-    let leaf = X509::from_der(leaf).map_err(refused)?;
-    builder.set_certificate(&leaf).map_err(refused)?;
-    for extra in chain {
-        builder.add_extra_chain_cert(X509::from_der(extra).map_err(refused)?).map_err(refused)?;
+    match &inputs.certificate {
+        Certificate::Installed(pair) => {
+            builder.set_certificate(&pair.leaf).map_err(refused)?;
+            for extra in &pair.chain {
+                builder.add_extra_chain_cert(extra.clone()).map_err(refused)?;
+            }
+            builder.set_private_key(&pair.key).map_err(refused)?;
+            builder.check_private_key().map_err(refused)?;
+        }
+        // No certificate on the context: each connection gets the one its lookup returns,
+        // so that no other key type's slot is left behind to be chosen instead.
+        Certificate::PerHandshake(source) => {
+            let source = source.clone();
+            builder.set_servername_callback(move |ssl: &mut SslRef, alert: &mut SslAlert| {
+                // A second ClientHello (after a HelloRetryRequest) finds its pair set already;
+                // setting it again would repeat the chain.
+                if ssl.certificate().is_some() {
+                    return Ok(());
+                }
+                source.lookup(|loaded| match &loaded.openssl {
+                    Some(pair) => pair.apply(ssl).map_err(|e| {
+                        tracing::warn!("OpenSSL refused the looked-up certificate {}: {e}", loaded.pair.origin());
+                        *alert = SslAlert::INTERNAL_ERROR;
+                        SniError::ALERT_FATAL
+                    }),
+                    None => {
+                        *alert = SslAlert::INTERNAL_ERROR;
+                        Err(SniError::ALERT_FATAL)
+                    }
+                })
+            });
+        }
     }
-    let key = match &inputs.key {
-        PrivateKeyDer::Pkcs8(der) => PKey::private_key_from_pkcs8(der.secret_pkcs8_der()),
-        other => PKey::private_key_from_der(other.secret_der()),
-    }
-    .map_err(refused)?;
-    builder.set_private_key(&key).map_err(refused)?;
-    builder.check_private_key().map_err(refused)?;
     if let Some(client) = &inputs.client {
         let mut names = openssl::stack::Stack::new().map_err(refused)?;
         for ca in client.cas() {

@@ -5,6 +5,8 @@
 //! Certificate rotation therefore never rebuilds the config: [`RustlsAcceptor::install`] swaps the
 //! pointer, the next ClientHello sees the new certificate, and connections already
 //! established keep the keys they negotiated.
+//!
+//! With a per-handshake source (`reload`, `cached`) the resolver asks the source instead.
 
 use std::sync::Arc;
 
@@ -17,14 +19,37 @@ use tokio_rustls::server::TlsStream;
 
 use crate::certified::{CertError, CertifiedPair};
 use crate::client_auth::ClientAuth;
+use crate::per_handshake::PerHandshake;
 
-/// The certificate every handshake presents, until the next `install`.
-#[derive(Debug)]
-struct Current(ArcSwap<CertifiedKey>);
+/// Where every handshake gets its certificate.
+enum Current {
+    /// Installed (`file`, `watch`): until the next `install`.
+    Installed(ArcSwap<CertifiedKey>),
+    /// Looked up at each handshake (`reload`, `cached`).
+    PerHandshake(Arc<PerHandshake>),
+}
+
+impl Current {
+    fn certificate(&self) -> Arc<CertifiedKey> {
+        match self {
+            Current::Installed(key) => key.load_full(),
+            Current::PerHandshake(source) => source.lookup(|loaded| loaded.pair.rustls_key()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Current {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Current::Installed(_) => "Current::Installed",
+            Current::PerHandshake(_) => "Current::PerHandshake",
+        })
+    }
+}
 
 impl ResolvesServerCert for Current {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.load_full())
+        Some(self.certificate())
     }
 }
 
@@ -37,15 +62,35 @@ pub(crate) struct RustlsAcceptor {
 
 impl RustlsAcceptor {
     pub(crate) fn new(pair: &CertifiedPair, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<RustlsAcceptor, CertError> {
-        let current = Arc::new(Current(ArcSwap::new(pair.rustls_key())));
+        Self::with(Current::Installed(ArcSwap::new(pair.rustls_key())), alpn, client)
+    }
+
+    /// An acceptor whose handshakes look their certificate up in `source`.
+    pub(crate) fn per_handshake(source: Arc<PerHandshake>, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<RustlsAcceptor, CertError> {
+        Self::with(Current::PerHandshake(source), alpn, client)
+    }
+
+    fn with(current: Current, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<RustlsAcceptor, CertError> {
+        let current = Arc::new(current);
         let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
         let config = build(&current, &alpn, client)?;
         Ok(RustlsAcceptor { config: ArcSwap::from_pointee(config), current, alpn })
     }
 
     /// New handshakes present `pair` from now on.
-    pub(crate) fn install(&self, pair: &CertifiedPair) {
-        self.current.0.store(pair.rustls_key());
+    pub(crate) fn install(&self, pair: &CertifiedPair) -> Result<(), CertError> {
+        match &*self.current {
+            Current::Installed(key) => {
+                key.store(pair.rustls_key());
+                Ok(())
+            }
+            Current::PerHandshake(_) => Err(crate::per_handshake::install_refused("rustls")),
+        }
+    }
+
+    /// What the resolver does for a handshake, without the handshake (the lookup benchmark).
+    pub(crate) fn lookup(&self) {
+        std::hint::black_box(self.current.certificate());
     }
 
     /// New handshakes verify client certificates against `client` from now on.

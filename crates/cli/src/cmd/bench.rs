@@ -31,7 +31,7 @@ enum What {
     Crypto(super::bench_crypto::Args),
     /// Criterion micro-benchmarks of the crates (core, log, ca), by suite or id filter; `--list` names them.
     Micro(super::bench_micro::Args),
-    /// TLS backends side by side (report 003): handshake time, and throughput and latency per payload size.
+    /// TLS backends side by side (report 003): handshake time, and throughput and latency per payload size; `tls lookup`: the certificate lookup per source (report 000).
     Tls(super::bench_tls::Args),
     /// One log of millions of entries on SQLite: open time, memory, lookup latency, bytes per entry.
     Scale(super::bench_scale::Args),

@@ -1,15 +1,57 @@
 //! `signet bench tls`: report 003's TLS table for signet's backends, measured side by side
-//! in one run, optionally beside external servers such as nginx. See `signet_lab::tlsbench`.
+//! in one run, optionally beside external servers such as nginx; and `signet bench tls
+//! lookup`, report 000's certificate lookup per source. See `signet_lab::tlsbench`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use signet_lab::tlsbench::lookup::{run_lookup, LookupSpec};
 use signet_lab::tlsbench::{self, BenchError, Method, Spec};
-use signet_tls::Backend;
+use signet_tls::{Backend, SourceKind};
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    what: Option<What>,
+    #[command(flatten)]
+    backends: BackendArgs,
+}
+
+#[derive(clap::Subcommand)]
+enum What {
+    /// Report 000: the cost of obtaining the certificate for one handshake, per certificate
+    /// source (file, watch, cached, reload) and backend, on 1 and 32 threads.
+    Lookup(LookupArgs),
+}
+
+#[derive(clap::Args)]
+struct LookupArgs {
+    /// Backends, comma-separated [default: rustls,openssl].
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<String>>,
+    /// Sources, comma-separated [default: file,watch,cached,reload].
+    #[arg(long, value_delimiter = ',')]
+    sources: Option<Vec<String>>,
+    /// Thread counts, comma-separated [default: 1,32].
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Rounds per cell, interleaved across sources; a cell is the median of its rounds.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Milliseconds per round (the default run takes about 16 × rounds × this: ~3 s). Raise
+    /// it for steadier figures.
+    #[arg(long, default_value_t = 40)]
+    round_ms: u64,
+    /// Write the machine-readable result here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// `signet bench tls` without a subcommand: report 003's handshake and payload tables.
+#[derive(clap::Args)]
+struct BackendArgs {
     /// What a message is: `echo` (bytes echoed over the TLS stream, report 003's method) or
     /// `get` (HTTP/1.1 GET /bytes/N answered with N bytes; the method for comparing with a
     /// web server such as nginx serving files of those sizes).
@@ -55,6 +97,58 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> ExitCode {
+    match a.what {
+        Some(What::Lookup(l)) => lookup(l),
+        None => backends(a.backends),
+    }
+}
+
+fn lookup(a: LookupArgs) -> ExitCode {
+    let usage = |m: String| {
+        errln!("signet bench tls lookup: {m}");
+        ExitCode::from(2)
+    };
+    let mut spec = LookupSpec::default();
+    if let Some(names) = a.backends {
+        match names.iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
+            Ok(b) => spec.backends = b,
+            Err(e) => return usage(format!("--backends: {e}")),
+        }
+    }
+    if let Some(names) = a.sources {
+        match names.iter().map(|s| s.parse::<SourceKind>()).collect::<Result<Vec<_>, _>>() {
+            Ok(s) => spec.sources = s,
+            Err(e) => return usage(format!("--sources: {e}")),
+        }
+    }
+    if let Some(threads) = a.threads {
+        spec.threads = threads;
+    }
+    if !(1..=60_000).contains(&a.round_ms) {
+        return usage("--round-ms must be 1..=60000".into());
+    }
+    spec.rounds = a.rounds;
+    spec.round = std::time::Duration::from_millis(a.round_ms);
+    let report = match run_lookup(&spec, &mut |line| errln!("  {line}")) {
+        Ok(r) => r,
+        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e) => {
+            errln!("signet bench tls lookup: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = a.json {
+        let written = serde_json::to_string_pretty(&report).map_err(|e| e.to_string()).and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            errln!("signet bench tls lookup: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    out!("{}", report.table());
+    ExitCode::SUCCESS
+}
+
+fn backends(a: BackendArgs) -> ExitCode {
     let usage = |m: String| {
         errln!("signet bench tls: {m}");
         ExitCode::from(2)

@@ -34,10 +34,16 @@ pub struct Args {
     /// TLS library for HTTPS: rustls (default) or openssl.
     #[arg(long, value_name = "rustls|openssl")]
     tls_backend: Option<String>,
-    /// How the certificate files are re-read: file (default: every reload interval) or
-    /// watch (also at once when inotify sees their directory change).
-    #[arg(long, value_name = "file|watch", conflicts_with = "plain_http")]
+    /// How the certificate files are re-read: file (default: every reload interval), watch
+    /// (also at once when inotify sees their directory change), reload (at every handshake)
+    /// or cached (at a handshake once the copy is --tls-cache-ttl old). reload and cached
+    /// are report 000's modes, kept for comparison; see docs/tls.md.
+    #[arg(long, value_name = "file|watch|reload|cached", conflicts_with = "plain_http")]
     tls_source: Option<String>,
+    /// With --tls-source cached: seconds a read certificate is served before a handshake
+    /// reads the files again (1..=3600; default 5).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "plain_http")]
+    tls_cache_ttl: Option<u64>,
     /// mTLS: ask clients for certificates issued by the CAs in this PEM bundle (re-read like
     /// the certificate); a verified certificate's SAN can be a principal ([guard.mtls]).
     #[arg(long, value_name = "FILE", conflicts_with = "plain_http")]
@@ -83,6 +89,9 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
     if let Some(s) = args.tls_source {
         cfg.tls.source = Some(s);
     }
+    if let Some(ttl) = args.tls_cache_ttl {
+        cfg.tls.cache_ttl_secs = Some(ttl);
+    }
     if let Some(ca) = args.tls_client_ca {
         cfg.tls.client_ca = Some(ca);
     }
@@ -95,6 +104,7 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
         cfg.tls.key = None;
         cfg.tls.backend = None;
         cfg.tls.source = None;
+        cfg.tls.cache_ttl_secs = None;
         cfg.tls.client_ca = None;
         cfg.tls.client_auth = None;
     }

@@ -4,6 +4,8 @@
 //!
 //! - [`servers`]: the in-process servers, one per backend (echo, or HTTP GET of N bytes).
 //! - [`client`]: the one rustls client that measures them all.
+//! - [`lookup`]: `signet bench tls lookup`, report 000's per-handshake certificate lookup for
+//!   each certificate source.
 //!
 //! External servers (`--target NAME=HOST:PORT`, e.g. nginx) are measured by the same client
 //! with the same method, between the in-process ones. Servers are measured in turn, size by
@@ -11,6 +13,7 @@
 //! falls on all of them alike rather than on whichever ran then.
 
 pub mod client;
+pub mod lookup;
 pub mod servers;
 
 use std::net::SocketAddr;

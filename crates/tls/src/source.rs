@@ -1,0 +1,131 @@
+//! Which certificate source a server uses, and the counters every source keeps for `/metrics`
+//! (report 000's list: loads, cache hits and misses, validation errors).
+//!
+//! - `file` and `watch` ([`crate::file_source`]) read the files off the handshake path and
+//!   install a changed pair; a handshake reads the current one with one atomic load.
+//! - `reload` and `cached` ([`crate::per_handshake`]) look the pair up on the handshake path:
+//!   `reload` reads and parses the files at every handshake, `cached` when its copy is older
+//!   than the TTL. Report 000's two modes, kept so that the comparison can be made.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::file_source::Trigger;
+use crate::per_handshake::Freshness;
+
+/// A certificate source, as `[tls] source` / `--tls-source` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceKind {
+    /// Re-read on a timer, compared by content (the default).
+    #[default]
+    File,
+    /// Re-read at once on an inotify event, the timer as a fallback.
+    Watch,
+    /// Read and parsed at every handshake.
+    Reload,
+    /// Read at a handshake when the cached pair is older than the TTL.
+    Cached,
+}
+
+impl SourceKind {
+    pub const ALL: [SourceKind; 4] = [SourceKind::File, SourceKind::Watch, SourceKind::Reload, SourceKind::Cached];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceKind::File => "file",
+            SourceKind::Watch => "watch",
+            SourceKind::Reload => "reload",
+            SourceKind::Cached => "cached",
+        }
+    }
+
+    /// What re-reads the files off the handshake path (`file`, `watch`); none for the
+    /// per-handshake sources.
+    pub fn trigger(self) -> Option<Trigger> {
+        match self {
+            SourceKind::File => Some(Trigger::Timer),
+            SourceKind::Watch => Some(Trigger::Watch),
+            SourceKind::Reload | SourceKind::Cached => None,
+        }
+    }
+
+    /// How a per-handshake source decides to read (`reload`, `cached` with `ttl`).
+    pub fn freshness(self, ttl: Duration) -> Option<Freshness> {
+        match self {
+            SourceKind::Reload => Some(Freshness::Reload),
+            SourceKind::Cached => Some(Freshness::Cached(ttl)),
+            SourceKind::File | SourceKind::Watch => None,
+        }
+    }
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SourceKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SourceKind, String> {
+        SourceKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("certificate source {s:?} is not supported; expected file, watch, reload or cached"))
+    }
+}
+
+/// The default TTL of the `cached` source: report 000's.
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(5);
+
+/// What the sources counted since the process started (all sources of the process together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Reads of the certificate and key files: each timer tick or inotify wake-up (`file`,
+    /// `watch`), each handshake (`reload`), each cache miss (`cached`).
+    pub loads: u64,
+    /// Handshakes served from the `cached` source's copy (including while another handshake
+    /// re-reads the files).
+    pub cache_hits: u64,
+    /// Handshakes that re-read the files because the copy had expired.
+    pub cache_misses: u64,
+    /// Reads whose result could not be used (unreadable, not PEM, a key that does not match):
+    /// the last good pair kept serving.
+    pub validation_errors: u64,
+}
+
+pub(crate) static LOADS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static CACHE_MISSES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static VALIDATION_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The counters, for `/metrics`.
+pub fn counts() -> Counts {
+    Counts {
+        loads: LOADS.load(Ordering::Relaxed),
+        cache_hits: crate::per_handshake::HITS.sum(),
+        cache_misses: CACHE_MISSES.load(Ordering::Relaxed),
+        validation_errors: VALIDATION_ERRORS.load(Ordering::Relaxed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_ones_list_the_choices() {
+        for kind in SourceKind::ALL {
+            assert_eq!(kind.name().parse::<SourceKind>().unwrap(), kind);
+        }
+        let err = "issued".parse::<SourceKind>().unwrap_err();
+        assert_eq!(err, "certificate source \"issued\" is not supported; expected file, watch, reload or cached");
+        assert_eq!(SourceKind::Watch.trigger(), Some(Trigger::Watch));
+        assert_eq!(SourceKind::Cached.freshness(Duration::from_secs(3)), Some(Freshness::Cached(Duration::from_secs(3))));
+        assert_eq!(SourceKind::Reload.trigger(), None);
+    }
+}
