@@ -58,6 +58,9 @@ pub(crate) struct RustlsAcceptor {
     config: ArcSwap<ServerConfig>,
     current: Arc<Current>,
     alpn: Vec<Vec<u8>>,
+    /// One ticket key schedule for the acceptor's life (rotated by rustls every 6 h), kept
+    /// across config swaps so that a client-CA reload does not void every ticket out there.
+    tickets: Arc<dyn rustls::server::ProducesTickets>,
 }
 
 impl RustlsAcceptor {
@@ -73,8 +76,9 @@ impl RustlsAcceptor {
     fn with(current: Current, alpn: &[&[u8]], client: Option<&ClientAuth>) -> Result<RustlsAcceptor, CertError> {
         let current = Arc::new(current);
         let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
-        let config = build(&current, &alpn, client)?;
-        Ok(RustlsAcceptor { config: ArcSwap::from_pointee(config), current, alpn })
+        let tickets = rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| CertError::Backend { backend: "rustls", why: e.to_string() })?;
+        let config = build(&current, &alpn, client, &tickets)?;
+        Ok(RustlsAcceptor { config: ArcSwap::from_pointee(config), current, alpn, tickets })
     }
 
     /// New handshakes present `pair` from now on.
@@ -95,7 +99,7 @@ impl RustlsAcceptor {
 
     /// New handshakes verify client certificates against `client` from now on.
     pub(crate) fn install_client_auth(&self, client: &ClientAuth) -> Result<(), CertError> {
-        self.config.store(Arc::new(build(&self.current, &self.alpn, Some(client))?));
+        self.config.store(Arc::new(build(&self.current, &self.alpn, Some(client), &self.tickets)?));
         Ok(())
     }
 
@@ -105,7 +109,9 @@ impl RustlsAcceptor {
     }
 }
 
-fn build(current: &Arc<Current>, alpn: &[Vec<u8>], client: Option<&ClientAuth>) -> Result<ServerConfig, CertError> {
+/// Resumption: stateless tickets (TLS 1.3 and 1.2), so that any number of clients resume, not
+/// only the last 256 that rustls' session cache would remember.
+fn build(current: &Arc<Current>, alpn: &[Vec<u8>], client: Option<&ClientAuth>, tickets: &Arc<dyn rustls::server::ProducesTickets>) -> Result<ServerConfig, CertError> {
     let builder = ServerConfig::builder_with_provider(crate::client::provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| CertError::Backend { backend: "rustls", why: e.to_string() })?;
@@ -115,5 +121,6 @@ fn build(current: &Arc<Current>, alpn: &[Vec<u8>], client: Option<&ClientAuth>) 
     };
     let mut config = builder.with_cert_resolver(current.clone());
     config.alpn_protocols = alpn.to_vec();
+    config.ticketer = tickets.clone();
     Ok(config)
 }
