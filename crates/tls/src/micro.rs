@@ -37,7 +37,7 @@ pub fn suite() -> Suite {
     let b = |id, about, run| Bench { id, about, run };
     Suite {
         name: "tls",
-        about: "the TLS layer: handshakes and 16 KiB records through the rustls and OpenSSL acceptors; the client side (report 002): trust store, signature verification, a 16 B record",
+        about: "the TLS layer: handshakes and 16 KiB records through the rustls and OpenSSL acceptors; the client side (report 002): the trust store and a 16 B record",
         benches: vec![
             b("tls/handshake/rustls", "a full TLS 1.3 handshake (X25519, ECDSA P-256 certificate, ALPN) between a rustls client and the rustls acceptor, in memory", handshake_rustls),
             b("tls/handshake/openssl", "the same handshake against the OpenSSL acceptor", handshake_openssl),
