@@ -121,6 +121,10 @@ fn bad_tls_settings_exit_2_with_one_line() {
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-source", "uncached"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("tls.source") && err.contains("expected file, watch, reload or cached"), "{err}");
+    // DESIGN.md's spelling of the flag is the same flag.
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-cert-source", "uncached"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.source"), "{err}");
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-cache-ttl", "5"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("tls.cache_ttl_secs") && err.contains("cached"), "the TTL without the cached source: {err}");

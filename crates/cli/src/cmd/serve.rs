@@ -38,7 +38,8 @@ pub struct Args {
     /// (also at once when inotify sees their directory change), reload (at every handshake)
     /// or cached (at a handshake once the copy is --tls-cache-ttl old). reload and cached
     /// are report 000's modes, kept for comparison; see docs/tls.md.
-    #[arg(long, value_name = "file|watch|reload|cached", conflicts_with = "plain_http")]
+    /// (`--tls-cert-source` is the same flag, as DESIGN.md's contract spells it.)
+    #[arg(long, visible_alias = "tls-cert-source", value_name = "file|watch|reload|cached", conflicts_with = "plain_http")]
     tls_source: Option<String>,
     /// With --tls-source cached: seconds a read certificate is served before a handshake
     /// reads the files again (1..=3600; default 5).
