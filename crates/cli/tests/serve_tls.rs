@@ -225,6 +225,23 @@ fn client_certificates_are_principals_on_both_backends() {
     }
 }
 
+/// Two unrelated CAs, a server pair from each, and each CA's PEM file in `dir`.
+fn two_pkis(dir: &std::path::Path) -> (signet_tls::testing::ServerPem, signet_tls::testing::ServerPem, String, String) {
+    let (pki_a, pki_b) = (TestPki::new(), TestPki::new());
+    let ca_a = write(dir, "ca-a.pem", &pki_a.ca_pem);
+    let ca_b = write(dir, "ca-b.pem", &pki_b.ca_pem);
+    (pki_a.server_pem(), pki_b.server_pem(), ca_a, ca_b)
+}
+
+/// Whether `url` answers over a certificate that `ca` verifies. A new client config for every
+/// check: a resumed TLS session would skip the certificate.
+fn serves(url: &str, ca: &str) -> bool {
+    Fetcher::new(signet_tls::client_config(&Trust::PemFile(ca.into())).unwrap())
+        .with_timeout(std::time::Duration::from_secs(5))
+        .get_json(url)
+        .is_ok()
+}
+
 /// `--tls-source watch`: with the timer at an hour, only inotify can explain a new certificate
 /// being served within seconds. A Kubernetes `..data` symlink swap and an in-place rewrite are
 /// each picked up; a pair whose key does not match is refused, and the previous certificate
@@ -233,14 +250,7 @@ fn client_certificates_are_principals_on_both_backends() {
 fn the_watch_source_serves_a_swapped_or_rewritten_certificate_at_once() {
     use std::os::unix::fs::symlink;
     let dir = tempfile::tempdir().unwrap();
-    let (pki_a, pki_b) = (TestPki::new(), TestPki::new());
-    let (a, b) = (pki_a.server_pem(), pki_b.server_pem());
-    let ca_a = write(dir.path(), "ca-a.pem", &pki_a.ca_pem);
-    let ca_b = write(dir.path(), "ca-b.pem", &pki_b.ca_pem);
-    // A new client config for every check: a resumed TLS session would skip the certificate.
-    let serves = |url: &str, ca: &str| {
-        Fetcher::new(signet_tls::client_config(&Trust::PemFile(ca.into())).unwrap()).with_timeout(std::time::Duration::from_secs(5)).get_json(url).is_ok()
-    };
+    let (a, b, ca_a, ca_b) = two_pkis(dir.path());
     let config = write(dir.path(), "hourly.toml", "[tls]\nreload_interval_secs = 3600\n");
 
     for backend in ["rustls", "openssl"] {
@@ -310,14 +320,7 @@ fn the_watch_source_serves_a_swapped_or_rewritten_certificate_at_once() {
 fn the_reload_and_cached_sources_read_at_handshakes() {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
     let dir = tempfile::tempdir().unwrap();
-    let (pki_a, pki_b) = (TestPki::new(), TestPki::new());
-    let (a, b) = (pki_a.server_pem(), pki_b.server_pem());
-    let ca_a = write(dir.path(), "ca-a.pem", &pki_a.ca_pem);
-    let ca_b = write(dir.path(), "ca-b.pem", &pki_b.ca_pem);
-    // A new client config for every check: a resumed TLS session would skip the certificate.
-    let serves = |url: &str, ca: &str| {
-        Fetcher::new(signet_tls::client_config(&Trust::PemFile(ca.into())).unwrap()).with_timeout(Duration::from_secs(5)).get_json(url).is_ok()
-    };
+    let (a, b, ca_a, ca_b) = two_pkis(dir.path());
     // One handshake, and which of the two CAs' certificates it was shown.
     let shown = |url: &str| match (serves(url, &ca_a), serves(url, &ca_b)) {
         (true, false) => "A",
