@@ -127,6 +127,9 @@ impl Conn {
         self.connect().await?;
         let stream = self.stream.as_mut().expect("connected");
         stream.write_all(request).await?;
+        // tokio-rustls may keep the last records of a write in the session's buffer when the
+        // socket would block; a flush sends them before we wait for the answer. Plain TCP: a no-op.
+        stream.flush().await?;
         // Head: read until the blank line.
         let head_end = loop {
             if let Some(pos) = find(&self.buf, b"\r\n\r\n") {
