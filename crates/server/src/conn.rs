@@ -144,7 +144,10 @@ impl Server {
     }
 
     async fn serve_one(&self, tcp: TcpStream, peer: SocketAddr, builder: auto::Builder<TokioExecutor>, watcher: hyper_util::server::graceful::Watcher) {
+        // Idle from the connection's start: untouched, it would count as idle since the process
+        // started (today the header timeout ends such a connection first, but not by design).
         let activity = Arc::new(Activity::default());
+        activity.touch();
         let header_timeout = Duration::from_secs(self.settings.header_read_timeout_secs);
         let (app, starting) = (self.app.clone(), self.starting.clone());
         // Each request of the connection carries its address and, over mTLS, the client's
