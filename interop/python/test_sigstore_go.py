@@ -145,7 +145,7 @@ def test_sigstore_go_rejects_a_bundle_from_another_instance(server, dev_token, t
     other_data = tmp_path / "other-data"
     other_trust = tmp_path / "other-trust"
     # Starting a second instance only to generate its keys; its trust export needs no server running.
-    proc = subprocess.Popen([signet_bin, "serve", "--dev", "--data-dir", str(other_data), "--listen", "127.0.0.1:0"],
+    proc = subprocess.Popen([signet_bin, "serve", "--dev", "--plain-http", "--data-dir", str(other_data), "--listen", "127.0.0.1:0"],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().startswith("signet listening on")

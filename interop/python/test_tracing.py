@@ -75,7 +75,7 @@ def start(signet_bin, data_dir, tracing):
     config = data_dir.rstrip("/") + ".toml"
     with open(config, "w") as f:
         f.write("[tracing]\n" + tracing)
-    proc = subprocess.Popen([signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", "127.0.0.1:0", "--config", config],
+    proc = subprocess.Popen([signet_bin, "serve", "--dev", "--plain-http", "--data-dir", data_dir, "--listen", "127.0.0.1:0", "--config", config],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     match = re.match(r"signet listening on (\S+)", line)

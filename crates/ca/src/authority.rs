@@ -256,7 +256,7 @@ pub fn issue_intermediate(root_key_pkcs8: &[u8], root_der: &[u8], new_key_pkcs8:
     Ok(x509::sign(tbs, &root_key)?)
 }
 
-fn ca_tbs(
+pub(crate) fn ca_tbs(
     subject_key: &CaKey,
     issuer_key: &CaKey,
     subject: Name,

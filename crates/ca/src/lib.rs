@@ -8,6 +8,7 @@
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.
 //! - [`tsa`]: the RFC 3161 timestamp authority.
+//! - [`serving`]: a `--dev` instance's TLS CA, and the short-lived serving certificates it issues.
 //! - `micro` (feature `micro`): the criterion suite of issuance, SCTs and timestamps.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -21,5 +22,6 @@ pub mod issue;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod oidc;
+pub mod serving;
 pub mod tsa;
 pub mod x509;

@@ -610,7 +610,7 @@ fn instances_on_postgres_keep_a_chain_each_in_the_shared_tables() {
 
     // The copy, under A's chain name: refused, and it says why.
     let mut twin = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir", b_dir.to_str().unwrap(), "--storage", &db])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir", b_dir.to_str().unwrap(), "--storage", &db])
         .args(["--config", config_a.to_str().unwrap()])
         .env("SIGNET_LOG", "warn")
         .stdout(std::process::Stdio::null())

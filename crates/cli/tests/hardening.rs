@@ -130,7 +130,7 @@ fn start_with(dir: &std::path::Path, config: &str, nofile: u32) -> Server {
     let mut child = std::process::Command::new("sh")
         .args(["-c", &format!("ulimit -Sn {nofile} && exec \"$0\" \"$@\"")])
         .arg(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--config"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--config"])
         .arg(&config_path)
         .arg("--data-dir")
         .arg(&data_dir)
@@ -271,7 +271,7 @@ fn a_second_server_on_one_data_dir_exits_2_and_changes_nothing() {
     };
     let before = snapshot(dir.path());
     let second = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -302,7 +302,7 @@ fn access_log_lines_carry_the_request_id_and_no_secret() {
     let config = dir.path().join("signet.toml");
     std::fs::write(&config, "[http]\naccess_log = true\n").unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--log-format", "json", "--config"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--log-format", "json", "--config"])
         .arg(&config)
         .arg("--data-dir")
         .arg(dir.path().join("data"))
@@ -350,7 +350,7 @@ fn a_full_log_disk_does_not_take_signet_down() {
     std::fs::write(&config, "[http]\naccess_log = true\n").unwrap();
     let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+        .args(["serve", "--dev", "--plain-http", "--listen", &format!("127.0.0.1:{port}"), "--config"])
         .arg(&config)
         .arg("--data-dir")
         .arg(dir.path().join("data"))
@@ -522,7 +522,7 @@ fn an_origin_change_is_explained() {
     let mut first = Server::start(dir.path(), &[]);
     first.kill();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--public-url", "http://localhost:1", "--data-dir"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--public-url", "http://localhost:1", "--data-dir"])
         .arg(dir.path())
         .output()
         .unwrap();

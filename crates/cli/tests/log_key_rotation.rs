@@ -176,7 +176,7 @@ fn the_ct_and_rekor_v2_logs_rotate_offline_into_new_logs_under_new_keys() {
         signet_log::shards::freeze(store.as_ref(), "rekor_v2", &zero, 3, now + 1).unwrap();
     }
     let serve = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
         .env("SIGNET_LOG", "warn")
         .output()

@@ -175,7 +175,7 @@ fn plain_http_is_allowed_to_a_loopback_issuer_only() {
 
     let cfg = config(dir.path(), "http://idp.example", "");
     let out = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data2"))
         .arg("--config")
         .arg(&cfg)

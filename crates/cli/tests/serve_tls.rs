@@ -1,7 +1,8 @@
 //! `signet serve --tls-cert … --tls-key …` end to end, for both backends: the ready line
 //! names an https URL, /healthz answers over HTTPS to a client that trusts the CA file, over
 //! HTTP/1.1 and over HTTP/2 (ALPN h2); bad TLS settings exit 2 with one clear line; client
-//! certificates (mTLS) become principals.
+//! certificates (mTLS) become principals; `--dev` without a certificate serves one that its
+//! own CA issues.
 
 mod common;
 
@@ -105,6 +106,18 @@ fn bad_tls_settings_exit_2_with_one_line() {
 
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &wrong_key, "--plain-http"]);
     assert_eq!(code, Some(2), "clap refuses the contradiction: {err}");
+    // The issued source has no files; its lifetime is its own.
+    let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &wrong_key, "--tls-source", "issued"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.source = \"issued\"") && err.contains("takes no tls.cert"), "{err}");
+    let lifetime = write(dir.path(), "lifetime.toml", "[tls]\nissued_lifetime_secs = 1\n");
+    let (code, err) = serve(&["--config", &lifetime]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.issued_lifetime_secs must be 2..=604800"), "{err}");
+    let plain = write(dir.path(), "plain.toml", "[tls]\nplain_http = true\nissued_lifetime_secs = 60\n");
+    let (code, err) = serve(&["--config", &plain]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.plain_http") && err.contains("tls.issued_lifetime_secs is not used"), "{err}");
 
     // mTLS settings: each mistake named.
     let key = write(dir.path(), "key.pem", &good.key);
@@ -120,7 +133,7 @@ fn bad_tls_settings_exit_2_with_one_line() {
     // Certificate sources: each mistake names the key.
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-source", "uncached"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("tls.source") && err.contains("expected file, watch, reload or cached"), "{err}");
+    assert!(err.contains("tls.source") && err.contains("expected file, watch, reload, cached or issued"), "{err}");
     // DESIGN.md's spelling of the flag is the same flag.
     let (code, err) = serve(&["--tls-cert", &cert, "--tls-key", &key, "--tls-cert-source", "uncached"]);
     assert_eq!(code, Some(2), "{err}");
@@ -388,5 +401,104 @@ fn the_reload_and_cached_sources_read_at_handshakes() {
         assert!(value(&text, "signet_tls_certificate_cache_lookups_total{result=\"hit\"} ").unwrap() >= 1.0, "{backend}: {text}");
         assert!(value(&text, "signet_tls_certificate_validation_errors_total ").unwrap() >= 1.0, "{backend}: {text}");
         assert!(text.contains(",source=\"cached\"} 1\n"), "{backend}: {text}");
+    }
+}
+
+/// One TLS connection kept open: requests /healthz on it, and tells the certificate it got.
+struct KeptConnection {
+    tls: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
+}
+
+impl KeptConnection {
+    fn open(url: &str, ca: &str) -> KeptConnection {
+        let addr = url.trim_start_matches("https://");
+        let config = signet_tls::client_config(&Trust::PemFile(ca.into())).unwrap();
+        let name = rustls::pki_types::ServerName::try_from(addr.split(':').next().unwrap().to_string()).unwrap();
+        let conn = rustls::ClientConnection::new(config, name).unwrap();
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut kept = KeptConnection { tls: rustls::StreamOwned::new(conn, tcp) };
+        assert_eq!(kept.healthz(), 200, "{url}");
+        kept
+    }
+
+    /// The status of `GET /healthz` on this connection (keep-alive).
+    fn healthz(&mut self) -> u16 {
+        use std::io::{Read, Write};
+        self.tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: signet\r\n\r\n").unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            self.tls.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8(head).unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .expect("a content-length");
+        let mut body = vec![0u8; length];
+        self.tls.read_exact(&mut body).unwrap();
+        head[9..12].parse().unwrap()
+    }
+
+    /// The DER of the certificate the server presented on this connection.
+    fn certificate(&self) -> Vec<u8> {
+        self.tls.conn.peer_certificates().unwrap()[0].to_vec()
+    }
+}
+
+/// `serve --dev` without a certificate: HTTPS, with a certificate the instance's own TLS CA
+/// issues in memory (`tls_ca.pem` in `trust export`) for `localhost` and the listen address,
+/// renewed at half its lifetime. With a 4 s lifetime, a connection opened after 3 s gets a new
+/// certificate, and a connection opened before the renewal keeps working on the old one.
+/// Both backends; the CA is made once per data dir, and kept across restarts.
+#[test]
+fn the_dev_instance_serves_https_with_an_issued_certificate_renewed_in_memory() {
+    use std::os::unix::fs::PermissionsExt;
+    use x509_cert::der::Decode;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "short.toml", "[tls]\nissued_lifetime_secs = 4\n");
+    for backend in ["rustls", "openssl"] {
+        let data = dir.path().join(format!("data-{backend}"));
+        let server = Server::start(&data, &["--tls-backend", backend, "--config", &config]);
+        assert!(server.url.starts_with("https://127.0.0.1:"), "{backend}: {}", server.url);
+        let trust = dir.path().join(format!("trust-{backend}"));
+        let out = signet(&["trust", "export", "--data-dir", data.to_str().unwrap(), "--out", trust.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let ca = trust.join("tls_ca.pem").to_str().unwrap().to_string();
+        assert_eq!(std::fs::metadata(data.join("keys/tls-ca.pem")).unwrap().permissions().mode() & 0o777, 0o600);
+        let signing_config: Value = serde_json::from_slice(&std::fs::read(trust.join("signing_config.json")).unwrap()).unwrap();
+        assert!(signing_config.to_string().contains(&format!("\"{}\"", server.url)), "the trust documents name the https URL");
+
+        // Not trusted without the CA; trusted with it, by name and by address.
+        assert!(!serves(&format!("{}/healthz", server.url), &write(dir.path(), "other-ca.pem", &TestPki::new().ca_pem)), "{backend}");
+        assert!(serves(&format!("{}/healthz", server.url), &ca), "{backend}");
+        let port = server.url.rsplit(':').next().unwrap();
+        let (status, _) = curl(&format!("https://localhost:{port}/healthz"), &ca, None);
+        assert_eq!(status, 200, "{backend}: by the name localhost");
+
+        let mut before = KeptConnection::open(&server.url, &ca);
+        let first = before.certificate();
+        let leaf = x509_cert::Certificate::from_der(&first).unwrap();
+        let validity = &leaf.tbs_certificate.validity;
+        let lifetime = validity.not_after.to_unix_duration() - validity.not_before.to_unix_duration();
+        assert_eq!(lifetime.as_secs(), 64, "{backend}: 4 s, from a minute back for clock skew");
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let after = KeptConnection::open(&server.url, &ca);
+        assert_ne!(after.certificate(), first, "{backend}: renewed at half its lifetime");
+        assert_eq!(before.healthz(), 200, "{backend}: the connection opened before the renewal is not dropped");
+        assert_eq!(before.certificate(), first);
+
+        let (status, metrics) = curl(&format!("{}/metrics", server.url), &ca, None);
+        assert_eq!(status, 200);
+        let loads = metrics.lines().find_map(|l| l.strip_prefix("signet_tls_certificate_loads_total ")).unwrap();
+        assert!(loads.trim().parse::<f64>().unwrap() >= 2.0, "{backend}: issued at start and renewed: {loads}");
+        assert!(metrics.contains("source=\"issued\""), "{backend}: signet_tls_info names the source");
+        drop(server);
+
+        // A restart keeps the CA, so clients configured once keep working.
+        let server = Server::start(&data, &["--tls-backend", backend]);
+        assert!(serves(&format!("{}/healthz", server.url), &ca), "{backend}: after a restart");
     }
 }

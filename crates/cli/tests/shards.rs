@@ -218,7 +218,7 @@ fn rotation_refuses_what_it_cannot_do_and_says_why() {
     let key: Value = serde_json::from_slice(&out.stdout).unwrap();
     std::fs::remove_file(key["key"].as_str().unwrap()).unwrap();
     let serve = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
         .env("SIGNET_LOG", "warn")
         .output()
@@ -403,7 +403,7 @@ fn a_rotation_cut_short_is_reported_at_start_and_finished_by_running_it_again() 
     drop(db);
 
     let serve = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
         .env("SIGNET_LOG", "warn")
         .output()

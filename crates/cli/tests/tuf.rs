@@ -115,7 +115,7 @@ fn the_repository_can_be_turned_off_and_bad_expiries_are_named() {
         let bad = dir.path().join("bad.toml");
         std::fs::write(&bad, toml).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_signet"))
-            .args(["serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path().join("bad-data"))
             .arg("--config")
             .arg(&bad)

@@ -106,7 +106,8 @@ impl TufSettings {
     }
 }
 
-/// HTTPS: without `cert` (and `key`), signet serves plain HTTP.
+/// HTTPS: with `cert` and `key`, from those files; without them, under `--dev` (or with
+/// `source = "issued"`), from a certificate the instance's own CA issues ([`TlsMode`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsSettings {
@@ -128,6 +129,23 @@ pub struct TlsSettings {
     pub client_ca: Option<PathBuf>,
     /// `optional` (the default with `client_ca`) or `required`.
     pub client_auth: Option<String>,
+    /// Serve plain HTTP even under `--dev` (`--plain-http`): behind a proxy that terminates
+    /// TLS, and for benchmarks of the HTTP layer alone.
+    pub plain_http: bool,
+    /// `issued` only: the lifetime of each issued certificate (renewed at half of it).
+    pub issued_lifetime_secs: Option<u64>,
+}
+
+/// What a server speaks, once `[tls]` and `--dev` are taken together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Plain HTTP: `plain_http`, or no certificate outside `--dev`.
+    Plain,
+    /// HTTPS with `cert` and `key`, re-read as `source` says.
+    Files,
+    /// HTTPS with a certificate issued by the instance's own CA, in memory
+    /// ([`signet_tls::issued`]): `--dev` without a certificate, or `source = "issued"`.
+    Issued,
 }
 
 impl Default for TlsSettings {
@@ -141,6 +159,8 @@ impl Default for TlsSettings {
             cache_ttl_secs: None,
             client_ca: None,
             client_auth: None,
+            plain_http: false,
+            issued_lifetime_secs: None,
         }
     }
 }
@@ -167,9 +187,22 @@ impl TlsSettings {
         self.cache_ttl_secs.map_or(signet_tls::source::DEFAULT_CACHE_TTL, std::time::Duration::from_secs)
     }
 
-    /// Whether signet serves HTTPS.
-    pub fn enabled(&self) -> bool {
-        self.cert.is_some()
+    /// Whether signet serves HTTPS, and with which certificate. Call after `validate`.
+    pub fn mode(&self, dev: bool) -> TlsMode {
+        if self.plain_http {
+            TlsMode::Plain
+        } else if self.cert.is_some() {
+            TlsMode::Files
+        } else if dev || self.source.as_deref() == Some("issued") {
+            TlsMode::Issued
+        } else {
+            TlsMode::Plain
+        }
+    }
+
+    /// The lifetime of an issued certificate: `issued_lifetime_secs`, or an hour.
+    pub fn issued_lifetime(&self) -> std::time::Duration {
+        self.issued_lifetime_secs.map_or(signet_tls::issued::DEFAULT_LIFETIME, std::time::Duration::from_secs)
     }
 
     /// The client-certificate mode, when a client CA bundle is given.
@@ -184,9 +217,25 @@ impl TlsSettings {
         }
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self, dev: bool) -> Result<(), ConfigError> {
         self.backend()?;
         let source = self.source()?;
+        if self.plain_http {
+            let set = [
+                ("tls.cert", self.cert.is_some()),
+                ("tls.key", self.key.is_some()),
+                ("tls.backend", self.backend.is_some()),
+                ("tls.source", self.source.is_some()),
+                ("tls.cache_ttl_secs", self.cache_ttl_secs.is_some()),
+                ("tls.client_ca", self.client_ca.is_some()),
+                ("tls.client_auth", self.client_auth.is_some()),
+                ("tls.issued_lifetime_secs", self.issued_lifetime_secs.is_some()),
+            ];
+            if let Some((name, _)) = set.iter().find(|(_, is_set)| *is_set) {
+                return Err(ConfigError::Invalid(format!("tls.plain_http (--plain-http) serves plain HTTP, so {name} is not used; remove one of them")));
+            }
+            return self.check_reload_interval();
+        }
         if let Some(ttl) = self.cache_ttl_secs {
             if source != signet_tls::SourceKind::Cached {
                 return Err(ConfigError::Invalid(format!(
@@ -197,29 +246,49 @@ impl TlsSettings {
                 return Err(ConfigError::Invalid(format!("tls.cache_ttl_secs (--tls-cache-ttl) must be 1..=3600 seconds, not {ttl}")));
             }
         }
-        if self.source.is_some() && self.cert.is_none() {
-            return Err(ConfigError::Invalid("tls.source (--tls-source) needs tls.cert and tls.key (--tls-cert, --tls-key): it says how they are re-read".into()));
+        if source == signet_tls::SourceKind::Issued && (self.cert.is_some() || self.key.is_some()) {
+            return Err(ConfigError::Invalid(
+                "tls.source = \"issued\" (--tls-source issued) serves a certificate the instance's own CA issues; it takes no tls.cert or tls.key (--tls-cert, --tls-key)".into(),
+            ));
         }
+        if self.source.is_some() && source != signet_tls::SourceKind::Issued && self.cert.is_none() {
+            return Err(ConfigError::Invalid(format!(
+                "tls.source = \"{source}\" (--tls-source) needs tls.cert and tls.key (--tls-cert, --tls-key): it says how they are re-read"
+            )));
+        }
+        let mode = self.mode(dev);
         match (&self.cert, &self.key) {
             (Some(_), None) | (None, Some(_)) => {
                 return Err(ConfigError::Invalid(
-                    "tls.cert (--tls-cert) and tls.key (--tls-key) go together; give both, or neither for plain HTTP".into(),
+                    "tls.cert (--tls-cert) and tls.key (--tls-key) go together; give both, or neither (plain HTTP, or under --dev a certificate signet issues itself)".into(),
                 ))
             }
-            (None, None) if self.backend.is_some() => {
+            (None, None) if self.backend.is_some() && mode == TlsMode::Plain => {
                 return Err(ConfigError::Invalid(
-                    "tls.backend (--tls-backend) needs tls.cert and tls.key (--tls-cert, --tls-key); \
-                     a self-issued --dev certificate is not built yet"
-                        .into(),
+                    "tls.backend (--tls-backend) needs HTTPS: tls.cert and tls.key (--tls-cert, --tls-key), or --dev (an issued certificate)".into(),
                 ))
             }
             _ => {}
         }
-        if self.client_auth_mode()?.is_some() && self.cert.is_none() {
+        if self.client_auth_mode()?.is_some() && mode != TlsMode::Files {
             return Err(ConfigError::Invalid(
-                "tls.client_ca (--tls-client-ca) needs tls.cert and tls.key: client certificates are asked for over HTTPS".into(),
+                "tls.client_ca (--tls-client-ca) needs tls.cert and tls.key (--tls-cert, --tls-key): client certificates are asked for over HTTPS, and the bundle is re-read with the pair".into(),
             ));
         }
+        if let Some(secs) = self.issued_lifetime_secs {
+            if mode != TlsMode::Issued {
+                return Err(ConfigError::Invalid(
+                    "tls.issued_lifetime_secs is for an issued certificate (--dev without tls.cert, or tls.source = \"issued\")".into(),
+                ));
+            }
+            if !(2..=604_800).contains(&secs) {
+                return Err(ConfigError::Invalid(format!("tls.issued_lifetime_secs must be 2..=604800 seconds (a week), not {secs}")));
+            }
+        }
+        self.check_reload_interval()
+    }
+
+    fn check_reload_interval(&self) -> Result<(), ConfigError> {
         if !(1..=3600).contains(&self.reload_interval_secs) {
             return Err(ConfigError::Invalid("tls.reload_interval_secs must be 1..=3600".into()));
         }
@@ -497,6 +566,12 @@ impl Config {
         if let Some(v) = get("SIGNET_TLS_CLIENT_AUTH") {
             self.tls.client_auth = Some(v);
         }
+        if let Some(v) = get("SIGNET_TLS_PLAIN_HTTP") {
+            self.tls.plain_http = parse("SIGNET_TLS_PLAIN_HTTP", v)?;
+        }
+        if let Some(v) = get("SIGNET_TLS_ISSUED_LIFETIME_SECS") {
+            self.tls.issued_lifetime_secs = Some(parse("SIGNET_TLS_ISSUED_LIFETIME_SECS", v)?);
+        }
         if let Some(v) = get("SIGNET_CA_INTERMEDIATE_KEY") {
             self.ca.intermediate_key = Some(v);
         }
@@ -568,7 +643,7 @@ impl Config {
         }
         self.hostname()?;
         self.ca.intermediate_curve()?;
-        self.tls.validate()?;
+        self.tls.validate(self.dev)?;
         self.guard.validate().map_err(ConfigError::Invalid)?;
         for i in &self.oidc.issuers {
             if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe" | "github-workflow") {
@@ -610,9 +685,12 @@ impl Config {
         }
     }
 
-    /// `https` when a certificate is configured, else `http`.
+    /// `http` when [`TlsMode::Plain`], else `https`.
     pub fn scheme(&self) -> &'static str {
-        if self.tls.enabled() { "https" } else { "http" }
+        match self.tls.mode(self.dev) {
+            TlsMode::Plain => "http",
+            TlsMode::Files | TlsMode::Issued => "https",
+        }
     }
 
     /// The bare host of the public URL: no scheme, no port. It names the logs.

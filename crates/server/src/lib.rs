@@ -54,7 +54,7 @@ use signet_tls::{Acceptor, FileSource};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use config::Config;
+pub use config::{Config, TlsMode};
 pub use state::{AppState, StartError};
 
 /// Opens everything, binds, prints `signet listening on <URL>` and serves until SIGINT/SIGTERM.
@@ -70,9 +70,12 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     for path in datadir::make_private(&cfg.data_dir)? {
         tracing::warn!(path = %path.display(), "was readable by other users; made private (0600 files, 0700 directories)");
     }
-    // The certificate is checked before anything binds or opens: a bad TLS config fails fast.
-    let tls = match (&cfg.tls.cert, &cfg.tls.key) {
-        (Some(cert), Some(key)) => {
+    // The certificate is checked (or issued) before anything binds or opens: a bad TLS config
+    // fails fast.
+    let tls = match cfg.tls.mode(cfg.dev) {
+        TlsMode::Plain => None,
+        TlsMode::Files => {
+            let (cert, key) = (cfg.tls.cert.clone().unwrap_or_default(), cfg.tls.key.clone().unwrap_or_default());
             let mut source = FileSource::new(cert, key);
             if let (Some(ca), Some(mode)) = (&cfg.tls.client_ca, cfg.tls.client_auth_mode()?) {
                 source = source.with_client_ca(ca, mode);
@@ -84,9 +87,12 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
                 None => Acceptor::with_client_auth(backend, &source.load()?, alpn, client.as_ref())?,
                 Some(freshness) => Acceptor::per_handshake(backend, &source, freshness, alpn, client.as_ref())?,
             };
-            Some((acceptor, source, kind))
+            Some((acceptor, Renewal::Files(source), kind))
         }
-        _ => None,
+        TlsMode::Issued => {
+            let (acceptor, renewal) = issued_tls(&cfg)?;
+            Some((acceptor, renewal, signet_tls::SourceKind::Issued))
+        }
     };
     match conn::raise_fd_limit() {
         Ok(n) => tracing::info!(open_files = n, "file descriptor limit"),
@@ -115,9 +121,14 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // file/watch re-read the pair here; reload/cached read it at handshakes, and only the
     // client-CA bundle (if any) is re-read here.
     let interval = Duration::from_secs(cfg.tls.reload_interval_secs);
-    let _reloading = tls.as_ref().and_then(|(acceptor, source, kind)| match kind.trigger() {
-        Some(trigger) => Some(source.watch(acceptor.clone(), interval, trigger)),
-        None => source.watch_client_ca(acceptor.clone(), interval),
+    let _reloading = tls.map(|(acceptor, renewal, kind)| match renewal {
+        Renewal::Files(source) => match kind.trigger() {
+            Some(trigger) => Some(Renewing::Files(source.watch(acceptor, interval, trigger))),
+            None => source.watch_client_ca(acceptor, interval).map(Renewing::Files),
+        },
+        Renewal::Issued { issue, issued_at, not_after } => {
+            Some(Renewing::Issued(signet_tls::issued::keep_renewed(acceptor, issue, issued_at, not_after)))
+        }
     });
     let (stop, stopped) = watch::channel(false);
     let accepting = tokio::spawn(server.run(listener, wait_for(stopped)));
@@ -203,6 +214,41 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     Ok(())
 }
 
+/// What keeps a server's certificate current, before it starts.
+enum Renewal {
+    /// Re-read from these files.
+    Files(FileSource),
+    /// Issued by the instance's CA: the first certificate was issued at `issued_at`.
+    Issued { issue: signet_tls::issued::Issue, issued_at: std::time::SystemTime, not_after: std::time::SystemTime },
+}
+
+/// ... and once it runs; dropped at shutdown.
+#[allow(dead_code)] // held for their Drop
+enum Renewing {
+    Files(signet_tls::Reloader),
+    Issued(signet_tls::issued::Renewer),
+}
+
+/// The acceptor of an `issued` server: the data dir's TLS CA (made on first start) issues a
+/// certificate for the listen address, `localhost`, the loopback addresses and the public
+/// URL's host, in memory; it is renewed at half its lifetime.
+fn issued_tls(cfg: &Config) -> Result<(Acceptor, Renewal), StartError> {
+    use signet_ca::serving::{ServingCa, ServingNames};
+    let ca = ServingCa::open(&cfg.data_dir)?;
+    let public_host = cfg.public_url.as_deref().map(config::host_of).transpose()?;
+    let names = ServingNames::for_listener(cfg.listen.ip(), public_host.as_deref());
+    let lifetime = cfg.tls.issued_lifetime();
+    let issue: signet_tls::issued::Issue = Box::new(move || {
+        let served = ca.issue(&names, lifetime).map_err(|e| signet_tls::CertError::Backend { backend: "signet TLS CA", why: e.to_string() })?;
+        signet_tls::CertifiedPair::from_pem(served.certificate_pem.as_bytes(), served.key_pem.as_bytes(), "issued certificate", "issued key")
+    });
+    let issued_at = std::time::SystemTime::now();
+    let pair = signet_tls::issued::first(&issue)?;
+    let not_after = pair.not_after();
+    let acceptor = Acceptor::with_client_auth(cfg.tls.backend()?, &pair, signet_tls::backend::HTTP_ALPN, None)?;
+    Ok((acceptor, Renewal::Issued { issue, issued_at, not_after }))
+}
+
 /// The seq the audit chain is anchored to (0: no anchor, or none readable, which only
 /// means the next anchor covers everything).
 async fn anchored_seq(log: &signet_guard::audit::AuditLog) -> u64 {
@@ -218,9 +264,9 @@ struct Startup {
 }
 
 fn startup_line(cfg: &Config, state: &AppState) -> Startup {
-    let tls = match cfg.tls.cert {
-        None => "off".to_string(),
-        Some(_) => tls_summary(&cfg.tls),
+    let tls = match cfg.tls.mode(cfg.dev) {
+        TlsMode::Plain => "off".to_string(),
+        TlsMode::Files | TlsMode::Issued => tls_summary(&cfg.tls, cfg.dev),
     };
     let storage = cfg.storage_url().map(|u| u.display()).unwrap_or_else(|e| e.to_string());
     let g = &state.guard.config;
@@ -234,11 +280,15 @@ fn startup_line(cfg: &Config, state: &AppState) -> Startup {
 
 /// `rustls 0.23.46, source cached (ttl 5 s)`: the backend, its library's version and the
 /// certificate source, for the startup line. Called after validation.
-fn tls_summary(tls: &config::TlsSettings) -> String {
+fn tls_summary(tls: &config::TlsSettings, dev: bool) -> String {
     let backend = tls.backend().unwrap_or_default();
-    let source = tls.source().unwrap_or_default();
+    let source = match tls.mode(dev) {
+        TlsMode::Issued => signet_tls::SourceKind::Issued,
+        _ => tls.source().unwrap_or_default(),
+    };
     let ttl = match source {
         signet_tls::SourceKind::Cached => format!(" (ttl {} s)", tls.cache_ttl().as_secs()),
+        signet_tls::SourceKind::Issued => format!(" (lifetime {} s)", tls.issued_lifetime().as_secs()),
         _ => String::new(),
     };
     format!("{backend} {}, source {source}{ttl}", backend.library_version())

@@ -15,6 +15,8 @@
 //!   certificate with one atomic load per handshake, or asks a per-handshake source.
 //! - [`file_source`]: certificates from PEM files, re-read on a timer or on an inotify event for
 //!   hot rotation.
+//! - [`issued`]: a certificate from the instance's own CA, issued in memory and renewed at
+//!   half its lifetime (`--dev` without a certificate).
 //! - [`per_handshake`]: certificates looked up at each handshake (`reload`, `cached`), report
 //!   000's two modes.
 //! - [`source`]: which source a server uses, and the counters all of them keep.
@@ -32,6 +34,7 @@ pub mod client;
 pub mod client_auth;
 pub mod fetch;
 pub mod file_source;
+pub mod issued;
 #[cfg(feature = "micro")]
 pub mod micro;
 mod openssl_acceptor;

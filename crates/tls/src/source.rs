@@ -26,10 +26,13 @@ pub enum SourceKind {
     Reload,
     /// Read at a handshake when the cached pair is older than the TTL.
     Cached,
+    /// Issued in memory by the instance's own CA and renewed at half its lifetime
+    /// ([`crate::issued`]); there are no files.
+    Issued,
 }
 
 impl SourceKind {
-    pub const ALL: [SourceKind; 4] = [SourceKind::File, SourceKind::Watch, SourceKind::Reload, SourceKind::Cached];
+    pub const ALL: [SourceKind; 5] = [SourceKind::File, SourceKind::Watch, SourceKind::Reload, SourceKind::Cached, SourceKind::Issued];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -37,6 +40,7 @@ impl SourceKind {
             SourceKind::Watch => "watch",
             SourceKind::Reload => "reload",
             SourceKind::Cached => "cached",
+            SourceKind::Issued => "issued",
         }
     }
 
@@ -46,7 +50,7 @@ impl SourceKind {
         match self {
             SourceKind::File => Some(Trigger::Timer),
             SourceKind::Watch => Some(Trigger::Watch),
-            SourceKind::Reload | SourceKind::Cached => None,
+            SourceKind::Reload | SourceKind::Cached | SourceKind::Issued => None,
         }
     }
 
@@ -55,7 +59,7 @@ impl SourceKind {
         match self {
             SourceKind::Reload => Some(Freshness::Reload),
             SourceKind::Cached => Some(Freshness::Cached(ttl)),
-            SourceKind::File | SourceKind::Watch => None,
+            SourceKind::File | SourceKind::Watch | SourceKind::Issued => None,
         }
     }
 }
@@ -72,7 +76,7 @@ impl std::str::FromStr for SourceKind {
         SourceKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("certificate source {s:?} is not supported; expected file, watch, reload or cached"))
+            .ok_or_else(|| format!("certificate source {s:?} is not supported; expected file, watch, reload, cached or issued"))
     }
 }
 
@@ -83,7 +87,7 @@ pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counts {
     /// Reads of the certificate and key files: each timer tick or inotify wake-up (`file`,
-    /// `watch`), each handshake (`reload`), each cache miss (`cached`).
+    /// `watch`), each handshake (`reload`), each cache miss (`cached`), each issuance (`issued`).
     pub loads: u64,
     /// Handshakes served from the `cached` source's copy (including while another handshake
     /// re-reads the files).
@@ -122,8 +126,8 @@ mod tests {
         for kind in SourceKind::ALL {
             assert_eq!(kind.name().parse::<SourceKind>().unwrap(), kind);
         }
-        let err = "issued".parse::<SourceKind>().unwrap_err();
-        assert_eq!(err, "certificate source \"issued\" is not supported; expected file, watch, reload or cached");
+        let err = "self-signed".parse::<SourceKind>().unwrap_err();
+        assert_eq!(err, "certificate source \"self-signed\" is not supported; expected file, watch, reload, cached or issued");
         assert_eq!(SourceKind::Watch.trigger(), Some(Trigger::Watch));
         assert_eq!(SourceKind::Cached.freshness(Duration::from_secs(3)), Some(Freshness::Cached(Duration::from_secs(3))));
         assert_eq!(SourceKind::Reload.trigger(), None);

@@ -37,9 +37,11 @@ pub struct Args {
     /// How the certificate files are re-read: file (default: every reload interval), watch
     /// (also at once when inotify sees their directory change), reload (at every handshake)
     /// or cached (at a handshake once the copy is --tls-cache-ttl old). reload and cached
-    /// are report 000's modes, kept for comparison; see docs/tls.md.
+    /// are report 000's modes, kept for comparison; see docs/tls.md. issued (the default
+    /// under --dev without --tls-cert): no files, a certificate from the instance's own CA,
+    /// held in memory and renewed at half its lifetime.
     /// (`--tls-cert-source` is the same flag, as DESIGN.md's contract spells it.)
-    #[arg(long, visible_alias = "tls-cert-source", value_name = "file|watch|reload|cached", conflicts_with = "plain_http")]
+    #[arg(long, visible_alias = "tls-cert-source", value_name = "file|watch|reload|cached|issued", conflicts_with = "plain_http")]
     tls_source: Option<String>,
     /// With --tls-source cached: seconds a read certificate is served before a handshake
     /// reads the files again (1..=3600; default 5).
@@ -53,8 +55,9 @@ pub struct Args {
     /// anonymous) or required (the handshake fails without one).
     #[arg(long, value_name = "optional|required")]
     tls_client_auth: Option<String>,
-    /// Serve plain HTTP, which is what `serve` does without --tls-cert; accepted so that
-    /// scripts can say so explicitly.
+    /// Serve plain HTTP. Without it, --dev without --tls-cert serves HTTPS with a certificate
+    /// its own CA issues (`signet trust export` writes that CA as tls_ca.pem); use this
+    /// behind a proxy that terminates TLS, and for benchmarks of the HTTP layer alone.
     #[arg(long)]
     plain_http: bool,
 }
@@ -108,6 +111,8 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
         cfg.tls.cache_ttl_secs = None;
         cfg.tls.client_ca = None;
         cfg.tls.client_auth = None;
+        cfg.tls.issued_lifetime_secs = None;
+        cfg.tls.plain_http = true;
     }
     cfg.dev |= args.dev;
 

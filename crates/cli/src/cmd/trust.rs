@@ -12,8 +12,10 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum What {
     /// Write trusted_root.json, signing_config.json and client_trust_config.json (and
-    /// audit_key.pem, when the audit log has made its key, and tuf_root.json, the TUF
-    /// repository's newest root, to bootstrap clients from `<url>/tuf`).
+    /// audit_key.pem, when the audit log has made its key; tuf_root.json, the TUF
+    /// repository's newest root, to bootstrap clients from `<url>/tuf`; and tls_ca.pem, the
+    /// CA of the HTTPS certificate a --dev instance issues itself, for SSL_CERT_FILE or
+    /// REQUESTS_CA_BUNDLE).
     Export(ExportArgs),
     /// Rotate an authority's key offline, the server stopped: a new key and certificate; the
     /// old certificate stays trusted for what it signed before now. The server publishes the
@@ -98,6 +100,20 @@ pub fn run(args: Args) -> ExitCode {
         let path = a.out.join("audit_key.pem");
         if let Err(e) = signet_core::files::write_atomic(&path, key.public_pem().as_bytes(), 0o644) {
             errln!("signet trust export: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        outln!("{}", path.display());
+    }
+    // The CA of the serving certificate an `issued` instance makes itself: what HTTPS clients
+    // must trust to reach it.
+    let tls_ca = signet_ca::serving::certificate_path(&a.data_dir);
+    if tls_ca.exists() {
+        let path = a.out.join("tls_ca.pem");
+        let copied = std::fs::read(&tls_ca)
+            .map_err(|e| format!("{}: {e}", tls_ca.display()))
+            .and_then(|pem| signet_core::files::write_atomic(&path, &pem, 0o644).map_err(|e| format!("{}: {e}", path.display())));
+        if let Err(e) = copied {
+            errln!("signet trust export: {e}");
             return ExitCode::FAILURE;
         }
         outln!("{}", path.display());

@@ -20,7 +20,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `signet serve --dev` on a free loopback port and waits for its ready line.
+    /// Starts `signet serve --dev` on a free loopback port and waits for its ready line. Plain
+    /// HTTP (`--plain-http`) unless `extra` holds a `--tls…` flag: the tests of HTTPS say so.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
         Self::start_on(data_dir, "127.0.0.1:0", extra)
     }
@@ -30,6 +31,7 @@ impl Server {
             .args(["serve", "--dev", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", listen])
+            .args((!extra.iter().any(|a| a.starts_with("--tls"))).then_some("--plain-http"))
             .args(extra)
             // Warnings and errors only, unless the caller asks for more: a test run starts
             // dozens of servers, and their info lines would bury the results.
