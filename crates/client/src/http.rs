@@ -1,9 +1,15 @@
-//! A blocking HTTP client for the signing flow: one agent, so connections to the same
+//! A blocking HTTP(S) client for the signing flow: one agent, so connections to the same
 //! instance are reused across the CA, log and TSA calls.
 //!
-//! Plain HTTP only for now; HTTPS arrives with the `tls` crate's client.
+//! HTTPS is rustls with the aws-lc-rs provider, as everywhere in signet
+//! ([`signet_tls::client`]), verifying servers against the platform's roots (read once per
+//! process; `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured, which is how a `--dev`
+//! instance's `tls_ca.pem` is given) or a PEM bundle.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use signet_tls::Trust;
 
 use serde_json::Value;
 
@@ -11,6 +17,9 @@ use crate::{service_err, ClientError};
 
 pub struct Http {
     agent: ureq::Agent,
+    /// Why HTTPS cannot be used (no root certificates could be read), said at the first
+    /// https:// request rather than at construction: plain-HTTP use does not need them.
+    tls_unavailable: Option<String>,
 }
 
 /// A reply that passed the status check.
@@ -26,9 +35,31 @@ impl Default for Http {
 }
 
 impl Http {
+    /// A client that trusts the platform's roots.
     pub fn new(timeout: Duration) -> Self {
-        let agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build().into();
-        Http { agent }
+        Self::with_trust(timeout, &Trust::Platform)
+    }
+
+    /// A client that verifies HTTPS servers against `trust`.
+    pub fn with_trust(timeout: Duration, trust: &Trust) -> Self {
+        let (roots, tls_unavailable) = match signet_tls::client::root_certificates(trust) {
+            Ok(certs) => (certs.iter().map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned()).collect(), None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(signet_tls::client::provider())
+            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+            .build();
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).tls_config(tls).build().into();
+        Http { agent, tls_unavailable }
+    }
+
+    fn check_tls(&self, service: &'static str, url: &str) -> Result<(), ClientError> {
+        match &self.tls_unavailable {
+            Some(why) if url.starts_with("https://") => Err(service_err(service, url, format!("cannot verify HTTPS servers: {why}"))),
+            _ => Ok(()),
+        }
     }
 
     pub fn post(
@@ -40,9 +71,7 @@ impl Http {
         body: Vec<u8>,
         bearer: Option<&str>,
     ) -> Result<Reply, ClientError> {
-        if url.starts_with("https://") {
-            return Err(service_err(service, url, "HTTPS is not supported by this client yet; use an http:// URL"));
-        }
+        self.check_tls(service, url)?;
         let mut req = self.agent.post(url).header("content-type", content_type).header("accept", accept);
         if let Some(token) = bearer {
             req = req.header("authorization", format!("Bearer {token}"));
@@ -58,9 +87,7 @@ impl Http {
 
     /// A GET whose reply must be 2xx, at most `limit` bytes.
     pub fn get(&self, service: &'static str, url: &str, limit: u64) -> Result<Reply, ClientError> {
-        if url.starts_with("https://") {
-            return Err(service_err(service, url, "HTTPS is not supported by this client yet; use an http:// URL"));
-        }
+        self.check_tls(service, url)?;
         let mut resp = self.agent.get(url).call().map_err(|e| service_err(service, url, e))?;
         let status = resp.status().as_u16();
         let body = resp.body_mut().with_config().limit(limit).read_to_vec().map_err(|e| service_err(service, url, e))?;

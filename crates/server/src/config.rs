@@ -840,7 +840,27 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("go together"));
         c.tls.cert = None;
         c.tls.backend = Some("rustls".into());
-        assert!(c.validate().unwrap_err().to_string().contains("needs tls.cert"));
+        // Under --dev a backend without files is the issued certificate's; outside it, an error.
+        c.validate().unwrap();
+        assert_eq!((c.tls.mode(true), c.scheme()), (TlsMode::Issued, "https"));
+        (c.dev, c.public_url) = (false, Some("https://signet.test".into()));
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("needs HTTPS"), "{err}");
+        c.tls.backend = None;
+        assert_eq!((c.tls.mode(false), c.scheme()), (TlsMode::Plain, "http"));
+        c.tls.source = Some("issued".into());
+        c.validate().unwrap();
+        assert_eq!((c.tls.mode(false), c.scheme()), (TlsMode::Issued, "https"), "issued outside --dev, when asked for");
+        c.dev = true;
+        c.tls.source = None;
+        c.tls.plain_http = true;
+        c.validate().unwrap();
+        assert_eq!((c.tls.mode(true), c.scheme()), (TlsMode::Plain, "http"));
+        c.tls.issued_lifetime_secs = Some(60);
+        assert!(c.validate().unwrap_err().to_string().contains("tls.issued_lifetime_secs is not used"));
+        c.tls.plain_http = false;
+        c.validate().unwrap();
+        assert_eq!(c.tls.issued_lifetime(), std::time::Duration::from_secs(60));
         let err = toml::from_str::<Config>("[tls]\ncertificate = \"x\"\n").unwrap_err();
         assert!(err.message().contains("certificate"), "{}", err.message());
         let mut c = Config::default();
@@ -859,7 +879,7 @@ mod tests {
         let tls = |extra: &str| toml::from_str::<Config>(&format!("dev = true\n[tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\n{extra}")).unwrap();
         let c = tls("");
         assert_eq!(c.tls.source().unwrap(), signet_tls::SourceKind::File);
-        for kind in signet_tls::SourceKind::ALL {
+        for kind in signet_tls::SourceKind::ALL.into_iter().filter(|k| *k != signet_tls::SourceKind::Issued) {
             let c = tls(&format!("source = \"{kind}\"\n"));
             c.validate().unwrap();
             assert_eq!(c.tls.source().unwrap(), kind);
@@ -871,7 +891,9 @@ mod tests {
         assert_eq!(c.tls.cache_ttl(), std::time::Duration::from_secs(60));
 
         let err = tls("source = \"uncached\"\n").validate().unwrap_err().to_string();
-        assert!(err.contains("tls.source") && err.contains("expected file, watch, reload or cached"), "{err}");
+        assert!(err.contains("tls.source") && err.contains("expected file, watch, reload, cached or issued"), "{err}");
+        let err = tls("source = \"issued\"\n").validate().unwrap_err().to_string();
+        assert!(err.contains("takes no tls.cert"), "{err}");
         let err = tls("cache_ttl_secs = 5\n").validate().unwrap_err().to_string();
         assert!(err.contains("tls.cache_ttl_secs") && err.contains("the source is file"), "{err}");
         let err = tls("source = \"reload\"\ncache_ttl_secs = 5\n").validate().unwrap_err().to_string();

@@ -54,14 +54,19 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, TrustError> {
 /// The platform's roots, read and parsed once per process (a few ms for ~150 certificates:
 /// report 002 paid it per handshake). A store that could not be read is not cached.
 fn platform_roots() -> Result<RootCertStore, TrustError> {
-    static LOADED: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
-    if let Some(store) = LOADED.get() {
-        return Ok(store.clone());
+    platform().map(|(_, store)| store.clone())
+}
+
+/// The platform's root certificates and the store made of them, loaded once.
+fn platform() -> Result<&'static (Arc<Vec<CertificateDer<'static>>>, RootCertStore), TrustError> {
+    static LOADED: std::sync::OnceLock<(Arc<Vec<CertificateDer<'static>>>, RootCertStore)> = std::sync::OnceLock::new();
+    if let Some(loaded) = LOADED.get() {
+        return Ok(loaded);
     }
     let mut store = RootCertStore::empty();
     LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let found = rustls_native_certs::load_native_certs();
-    let (added, _ignored) = store.add_parsable_certificates(found.certs);
+    let (added, _ignored) = store.add_parsable_certificates(found.certs.iter().cloned());
     if added == 0 {
         let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
         return Err(TrustError::Platform(format!(
@@ -69,7 +74,26 @@ fn platform_roots() -> Result<RootCertStore, TrustError> {
             if errors.is_empty() { "the store is empty".to_string() } else { errors.join("; ") }
         )));
     }
-    Ok(LOADED.get_or_init(|| store).clone())
+    Ok(LOADED.get_or_init(|| (Arc::new(found.certs), store)))
+}
+
+/// The certificates `trust` holds, in DER, for HTTP clients that take roots as certificates
+/// rather than as a rustls config (ureq). The platform's are read once per process.
+pub fn root_certificates(trust: &Trust) -> Result<Arc<Vec<CertificateDer<'static>>>, TrustError> {
+    match trust {
+        Trust::Platform => platform().map(|(certs, _)| certs.clone()),
+        Trust::PemFile(path) => Ok(Arc::new(pem_bundle(path)?)),
+    }
+}
+
+fn pem_bundle(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TrustError> {
+    let bundle = |why: String| TrustError::Bundle { path: path.display().to_string(), why };
+    let pem = std::fs::read(path).map_err(|e| bundle(e.to_string()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| bundle(format!("not a PEM file: {e}")))?;
+    if certs.is_empty() {
+        return Err(bundle("holds no CERTIFICATE block; expected PEM CA certificates".into()));
+    }
+    Ok(certs)
 }
 
 static LOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -85,14 +109,7 @@ fn roots(trust: &Trust) -> Result<RootCertStore, TrustError> {
         Trust::Platform => store = platform_roots()?,
         Trust::PemFile(path) => {
             let bundle = |why: String| TrustError::Bundle { path: path.display().to_string(), why };
-            let pem = std::fs::read(path).map_err(|e| bundle(e.to_string()))?;
-            let certs = CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| bundle(format!("not a PEM file: {e}")))?;
-            if certs.is_empty() {
-                return Err(bundle("holds no CERTIFICATE block; expected PEM CA certificates".into()));
-            }
-            for (i, cert) in certs.into_iter().enumerate() {
+            for (i, cert) in pem_bundle(path)?.into_iter().enumerate() {
                 store.add(cert).map_err(|e| bundle(format!("certificate {} is not a usable CA certificate: {e}", i + 1)))?;
             }
         }
