@@ -17,7 +17,7 @@ import pytest
 
 from conftest import serve
 from test_cosign import COSIGN
-from test_tuf import Clients
+from test_tuf import Clients, client_env  # noqa: F401 (a fixture)
 
 EMAIL = "https-tour@example.com"
 

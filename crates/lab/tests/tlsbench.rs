@@ -29,6 +29,10 @@ fn both_methods_measure_both_backends() {
             assert_eq!((s.agreed.version.as_str(), s.handshakes), ("TLSv1.3", 8), "{}", s.name);
             assert!(s.agreed.cipher.starts_with("TLS_"), "{}", s.agreed.cipher);
             assert!(s.handshake_ms_p50 > 0.0 && s.handshake_ms_p99 >= s.handshake_ms_p50);
+            // Every resumed handshake is checked to have resumed (else the run fails), on
+            // both backends' tickets.
+            assert_eq!(s.resumed, 8, "{}", s.name);
+            assert!(s.resumed_ms_p50 > 0.0 && s.resumed_ms_p99 >= s.resumed_ms_p50);
             assert_eq!(s.payloads.iter().map(|p| p.bytes).collect::<Vec<_>>(), [1, 4096, 65536]);
             for p in &s.payloads {
                 assert!(p.messages >= 20 && p.mb_s > 0.0 && p.latency_ms_p50 > 0.0, "{} {}: {p:?}", s.name, p.bytes);
@@ -36,6 +40,7 @@ fn both_methods_measure_both_backends() {
         }
         let tables = report.tables();
         assert!(tables.contains("| openssl vs rustls MB/s |") && tables.contains("64 KiB"), "{tables}");
+        assert!(tables.contains("resumed/s, one at a time"), "{tables}");
     }
 }
 

@@ -4,6 +4,8 @@
 //! Handshakes are full handshakes: client-side resumption is off, or every connection after
 //! the first would resume and measure something else. A handshake is timed from the first
 //! ClientHello byte to the client's handshake completion; the TCP connect is not included.
+//! Resumed handshakes are measured apart ([`Client::resumed`]), with a second config that
+//! keeps the server's tickets, and each is checked to have resumed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +29,8 @@ pub struct Agreed {
 
 pub struct Client {
     connector: tokio_rustls::TlsConnector,
+    /// The same config, keeping session tickets.
+    resuming: tokio_rustls::TlsConnector,
     name: ServerName<'static>,
     method: Method,
 }
@@ -42,7 +46,8 @@ pub struct PayloadRun {
 
 impl Client {
     pub fn new(mut config: ClientConfig, server_name: &str, method: Method) -> Result<Client, BenchError> {
-        config.resumption = rustls::client::Resumption::disabled();
+        let mut resuming = config.clone();
+        resuming.resumption = rustls::client::Resumption::in_memory_sessions(64);
         // HTTP/1.1 for GETs (both signet's server and nginx speak it; one request at a time
         // is what per-message latency means); no ALPN for the echo.
         config.alpn_protocols = match method {
@@ -51,7 +56,37 @@ impl Client {
         };
         let name = ServerName::try_from(server_name.to_string())
             .map_err(|e| BenchError::Usage(format!("--server-name {server_name:?}: {e}")))?;
-        Ok(Client { connector: tokio_rustls::TlsConnector::from(Arc::new(config)), name, method })
+        resuming.alpn_protocols = config.alpn_protocols.clone();
+        config.resumption = rustls::client::Resumption::disabled();
+        Ok(Client {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            resuming: tokio_rustls::TlsConnector::from(Arc::new(resuming)),
+            name,
+            method,
+        })
+    }
+
+    /// One new connection that resumes the session of an earlier one from its ticket: the
+    /// handshake's duration. Then one 1-byte message, which also takes in the server's new
+    /// tickets for the next connection (TLS 1.3 tickets are used once). With `check`, a
+    /// handshake that did not resume is an error; the first, which has no ticket, is not checked.
+    pub async fn resumed(&self, peer: &str, addr: SocketAddr, check: bool) -> Result<Duration, BenchError> {
+        let io = |what| move |source| BenchError::Io { peer: peer.into(), what, source };
+        let tcp = TcpStream::connect(addr).await.map_err(io("connect"))?;
+        tcp.set_nodelay(true).map_err(io("connect"))?;
+        let started = Instant::now();
+        let mut tls = self
+            .resuming
+            .connect(self.name.clone(), tcp)
+            .await
+            .map_err(|e| BenchError::Handshake { peer: peer.into(), why: e.to_string() })?;
+        let took = started.elapsed();
+        if check && tls.get_ref().1.handshake_kind() != Some(rustls::HandshakeKind::Resumed) {
+            return Err(BenchError::Protocol { peer: peer.into(), why: "a handshake did not resume: the server's tickets were not accepted".into() });
+        }
+        Exchange::new(self.method, 1, self.name_str()).once(&mut tls, peer).await?;
+        let _ = tls.shutdown().await;
+        Ok(took)
     }
 
     /// One new connection; returns the handshake's duration.

@@ -81,6 +81,10 @@ pub struct ServerResult {
     pub handshakes: usize,
     pub handshake_ms_p50: f64,
     pub handshake_ms_p99: f64,
+    /// Handshakes that resumed a session from a ticket, one at a time.
+    pub resumed: usize,
+    pub resumed_ms_p50: f64,
+    pub resumed_ms_p99: f64,
     pub payloads: Vec<PayloadResult>,
 }
 
@@ -142,23 +146,43 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
             }
         }
     }
+    // Resumed handshakes the same way, after one that takes the first ticket.
+    let mut resumed: Vec<Vec<u64>> = vec![Vec::new(); all.len()];
+    for server in all {
+        client.resumed(&server.name, server.addr, false).await?;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(4.0 * all.len() as f64);
+    while resumed.iter().any(|t| t.len() < spec.handshakes) && std::time::Instant::now() < deadline {
+        for (i, server) in all.iter().enumerate() {
+            for _ in 0..BATCH.min(spec.handshakes.saturating_sub(resumed[i].len())) {
+                resumed[i].push(client.resumed(&server.name, server.addr, true).await?.as_nanos() as u64);
+            }
+        }
+    }
     let mut results: Vec<ServerResult> = all
         .iter()
-        .zip(times.iter_mut().zip(agreed))
-        .map(|(server, (t, agreed))| {
+        .zip(times.iter_mut().zip(agreed).zip(resumed.iter_mut()))
+        .map(|(server, ((t, agreed), r))| {
             t.sort_unstable();
+            r.sort_unstable();
             ServerResult {
                 name: server.name.clone(),
                 agreed: agreed.unwrap_or(Agreed { version: "none".into(), cipher: "none".into() }),
                 handshakes: t.len(),
                 handshake_ms_p50: quantile(t, 0.5) / 1e6,
                 handshake_ms_p99: quantile(t, 0.99) / 1e6,
+                resumed: r.len(),
+                resumed_ms_p50: quantile(r, 0.5) / 1e6,
+                resumed_ms_p99: quantile(r, 0.99) / 1e6,
                 payloads: Vec::new(),
             }
         })
         .collect();
     for r in &results {
-        progress(format!("{:<10} handshake p50 {:.3} ms over {} ({})", r.name, r.handshake_ms_p50, r.handshakes, r.agreed.cipher));
+        progress(format!(
+            "{:<10} handshake p50 {:.3} ms over {} ({}); resumed p50 {:.3} ms over {}",
+            r.name, r.handshake_ms_p50, r.handshakes, r.agreed.cipher, r.resumed_ms_p50, r.resumed
+        ));
     }
     // Each size is measured in `repeats` short rounds, servers alternating within a round;
     // a server's MB/s is the median of its rounds, so that one stalled round (another
@@ -249,6 +273,9 @@ impl Report {
             ("handshake p50 ms", Align::Right),
             ("p99 ms", Align::Right),
             (&format!("p50 vs {}", base.name), Align::Right),
+            ("resumed p50 ms", Align::Right),
+            ("resumed p99 ms", Align::Right),
+            ("resumed/s, one at a time", Align::Right),
         ]);
         for s in &self.servers {
             hs.row(vec![
@@ -259,6 +286,9 @@ impl Report {
                 format!("{:.3}", s.handshake_ms_p50),
                 format!("{:.3}", s.handshake_ms_p99),
                 delta(s.handshake_ms_p50, base.handshake_ms_p50),
+                format!("{:.3}", s.resumed_ms_p50),
+                format!("{:.3}", s.resumed_ms_p99),
+                table::num(1e3 / s.resumed_ms_p50, 0),
             ]);
         }
         let mut columns: Vec<(String, Align)> = vec![("payload".into(), Align::Right)];
@@ -286,7 +316,7 @@ impl Report {
             "echo" => "echo over one connection, one message in flight",
             _ => "HTTP/1.1 GET of an N-byte body over one keep-alive connection, one request in flight",
         };
-        format!("TLS handshakes (full, no resumption; new connection each):\n\n{}\nPayloads ({how}):\n\n{}", hs.render(), pay.render())
+        format!("TLS handshakes (full: no resumption; resumed: from the previous connection's ticket; new connection each):\n\n{}\nPayloads ({how}):\n\n{}", hs.render(), pay.render())
     }
 }
 
