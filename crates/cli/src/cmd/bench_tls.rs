@@ -76,7 +76,7 @@ struct BackendArgs {
     tls_cert: Option<PathBuf>,
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// New connections (full handshakes) per server.
+    /// New connections per server: this many full handshakes, then as many resumed from tickets.
     #[arg(long, default_value_t = 500)]
     handshakes: usize,
     /// Payload sizes in bytes, comma-separated [default: 1,64,256,1024,4096,16384,65536].

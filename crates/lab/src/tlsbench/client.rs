@@ -29,8 +29,8 @@ pub struct Agreed {
 
 pub struct Client {
     connector: tokio_rustls::TlsConnector,
-    /// The same config, keeping session tickets.
-    resuming: tokio_rustls::TlsConnector,
+    /// The same config, for connectors that keep session tickets ([`Client::resumer`]).
+    resuming: ClientConfig,
     name: ServerName<'static>,
     method: Method,
 }
@@ -47,7 +47,6 @@ pub struct PayloadRun {
 impl Client {
     pub fn new(mut config: ClientConfig, server_name: &str, method: Method) -> Result<Client, BenchError> {
         let mut resuming = config.clone();
-        resuming.resumption = rustls::client::Resumption::in_memory_sessions(64);
         // HTTP/1.1 for GETs (both signet's server and nginx speak it; one request at a time
         // is what per-message latency means); no ALPN for the echo.
         config.alpn_protocols = match method {
@@ -60,23 +59,30 @@ impl Client {
         config.resumption = rustls::client::Resumption::disabled();
         Ok(Client {
             connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
-            resuming: tokio_rustls::TlsConnector::from(Arc::new(resuming)),
+            resuming,
             name,
             method,
         })
     }
 
-    /// One new connection that resumes the session of an earlier one from its ticket: the
+    /// A connector that keeps the tickets it is given, in a cache of its own: one per server,
+    /// since they all answer to the same name, and one server's ticket means nothing to another.
+    pub fn resumer(&self) -> tokio_rustls::TlsConnector {
+        let mut config = self.resuming.clone();
+        config.resumption = rustls::client::Resumption::in_memory_sessions(64);
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    }
+
+    /// One new connection through `resumer` that resumes the session of an earlier one from its ticket: the
     /// handshake's duration. Then one 1-byte message, which also takes in the server's new
     /// tickets for the next connection (TLS 1.3 tickets are used once). With `check`, a
     /// handshake that did not resume is an error; the first, which has no ticket, is not checked.
-    pub async fn resumed(&self, peer: &str, addr: SocketAddr, check: bool) -> Result<Duration, BenchError> {
+    pub async fn resumed(&self, resumer: &tokio_rustls::TlsConnector, peer: &str, addr: SocketAddr, check: bool) -> Result<Duration, BenchError> {
         let io = |what| move |source| BenchError::Io { peer: peer.into(), what, source };
         let tcp = TcpStream::connect(addr).await.map_err(io("connect"))?;
         tcp.set_nodelay(true).map_err(io("connect"))?;
         let started = Instant::now();
-        let mut tls = self
-            .resuming
+        let mut tls = resumer
             .connect(self.name.clone(), tcp)
             .await
             .map_err(|e| BenchError::Handshake { peer: peer.into(), why: e.to_string() })?;

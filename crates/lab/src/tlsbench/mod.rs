@@ -148,14 +148,15 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
     }
     // Resumed handshakes the same way, after one that takes the first ticket.
     let mut resumed: Vec<Vec<u64>> = vec![Vec::new(); all.len()];
-    for server in all {
-        client.resumed(&server.name, server.addr, false).await?;
+    let resumers: Vec<_> = all.iter().map(|_| client.resumer()).collect();
+    for (server, resumer) in all.iter().zip(&resumers) {
+        client.resumed(resumer, &server.name, server.addr, false).await?;
     }
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(4.0 * all.len() as f64);
     while resumed.iter().any(|t| t.len() < spec.handshakes) && std::time::Instant::now() < deadline {
         for (i, server) in all.iter().enumerate() {
             for _ in 0..BATCH.min(spec.handshakes.saturating_sub(resumed[i].len())) {
-                resumed[i].push(client.resumed(&server.name, server.addr, true).await?.as_nanos() as u64);
+                resumed[i].push(client.resumed(&resumers[i], &server.name, server.addr, true).await?.as_nanos() as u64);
             }
         }
     }
