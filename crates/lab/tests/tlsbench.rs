@@ -17,6 +17,8 @@ fn spec(method: Method) -> Spec {
         seconds_per_size: 0.03,
         repeats: 1,
         max_messages: 200,
+        connections: 1,
+        pids: Vec::new(),
     }
 }
 
@@ -41,7 +43,31 @@ fn both_methods_measure_both_backends() {
         let tables = report.tables();
         assert!(tables.contains("| openssl vs rustls MB/s |") && tables.contains("64 KiB"), "{tables}");
         assert!(tables.contains("resumed/s, one at a time"), "{tables}");
+        // The in-process servers' own CPU per handshake is read from their threads.
+        for s in &report.servers {
+            let cpu = s.handshake_cpu_ms_per_1000.unwrap_or_else(|| panic!("{}: no CPU figure", s.name));
+            assert!(cpu > 1.0 && cpu < 100_000.0, "{}: {cpu} ms per 1,000 handshakes ({} handshakes)", s.name, s.handshakes);
+        }
     }
+}
+
+/// Many connections at once (`--connections`), and report 003's verdict on the pair.
+#[test]
+fn concurrent_payloads_and_a_verdict() {
+    let mut s = spec(Method::Get);
+    s.connections = 4;
+    s.sizes = vec![16384, 1 << 20];
+    let report = tlsbench::run(&s, &mut |_| {}).unwrap();
+    for server in &report.servers {
+        for p in &server.payloads {
+            assert!(p.messages >= 4 && p.mb_s > 0.0, "{} {}: {p:?}", server.name, p.bytes);
+        }
+    }
+    assert!(report.tables().contains("over 4 keep-alive connections at once"));
+    // Against itself the verdict is parity, whatever the noise.
+    let verdict = tlsbench::compare::judge(&report, "rustls", "rustls", &tlsbench::compare::Criteria::default()).unwrap();
+    assert!(verdict.go, "{}", verdict.text);
+    assert!(verdict.text.contains("| 1048576 B: MB/s"), "{}", verdict.text);
 }
 
 #[test]
@@ -53,6 +79,10 @@ fn bad_specs_are_usage_errors() {
     s.targets = vec![("nginx".into(), "127.0.0.1:9".parse().unwrap())];
     let err = tlsbench::run(&s, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("--target needs --ca-file"), "{err}");
+    let mut s = spec(Method::Echo);
+    s.pids = vec![("nginx".into(), 1)];
+    let err = tlsbench::run(&s, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("no --target is named \"nginx\""), "{err}");
 }
 
 /// `signet bench tls lookup` in small: every source on both backends, at 1 and 4 threads; the

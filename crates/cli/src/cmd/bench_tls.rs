@@ -24,6 +24,24 @@ enum What {
     /// Report 000: the cost of obtaining the certificate for one handshake, per certificate
     /// source (file, watch, cached, reload) and backend, on 1 and 32 threads.
     Lookup(LookupArgs),
+    /// Report 003's GO/NO-GO: measures servers A and B in one run (backends, or --target
+    /// names) and says GO when B is within the margins of A on every measure (handshake,
+    /// throughput at each size) or saves CPU per handshake; exit 1 on NO-GO.
+    Compare(CompareArgs),
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// The baseline: rustls, openssl, or the NAME of a --target.
+    a: String,
+    /// The candidate judged against A.
+    b: String,
+    /// Margins in percent: parity=P (handshake and throughput), or handshake=, throughput=,
+    /// cpu= (the CPU saving that is GO on its own) [default: parity=10,cpu=10, report 003's].
+    #[arg(long, default_value = "parity=10,cpu=10")]
+    criteria: String,
+    #[command(flatten)]
+    common: BackendArgs,
 }
 
 #[derive(clap::Args)]
@@ -91,6 +109,14 @@ struct BackendArgs {
     /// At most this many messages per round.
     #[arg(long, default_value_t = 50_000)]
     max_messages: usize,
+    /// Keep-alive connections per server for the payloads, each with one message in flight
+    /// (1: one message at a time, report 003's method).
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// The process id of a --target server, as NAME=PID (repeatable), to report its CPU time
+    /// per handshake (nginx with `master_process off`; the in-process servers' is always read).
+    #[arg(long = "pid", value_name = "NAME=PID")]
+    pids: Vec<String>,
     /// Write the machine-readable result here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -99,6 +125,7 @@ struct BackendArgs {
 pub fn run(a: Args) -> ExitCode {
     match a.what {
         Some(What::Lookup(l)) => lookup(l),
+        Some(What::Compare(c)) => compare(c),
         None => backends(a.backends),
     }
 }
@@ -148,37 +175,111 @@ fn lookup(a: LookupArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn spec_of(a: &BackendArgs) -> Result<Spec, String> {
+    let backends = a
+        .backends
+        .clone()
+        .unwrap_or_else(|| vec!["rustls".into(), "openssl".into()])
+        .iter()
+        .map(|b| b.parse::<Backend>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--backends: {e}"))?;
+    let targets = a.targets.iter().map(|t| parse_target(t)).collect::<Result<Vec<_>, _>>()?;
+    let pids = a.pids.iter().map(|p| parse_pid(p)).collect::<Result<Vec<_>, _>>()?;
+    if !(0.01..=60.0).contains(&a.seconds_per_size) || a.handshakes == 0 || a.max_messages == 0 || a.repeats == 0 {
+        return Err("--seconds-per-size must be 0.01..=60, --handshakes, --repeats and --max-messages at least 1".into());
+    }
+    Ok(Spec {
+        method: if a.method == "get" { Method::Get } else { Method::Echo },
+        backends,
+        targets,
+        ca_file: a.ca_file.clone(),
+        server_name: a.server_name.clone(),
+        cert: a.tls_cert.clone().zip(a.tls_key.clone()),
+        handshakes: a.handshakes,
+        sizes: a.sizes.clone().unwrap_or_else(|| tlsbench::REPORT_SIZES.to_vec()),
+        seconds_per_size: a.seconds_per_size,
+        repeats: a.repeats,
+        max_messages: a.max_messages,
+        connections: a.connections,
+        pids,
+    })
+}
+
+/// `NAME=PID`.
+fn parse_pid(p: &str) -> Result<(String, u32), String> {
+    p.split_once('=')
+        .and_then(|(name, pid)| Some((name.to_string(), pid.parse().ok()?)))
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| format!("--pid {p:?}: expected NAME=PID, e.g. nginx=1234"))
+}
+
+fn compare(c: CompareArgs) -> ExitCode {
+    let usage = |m: String| {
+        errln!("signet bench tls compare: {m}");
+        ExitCode::from(2)
+    };
+    let criteria = match c.criteria.parse::<tlsbench::compare::Criteria>() {
+        Ok(criteria) => criteria,
+        Err(e) => return usage(format!("--criteria: {e}")),
+    };
+    if c.common.backends.is_some() {
+        return usage("--backends is not used: the servers are A and B".into());
+    }
+    if c.a == c.b {
+        return usage(format!("A and B are both {:?}; compare two different servers", c.a));
+    }
+    let mut spec = match spec_of(&c.common) {
+        Ok(spec) => spec,
+        Err(e) => return usage(e),
+    };
+    if c.common.sizes.is_none() {
+        spec.sizes = vec![16_384]; // report 003's throughput figure
+    }
+    let names = [c.a.as_str(), c.b.as_str()];
+    spec.backends = names.iter().filter_map(|n| n.parse::<Backend>().ok()).collect();
+    spec.targets.retain(|(name, _)| names.contains(&name.as_str()));
+    for name in names {
+        if name.parse::<Backend>().is_err() && !spec.targets.iter().any(|(t, _)| t == name) {
+            return usage(format!("{name:?} is neither a backend (rustls, openssl) nor the NAME of a --target"));
+        }
+    }
+    let report = match tlsbench::run(&spec, &mut |line| errln!("  {line}")) {
+        Ok(r) => r,
+        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e) => {
+            errln!("signet bench tls compare: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = &c.common.json {
+        let text = serde_json::to_string_pretty(&report).expect("report serializes");
+        if let Err(e) = std::fs::write(path, text) {
+            errln!("signet bench tls compare: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    match tlsbench::compare::judge(&report, &c.a, &c.b, &criteria) {
+        Ok(verdict) => {
+            out!("{}", report.tables());
+            out!("\n{}", verdict.text);
+            if verdict.go { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        Err(e) => {
+            errln!("signet bench tls compare: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn backends(a: BackendArgs) -> ExitCode {
     let usage = |m: String| {
         errln!("signet bench tls: {m}");
         ExitCode::from(2)
     };
-    let backends = match a.backends.unwrap_or_else(|| vec!["rustls".into(), "openssl".into()]).iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
-        Ok(b) => b,
-        Err(e) => return usage(format!("--backends: {e}")),
-    };
-    let mut targets = Vec::new();
-    for t in &a.targets {
-        match parse_target(t) {
-            Ok(target) => targets.push(target),
-            Err(e) => return usage(e),
-        }
-    }
-    if !(0.01..=60.0).contains(&a.seconds_per_size) || a.handshakes == 0 || a.max_messages == 0 || a.repeats == 0 {
-        return usage("--seconds-per-size must be 0.01..=60, --handshakes, --repeats and --max-messages at least 1".into());
-    }
-    let spec = Spec {
-        method: if a.method == "get" { Method::Get } else { Method::Echo },
-        backends,
-        targets,
-        ca_file: a.ca_file,
-        server_name: a.server_name,
-        cert: a.tls_cert.zip(a.tls_key),
-        handshakes: a.handshakes,
-        sizes: a.sizes.unwrap_or_else(|| tlsbench::REPORT_SIZES.to_vec()),
-        seconds_per_size: a.seconds_per_size,
-        repeats: a.repeats,
-        max_messages: a.max_messages,
+    let spec = match spec_of(&a) {
+        Ok(spec) => spec,
+        Err(e) => return usage(e),
     };
     let report = match tlsbench::run(&spec, &mut |line| errln!("  {line}")) {
         Ok(r) => r,

@@ -152,6 +152,62 @@ impl Client {
         })
     }
 
+    /// `connections` connections at once, each with one message of `size` bytes in flight, for
+    /// about `budget`: the messages of all of them, and the latency of each message.
+    pub async fn payload_concurrent(
+        &self,
+        peer: &str,
+        addr: SocketAddr,
+        size: usize,
+        budget: Duration,
+        max_messages: usize,
+        connections: usize,
+    ) -> Result<PayloadRun, BenchError> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let per_connection = (max_messages / connections).max(20);
+        for _ in 0..connections {
+            let (_, mut tls) = self.handshake(peer, addr).await?;
+            let mut exchange = Exchange::new(self.method, size, self.name_str());
+            let peer = peer.to_string();
+            tasks.spawn(async move {
+                for _ in 0..4 {
+                    exchange.once(&mut tls, &peer).await?;
+                }
+                Ok::<_, BenchError>((tls, exchange, peer))
+            });
+        }
+        // Every connection warmed up before the clock starts, then all of them at once.
+        let mut ready = Vec::with_capacity(connections);
+        while let Some(joined) = tasks.join_next().await {
+            ready.push(joined.map_err(|e| BenchError::Setup(e.to_string()))??);
+        }
+        let started = Instant::now();
+        let mut measured = tokio::task::JoinSet::new();
+        for (mut tls, mut exchange, peer) in ready {
+            measured.spawn(async move {
+                let mut latencies = Vec::new();
+                while latencies.len() < per_connection && started.elapsed() < budget {
+                    let t = Instant::now();
+                    exchange.once(&mut tls, &peer).await?;
+                    latencies.push(t.elapsed().as_nanos() as u64);
+                }
+                Ok::<_, BenchError>(latencies)
+            });
+        }
+        let mut latencies = Vec::new();
+        while let Some(joined) = measured.join_next().await {
+            latencies.extend(joined.map_err(|e| BenchError::Setup(e.to_string()))??);
+        }
+        let elapsed = started.elapsed();
+        latencies.sort_unstable();
+        Ok(PayloadRun {
+            messages: latencies.len(),
+            elapsed,
+            median_us: quantile(&latencies, 0.5) / 1e3,
+            p99_us: quantile(&latencies, 0.99) / 1e3,
+        })
+    }
+
     fn name_str(&self) -> String {
         match &self.name {
             ServerName::DnsName(d) => d.as_ref().to_string(),

@@ -4,6 +4,8 @@
 //!
 //! - [`servers`]: the in-process servers, one per backend (echo, or HTTP GET of N bytes).
 //! - [`client`]: the one rustls client that measures them all.
+//! - [`cpu`]: the servers' own CPU time per handshake, from `/proc`.
+//! - [`compare`]: report 003's GO/NO-GO: parity within a margin, or a CPU saving.
 //! - [`lookup`]: `signet bench tls lookup`, report 000's per-handshake certificate lookup for
 //!   each certificate source.
 //!
@@ -13,6 +15,8 @@
 //! falls on all of them alike rather than on whichever ran then.
 
 pub mod client;
+pub mod compare;
+pub mod cpu;
 pub mod lookup;
 pub mod servers;
 
@@ -65,12 +69,19 @@ pub struct Spec {
     pub repeats: usize,
     /// At most this many messages per round.
     pub max_messages: usize,
+    /// Keep-alive connections per server for the payloads, each with one message in flight
+    /// (1: report 003's one message at a time).
+    pub connections: usize,
+    /// The process ids of external servers, by name, to read their CPU time.
+    pub pids: Vec<(String, u32)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     /// `echo` or `get`.
     pub method: String,
+    /// Connections per server for the payloads.
+    pub connections: usize,
     pub servers: Vec<ServerResult>,
 }
 
@@ -81,6 +92,9 @@ pub struct ServerResult {
     pub handshakes: usize,
     pub handshake_ms_p50: f64,
     pub handshake_ms_p99: f64,
+    /// The server's CPU time per 1,000 full handshakes, in ms (None when `/proc` has no figure
+    /// for it: an external server without `--pid`).
+    pub handshake_cpu_ms_per_1000: Option<f64>,
     /// Handshakes that resumed a session from a ticket, one at a time.
     pub resumed: usize,
     pub resumed_ms_p50: f64,
@@ -103,6 +117,7 @@ struct Server {
     name: String,
     addr: SocketAddr,
     _local: Option<servers::LocalServer>,
+    cpu: Option<cpu::CpuSource>,
 }
 
 /// Runs the whole measurement; `progress` gets one line per step.
@@ -121,10 +136,18 @@ pub fn run(spec: &Spec, progress: &mut dyn FnMut(String)) -> Result<Report, Benc
     for backend in &spec.backends {
         let acceptor = Acceptor::new(*backend, &pair).map_err(|e| BenchError::Setup(e.to_string()))?;
         let local = servers::LocalServer::start(acceptor, spec.method).map_err(|e| BenchError::Setup(format!("starting the {backend} server: {e}")))?;
-        all.push(Server { name: backend.name().to_string(), addr: local.addr, _local: Some(local) });
+        let cpu = local.tid.map(cpu::CpuSource::Thread);
+        all.push(Server { name: backend.name().to_string(), addr: local.addr, _local: Some(local), cpu });
     }
     for (name, addr) in &spec.targets {
-        all.push(Server { name: name.clone(), addr: *addr, _local: None });
+        let cpu = spec.pids.iter().find(|(n, _)| n == name).map(|(_, pid)| cpu::CpuSource::Process(*pid));
+        all.push(Server { name: name.clone(), addr: *addr, _local: None, cpu });
+    }
+    if let Some((name, _)) = spec.pids.iter().find(|(n, _)| !spec.targets.iter().any(|(t, _)| t == n)) {
+        return Err(BenchError::Usage(format!("--pid {name}=…: no --target is named {name:?}")));
+    }
+    if spec.connections == 0 || spec.connections > 1024 {
+        return Err(BenchError::Usage("--connections must be 1..=1024".into()));
     }
     let client = Client::new(client_config(roots)?, &spec.server_name, spec.method)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| BenchError::Setup(e.to_string()))?;
@@ -135,15 +158,30 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
     // Handshakes in alternating batches, each server's total capped in time as well.
     const BATCH: usize = 25;
     let mut times: Vec<Vec<u64>> = vec![Vec::new(); all.len()];
+    // Each server's CPU over its own batches only: none of them works while another is measured.
+    let mut cpu_ns: Vec<Option<u64>> = all.iter().map(|s| s.cpu.as_ref().map(|_| 0)).collect();
     let mut agreed: Vec<Option<Agreed>> = vec![None; all.len()];
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(4.0 * all.len() as f64);
     while times.iter().any(|t| t.len() < spec.handshakes) && std::time::Instant::now() < deadline {
         for (i, server) in all.iter().enumerate() {
+            let before = server.cpu.as_ref().and_then(cpu::CpuSource::ns);
+            let mut open = Vec::with_capacity(BATCH);
             for _ in 0..BATCH.min(spec.handshakes.saturating_sub(times[i].len())) {
                 let (took, tls) = client.handshake(&server.name, server.addr).await?;
                 agreed[i].get_or_insert_with(|| Client::agreed(&tls));
                 times[i].push(took.as_nanos() as u64);
+                open.push(tls);
             }
+            // Closed after the batch, inside its CPU window: a connection's teardown is part of its cost.
+            for mut tls in open {
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let after = server.cpu.as_ref().and_then(cpu::CpuSource::ns);
+            cpu_ns[i] = match (cpu_ns[i], before, after) {
+                (Some(sum), Some(b), Some(a)) => Some(sum + a.saturating_sub(b)),
+                _ => None,
+            };
         }
     }
     // Resumed handshakes the same way, after one that takes the first ticket.
@@ -162,8 +200,8 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
     }
     let mut results: Vec<ServerResult> = all
         .iter()
-        .zip(times.iter_mut().zip(agreed).zip(resumed.iter_mut()))
-        .map(|(server, ((t, agreed), r))| {
+        .zip(times.iter_mut().zip(agreed).zip(resumed.iter_mut()).zip(&cpu_ns))
+        .map(|(server, (((t, agreed), r), cpu))| {
             t.sort_unstable();
             r.sort_unstable();
             ServerResult {
@@ -172,6 +210,7 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
                 handshakes: t.len(),
                 handshake_ms_p50: quantile(t, 0.5) / 1e6,
                 handshake_ms_p99: quantile(t, 0.99) / 1e6,
+                handshake_cpu_ms_per_1000: cpu.filter(|_| !t.is_empty()).map(|ns| ns as f64 / t.len() as f64 / 1e3),
                 resumed: r.len(),
                 resumed_ms_p50: quantile(r, 0.5) / 1e6,
                 resumed_ms_p99: quantile(r, 0.99) / 1e6,
@@ -195,7 +234,10 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
         for round in 0..repeats {
             let order: Vec<usize> = if round % 2 == 0 { (0..all.len()).collect() } else { (0..all.len()).rev().collect() };
             for i in order {
-                rounds[i].push(client.payload(&all[i].name, all[i].addr, *size, budget, spec.max_messages).await?);
+                rounds[i].push(match spec.connections {
+                    1 => client.payload(&all[i].name, all[i].addr, *size, budget, spec.max_messages).await?,
+                    n => client.payload_concurrent(&all[i].name, all[i].addr, *size, budget, spec.max_messages, n).await?,
+                });
             }
         }
         for (i, runs) in rounds.iter().enumerate() {
@@ -216,7 +258,11 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
             results[i].payloads.push(result);
         }
     }
-    Ok(Report { method: match spec.method { Method::Echo => "echo", Method::Get => "get" }.into(), servers: results })
+    Ok(Report {
+        method: match spec.method { Method::Echo => "echo", Method::Get => "get" }.into(),
+        connections: spec.connections,
+        servers: results,
+    })
 }
 
 /// The in-process servers' pair, and the roots that verify it.
@@ -277,6 +323,8 @@ impl Report {
             ("resumed p50 ms", Align::Right),
             ("resumed p99 ms", Align::Right),
             ("resumed/s, one at a time", Align::Right),
+            ("server CPU ms / 1,000 full", Align::Right),
+            (&format!("CPU vs {}", base.name), Align::Right),
         ]);
         for s in &self.servers {
             hs.row(vec![
@@ -290,6 +338,11 @@ impl Report {
                 format!("{:.3}", s.resumed_ms_p50),
                 format!("{:.3}", s.resumed_ms_p99),
                 table::num(1e3 / s.resumed_ms_p50, 0),
+                s.handshake_cpu_ms_per_1000.map_or("n/a".into(), |c| format!("{c:.0}")),
+                match (s.handshake_cpu_ms_per_1000, base.handshake_cpu_ms_per_1000) {
+                    (Some(c), Some(b)) => format!("{:.2}×", c / b),
+                    _ => "n/a".into(),
+                },
             ]);
         }
         let mut columns: Vec<(String, Align)> = vec![("payload".into(), Align::Right)];
@@ -313,9 +366,11 @@ impl Report {
             }
             pay.row(row);
         }
-        let how = match self.method.as_str() {
-            "echo" => "echo over one connection, one message in flight",
-            _ => "HTTP/1.1 GET of an N-byte body over one keep-alive connection, one request in flight",
+        let how = match (self.method.as_str(), self.connections) {
+            ("echo", 1) => "echo over one connection, one message in flight".to_string(),
+            ("echo", n) => format!("echo over {n} connections at once, one message in flight on each"),
+            (_, 1) => "HTTP/1.1 GET of an N-byte body over one keep-alive connection, one request in flight".to_string(),
+            (_, n) => format!("HTTP/1.1 GET of an N-byte body over {n} keep-alive connections at once, one request in flight on each"),
         };
         format!("TLS handshakes (full: no resumption; resumed: from the previous connection's ticket; new connection each):\n\n{}\nPayloads ({how}):\n\n{}", hs.render(), pay.render())
     }

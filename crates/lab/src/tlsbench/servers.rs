@@ -27,6 +27,8 @@ pub enum Method {
 /// A running server; it stops when dropped.
 pub struct LocalServer {
     pub addr: SocketAddr,
+    /// The kernel id of the server's thread, for its CPU time.
+    pub tid: Option<u32>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -38,10 +40,13 @@ impl LocalServer {
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let thread = std::thread::Builder::new()
-            .name(format!("bench-tls-{}", acceptor.backend()))
-            .spawn(move || rt.block_on(serve(listener, acceptor, method, stopped)))?;
-        Ok(LocalServer { addr, stop: Some(stop), thread: Some(thread) })
+        let (told, tid) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new().name(format!("bench-tls-{}", acceptor.backend())).spawn(move || {
+            let _ = told.send(super::cpu::current_tid());
+            rt.block_on(serve(listener, acceptor, method, stopped))
+        })?;
+        let tid = tid.recv().ok().flatten();
+        Ok(LocalServer { addr, tid, stop: Some(stop), thread: Some(thread) })
     }
 }
 

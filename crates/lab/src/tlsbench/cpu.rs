@@ -1,0 +1,78 @@
+//! Server CPU time, from `/proc`: what a handshake costs the server rather than the client.
+//!
+//! On two cores the measuring client saturates before the server does, so handshakes per
+//! second would measure the client. The server's own CPU per handshake does not: it is read
+//! from the scheduler's nanosecond accounting (`schedstat`) of the in-process server's
+//! thread, or of an external server's process (nginx with `master_process off` is one
+//! process, one thread).
+
+use std::path::PathBuf;
+
+/// Whose CPU time to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuSource {
+    /// A thread of this process, by its kernel thread id ([`current_tid`]). Not by name: two
+    /// runs in one process (tests in parallel) have threads of the same name.
+    Thread(u32),
+    /// Every thread of another process.
+    Process(u32),
+}
+
+/// The kernel's id of the calling thread.
+pub fn current_tid() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
+impl CpuSource {
+    /// The nanoseconds it has run on a CPU so far; None when `/proc` does not say.
+    pub fn ns(&self) -> Option<u64> {
+        match self {
+            CpuSource::Thread(tid) => schedstat(PathBuf::from(format!("/proc/self/task/{tid}/schedstat"))),
+            CpuSource::Process(pid) => {
+                let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+                tasks.flatten().map(|task| schedstat(task.path().join("schedstat"))).sum()
+            }
+        }
+    }
+}
+
+/// The first field of a `schedstat` file: time spent on a CPU, in ns.
+fn schedstat(path: PathBuf) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_thread_is_seen_busy_and_an_unknown_one_is_none() {
+        let (ready, started) = std::sync::mpsc::channel::<u32>();
+        let (finish, finished) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::Builder::new()
+            .name("cpu-test-spin".into())
+            .spawn(move || {
+                ready.send(current_tid().unwrap()).unwrap();
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < std::time::Duration::from_millis(50) {
+                    x = x.wrapping_mul(31).wrapping_add(7);
+                }
+                std::hint::black_box(x);
+                finished.recv().unwrap();
+            })
+            .unwrap();
+        let tid = started.recv().unwrap();
+        assert_ne!(Some(tid), current_tid());
+        std::thread::sleep(std::time::Duration::from_millis(80));
+        let spent = CpuSource::Thread(tid).ns().unwrap();
+        assert!(spent >= 20_000_000, "{spent} ns");
+        // The process's sum counts its live threads, the spinning one among them.
+        assert!(CpuSource::Process(std::process::id()).ns().unwrap() >= spent);
+        finish.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(CpuSource::Thread(tid).ns(), None, "a thread that ended");
+        assert_eq!(CpuSource::Process(u32::MAX).ns(), None);
+    }
+}
