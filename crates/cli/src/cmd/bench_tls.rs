@@ -28,6 +28,28 @@ enum What {
     /// names) and says GO when B is within the margins of A on every measure (handshake,
     /// throughput at each size) or saves CPU per handshake; exit 1 on NO-GO.
     Compare(CompareArgs),
+    /// Rotation lag: how soon a certificate rewritten on disk is served by each source (file,
+    /// watch) and backend; every handshake meanwhile must succeed.
+    Rotation(RotationArgs),
+}
+
+#[derive(clap::Args)]
+struct RotationArgs {
+    /// Backends, comma-separated [default: rustls,openssl].
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<String>>,
+    /// Sources, comma-separated: file, watch [default: both].
+    #[arg(long, value_delimiter = ',')]
+    sources: Option<Vec<String>>,
+    /// Rotations per source and backend.
+    #[arg(long, default_value_t = 20)]
+    rotations: usize,
+    /// The sources' timer, in ms (file's only trigger; watch's fallback).
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Write the machine-readable result here.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -126,6 +148,7 @@ pub fn run(a: Args) -> ExitCode {
     match a.what {
         Some(What::Lookup(l)) => lookup(l),
         Some(What::Compare(c)) => compare(c),
+        Some(What::Rotation(r)) => rotation(r),
         None => backends(a.backends),
     }
 }
@@ -168,6 +191,49 @@ fn lookup(a: LookupArgs) -> ExitCode {
         let written = serde_json::to_string_pretty(&report).map_err(|e| e.to_string()).and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
         if let Err(e) = written {
             errln!("signet bench tls lookup: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    out!("{}", report.table());
+    ExitCode::SUCCESS
+}
+
+fn rotation(a: RotationArgs) -> ExitCode {
+    use signet_lab::tlsbench::rotation::{run_rotation, RotationSpec};
+    let usage = |m: String| {
+        errln!("signet bench tls rotation: {m}");
+        ExitCode::from(2)
+    };
+    let mut spec = RotationSpec::default();
+    if let Some(names) = a.backends {
+        match names.iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
+            Ok(b) => spec.backends = b,
+            Err(e) => return usage(format!("--backends: {e}")),
+        }
+    }
+    if let Some(names) = a.sources {
+        match names.iter().map(|s| s.parse::<SourceKind>()).collect::<Result<Vec<_>, _>>() {
+            Ok(s) => spec.sources = s,
+            Err(e) => return usage(format!("--sources: {e}")),
+        }
+    }
+    if !(10..=3_600_000).contains(&a.interval_ms) {
+        return usage("--interval-ms must be 10..=3600000".into());
+    }
+    spec.rotations = a.rotations;
+    spec.interval = std::time::Duration::from_millis(a.interval_ms);
+    let report = match run_rotation(&spec, &mut |line| errln!("  {line}")) {
+        Ok(r) => r,
+        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e) => {
+            errln!("signet bench tls rotation: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = a.json {
+        let written = serde_json::to_string_pretty(&report).map_err(|e| e.to_string()).and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            errln!("signet bench tls rotation: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }

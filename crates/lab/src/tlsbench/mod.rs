@@ -8,6 +8,7 @@
 //! - [`compare`]: report 003's GO/NO-GO: parity within a margin, or a CPU saving.
 //! - [`lookup`]: `signet bench tls lookup`, report 000's per-handshake certificate lookup for
 //!   each certificate source.
+//! - [`rotation`]: `signet bench tls rotation`, how soon a rewritten certificate is served.
 //!
 //! External servers (`--target NAME=HOST:PORT`, e.g. nginx) are measured by the same client
 //! with the same method, between the in-process ones. Servers are measured in turn, size by
@@ -18,6 +19,7 @@ pub mod client;
 pub mod compare;
 pub mod cpu;
 pub mod lookup;
+pub mod rotation;
 pub mod servers;
 
 use std::net::SocketAddr;
