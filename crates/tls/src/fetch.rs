@@ -1,24 +1,31 @@
 //! A small blocking HTTP client: GETs of JSON documents (OIDC discovery documents and key
-//! sets), and single requests such as an OTLP trace export.
+//! sets, remote trust roots) and single requests such as an OTLP trace export.
 //!
-//! Each call opens one connection (HTTP/1.1 over rustls) on its own thread with its own
-//! small runtime, so callers may be plain synchronous code, even inside a tokio worker.
-//! The whole exchange has one deadline, and the body one size limit. Redirects are not
-//! followed: a 3xx is reported as the status it is.
+//! One client for all of them, and for the life of the process: connections are kept alive and
+//! reused per host (HTTP/2 when the server offers it by ALPN, else HTTP/1.1 keep-alive), the
+//! trust store is whatever [`crate::client`] loaded once, and the connections live on one
+//! background runtime (`signet-fetch`), so callers may be plain synchronous code, even inside a
+//! tokio worker: a call hands its request to that runtime and waits for the answer. The whole
+//! exchange has one deadline, and the body one size limit. Redirects are not followed: a 3xx is
+//! reported as the status it is.
 //!
 //! Plain `http://` is accepted only towards loopback hosts, for tests and local issuers.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// What went wrong with one GET; shown after the URL.
@@ -56,19 +63,27 @@ pub struct FetchError {
     pub failure: Failure,
 }
 
-/// GETs JSON documents with one TLS client config.
+/// Sends requests with one TLS client config, over connections it keeps. Cheap to clone:
+/// clones share the connections.
 #[derive(Clone)]
 pub struct Fetcher {
-    tls: Arc<ClientConfig>,
+    client: Client<Connector, Full<Bytes>>,
     timeout: Duration,
     max_bytes: usize,
 }
 
+/// How long an unused connection is kept.
+const IDLE: Duration = Duration::from_secs(60);
+
 impl Fetcher {
     /// A fetcher with a 10 s deadline and a 1 MiB limit: discovery documents and key sets
-    /// are a few kilobytes.
+    /// are a few kilobytes. It offers HTTP/2 and HTTP/1.1 by ALPN, whatever `tls` says.
     pub fn new(tls: Arc<ClientConfig>) -> Fetcher {
-        Fetcher { tls, timeout: Duration::from_secs(10), max_bytes: 1 << 20 }
+        let mut config = (*tls).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let connector = Connector { tls: tokio_rustls::TlsConnector::from(Arc::new(config)) };
+        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_max_idle_per_host(8).build(connector);
+        Fetcher { client, timeout: Duration::from_secs(10), max_bytes: 1 << 20 }
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Fetcher {
@@ -101,64 +116,149 @@ impl Fetcher {
         let method = request.method().to_string();
         let fail = |failure| FetchError { method: method.clone(), url: url.to_string(), failure };
         let target = Target::parse(url).map_err(fail)?;
-        let outcome = std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| Failure::Http(format!("starting the client runtime: {e}")))?;
-                rt.block_on(async {
-                    tokio::time::timeout(self.timeout, self.exchange(&target, request))
-                        .await
-                        .map_err(|_| Failure::Timeout(self.timeout))?
-                })
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Failure::Http("the fetch thread panicked".into())))
+        let rt = runtime().map_err(fail)?;
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        let (client, timeout, max_bytes) = (self.client.clone(), self.timeout, self.max_bytes);
+        rt.spawn(async move {
+            let outcome = tokio::time::timeout(timeout, exchange(client, target, request, max_bytes))
+                .await
+                .unwrap_or(Err(Failure::Timeout(timeout)));
+            let _ = answer.send(outcome);
         });
-        outcome.map_err(fail)
+        answered.recv().unwrap_or_else(|_| Err(Failure::Http("the fetch task ended without an answer".into()))).map_err(fail)
     }
+}
 
-    async fn exchange(&self, target: &Target, request: http::Request<Bytes>) -> Result<http::Response<Bytes>, Failure> {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
-            .await
-            .map_err(|e| Failure::Resolve(format!("{}: {e}", target.host)))?
-            .collect();
-        let tcp = TcpStream::connect(&addrs[..])
-            .await
-            .map_err(|e| Failure::Connect(format!("{}:{}: {e}", target.host, target.port)))?;
-        let _ = tcp.set_nodelay(true);
-        if !target.tls {
-            return self.request(tcp, target, request).await;
+/// The runtime every fetcher's connections live on, started at the first request.
+fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("signet-fetch")
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Http(format!("starting the client runtime: {e}")))?;
+    // Two first calls at once: one runtime is kept, the other dropped unused.
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+async fn exchange(
+    client: Client<Connector, Full<Bytes>>,
+    target: Target,
+    request: http::Request<Bytes>,
+    max_bytes: usize,
+) -> Result<http::Response<Bytes>, Failure> {
+    let (mut parts, body) = request.into_parts();
+    parts.uri = target.uri;
+    parts.headers.entry(http::header::USER_AGENT).or_insert(http::HeaderValue::from_static(concat!("signet/", env!("CARGO_PKG_VERSION"))));
+    let response = client.request(http::Request::from_parts(parts, Full::new(body))).await.map_err(|e| failure_of(&e))?;
+    let (parts, body) = response.into_parts();
+    let body = Limited::new(body, max_bytes).collect().await.map_err(|e| {
+        if e.is::<http_body_util::LengthLimitError>() {
+            Failure::TooLarge(max_bytes)
+        } else {
+            Failure::Http(e.to_string())
         }
-        let name = ServerName::try_from(target.host.clone()).map_err(|e| Failure::Url(format!("host {:?}: {e}", target.host)))?;
-        let tls = tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(tls_failure)?;
-        self.request(tls, target, request).await
+    })?;
+    Ok(http::Response::from_parts(parts, body.to_bytes()))
+}
+
+/// The connector's own [`Failure`] when it is behind `e`, else `e` as an HTTP failure.
+fn failure_of(e: &hyper_util::client::legacy::Error) -> Failure {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(failure) = err.downcast_ref::<Failure>() {
+            return failure.clone();
+        }
+        source = err.source();
+    }
+    Failure::Http(e.to_string())
+}
+
+/// Opens connections for the client: TCP, then TLS for `https`.
+#[derive(Clone)]
+struct Connector {
+    tls: tokio_rustls::TlsConnector,
+}
+
+impl tower_service::Service<http::Uri> for Connector {
+    type Response = Stream;
+    type Error = Failure;
+    type Future = Pin<Box<dyn Future<Output = Result<Stream, Failure>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Failure>> {
+        Poll::Ready(Ok(()))
     }
 
-    async fn request<S>(&self, stream: S, target: &Target, request: http::Request<Bytes>) -> Result<http::Response<Bytes>, Failure>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let http = |e: hyper::Error| Failure::Http(e.to_string());
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(http)?;
-        tokio::spawn(connection);
-        // The request line carries only the path: the target decides where it goes.
-        let (mut parts, body) = request.into_parts();
-        parts.uri = target.path.parse().map_err(|e: http::uri::InvalidUri| Failure::Url(e.to_string()))?;
-        let host = http::HeaderValue::from_str(&target.authority).map_err(|e| Failure::Url(e.to_string()))?;
-        parts.headers.insert(http::header::HOST, host);
-        parts.headers.entry(http::header::USER_AGENT).or_insert(http::HeaderValue::from_static(concat!("signet/", env!("CARGO_PKG_VERSION"))));
-        let response = sender.send_request(http::Request::from_parts(parts, Full::new(body))).await.map_err(http)?;
-        let (parts, body) = response.into_parts();
-        let body = Limited::new(body, self.max_bytes).collect().await.map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                Failure::TooLarge(self.max_bytes)
-            } else {
-                Failure::Http(e.to_string())
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let tls = self.tls.clone();
+        Box::pin(async move {
+            let target = Target::parse(&uri.to_string())?;
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
+                .await
+                .map_err(|e| Failure::Resolve(format!("{}: {e}", target.host)))?
+                .collect();
+            let tcp = TcpStream::connect(&addrs[..])
+                .await
+                .map_err(|e| Failure::Connect(format!("{}:{}: {e}", target.host, target.port)))?;
+            let _ = tcp.set_nodelay(true);
+            if !target.tls {
+                return Ok(Stream::Plain(TokioIo::new(tcp)));
             }
-        })?;
-        Ok(http::Response::from_parts(parts, body.to_bytes()))
+            let name = ServerName::try_from(target.host.clone()).map_err(|e| Failure::Url(format!("host {:?}: {e}", target.host)))?;
+            let stream = tls.connect(name, tcp).await.map_err(tls_failure)?;
+            Ok(Stream::Tls(TokioIo::new(stream)))
+        })
+    }
+}
+
+/// A connection: plain (loopback only) or TLS.
+enum Stream {
+    Plain(TokioIo<TcpStream>),
+    Tls(TokioIo<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Connection for Stream {
+    fn connected(&self) -> Connected {
+        match self {
+            Stream::Tls(s) if s.inner().get_ref().1.alpn_protocol() == Some(b"h2") => Connected::new().negotiated_h2(),
+            _ => Connected::new(),
+        }
+    }
+}
+
+impl hyper::rt::Read for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: hyper::rt::ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl hyper::rt::Write for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
     }
 }
 
@@ -182,9 +282,8 @@ struct Target {
     /// Without brackets, for DNS and SNI.
     host: String,
     port: u16,
-    /// `host[:port]` as written, for the Host header.
-    authority: String,
-    path: String,
+    /// The whole URL, as the client routes it (its connections are pooled by scheme and authority).
+    uri: http::Uri,
 }
 
 impl Target {
@@ -203,8 +302,8 @@ impl Target {
         if !tls && !is_loopback_host(&host) {
             return Err(Failure::PlainHttp);
         }
-        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-        Ok(Target { tls, port: authority.port_u16().unwrap_or(if tls { 443 } else { 80 }), host, authority: authority.to_string(), path })
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Target { tls, port, host, uri })
     }
 }
 
@@ -225,10 +324,11 @@ mod tests {
     #[test]
     fn urls() {
         let t = Target::parse("https://idp.example:8443/a/b?c=d").unwrap();
-        assert_eq!((t.tls, t.host.as_str(), t.port, t.path.as_str()), (true, "idp.example", 8443, "/a/b?c=d"));
+        assert_eq!((t.tls, t.host.as_str(), t.port), (true, "idp.example", 8443));
+        assert_eq!(t.uri.path_and_query().unwrap().as_str(), "/a/b?c=d");
         let t = Target::parse("http://[::1]/x").unwrap();
-        assert_eq!((t.tls, t.host.as_str(), t.port, t.authority.as_str()), (false, "::1", 80, "[::1]"));
-        assert_eq!(Target::parse("https://idp.example").unwrap().path, "/");
+        assert_eq!((t.tls, t.host.as_str(), t.port, t.uri.authority().unwrap().as_str()), (false, "::1", 80, "[::1]"));
+        assert_eq!(Target::parse("https://idp.example").unwrap().uri.path(), "/");
         assert_eq!(Target::parse("http://idp.example/").err(), Some(Failure::PlainHttp));
         assert!(matches!(Target::parse("ftp://idp.example/"), Err(Failure::Url(_))));
         assert!(matches!(Target::parse("https://u@idp.example/"), Err(Failure::Url(_))));

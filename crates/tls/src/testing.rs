@@ -1,5 +1,6 @@
 //! Test fixtures: a throwaway CA with a server certificate for the loopback names, and a
-//! loopback HTTP(S) server that serves fixed documents and counts the requests per path.
+//! loopback HTTP(S) server that serves fixed documents and counts the requests per path and
+//! the connections (HTTP/2 when the client offers it by ALPN, else HTTP/1.1).
 //!
 //! Only for tests (feature `testing`): real TLS and real HTTP, with nothing mocked.
 
@@ -117,7 +118,7 @@ impl TestPki {
         pem_of(&[cert.der().clone(), self.ca_der.clone()], &key, &chain_pem)
     }
 
-    /// A rustls server config presenting the server certificate.
+    /// A rustls server config presenting the server certificate, offering h2 and http/1.1.
     pub fn server_config(&self) -> Arc<ServerConfig> {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.server_key.clone()));
         let config = ServerConfig::builder_with_provider(crate::client::provider())
@@ -126,6 +127,8 @@ impl TestPki {
             .with_no_client_auth()
             .with_single_cert(self.server_chain.clone(), key)
             .expect("server certificate and key");
+        let mut config = config;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Arc::new(config)
     }
 }
@@ -145,6 +148,8 @@ struct Routes {
     /// Path → (status, body).
     documents: HashMap<String, (u16, String)>,
     hits: HashMap<String, usize>,
+    /// The protocol of each connection accepted, in order: `h2` or `http/1.1`.
+    connections: Vec<&'static str>,
 }
 
 /// A server on 127.0.0.1 with a free port, serving what [`TestServer::set`] put at each
@@ -189,6 +194,11 @@ impl TestServer {
         self.routes.lock().unwrap().documents.insert(path.to_string(), (status, body.into()));
     }
 
+    /// The protocol of each connection accepted so far (`h2` or `http/1.1`), in order.
+    pub fn connections(&self) -> Vec<&'static str> {
+        self.routes.lock().unwrap().connections.clone()
+    }
+
     /// How many requests reached `path`.
     pub fn hits(&self, path: &str) -> usize {
         self.routes.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -225,6 +235,7 @@ async fn serve(
         let routes = routes.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let counted = routes.clone();
             let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let routes = routes.clone();
                 async move { Ok::<_, Infallible>(answer(&routes, req.uri().path())) }
@@ -234,10 +245,18 @@ async fn serve(
                 // A client that refuses the certificate ends the handshake; nothing to serve.
                 Some(acceptor) => {
                     if let Ok(stream) = acceptor.accept(tcp).await {
-                        let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                        counted.lock().unwrap().connections.push(if h2 { "h2" } else { "http/1.1" });
+                        if h2 {
+                            let h2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+                            let _ = h2.serve_connection(TokioIo::new(stream), service).await;
+                        } else {
+                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        }
                     }
                 }
                 None => {
+                    counted.lock().unwrap().connections.push("http/1.1");
                     let _ = http.serve_connection(TokioIo::new(tcp), service).await;
                 }
             }

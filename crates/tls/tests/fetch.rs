@@ -94,3 +94,28 @@ fn works_from_inside_a_tokio_runtime() {
     let got = rt.block_on(async { fetcher.get_json(&format!("{}/doc", server.url)) });
     assert_eq!(got.unwrap(), json!([]));
 }
+
+/// One client, connections kept: requests to one server share one connection, over HTTP/2
+/// when the server offers it (ALPN), and over HTTP/1.1 keep-alive when it does not (plain
+/// HTTP here). Clones of a fetcher share its connections.
+#[test]
+fn connections_are_kept_alive_and_http2_is_used_when_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new();
+    let server = TestServer::https(&pki);
+    server.set("/doc", 200, "{}");
+    let fetcher = trusting(&pki, &dir);
+    let clone = fetcher.clone();
+    for f in [&fetcher, &clone, &fetcher] {
+        f.get_json(&format!("{}/doc", server.url)).unwrap();
+    }
+    assert_eq!(server.hits("/doc"), 3);
+    assert_eq!(server.connections(), ["h2"], "three requests, one HTTP/2 connection");
+
+    let plain = TestServer::http();
+    plain.set("/doc", 200, "{}");
+    for _ in 0..3 {
+        fetcher.get_json(&format!("{}/doc", plain.url)).unwrap();
+    }
+    assert_eq!(plain.connections(), ["http/1.1"], "three requests, one kept-alive HTTP/1.1 connection");
+}
