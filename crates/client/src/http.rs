@@ -1,25 +1,20 @@
-//! A blocking HTTP(S) client for the signing flow: one agent, so connections to the same
-//! instance are reused across the CA, log and TSA calls.
-//!
-//! HTTPS is rustls with the aws-lc-rs provider, as everywhere in signet
-//! ([`signet_tls::client`]), verifying servers against the platform's roots (read once per
-//! process; `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured, which is how a `--dev`
-//! instance's `tls_ca.pem` is given) or a PEM bundle.
+//! The HTTP(S) client of the signing flow and the admin commands: signet's one client
+//! ([`signet_tls::Fetcher`]), so connections to an instance are kept and reused across the
+//! CA, log and TSA calls (HTTP/2 when the server offers it), and servers are verified against
+//! the platform's roots, read once per process (`SSL_CERT_FILE` and `SSL_CERT_DIR` are
+//! honoured, which is how a `--dev` instance's `tls_ca.pem` is given), or a PEM bundle.
+//! Plain `http://` only to loopback hosts: these requests carry identity and API tokens.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use signet_tls::Trust;
-
+use bytes::Bytes;
 use serde_json::Value;
+use signet_tls::{Fetcher, Trust};
 
 use crate::{service_err, ClientError};
 
 pub struct Http {
-    agent: ureq::Agent,
-    /// Why HTTPS cannot be used (no root certificates could be read), said at the first
-    /// https:// request rather than at construction: plain-HTTP use does not need them.
-    tls_unavailable: Option<String>,
+    fetcher: Result<Fetcher, String>,
 }
 
 /// A reply that passed the status check.
@@ -40,26 +35,17 @@ impl Http {
         Self::with_trust(timeout, &Trust::Platform)
     }
 
-    /// A client that verifies HTTPS servers against `trust`.
+    /// A client that verifies HTTPS servers against `trust`. A trust that cannot be loaded is
+    /// reported at the first request, not here: callers that build one need not handle it.
     pub fn with_trust(timeout: Duration, trust: &Trust) -> Self {
-        let (roots, tls_unavailable) = match signet_tls::client::root_certificates(trust) {
-            Ok(certs) => (certs.iter().map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned()).collect(), None),
-            Err(e) => (Vec::new(), Some(e.to_string())),
-        };
-        let tls = ureq::tls::TlsConfig::builder()
-            .provider(ureq::tls::TlsProvider::Rustls)
-            .unversioned_rustls_crypto_provider(signet_tls::client::provider())
-            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
-            .build();
-        let agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).tls_config(tls).build().into();
-        Http { agent, tls_unavailable }
+        let fetcher = signet_tls::client_config(trust)
+            .map(|tls| Fetcher::new(tls).with_timeout(timeout).with_max_bytes(16 << 20))
+            .map_err(|e| format!("cannot verify HTTPS servers: {e}"));
+        Http { fetcher }
     }
 
-    fn check_tls(&self, service: &'static str, url: &str) -> Result<(), ClientError> {
-        match &self.tls_unavailable {
-            Some(why) if url.starts_with("https://") => Err(service_err(service, url, format!("cannot verify HTTPS servers: {why}"))),
-            _ => Ok(()),
-        }
+    fn fetcher(&self, service: &'static str, url: &str) -> Result<&Fetcher, ClientError> {
+        self.fetcher.as_ref().map_err(|why| service_err(service, url, why))
     }
 
     pub fn post(
@@ -71,26 +57,25 @@ impl Http {
         body: Vec<u8>,
         bearer: Option<&str>,
     ) -> Result<Reply, ClientError> {
-        self.check_tls(service, url)?;
-        let mut req = self.agent.post(url).header("content-type", content_type).header("accept", accept);
+        let mut req = http::Request::post(url).header("content-type", content_type).header("accept", accept);
         if let Some(token) = bearer {
             req = req.header("authorization", format!("Bearer {token}"));
         }
-        let mut resp = req.send(body).map_err(|e| service_err(service, url, e))?;
-        let status = resp.status().as_u16();
-        let body = resp.body_mut().with_config().limit(16 << 20).read_to_vec().map_err(|e| service_err(service, url, e))?;
-        if !(200..300).contains(&status) {
-            return Err(service_err(service, url, format!("HTTP {status}: {}", error_message(&body))));
-        }
-        Ok(Reply { status, body })
+        let req = req.body(Bytes::from(body)).map_err(|e| service_err(service, url, e))?;
+        self.exchange(service, url, self.fetcher(service, url)?, req)
     }
 
     /// A GET whose reply must be 2xx, at most `limit` bytes.
     pub fn get(&self, service: &'static str, url: &str, limit: u64) -> Result<Reply, ClientError> {
-        self.check_tls(service, url)?;
-        let mut resp = self.agent.get(url).call().map_err(|e| service_err(service, url, e))?;
+        let fetcher = self.fetcher(service, url)?.clone().with_max_bytes(usize::try_from(limit).unwrap_or(usize::MAX));
+        let req = http::Request::get(url).body(Bytes::new()).map_err(|e| service_err(service, url, e))?;
+        self.exchange(service, url, &fetcher, req)
+    }
+
+    fn exchange(&self, service: &'static str, url: &str, fetcher: &Fetcher, req: http::Request<Bytes>) -> Result<Reply, ClientError> {
+        let resp = fetcher.send(url, req).map_err(|e| service_err(service, url, e.failure))?;
         let status = resp.status().as_u16();
-        let body = resp.body_mut().with_config().limit(limit).read_to_vec().map_err(|e| service_err(service, url, e))?;
+        let body = resp.into_body().to_vec();
         if !(200..300).contains(&status) {
             return Err(service_err(service, url, format!("HTTP {status}: {}", error_message(&body))));
         }

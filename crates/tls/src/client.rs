@@ -54,19 +54,19 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, TrustError> {
 /// The platform's roots, read and parsed once per process (a few ms for ~150 certificates:
 /// report 002 paid it per handshake). A store that could not be read is not cached.
 fn platform_roots() -> Result<RootCertStore, TrustError> {
-    platform().map(|(_, store)| store.clone())
+    platform().cloned()
 }
 
-/// The platform's root certificates and the store made of them, loaded once.
-fn platform() -> Result<&'static (Arc<Vec<CertificateDer<'static>>>, RootCertStore), TrustError> {
-    static LOADED: std::sync::OnceLock<(Arc<Vec<CertificateDer<'static>>>, RootCertStore)> = std::sync::OnceLock::new();
+/// The platform's root store, loaded once.
+fn platform() -> Result<&'static RootCertStore, TrustError> {
+    static LOADED: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
     if let Some(loaded) = LOADED.get() {
         return Ok(loaded);
     }
     let mut store = RootCertStore::empty();
     LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let found = rustls_native_certs::load_native_certs();
-    let (added, _ignored) = store.add_parsable_certificates(found.certs.iter().cloned());
+    let (added, _ignored) = store.add_parsable_certificates(found.certs);
     if added == 0 {
         let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
         return Err(TrustError::Platform(format!(
@@ -74,16 +74,7 @@ fn platform() -> Result<&'static (Arc<Vec<CertificateDer<'static>>>, RootCertSto
             if errors.is_empty() { "the store is empty".to_string() } else { errors.join("; ") }
         )));
     }
-    Ok(LOADED.get_or_init(|| (Arc::new(found.certs), store)))
-}
-
-/// The certificates `trust` holds, in DER, for HTTP clients that take roots as certificates
-/// rather than as a rustls config (ureq). The platform's are read once per process.
-pub fn root_certificates(trust: &Trust) -> Result<Arc<Vec<CertificateDer<'static>>>, TrustError> {
-    match trust {
-        Trust::Platform => platform().map(|(certs, _)| certs.clone()),
-        Trust::PemFile(path) => Ok(Arc::new(pem_bundle(path)?)),
-    }
+    Ok(LOADED.get_or_init(|| store))
 }
 
 fn pem_bundle(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TrustError> {
