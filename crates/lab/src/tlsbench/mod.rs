@@ -94,8 +94,8 @@ pub struct ServerResult {
     pub handshakes: usize,
     pub handshake_ms_p50: f64,
     pub handshake_ms_p99: f64,
-    /// The server's CPU time per 1,000 full handshakes, in ms (None when `/proc` has no figure
-    /// for it: an external server without `--pid`).
+    /// The server's CPU time per 1,000 full handshakes, in ms: the median of its batches of 25
+    /// (None when `/proc` has no figure for it: an external server without `--pid`).
     pub handshake_cpu_ms_per_1000: Option<f64>,
     /// Handshakes that resumed a session from a ticket, one at a time.
     pub resumed: usize,
@@ -160,15 +160,18 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
     // Handshakes in alternating batches, each server's total capped in time as well.
     const BATCH: usize = 25;
     let mut times: Vec<Vec<u64>> = vec![Vec::new(); all.len()];
-    // Each server's CPU over its own batches only: none of them works while another is measured.
-    let mut cpu_ns: Vec<Option<u64>> = all.iter().map(|s| s.cpu.as_ref().map(|_| 0)).collect();
+    // Each server's CPU per handshake in each of its own batches (none works while another is
+    // measured); the figure is the median batch, so that one batch that shared its core with
+    // something else does not decide it.
+    let mut cpu_per_handshake: Vec<Option<Vec<f64>>> = all.iter().map(|s| s.cpu.as_ref().map(|_| Vec::new())).collect();
     let mut agreed: Vec<Option<Agreed>> = vec![None; all.len()];
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(4.0 * all.len() as f64);
     while times.iter().any(|t| t.len() < spec.handshakes) && std::time::Instant::now() < deadline {
         for (i, server) in all.iter().enumerate() {
             let before = server.cpu.as_ref().and_then(cpu::CpuSource::ns);
             let mut open = Vec::with_capacity(BATCH);
-            for _ in 0..BATCH.min(spec.handshakes.saturating_sub(times[i].len())) {
+            let batch = BATCH.min(spec.handshakes.saturating_sub(times[i].len()));
+            for _ in 0..batch {
                 let (took, tls) = client.handshake(&server.name, server.addr).await?;
                 agreed[i].get_or_insert_with(|| Client::agreed(&tls));
                 times[i].push(took.as_nanos() as u64);
@@ -180,10 +183,11 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
             let after = server.cpu.as_ref().and_then(cpu::CpuSource::ns);
-            cpu_ns[i] = match (cpu_ns[i], before, after) {
-                (Some(sum), Some(b), Some(a)) => Some(sum + a.saturating_sub(b)),
-                _ => None,
-            };
+            match (cpu_per_handshake[i].as_mut(), before, after) {
+                (Some(batches), Some(b), Some(a)) if batch > 0 => batches.push(a.saturating_sub(b) as f64 / batch as f64),
+                (Some(_), Some(_), Some(_)) => {}
+                _ => cpu_per_handshake[i] = None,
+            }
         }
     }
     // Resumed handshakes the same way, after one that takes the first ticket.
@@ -202,7 +206,7 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
     }
     let mut results: Vec<ServerResult> = all
         .iter()
-        .zip(times.iter_mut().zip(agreed).zip(resumed.iter_mut()).zip(&cpu_ns))
+        .zip(times.iter_mut().zip(agreed).zip(resumed.iter_mut()).zip(cpu_per_handshake.iter_mut()))
         .map(|(server, (((t, agreed), r), cpu))| {
             t.sort_unstable();
             r.sort_unstable();
@@ -212,7 +216,10 @@ async fn measure(spec: &Spec, all: &[Server], client: &Client, progress: &mut dy
                 handshakes: t.len(),
                 handshake_ms_p50: quantile(t, 0.5) / 1e6,
                 handshake_ms_p99: quantile(t, 0.99) / 1e6,
-                handshake_cpu_ms_per_1000: cpu.filter(|_| !t.is_empty()).map(|ns| ns as f64 / t.len() as f64 / 1e3),
+                handshake_cpu_ms_per_1000: cpu.as_mut().filter(|b| !b.is_empty()).map(|batches| {
+                    batches.sort_by(f64::total_cmp);
+                    batches[batches.len() / 2] / 1e3
+                }),
                 resumed: r.len(),
                 resumed_ms_p50: quantile(r, 0.5) / 1e6,
                 resumed_ms_p99: quantile(r, 0.99) / 1e6,
