@@ -133,3 +133,51 @@ fn well_formed_requests_pass_the_layer_unchanged() {
     let (status, _) = raw(&addr, &format!("HEAD /api/v2/checkpoint HTTP/1.1\r\n{host}"), b"");
     assert_eq!(status, 200);
 }
+
+/// A request refused for its headers (a duplicated Content-Type, a wrong one, a body where none
+/// is taken) before its body was read: the body is read and dropped first, so an HTTP/1.1
+/// client that sends its whole request before reading gets the answer, and its keep-alive
+/// connection serves the next request. Before, a body larger than what the server had already
+/// buffered (here 100 KB) cost a reset mid-upload and the connection.
+#[test]
+fn a_refusal_before_the_body_is_read_keeps_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let addr = server.url.strip_prefix("http://").unwrap().to_string();
+    let mut c = TcpStream::connect(&addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = vec![b'x'; 100_000];
+    let mut exchange = |head: &str, body: &[u8]| -> (u16, String) {
+        let mut request = format!("{head}\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+        request.extend_from_slice(body);
+        c.write_all(&request).expect("the whole request is taken");
+        // Read one response: the head, then Content-Length bytes.
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while !got.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut byte).expect("an answer on the same connection");
+            got.push(byte[0]);
+        }
+        let head = String::from_utf8(got).unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .unwrap();
+        let mut answer = vec![0u8; length];
+        c.read_exact(&mut answer).unwrap();
+        (head[9..12].parse().unwrap(), String::from_utf8(answer).unwrap())
+    };
+    let cases = [
+        ("POST /api/v1/log/entries HTTP/1.1\r\nContent-Type: application/json\r\nContent-Type: application/json", "more than one content-type"),
+        ("POST /api/v1/log/entries HTTP/1.1\r\nContent-Type: text/plain", "content type"),
+        ("GET /api/v1/log HTTP/1.1", "takes no request body"),
+    ];
+    for (head, why) in cases {
+        let (status, answer) = exchange(head, &body);
+        assert!((400..500).contains(&status) && answer.to_lowercase().contains(why), "{head}: {status} {answer}");
+        // The same connection, next request.
+        let (status, answer) = exchange("POST /api/v1/log/entries HTTP/1.1\r\nContent-Type: application/json", b"{}");
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.contains("apiVersion"), "answered as an entry, on the kept connection: {answer}");
+    }
+}

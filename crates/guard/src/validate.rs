@@ -133,11 +133,26 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let refused = |r: Response| Either::Left(futures_util::future::ready(Ok(r)));
+        // A refusal before the body was read: the body is read and dropped first (bounded, as
+        // the 413 below), or an HTTP/1.1 client that sends its whole request before reading
+        // would be reset mid-upload, never see the answer, and lose its keep-alive connection.
+        let max_body = self.limits.max_body_bytes;
+        let refused_unread = |request: Request<Body>, r: Response| -> Self::Future {
+            let carries_body = request.headers().contains_key(header::TRANSFER_ENCODING)
+                || request.headers().get(header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0");
+            match carries_body {
+                false => Either::Left(futures_util::future::ready(Ok(r))),
+                true => Either::Right(Either::Right(Box::pin(async move {
+                    let _ = tokio::time::timeout(LINGER, axum::body::to_bytes(request.into_body(), max_body)).await;
+                    Ok(r)
+                }))),
+            }
+        };
         if let Err(r) = check_headers(request.headers(), &self.limits) {
-            return refused(r);
+            return refused_unread(request, r);
         }
         if let Err(r) = check_query(request.uri().query()) {
-            return refused(r);
+            return refused_unread(request, r);
         }
         let template = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
         let class = match template.and_then(|t| (self.bodies)(request.method(), t)) {
@@ -147,19 +162,20 @@ where
         let max = self.limits.max_body(class);
         let declared = match declared_length(request.headers()) {
             Ok(n) => n,
+            // A Content-Length that does not parse: the body's end is unknown, nothing to read.
             Err(r) => return refused(r),
         };
         let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
         if class == BodyClass::Empty {
             if declared.unwrap_or(0) > 0 || chunked {
                 let message = format!("{} {} takes no request body", request.method(), request.uri().path());
-                return refused(refuse(StatusCode::BAD_REQUEST, "unexpected_body", &message, None));
+                return refused_unread(request, refuse(StatusCode::BAD_REQUEST, "unexpected_body", &message, None));
             }
             return Either::Right(Either::Left(self.inner.call(request)));
         }
         let json = match content_type(request.headers(), class) {
             Ok(json) => json,
-            Err(r) => return refused(r),
+            Err(r) => return refused_unread(request, r),
         };
         let declared_too_large = declared.filter(|n| *n > max as u64);
         // Take the ready service and leave a fresh clone behind (tower's rule for services
