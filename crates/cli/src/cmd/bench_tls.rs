@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use signet_lab::tlsbench::lookup::{run_lookup, LookupSpec};
 use signet_lab::tlsbench::{self, BenchError, Method, Spec};
-use signet_tls::{Backend, SourceKind};
+use signet_tls::Backend;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -160,15 +160,15 @@ fn lookup(a: LookupArgs) -> ExitCode {
     };
     let mut spec = LookupSpec::default();
     if let Some(names) = a.backends {
-        match names.iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
+        match parse_all(&names, "--backends") {
             Ok(b) => spec.backends = b,
-            Err(e) => return usage(format!("--backends: {e}")),
+            Err(e) => return usage(e),
         }
     }
     if let Some(names) = a.sources {
-        match names.iter().map(|s| s.parse::<SourceKind>()).collect::<Result<Vec<_>, _>>() {
+        match parse_all(&names, "--sources") {
             Ok(s) => spec.sources = s,
-            Err(e) => return usage(format!("--sources: {e}")),
+            Err(e) => return usage(e),
         }
     }
     if let Some(threads) = a.threads {
@@ -179,22 +179,45 @@ fn lookup(a: LookupArgs) -> ExitCode {
     }
     spec.rounds = a.rounds;
     spec.round = std::time::Duration::from_millis(a.round_ms);
-    let report = match run_lookup(&spec, &mut |line| errln!("  {line}")) {
+    finish("lookup", run_lookup(&spec, &mut |line| errln!("  {line}")), a.json, |r| serde_json::to_string_pretty(r), |r| r.table())
+}
+
+/// Parses each of a comma-separated flag's values.
+fn parse_all<T: std::str::FromStr>(names: &[String], flag: &str) -> Result<Vec<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    names.iter().map(|n| n.parse::<T>()).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{flag}: {e}"))
+}
+
+/// Ends `signet bench tls <command>`: a usage error exits 2, another error 1; a report is
+/// written to `json` when asked, and its table printed.
+fn finish<R>(
+    command: &str,
+    run: Result<R, BenchError>,
+    json: Option<PathBuf>,
+    to_json: impl Fn(&R) -> serde_json::Result<String>,
+    table: impl Fn(&R) -> String,
+) -> ExitCode {
+    let report = match run {
         Ok(r) => r,
-        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e @ BenchError::Usage(_)) => {
+            errln!("signet bench tls {command}: {e}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            errln!("signet bench tls lookup: {e}");
+            errln!("signet bench tls {command}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    if let Some(path) = a.json {
-        let written = serde_json::to_string_pretty(&report).map_err(|e| e.to_string()).and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
+    if let Some(path) = json {
+        let written = to_json(&report).map_err(|e| e.to_string()).and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
         if let Err(e) = written {
-            errln!("signet bench tls lookup: writing {}: {e}", path.display());
+            errln!("signet bench tls {command}: writing {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
-    out!("{}", report.table());
+    out!("{}", table(&report));
     ExitCode::SUCCESS
 }
 
@@ -206,15 +229,15 @@ fn rotation(a: RotationArgs) -> ExitCode {
     };
     let mut spec = RotationSpec::default();
     if let Some(names) = a.backends {
-        match names.iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>() {
+        match parse_all(&names, "--backends") {
             Ok(b) => spec.backends = b,
-            Err(e) => return usage(format!("--backends: {e}")),
+            Err(e) => return usage(e),
         }
     }
     if let Some(names) = a.sources {
-        match names.iter().map(|s| s.parse::<SourceKind>()).collect::<Result<Vec<_>, _>>() {
+        match parse_all(&names, "--sources") {
             Ok(s) => spec.sources = s,
-            Err(e) => return usage(format!("--sources: {e}")),
+            Err(e) => return usage(e),
         }
     }
     if !(10..=3_600_000).contains(&a.interval_ms) {
@@ -222,23 +245,7 @@ fn rotation(a: RotationArgs) -> ExitCode {
     }
     spec.rotations = a.rotations;
     spec.interval = std::time::Duration::from_millis(a.interval_ms);
-    let report = match run_rotation(&spec, &mut |line| errln!("  {line}")) {
-        Ok(r) => r,
-        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
-        Err(e) => {
-            errln!("signet bench tls rotation: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(path) = a.json {
-        let written = serde_json::to_string_pretty(&report).map_err(|e| e.to_string()).and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            errln!("signet bench tls rotation: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    out!("{}", report.table());
-    ExitCode::SUCCESS
+    finish("rotation", run_rotation(&spec, &mut |line| errln!("  {line}")), a.json, |r| serde_json::to_string_pretty(r), |r| r.table())
 }
 
 fn spec_of(a: &BackendArgs) -> Result<Spec, String> {

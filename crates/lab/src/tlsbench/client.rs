@@ -44,6 +44,19 @@ pub struct PayloadRun {
     pub p99_us: f64,
 }
 
+impl PayloadRun {
+    /// The figures of `latencies` (ns, in any order), measured over `elapsed`.
+    fn of(mut latencies: Vec<u64>, elapsed: Duration) -> PayloadRun {
+        latencies.sort_unstable();
+        PayloadRun {
+            messages: latencies.len(),
+            elapsed,
+            median_us: quantile(&latencies, 0.5) / 1e3,
+            p99_us: quantile(&latencies, 0.99) / 1e3,
+        }
+    }
+}
+
 impl Client {
     pub fn new(mut config: ClientConfig, server_name: &str, method: Method) -> Result<Client, BenchError> {
         let mut resuming = config.clone();
@@ -142,14 +155,7 @@ impl Client {
             exchange.once(&mut tls, peer).await?;
             latencies.push(t.elapsed().as_nanos() as u64);
         }
-        let elapsed = started.elapsed();
-        latencies.sort_unstable();
-        Ok(PayloadRun {
-            messages: latencies.len(),
-            elapsed,
-            median_us: quantile(&latencies, 0.5) / 1e3,
-            p99_us: quantile(&latencies, 0.99) / 1e3,
-        })
+        Ok(PayloadRun::of(latencies, started.elapsed()))
     }
 
     /// `connections` connections at once, each with one message of `size` bytes in flight, for
@@ -198,14 +204,7 @@ impl Client {
         while let Some(joined) = measured.join_next().await {
             latencies.extend(joined.map_err(|e| BenchError::Setup(e.to_string()))??);
         }
-        let elapsed = started.elapsed();
-        latencies.sort_unstable();
-        Ok(PayloadRun {
-            messages: latencies.len(),
-            elapsed,
-            median_us: quantile(&latencies, 0.5) / 1e3,
-            p99_us: quantile(&latencies, 0.99) / 1e3,
-        })
+        Ok(PayloadRun::of(latencies, started.elapsed()))
     }
 
     fn name_str(&self) -> String {
