@@ -1,0 +1,8 @@
+//! Checking logs: witnessing (c2sp.org/tlog-witness) and monitoring.
+//!
+//! - [`witness`]: signet as a witness: verify a log's new checkpoint against the last one
+//!   it cosigned, store the new state, and cosign (`POST /add-checkpoint`).
+//! - [`store`]: the witness's durable state, one row per log, on SQLite or PostgreSQL.
+
+// Nothing derived from a request may panic: no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
