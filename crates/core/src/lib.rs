@@ -13,6 +13,7 @@
 //! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
+//! - [`notekey`]: Ed25519 note verifier keys and witness cosignatures (c2sp.org/tlog-cosignature).
 //! - [`wire`]: strictly typed JSON input, whose errors name the JSON path of the field.
 //! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted messages.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
@@ -29,6 +30,7 @@ pub mod merkle;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod note;
+pub mod notekey;
 pub mod pem;
 pub mod pg;
 pub mod pubkey;

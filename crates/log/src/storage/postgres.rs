@@ -138,6 +138,11 @@ CREATE INDEX tuf_files_by_generation ON tuf_files(generation);
 CREATE TABLE tuf_meta(id INT PRIMARY KEY, generation BIGINT NOT NULL);
 INSERT INTO tuf_meta(id, generation) VALUES (1, 0);
 ",
+}, Migration {
+    version: 10,
+    name: "the witness's latest cosigned checkpoint of each log",
+    // signet_witness::store reads and writes it, always conditional on the row's old state.
+    sql: "CREATE TABLE witness_logs(origin TEXT PRIMARY KEY, size BIGINT NOT NULL, root BYTEA NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.

@@ -1,0 +1,307 @@
+//! C2SP signed-note verifier keys (c2sp.org/signed-note) for the Ed25519 signatures of
+//! witnessing: a log's own signature (type 0x01) and a witness's timestamped cosignature
+//! (type 0x04, c2sp.org/tlog-cosignature).
+//!
+//! ```text
+//! <name>+<key ID, 8 hex digits>+<base64(type ‖ 32-byte Ed25519 key)>
+//! ```
+//! The key ID is the first four bytes of SHA-256(name ‖ 0x0A ‖ type ‖ key): it binds the key
+//! to its name and type, so a log key can never pass as a cosigning key or the reverse.
+//! A cosignature line's signature is `key ID ‖ timestamp (8 bytes, big-endian seconds) ‖
+//! Ed25519 signature` over `cosignature/v1\ntime <timestamp>\n<checkpoint text>`.
+
+use std::fmt;
+use std::path::Path;
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
+
+use crate::b64;
+use crate::hash::sha256;
+use crate::keys::KeyError;
+use crate::note::{NoteSignature, SignedNote};
+use crate::{files, pem};
+
+/// What a key signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoteKeyType {
+    /// A log's signature on its own checkpoints.
+    Ed25519 = 0x01,
+    /// A witness's cosignature (c2sp.org/tlog-cosignature).
+    Cosignature = 0x04,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoteKeyError {
+    #[error("verifier key {0:?} is malformed: {1} (expected <name>+<8 hex digits>+<base64 of a type byte and a 32-byte Ed25519 key>)")]
+    Malformed(String, &'static str),
+    #[error("verifier key {0:?} has key type {1:#04x}: only 0x01 (Ed25519) and 0x04 (cosignature/v1) are supported")]
+    UnsupportedType(String, u8),
+    #[error("verifier key {0:?} has key ID {1}, but its name and key give {2}")]
+    WrongId(String, String, String),
+    #[error("key name {0:?} is not valid: it must be non-empty UTF-8 without spaces or '+'")]
+    BadName(String),
+}
+
+/// A verifier key: a name, a type, and an Ed25519 public key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VerifierKey {
+    pub name: String,
+    pub kind: NoteKeyType,
+    pub key: [u8; 32],
+}
+
+/// A note name may not hold whitespace or '+' (the vkey's separator).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c == '+')
+}
+
+impl VerifierKey {
+    pub fn new(name: &str, kind: NoteKeyType, key: [u8; 32]) -> Result<VerifierKey, NoteKeyError> {
+        if !valid_name(name) {
+            return Err(NoteKeyError::BadName(name.to_string()));
+        }
+        Ok(VerifierKey { name: name.to_string(), kind, key })
+    }
+
+    /// Parses `name+id+base64`, checking that the ID matches the name and key.
+    pub fn parse(text: &str) -> Result<VerifierKey, NoteKeyError> {
+        let bad = |why| NoteKeyError::Malformed(text.to_string(), why);
+        let mut parts = text.trim().splitn(3, '+');
+        let (name, id, key) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(n), Some(i), Some(k)) => (n, i, k),
+            _ => return Err(bad("it does not have three '+'-separated parts")),
+        };
+        if !valid_name(name) {
+            return Err(NoteKeyError::BadName(name.to_string()));
+        }
+        if id.len() != 8 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad("the key ID is not 8 hex digits"));
+        }
+        let raw = b64::decode(key).map_err(|_| bad("the key is not base64"))?;
+        let (&kind, key) = raw.split_first().ok_or(bad("the key is empty"))?;
+        let kind = match kind {
+            0x01 => NoteKeyType::Ed25519,
+            0x04 => NoteKeyType::Cosignature,
+            other => return Err(NoteKeyError::UnsupportedType(text.to_string(), other)),
+        };
+        let key: [u8; 32] = key.try_into().map_err(|_| bad("the Ed25519 key is not 32 bytes"))?;
+        let parsed = VerifierKey { name: name.to_string(), kind, key };
+        let want = hex4(parsed.id());
+        if !id.eq_ignore_ascii_case(&want) {
+            return Err(NoteKeyError::WrongId(text.to_string(), id.to_string(), want));
+        }
+        Ok(parsed)
+    }
+
+    /// SHA-256(name ‖ 0x0A ‖ type ‖ key)[:4].
+    pub fn id(&self) -> [u8; 4] {
+        let mut buf = Vec::with_capacity(self.name.len() + 2 + 32);
+        buf.extend_from_slice(self.name.as_bytes());
+        buf.push(0x0a);
+        buf.push(self.kind as u8);
+        buf.extend_from_slice(&self.key);
+        let h = sha256(&buf);
+        [h[0], h[1], h[2], h[3]]
+    }
+
+    /// Whether `sig` is this key's line: its name and key ID. Says nothing of the signature.
+    pub fn names(&self, sig: &NoteSignature) -> bool {
+        sig.name == self.name && sig.hint == self.id()
+    }
+
+    /// Checks one signature line of this key over `text`, the note's signed text. For a
+    /// cosignature, returns its timestamp (seconds since the epoch); for a log signature, 0.
+    pub fn check(&self, text: &str, sig: &NoteSignature) -> Option<u64> {
+        if !self.names(sig) {
+            return None;
+        }
+        let public = UnparsedPublicKey::new(&ED25519, &self.key);
+        match self.kind {
+            NoteKeyType::Ed25519 => public.verify(text.as_bytes(), &sig.signature).ok().map(|_| 0),
+            NoteKeyType::Cosignature => {
+                let (time, signature) = sig.signature.split_at_checked(8)?;
+                let time = u64::from_be_bytes(time.try_into().ok()?);
+                // Go's verifiers refuse timestamps past i64::MAX; so do we, to agree on what verifies.
+                if time > i64::MAX as u64 || signature.len() != 64 {
+                    return None;
+                }
+                public.verify(cosigned_message(time, text).as_bytes(), signature).ok().map(|_| time)
+            }
+        }
+    }
+
+    /// The first line of `note` by this key that verifies, with its timestamp (see [`check`](Self::check)).
+    pub fn verify(&self, note: &SignedNote) -> Option<u64> {
+        note.signatures.iter().find_map(|s| self.check(&note.text, s))
+    }
+}
+
+impl fmt::Display for VerifierKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut raw = Vec::with_capacity(33);
+        raw.push(self.kind as u8);
+        raw.extend_from_slice(&self.key);
+        write!(f, "{}+{}+{}", self.name, hex4(self.id()), b64::encode(raw))
+    }
+}
+
+fn hex4(id: [u8; 4]) -> String {
+    crate::hexfmt::encode(&id)
+}
+
+/// An Ed25519 private key that signs notes under one name: a witness's cosignatures, or a
+/// log's Ed25519 checkpoint signature. Kept on disk as PKCS#8 PEM, mode 0600.
+pub struct NoteSigner {
+    pair: Ed25519KeyPair,
+    vkey: VerifierKey,
+}
+
+impl fmt::Debug for NoteSigner {
+    // Never print key material, only the public identity.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NoteSigner({})", self.vkey)
+    }
+}
+
+impl NoteSigner {
+    /// The key at `path` (PKCS#8 PEM), or a new one written there with mode 0600.
+    pub fn load_or_generate(path: &Path, name: &str, kind: NoteKeyType) -> Result<NoteSigner, KeyError> {
+        let shown = path.display().to_string();
+        let invalid = |why: String| KeyError::Invalid { path: shown.clone(), why };
+        let der = match std::fs::read(path) {
+            Ok(bytes) => {
+                let block = pem::decode_first(&bytes).map_err(|e| invalid(e.to_string()))?;
+                if block.label != "PRIVATE KEY" {
+                    return Err(invalid(format!("expected a PRIVATE KEY (PKCS#8 Ed25519) block, found {}", block.label)));
+                }
+                block.der
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let doc = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).map_err(|_| KeyError::Sign)?;
+                let text = pem::encode("PRIVATE KEY", doc.as_ref());
+                files::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| KeyError::Write { path: shown.clone(), source })?;
+                doc.as_ref().to_vec()
+            }
+            Err(source) => return Err(KeyError::Read { path: shown, source }),
+        };
+        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der).map_err(|e| invalid(format!("expected a PKCS#8 Ed25519 private key ({e})")))?;
+        NoteSigner::from_pair(pair, name, kind).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// A new key held in memory only (tests, benches).
+    pub fn generate(name: &str, kind: NoteKeyType) -> Result<NoteSigner, NoteKeyError> {
+        let pair = Ed25519KeyPair::generate().map_err(|_| NoteKeyError::Malformed(name.to_string(), "key generation failed"))?;
+        NoteSigner::from_pair(pair, name, kind)
+    }
+
+    fn from_pair(pair: Ed25519KeyPair, name: &str, kind: NoteKeyType) -> Result<NoteSigner, NoteKeyError> {
+        let key: [u8; 32] = pair
+            .public_key()
+            .as_ref()
+            .try_into()
+            .map_err(|_| NoteKeyError::Malformed(name.to_string(), "the Ed25519 key is not 32 bytes"))?;
+        let vkey = VerifierKey::new(name, kind, key)?;
+        Ok(NoteSigner { pair, vkey })
+    }
+
+    pub fn vkey(&self) -> &VerifierKey {
+        &self.vkey
+    }
+
+    /// Signs a checkpoint's text: a log signature, or a cosignature made at `time` (seconds).
+    pub fn sign(&self, text: &str, time: u64) -> NoteSignature {
+        crate::keys::count_signature();
+        let signature = match self.vkey.kind {
+            NoteKeyType::Ed25519 => self.pair.sign(text.as_bytes()).as_ref().to_vec(),
+            NoteKeyType::Cosignature => {
+                let mut sig = time.to_be_bytes().to_vec();
+                sig.extend_from_slice(self.pair.sign(cosigned_message(time, text).as_bytes()).as_ref());
+                sig
+            }
+        };
+        NoteSignature { name: self.vkey.name.clone(), hint: self.vkey.id(), signature }
+    }
+}
+
+/// A signature line as a note carries it: `— name base64(key ID ‖ signature)\n`.
+pub fn signature_line(sig: &NoteSignature) -> String {
+    let mut blob = sig.hint.to_vec();
+    blob.extend_from_slice(&sig.signature);
+    format!("\u{2014} {} {}\n", sig.name, b64::encode(blob))
+}
+
+/// What a cosignature signs (c2sp.org/tlog-cosignature).
+pub fn cosigned_message(time: u64, checkpoint_text: &str) -> String {
+    format!("cosignature/v1\ntime {time}\n{checkpoint_text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: NoteKeyType) -> (Ed25519KeyPair, VerifierKey) {
+        use aws_lc_rs::signature::KeyPair;
+        let pair = Ed25519KeyPair::generate().unwrap();
+        let public: [u8; 32] = pair.public_key().as_ref().try_into().unwrap();
+        (pair, VerifierKey::new("example.com/w1", kind, public).unwrap())
+    }
+
+    #[test]
+    fn a_vkey_round_trips_and_its_id_binds_name_and_type() {
+        let (_, vkey) = key(NoteKeyType::Cosignature);
+        let text = vkey.to_string();
+        assert_eq!(VerifierKey::parse(&text).unwrap(), vkey);
+        let renamed = text.replacen("example.com/w1", "example.com/w2", 1);
+        assert!(matches!(VerifierKey::parse(&renamed), Err(NoteKeyError::WrongId(..))));
+        let as_log = VerifierKey { kind: NoteKeyType::Ed25519, ..vkey.clone() };
+        assert_ne!(as_log.id(), vkey.id());
+        for bad in ["", "a+b", "a b+00000000+AQ==", "n+0000000g+AQ==", "n+00000000+%%%", "n+00000000+Ag=="] {
+            assert!(VerifierKey::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_id_is_the_one_go_computes() {
+        // From golang.org/x/mod/sumdb/note's documentation example.
+        let vkey = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW";
+        let parsed = VerifierKey::parse(vkey).unwrap();
+        assert_eq!(parsed.kind, NoteKeyType::Ed25519);
+        assert_eq!(parsed.to_string(), vkey);
+    }
+
+    #[test]
+    fn a_cosignature_verifies_with_its_timestamp_and_not_otherwise() {
+        let (pair, vkey) = key(NoteKeyType::Cosignature);
+        let text = "example.com/log\n5\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n";
+        let time = 1_700_000_000u64;
+        let mut sig = time.to_be_bytes().to_vec();
+        sig.extend_from_slice(pair.sign(cosigned_message(time, text).as_bytes()).as_ref());
+        let line = NoteSignature { name: vkey.name.clone(), hint: vkey.id(), signature: sig.clone() };
+        assert_eq!(vkey.check(text, &line), Some(time));
+        let later = NoteSignature { signature: [&(time + 1).to_be_bytes()[..], &sig[8..]].concat(), ..line.clone() };
+        assert_eq!(vkey.check(text, &later), None);
+        assert_eq!(vkey.check("example.com/log\n6\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n", &line), None);
+        let as_log = VerifierKey { kind: NoteKeyType::Ed25519, ..vkey };
+        assert_eq!(as_log.check(text, &line), None);
+    }
+
+    #[test]
+    fn a_signer_kept_on_disk_signs_lines_its_vkey_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("witness.pem");
+        let signer = NoteSigner::load_or_generate(&path, "w.example/1", NoteKeyType::Cosignature).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let again = NoteSigner::load_or_generate(&path, "w.example/1", NoteKeyType::Cosignature).unwrap();
+        assert_eq!(again.vkey(), signer.vkey());
+        let text = "example.com/log\n5\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n";
+        let note = format!("{text}\n{}", signature_line(&signer.sign(text, 42)));
+        let parsed = SignedNote::parse(&note).unwrap();
+        assert_eq!(signer.vkey().verify(&parsed), Some(42));
+        let log = NoteSigner::generate("example.com/log", NoteKeyType::Ed25519).unwrap();
+        let note = format!("{text}\n{}", signature_line(&log.sign(text, 0)));
+        assert_eq!(log.vkey().verify(&SignedNote::parse(&note).unwrap()), Some(0));
+        assert_eq!(signer.vkey().verify(&SignedNote::parse(&note).unwrap()), None);
+    }
+}
