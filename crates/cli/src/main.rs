@@ -57,6 +57,9 @@ enum Command {
     SignBundle(cmd::sign_bundle::Args),
     /// Verify a Sigstore bundle offline (sigstore-conformance protocol).
     VerifyBundle(cmd::verify_bundle::Args),
+    /// Witnessing: the keys of a witness and of a witnessed log.
+    #[command(subcommand)]
+    Witness(cmd::witness::Witness),
 }
 
 fn main() -> ExitCode {
@@ -81,5 +84,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::SignBundle(args) => cmd::sign_bundle::run(args),
         Command::VerifyBundle(args) => cmd::verify_bundle::run(args),
+        Command::Witness(args) => cmd::witness::run(args),
     }
 }

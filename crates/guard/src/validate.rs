@@ -48,6 +48,8 @@ pub enum BodyClass {
     Small,
     /// An RFC 3161 request (DER `application/timestamp-query`) or its JSON form.
     Stamp,
+    /// A text body (c2sp.org/tlog-witness's checkpoint and proof): up to `max_small_body_bytes`.
+    Note,
 }
 
 impl BodyClass {
@@ -56,6 +58,7 @@ impl BodyClass {
             BodyClass::Empty => &[],
             BodyClass::Entry | BodyClass::Small => &["application/json"],
             BodyClass::Stamp => &["application/timestamp-query", "application/json"],
+            BodyClass::Note => &["text/plain", "application/octet-stream"],
         }
     }
 }
@@ -79,7 +82,7 @@ impl InputLimits {
         match class {
             BodyClass::Empty => 0,
             BodyClass::Entry => self.max_body_bytes,
-            BodyClass::Small | BodyClass::Stamp => self.max_small_body_bytes.min(self.max_body_bytes),
+            BodyClass::Small | BodyClass::Stamp | BodyClass::Note => self.max_small_body_bytes.min(self.max_body_bytes),
         }
     }
 }

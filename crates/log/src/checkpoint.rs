@@ -26,11 +26,18 @@ pub struct SignedCheckpoint {
 pub struct NoteSigner {
     name: String,
     key: Arc<SigningKey>,
+    /// A second, Ed25519 signature line for witnesses (c2sp.org/tlog-witness), when set.
+    note_key: Option<Arc<signet_core::notekey::NoteSigner>>,
 }
 
 impl NoteSigner {
     pub fn new(name: impl Into<String>, key: Arc<SigningKey>) -> Self {
-        NoteSigner { name: name.into(), key }
+        NoteSigner { name: name.into(), key, note_key: None }
+    }
+
+    pub fn with_note_key(mut self, note_key: Option<Arc<signet_core::notekey::NoteSigner>>) -> Self {
+        self.note_key = note_key;
+        self
     }
 
     pub fn key(&self) -> &SigningKey {
@@ -48,7 +55,10 @@ impl NoteSigner {
         let mut blob = Vec::with_capacity(4 + sig.len());
         blob.extend_from_slice(&self.key.key_id()[..4]);
         blob.extend_from_slice(&sig);
-        let note = format!("{body}\n\u{2014} {} {}\n", self.name, b64::encode(blob));
+        let mut note = format!("{body}\n\u{2014} {} {}\n", self.name, b64::encode(blob));
+        if let Some(k) = &self.note_key {
+            note.push_str(&signet_core::notekey::signature_line(&k.sign(&body, 0)));
+        }
         Ok(SignedCheckpoint { checkpoint, note })
     }
 }

@@ -34,6 +34,9 @@ pub struct LogConfig {
     pub max_pending: usize,
     /// How many full tiles (16 KiB each) the tree keeps in memory beside its right edge.
     pub tile_cache: usize,
+    /// An Ed25519 key that signs every checkpoint too, under the origin, for C2SP witnesses
+    /// that verify only Ed25519 log keys (`[log.witnesses]`).
+    pub note_key: Option<Arc<signet_core::notekey::NoteSigner>>,
     /// The entry the log begins with (see [`crate::rekor::genesis`]), written at index 0 by
     /// whichever instance sequences the log while it is empty: at its creation, or after a
     /// takeover from a sequencer that died before writing it.
@@ -171,7 +174,7 @@ impl Log {
     }
 
     async fn open_as(cfg: LogConfig, storage: Arc<dyn Storage>, queue: Option<Arc<dyn Queue>>, role: Role) -> Result<Log, OpenError> {
-        let signer = NoteSigner::new(cfg.key_name.clone(), cfg.key.clone());
+        let signer = NoteSigner::new(cfg.key_name.clone(), cfg.key.clone()).with_note_key(cfg.note_key.clone());
         let store = storage.clone();
         let id = cfg.id;
         let cache = cfg.tile_cache;

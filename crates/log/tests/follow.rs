@@ -22,6 +22,7 @@ fn config(key: &Arc<SigningKey>) -> LogConfig {
         stamper: None,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        note_key: None,
         genesis: None,
     }
 }

@@ -99,6 +99,7 @@ fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
         stamper,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        note_key: None,
         genesis: None,
     }
 }

@@ -306,6 +306,7 @@ async fn a_log_rebuilds_from_each_backend() {
             stamper: None,
             max_pending: 0,
             tile_cache: signet_log::DEFAULT_TILE_CACHE,
+            note_key: None,
             genesis: None,
         };
         let log = Log::open(cfg(), b.storage.clone()).await.unwrap();
@@ -495,6 +496,7 @@ async fn the_log_pages_a_search_by_identity() {
                 stamper: None,
                 max_pending: 0,
                 tile_cache: signet_log::DEFAULT_TILE_CACHE,
+                note_key: None,
                 genesis: None,
             },
             b.storage.clone(),

@@ -35,6 +35,8 @@ pub struct Config {
     pub guard: signet_guard::GuardConfig,
     /// Trace export over OTLP (docs/operations.md); off by default.
     pub tracing: crate::otel::TracingSettings,
+    /// signet as a witness for other logs (docs/witness.md); off unless it lists a log.
+    pub witness: crate::witnessing::WitnessSettings,
     /// The file this was read from, if any: SIGHUP rereads its `[guard.roles]`.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -350,6 +352,8 @@ pub struct LogSettings {
     /// MiB of full tiles each log keeps in memory for proofs into its older entries (16 KiB
     /// per 256 entries). The right edge of the tree is always in memory. See docs/log.md.
     pub tile_cache_mb: usize,
+    /// Witnesses that cosign the Rekor v2 log's checkpoints (docs/witness.md); none by default.
+    pub witnesses: crate::witnessing::LogWitnesses,
 }
 
 /// The certificate authority.
@@ -459,6 +463,7 @@ impl Default for Config {
             tuf: TufSettings::default(),
             guard: signet_guard::GuardConfig::default(),
             tracing: crate::otel::TracingSettings::default(),
+            witness: crate::witnessing::WitnessSettings::default(),
             source: None,
         }
     }
@@ -466,7 +471,7 @@ impl Default for Config {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512, tile_cache_mb: 64 }
+        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512, tile_cache_mb: 64, witnesses: Default::default() }
     }
 }
 
@@ -948,7 +953,7 @@ mod tests {
     fn fields_of(table: &str) -> Vec<String> {
         let toml = match table {
             "" => "zz_probe = 1\n".to_string(),
-            "oidc.issuers" => "[[oidc.issuers]]\nzz_probe = 1\n".to_string(),
+            "oidc.issuers" | "witness.logs" => format!("[[{table}]]\nzz_probe = 1\n"),
             t => format!("[{t}]\nzz_probe = 1\n"),
         };
         let err = toml::from_str::<Config>(&toml).unwrap_err().to_string();
@@ -957,9 +962,9 @@ mod tests {
     }
 
     /// The tables of the config, each of which refuses unknown keys.
-    const TABLES: [&str; 17] = [
+    const TABLES: [&str; 20] = [
         "", "log", "ca", "keys", "limits", "http", "oidc", "oidc.issuers", "tls", "tuf", "tracing", "guard", "guard.rate_limit", "guard.ban", "guard.auth",
-        "guard.audit", "guard.redis",
+        "guard.audit", "guard.redis", "witness", "witness.logs", "log.witnesses",
     ];
 
     #[test]
@@ -970,14 +975,15 @@ mod tests {
         for table in TABLES {
             let header = match table {
                 "" => None,
-                "oidc.issuers" => Some("[[oidc.issuers]]".to_string()),
+                "oidc.issuers" | "witness.logs" => Some(format!("[[{table}]]")),
                 t => Some(format!("[{t}]")),
             };
             let section: String = match &header {
                 None => example.lines().take_while(|l| !l.starts_with('[')).collect::<Vec<_>>().join("\n"),
                 Some(h) => example
                     .lines()
-                    .skip_while(|l| !l.starts_with(h.as_str()))
+                    // A table shown commented out (`# [[witness.logs]]`) counts.
+                    .skip_while(|l| !l.trim_start_matches(['#', ' ']).starts_with(h.as_str()))
                     .skip(1)
                     .take_while(|l| !l.starts_with('['))
                     .collect::<Vec<_>>()

@@ -20,6 +20,7 @@
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`lease`]: on PostgreSQL, the sequencer lease: one instance sequences, the others stand by.
 //! - [`shards`]: the Rekor v1 log's shards: their keys and namespaces, and `admin log rotate`.
+//! - [`witnessing`]: signet as a witness for other logs (`[witness]`, `POST /add-checkpoint`).
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -46,6 +47,7 @@ pub mod state;
 pub mod rotate;
 pub mod trust;
 pub mod tuf;
+pub mod witnessing;
 
 use std::sync::Arc;
 use std::time::Duration;

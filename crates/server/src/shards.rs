@@ -449,6 +449,7 @@ impl ShardOpener {
             stamper: Some(Arc::new(signet_log::rekor::v1::SetSigner::for_shard(key, shard.start))),
             max_pending: self.max_pending,
             tile_cache: self.tile_cache,
+            note_key: None,
         };
         let log = match (&self.shared, shard.frozen) {
             (Some((pg, role)), None) => signet_log::Log::open_shared(cfg, self.storage.clone(), pg.clone(), *role).await?,

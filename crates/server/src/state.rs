@@ -53,6 +53,10 @@ pub struct AppState {
     pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
     /// Where the explorer finds the lab's HTML reports (`<data dir>/reports`).
     pub reports_dir: std::path::PathBuf,
+    /// signet as a witness for other logs, when `[witness]` lists some.
+    pub witness: Option<Arc<signet_witness::Witness>>,
+    /// The Rekor v2 log's witnesses and their cosignatures, when `[log.witnesses]` lists some.
+    pub cosigning: Option<Arc<signet_witness::cosigning::Cosigning>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +253,7 @@ impl AppState {
                 stamper: None,
                 max_pending: cfg.log.max_pending_appends,
                 tile_cache: tile_cache_tiles(cfg),
+                note_key: cfg.log.witnesses.note_key(&cfg.data_dir, &host)?,
             },
         )
         .await?;
@@ -257,6 +262,7 @@ impl AppState {
         // that cannot write one fails here rather than serve.
         v1.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
         v2.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
+        let cosigning = crate::witnessing::start_cosigning(cfg, &v2)?;
 
         // The dev issuer lives under the instance's own URL, and is trusted only in dev mode.
         let dev_issuer = if cfg.dev {
@@ -297,6 +303,7 @@ impl AppState {
                 max_pending: 0,
                 genesis: None,
                 tile_cache: tile_cache_tiles(cfg),
+                note_key: None,
             },
         )
         .await?;
@@ -387,6 +394,8 @@ impl AppState {
             audit_key,
             lifecycle,
             reports_dir: cfg.data_dir.join("reports"),
+            witness: crate::witnessing::open(cfg)?,
+            cosigning,
         })
     }
 }

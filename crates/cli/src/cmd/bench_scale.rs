@@ -177,6 +177,7 @@ async fn measure_async(a: &Args) -> Result<(), String> {
         stamper: None,
         max_pending: 0,
         tile_cache: a.tile_cache_mb.saturating_mul(64),
+        note_key: None,
         genesis: None,
     };
     let log = Log::open(cfg, storage).await.map_err(|e| e.to_string())?;

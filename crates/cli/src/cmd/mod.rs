@@ -20,6 +20,7 @@ pub mod sign_bundle;
 pub mod trust;
 pub mod tuf;
 pub mod verify_bundle;
+pub mod witness;
 
 /// The configuration a command runs with: the file (if any), then the environment, then
 /// the command's own `--data-dir` and `--storage`. A bad file or value prints one line, and

@@ -108,6 +108,8 @@ routes! {
     "/api/v2/log/entries" in "rekor-v2" => { post rekor_v2::create_entry => Perm(LogAppend) }
     "/api/v2/checkpoint" in "rekor-v2" => { get rekor_v2::checkpoint => Perm(Read) }
     "/api/v2/tile/{*path}" in "rekor-v2" => { get rekor_v2::tile => Perm(Read) }
+    // c2sp.org/tlog-witness: the log's signature on the checkpoint is the authentication.
+    "/add-checkpoint" => { post crate::witnessing::add_checkpoint => Needs::Open }
 }
 
 #[allow(non_snake_case)]
@@ -158,6 +160,7 @@ pub fn body_class(method: &Method, template: &str) -> Option<signet_guard::BodyC
     Some(match template {
         "/api/v1/log/entries" | "/api/v2/log/entries" => Entry,
         "/api/v1/timestamp" => Stamp,
+        "/add-checkpoint" => Note,
         _ => Small,
     })
 }

@@ -60,12 +60,14 @@ pub fn entry_json(
     .to_json())
 }
 
+/// The latest checkpoint; with `[log.witnesses]`, the newest one a quorum of them cosigned,
+/// with their cosignature lines (the log's own until a quorum has cosigned one).
 pub async fn checkpoint(State(state): State<Arc<AppState>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
-        state.rekor_v2.head().note.clone(),
-    )
-        .into_response()
+    let note: String = match state.cosigning.as_ref().and_then(|c| c.served()) {
+        Some((_, cosigned)) => cosigned.to_string(),
+        None => state.rekor_v2.head().note.clone(),
+    };
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], note).into_response()
 }
 
 pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) -> Result<Response, ApiError> {

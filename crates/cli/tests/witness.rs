@@ -1,0 +1,147 @@
+//! Witnessing end to end: one signet instance witnesses another's Rekor v2 log, which
+//! serves its checkpoints cosigned; the witness's HTTP answers follow c2sp.org/tlog-witness.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use signet_core::note::SignedNote;
+use signet_core::notekey::VerifierKey;
+
+const WITNESS_NAME: &str = "witness.test/w1";
+
+/// `signet witness vkey`: makes the key if missing and prints its vkey.
+fn vkey(key: &Path, name: &str, log: bool) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_signet"));
+    cmd.args(["witness", "vkey", "--name", name, "--key"]).arg(key);
+    if log {
+        cmd.arg("--log");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn write_config(dir: &Path, text: &str) -> String {
+    let path = dir.join("signet.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Waits for the log's served checkpoint to reach `size` with a cosignature by `witness`.
+fn wait_cosigned(agent: &ureq::Agent, url: &str, witness: &VerifierKey, size: u64) -> SignedNote {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = get(agent, &format!("{url}/api/v2/checkpoint")).unwrap().text();
+        let note = SignedNote::parse(&text).unwrap();
+        if note.checkpoint.size >= size && witness.verify(&note).is_some() {
+            return note;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint of size {size} cosigned by {witness} in 30 s; last served:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_signet_log_is_cosigned_by_a_signet_witness_and_served_with_the_cosignature() {
+    let (wdir, ldir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Keys first, as an operator would exchange them: the log's Ed25519 checkpoint key, named
+    // by its origin (the host of a dev instance's URL), and the witness's cosigning key.
+    let log_vkey = vkey(&ldir.path().join("keys/rekor-v2-note.pem"), "127.0.0.1", true);
+    let witness_vkey = vkey(&wdir.path().join("keys/witness.pem"), WITNESS_NAME, false);
+    let witness_key = VerifierKey::parse(&witness_vkey).unwrap();
+
+    let wconf = write_config(
+        wdir.path(),
+        &format!("[witness]\nname = \"{WITNESS_NAME}\"\n[[witness.logs]]\norigin = \"127.0.0.1\"\nvkeys = [\"{log_vkey}\"]\n"),
+    );
+    let mut witness = Server::start(wdir.path(), &["--config", &wconf]);
+    assert_eq!(std::fs::read_to_string(wdir.path().join("witness.vkey")).unwrap().trim(), witness_vkey);
+    let lconf = write_config(
+        ldir.path(),
+        &format!("[log.witnesses]\nquorum = 1\nmembers = [{{ url = \"{}\", vkey = \"{witness_vkey}\" }}]\n", witness.url),
+    );
+    let log = Server::start(ldir.path(), &["--config", &lconf]);
+    let agent = agent();
+
+    // The genesis entry's checkpoint is cosigned first (taken on trust: old size 0).
+    let first = wait_cosigned(&agent, &log.url, &witness_key, 1);
+    // The served checkpoint is still the log's: its ECDSA and Ed25519 lines both verify.
+    let log_key = VerifierKey::parse(&log_vkey).unwrap();
+    assert!(log_key.verify(&first).is_some());
+
+    // More entries: the next cosignature needs a consistency proof from what the witness holds.
+    let signer = Signer::new();
+    for i in 0..5 {
+        let r = post_json(&agent, &format!("{}/api/v2/log/entries", log.url), &signer.v2_entry(format!("w{i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let later = wait_cosigned(&agent, &log.url, &witness_key, 6);
+    assert!(later.checkpoint.size > first.checkpoint.size);
+
+    // The witness restarts and remembers: it refuses an old size it no longer holds, with the
+    // size it holds, and goes on cosigning the log's new checkpoints.
+    witness.kill();
+    let witness = Server::start_on(wdir.path(), witness.url.trim_start_matches("http://"), &["--config", &wconf]);
+    let stale = format!("old 0\n\n{}", strip_cosignatures(&later, &log_key));
+    let r = post_raw(&agent, &format!("{}/add-checkpoint", witness.url), "text/plain", stale.into_bytes()).unwrap();
+    assert_eq!(r.status, 409, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("text/x.tlog.size"));
+    let held: u64 = r.text().trim().parse().unwrap();
+    assert!(held >= later.checkpoint.size, "the witness forgot: holds {held}");
+    let r = post_json(&agent, &format!("{}/api/v2/log/entries", log.url), &signer.v2_entry(b"after restart")).unwrap();
+    assert_eq!(r.status, 201);
+    wait_cosigned(&agent, &log.url, &witness_key, held + 1);
+}
+
+/// The note with only the log's own signature lines.
+fn strip_cosignatures(note: &SignedNote, _log: &VerifierKey) -> String {
+    let lines: String = note
+        .signatures
+        .iter()
+        .filter(|s| s.name == note.checkpoint.origin)
+        .map(signet_core::notekey::signature_line)
+        .collect();
+    format!("{}\n{lines}", note.text)
+}
+
+#[test]
+fn the_witness_answers_as_the_spec_says() {
+    let (wdir, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log_vkey = vkey(&other.path().join("log.pem"), "log.test", true);
+    let wconf = write_config(wdir.path(), &format!("[[witness.logs]]\norigin = \"log.test\"\nvkeys = [\"{log_vkey}\"]\n"));
+    let witness = Server::start(wdir.path(), &["--config", &wconf]);
+    let agent = agent();
+    let post = |body: &str, ct: &str| post_raw(&agent, &format!("{}/add-checkpoint", witness.url), ct, body.as_bytes().to_vec()).unwrap();
+
+    // The log's key signs a checkpoint here (signet witness vkey made it; the test signs with it).
+    let key = signet_core::notekey::NoteSigner::load_or_generate(&other.path().join("log.pem"), "log.test", signet_core::notekey::NoteKeyType::Ed25519).unwrap();
+    let note = |size: u64, root: [u8; 32]| {
+        let text = signet_core::note::Checkpoint { origin: "log.test".into(), size, root_hash: root }.body();
+        format!("{text}\n{}", signet_core::notekey::signature_line(&key.sign(&text, 0)))
+    };
+    let r = post(&format!("old 0\n\n{}", note(3, [1; 32])), "text/plain");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().starts_with("\u{2014} ") && r.text().ends_with('\n'));
+    // The default name is the instance's host + "/witness".
+    assert!(r.text().starts_with("\u{2014} 127.0.0.1/witness "), "{}", r.text());
+
+    for (body, status, says) in [
+        (format!("old 0\n\n{}", note(5, [2; 32])), 409, "3\n"),
+        (format!("old 3\n\n{}", note(3, [9; 32])), 409, "3\n"),
+        (format!("old 3\n\n{}", note(2, [2; 32])), 400, "above"),
+        (format!("old 3\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n{}", note(5, [2; 32])), 422, "does not verify"),
+        (format!("old 3\n\n{}", note(5, [2; 32]).replace("log.test\n5", "log.test\n6")), 403, "no signature"),
+        ("old 0\n\nother.test\n1\nAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n\n\u{2014} other.test AAAAAAAA\n".to_string(), 404, "does not witness"),
+        ("old x\n\n".to_string(), 400, "malformed"),
+    ] {
+        let r = post(&body, "text/plain");
+        assert_eq!(r.status, status, "{body:?}: {}", r.text());
+        assert!(r.text().contains(says), "{body:?}: {}", r.text());
+    }
+    // A JSON content type is not what this route takes.
+    assert_eq!(post("old 0\n\n", "application/json").status, 415);
+}

@@ -1,0 +1,255 @@
+//! signet as a witness for other logs (`[witness]`, docs/witness.md): the settings, the
+//! witness they make, and `POST /add-checkpoint`.
+//!
+//! The route asks for no credentials: in c2sp.org/tlog-witness the log's signature on the
+//! checkpoint is the request's authentication, and a witness serves logs it does not run.
+//! What a request can cost is bounded: the body is at most `MAX_BODY_BYTES`, a proof at most
+//! 63 hashes, and signatures are checked only with the keys configured for its origin.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use signet_core::notekey::{NoteKeyType, NoteSigner, VerifierKey};
+use signet_core::pubkey::PublicKey;
+use signet_witness::{LogKey, Witness, WitnessStore, WitnessedLog};
+
+use crate::config::{Config, ConfigError};
+use crate::state::AppState;
+
+/// `[witness]`: off unless at least one log is listed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WitnessSettings {
+    /// The name in this witness's cosignature lines; default `<public host>/witness`.
+    pub name: Option<String>,
+    /// Its Ed25519 key (PKCS#8 PEM); default `<data dir>/keys/witness.pem`, made 0600 if missing.
+    pub key: Option<PathBuf>,
+    pub logs: Vec<WitnessedLogSettings>,
+}
+
+/// `[[witness.logs]]`: a log to cosign for, by origin, and the keys its checkpoints are signed with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessedLogSettings {
+    pub origin: String,
+    /// C2SP Ed25519 verifier keys (`<origin>+<id>+<base64>`), as Tessera, Sunlight and
+    /// litetlog logs publish them.
+    #[serde(default)]
+    pub vkeys: Vec<String>,
+    /// PEM public keys (SubjectPublicKeyInfo) of logs that sign the Rekor v2 way (ECDSA
+    /// P-256, key hint from the SPKI): signet's own and Rekor v2's.
+    #[serde(default)]
+    pub public_keys: Vec<PathBuf>,
+}
+
+impl WitnessSettings {
+    pub fn enabled(&self) -> bool {
+        !self.logs.is_empty()
+    }
+
+    /// The logs with their keys read and checked; every mistake names the setting.
+    pub fn logs(&self, base: &Path) -> Result<Vec<WitnessedLog>, ConfigError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut logs = Vec::new();
+        for (i, l) in self.logs.iter().enumerate() {
+            let at = format!("witness.logs[{i}] (origin {:?})", l.origin);
+            if !signet_core::notekey::valid_name(&l.origin) {
+                return Err(ConfigError::Invalid(format!("{at}: the origin must be non-empty, without spaces or '+'")));
+            }
+            if !seen.insert(l.origin.clone()) {
+                return Err(ConfigError::Invalid(format!("{at}: the origin is listed twice")));
+            }
+            let mut keys = Vec::new();
+            for v in &l.vkeys {
+                let vkey = VerifierKey::parse(v).map_err(|e| ConfigError::Invalid(format!("{at}: {e}")))?;
+                if vkey.kind != NoteKeyType::Ed25519 || vkey.name != l.origin {
+                    return Err(ConfigError::Invalid(format!(
+                        "{at}: vkey {v:?} must be an Ed25519 log key (type 0x01) named after the origin"
+                    )));
+                }
+                keys.push(LogKey::Note(vkey));
+            }
+            for p in &l.public_keys {
+                let path = if p.is_absolute() { p.clone() } else { base.join(p) };
+                let pem = std::fs::read(&path).map_err(|e| ConfigError::Invalid(format!("{at}: reading {}: {e}", path.display())))?;
+                let der = signet_core::pem::decode_first(&pem)
+                    .map_err(|e| ConfigError::Invalid(format!("{at}: {}: {e}; expected a PEM PUBLIC KEY", path.display())))?;
+                let key = PublicKey::from_spki(&der.der)
+                    .map_err(|e| ConfigError::Invalid(format!("{at}: {}: {e}", path.display())))?;
+                keys.push(LogKey::Spki(key));
+            }
+            if keys.is_empty() {
+                return Err(ConfigError::Invalid(format!("{at}: no key: give vkeys or public_keys")));
+            }
+            logs.push(WitnessedLog { origin: l.origin.clone(), keys });
+        }
+        Ok(logs)
+    }
+}
+
+/// `[log.witnesses]`: the witnesses that cosign the Rekor v2 log, and how many must.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogWitnesses {
+    /// k of the n members: the checkpoint served is the newest that k cosigned.
+    pub quorum: usize,
+    pub members: Vec<WitnessMember>,
+    /// The log's Ed25519 key: witnesses (litewitness among them) verify only Ed25519 log
+    /// keys, so every checkpoint carries a second signature line by it, under the origin.
+    /// Default `<data dir>/keys/rekor-v2-note.pem`, made 0600 if missing.
+    pub note_key: Option<PathBuf>,
+}
+
+impl Default for LogWitnesses {
+    fn default() -> Self {
+        LogWitnesses { quorum: 1, members: Vec::new(), note_key: None }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessMember {
+    /// Its submission prefix: requests go to `<url>/add-checkpoint`.
+    pub url: String,
+    /// Its cosignature/v1 verifier key.
+    pub vkey: String,
+}
+
+impl LogWitnesses {
+    pub fn enabled(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// The members with their keys parsed; every mistake names the setting.
+    pub fn endpoints(&self) -> Result<Vec<signet_witness::cosigning::Endpoint>, ConfigError> {
+        if self.quorum == 0 || self.quorum > self.members.len() {
+            return Err(ConfigError::Invalid(format!(
+                "log.witnesses.quorum is {}: it must be between 1 and the {} members listed",
+                self.quorum,
+                self.members.len()
+            )));
+        }
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let vkey = VerifierKey::parse(&m.vkey).map_err(|e| ConfigError::Invalid(format!("log.witnesses.members[{i}]: {e}")))?;
+                if vkey.kind != NoteKeyType::Cosignature {
+                    return Err(ConfigError::Invalid(format!(
+                        "log.witnesses.members[{i}]: vkey {:?} is not a cosignature/v1 key (type 0x04)",
+                        m.vkey
+                    )));
+                }
+                if !(m.url.starts_with("https://") || m.url.starts_with("http://")) {
+                    return Err(ConfigError::Invalid(format!("log.witnesses.members[{i}]: url {:?} is not an http(s) URL", m.url)));
+                }
+                Ok(signet_witness::cosigning::Endpoint { url: m.url.clone(), vkey })
+            })
+            .collect()
+    }
+
+    /// The log's Ed25519 note key, named `origin`, when witnesses are configured.
+    pub fn note_key(&self, data_dir: &Path, origin: &str) -> Result<Option<Arc<NoteSigner>>, crate::state::StartError> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let path = self.note_key.clone().unwrap_or_else(|| data_dir.join("keys").join("rekor-v2-note.pem"));
+        let signer = NoteSigner::load_or_generate(&path, origin, NoteKeyType::Ed25519)?;
+        publish_vkey(data_dir, "rekor-v2-note.vkey", &signer)?;
+        tracing::info!(vkey = %signer.vkey(), "the Rekor v2 log's checkpoints carry an Ed25519 signature for its witnesses");
+        Ok(Some(Arc::new(signer)))
+    }
+}
+
+/// The Rekor v2 log as the collector sees it.
+struct V2Head(signet_log::Log);
+
+impl signet_witness::cosigning::Head for V2Head {
+    fn latest(&self) -> (u64, Arc<str>) {
+        let head = self.0.head();
+        (head.checkpoint.size, head.note.as_str().into())
+    }
+
+    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<signet_core::hash::Hash>, String> {
+        self.0.consistency_proof(old, new).map_err(|e| e.to_string())
+    }
+}
+
+/// Starts asking the `[log.witnesses]` members to cosign the Rekor v2 log's checkpoints.
+pub fn start_cosigning(cfg: &Config, v2: &signet_log::Log) -> Result<Option<Arc<signet_witness::cosigning::Cosigning>>, crate::state::StartError> {
+    let settings = &cfg.log.witnesses;
+    if !settings.enabled() {
+        return Ok(None);
+    }
+    let endpoints = settings.endpoints()?;
+    let tls = signet_tls::client_config(&signet_tls::Trust::Platform).map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
+    let fetcher = signet_tls::Fetcher::new(tls).with_timeout(std::time::Duration::from_secs(10)).with_max_bytes(64 * 1024);
+    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head(v2.clone())), endpoints, settings.quorum, fetcher)
+        .map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
+    tracing::info!(members = settings.members.len(), quorum = settings.quorum, "the Rekor v2 log's checkpoints go to its witnesses");
+    Ok(Some(cosigning))
+}
+
+/// The witness `[witness]` describes, its state beside the log's (SQLite in the data dir,
+/// or the shared PostgreSQL database); `None` when it lists no log.
+pub fn open(cfg: &Config) -> Result<Option<Arc<Witness>>, crate::state::StartError> {
+    let settings = &cfg.witness;
+    if !settings.enabled() {
+        return Ok(None);
+    }
+    let logs = settings.logs(cfg.source.as_deref().and_then(Path::parent).unwrap_or(&cfg.data_dir))?;
+    let name = match &settings.name {
+        Some(n) => n.clone(),
+        None => format!("{}/witness", cfg.hostname()?),
+    };
+    if !signet_core::notekey::valid_name(&name) {
+        return Err(ConfigError::Invalid(format!("witness.name {name:?} must be non-empty, without spaces or '+'")).into());
+    }
+    let key_path = settings.key.clone().unwrap_or_else(|| cfg.data_dir.join("keys").join("witness.pem"));
+    if let Some(dir) = key_path.parent() {
+        signet_core::files::ensure_private_dir(dir)
+            .map_err(|source| crate::state::StartError::Io { what: format!("creating {}", dir.display()), source })?;
+    }
+    let signer = NoteSigner::load_or_generate(&key_path, &name, NoteKeyType::Cosignature)?;
+    publish_vkey(&cfg.data_dir, "witness.vkey", &signer)?;
+    let store: Arc<dyn WitnessStore> = match cfg.storage_url()? {
+        signet_log::storage::StorageUrl::Postgres(url) => {
+            Arc::new(signet_witness::PostgresStore::new(&url).map_err(|e| ConfigError::Invalid(e.to_string()))?)
+        }
+        _ => Arc::new(
+            signet_witness::SqliteStore::open(&cfg.data_dir.join("witness.sqlite")).map_err(|e| ConfigError::Invalid(e.to_string()))?,
+        ),
+    };
+    let witness = Witness::new(signer, logs, store);
+    tracing::info!(vkey = %witness.vkey(), logs = settings.logs.len(), "witness on: POST /add-checkpoint");
+    Ok(Some(Arc::new(witness)))
+}
+
+/// Writes a public verifier key beside the data (`<data dir>/<file>`), for operators to hand out.
+fn publish_vkey(data_dir: &Path, file: &str, signer: &NoteSigner) -> Result<(), crate::state::StartError> {
+    let path = data_dir.join(file);
+    signet_core::files::write_atomic(&path, format!("{}\n", signer.vkey()).as_bytes(), 0o644)
+        .map_err(|source| crate::state::StartError::Io { what: format!("writing {}", path.display()), source })
+}
+
+/// `POST /add-checkpoint`: the cosignature lines, or the spec's status with what was wrong.
+pub async fn add_checkpoint(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let Some(witness) = state.witness.as_ref() else {
+        return (StatusCode::NOT_FOUND, "this instance is not a witness: [witness] lists no log\n").into_response();
+    };
+    match witness.add_checkpoint(&body).await {
+        Ok(lines) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], lines).into_response(),
+        Err(refused) => {
+            let status = StatusCode::from_u16(refused.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            match refused.known_size() {
+                Some(size) => (status, [(header::CONTENT_TYPE, "text/x.tlog.size")], format!("{size}\n")).into_response(),
+                None => (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{refused}\n")).into_response(),
+            }
+        }
+    }
+}
