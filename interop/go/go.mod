@@ -3,8 +3,11 @@ module signet.dev/interop/sgverify
 go 1.25.8
 
 require (
+	filippo.io/torchwood v0.6.1
 	github.com/sigstore/sigstore v1.10.8
 	github.com/sigstore/sigstore-go v1.3.0
+	golang.org/x/crypto v0.54.0
+	golang.org/x/mod v0.38.0
 )
 
 require (
@@ -65,8 +68,6 @@ require (
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/crypto v0.54.0 // indirect
-	golang.org/x/mod v0.38.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

@@ -33,6 +33,11 @@ const usageText = `usage:
       print a bench manifest for the passing conformance cases under DIR (--all: every case)
   sgverify tuf --url URL --root root.json --cache DIR --out DIR TARGET...
       fetch TARGETs through sigstore-go's TUF client, from root.json, into DIR
+  sgverify note-keygen NAME
+  sgverify witness-drive --skey SKEY --witness URL --witness-key PEM --witness-name NAME [--sizes 5,17,300]
+  sgverify cosig-verify --note FILE --log-vkey VKEY --witness-ssh-key FILE --witness-name NAME
+      witnessing, checked with golang.org/x/mod's note and tlog and filippo.io/torchwood
+      (see witness_cmd.go)
   sgverify version
 `
 
@@ -77,6 +82,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdManifest(args[1:], stdout)
 	case "tuf":
 		err = cmdTUF(args[1:], stdout)
+	case "note-keygen":
+		err = cmdNoteKeygen(args[1:], stdout)
+	case "witness-drive":
+		err = cmdWitnessDrive(args[1:], stdout)
+	case "cosig-verify":
+		err = cmdCosigVerify(args[1:], stdout)
 	case "version":
 		fmt.Fprintf(stdout, "sgverify: sigstore-go %s, %s\n", sigstoreGoVersion(), runtime.Version())
 		return 0

@@ -20,11 +20,11 @@ def signet_bin():
 
 
 @contextlib.contextmanager
-def serve(signet_bin, data_dir, listen="127.0.0.1:0", https=False):
+def serve(signet_bin, data_dir, listen="127.0.0.1:0", https=False, extra=()):
     """`signet serve --dev` on `data_dir`, until the block ends: plain HTTP, or with `https`
     the certificate the instance issues itself (its CA is `tls_ca.pem` in `signet trust export`)."""
     proc = subprocess.Popen(
-        [signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", listen] + ([] if https else ["--plain-http"]),
+        [signet_bin, "serve", "--dev", "--data-dir", data_dir, "--listen", listen] + ([] if https else ["--plain-http"]) + list(extra),
         stdout=subprocess.PIPE,
         text=True,
     )
