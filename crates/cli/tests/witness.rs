@@ -95,6 +95,63 @@ fn a_signet_log_is_cosigned_by_a_signet_witness_and_served_with_the_cosignature(
     let r = post_json(&agent, &format!("{}/api/v2/log/entries", log.url), &signer.v2_entry(b"after restart")).unwrap();
     assert_eq!(r.status, 201);
     wait_cosigned(&agent, &log.url, &witness_key, held + 1);
+
+    // A bundle: its checkpoint is the log's own, so a witness policy refuses it; with the
+    // served, cosigned copy of the same checkpoint in its place, the policy is met.
+    let work = tempfile::tempdir().unwrap();
+    let (bundle, artifact, root, issuer) = sign_v2(&log, work.path());
+    let policy = work.path().join("witnesses.policy");
+    std::fs::write(&policy, format!("witness w1 {witness_vkey}\ngroup all-of-them all w1\nquorum all-of-them\n")).unwrap();
+    let verify = |policy: Option<&Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_signet"));
+        cmd.args(["verify-bundle", "--bundle", bundle.to_str().unwrap(), "--trusted-root", root.to_str().unwrap()]);
+        cmd.args(["--certificate-identity", "you@example.com", "--certificate-oidc-issuer", &issuer]);
+        if let Some(p) = policy {
+            cmd.arg("--witness-policy").arg(p);
+        }
+        cmd.arg(&artifact).output().unwrap()
+    };
+    assert!(verify(None).status.success(), "{}", String::from_utf8_lossy(&verify(None).stderr));
+    let refused = verify(Some(&policy));
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("lacks the witness quorum"), "{}", String::from_utf8_lossy(&refused.stderr));
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    let proof = &mut json["verificationMaterial"]["tlogEntries"][0]["inclusionProof"];
+    let size: u64 = proof["treeSize"].as_str().unwrap().parse().unwrap();
+    let cosigned = wait_cosigned(&agent, &log.url, &witness_key, size);
+    assert_eq!(cosigned.checkpoint.size, size, "the log moved on: nothing else appends in this test");
+    let served = get(&agent, &format!("{}/api/v2/checkpoint", log.url)).unwrap().text();
+    proof["checkpoint"]["envelope"] = serde_json::Value::String(served);
+    std::fs::write(&bundle, json.to_string()).unwrap();
+    let met = verify(Some(&policy));
+    assert!(met.status.success(), "{}", String::from_utf8_lossy(&met.stderr));
+}
+
+/// Signs a file with `sign-bundle` over the Rekor v2 log: (bundle, artifact, trusted root, issuer).
+fn sign_v2(server: &Server, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf, String) {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap();
+        assert!(out.status.success(), "signet {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let data = server.data_dir.to_str().unwrap();
+    let trust = dir.join("trust");
+    run(&["trust", "export", "--data-dir", data, "--out", trust.to_str().unwrap(), "--url", &server.url]);
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(trust.join("signing_config.json")).unwrap()).unwrap();
+    let v2_only: Vec<serde_json::Value> =
+        config["rekorTlogUrls"].as_array().unwrap().iter().filter(|s| s["majorApiVersion"] == 2).cloned().collect();
+    config["rekorTlogUrls"] = serde_json::json!(v2_only);
+    let signing_config = dir.join("signing_config_v2.json");
+    std::fs::write(&signing_config, config.to_string()).unwrap();
+    let token = run(&["dev-token", "--data-dir", data, "--subject", "you@example.com"]).trim().to_string();
+    let (file, bundle) = (dir.join("artifact.txt"), dir.join("artifact.sigstore.json"));
+    std::fs::write(&file, b"witnessed artifact").unwrap();
+    let root = trust.join("trusted_root.json");
+    run(&[
+        "sign-bundle", "--identity-token", &token, "--bundle", bundle.to_str().unwrap(),
+        "--signing-config", signing_config.to_str().unwrap(), "--trusted-root", root.to_str().unwrap(), file.to_str().unwrap(),
+    ]);
+    (bundle, file, root, format!("{}/oidc", server.url))
 }
 
 /// The note with only the log's own signature lines.
@@ -144,4 +201,10 @@ fn the_witness_answers_as_the_spec_says() {
     }
     // A JSON content type is not what this route takes.
     assert_eq!(post("old 0\n\n", "application/json").status, 415);
+
+    // Each answer is counted by its outcome.
+    let metrics = get(&agent, &format!("{}/metrics", witness.url)).unwrap().text();
+    for outcome in ["cosigned", "stale_old_size", "fork", "old_above_new", "bad_proof", "bad_signature", "unknown_log", "malformed"] {
+        assert!(metrics.contains(&format!("signet_witness_requests_total{{outcome=\"{outcome}\"}} 1\n")), "{outcome}:\n{metrics}");
+    }
 }

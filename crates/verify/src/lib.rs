@@ -19,6 +19,7 @@
 //! - [`tlog`]: trusted log, inclusion proof under a signed checkpoint, and the SET.
 //! - [`timestamp`]: RFC 3161 timestamps from a trusted TSA.
 //! - [`chain`] / [`sct`] / [`policy`]: the certificate at the signing time, its SCT, and who signed.
+//! - [`witnesses`]: witness policies (k of n cosignatures) a checkpoint must satisfy, on request.
 //! - [`cert`] and [`time`]: X.509 and time helpers; [`error`]: the one error type.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -37,6 +38,7 @@ pub mod time;
 pub mod timestamp;
 pub mod tlog;
 pub mod trust_root;
+pub mod witnesses;
 mod verifier;
 
 pub use bundle::Bundle;

@@ -30,6 +30,10 @@ pub struct Args {
     /// The trusted root (trusted_root.json). Required: signet does not fetch Sigstore's TUF root.
     #[arg(long)]
     trusted_root: Option<PathBuf>,
+    /// Also require each log checkpoint to carry the witness cosignatures this policy asks for
+    /// (Sigsum's policy format, k of n; docs/witness.md).
+    #[arg(long)]
+    witness_policy: Option<PathBuf>,
     /// The artifact, or its digest as sha256:<64 hex> (when no such file exists).
     file_or_digest: String,
 }
@@ -67,6 +71,13 @@ fn run_inner(a: Args) -> Result<ExitCode, ExitCode> {
     };
     let verifier = Verifier::new(&read("trusted root", root_path)?).map_err(|e| usage(format!("{}: {e}", root_path.display())))?;
     let bundle = read("bundle", &a.bundle)?;
+    let witness_policy = match &a.witness_policy {
+        Some(p) => {
+            let text = String::from_utf8(read("witness policy", p)?).map_err(|_| usage(format!("{}: not UTF-8", p.display())))?;
+            Some(signet_verify::witnesses::WitnessPolicy::parse(&text).map_err(|e| usage(format!("{}: {e}", p.display())))?)
+        }
+        None => None,
+    };
     let failed = |e: signet_verify::VerifyError| {
         errln!("signet verify-bundle: verification failed: {e}");
         ExitCode::FAILURE
@@ -86,6 +97,14 @@ fn run_inner(a: Args) -> Result<ExitCode, ExitCode> {
         }
     };
     verifier.verify_json(&bundle, artifact, &policy).map_err(failed)?;
+    if let Some(witnesses) = &witness_policy {
+        // The bundle parsed and verified just now; a second parse cannot differ.
+        let parsed = signet_verify::bundle::Bundle::from_json(&bundle).map_err(failed)?;
+        if let Err(why) = signet_verify::witnesses::check_bundle(&parsed, witnesses) {
+            errln!("signet verify-bundle: verification failed: {why}");
+            return Err(ExitCode::FAILURE);
+        }
+    }
     outln!("OK: {}", a.file_or_digest);
     Ok(ExitCode::SUCCESS)
 }

@@ -356,6 +356,13 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("GET", "/api/v2/tile/{*path}") => op("rekor-v2", "A tile of the log (C2SP tlog-tiles)", json!({
             "parameters": [path_param("path", "`<L>/<N>[.p/<W>]` or `entries/<N>[.p/<W>]`, N in three-digit segments (`x001/234`)")],
             "responses": {"200": bytes("application/octet-stream", "the tile")}})),
+        ("POST", "/add-checkpoint") => op("witness", "Cosigns a log's checkpoint (C2SP tlog-witness), when `[witness]` lists the log", json!({
+            "requestBody": {"required": true, "content": {"text/plain": {"schema": {"type": "string",
+                "description": "`old <size>`, up to 63 base64 consistency proof hashes, an empty line, then the signed checkpoint"}}}},
+            "responses": {
+                "200": text("text/plain; charset=utf-8", "the witness's cosignature lines (C2SP tlog-cosignature)"),
+                "409": text("text/x.tlog.size", "the size of the latest checkpoint the witness cosigned for this log"),
+            }})),
         _ => return None,
     })
 }

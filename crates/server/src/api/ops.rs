@@ -27,6 +27,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::Heade
         let _ = writeln!(text, "signet_guard_redis_failures_total {failures}");
     }
     guard_and_audit(&state, &mut text);
+    witnessing(&state, &mut text);
     services(&state, &mut text);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
@@ -50,6 +51,35 @@ fn guard_and_audit(state: &AppState, text: &mut String) {
             let age = signet_guard::audit::chain::now_ms().saturating_sub(s.anchored_at_ms) as f64 / 1000.0;
             metric("signet_audit_last_anchor_age_seconds", "gauge", "Seconds since the audit chain was last anchored (absent until the first anchor since start).", format!("{age:.3}"));
         }
+    }
+}
+
+/// The witness's answers, and the Rekor v2 log's witnesses and the checkpoint they cosigned.
+fn witnessing(state: &AppState, text: &mut String) {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    if let Some(w) = &state.witness {
+        text.push_str("# HELP signet_witness_requests_total add-checkpoint requests this witness answered, by outcome.\n# TYPE signet_witness_requests_total counter\n");
+        let _ = writeln!(text, "signet_witness_requests_total{{outcome=\"cosigned\"}} {}", w.stats.cosigned.load(Relaxed));
+        for (reason, n) in signet_witness::witness::REFUSAL_REASONS.iter().zip(&w.stats.refused) {
+            let _ = writeln!(text, "signet_witness_requests_total{{outcome=\"{reason}\"}} {}", n.load(Relaxed));
+        }
+    }
+    if let Some(c) = &state.cosigning {
+        text.push_str("# HELP signet_log_witness_cosignatures_total Cosignatures of the Rekor v2 log's checkpoints received, by witness.\n# TYPE signet_log_witness_cosignatures_total counter\n");
+        for (e, n) in c.endpoints().iter().zip(&c.counters) {
+            let _ = writeln!(text, "signet_log_witness_cosignatures_total{{witness=\"{}\"}} {}", e.vkey.name, n.cosigned.load(Relaxed));
+        }
+        text.push_str("# HELP signet_log_witness_failures_total Requests to a witness that failed or were refused.\n# TYPE signet_log_witness_failures_total counter\n");
+        for (e, n) in c.endpoints().iter().zip(&c.counters) {
+            let _ = writeln!(text, "signet_log_witness_failures_total{{witness=\"{}\"}} {}", e.vkey.name, n.failures.load(Relaxed));
+        }
+        let served = c.served().map_or(0, |(size, _)| size);
+        let head = state.rekor_v2.head().checkpoint.size;
+        text.push_str("# HELP signet_log_witnessed_size Size of the newest Rekor v2 checkpoint a quorum of witnesses cosigned (0: none yet).\n# TYPE signet_log_witnessed_size gauge\n");
+        let _ = writeln!(text, "signet_log_witnessed_size {served}");
+        text.push_str("# HELP signet_log_unwitnessed_entries Entries of the Rekor v2 log past its newest witnessed checkpoint.\n# TYPE signet_log_unwitnessed_entries gauge\n");
+        let _ = writeln!(text, "signet_log_unwitnessed_entries {}", head.saturating_sub(served));
     }
 }
 
