@@ -18,6 +18,7 @@ use signet_core::notekey::{NoteKeyType, NoteSigner, VerifierKey};
 use signet_core::pubkey::PublicKey;
 use signet_witness::{LogKey, Witness, WitnessStore, WitnessedLog};
 
+use crate::api::error::ApiError;
 use crate::config::{Config, ConfigError};
 use crate::state::AppState;
 
@@ -237,10 +238,11 @@ fn publish_vkey(data_dir: &Path, file: &str, signer: &NoteSigner) -> Result<(), 
         .map_err(|source| crate::state::StartError::Io { what: format!("writing {}", path.display()), source })
 }
 
-/// `POST /add-checkpoint`: the cosignature lines, or the spec's status with what was wrong.
+/// `POST /add-checkpoint`: the cosignature lines; a 409 with the size held; or the spec's
+/// status with signet's JSON error saying what was wrong.
 pub async fn add_checkpoint(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let Some(witness) = state.witness.as_ref() else {
-        return (StatusCode::NOT_FOUND, "this instance is not a witness: [witness] lists no log\n").into_response();
+        return ApiError::new(StatusCode::NOT_FOUND, "this instance is not a witness: its [witness] section lists no log").into_response();
     };
     match witness.add_checkpoint(&body).await {
         Ok(lines) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], lines).into_response(),
@@ -248,7 +250,8 @@ pub async fn add_checkpoint(State(state): State<Arc<AppState>>, body: Bytes) -> 
             let status = StatusCode::from_u16(refused.status()).unwrap_or(StatusCode::BAD_REQUEST);
             match refused.known_size() {
                 Some(size) => (status, [(header::CONTENT_TYPE, "text/x.tlog.size")], format!("{size}\n")).into_response(),
-                None => (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{refused}\n")).into_response(),
+                // signet's JSON error, as every other route answers (the spec fixes only the status).
+                None => ApiError::new(status, refused.to_string()).into_response(),
             }
         }
     }
