@@ -147,3 +147,55 @@ async fn two_roots_for_one_size_are_never_both_cosigned() {
     let err = w.add_checkpoint(log.body(&c, 20, 30).as_bytes()).await.unwrap_err();
     assert_eq!(err.status(), 422, "{err}");
 }
+
+/// A new database on the test PostgreSQL (`SIGNET_TEST_POSTGRES`, started by `scripts/test`),
+/// migrated as `signet migrate` does; `None` (skipped) when none is configured, unless
+/// `SIGNET_TEST_REQUIRE_POSTGRES=1`.
+async fn postgres_database() -> Option<String> {
+    let server = match std::env::var("SIGNET_TEST_POSTGRES") {
+        Ok(u) if !u.is_empty() => u,
+        _ => {
+            assert_ne!(std::env::var("SIGNET_TEST_REQUIRE_POSTGRES").as_deref(), Ok("1"), "SIGNET_TEST_POSTGRES is not set");
+            eprintln!("SIGNET_TEST_POSTGRES is not set: PostgreSQL case skipped (scripts/test runs it)");
+            return None;
+        }
+    };
+    let name = format!("signet_witness_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos());
+    let (client, conn) = tokio_postgres::connect(&server, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = format!("{}/{name}", &server[..server.rfind('/').unwrap()]);
+    let migrate = url.clone();
+    tokio::task::spawn_blocking(move || signet_log::storage::PostgresStorage::open(&migrate).map(drop)).await.unwrap().unwrap();
+    Some(url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn witnesses_sharing_postgres_never_cosign_two_roots_for_one_size() {
+    let Some(url) = postgres_database().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::new();
+    // Two instances of one witness (one key), each with its own connection to the shared table.
+    let signer_path = dir.path().join("witness.pem");
+    let instance = || {
+        let signer = NoteSigner::load_or_generate(&signer_path, "witness.example/w1", NoteKeyType::Cosignature).unwrap();
+        let logs = vec![WitnessedLog { origin: ORIGIN.into(), keys: vec![LogKey::Note(log.key.vkey().clone())] }];
+        Arc::new(Witness::new(signer, logs, Arc::new(signet_witness::PostgresStore::new(&url).unwrap())))
+    };
+    let (one, two) = (instance(), instance());
+    let a = tree(64, 1);
+    one.add_checkpoint(log.body(&a, 0, 8).as_bytes()).await.unwrap();
+    // The other instance sees the state the first stored.
+    let err = two.add_checkpoint(log.body(&a, 0, 8).as_bytes()).await.unwrap_err();
+    assert_eq!((err.status(), err.known_size()), (409, Some(8)));
+    // Two logs' views of size 30 race across the instances: a's extends what is held, and
+    // c (a fork of a after 8 leaves) does too; exactly one is cosigned, whichever is first.
+    let mut c = tree(64, 3);
+    c.0[..8].copy_from_slice(&a.0[..8]);
+    let (body_a, body_c) = (log.body(&a, 8, 30), log.body(&c, 8, 30));
+    let (ra, rc) = tokio::join!(one.add_checkpoint(body_a.as_bytes()), two.add_checkpoint(body_c.as_bytes()));
+    assert!(ra.is_ok() != rc.is_ok(), "exactly one of two forks is cosigned: {ra:?} {rc:?}");
+    let held = two.latest(ORIGIN).await.unwrap().unwrap();
+    let winner = if ra.is_ok() { &a } else { &c };
+    assert_eq!((held.size, held.root), (30, mth(&winner.0[..30])));
+}
