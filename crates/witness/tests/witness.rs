@@ -199,3 +199,26 @@ async fn witnesses_sharing_postgres_never_cosign_two_roots_for_one_size() {
     let winner = if ra.is_ok() { &a } else { &c };
     assert_eq!((held.size, held.root), (30, mth(&winner.0[..30])));
 }
+
+#[tokio::test]
+async fn a_log_signing_the_rekor_v2_way_is_witnessed_by_its_ecdsa_key() {
+    use signet_core::keys::SigningKey;
+    use signet_log::checkpoint::NoteSigner as LogSigner;
+    let dir = tempfile::tempdir().unwrap();
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let spki = signet_core::pubkey::PublicKey::from_spki(key.spki_der()).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("witness.sqlite")).unwrap());
+    let signer = NoteSigner::generate("witness.example/w1", NoteKeyType::Cosignature).unwrap();
+    let w = Witness::new(signer, vec![WitnessedLog { origin: "rekor.example".into(), keys: vec![LogKey::Spki(spki)] }], store);
+    let log = LogSigner::new("rekor.example", key);
+    let t = tree(20, 4);
+    let note = |n: usize| log.sign(Checkpoint { origin: "rekor.example".into(), size: n as u64, root_hash: mth(&t.0[..n]) }).unwrap().note;
+    let lines = w.add_checkpoint(format(0, &[], &note(10)).as_bytes()).await.unwrap();
+    assert_cosigned(&w, &note(10), &lines);
+    let proof = merkle::consistency_proof(&t, 10, 20).unwrap();
+    assert_cosigned(&w, &note(20), &w.add_checkpoint(format(10, &proof, &note(20)).as_bytes()).await.unwrap());
+    // Another ECDSA key under the same name is not the log's.
+    let other = LogSigner::new("rekor.example", Arc::new(SigningKey::generate().unwrap()));
+    let forged = other.sign(Checkpoint { origin: "rekor.example".into(), size: 20, root_hash: mth(&t.0[..20]) }).unwrap().note;
+    assert_eq!(w.add_checkpoint(format(20, &[], &forged).as_bytes()).await.unwrap_err().status(), 403);
+}
