@@ -208,3 +208,50 @@ fn the_witness_answers_as_the_spec_says() {
         assert!(metrics.contains(&format!("signet_witness_requests_total{{outcome=\"{outcome}\"}} 1\n")), "{outcome}:\n{metrics}");
     }
 }
+
+#[test]
+fn a_witness_polls_a_log_that_does_not_submit_and_follows_it_through_its_tiles() {
+    let (wdir, ldir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = Server::start(ldir.path(), &[]);
+    // The log's ECDSA key, as a PEM file: the Rekor v2 way of signing checkpoints.
+    let spki = signet_core::keys::SigningKey::load_or_generate(&ldir.path().join("keys/rekor-v2.pem")).unwrap().spki_der().to_vec();
+    let pem_path = wdir.path().join("log.pem");
+    std::fs::write(&pem_path, signet_core::pem::encode("PUBLIC KEY", &spki)).unwrap();
+    let conf = write_config(
+        wdir.path(),
+        &format!(
+            "[witness]\npoll_interval_secs = 1\n[[witness.logs]]\norigin = \"127.0.0.1\"\npublic_keys = [\"{}\"]\nurl = \"{}/api/v2\"\n",
+            pem_path.display(),
+            log.url
+        ),
+    );
+    let witness = Server::start(wdir.path(), &["--config", &conf]);
+    let agent = agent();
+    let witness_key = VerifierKey::parse(std::fs::read_to_string(wdir.path().join("witness.vkey")).unwrap().trim()).unwrap();
+    let latest = |size: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = get(&agent, &format!("{}/witness/checkpoint?origin=127.0.0.1", witness.url)).unwrap();
+            if r.status == 200 {
+                let note = SignedNote::parse(&r.text()).unwrap();
+                if note.checkpoint.size >= size {
+                    assert!(witness_key.verify(&note).is_some(), "{}", r.text());
+                    return note;
+                }
+            }
+            assert!(Instant::now() < deadline, "the witness did not cosign size {size} in 30 s: {} {}", r.status, r.text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    latest(1);
+    // 300 entries: more than a full tile, so the proof comes from full and partial tiles.
+    let signer = Signer::new();
+    for i in 0..300 {
+        let r = post_json(&agent, &format!("{}/api/v2/log/entries", log.url), &signer.v2_entry(format!("p{i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201);
+    }
+    let grown = latest(301);
+    assert_eq!(grown.checkpoint.size, 301);
+    let metrics = get(&agent, &format!("{}/metrics", witness.url)).unwrap().text();
+    assert!(!metrics.contains("outcome=\"bad_proof\"} 1"), "{metrics}");
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -23,14 +23,22 @@ use crate::config::{Config, ConfigError};
 use crate::state::AppState;
 
 /// `[witness]`: off unless at least one log is listed.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WitnessSettings {
     /// The name in this witness's cosignature lines; default `<public host>/witness`.
     pub name: Option<String>,
     /// Its Ed25519 key (PKCS#8 PEM); default `<data dir>/keys/witness.pem`, made 0600 if missing.
     pub key: Option<PathBuf>,
+    /// How often the logs with a `url` are polled.
+    pub poll_interval_secs: u64,
     pub logs: Vec<WitnessedLogSettings>,
+}
+
+impl Default for WitnessSettings {
+    fn default() -> Self {
+        WitnessSettings { name: None, key: None, poll_interval_secs: 10, logs: Vec::new() }
+    }
 }
 
 /// `[[witness.logs]]`: a log to cosign for, by origin, and the keys its checkpoints are signed with.
@@ -46,6 +54,9 @@ pub struct WitnessedLogSettings {
     /// P-256, key hint from the SPKI): signet's own and Rekor v2's.
     #[serde(default)]
     pub public_keys: Vec<PathBuf>,
+    /// The log's tile prefix (`<url>/checkpoint`, `<url>/tile/…`, c2sp.org/tlog-tiles; for
+    /// signet and Rekor v2, `https://host/api/v2`): polled for logs that don't submit.
+    pub url: Option<String>,
 }
 
 impl WitnessSettings {
@@ -226,9 +237,38 @@ pub fn open(cfg: &Config) -> Result<Option<Arc<Witness>>, crate::state::StartErr
             signet_witness::SqliteStore::open(&cfg.data_dir.join("witness.sqlite")).map_err(|e| ConfigError::Invalid(e.to_string()))?,
         ),
     };
-    let witness = Witness::new(signer, logs, store);
+    let witness = Arc::new(Witness::new(signer, logs, store));
     tracing::info!(vkey = %witness.vkey(), logs = settings.logs.len(), "witness on: POST /add-checkpoint");
-    Ok(Some(Arc::new(witness)))
+    let polled: Vec<_> = settings.logs.iter().filter_map(|l| l.url.as_ref().map(|u| (l.origin.clone(), u.clone()))).collect();
+    if !polled.is_empty() {
+        if !(1..=86_400).contains(&settings.poll_interval_secs) {
+            return Err(ConfigError::Invalid(format!("witness.poll_interval_secs must be 1..=86400, got {}", settings.poll_interval_secs)).into());
+        }
+        let tls = signet_tls::client_config(&signet_tls::Trust::Platform).map_err(|e| ConfigError::Invalid(format!("witness: {e}")))?;
+        let fetcher = signet_tls::Fetcher::new(tls).with_timeout(std::time::Duration::from_secs(10));
+        for (origin, url) in polled {
+            signet_witness::poll::start(witness.clone(), origin, url, std::time::Duration::from_secs(settings.poll_interval_secs), fetcher.clone());
+        }
+    }
+    Ok(Some(witness))
+}
+
+/// `GET /witness/checkpoint?origin=…`: the latest checkpoint of that log this witness
+/// cosigned since it started, with its cosignature (for logs it polls, the only way out).
+pub async fn latest_cosigned(State(state): State<Arc<AppState>>, Query(q): Query<OriginQuery>) -> Response {
+    let Some(witness) = state.witness.as_ref() else {
+        return ApiError::new(StatusCode::NOT_FOUND, "this instance is not a witness: its [witness] section lists no log").into_response();
+    };
+    match witness.cosigned(&q.origin) {
+        Some(note) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], note.to_string()).into_response(),
+        None => ApiError::new(StatusCode::NOT_FOUND, format!("no checkpoint of {:?} cosigned since this witness started", q.origin)).into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OriginQuery {
+    pub origin: String,
 }
 
 /// Writes a public verifier key beside the data (`<data dir>/<file>`), for operators to hand out.

@@ -2,6 +2,7 @@
 //!
 //! - [`witness`]: signet as a witness: verify a log's new checkpoint against the last one
 //!   it cosigned, store the new state, and cosign (`POST /add-checkpoint`).
+//! - [`poll`]: the witness fetching checkpoints and tiles from logs that don't submit.
 //! - [`request`]: the `add-checkpoint` body, parsed and written.
 //! - [`cosigning`]: signet's own log, witnessed: checkpoints sent to witnesses, a quorum's
 //!   cosignatures collected and served.
@@ -11,6 +12,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cosigning;
+pub mod poll;
 pub mod request;
 pub mod store;
 pub mod witness;

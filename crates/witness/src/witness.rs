@@ -123,12 +123,14 @@ pub struct Witness {
     logs: HashMap<String, WitnessedLog>,
     store: Arc<dyn WitnessStore>,
     pub stats: WitnessStats,
+    /// The latest checkpoint cosigned for each log since start, with this witness's line.
+    cosigned: parking_lot::Mutex<HashMap<String, Arc<str>>>,
 }
 
 impl Witness {
     pub fn new(signer: NoteSigner, logs: Vec<WitnessedLog>, store: Arc<dyn WitnessStore>) -> Witness {
         let logs = logs.into_iter().map(|l| (l.origin.clone(), l)).collect();
-        Witness { signer, logs, store, stats: WitnessStats::default() }
+        Witness { signer, logs, store, stats: WitnessStats::default(), cosigned: Default::default() }
     }
 
     /// The witness's cosigning key, as logs and verifiers configure it.
@@ -138,6 +140,12 @@ impl Witness {
 
     pub fn logs(&self) -> impl Iterator<Item = &WitnessedLog> {
         self.logs.values()
+    }
+
+    /// The latest checkpoint of `origin` this witness cosigned since it started, with the
+    /// signature lines it came with and this witness's cosignature.
+    pub fn cosigned(&self, origin: &str) -> Option<Arc<str>> {
+        self.cosigned.lock().get(origin).cloned()
     }
 
     /// The latest cosigned state of a log.
@@ -178,7 +186,16 @@ impl Witness {
             // checked against a state that is gone, so it is stale whatever it says.
             Advanced::Moved(now) => return Err(Refused::Conflict { known: now.map_or(0, |h| h.size), old }),
         }
-        Ok(signature_line(&self.signer.sign(&request.note.text, now_secs())))
+        let line = signature_line(&self.signer.sign(&request.note.text, now_secs()));
+        let lines: String = request.note.signatures.iter().map(signature_line).collect();
+        let note: Arc<str> = format!("{}\n{lines}{line}", request.note.text).into();
+        let mut cosigned = self.cosigned.lock();
+        // Racing requests may finish out of order: keep the largest.
+        let newer = cosigned.get(&log.origin).and_then(|n| SignedNote::parse(n).ok()).is_none_or(|n| n.checkpoint.size <= new);
+        if newer {
+            cosigned.insert(log.origin.clone(), note);
+        }
+        Ok(line)
     }
 
     /// Checks the request against the stored state; returns the state it was checked against.

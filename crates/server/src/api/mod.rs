@@ -110,6 +110,7 @@ routes! {
     "/api/v2/tile/{*path}" in "rekor-v2" => { get rekor_v2::tile => Perm(Read) }
     // c2sp.org/tlog-witness: the log's signature on the checkpoint is the authentication.
     "/add-checkpoint" => { post crate::witnessing::add_checkpoint => Needs::Open }
+    "/witness/checkpoint" => { get crate::witnessing::latest_cosigned => Perm(Read) }
 }
 
 #[allow(non_snake_case)]

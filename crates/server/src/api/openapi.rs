@@ -363,6 +363,9 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
                 "200": text("text/plain; charset=utf-8", "the witness's cosignature lines (C2SP tlog-cosignature)"),
                 "409": text("text/x.tlog.size", "the size of the latest checkpoint the witness cosigned for this log"),
             }})),
+        ("GET", "/witness/checkpoint") => op("witness", "The latest checkpoint of a log this witness cosigned since it started", json!({
+            "parameters": [query("origin", true, json!({"type": "string", "minLength": 1}), "the log's origin")],
+            "responses": {"200": text("text/plain; charset=utf-8", "the signed checkpoint with this witness's cosignature")}})),
         _ => return None,
     })
 }
