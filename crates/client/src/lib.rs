@@ -12,6 +12,7 @@
 //! - [`bundle`]: Sigstore bundle v0.3 assembly.
 //! - [`http`]: a blocking JSON/DER client with connection reuse.
 //! - [`sign`]: the flow, from artifact (or in-toto statement) and token to bundle.
+//! - [`witnessed`]: the witnesses' cosigned copy of the entry's checkpoint, into the bundle.
 
 pub mod bundle;
 pub mod dsse;
@@ -22,6 +23,7 @@ pub mod sign;
 pub mod signing_config;
 pub mod token;
 pub mod tsa;
+pub mod witnessed;
 
 pub use sign::{sign_artifact, sign_payload, Payload, Signer};
 

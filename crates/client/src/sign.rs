@@ -32,6 +32,18 @@ impl Signer {
         sign_artifact(&self.http, &self.services, identity_token, artifact)
     }
 
+    /// On a Rekor v2 log that serves witnessed checkpoints, waits up to `wait` for the cosigned
+    /// copy of the bundle's checkpoint and puts it in ([`crate::witnessed`]). True if it did.
+    pub fn adopt_cosigned_checkpoint(&self, bundle: &mut Value, wait: std::time::Duration) -> Result<bool, ClientError> {
+        if self.services.tlog.major < 2 {
+            return Ok(false);
+        }
+        match bundle.pointer_mut("/verificationMaterial/tlogEntries/0") {
+            Some(entry) => crate::witnessed::adopt_cosigned(&self.http, &self.services.tlog.url, entry, wait),
+            None => Ok(false),
+        }
+    }
+
     /// Signs an in-toto `statement` as a DSSE envelope and returns the bundle.
     pub fn sign_in_toto(&self, identity_token: &str, statement: &[u8]) -> Result<Value, ClientError> {
         sign_payload(&self.http, &self.services, identity_token, Payload::InToto(statement))

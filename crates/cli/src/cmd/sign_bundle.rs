@@ -27,6 +27,10 @@ pub struct Args {
     /// SigningConfig v0.2 naming the CA, log and TSA (`signet trust export` writes one).
     #[arg(long)]
     signing_config: Option<PathBuf>,
+    /// On a witnessed Rekor v2 log, wait up to this many seconds for the witnesses' cosigned
+    /// copy of the entry's checkpoint and put it in the bundle (docs/witness.md); 0: don't.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=600))]
+    witness_wait: u64,
     /// The file to sign (with --in-toto, the statement).
     file: PathBuf,
 }
@@ -63,6 +67,16 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         signer.sign(token.trim(), &artifact)
     };
+    let signed = signed.map(|mut bundle| {
+        if args.witness_wait > 0 {
+            match signer.adopt_cosigned_checkpoint(&mut bundle, std::time::Duration::from_secs(args.witness_wait)) {
+                Ok(true) => {}
+                Ok(false) => errln!("signet sign-bundle: no cosigned copy of the entry's checkpoint within {} s; the bundle keeps the log's own", args.witness_wait),
+                Err(e) => errln!("signet sign-bundle: reading the witnessed checkpoint: {e}; the bundle keeps the log's own"),
+            }
+        }
+        bundle
+    });
     match signed {
         Ok(bundle) => {
             let text = serde_json::to_string_pretty(&bundle).expect("bundle serializes") + "\n";
