@@ -63,6 +63,11 @@ impl AddCheckpoint {
             proof.push(hash);
         }
         let note = SignedNote::parse(note).map_err(|e| malformed(e.to_string()))?;
+        // c2sp.org/tlog-checkpoint: extension lines are non-empty; a cosignature is a promise
+        // about a checkpoint, so only a well-formed one is cosigned.
+        if note.text.trim_end_matches('\n').split('\n').any(str::is_empty) {
+            return Err(malformed("the checkpoint has an empty line"));
+        }
         Ok(AddCheckpoint { old_size, proof, note })
     }
 }
@@ -105,6 +110,7 @@ mod tests {
             ("old 3\nAAAA\n\nx", "proof line 1"),
             (proof_64.as_str(), "more than 63"),
             ("old 3\n\nnot a note", "malformed"),
+            ("old 3\n\no\n5\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\next\n\n\u{2014} o AAAAAAAA\n", "empty line"),
         ] {
             let err = AddCheckpoint::parse(body.as_bytes()).unwrap_err();
             assert!(err.to_string().contains(says), "{body:?}: {err}");
