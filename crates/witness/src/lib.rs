@@ -3,6 +3,9 @@
 //! - [`witness`]: signet as a witness: verify a log's new checkpoint against the last one
 //!   it cosigned, store the new state, and cosign (`POST /add-checkpoint`).
 //! - [`store`]: the witness's durable state, one row per log, on SQLite or PostgreSQL.
+//! - [`monitor`]: follow logs, verify their checkpoints, and alert on watched identities.
 
 // Nothing derived from a request may panic: no unwrap/expect outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod monitor;
