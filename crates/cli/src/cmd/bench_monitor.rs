@@ -124,14 +124,16 @@ fn key(dir: &Path) -> Result<Arc<SigningKey>, String> {
     SigningKey::load_or_generate(&dir.join("log.pem")).map(Arc::new).map_err(|e| e.to_string())
 }
 
-/// Appends entries until the log in `dir` holds `target`, 4,096 per commit.
-fn fill(dir: &Path, target: u64, certs: usize) -> Result<(), String> {
+/// Appends entries until the log in `dir` holds `target` (or `grow` more than it holds,
+/// when `target` is 0), 4,096 per commit. The log's size after.
+fn fill(dir: &Path, target: u64, grow: u64, certs: usize) -> Result<u64, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let storage = Arc::new(SqliteStorage::open(&dir.join("log.sqlite")).map_err(|e| e.to_string())?);
     let signer = NoteSigner::new(ORIGIN, key(dir)?);
     let size = storage.latest_checkpoint(LOG).map_err(|e| e.to_string())?.map_or(0, |c| c.size);
+    let target = if target == 0 { size + grow } else { target };
     if size >= target {
-        return Ok(());
+        return Ok(size);
     }
     let nodes = StoredNodes { storage: storage.clone(), log: LOG };
     let mut tree = Tree::open(Box::new(nodes), 0, size).map_err(|e| e.to_string())?;
@@ -172,12 +174,13 @@ fn fill(dir: &Path, target: u64, certs: usize) -> Result<(), String> {
         }
     }
     storage.flush_keys().map_err(|e| e.to_string())?;
-    Ok(())
+    Ok(target)
 }
 
 /// Serves the log's checkpoint and tiles on loopback, as signet's `/api/v2` does; its URL.
-/// The log is reopened for each phase, so that it serves what `fill` wrote since.
-async fn serve(dir: &Path) -> Result<(String, tokio::task::JoinHandle<()>, Arc<SigningKey>), String> {
+/// The log is reopened for each phase, so that it serves what `fill` wrote since, on the
+/// same port (`port`, or any free one the first time): the monitor's state is per URL.
+async fn serve(dir: &Path, port: u16) -> Result<(String, tokio::task::JoinHandle<()>, Arc<SigningKey>), String> {
     use axum::extract::{Path as UrlPath, State};
     use axum::http::StatusCode;
     use axum::routing::get;
@@ -213,7 +216,7 @@ async fn serve(dir: &Path) -> Result<(String, tokio::task::JoinHandle<()>, Arc<S
         found.ok_or(StatusCode::NOT_FOUND)
     }
     let app = axum::Router::new().route("/checkpoint", get(checkpoint)).route("/tile/{*path}", get(tile)).with_state(log);
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await.map_err(|e| e.to_string())?;
     let url = format!("http://{}", listener.local_addr().map_err(|e| e.to_string())?);
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
@@ -238,7 +241,7 @@ struct Phase {
 
 fn bench(a: &Args) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
-    fill(&a.dir, a.entries, a.certs)?;
+    fill(&a.dir, a.entries, 0, a.certs)?;
     // A fresh state: the monitor starts from 0.
     let state = a.dir.join("monitor-state");
     let _ = std::fs::remove_dir_all(&state);
@@ -247,11 +250,13 @@ fn bench(a: &Args) -> Result<(), String> {
     let workers = a.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2).min(8)).max(1);
     let mut phases = Vec::new();
     let mut matches = 0;
-    for (name, size) in [("catch up from 0", a.entries), ("follow a grown log", a.entries + a.grow)] {
-        if size > a.entries {
-            fill(&a.dir, size, a.certs)?;
+    let mut port = 0;
+    for name in ["catch up from 0", "follow a grown log"] {
+        if !phases.is_empty() {
+            fill(&a.dir, 0, a.grow, a.certs)?;
         }
-        let (url, task, log_key) = rt.block_on(serve(&a.dir))?;
+        let (url, task, log_key) = rt.block_on(serve(&a.dir, port))?;
+        port = url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
         let public = signet_core::pubkey::PublicKey::from_spki(log_key.spki_der()).map_err(|e| e.to_string())?;
         let m = Monitor {
             logs: vec![Followed { source: Source::new(&url, Api::Tiles, fetcher.clone()), keys: vec![public] }],
@@ -265,8 +270,12 @@ fn bench(a: &Args) -> Result<(), String> {
         let sum = m.poll_all();
         let seconds = started.elapsed().as_secs_f64();
         task.abort();
+        let _ = rt.block_on(task);
         if sum.problem || sum.failed {
             return Err(format!("{name}: the monitor reported a problem or could not read the log"));
+        }
+        if sum.unparsed > 0 {
+            return Err(format!("{name}: {} entries were not read (every entry is a hashedrekord with a certificate)", sum.unparsed));
         }
         matches += sum.matches;
         phases.push(Phase { name, entries: sum.read, seconds });
@@ -279,7 +288,7 @@ fn bench(a: &Args) -> Result<(), String> {
         .iter()
         .map(|p| json!({"phase": p.name, "entries": p.entries, "seconds": p.seconds, "entries_per_second": p.entries as f64 / p.seconds.max(1e-9)}))
         .collect();
-    let result = json!({"bench": "monitor", "log_entries": a.entries + a.grow, "certificates": a.certs, "workers": workers, "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "phases": rows});
+    let result = json!({"bench": "monitor", "log_entries": phases.iter().map(|p| p.entries).sum::<u64>(), "certificates": a.certs, "workers": workers, "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "phases": rows});
     if let Some(path) = &a.json {
         std::fs::write(path, serde_json::to_vec_pretty(&result).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", path.display()))?;
     }

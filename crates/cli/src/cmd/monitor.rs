@@ -68,7 +68,8 @@ pub fn run(a: Args) -> ExitCode {
     }
     let sum = monitor.poll_all();
     monitor.alerts.flush(Duration::from_secs(30));
-    errln!("signet monitor: {} entries read, {} matched{}", sum.read, sum.matches, match (sum.problem, sum.failed) {
+    let unparsed = if sum.unparsed > 0 { format!(" ({} of unknown kinds or malformed)", sum.unparsed) } else { String::new() };
+    errln!("signet monitor: {} entries read{unparsed}, {} matched{}", sum.read, sum.matches, match (sum.problem, sum.failed) {
         (true, _) => "; a log misbehaved or served a bad checkpoint (see the alerts)",
         (false, true) => "; a log could not be read",
         _ => "",

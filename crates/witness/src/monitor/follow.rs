@@ -34,6 +34,8 @@ pub struct Polled {
     pub size: u64,
     pub read: u64,
     pub matches: u64,
+    /// Entries whose body could not be read (an unknown kind, a certificate that does not parse).
+    pub unparsed: u64,
     /// The log is broken or served a bad checkpoint.
     pub problem: bool,
 }
@@ -111,6 +113,7 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
         }
         polled.read += page.leaves.len() as u64;
         polled.matches += page.hits.len() as u64;
+        polled.unparsed += page.unparsed;
         ctx.alerts.metrics().entries(url, page.leaves.len() as u64, page.unparsed);
         if !page.hits.is_empty() || saved.elapsed() >= SAVE_EVERY {
             state.set_range(&range);
@@ -133,7 +136,7 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
     }
     if polled.read > 0 {
         let secs = started.elapsed().as_secs_f64();
-        tracing::info!(log = url, from, to = cp.size, read = polled.read, matches = polled.matches,
+        tracing::info!(log = url, from, to = cp.size, read = polled.read, matches = polled.matches, unparsed = polled.unparsed,
             per_second = (polled.read as f64 / secs.max(1e-9)) as u64, "caught up");
     }
     Ok(polled)

@@ -49,6 +49,7 @@ pub struct Monitor {
 pub struct Summary {
     pub read: u64,
     pub matches: u64,
+    pub unparsed: u64,
     /// A log misbehaved or served a checkpoint that did not verify.
     pub problem: bool,
     /// A log could not be fetched (or state not kept) on the last poll.
@@ -65,6 +66,7 @@ impl Monitor {
                 Ok(p) => {
                     sum.read += p.read;
                     sum.matches += p.matches;
+                    sum.unparsed += p.unparsed;
                     sum.problem |= p.problem;
                 }
                 Err(e) => {
