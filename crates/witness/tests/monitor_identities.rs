@@ -143,3 +143,62 @@ fn a_log_without_a_key_is_refused_with_exit_2() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("no key to verify"), "{}", run.stderr);
 }
+
+/// Kills the monitor when the test ends, however it ends.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn it_follows_a_growing_log_and_serves_metrics() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    let s = setup("emails = [\"frank@example.com\"]\n");
+    let v2 = s.v2();
+    let mut child = Command::new(signet_bin())
+        .args(["monitor", "--log", &v2, "--trusted-root", &s.root, "--watch", &s.watch, "--state", &s.state])
+        .args(["--interval", "1", "--metrics-listen", "127.0.0.1:0"])
+        .env("SIGNET_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (stdout, stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let _running = Running(child);
+    let metrics_line = BufReader::new(stderr).lines().next().unwrap().unwrap();
+    let addr = metrics_line.split("http://").nth(1).and_then(|r| r.strip_suffix("/metrics")).unwrap_or_else(|| panic!("{metrics_line}")).to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+
+    // The monitor is running when the entry is logged: a later poll finds it.
+    sign(&s.server, &s.dir, "frank@example.com", b"frank", false);
+    let line = rx.recv_timeout(Duration::from_secs(30)).expect("an alert within 30 s");
+    let alert: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(alert["kind"], "match");
+    assert_eq!(alert["entry"]["identities"][0]["value"], "frank@example.com");
+
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: monitor\r\n\r\n").unwrap();
+    let mut page = String::new();
+    conn.read_to_string(&mut page).unwrap();
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    let log = format!("log=\"{v2}\"");
+    assert!(page.contains(&format!("signet_monitor_alerts_total{{{log},kind=\"match\"}} 1")), "{page}");
+    assert!(page.contains(&format!("signet_monitor_alerts_total{{{log},kind=\"inconsistent\"}} 0")), "{page}");
+    assert!(page.contains(&format!("signet_monitor_entries_total{{{log}}} 2")), "{page}");
+    assert!(page.contains(&format!("signet_monitor_tree_size{{{log}}} 2")), "{page}");
+    // Nothing more: one entry, one alert, however many polls ran.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(rx.try_recv().is_err(), "no second alert");
+}

@@ -138,13 +138,14 @@ impl Alerts {
 
     pub fn emit(&self, alert: &Alert) {
         let Ok(line) = serde_json::to_string(alert) else { return };
+        // Counted first: whoever reads the line and then scrapes sees it counted.
+        self.metrics.alert(&alert.log, alert.kind);
         {
             let _one = self.stdout.lock();
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
-        self.metrics.alert(&alert.log, alert.kind);
         if let Some(w) = &self.webhook {
             w.pending.fetch_add(1, Ordering::AcqRel);
             if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = w.queue.try_send(Bytes::from(line)) {

@@ -106,15 +106,15 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
         for leaf in &page.leaves {
             range.push(*leaf);
         }
+        polled.read += page.leaves.len() as u64;
+        polled.matches += page.hits.len() as u64;
+        polled.unparsed += page.unparsed;
+        ctx.alerts.metrics().entries(url, page.leaves.len() as u64, page.unparsed);
         for hit in &page.hits {
             let mut a = Alert::new(Kind::Match, url, Some(&cp.origin), format!("entry {} matches the watch list", hit.index));
             a.entry = Some(hit.clone());
             ctx.alerts.emit(&a);
         }
-        polled.read += page.leaves.len() as u64;
-        polled.matches += page.hits.len() as u64;
-        polled.unparsed += page.unparsed;
-        ctx.alerts.metrics().entries(url, page.leaves.len() as u64, page.unparsed);
         if !page.hits.is_empty() || saved.elapsed() >= SAVE_EVERY {
             state.set_range(&range);
             ctx.store.save(&state)?;
