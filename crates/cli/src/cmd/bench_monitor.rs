@@ -55,7 +55,7 @@ pub struct Args {
 
 const LOG: u8 = 1;
 const ORIGIN: &str = "monitor.bench";
-const ISSUER: &str = "https://oidc.bench.example";
+const ISSUER: &str = "https://oauth2.sigstore.dev/auth";
 
 pub fn run(a: Args) -> ExitCode {
     match bench(&a) {
@@ -73,16 +73,25 @@ struct Signer {
     cert_der: Vec<u8>,
 }
 
+/// DER of a short UTF8String (Fulcio's extension values).
+fn utf8(text: &str) -> Vec<u8> {
+    let mut der = vec![0x0c, text.len().min(127) as u8];
+    der.extend_from_slice(&text.as_bytes()[..text.len().min(127)]);
+    der
+}
+
+/// Certificates shaped like Fulcio's: half for an email identity, half for a GitHub
+/// Actions workflow (URI SAN and the workflow extensions, 1.3.6.1.4.1.57264.1.8–.22), each
+/// with an SCT-list-sized extension, issued by one CA; ~1.2 KB of DER, as real ones are.
 fn signers(n: usize) -> Result<Vec<Signer>, String> {
     let e = |e: rcgen::Error| e.to_string();
     let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(e)?;
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(e)?;
     ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(rcgen::DnType::CommonName, "bench-ca");
+    ca.distinguished_name.push(rcgen::DnType::OrganizationName, "bench.example");
+    ca.distinguished_name.push(rcgen::DnType::CommonName, "bench-intermediate");
     let issuer = rcgen::Issuer::new(ca, ca_key);
-    // Fulcio's OIDC issuer extension (1.3.6.1.4.1.57264.1.8): a DER UTF8String.
-    let mut issuer_ext = vec![0x0c, ISSUER.len() as u8];
-    issuer_ext.extend_from_slice(ISSUER.as_bytes());
+    let fulcio = |arc: u64, value: &str| rcgen::CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 57264, 1, arc], utf8(value));
     (0..n)
         .map(|i| {
             let rng = SystemRandom::new();
@@ -90,10 +99,39 @@ fn signers(n: usize) -> Result<Vec<Signer>, String> {
             let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref()).map_err(|e| e.to_string())?;
             let rc_key = rcgen::KeyPair::try_from(pkcs8.as_ref()).map_err(e)?;
             let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(e)?;
-            let email = format!("signer{i}@bench.example");
-            params.subject_alt_names = vec![rcgen::SanType::Rfc822Name(email.try_into().map_err(e)?)];
-            params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 57264, 1, 8], issuer_ext.clone())];
             params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::CodeSigning];
+            params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+            if i % 2 == 0 {
+                let email = format!("signer{i}@bench.example");
+                params.subject_alt_names = vec![rcgen::SanType::Rfc822Name(email.try_into().map_err(e)?)];
+                params.custom_extensions = vec![fulcio(8, ISSUER)];
+            } else {
+                let repo = format!("https://github.com/bench-org/repo{i}");
+                let workflow = format!("{repo}/.github/workflows/release.yml@refs/heads/main");
+                params.subject_alt_names = vec![rcgen::SanType::URI(workflow.as_str().try_into().map_err(e)?)];
+                let sha = hex::encode(&sha256(repo.as_bytes())[..20]);
+                params.custom_extensions = vec![
+                    fulcio(8, "https://token.actions.githubusercontent.com"),
+                    fulcio(9, &workflow),
+                    fulcio(10, &sha),
+                    fulcio(11, "github-hosted"),
+                    fulcio(12, &repo),
+                    fulcio(13, &sha),
+                    fulcio(14, "refs/heads/main"),
+                    fulcio(15, "123456789"),
+                    fulcio(16, "https://github.com/bench-org"),
+                    fulcio(17, "987654321"),
+                    fulcio(18, &workflow),
+                    fulcio(19, &sha),
+                    fulcio(20, "push"),
+                    fulcio(21, &format!("{repo}/actions/runs/1/attempts/1")),
+                    fulcio(22, "public"),
+                ];
+            }
+            // The embedded SCT list (1.3.6.1.4.1.11129.2.4.2): an OCTET STRING of ~120 bytes.
+            let mut sct = vec![0x04, 0x78];
+            sct.extend((0..0x78u8).map(|b| b.wrapping_mul(31)));
+            params.custom_extensions.push(rcgen::CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 11129, 2, 4, 2], sct));
             let cert = params.signed_by(&rc_key, &issuer).map_err(e)?;
             Ok(Signer { key, cert_der: cert.der().to_vec() })
         })
@@ -236,6 +274,7 @@ fn watch_list() -> Result<WatchList, String> {
 struct Phase {
     name: &'static str,
     entries: u64,
+    bytes: u64,
     seconds: f64,
 }
 
@@ -278,7 +317,7 @@ fn bench(a: &Args) -> Result<(), String> {
             return Err(format!("{name}: {} entries were not read (every entry is a hashedrekord with a certificate)", sum.unparsed));
         }
         matches += sum.matches;
-        phases.push(Phase { name, entries: sum.read, seconds });
+        phases.push(Phase { name, entries: sum.read, bytes: sum.bytes, seconds });
     }
     let _ = std::fs::remove_dir_all(&state);
     if matches != 1 {
@@ -286,15 +325,19 @@ fn bench(a: &Args) -> Result<(), String> {
     }
     let rows: Vec<serde_json::Value> = phases
         .iter()
-        .map(|p| json!({"phase": p.name, "entries": p.entries, "seconds": p.seconds, "entries_per_second": p.entries as f64 / p.seconds.max(1e-9)}))
+        .map(|p| json!({"phase": p.name, "entries": p.entries, "body_bytes": p.bytes, "seconds": p.seconds, "entries_per_second": p.entries as f64 / p.seconds.max(1e-9)}))
         .collect();
     let result = json!({"bench": "monitor", "log_entries": phases.iter().map(|p| p.entries).sum::<u64>(), "certificates": a.certs, "workers": workers, "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "phases": rows});
     if let Some(path) = &a.json {
         std::fs::write(path, serde_json::to_vec_pretty(&result).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    outln!("{:<22} {:>10} {:>9} {:>12}", "phase", "entries", "seconds", "entries/s");
+    outln!("{:<22} {:>10} {:>11} {:>9} {:>12} {:>8}", "phase", "entries", "bytes/entry", "seconds", "entries/s", "MB/s");
     for p in &phases {
-        outln!("{:<22} {:>10} {:>9.2} {:>12.0}", p.name, p.entries, p.seconds, p.entries as f64 / p.seconds.max(1e-9));
+        let per = |x: f64| x / p.seconds.max(1e-9);
+        outln!(
+            "{:<22} {:>10} {:>11.0} {:>9.2} {:>12.0} {:>8.0}",
+            p.name, p.entries, p.bytes as f64 / p.entries.max(1) as f64, p.seconds, per(p.entries as f64), per(p.bytes as f64) / 1e6
+        );
     }
     Ok(())
 }

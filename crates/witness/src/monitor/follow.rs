@@ -36,6 +36,8 @@ pub struct Polled {
     pub matches: u64,
     /// Entries whose body could not be read (an unknown kind, a certificate that does not parse).
     pub unparsed: u64,
+    /// Bytes of the entries read.
+    pub bytes: u64,
     /// The log is broken or served a bad checkpoint.
     pub problem: bool,
 }
@@ -109,6 +111,7 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
         polled.read += page.leaves.len() as u64;
         polled.matches += page.hits.len() as u64;
         polled.unparsed += page.unparsed;
+        polled.bytes += page.bytes;
         ctx.alerts.metrics().entries(url, page.leaves.len() as u64, page.unparsed);
         for hit in &page.hits {
             let mut a = Alert::new(Kind::Match, url, Some(&cp.origin), format!("entry {} matches the watch list", hit.index));

@@ -50,6 +50,7 @@ pub struct Summary {
     pub read: u64,
     pub matches: u64,
     pub unparsed: u64,
+    pub bytes: u64,
     /// A log misbehaved or served a checkpoint that did not verify.
     pub problem: bool,
     /// A log could not be fetched (or state not kept) on the last poll.
@@ -67,6 +68,7 @@ impl Monitor {
                     sum.read += p.read;
                     sum.matches += p.matches;
                     sum.unparsed += p.unparsed;
+                    sum.bytes += p.bytes;
                     sum.problem |= p.problem;
                 }
                 Err(e) => {

@@ -21,6 +21,8 @@ pub struct Page {
     pub leaves: Vec<Hash>,
     pub hits: Vec<EntryAlert>,
     pub unparsed: u64,
+    /// Bytes of the entries' bodies.
+    pub bytes: u64,
 }
 
 /// The work of one scan: entries `from..to` of the tree of `size` leaves.
@@ -88,7 +90,8 @@ impl Scan<'_> {
         if bodies.len() as u64 != end - start {
             return Err(format!("{}: asked for entries {start}..{end}, got {}", self.source.url, bodies.len()));
         }
-        let mut page = Page { start, leaves: Vec::with_capacity(bodies.len()), hits: Vec::new(), unparsed: 0 };
+        let bytes = bodies.iter().map(|b| b.len() as u64).sum();
+        let mut page = Page { start, leaves: Vec::with_capacity(bodies.len()), hits: Vec::new(), unparsed: 0, bytes };
         for (i, body) in bodies.iter().enumerate() {
             let leaf = leaf_hash(body);
             page.leaves.push(leaf);
