@@ -99,7 +99,8 @@ fn the_monitor_restarts_where_it_left_off() {
 fn the_webhook_receives_the_alert_after_a_retry() {
     let s = setup("san_regex = ['@example\\.org$']\n");
     sign(&s.server, &s.dir, "carol@example.org", b"carol", false);
-    let received: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let received: Received = Arc::default();
     let seen = received.clone();
     let hook = http_server(Arc::new(move |method: &str, _path: &str, body: &[u8]| {
         let mut seen = seen.lock().unwrap();

@@ -20,6 +20,9 @@ struct PerLog {
     alerts: BTreeMap<&'static str, u64>,
 }
 
+/// One per-log metric family: name, type, help, and how to read it.
+type Family = (&'static str, &'static str, &'static str, fn(&PerLog) -> f64);
+
 #[derive(Default)]
 pub struct Metrics {
     logs: parking_lot::Mutex<BTreeMap<String, PerLog>>,
@@ -62,7 +65,7 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let logs = self.logs.lock();
-        let families: [(&str, &str, &str, fn(&PerLog) -> f64); 5] = [
+        let families: [Family; 5] = [
             ("signet_monitor_entries_total", "counter", "Entries read and checked against the watch list.", |l| l.entries as f64),
             ("signet_monitor_entries_unparsed_total", "counter", "Entries whose body the monitor could not read.", |l| l.unparsed as f64),
             ("signet_monitor_tree_size", "gauge", "Size of the newest verified checkpoint.", |l| l.size as f64),
