@@ -66,6 +66,8 @@ fn build(rt: &tokio::runtime::Runtime, dir: &Path, key: &Arc<SigningKey>, bodies
 struct Serving {
     log: Log,
     note: Option<String>,
+    /// Entry bundles from this log instead: entries the checkpoint does not sign.
+    entries_from: Option<Log>,
 }
 
 fn serve(now: Arc<Mutex<Serving>>) -> String {
@@ -78,7 +80,7 @@ fn serve(now: Arc<Mutex<Serving>>) -> String {
         let found = match tiles::parse(tile) {
             Ok(TilePath::Hashes { level, index, width }) => serving.log.tile(level, index, width).unwrap(),
             Ok(TilePath::Entries { index, width }) => {
-                let entries = serving.log.entries(index * TILE_WIDTH, width).unwrap();
+                let entries = serving.entries_from.as_ref().unwrap_or(&serving.log).entries(index * TILE_WIDTH, width).unwrap();
                 (entries.len() as u64 == width).then(|| tiles::entry_bundle(entries.iter().map(|e| e.body.as_slice())).unwrap())
             }
             Err(_) => None,
@@ -110,7 +112,7 @@ impl Double {
         let key = Arc::new(SigningKey::generate().unwrap());
         std::fs::create_dir_all(dir.join("a")).unwrap();
         let log = build(&rt, &dir.join("a"), &key, first);
-        let now = Arc::new(Mutex::new(Serving { log, note: None }));
+        let now = Arc::new(Mutex::new(Serving { log, note: None, entries_from: None }));
         let url = serve(now.clone());
         std::fs::write(dir.join("key.pem"), key.public_pem()).unwrap();
         std::fs::write(dir.join("watch.toml"), "emails = [\"nobody@example.com\"]\n").unwrap();
@@ -124,11 +126,16 @@ impl Double {
         Double { _tmp: tmp, rt, key, now, url, args, dir }
     }
 
-    /// Serves another tree (same key, same origin) from now on.
-    fn switch_to(&self, name: &str, entries: &[Vec<u8>]) {
+    /// A log of `entries` (same key, same origin).
+    fn other(&self, name: &str, entries: &[Vec<u8>]) -> Log {
         std::fs::create_dir_all(self.dir.join(name)).unwrap();
-        let log = build(&self.rt, &self.dir.join(name), &self.key, entries);
-        *self.now.lock().unwrap() = Serving { log, note: None };
+        build(&self.rt, &self.dir.join(name), &self.key, entries)
+    }
+
+    /// Serves another tree from now on.
+    fn switch_to(&self, name: &str, entries: &[Vec<u8>]) {
+        let log = self.other(name, entries);
+        *self.now.lock().unwrap() = Serving { log, note: None, entries_from: None };
     }
 
     fn run(&self) -> Run {
@@ -232,3 +239,21 @@ fn a_bad_checkpoint_signature_raises_an_alert() {
     assert_eq!((ok.code, ok.alerts.len()), (0, 0), "{}", ok.stderr);
     let _ = &d.url;
 }
+
+#[test]
+fn entries_other_than_the_signed_ones_are_caught() {
+    let a = bodies("a", 700);
+    let d = Double::new(&a);
+    // The checkpoint and hash tiles of tree a, but the entry bundles of tree b: the
+    // signature and the (empty) history check out, the entries do not.
+    let mut b = a.clone();
+    b[650] = b"{\"entry\":650,\"tree\":\"b\"}".to_vec();
+    let lie = d.other("b", &b);
+    d.now.lock().unwrap().entries_from = Some(lie);
+    let run = d.run();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.alerts.len(), 1, "{:?}", run.alerts);
+    assert_eq!(run.alerts[0]["kind"], "entries_mismatch");
+    assert!(run.alerts[0]["detail"].as_str().unwrap().contains("0..700"), "{}", run.alerts[0]);
+}
+

@@ -262,4 +262,25 @@ mod tests {
         assert_eq!(f.signers[0].key_sha256, sha256(&[1, 2, 3]));
         assert!(!f.signers[0].is_certificate && f.signers[0].sans.is_empty());
     }
+
+    /// Every truncation and every single-byte change of a valid body reads or fails, never panics.
+    #[test]
+    fn mutated_bodies_never_panic() {
+        let body: &[u8] = br#"{"apiVersion":"0.0.1","kind":"hashedrekord","spec":{"data":{"hash":{"algorithm":"sha256","value":"ab"}},"signature":{"content":"AA==","publicKey":{"content":"LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KQVFJRAotLS0tLUVORCBQVUJMSUMgS0VZLS0tLS0K"}}}}"#;
+        assert!(parse(body).is_ok());
+        for cut in 0..body.len() {
+            let _ = parse(&body[..cut]);
+        }
+        for i in 0..body.len() {
+            for b in [0u8, b'"', b'{', b'A', 0xff] {
+                let mut m = body.to_vec();
+                m[i] = b;
+                let _ = parse(&m);
+            }
+        }
+        for junk in [&[0x30u8, 0x82, 0xff, 0xff][..], &[0x30, 0x03, 0x02, 0x01], &[]] {
+            assert!(certificate(junk).is_err());
+        }
+    }
 }
+

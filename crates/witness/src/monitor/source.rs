@@ -207,4 +207,15 @@ mod tests {
         assert!(split_bundle(&b[..b.len() - 1]).is_err());
         assert!(split_bundle(&[0]).is_err());
     }
+
+    #[test]
+    fn any_bytes_split_or_fail_without_panic() {
+        let b = signet_log::tiles::entry_bundle([&b"entry one"[..], &[7u8; 300][..]]).unwrap();
+        for cut in 0..=b.len() {
+            let _ = split_bundle(&b[..cut]);
+        }
+        // 257 empty entries: more than a bundle holds.
+        assert!(split_bundle(&[0u8; 514]).is_err());
+    }
 }
+
