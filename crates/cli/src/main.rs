@@ -37,6 +37,8 @@ enum Command {
     Init(cmd::init::Args),
     /// Apply the storage schema's migrations and exit (`serve` also applies them at start).
     Migrate(cmd::migrate::Args),
+    /// Follow transparency logs: verify their checkpoints and alert on watched identities.
+    Monitor(cmd::monitor::Args),
     /// Run the server.
     Serve(cmd::serve::Args),
     /// The configuration: print every option (`example`), or validate a file (`check`).
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Backup(args) => cmd::backup::run(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
+        Command::Monitor(args) => cmd::monitor::run(args),
         Command::Serve(args) => cmd::serve::run(args, cli.log_format),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Config(args) => cmd::config::run(args),

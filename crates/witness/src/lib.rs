@@ -7,11 +7,13 @@
 //! - [`cosigning`]: signet's own log, witnessed: checkpoints sent to witnesses, a quorum's
 //!   cosignatures collected and served.
 //! - [`store`]: the witness's durable state, one row per log, on SQLite or PostgreSQL.
+//! - [`monitor`]: follow logs, verify their checkpoints, and alert on watched identities.
 
 // Nothing derived from a request may panic: no unwrap/expect outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cosigning;
+pub mod monitor;
 pub mod poll;
 pub mod request;
 pub mod store;

@@ -35,6 +35,8 @@ enum What {
     Tls(super::bench_tls::Args),
     /// One log of millions of entries on SQLite: open time, memory, lookup latency, bytes per entry.
     Scale(super::bench_scale::Args),
+    /// `signet monitor` catching up with a long log (1M entries by default): entries/s.
+    Monitor(super::bench_monitor::Args),
 }
 
 #[derive(clap::Args)]
@@ -126,6 +128,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Micro(a) => super::bench_micro::run(a),
         What::Tls(a) => super::bench_tls::run(a),
         What::Scale(a) => super::bench_scale::run(a),
+        What::Monitor(a) => super::bench_monitor::run(a),
     }
 }
 

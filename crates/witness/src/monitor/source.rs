@@ -1,0 +1,221 @@
+//! Where a log's checkpoints, proofs and entries come from: a C2SP tile log (signet's
+//! `/api/v2`, Rekor v2, Sunlight, Tessera…) or the Rekor v1 JSON API. Everything fetched
+//! is untrusted; the follower checks it against the signed checkpoint.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use signet_core::hash::Hash;
+use signet_log::remote::TileNodes;
+use signet_log::tiles::{format_index, TILE_WIDTH};
+use signet_tls::Fetcher;
+
+/// The most a checkpoint may weigh (a note with a few dozen cosignatures is ~4 KiB).
+const MAX_CHECKPOINT: usize = 64 << 10;
+/// An entry bundle holds at most 256 entries of at most 64 KiB each.
+const MAX_BUNDLE: usize = 256 * (2 + 65_535);
+/// Rekor v1's `POST /api/v1/log/entries/retrieve` takes at most 10 indices.
+const V1_RETRIEVE: u64 = 10;
+
+/// The API a log is followed through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// C2SP tlog-tiles under the URL: `<url>/checkpoint`, `<url>/tile/…`.
+    Tiles,
+    /// Rekor v1 under the URL: `<url>/api/v1/log`, `…/log/proof`, `…/log/entries/retrieve`.
+    V1,
+}
+
+pub struct Source {
+    pub url: String,
+    pub api: Api,
+    fetcher: Fetcher,
+    bundles: Fetcher,
+}
+
+impl Source {
+    pub fn new(url: &str, api: Api, fetcher: Fetcher) -> Source {
+        let url = url.trim_end_matches('/').to_string();
+        let bundles = fetcher.clone().with_max_bytes(MAX_BUNDLE);
+        Source { url, api, fetcher: fetcher.with_max_bytes(MAX_CHECKPOINT), bundles }
+    }
+
+    /// Entries fetched in one unit of work: one entry bundle, or 100 v1 entries.
+    pub fn page(&self) -> u64 {
+        match self.api {
+            Api::Tiles => TILE_WIDTH,
+            Api::V1 => 10 * V1_RETRIEVE,
+        }
+    }
+
+    fn get(&self, fetcher: &Fetcher, path: &str) -> Result<Bytes, String> {
+        let url = format!("{}/{path}", self.url);
+        let request = http::Request::get(&url).body(Bytes::new()).map_err(|e| e.to_string())?;
+        let response = fetcher.send(&url, request).map_err(|e| e.to_string())?;
+        match response.status() {
+            http::StatusCode::OK => Ok(response.into_body()),
+            s => Err(format!("GET {url}: answered HTTP {}; expected 200", s.as_u16())),
+        }
+    }
+
+    /// The log's latest checkpoint, as the signed note text, and (v1) the virtual index of
+    /// its tree's entry 0: the sizes of the frozen shards before it.
+    pub fn checkpoint(&self) -> Result<(String, u64), String> {
+        match self.api {
+            Api::Tiles => {
+                let bytes = self.get(&self.fetcher, "checkpoint")?;
+                let note = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}/checkpoint is not UTF-8", self.url))?;
+                Ok((note, 0))
+            }
+            Api::V1 => {
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Info {
+                    signed_tree_head: String,
+                    #[serde(default)]
+                    inactive_shards: Vec<Shard>,
+                }
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Shard {
+                    tree_size: u64,
+                }
+                let bytes = self.get(&self.fetcher, "api/v1/log")?;
+                let info: Info = serde_json::from_slice(&bytes).map_err(|e| format!("{}/api/v1/log: {e}", self.url))?;
+                let offset = info.inactive_shards.iter().try_fold(0u64, |a, s| a.checked_add(s.tree_size));
+                Ok((info.signed_tree_head, offset.ok_or_else(|| format!("{}/api/v1/log: shard sizes overflow", self.url))?))
+            }
+        }
+    }
+
+    /// The consistency proof from size `old` to `new` (0 < old < new), as the log serves it
+    /// (v1) or as built from the new tree's tiles (tile logs serve no proofs).
+    pub fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String> {
+        match self.api {
+            Api::Tiles => {
+                let fetch = |path: &str| self.get(&self.fetcher.clone().with_max_bytes(8192), path).map(|b| b.to_vec());
+                TileNodes::new(new, &fetch).consistency_proof(old)
+            }
+            Api::V1 => {
+                #[derive(Deserialize)]
+                struct Proof {
+                    hashes: Vec<String>,
+                }
+                let path = format!("api/v1/log/proof?firstSize={old}&lastSize={new}");
+                let bytes = self.get(&self.fetcher, &path)?;
+                let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+                proof
+                    .hashes
+                    .iter()
+                    .map(|h| hex::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()).ok_or_else(|| format!("{path}: hash {h:?} is not 32 bytes of hex")))
+                    .collect()
+            }
+        }
+    }
+
+    /// The bodies of entries `start..end` of the tree of `size` leaves; `start..end` lies
+    /// within one page. `offset` (v1 only) is the virtual index of the tree's entry 0.
+    pub fn entries(&self, start: u64, end: u64, size: u64, offset: u64) -> Result<Vec<Vec<u8>>, String> {
+        match self.api {
+            Api::Tiles => self.bundle(start, end, size),
+            Api::V1 => {
+                let mut out = Vec::with_capacity((end - start) as usize);
+                let mut at = start;
+                while at < end {
+                    let upto = (at + V1_RETRIEVE).min(end);
+                    out.extend(self.v1_entries(at, upto, offset)?);
+                    at = upto;
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn bundle(&self, start: u64, end: u64, size: u64) -> Result<Vec<Vec<u8>>, String> {
+        let tile = start / TILE_WIDTH;
+        let width = (size - tile * TILE_WIDTH).min(TILE_WIDTH);
+        let mut path = format!("tile/entries/{}", format_index(tile));
+        if width < TILE_WIDTH {
+            path.push_str(&format!(".p/{width}"));
+        }
+        let bytes = self.get(&self.bundles, &path)?;
+        let entries = split_bundle(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+        // A full bundle may answer for a partial one; fewer entries than asked for may not.
+        if (entries.len() as u64) < width {
+            return Err(format!("{}/{path}: {} entries, expected {width}", self.url, entries.len()));
+        }
+        let from = (start - tile * TILE_WIDTH) as usize;
+        let to = (end - tile * TILE_WIDTH) as usize;
+        Ok(entries.get(from..to).map(|s| s.iter().map(|e| e.to_vec()).collect()).unwrap_or_default())
+    }
+
+    fn v1_entries(&self, start: u64, end: u64, offset: u64) -> Result<Vec<Vec<u8>>, String> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Entry {
+            body: String,
+            log_index: u64,
+        }
+        let url = format!("{}/api/v1/log/entries/retrieve", self.url);
+        let indexes: Vec<u64> = (start..end).map(|i| i + offset).collect();
+        let body = serde_json::json!({ "logIndexes": indexes }).to_string();
+        let request = http::Request::post(&url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Bytes::from(body))
+            .map_err(|e| e.to_string())?;
+        let response = self.bundles.send(&url, request).map_err(|e| e.to_string())?;
+        if response.status() != http::StatusCode::OK {
+            return Err(format!("POST {url}: answered HTTP {}; expected 200", response.status().as_u16()));
+        }
+        let found: Vec<std::collections::HashMap<String, Entry>> =
+            serde_json::from_slice(response.body()).map_err(|e| format!("POST {url}: {e}"))?;
+        let mut by_index: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
+        for e in found.into_iter().flat_map(|m| m.into_values()) {
+            let body = signet_core::b64::decode(&e.body).map_err(|_| format!("POST {url}: entry {} body is not base64", e.log_index))?;
+            by_index.insert(e.log_index, body);
+        }
+        indexes
+            .iter()
+            .map(|i| by_index.remove(i).ok_or_else(|| format!("POST {url}: entry {i} is missing from the answer")))
+            .collect()
+    }
+}
+
+/// The entries of a C2SP entry bundle: each a big-endian u16 length, then that many bytes.
+pub fn split_bundle(mut bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::with_capacity(TILE_WIDTH as usize);
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_first_chunk::<2>().ok_or("truncated length prefix")?;
+        let len = u16::from_be_bytes(*len) as usize;
+        let (entry, after) = rest.split_at_checked(len).ok_or("entry is shorter than its length prefix")?;
+        out.push(entry);
+        bytes = after;
+        if out.len() > TILE_WIDTH as usize {
+            return Err("more than 256 entries".into());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundles_split_and_truncation_is_an_error() {
+        let b = signet_log::tiles::entry_bundle([&b"ab"[..], &b""[..], &b"xyz"[..]]).unwrap();
+        assert_eq!(split_bundle(&b).unwrap(), vec![&b"ab"[..], b"", b"xyz"]);
+        assert!(split_bundle(&b[..b.len() - 1]).is_err());
+        assert!(split_bundle(&[0]).is_err());
+    }
+
+    #[test]
+    fn any_bytes_split_or_fail_without_panic() {
+        let b = signet_log::tiles::entry_bundle([&b"entry one"[..], &[7u8; 300][..]]).unwrap();
+        for cut in 0..=b.len() {
+            let _ = split_bundle(&b[..cut]);
+        }
+        // 257 empty entries: more than a bundle holds.
+        assert!(split_bundle(&[0u8; 514]).is_err());
+    }
+}
+
