@@ -259,3 +259,31 @@ fn a_witness_polls_a_log_that_does_not_submit_and_follows_it_through_its_tiles()
     let metrics = get(&agent, &format!("{}/metrics", witness.url)).unwrap().text();
     assert!(!metrics.contains("outcome=\"bad_proof\"} 1"), "{metrics}");
 }
+
+#[test]
+fn serve_runs_the_monitor_over_its_own_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let watch = dir.path().join("watch.toml");
+    std::fs::write(&watch, "emails = [\"you@example.com\"]\n").unwrap();
+    let conf = write_config(dir.path(), &format!("[monitor]\nwatch = \"{}\"\ninterval_secs = 1\n", watch.display()));
+    let server = Server::start(&dir.path().join("data"), &["--config", &conf]);
+    let agent = agent();
+    let matches = || {
+        let metrics = get(&agent, &format!("{}/metrics", server.url)).unwrap().text();
+        metrics
+            .lines()
+            .find(|l| l.starts_with("signet_monitor_alerts_total{") && l.contains("kind=\"match\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    let work = tempfile::tempdir().unwrap();
+    sign_v2(&server, work.path(), &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches() != Some(1) {
+        assert!(Instant::now() < deadline, "no match alert from the monitor inside serve in 30 s: {:?}", matches());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Exactly one: later polls don't raise it again.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(matches(), Some(1));
+    assert!(dir.path().join("data/monitor").is_dir());
+}

@@ -37,6 +37,8 @@ pub struct Config {
     pub tracing: crate::otel::TracingSettings,
     /// signet as a witness for other logs (docs/witness.md); off unless it lists a log.
     pub witness: crate::witnessing::WitnessSettings,
+    /// The monitor over this instance's own Rekor v2 log (docs/monitor.md); off unless `watch` is set.
+    pub monitor: crate::monitoring::MonitorSettings,
     /// The file this was read from, if any: SIGHUP rereads its `[guard.roles]`.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -464,6 +466,7 @@ impl Default for Config {
             guard: signet_guard::GuardConfig::default(),
             tracing: crate::otel::TracingSettings::default(),
             witness: crate::witnessing::WitnessSettings::default(),
+            monitor: crate::monitoring::MonitorSettings::default(),
             source: None,
         }
     }
@@ -962,9 +965,9 @@ mod tests {
     }
 
     /// The tables of the config, each of which refuses unknown keys.
-    const TABLES: [&str; 20] = [
+    const TABLES: [&str; 21] = [
         "", "log", "ca", "keys", "limits", "http", "oidc", "oidc.issuers", "tls", "tuf", "tracing", "guard", "guard.rate_limit", "guard.ban", "guard.auth",
-        "guard.audit", "guard.redis", "witness", "witness.logs", "log.witnesses",
+        "guard.audit", "guard.redis", "witness", "witness.logs", "log.witnesses", "monitor",
     ];
 
     #[test]

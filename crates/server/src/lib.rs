@@ -20,6 +20,7 @@
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`lease`]: on PostgreSQL, the sequencer lease: one instance sequences, the others stand by.
 //! - [`shards`]: the Rekor v1 log's shards: their keys and namespaces, and `admin log rotate`.
+//! - [`monitoring`]: `[monitor]`, the monitor over this instance's own Rekor v2 log.
 //! - [`witnessing`]: signet as a witness for other logs (`[witness]`, `POST /add-checkpoint`).
 //! - [`serve`]: the order of startup, the ready line, and shutdown.
 
@@ -47,6 +48,7 @@ pub mod state;
 pub mod rotate;
 pub mod trust;
 pub mod tuf;
+pub mod monitoring;
 pub mod witnessing;
 
 use std::sync::Arc;
@@ -169,6 +171,16 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         _ => None,
     };
     let tuf_task = state.tuf.clone().map(|tuf| tokio::spawn(tuf::run(tuf)));
+    // It reads this instance through its public routes, so it starts after the ready line.
+    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.key().spki_der(), m)) {
+        Some(Ok(prepared)) => prepared,
+        Some(Err(e)) => {
+            let _ = stop.send(true);
+            let _ = accepting.await;
+            return Err(e.into());
+        }
+        None => None,
+    };
     let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
@@ -187,6 +199,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // The contract's ready line, on stdout. A failed write (a closed or full stdout) must not
     // take the server down: it is dropped.
     logging::stdout_line(&format!("signet listening on {url}"));
+    if let Some(monitor) = monitor {
+        monitor.spawn();
+    }
 
     let reloading = tokio::spawn(reload_roles_on_hangup(cfg.source.clone(), guard));
     let reason = shutdown_signal().await;

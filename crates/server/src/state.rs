@@ -55,6 +55,8 @@ pub struct AppState {
     pub reports_dir: std::path::PathBuf,
     /// signet as a witness for other logs, when `[witness]` lists some.
     pub witness: Option<Arc<signet_witness::Witness>>,
+    /// The monitor's counters, when `[monitor]` is on.
+    pub monitor_metrics: Option<Arc<signet_witness::monitor::metrics::Metrics>>,
     /// The Rekor v2 log's witnesses and their cosignatures, when `[log.witnesses]` lists some.
     pub cosigning: Option<Arc<signet_witness::cosigning::Cosigning>>,
 }
@@ -395,6 +397,7 @@ impl AppState {
             lifecycle,
             reports_dir: cfg.data_dir.join("reports"),
             witness: crate::witnessing::open(cfg)?,
+            monitor_metrics: crate::monitoring::metrics(cfg),
             cosigning,
         })
     }

@@ -28,6 +28,9 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::Heade
     }
     guard_and_audit(&state, &mut text);
     witnessing(&state, &mut text);
+    if let Some(m) = &state.monitor_metrics {
+        text.push_str(&m.render());
+    }
     services(&state, &mut text);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

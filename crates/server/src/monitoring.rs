@@ -1,0 +1,90 @@
+//! `[monitor]`: the monitor (`signet_witness::monitor`, as `signet monitor` runs it) inside
+//! `serve`, over this instance's own Rekor v2 log, read through its public tile routes like
+//! any outside monitor would: a checkpoint, its consistency with the last one, every entry
+//! against the watch list. Alerts go to stdout (JSON lines, after the ready line), to the
+//! webhook, and to `/metrics`; the state lives in `<data dir>/monitor`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use signet_core::pubkey::PublicKey;
+use signet_witness::monitor::{self, metrics::Metrics, Alerts, Api, Followed, Monitor, Source, WatchList};
+
+use crate::config::{Config, ConfigError, TlsMode};
+
+/// `[monitor]`: off while `watch` is unset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MonitorSettings {
+    /// The watch list (TOML: emails, uris, san_regex, issuers, keys, digests; docs/monitor.md).
+    pub watch: Option<PathBuf>,
+    /// Seconds between polls.
+    pub interval_secs: u64,
+    /// POST each alert (JSON) here, with retries: https, or http to loopback.
+    pub webhook: Option<String>,
+    /// CA certificates (PEM) for the webhook's HTTPS and this instance's, when its certificate
+    /// is not one the system trusts (the issued certificate of `--dev` is trusted by itself).
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for MonitorSettings {
+    fn default() -> Self {
+        MonitorSettings { watch: None, interval_secs: 30, webhook: None, ca_file: None }
+    }
+}
+
+impl MonitorSettings {
+    pub fn enabled(&self) -> bool {
+        self.watch.is_some()
+    }
+}
+
+/// The metrics the monitor keeps, when `[monitor]` is on (shown on `/metrics`).
+pub fn metrics(cfg: &Config) -> Option<Arc<Metrics>> {
+    cfg.monitor.enabled().then(|| Arc::new(Metrics::default()))
+}
+
+/// The monitor, checked and ready to follow `url` (this instance, as bound): made before the
+/// ready line, so that a bad watch list stops the start, and run after it ([`Prepared::spawn`]).
+pub struct Prepared(Monitor);
+
+pub fn prepare(cfg: &Config, url: &str, v2_key: &[u8], metrics: Arc<Metrics>) -> Result<Option<Prepared>, ConfigError> {
+    let s = &cfg.monitor;
+    let Some(watch_path) = &s.watch else { return Ok(None) };
+    let invalid = |what: &str, e: String| ConfigError::Invalid(format!("monitor.{what}: {e}"));
+    let watch = WatchList::load(watch_path).map_err(|e| invalid("watch", e))?;
+    if !(1..=86_400).contains(&s.interval_secs) {
+        return Err(invalid("interval_secs", format!("must be 1..=86400, got {}", s.interval_secs)));
+    }
+    let trust = match (&s.ca_file, cfg.tls.mode(cfg.dev)) {
+        (Some(f), _) => signet_tls::Trust::PemFile(f.clone()),
+        (None, TlsMode::Issued) => signet_tls::Trust::PemFile(signet_ca::serving::certificate_path(&cfg.data_dir)),
+        (None, _) => signet_tls::Trust::Platform,
+    };
+    let tls = signet_tls::client_config(&trust).map_err(|e| invalid("ca_file", e.to_string()))?;
+    let fetcher = signet_tls::Fetcher::new(tls).with_timeout(Duration::from_secs(30));
+    let key = PublicKey::from_spki(v2_key).map_err(|e| invalid("watch", format!("the Rekor v2 key: {e}")))?;
+    let store = monitor::state::Store::open(&cfg.data_dir.join("monitor")).map_err(|e| invalid("watch", e))?;
+    let source = Source::new(&format!("{}/api/v2", url.trim_end_matches('/')), Api::Tiles, fetcher.clone());
+    let monitor = Monitor {
+        logs: vec![Followed { source, keys: vec![key] }],
+        watch,
+        store,
+        alerts: Alerts::new(s.webhook.clone().map(|u| (u, fetcher.with_timeout(Duration::from_secs(10)))), metrics),
+        workers: 2,
+        interval: Duration::from_secs(s.interval_secs),
+    };
+    Ok(Some(Prepared(monitor)))
+}
+
+impl Prepared {
+    /// Follows the log on a thread of its own, polling every `interval_secs`.
+    pub fn spawn(self) {
+        let monitor = self.0;
+        if let Err(e) = std::thread::Builder::new().name("monitor".into()).spawn(move || monitor.run()) {
+            tracing::error!(error = %e, "cannot start the monitor's thread; [monitor] is off");
+        }
+    }
+}
