@@ -180,7 +180,9 @@ impl Witness {
         let new_head = TreeHead { size: new, root: checkpoint.root_hash };
         let known = self.store.latest(&log.origin).await?;
         let checked_against = self.check(known, old, new_head, &request.proof)?;
-        match self.store.advance(&log.origin, checked_against, new_head).await? {
+        // The checkpoint held, sent again: nothing to store (a replay costs no disk write).
+        let unchanged = checked_against == Some(new_head);
+        match if unchanged { Advanced::Done } else { self.store.advance(&log.origin, checked_against, new_head).await? } {
             Advanced::Done => {}
             // Another request moved the state between the check and the write: this one was
             // checked against a state that is gone, so it is stale whatever it says.
