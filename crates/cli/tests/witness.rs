@@ -248,6 +248,8 @@ fn a_witness_polls_a_log_that_does_not_submit_and_follows_it_through_its_tiles()
         }
     };
     latest(1);
+    let missing = get(&agent, &format!("{}/witness/checkpoint", witness.url)).unwrap();
+    assert_eq!((missing.status, missing.header("content-type")), (400, Some("application/json")), "{}", missing.text());
     // 300 entries: more than a full tile, so the proof comes from full and partial tiles.
     let signer = Signer::new();
     for i in 0..300 {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -255,20 +255,22 @@ pub fn open(cfg: &Config) -> Result<Option<Arc<Witness>>, crate::state::StartErr
 
 /// `GET /witness/checkpoint?origin=…`: the latest checkpoint of that log this witness
 /// cosigned since it started, with its cosignature (for logs it polls, the only way out).
-pub async fn latest_cosigned(State(state): State<Arc<AppState>>, Query(q): Query<OriginQuery>) -> Response {
+pub async fn latest_cosigned(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
+    // The API's own query reader: its refusals are JSON errors, as everywhere else.
+    let query = match crate::api::input::Query::parse(raw.as_deref()) {
+        Ok(q) => q,
+        Err(e) => return e.into_response(),
+    };
+    let Some(origin) = query.get("origin").filter(|o| !o.is_empty()) else {
+        return ApiError::bad_request("the query parameter origin (the log's origin line) is required").into_response();
+    };
     let Some(witness) = state.witness.as_ref() else {
         return ApiError::new(StatusCode::NOT_FOUND, "this instance is not a witness: its [witness] section lists no log").into_response();
     };
-    match witness.cosigned(&q.origin) {
+    match witness.cosigned(origin) {
         Some(note) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], note.to_string()).into_response(),
-        None => ApiError::new(StatusCode::NOT_FOUND, format!("no checkpoint of {:?} cosigned since this witness started", q.origin)).into_response(),
+        None => ApiError::new(StatusCode::NOT_FOUND, format!("no checkpoint of {origin:?} cosigned since this witness started")).into_response(),
     }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OriginQuery {
-    pub origin: String,
 }
 
 /// Writes a public verifier key beside the data (`<data dir>/<file>`), for operators to hand out.
