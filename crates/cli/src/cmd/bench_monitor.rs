@@ -23,9 +23,9 @@ use serde_json::json;
 use signet_core::hash::sha256;
 use signet_core::keys::SigningKey;
 use signet_core::{b64, jcs};
-use signet_log::checkpoint::{Checkpoint, NoteSigner};
+use signet_log::checkpoint::NoteSigner;
 use signet_log::merkle;
-use signet_log::storage::{Batch, NewEntry, SqliteStorage, Storage, StoredCheckpoint};
+use signet_log::storage::{NewEntry, SqliteStorage, Storage};
 use signet_log::tiles::{self, TilePath, TILE_WIDTH};
 use signet_log::tree::{StoredNodes, Tree};
 use signet_log::{BatchPolicy, Log, LogConfig};
@@ -197,16 +197,7 @@ fn fill(dir: &Path, target: u64, grow: u64, certs: usize) -> Result<u64, String>
             .zip(old..new)
             .map(|(body, index)| NewEntry { index, leaf_hash: merkle::leaf_hash(&body), digest: None, identity: None, body, stamp: None })
             .collect();
-        for e in &entries {
-            tree.push(e.leaf_hash);
-        }
-        let root = tree.root(new).map_err(|e| e.to_string())?;
-        let tiles = signet_log::sequencer::changed_tiles(&tree, old, new).map_err(|e| e.to_string())?;
-        let leaf_tiles = signet_log::sequencer::filled_leaf_tiles(&tree, old, new).map_err(|e| e.to_string())?;
-        let cp = signer.sign(Checkpoint { origin: ORIGIN.into(), size: new, root_hash: root }).map_err(|e| e.to_string())?;
-        let batch = Batch { log: LOG, integrated_time: 1_764_000_000, entries, tiles, leaf_tiles, checkpoint: StoredCheckpoint { size: new, note: cp.note } };
-        storage.commit(&batch).map_err(|e| e.to_string())?;
-        tree.settle(new);
+        super::bench_scale::commit_entries(storage.as_ref(), &mut tree, &signer, (LOG, ORIGIN), old, entries)?;
         if new % 200_000 < 4096 {
             errln!("  {new} entries ({:.0} s)", started.elapsed().as_secs_f64());
         }

@@ -109,21 +109,37 @@ fn fill(a: &Args) -> Result<(), String> {
                 NewEntry { index: i, leaf_hash: merkle::leaf_hash(&body), digest: Some(digest(i)), identity: None, body, stamp: Some(vec![0x30; 71]) }
             })
             .collect();
-        for e in &entries {
-            tree.push(e.leaf_hash);
-        }
-        let root = tree.root(new).map_err(|e| e.to_string())?;
-        let tiles = signet_log::sequencer::changed_tiles(&tree, old, new).map_err(|e| e.to_string())?;
-        let leaf_tiles = signet_log::sequencer::filled_leaf_tiles(&tree, old, new).map_err(|e| e.to_string())?;
-        let cp = signer.sign(Checkpoint { origin: ORIGIN.into(), size: new, root_hash: root }).map_err(|e| e.to_string())?;
-        let batch = Batch { log: LOG, integrated_time: 1_764_000_000, entries, tiles, leaf_tiles, checkpoint: StoredCheckpoint { size: new, note: cp.note } };
-        storage.commit(&batch).map_err(|e| e.to_string())?;
-        tree.settle(new);
+        commit_entries(storage.as_ref(), &mut tree, &signer, (LOG, ORIGIN), old, entries)?;
         if new % 1_000_000 < 4096 {
             errln!("  {new} entries ({:.0} s)", started.elapsed().as_secs_f64());
         }
     }
     storage.flush_keys().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Commits `entries` (indices `old..`) to log `log` as the sequencer would: the tree extended,
+/// its changed tiles, and a checkpoint signed under `origin`, in one batch. The benches that
+/// build large logs through the storage API share it.
+pub(crate) fn commit_entries(
+    storage: &dyn Storage,
+    tree: &mut Tree,
+    signer: &NoteSigner,
+    (log, origin): (u8, &str),
+    old: u64,
+    entries: Vec<NewEntry>,
+) -> Result<(), String> {
+    let new = old + entries.len() as u64;
+    for e in &entries {
+        tree.push(e.leaf_hash);
+    }
+    let root = tree.root(new).map_err(|e| e.to_string())?;
+    let tiles = signet_log::sequencer::changed_tiles(tree, old, new).map_err(|e| e.to_string())?;
+    let leaf_tiles = signet_log::sequencer::filled_leaf_tiles(tree, old, new).map_err(|e| e.to_string())?;
+    let cp = signer.sign(Checkpoint { origin: origin.into(), size: new, root_hash: root }).map_err(|e| e.to_string())?;
+    let batch = Batch { log, integrated_time: 1_764_000_000, entries, tiles, leaf_tiles, checkpoint: StoredCheckpoint { size: new, note: cp.note } };
+    storage.commit(&batch).map_err(|e| e.to_string())?;
+    tree.settle(new);
     Ok(())
 }
 
