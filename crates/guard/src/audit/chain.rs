@@ -441,11 +441,13 @@ fn open_sqlite(path: &Path, mode: AuditMode, place: &Place) -> Result<(Connectio
     checkpointer.execute_batch("PRAGMA busy_timeout=5000;").map_err(sqlite(path))?;
     conn.execute_batch(SCHEMA).map_err(sqlite(path))?;
     conn.execute_batch(super::anchor::SCHEMA).map_err(sqlite(path))?;
+    let start = super::segment::start(&conn).map_err(sqlite(path))?;
     let newest: Option<(u64, Vec<u8>)> = conn
-        .query_row("SELECT last_seq, hashes FROM audit ORDER BY first_seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row("SELECT last_seq, hashes FROM audit WHERE last_seq > ?1 ORDER BY first_seq DESC LIMIT 1", [start.0 as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()
         .map_err(sqlite(path))?;
-    let start = super::segment::start(&conn).map_err(sqlite(path))?;
     let head = head_of(newest, start, place)?;
     Ok((conn, checkpointer, head))
 }

@@ -75,8 +75,9 @@ pub fn tail(place: &Place, after: u64, last: usize) -> Result<Vec<(u64, String)>
             let path = data_dir.join(super::FILE);
             let conn = open_read_only(&path)?;
             let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
+            let (start, _) = super::segment::start(&conn).map_err(err)?;
             let mut rows = conn.prepare("SELECT first_seq, last_seq, records FROM audit WHERE last_seq > ?1 ORDER BY first_seq DESC").map_err(err)?;
-            let mut rows = rows.query([after as i64]).map_err(err)?;
+            let mut rows = rows.query([after.max(start) as i64]).map_err(err)?;
             while let Some(row) = rows.next().map_err(err)? {
                 let records = row.get_ref(2).map_err(err)?.as_bytes().map(<[u8]>::to_vec).unwrap_or_default();
                 let batch = Batch { first: row.get(0).map_err(err)?, last: row.get(1).map_err(err)?, records, hashes: Vec::new() };
@@ -185,8 +186,9 @@ pub fn verify_file(path: &Path) -> Result<Verified, VerifyError> {
     let err = |source| VerifyError::Sqlite { path: path.display().to_string(), source };
     let anchors = anchor::load(&conn).map_err(err)?;
     let (start, start_head) = super::segment::start(&conn).map_err(err)?;
-    let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit ORDER BY first_seq").map_err(err)?;
-    let mut rows = rows.query([]).map_err(err)?;
+    // Rows at or before the start are a cut's left-overs (see `segment`), not the chain.
+    let mut rows = conn.prepare("SELECT first_seq, last_seq, records, hashes FROM audit WHERE last_seq > ?1 ORDER BY first_seq").map_err(err)?;
+    let mut rows = rows.query([start as i64]).map_err(err)?;
     check(start, start_head, anchors, || {
         let Some(row) = rows.next().map_err(err)? else { return Ok(None) };
         let first: u64 = row.get(0).map_err(err)?;
