@@ -215,7 +215,10 @@ fn cut_file(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError>
     let copied = (|| -> rusqlite::Result<()> {
         conn.execute_batch(&segment_tables("seg"))?;
         let tx = conn.unchecked_transaction()?;
-        tx.execute("INSERT INTO seg.audit SELECT * FROM main.audit WHERE last_seq > ?1 AND last_seq <= ?2", [start_seq as i64, at.seq as i64])?;
+        tx.execute(
+            "INSERT INTO seg.audit SELECT * FROM main.audit WHERE first_seq <= ?2 AND last_seq > ?1 AND last_seq <= ?2",
+            [start_seq as i64, at.seq as i64],
+        )?;
         tx.execute("INSERT INTO seg.anchors SELECT * FROM main.anchors WHERE seq <= ?1", [at.seq as i64])?;
         tx.execute("INSERT INTO seg.segment SELECT * FROM main.segment", [])?;
         tx.commit()
@@ -245,7 +248,10 @@ const COLLECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(3);
 fn collect(conn: &Connection, start: u64) -> rusqlite::Result<()> {
     loop {
         let deleted = conn.execute(
-            "DELETE FROM audit WHERE first_seq IN (SELECT first_seq FROM audit WHERE last_seq <= ?1 ORDER BY first_seq LIMIT ?2)",
+            // Bounded by the key: without `first_seq <= ?1` the last, empty round scanned the
+            // whole table, with the write lock held.
+            "DELETE FROM audit WHERE first_seq IN \
+             (SELECT first_seq FROM audit WHERE first_seq <= ?1 AND last_seq <= ?1 ORDER BY first_seq LIMIT ?2)",
             params![start as i64, COLLECT_ROWS],
         )?;
         if deleted == 0 {
