@@ -266,6 +266,38 @@ fn closed_mode_answers_only_what_it_has_recorded() {
     assert!(out.starts_with("audit chain ok"), "{out}");
 }
 
+/// Over HTTP/1 a held answer is kept as bytes by its connection (`audit::gate`): a
+/// pipelining client still gets every answer, whole and in order, each only once its record
+/// is in the file, and a `Connection: close` request gets its answer before the close.
+#[test]
+fn pipelined_answers_come_whole_in_order_and_each_after_its_record() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.audit]\nenabled = true\n").unwrap();
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let host = server.url.trim_start_matches("http://").to_string();
+    let mut tcp = std::net::TcpStream::connect(&host).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let ask = |path: &str, close: bool| format!("GET {path} HTTP/1.1\r\nhost: {host}\r\n{}\r\n", if close { "connection: close\r\n" } else { "" });
+    let pipelined = [ask("/healthz", false), ask("/api/v1/log", false), ask("/no/such/route", false), ask("/healthz", true)].concat();
+    tcp.write_all(pipelined.as_bytes()).unwrap();
+    let mut got = String::new();
+    tcp.read_to_string(&mut got).expect("the server closes the connection after the last answer");
+    // A body has no line end of its own: the next status line follows it directly.
+    let statuses: Vec<&str> = got.match_indices("HTTP/1.1 ").filter_map(|(at, _)| got[at..].lines().next()).collect();
+    assert_eq!(statuses, ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 OK"], "{got}");
+    let ids: Vec<&str> = got.lines().filter_map(|l| l.strip_prefix("x-request-id: ")).collect();
+    assert_eq!(ids.len(), 4, "{got}");
+    let recorded = records(&data);
+    for id in &ids {
+        assert!(recorded.iter().any(|r| r["request_id"] == *id), "the record of {id} was in the file before its answer left");
+    }
+    let paths: Vec<&str> = ids.iter().filter_map(|id| recorded.iter().find(|r| r["request_id"] == *id)).filter_map(|r| r["path"].as_str()).collect();
+    assert_eq!(paths, ["/healthz", "/api/v1/log", "/no/such/route", "/healthz"], "the answers came in the order asked");
+}
+
 /// `mode = "best-effort"`: a failing store costs records (counted and noted), not answers.
 #[test]
 fn best_effort_mode_answers_while_the_store_fails() {

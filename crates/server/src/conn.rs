@@ -35,6 +35,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use signet_guard::audit::{ConnGate, OutputGate};
 use signet_tls::{Acceptor, ServerStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -152,9 +153,10 @@ impl Server {
         let (app, starting) = (self.app.clone(), self.starting.clone());
         // Each request of the connection carries its address and, over mTLS, the client's
         // verified certificate (its SANs, read once per connection), for the guard.
-        let service = move |certificate: Option<signet_guard::ClientCertificate>| {
+        let service = move |certificate: Option<signet_guard::ClientCertificate>, gate: Arc<OutputGate>| {
             TowerToHyperService::new(tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
+                request.extensions_mut().insert(ConnGate(gate.clone()));
                 if let Some(certificate) = &certificate {
                     request.extensions_mut().insert(certificate.clone());
                 }
@@ -165,8 +167,9 @@ impl Server {
         let idle = Duration::from_secs(self.settings.idle_timeout_secs);
         match &self.tls {
             None => {
-                let io = TokioIo::new(Watched { inner: tcp, activity: activity.clone() });
-                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(None)).into_owned());
+                let gate = OutputGate::new(Some(std::os::fd::AsRawFd::as_raw_fd(&tcp)));
+                let io = TokioIo::new(Watched { inner: tcp, activity: activity.clone(), gate: gate.clone() });
+                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(None, gate)).into_owned());
                 self.until_idle(conn, &activity, idle).await;
             }
             Some(acceptor) => {
@@ -197,8 +200,9 @@ impl Server {
                 count(if stream.is_tls13() { 0 } else { 1 });
                 self.stats.tls_not_after.store(acceptor.certificate_not_after(), Ordering::Relaxed);
                 let certificate = stream.peer_certificate().map(|der| signet_guard::ClientCertificate::new(signet_tls::subject_alt_names(&der)));
-                let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
-                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(certificate)).into_owned());
+                let gate = OutputGate::new(None);
+                let io = TokioIo::new(Watched { inner: stream, activity: activity.clone(), gate: gate.clone() });
+                let conn = watcher.watch(builder.serve_connection_with_upgrades(io, service(certificate, gate)).into_owned());
                 self.until_idle(conn, &activity, idle).await;
             }
         }
@@ -248,6 +252,8 @@ impl Activity {
 struct Watched<S: CloseOnDrop> {
     inner: S,
     activity: Arc<Activity>,
+    /// Answers held until their audit records are durable ([`signet_guard::audit::gate`]).
+    gate: Arc<OutputGate>,
 }
 
 /// What a connection's stream does when the connection is dropped rather than shut down.
@@ -280,6 +286,8 @@ impl CloseOnDrop for ServerStream {
 
 impl<S: CloseOnDrop> Drop for Watched<S> {
     fn drop(&mut self) {
+        // Before the descriptor closes: the gate must not write to a number reused since.
+        self.gate.close();
         self.inner.close_now();
     }
 }
@@ -295,20 +303,53 @@ impl<S: AsyncRead + CloseOnDrop + Unpin> AsyncRead for Watched<S> {
     }
 }
 
+impl<S: AsyncWrite + CloseOnDrop + Unpin> Watched<S> {
+    /// Held answers that may go, through the stream, before anything newer.
+    /// Sends the held answers that may go; Ready with whether answers are still held, and
+    /// then the gate knows this task (`waiting`: it will wait for the gate, not the socket).
+    fn poll_drain(&mut self, cx: &mut Context<'_>, waiting: bool) -> Poll<std::io::Result<bool>> {
+        loop {
+            let Watched { inner, gate, .. } = &mut *self;
+            let holding = std::task::ready!(gate.poll_drain(|bytes| Pin::new(&mut *inner).poll_write(cx, bytes)))?;
+            // Released in between: drain again (a no-op unless the gate left bytes to us).
+            if !holding || gate.wake_me(cx.waker(), waiting) {
+                return Poll::Ready(Ok(holding));
+            }
+        }
+    }
+
+    fn note(&mut self, polled: &Poll<std::io::Result<usize>>, asked: usize) {
+        if let Poll::Ready(Ok(n)) = polled {
+            if *n > 0 {
+                self.activity.touch();
+            }
+        }
+        self.gate.note_backlog(!matches!(polled, Poll::Ready(Ok(n)) if *n == asked));
+    }
+}
+
 impl<S: AsyncWrite + CloseOnDrop + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+        if self.gate.busy() {
+            std::task::ready!(self.poll_drain(cx, false))?;
+            if let Some(taken) = std::task::ready!(self.gate.hold_write(&[std::io::IoSlice::new(buf)], cx.waker())) {
+                return Poll::Ready(Ok(taken));
+            }
         }
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note(&polled, buf.len());
         polled
     }
 
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+        if self.gate.busy() {
+            std::task::ready!(self.poll_drain(cx, false))?;
+            if let Some(taken) = std::task::ready!(self.gate.hold_write(bufs, cx.waker())) {
+                return Poll::Ready(Ok(taken));
+            }
         }
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note(&polled, bufs.iter().map(|b| b.len()).sum());
         polled
     }
 
@@ -317,10 +358,19 @@ impl<S: AsyncWrite + CloseOnDrop + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // Held answers stay held: flushed as far as hyper can tell, and the gate sends them or
+        // wakes this task when they may go.
+        if self.gate.busy() {
+            std::task::ready!(self.poll_drain(cx, false))?;
+        }
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // Held answers first: the gate wakes this task when they may go.
+        if self.gate.busy() && std::task::ready!(self.poll_drain(cx, true))? {
+            return Poll::Pending;
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -32,6 +32,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use http::Method;
 
+use super::gate::OutputGate;
 use super::place::Place;
 use super::postgres::ChainDb;
 use super::record::{self, Batch, PathText, Record};
@@ -46,14 +47,13 @@ pub const FLUSH_AFTER: Duration = Duration::from_millis(100);
 /// Closed mode: the least time between the starts of two commits. A commit's fsync costs
 /// about 100 µs of kernel CPU here (two virtio kicks), whatever it holds; committing as fast
 /// as the disk allows took 2,000 commits/s of 13 records at 30,000 requests/s, and a third
-/// of a core. Pacing caps that at 500/s, at the price of at most this much more wait, and
+/// of a core. Pacing caps that at 1,000/s, at the price of at most this much more wait, and
 /// only under load: a request that finds the writer idle long enough is committed at once.
-pub const COMMIT_GAP: Duration = Duration::from_millis(2);
-/// The gap after a batch of at least [`LOADED_BATCH`] records: under load, where CPU is what
-/// runs out first, half the commits for at most 2 ms more wait (50,000 requests/s here:
-/// 250 commits/s instead of 500, about 1 µs of CPU saved per request).
-pub const COMMIT_GAP_LOADED: Duration = Duration::from_millis(4);
-pub const LOADED_BATCH: usize = 64;
+/// (It was 4 ms under load while a held answer cost a second poll of its connection; with
+/// answers held as bytes ([`super::gate`]) the wait, not CPU, is what bounds a client's
+/// throughput: 1 ms gave 84 % of the unaudited rate on 500 connections, 4 ms 71 %, for
+/// 0.3 µs more writer CPU per request.)
+pub const COMMIT_GAP: Duration = Duration::from_millis(1);
 /// How often `audit-checkpoint` copies the WAL into the database, off the writer's thread: as
 /// SQLite's auto-checkpoint, that copy and its fsync ran inside a commit and held up every
 /// request waiting on it (the log's store does the same, for the same reason).
@@ -96,9 +96,16 @@ enum Outcome {
 /// What the requests of one batch wait on: its outcome, and their wakers. Lighter than a
 /// `watch` channel, which this replaced: a request registers its waker with one push under a
 /// lock, and polls one atomic; nothing is allocated per request.
-struct BatchSignal {
+pub(super) struct BatchSignal {
     outcome: AtomicU8,
-    wakers: Mutex<Vec<Waker>>,
+    waiters: Mutex<Waiters>,
+}
+
+/// Who waits for a batch: answers held as futures, and connections holding answers' bytes.
+#[derive(Default)]
+struct Waiters {
+    wakers: Vec<Waker>,
+    gates: Vec<Arc<OutputGate>>,
 }
 
 impl BatchSignal {
@@ -111,18 +118,24 @@ impl BatchSignal {
     }
 
     /// Tells the batch's fate once, and wakes its requests.
-    fn finish(&self, outcome: Outcome) {
-        let wakers = {
-            let mut wakers = self.wakers.lock();
+    /// Returns how many connections' held answers it refused.
+    fn finish(&self, outcome: Outcome) -> u64 {
+        let waiters = {
+            let mut waiters = self.waiters.lock();
             if self.outcome() != Outcome::Pending {
-                return;
+                return 0;
             }
             self.outcome.store(outcome as u8, Ordering::Release);
-            std::mem::take(&mut *wakers)
+            std::mem::take(&mut *waiters)
         };
-        for w in wakers {
+        let refused = if outcome == Outcome::Durable { 0 } else { waiters.gates.len() as u64 };
+        for w in waiters.wakers {
             w.wake();
         }
+        for g in waiters.gates {
+            g.release(self, outcome == Outcome::Durable);
+        }
+        refused
     }
 }
 
@@ -131,18 +144,27 @@ struct BatchDone(Arc<BatchSignal>);
 
 impl BatchDone {
     fn new() -> BatchDone {
-        BatchDone(Arc::new(BatchSignal { outcome: AtomicU8::new(Outcome::Pending as u8), wakers: Mutex::new(Vec::new()) }))
+        BatchDone(Arc::new(BatchSignal { outcome: AtomicU8::new(Outcome::Pending as u8), waiters: Mutex::new(Waiters::default()) }))
     }
 
-    fn tell(self, outcome: Outcome) {
-        self.0.finish(outcome);
+    fn tell(self, outcome: Outcome) -> u64 {
+        self.0.finish(outcome)
     }
 }
 
 impl Drop for BatchDone {
     fn drop(&mut self) {
-        self.0.finish(Outcome::Failed);
+        // Told already (then a no-op), or the writer is gone.
+        let _ = self.0.finish(Outcome::Failed);
     }
+}
+
+/// A batch of one's receipt, and the writer's word on it (true: durable); returns what the
+/// writer's side returns (the held answers it refused).
+#[cfg(test)]
+pub(super) fn test_batch() -> (Receipt, impl FnOnce(bool) -> u64) {
+    let done = BatchDone::new();
+    (Receipt(done.0.clone()), move |durable| done.tell(if durable { Outcome::Durable } else { Outcome::Failed }))
 }
 
 /// A queued record's claim on its batch (closed mode): a future of whether it is durable.
@@ -155,16 +177,34 @@ impl Receipt {
     }
 }
 
+impl Receipt {
+    /// Over HTTP/1: holds whatever `gate`'s connection writes from now on until the batch is
+    /// told, rather than the answer's future ([`super::gate`]). None when held; else whether
+    /// the record is already durable.
+    pub fn hold_output(&self, gate: &Arc<OutputGate>) -> Option<bool> {
+        let signal = &self.0;
+        if signal.outcome() == Outcome::Pending {
+            let mut waiters = signal.waiters.lock();
+            if signal.outcome() == Outcome::Pending {
+                gate.hold(signal.clone());
+                waiters.gates.push(gate.clone());
+                return None;
+            }
+        }
+        Some(signal.outcome() == Outcome::Durable)
+    }
+}
+
 impl Future for Receipt {
     type Output = bool;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let signal = &self.0;
         if signal.outcome() == Outcome::Pending {
-            let mut wakers = signal.wakers.lock();
+            let mut waiters = signal.waiters.lock();
             // Told between the check and the lock: it is not pending any more.
             if signal.outcome() == Outcome::Pending {
-                wakers.push(cx.waker().clone());
+                waiters.wakers.push(cx.waker().clone());
                 return Poll::Pending;
             }
         }
@@ -489,7 +529,7 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         let mut batch = Vec::new();
-        let (mut served, mut last_batch) = (0, 0);
+        let mut served = 0;
         let mut last_commit = std::time::Instant::now().checked_sub(COMMIT_GAP).unwrap_or_else(std::time::Instant::now);
         loop {
             let (outcome, asked) = {
@@ -505,7 +545,7 @@ impl Writer {
                             queue.idle = false;
                         }
                         AuditMode::Closed => {
-                            let due = last_commit + if last_batch >= LOADED_BATCH { COMMIT_GAP_LOADED } else { COMMIT_GAP };
+                            let due = last_commit + COMMIT_GAP;
                             if std::time::Instant::now() >= due {
                                 break;
                             }
@@ -522,15 +562,20 @@ impl Writer {
                 (std::mem::replace(&mut queue.outcome, BatchDone::new()), queue.flushes_asked)
             };
             last_commit = std::time::Instant::now();
-            last_batch = batch.len();
             let written = self.write(&mut batch);
             self.shared.healthy.store(written, Ordering::Relaxed);
             let told = if written { Outcome::Durable } else { Outcome::Failed };
             // Waking a batch's requests from this thread costs each of them a cross-thread
             // wake; from a runtime worker, they go onto that worker's own queue.
+            // A failed batch's answers held as bytes become 503s there ([`super::gate`]).
+            let shared = self.shared.clone();
+            let tell = move || {
+                let refused = outcome.tell(told);
+                shared.refused_total.fetch_add(refused, Ordering::Relaxed);
+            };
             match &self.runtime {
-                Some(rt) => drop(rt.spawn(async move { outcome.tell(told) })),
-                None => outcome.tell(told),
+                Some(rt) => drop(rt.spawn(async move { tell() })),
+                None => tell(),
             }
             served = asked;
             {

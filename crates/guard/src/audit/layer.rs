@@ -26,6 +26,7 @@ use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
 use super::chain::{now_ms, AuditLog, Entry, QueueFull, Receipt};
+use super::gate::ConnGate;
 use super::record::PathText;
 use super::Did;
 use crate::authn::{Identity, Principal};
@@ -88,6 +89,11 @@ where
             method: request.method().clone(),
             path: PathText::new(request.uri().path()),
             request_id: request.extensions().get::<signet_core::request_id::RequestId>().copied(),
+            // HTTP/2 multiplexes answers on one stream of bytes: there the future is held.
+            gate: match request.version() {
+                http::Version::HTTP_10 | http::Version::HTTP_11 => request.extensions().get::<ConnGate>().cloned(),
+                _ => None,
+            },
         };
         match refused {
             true => Recorded { inner: None, refused: Some(unavailable(&self.log)), pending: Some(pending), waiting: None },
@@ -106,6 +112,7 @@ struct Pending {
     method: Method,
     path: PathText,
     request_id: Option<signet_core::request_id::RequestId>,
+    gate: Option<ConnGate>,
 }
 
 pin_project_lite::pin_project! {
@@ -173,6 +180,11 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             // Best-effort, or already the 503: out it goes.
             Ok(None) => Poll::Ready(Ok(response)),
             Ok(Some(_)) if gated => Poll::Ready(Ok(response)),
+            // Over HTTP/1 the connection's stream holds the answer's bytes instead ([`super::gate`]).
+            Ok(Some(durable)) if p.gate.is_some() => match p.gate.as_ref().map(|gate| durable.hold_output(&gate.0)) {
+                Some(None | Some(true)) => Poll::Ready(Ok(response)),
+                _ => Poll::Ready(Ok(unavailable(&p.log))),
+            },
             Ok(Some(mut durable)) => {
                 match Pin::new(&mut durable).poll(cx) {
                     Poll::Ready(true) => Poll::Ready(Ok(response)),
@@ -189,6 +201,9 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
     }
 }
 
+/// Why a request whose record cannot be made durable is not answered.
+pub(super) const UNAVAILABLE: &str = "the audit log cannot record this request, so it is not answered; retry when the audit store recovers";
+
 /// The answer to a request whose record cannot be made durable.
 fn unavailable(log: &AuditLog) -> Response {
     log.count_refused();
@@ -199,7 +214,7 @@ fn unavailable_anyway() -> Response {
     refuse(
         StatusCode::SERVICE_UNAVAILABLE,
         "audit_unavailable",
-        "the audit log cannot record this request, so it is not answered; retry when the audit store recovers",
+        UNAVAILABLE,
         Some(1),
     )
 }

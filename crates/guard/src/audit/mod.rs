@@ -20,6 +20,7 @@
 
 pub mod anchor;
 pub mod chain;
+pub mod gate;
 pub mod layer;
 pub mod place;
 pub mod postgres;
@@ -29,6 +30,7 @@ pub mod verify;
 
 pub use anchor::Anchor;
 pub use chain::{AuditLog, AuditStats};
+pub use gate::{ConnGate, OutputGate};
 pub use layer::AuditLayer;
 pub use place::Place;
 pub use record::{Did, Oidc, Record};
