@@ -304,7 +304,6 @@ impl<S: AsyncRead + CloseOnDrop + Unpin> AsyncRead for Watched<S> {
 }
 
 impl<S: AsyncWrite + CloseOnDrop + Unpin> Watched<S> {
-    /// Held answers that may go, through the stream, before anything newer.
     /// Sends the held answers that may go; Ready with whether answers are still held, and
     /// then the gate knows this task (`waiting`: it will wait for the gate, not the socket).
     fn poll_drain(&mut self, cx: &mut Context<'_>, waiting: bool) -> Poll<std::io::Result<bool>> {
