@@ -175,9 +175,7 @@ impl Receipt {
     pub async fn durable(self) -> bool {
         self.await
     }
-}
 
-impl Receipt {
     /// Over HTTP/1: holds whatever `gate`'s connection writes from now on until the batch is
     /// told, rather than the answer's future ([`super::gate`]). None when held; else whether
     /// the record is already durable.

@@ -181,10 +181,10 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             Ok(None) => Poll::Ready(Ok(response)),
             Ok(Some(_)) if gated => Poll::Ready(Ok(response)),
             // Over HTTP/1 the connection's stream holds the answer's bytes instead ([`super::gate`]).
-            Ok(Some(durable)) if p.gate.is_some() => match p.gate.as_ref().map(|gate| durable.hold_output(&gate.0)) {
-                Some(None | Some(true)) => Poll::Ready(Ok(response)),
-                _ => Poll::Ready(Ok(unavailable(&p.log))),
-            },
+            Ok(Some(durable)) if p.gate.is_some() => {
+                let failed = p.gate.as_ref().is_some_and(|gate| durable.hold_output(&gate.0) == Some(false));
+                Poll::Ready(Ok(if failed { unavailable(&p.log) } else { response }))
+            }
             Ok(Some(mut durable)) => {
                 match Pin::new(&mut durable).poll(cx) {
                     Poll::Ready(true) => Poll::Ready(Ok(response)),
