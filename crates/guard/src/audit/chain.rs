@@ -57,7 +57,17 @@ pub const COMMIT_GAP: Duration = Duration::from_millis(1);
 /// How often `audit-checkpoint` copies the WAL into the database, off the writer's thread: as
 /// SQLite's auto-checkpoint, that copy and its fsync ran inside a commit and held up every
 /// request waiting on it (the log's store does the same, for the same reason).
+///
+/// That copy alone never lets the WAL start over: SQLite rewinds it only when a write begins
+/// with every frame copied, and under steady load the writer commits more frames while the
+/// checkpoint runs (closed mode grew a 1.2 GB WAL in a minute, every commit an append whose
+/// fsync also journals the file's new size). So after each copy the writer copies the few
+/// frames committed meanwhile itself, between two commits ([`Writer::finish_checkpoint`]), and
+/// its next commit writes the WAL from its start again.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+/// The WAL's size after it starts over, at most: above what 200 ms of commits write at full
+/// load, so that it is not cut and regrown each time; a WAL left bigger shrinks to it.
+const WAL_SIZE_LIMIT: u64 = 64 << 20;
 
 /// One row per written batch: its records' JSON, one per line, and their hashes, 32 bytes
 /// each, in order. A row per record cost more than the record's hashing and encoding.
@@ -242,6 +252,8 @@ struct Shared {
     failed_writes_total: AtomicU64,
     refused_total: AtomicU64,
     closed: AtomicBool,
+    /// Set by `audit-checkpoint` after it copied the WAL: the writer finishes the copy.
+    checkpointed: AtomicBool,
     /// The last record written and its hash: what an anchor covers.
     head: Mutex<(u64, [u8; 32])>,
     /// The newest anchor's seq and when it was made (ms since the epoch; 0: none yet).
@@ -336,6 +348,7 @@ impl AuditLog {
             failed_writes_total: AtomicU64::new(0),
             refused_total: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            checkpointed: AtomicBool::new(false),
             head: Mutex::new((seq, hash)),
             anchored: Mutex::new((0, 0)),
         });
@@ -472,7 +485,8 @@ fn open_sqlite(path: &Path, mode: AuditMode, place: &Place) -> Result<(Connectio
     // records is one or two WAL frames rather than a dozen 4 KiB ones, each its own pwrite on
     // commit and again in the checkpoint.
     conn.execute_batch(&format!(
-        "PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; PRAGMA wal_autocheckpoint=0;"
+        "PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; PRAGMA wal_autocheckpoint=0; \
+         PRAGMA journal_size_limit={WAL_SIZE_LIMIT};"
     ))
     .map_err(sqlite(path))?;
     let checkpointer = Connection::open(path).map_err(sqlite(path))?;
@@ -503,8 +517,9 @@ impl Drop for AuditLog {
 fn checkpoint(conn: Connection, shared: Arc<Shared>) {
     while !shared.closed.load(Ordering::Relaxed) {
         std::thread::sleep(CHECKPOINT_EVERY);
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "audit log WAL checkpoint failed");
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            Ok(()) => shared.checkpointed.store(true, Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = %e, "audit log WAL checkpoint failed"),
         }
     }
 }
@@ -576,6 +591,9 @@ impl Writer {
                 None => tell(),
             }
             served = asked;
+            if self.shared.checkpointed.swap(false, Ordering::Relaxed) {
+                self.finish_checkpoint();
+            }
             {
                 let mut s = self.shared.flushes_served.lock();
                 *s = (*s).max(asked);
@@ -583,6 +601,18 @@ impl Writer {
             }
             if self.shared.closed.load(Ordering::Relaxed) && self.shared.queue.lock().entries.is_empty() {
                 return;
+            }
+        }
+    }
+
+    /// Copies into the database the frames committed since `audit-checkpoint`'s copy began (a
+    /// few commits' pages, and an fsync with little to flush), so that the next commit starts
+    /// the WAL over. After the batch is told: no answer waits for it.
+    fn finish_checkpoint(&mut self) {
+        if let Sink::Sqlite(conn) = &self.sink {
+            // Busy (a reader, or another checkpoint) only means this turn's WAL goes on growing.
+            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                tracing::debug!(audit = %self.what, error = %e, "finishing the audit log WAL checkpoint");
             }
         }
     }
@@ -802,6 +832,30 @@ mod tests {
         let best = tempfile::tempdir().unwrap();
         let log = AuditLog::open(best.path(), AuditMode::BestEffort).unwrap();
         assert!(log.record(entry("/healthz", 200)).unwrap().is_none(), "best-effort gives no receipt");
+    }
+
+    /// Under steady commits the WAL starts over after checkpoints, rather than growing by a
+    /// frame a commit for as long as the load lasts.
+    #[test]
+    fn the_wal_starts_over_under_steady_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), AuditMode::Closed).unwrap();
+        let rt = runtime();
+        let until = std::time::Instant::now() + CHECKPOINT_EVERY * 7;
+        // Batches of a hundred, as under load: the checkpoint's copy takes longer than the gap
+        // between two commits, so commits always land while it runs.
+        while std::time::Instant::now() < until {
+            let receipts: Vec<Receipt> = (0..100).map(|_| log.record(entry("/steady", 200)).unwrap().unwrap()).collect();
+            for r in receipts {
+                assert!(rt.block_on(r.durable()));
+            }
+        }
+        let (_, commits) = rows(dir.path());
+        let wal = std::fs::metadata(dir.path().join(format!("{}-wal", super::super::FILE))).unwrap().len();
+        // A commit writes at least one 64 KiB frame: a WAL never rewound holds one per commit.
+        let frames = wal / (65536 + 24);
+        assert!(commits > 100, "only {commits} commits in {:?}", CHECKPOINT_EVERY * 7);
+        assert!(frames < commits as u64 / 2, "the WAL holds {frames} frames after {commits} commits: it never started over");
     }
 
     #[test]
