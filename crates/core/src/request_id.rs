@@ -30,7 +30,9 @@ impl RequestId {
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:08x}{:016x}", self.process, self.seq)
+        // As `{:08x}{:016x}`, without the padding machinery: every audit record shows one.
+        crate::hexfmt::write(f, &self.process.to_be_bytes())?;
+        crate::hexfmt::write(f, &self.seq.to_be_bytes())
     }
 }
 
@@ -45,5 +47,8 @@ mod tests {
         let s = a.to_string();
         assert_eq!(s.len(), 24);
         assert!(s.bytes().all(|c| c.is_ascii_hexdigit()));
+        let id = RequestId { process: 0x00ab_cdef, seq: 0x0123_4567_89ab_cdef };
+        assert_eq!(id.to_string(), format!("{:08x}{:016x}", id.process, id.seq));
+        assert_eq!(id.to_string(), "00abcdef0123456789abcdef");
     }
 }

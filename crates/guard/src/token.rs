@@ -21,20 +21,8 @@ pub const PREFIX: &str = "sgt_";
 pub struct TokenId(pub [u8; 8]);
 
 impl fmt::Display for TokenId {
-    /// One `write_str` rather than a formatted byte at a time: every audit record names its
-    /// token this way.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut text = [0u8; 16];
-        for (pair, b) in text.chunks_exact_mut(2).zip(self.0) {
-            pair[0] = HEX[usize::from(b >> 4)];
-            pair[1] = HEX[usize::from(b & 15)];
-        }
-        // Hex digits are ASCII, so this always takes the first arm.
-        match std::str::from_utf8(&text) {
-            Ok(text) => f.write_str(text),
-            Err(_) => Err(fmt::Error),
-        }
+        signet_core::hexfmt::write(f, &self.0)
     }
 }
 

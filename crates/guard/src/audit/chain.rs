@@ -290,14 +290,18 @@ enum Sink {
 }
 
 impl Sink {
-    fn insert(&mut self, batch: Batch) -> Result<(), String> {
+    /// Stores records `first..=last`, borrowed: the writer reuses its buffers batch after batch.
+    fn insert(&mut self, first: u64, last: u64, records: &[u8], hashes: &[u8]) -> Result<(), String> {
         match self {
             Sink::Sqlite(conn) => conn
                 .prepare_cached("INSERT INTO audit(first_seq, last_seq, records, hashes) VALUES (?1, ?2, ?3, ?4)")
-                .and_then(|mut insert| insert.execute(params![batch.first as i64, batch.last as i64, batch.records, batch.hashes]))
+                .and_then(|mut insert| insert.execute(params![first as i64, last as i64, records, hashes]))
                 .map(drop)
                 .map_err(|e| e.to_string()),
-            Sink::Postgres(db) => db.insert(batch).map_err(|e| e.to_string()),
+            // The query runs on the pool's runtime, which takes its parameters owned.
+            Sink::Postgres(db) => {
+                db.insert(Batch { first, last, records: records.to_vec(), hashes: hashes.to_vec() }).map_err(|e| e.to_string())
+            }
         }
     }
 }
@@ -352,8 +356,16 @@ impl AuditLog {
             head: Mutex::new((seq, hash)),
             anchored: Mutex::new((0, 0)),
         });
-        let writer =
-            Writer { runtime: tokio::runtime::Handle::try_current().ok(), sink, seq, head: hash, shared: shared.clone(), what: place.describe() };
+        let writer = Writer {
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            sink,
+            seq,
+            head: hash,
+            shared: shared.clone(),
+            what: place.describe(),
+            lines: Vec::new(),
+            hashes: Vec::new(),
+        };
         std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn(move || writer.run())
@@ -537,6 +549,10 @@ struct Writer {
     shared: Arc<Shared>,
     /// The place, for messages.
     what: String,
+    /// A batch's JSON lines and hashes, kept from batch to batch: a fresh 20 KB buffer per
+    /// commit cost the allocator's slow path and fresh pages' faults on every commit.
+    lines: Vec<u8>,
+    hashes: Vec<u8>,
 }
 
 impl Writer {
@@ -623,13 +639,12 @@ impl Writer {
         if batch.is_empty() && lost == 0 {
             return true;
         }
-        let mut out = Encoded {
-            lines: Vec::with_capacity(batch.len() * 200 + 200),
-            hashes: Vec::with_capacity((batch.len() + 1) * 32),
-            seq: self.seq,
-            head: self.head,
-            dropped: 0,
-        };
+        let (mut lines, mut hashes) = (std::mem::take(&mut self.lines), std::mem::take(&mut self.hashes));
+        lines.clear();
+        hashes.clear();
+        lines.reserve(batch.len() * 300 + 200);
+        hashes.reserve((batch.len() + 1) * 32);
+        let mut out = Encoded { lines, hashes, seq: self.seq, head: self.head, dropped: 0 };
         for e in batch.drain(..) {
             out.push(|lines, seq| encode(seq, &e, lines));
         }
@@ -647,12 +662,17 @@ impl Writer {
             self.shared.lost.fetch_add(out.dropped, Ordering::Relaxed);
             self.shared.lost_total.fetch_add(out.dropped, Ordering::Relaxed);
         }
-        if out.seq == self.seq {
+        let Encoded { mut lines, hashes, seq, head, .. } = out;
+        if seq == self.seq {
+            (self.lines, self.hashes) = (lines, hashes);
             return true;
         }
-        let Encoded { mut lines, hashes, seq, head, .. } = out;
         lines.pop();
-        let stored = self.sink.insert(Batch { first: self.seq + 1, last: seq, records: lines, hashes });
+        let stored = self.sink.insert(self.seq + 1, seq, &lines, &hashes);
+        // A burst's buffers are not kept for ever: past 4 MiB they go back to the allocator.
+        if lines.capacity() <= 4 << 20 {
+            (self.lines, self.hashes) = (lines, hashes);
+        }
         match stored {
             Ok(()) => {
                 (self.seq, self.head) = (seq, head);
