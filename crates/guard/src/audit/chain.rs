@@ -60,8 +60,8 @@ pub const COMMIT_GAP: Duration = Duration::from_millis(1);
 ///
 /// That copy alone never lets the WAL start over: SQLite rewinds it only when a write begins
 /// with every frame copied, and under steady load the writer commits more frames while the
-/// checkpoint runs (closed mode grew a 1.2 GB WAL in a minute, every commit an append whose
-/// fsync also journals the file's new size). So after each copy the writer copies the few
+/// checkpoint runs (bench-guard's closed instance grew a 1.3 GB WAL in about a minute, every
+/// commit an append). So after each copy the writer copies the few
 /// frames committed meanwhile itself, between two commits ([`Writer::finish_checkpoint`]), and
 /// its next commit writes the WAL from its start again.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
