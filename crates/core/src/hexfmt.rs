@@ -7,14 +7,8 @@ const DIGITS: &[u8; 16] = b"0123456789abcdef";
 /// beyond `out`'s own growth).
 pub fn push(out: &mut String, bytes: &[u8]) {
     out.reserve(bytes.len() * 2);
-    let mut buf = [0u8; 128];
-    for chunk in bytes.chunks(buf.len() / 2) {
-        for (pair, b) in buf.chunks_exact_mut(2).zip(chunk) {
-            pair[0] = DIGITS[(b >> 4) as usize];
-            pair[1] = DIGITS[(b & 15) as usize];
-        }
-        out.push_str(std::str::from_utf8(&buf[..chunk.len() * 2]).expect("hex digits are ASCII"));
-    }
+    // Writing to a String cannot fail.
+    let _ = write(out, bytes);
 }
 
 /// Writes the lowercase hex of `bytes` to a formatter in one `write_str` per 64 bytes, rather
