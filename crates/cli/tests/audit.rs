@@ -506,9 +506,10 @@ fn anchors_from_before_a_rekor_v2_rotation_are_counted_apart_online() {
     stop(&mut server);
 }
 
+/// The whole segments: a cut writes `<name>.sqlite.partial` until its file is complete.
 fn segments(data: &Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(data.join("audit-segments"))
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "sqlite")).collect())
         .unwrap_or_default();
     files.sort();
     files
