@@ -1,6 +1,6 @@
 //! Retention: the chain cut into segments that can be archived and verified alone.
 //!
-//! The live log (`audit.sqlite`) grows by about 150 bytes a request. When it passes
+//! The live log (`audit.sqlite`) grows by about 330 bytes a request. When it passes
 //! `segment_max_bytes`, or its oldest record `segment_max_age_secs`, the records up to the
 //! newest anchor are moved into a segment file of their own,
 //! `audit-segments/audit-<first>-<last>.sqlite` (0600), with their anchors, and taken out of
