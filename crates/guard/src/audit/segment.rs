@@ -123,10 +123,6 @@ impl NewSegment {
     /// that crashed are removed first.
     fn create(data_dir: &Path, first: u64, last: u64) -> Result<Self, StoreError> {
         let dir = data_dir.join(DIR);
-        let io_err = |path: &Path| {
-            let path = path.display().to_string();
-            move |source| StoreError::Io { path, source }
-        };
         signet_core::files::ensure_private_dir(&dir).map_err(io_err(&dir))?;
         for entry in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
             let path = entry.map_err(io_err(&dir))?.path();
@@ -153,10 +149,6 @@ impl NewSegment {
 
     /// Renames the whole, synced file to its name, and syncs the directory so the rename holds.
     fn finish(mut self) -> Result<PathBuf, StoreError> {
-        let io_err = |path: &Path| {
-            let path = path.display().to_string();
-            move |source| StoreError::Io { path, source }
-        };
         std::fs::rename(&self.partial, &self.file).map_err(io_err(&self.file))?;
         self.finished = true;
         let dir = self.file.parent().unwrap_or(Path::new("."));
@@ -177,11 +169,15 @@ impl Drop for NewSegment {
 /// The suffix of a segment file still being written.
 const PARTIAL: &str = ".sqlite.partial";
 
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.display().to_string();
+    move |source| StoreError::Io { path, source }
+}
+
 fn remove_if_present(path: &Path) -> Result<(), StoreError> {
     match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(StoreError::Io { path: path.display().to_string(), source }),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path)(e)),
+        _ => Ok(()),
     }
 }
 
@@ -216,9 +212,9 @@ fn cut_db(data_dir: &Path, db: &ChainDb, at: &Anchor) -> Result<Option<PathBuf>,
         return Ok(None);
     }
     let segment = NewSegment::create(data_dir, start_seq + 1, at.seq)?;
-    let file = segment.partial.clone();
-    let err = |source| StoreError::Sqlite { path: file.display().to_string(), source };
-    let mut conn = Connection::open(&file).map_err(err)?;
+    let partial = segment.partial.clone();
+    let err = |source| StoreError::Sqlite { path: partial.display().to_string(), source };
+    let mut conn = Connection::open(&partial).map_err(err)?;
     without_journal(&conn, "main").map_err(err)?;
     conn.execute_batch(&segment_tables("main")).map_err(err)?;
     // A page of batches per synced transaction, as for a live log's file (see COPY_BYTES).
