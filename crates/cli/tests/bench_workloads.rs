@@ -100,3 +100,39 @@ fn warmup_arrivals_are_sent_but_not_recorded_and_the_disk_probe_reports() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--warmup must be in [0, 3600] seconds"));
 }
+
+#[test]
+fn a_header_goes_on_every_request_of_a_single_request_workload_and_not_on_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[guard.auth]\nrequire = \"all\"\n").unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let out = signet(&["admin", "token", "create", "--data-dir", data.to_str().unwrap(), "--role", "signer", "--name", "lab"]);
+    assert!(out.status.success(), "token create: {}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    // The running server picks the new token up from its store.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while common::get_bearer(&agent(), &format!("{}/api/v1/log", server.url), &token).unwrap().status != 200 {
+        assert!(std::time::Instant::now() < deadline, "the new token was never accepted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let header = format!("Authorization: Bearer {token}");
+    let tsa = |extra: &[&str]| -> Value {
+        let json = dir.path().join("tsa.json");
+        let mut args = vec!["bench", "load", "--target", &server.url, "--workload", "tsa", "--rate", "20", "--duration", "1"];
+        args.extend_from_slice(&["--connections", "2", "--json", json.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let out = signet(&args);
+        assert!(out.status.success(), "bench load: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+    };
+    let with = tsa(&["--header", &header]);
+    assert_eq!((with["ok"].as_u64(), &with["errors"]), (Some(20), &serde_json::json!({})), "{with}");
+    let without = tsa(&[]);
+    assert_eq!((without["ok"].as_u64(), &without["errors"]), (Some(0), &serde_json::json!({"status_401": 20})), "{without}");
+
+    let out = signet(&["bench", "load", "--target", &server.url, "--workload", "sign", "--rate", "5", "--duration", "1", "--token", "x", "--header", &header]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--header applies to single-request workloads"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -91,6 +91,8 @@ pub struct RequestMaker {
     /// Fully serialized requests, made before the clock starts.
     prepared: Vec<Vec<u8>>,
     read_size: u64,
+    /// `--header`s, added to every request (a guarded server's token, for one).
+    headers: Vec<(String, String)>,
 }
 
 impl RequestMaker {
@@ -110,7 +112,7 @@ impl RequestMaker {
                 let path = if kind == Workload::LogAppend { "/api/v1/log/entries" } else { "/api/v2/log/entries" };
                 signed_entries(kind, count)
                     .iter()
-                    .map(|(_, body)| conn::request_bytes("POST", target, &format!("{prefix}{path}"), Some(body)))
+                    .map(|(_, body)| conn::with_headers(conn::request_bytes("POST", target, &format!("{prefix}{path}"), Some(body)), headers))
                     .collect()
             }
             Workload::Custom => {
@@ -137,7 +139,10 @@ impl RequestMaker {
             Workload::Tsa => {
                 let path = format!("{prefix}/api/v1/timestamp");
                 (0..count.clamp(1, 4096))
-                    .map(|_| conn::request_bytes_typed("POST", target, &path, Some(&timestamp_query(&rand::random())), "application/timestamp-query"))
+                    .map(|_| {
+                        let query = timestamp_query(&rand::random());
+                        conn::with_headers(conn::request_bytes_typed("POST", target, &path, Some(&query), "application/timestamp-query"), headers)
+                    })
                     .collect()
             }
             Workload::Cert => {
@@ -145,11 +150,11 @@ impl RequestMaker {
                 let path = format!("{prefix}/api/v2/signingCert");
                 cert_requests(token, count.min(256))
                     .iter()
-                    .map(|body| conn::request_bytes("POST", target, &path, Some(body)))
+                    .map(|body| conn::with_headers(conn::request_bytes("POST", target, &path, Some(body)), headers))
                     .collect()
             }
         };
-        Arc::new(RequestMaker { target: target.clone(), kind, prepared, read_size })
+        Arc::new(RequestMaker { target: target.clone(), kind, prepared, read_size, headers: headers.to_vec() })
     }
 
     pub fn request(&self, i: u64) -> std::borrow::Cow<'_, [u8]> {
@@ -157,7 +162,7 @@ impl RequestMaker {
             Workload::LogRead => {
                 let index = rand::random::<u64>() % self.read_size.max(1);
                 let path = format!("{}/api/v1/log/entries?logIndex={index}", self.target.path().trim_end_matches('/'));
-                std::borrow::Cow::Owned(conn::request_bytes("GET", &self.target, &path, None))
+                std::borrow::Cow::Owned(conn::with_headers(conn::request_bytes("GET", &self.target, &path, None), &self.headers))
             }
             _ => std::borrow::Cow::Borrowed(&self.prepared[i as usize % self.prepared.len()]),
         }
@@ -260,5 +265,20 @@ mod tests {
         assert!(unique.prepared[0] != unique.prepared[1] && unique.prepared[1] != unique.prepared[2]);
         assert!(!String::from_utf8_lossy(&unique.prepared[0]).contains("{n}"));
         assert_eq!(make("same").prepared.len(), 1, "without {{n}}, one request sent again and again");
+    }
+
+    #[test]
+    fn headers_go_on_every_workloads_requests() {
+        let target: Uri = "http://127.0.0.1:1/".parse().unwrap();
+        let headers = [("Authorization".to_string(), "Bearer sgt_x".to_string())];
+        for kind in [Workload::Tsa, Workload::LogAppendV2, Workload::LogRead, Workload::Custom] {
+            let maker = RequestMaker::prepare(&target, kind, 2, Method::GET, Bytes::new(), 10, None, &headers);
+            let request = maker.request(1);
+            let text = String::from_utf8_lossy(&request);
+            let head = text.split("\r\n\r\n").next().unwrap_or_default();
+            assert!(format!("{head}\r\n").contains("\r\nAuthorization: Bearer sgt_x\r\n"), "{kind:?}: {head}");
+            // Still one request: the header went into its head, not after it.
+            assert_eq!(text.matches("HTTP/1.1").count(), 1, "{kind:?}");
+        }
     }
 }

@@ -83,8 +83,8 @@ struct LoadArgs {
     /// Request body for `custom`; each `{n}` in it becomes a number unique to the request.
     #[arg(long, default_value = "")]
     body: String,
-    /// Extra request header for `custom`, as 'Name: value' (repeatable), e.g.
-    /// 'Authorization: Bearer sgt_…'.
+    /// Extra request header, as 'Name: value' (repeatable), e.g. 'Authorization: Bearer sgt_…';
+    /// every workload but the sign, verify and mixed transactions.
     #[arg(long = "header")]
     headers: Vec<String>,
     /// Write the machine-readable result here.
@@ -173,8 +173,9 @@ fn load(a: LoadArgs) -> ExitCode {
             _ => return usage(format!("--header {h:?} is not 'Name: value'")),
         }
     }
-    if !headers.is_empty() && a.workload != Workload::Custom {
-        return usage("--header applies to the custom workload only".into());
+    // A transaction's requests are made as it goes, from what earlier ones answered.
+    if !headers.is_empty() && matches!(a.workload, Workload::Sign | Workload::Verify | Workload::Mixed) {
+        return usage("--header applies to single-request workloads (custom, log-append, log-append-v2, log-read, cert, tsa), not to sign, verify or mixed transactions".into());
     }
     let transport = Transport { http: a.http, streams, new_connection: a.new_connection, ca_file: a.ca_file };
     let spec = LoadSpec {
