@@ -102,9 +102,10 @@ impl Server {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(self.settings.header_read_timeout_secs))
-            // A fixed cap on header count keeps one request's parse bounded.
-            .max_headers(100);
+            // hyper's own cap of 100 headers keeps one request's parse bounded. Setting the
+            // same cap through `max_headers` makes hyper build its two header tables at run
+            // time, 200 entries filled on every parse, for the same bound (issue 40).
+            .header_read_timeout(Duration::from_secs(self.settings.header_read_timeout_secs));
         let this = Arc::new(self);
         tokio::pin!(shutdown);
         loop {

@@ -16,8 +16,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
+use axum::extract::{MatchedPath, Request};
 use axum::response::Response;
 use parking_lot::RwLock;
 use signet_core::histogram::{Histogram, OTEL_HTTP_SECONDS};
@@ -237,31 +236,48 @@ fn render_tls_sources(out: &mut String, conn: &crate::conn::ConnStats) {
 /// grow the table without bound.
 const UNMATCHED: &str = "unmatched";
 
-/// Counts a request as active until it is dropped, answered or not (a client that hangs up
-/// drops the request's future).
-struct Active<'a>(&'a AtomicI64);
+/// One request being counted, from the moment a layer sees it ([`crate::panic`], which also
+/// turns panics into answers, so that a panic's 500 is counted). Counted as active until
+/// answered or dropped (a client that hangs up drops the request's future).
+pub struct Counting {
+    metrics: Arc<Metrics>,
+    start: Instant,
+    method: usize,
+    route: Option<MatchedPath>,
+}
 
-impl Drop for Active<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+impl Counting {
+    pub fn start(metrics: Arc<Metrics>, request: &Request) -> Counting {
+        let method = method_index(request.method());
+        if let Some(active) = metrics.active.get(method) {
+            active.fetch_add(1, Ordering::Relaxed);
+        }
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        Counting { metrics, start: Instant::now(), method, route }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Counts the answer: its status, refusal and duration.
+    pub fn answered(self, response: Response) -> Response {
+        let status = response.status().as_u16();
+        let refusal = response.extensions().get::<Refusal>().copied().or_else(|| {
+            response.status().is_client_error().then_some(Refusal("client_error"))
+        });
+        let route = self.route.as_ref().map(|p| p.as_str());
+        self.metrics.answered(route, self.method, status, refusal, self.start.elapsed().as_secs_f64());
+        response
     }
 }
 
-/// The counting layer (`axum::middleware::from_fn_with_state`).
-pub async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let start = Instant::now();
-    let method = method_index(request.method());
-    metrics.active[method].fetch_add(1, Ordering::Relaxed);
-    let _active = Active(&metrics.active[method]);
-    let matched = request.extensions().get::<MatchedPath>().cloned();
-    let route = matched.as_ref().map(|p| p.as_str());
-    let response = next.run(request).await;
-    let status = response.status().as_u16();
-    let refusal = response.extensions().get::<Refusal>().copied().or_else(|| {
-        response.status().is_client_error().then_some(Refusal("client_error"))
-    });
-    metrics.answered(route, method, status, refusal, start.elapsed().as_secs_f64());
-    response
+impl Drop for Counting {
+    fn drop(&mut self) {
+        if let Some(active) = self.metrics.active.get(self.method) {
+            active.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -182,13 +182,12 @@ pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>) -> Route
     // request, this one costs one. Outermost first:
     // - access: the request id, the access line and the trace span, around everything;
     // - audit: records what the layers inside refuse, as well as what they let through;
-    // - metrics, then the panic boundary: a panic's 500 is counted and audited;
+    // - metrics and the panic boundary, in one layer: a panic's 500 is counted and audited;
     // - validation, before any other layer reads the request;
     // - authn, then rate limits.
     let stack = tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn_with_state(access, crate::access::layer))
+        .layer(crate::access::AccessLayer(access))
         .option_layer(audit)
-        .layer(axum::middleware::from_fn_with_state(metrics.clone(), crate::metrics::count))
         .layer(crate::panic::layer(metrics))
         .layer(signet_guard::ValidateLayer::new(input, body_class))
         .option_layer(authn)

@@ -58,7 +58,8 @@ struct Reader {
 impl Reader {
     fn end_snapshot(&mut self) -> rusqlite::Result<()> {
         if self.snapshot.take().is_some() {
-            self.conn.execute_batch("COMMIT")?;
+            // Cached: `execute_batch` would parse the statement on every snapshot (issue 40).
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
         }
         Ok(())
     }
@@ -70,7 +71,7 @@ impl Reader {
             Some(t) if t.elapsed() < max_age => Ok(false),
             _ => {
                 self.end_snapshot()?;
-                self.conn.execute_batch("BEGIN")?;
+                self.conn.prepare_cached("BEGIN")?.execute([])?;
                 self.snapshot = Some(Instant::now());
                 Ok(true)
             }
