@@ -7,8 +7,8 @@
 //!
 //! It is written by hand rather than stacked from `from_fn` and tower-http's
 //! `CatchPanicLayer`: `from_fn` clones and boxes the whole service beneath it on every
-//! request, and two of them on the request path cost reads ~10 % of their ceiling (issue 40).
-//! Here a request costs one allocation, its future.
+//! request; two of them and `CatchPanicLayer` were ~7,000 of the ~80,000 instructions a read
+//! cost (callgrind, issue 40). Here a request costs one allocation, its future.
 
 use std::any::Any;
 use std::convert::Infallible;
