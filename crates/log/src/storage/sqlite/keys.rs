@@ -70,6 +70,15 @@ impl SearchKind {
             SearchKind::Identity => "identities",
         }
     }
+
+    /// The search's statement, a constant so that each connection's statement cache finds it
+    /// without formatting a string per search.
+    fn select(self) -> &'static str {
+        match self {
+            SearchKind::Digest => "SELECT idx FROM digests WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4",
+            SearchKind::Identity => "SELECT idx FROM identities WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4",
+        }
+    }
 }
 
 /// Keys of committed entries that the file does not hold yet.
@@ -269,8 +278,7 @@ impl KeyIndex {
         };
         let lim = limit.min(i64::MAX as usize) as i64;
         self.read(|c| {
-            let sql = format!("SELECT idx FROM {} WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4", kind.table());
-            let mut st = c.prepare_cached(&sql)?;
+            let mut st = c.prepare_cached(kind.select())?;
             let rows = st.query_map(params![log, key.2, from.min(i64::MAX as u64) as i64, lim], |r| r.get::<_, i64>(0))?;
             for i in rows {
                 out.push(i? as u64);
@@ -401,6 +409,7 @@ impl KeyIndex {
                     super::READER_CACHE_KIB
                 ))
                 .map_err(backend)?;
+                super::stable_plans(&c).map_err(backend)?;
                 c
             }
         };
@@ -421,4 +430,34 @@ fn mark(tx: &Connection, log: LogId, through: u64) -> Result<(), StorageError> {
     )
     .map_err(backend)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_reuses_its_plan_across_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = KeyIndex::open(&dir.path().join("db.sqlite"), b"db").unwrap();
+        let leaves: Vec<Hash> = (0..50u8).map(|i| sha256(&[i])).collect();
+        let digests: Vec<[u8; 32]> = (0..50u8).map(|i| [i; 32]).collect();
+        let keys: Vec<Keys<'_>> =
+            (0..50).map(|i| Keys { log: 1, index: i as u64, leaf: &leaves[i], digest: Some(&digests[i]), identity: None }).collect();
+        index.add(&keys);
+        index.flush().unwrap();
+        assert_eq!(index.pending(), 0, "the search below reads the file, not memory");
+
+        for (i, d) in digests.iter().enumerate() {
+            let found = index.search_candidates(1, SearchKind::Digest, d, None, 1 + i % 7).unwrap();
+            assert_eq!(found, vec![i as u64]);
+            assert!(index.search_candidates(1, SearchKind::Digest, d, Some(i as u64), 5).unwrap().is_empty());
+        }
+        // Under STAT4, a statement with `LIMIT ?` expires at each new binding unless the plan is
+        // held stable: each search would then parse and plan its SQL again.
+        let c = index.readers.lock().pop().expect("a pooled reader");
+        let st = c.prepare_cached(SearchKind::Digest.select()).unwrap();
+        assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
+        assert!(st.get_status(rusqlite::StatementStatus::Run) >= 100, "the cached statement is the one the searches ran");
+    }
 }
