@@ -22,7 +22,6 @@ use std::time::Duration;
 use signet_core::hash::Hash;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::checkpoint::{self, SignedCheckpoint};
 use crate::log::{AppendError, Shared};
 use crate::merkle;
 use crate::sequencer::{append_error, Pending, Sequenced};
@@ -194,50 +193,13 @@ async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
 /// Extends the tree and head to the stored checkpoint, after checking it, and
 /// answers the waiters whose entries it brought. The caller holds `catching_up`.
 async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageError> {
-    const CHUNK: u64 = 65_536;
     let (storage, id) = (shared.storage.clone(), shared.id);
     let from = shared.head.read().checkpoint.size;
     let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
         .await
         .map_err(|e| StorageError::Backend(e.to_string()))??;
     let Some(stored) = stored.filter(|s| s.size > from) else { return Ok(()) };
-    let corrupt = |why: String| StorageError::Corrupt(format!("log {id}, checkpoint of size {}: {why}", stored.size));
-    let parsed = checkpoint::verify(&stored.note, shared.signer.name(), shared.signer.key().spki_der())
-        .map_err(|e| corrupt(format!("does not verify with this instance's key for the log: {e}")))?;
-    if parsed.size != stored.size || parsed.origin != shared.origin {
-        return Err(corrupt(format!("its note says origin {:?} and size {}", parsed.origin, parsed.size)));
-    }
-
-    let mut keys = Vec::with_capacity((stored.size - from).min(CHUNK) as usize);
-    while (keys.len() as u64) < stored.size - from {
-        let (storage, start) = (shared.storage.clone(), from + keys.len() as u64);
-        let count = CHUNK.min(stored.size - start);
-        let chunk = tokio::task::spawn_blocking(move || storage.keys(id, start, count))
-            .await
-            .map_err(|e| StorageError::Backend(e.to_string()))??;
-        if chunk.is_empty() {
-            break;
-        }
-        keys.extend(chunk);
-    }
-    if keys.len() as u64 != stored.size - from {
-        return Err(corrupt(format!("storage holds {} of its entries past {from}", keys.len())));
-    }
-    {
-        let mut tree = shared.tree.write();
-        tree.truncate(from);
-        for k in &keys {
-            tree.push(k.leaf_hash);
-        }
-        let root = tree.root(stored.size).map_err(|e| corrupt(e.to_string()))?;
-        if root != parsed.root_hash {
-            tree.truncate(from);
-            return Err(corrupt("its root is not the root of the stored entries".into()));
-        }
-        tree.settle(stored.size);
-    }
-    let head = Arc::new(SignedCheckpoint { checkpoint: parsed, note: stored.note });
-    *shared.head.write() = head.clone();
+    let (keys, head) = crate::reconcile::adopt_stored(shared, from, stored).await?;
 
     let waiting: Vec<(u64, Vec<Reply>)> = {
         let mut waiters = me.waiters.lock();

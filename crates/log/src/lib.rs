@@ -9,6 +9,7 @@
 //! - [`storage`]: the `Storage` and `Queue` traits, SQLite and PostgreSQL, and their
 //!   indexes by leaf hash and digest.
 //! - [`sequencer`]: batching, durable commits, and answering waiters.
+//! - [`reconcile`]: after a commit whose outcome is unknown, memory rebuilt from storage.
 //! - [`follow`]: instances sharing storage: followers, the queue, promotion.
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
 //! - [`shards`]: a log cut into trees (Rekor's shards): the registry and virtual indices.
@@ -25,6 +26,7 @@ pub mod merkle;
 #[cfg(feature = "micro")]
 pub mod micro;
 pub mod rekor;
+pub mod reconcile;
 pub mod remote;
 pub mod sequencer;
 pub mod shards;

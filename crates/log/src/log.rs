@@ -115,6 +115,8 @@ pub(crate) struct Shared {
     pub in_pipeline: std::sync::atomic::AtomicUsize,
     /// What `/metrics` reports of this log's sequencing.
     pub stats: crate::stats::LogStats,
+    /// The preparer's and committer's view of the tree ([`crate::reconcile::Sequencing`]).
+    pub sequencing: parking_lot::Mutex<crate::reconcile::Sequencing>,
 }
 
 /// A page of a search by digest or identity ([`Log::indices_by_digest`], [`Log::indices_by_identity`]).
@@ -237,6 +239,7 @@ impl Log {
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
             stats: Default::default(),
+            sequencing: Default::default(),
         });
         let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending });
         let follower = match (&queue, role) {

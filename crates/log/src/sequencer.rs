@@ -7,9 +7,11 @@
 //! the waiting requests.
 //!
 //! The two stages run concurrently: while one batch is being fsynced, the next is prepared.
-//! Commits stay strictly in order. If a commit fails, the tree is cut back to the last
-//! durable size, that batch and every batch built on top of it fail, and no index is ever
-//! handed out twice.
+//! Commits stay strictly in order, and each prepared batch is bound to its base, the size and
+//! root it extends, and to the generation of the tree it was built in: the committer commits
+//! it only on exactly that durable state. A commit that fails, whatever the reason, sends the
+//! committer into [`crate::reconcile`]: memory is rebuilt from storage before anything else
+//! is prepared, committed or answered, and no index is ever handed out twice.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,7 @@ use tokio::time::Instant;
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
 use crate::log::{AppendError, Shared};
+use crate::reconcile::{self, Base};
 use crate::storage::{Batch, LeafTile, NewEntry, StorageError, StoredCheckpoint, Tile};
 use crate::tiles::TILE_WIDTH;
 
@@ -63,11 +66,13 @@ impl Default for BatchPolicy {
 }
 
 /// A batch that is sequenced and signed, waiting for its durable commit.
-struct Prepared {
+pub(crate) struct Prepared {
     /// How many pool entries this batch was made from (see `Shared::in_pipeline`).
     taken: usize,
-    old_size: u64,
-    batch: Batch,
+    /// The tree this batch extends, and the generation it was built in.
+    base: Base,
+    generation: u64,
+    pub batch: Batch,
     checkpoint: Arc<SignedCheckpoint>,
     /// One reply per entry of `batch.entries`, in order.
     fresh: Vec<Reply>,
@@ -89,6 +94,7 @@ pub fn panics() -> u64 {
 const PIPELINE_DEPTH: usize = 2;
 
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, policy: BatchPolicy) {
+    start(&shared).await;
     let (commit_tx, commit_rx) = mpsc::channel::<Prepared>(PIPELINE_DEPTH);
     let committer = tokio::spawn(commit_loop(shared.clone(), commit_rx));
     let mut pool: Vec<Pending> = Vec::with_capacity(policy.max_entries);
@@ -109,7 +115,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
         // A panic while preparing (a bug in signing, stamping or the tree) fails this batch
         // only: its waiters' replies are dropped with it (they get `AppendError::Aborted`),
         // the tree is cut back, and the sequencer goes on with the next batch.
-        let size_before = shared.tree.read().size();
+        let before = tip(&shared);
         let batch = std::mem::take(&mut pool);
         let taken = batch.len();
         shared.in_pipeline.fetch_add(taken, Ordering::Relaxed);
@@ -126,7 +132,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
             Err(panicked) => {
                 shared.in_pipeline.fetch_sub(taken, Ordering::Relaxed);
                 PANICS.fetch_add(1, Ordering::Relaxed);
-                shared.tree.write().truncate(size_before);
+                if let Some((generation, base)) = before {
+                    rewind(&shared, generation, base);
+                }
                 tracing::error!(log = shared.id, panic = %panicked.0, "preparing a batch panicked; its entries were not logged");
             }
         }
@@ -139,6 +147,50 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
         PANICS.fetch_add(1, Ordering::Relaxed);
         tracing::error!(log = shared.id, error = %e, "the log's committer failed; stopping signet (acknowledged entries are durable; restart to resume)");
         std::process::exit(1);
+    }
+}
+
+/// Sets the tip to the durable head, and the clock's floor to the newest stored entry's
+/// time: integrated times never go backwards, across restarts and takeovers.
+async fn start(shared: &Arc<Shared>) {
+    let head = shared.head.read().clone();
+    let (storage, id) = (shared.storage.clone(), shared.id);
+    let last_time = match head.checkpoint.size.checked_sub(1) {
+        None => 0,
+        Some(last) => match tokio::task::spawn_blocking(move || storage.entry(id, last)).await {
+            Ok(Ok(Some(e))) => e.integrated_time,
+            other => {
+                let why = match other {
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                    _ => "the entry is missing".into(),
+                };
+                tracing::warn!(log = id, error = %why, "cannot read the newest entry's time; integrated times follow this instance's clock");
+                0
+            }
+        },
+    };
+    let tree = shared.tree.write();
+    let mut seq = shared.sequencing.lock();
+    seq.last_time = seq.last_time.max(last_time);
+    seq.tip = (tree.size() == head.checkpoint.size).then_some(Base { size: head.checkpoint.size, root: head.checkpoint.root_hash });
+}
+
+/// The generation and tip a batch about to be prepared starts from.
+fn tip(shared: &Shared) -> Option<(u64, Base)> {
+    let _tree = shared.tree.read();
+    let seq = shared.sequencing.lock();
+    seq.tip.map(|t| (seq.generation, t))
+}
+
+/// Cuts the tree back to `base` after a batch built on it failed before it was sent to be
+/// committed, unless a reconcile has rebuilt the tree since.
+fn rewind(shared: &Shared, generation: u64, base: Base) {
+    let mut tree = shared.tree.write();
+    let mut seq = shared.sequencing.lock();
+    if seq.generation == generation {
+        tree.truncate(base.size);
+        seq.tip = Some(base);
     }
 }
 
@@ -198,37 +250,53 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
         return None;
     }
 
-    let integrated_time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let oldest = fresh.iter().map(|p| p.queued).min();
-    let (old_size, new_size, root, tiles, leaf_tiles) = {
+    let (generation, base, integrated_time, new_size, root, tiles, leaf_tiles) = {
         let mut tree = shared.tree.write();
+        let mut seq = shared.sequencing.lock();
+        let replies = |fresh: Vec<Pending>, repeats: Vec<(u64, Hash, Reply)>| fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2));
+        if seq.reconciling {
+            drop((tree, seq));
+            return fail(replies(fresh, repeats), reconcile::stale_error());
+        }
         let old_size = tree.size();
+        let base = match seq.tip {
+            Some(t) if t.size == old_size => Ok(t),
+            _ => tree.root(old_size).map(|root| Base { size: old_size, root }).map_err(|e| e.to_string()),
+        };
         for p in &fresh {
             tree.push(p.leaf_hash);
         }
         let new_size = tree.size();
-        let built = tree.root(new_size).map_err(|e| e.to_string()).and_then(|root| {
-            let tiles = changed_tiles(&tree, old_size, new_size).and_then(|t| Ok((t, filled_leaf_tiles(&tree, old_size, new_size)?)));
-            tiles.map(|(tiles, leaf_tiles)| (root, tiles, leaf_tiles)).map_err(|e| e.to_string())
+        let built = base.and_then(|base| {
+            let root = tree.root(new_size).map_err(|e| e.to_string())?;
+            let tiles = changed_tiles(&tree, old_size, new_size).map_err(|e| e.to_string())?;
+            let leaf_tiles = filled_leaf_tiles(&tree, old_size, new_size).map_err(|e| e.to_string())?;
+            Ok((base, root, tiles, leaf_tiles))
         });
-        let (root, tiles, leaf_tiles) = match built {
+        let (base, root, tiles, leaf_tiles) = match built {
             Ok(x) => x,
             // Cannot happen (the size is the tree's own); fail the batch rather than panic.
             Err(e) => {
                 tree.truncate(old_size);
-                drop(tree);
-                return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), AppendError::Storage(e));
+                drop((tree, seq));
+                return fail(replies(fresh, repeats), AppendError::Storage(e));
             }
         };
-        (old_size, new_size, root, tiles, leaf_tiles)
+        let integrated_time = now.max(seq.last_time);
+        seq.last_time = integrated_time;
+        seq.tip = Some(Base { size: new_size, root });
+        (seq.generation, base, integrated_time, new_size, root, tiles, leaf_tiles)
     };
+    let old_size = base.size;
     repeats.extend(repeat_of_fresh.into_iter().map(|(pos, leaf, r)| (old_size + pos as u64, leaf, r)));
 
     let signed = sign_batch(shared, &mut fresh, old_size, new_size, root, integrated_time);
     let (checkpoint, entries, replies) = match signed {
         Ok(x) => x,
         Err(e) => {
-            shared.tree.write().truncate(old_size);
+            rewind(shared, generation, base);
             return fail(fresh.into_iter().map(|p| p.reply).chain(repeats.into_iter().map(|r| r.2)), e);
         }
     };
@@ -240,7 +308,8 @@ fn prepare(shared: &Arc<Shared>, pool: Vec<Pending>, taken: usize) -> Option<Pre
     }
     Some(Prepared {
         taken,
-        old_size,
+        base,
+        generation,
         batch: Batch {
             log: shared.id,
             integrated_time,
@@ -285,145 +354,104 @@ fn sign_batch(
     Ok((checkpoint, entries, replies))
 }
 
-/// A batch whose commit failed in a way that may have landed all the same (the connection
-/// broke after COMMIT was sent, and the check that followed could not reach the store).
-struct Uncertain {
-    batch: Batch,
-    checkpoint: Arc<SignedCheckpoint>,
-}
-
 /// Commits prepared batches in order and answers their waiters.
 async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
-    let mut durable_size = shared.head.read().checkpoint.size;
-    let mut uncertain: Option<Uncertain> = None;
-    while let Some(p) = rx.recv().await {
-        let Prepared { taken, old_size, batch, checkpoint, fresh, repeats, oldest } = p;
-        let leaves: Vec<Hash> = batch.entries.iter().map(|e| e.leaf_hash).collect();
-        let outcome = if old_size != durable_size {
-            // Built on top of a batch that failed to commit.
-            Err(AppendError::Storage("an earlier batch failed to commit".into()))
-        } else if batch.entries.is_empty() {
-            Ok(batch)
-        } else {
-            let storage = shared.storage.clone();
-            let committed = tokio::task::spawn_blocking(move || {
-                let result = storage.commit(&batch);
-                (batch, result)
-            })
-            .await;
-            match committed {
-                Ok((batch, Ok(()))) => Ok(batch),
-                Ok((batch, Err(e))) => {
-                    shared.tree.write().truncate(durable_size);
-                    match resolve(&shared, batch, &checkpoint, e, &mut uncertain).await {
-                        Resolved::Landed(batch) => {
-                            // The tree was cut back above; the batch's leaves go on again.
-                            let mut tree = shared.tree.write();
-                            tree.truncate(durable_size);
-                            for e in &batch.entries {
-                                tree.push(e.leaf_hash);
-                            }
-                            Ok(batch)
-                        }
-                        Resolved::Adopted(size) => {
-                            durable_size = size;
-                            Err(AppendError::Unavailable("the log's state was recovered after a lost commit; retry".into()))
-                        }
-                        Resolved::Failed(e) => Err(e),
-                    }
-                }
-                Err(e) => {
-                    shared.tree.write().truncate(durable_size);
-                    Err(AppendError::Storage(e.to_string()))
-                }
+    while let Some(mut p) = rx.recv().await {
+        if !builds_on_durable(&shared, &p) {
+            drop_prepared(&shared, p, reconcile::stale_error());
+            continue;
+        }
+        if p.batch.entries.is_empty() {
+            let size = p.base.size;
+            land_answers(&shared, p, Vec::new(), size);
+            continue;
+        }
+        let storage = shared.storage.clone();
+        let batch = std::mem::replace(&mut p.batch, empty_batch(shared.id));
+        let committed = tokio::task::spawn_blocking(move || {
+            let result = storage.commit(&batch);
+            (batch, result)
+        })
+        .await;
+        let error = match committed {
+            Ok((batch, Ok(()))) => {
+                p.batch = batch;
+                land(&shared, p);
+                continue;
             }
+            Ok((batch, Err(e))) => {
+                p.batch = batch;
+                e
+            }
+            // The blocking task panicked: whether its commit ran is as unknown as a lost answer.
+            Err(e) => StorageError::Backend(format!("the commit task failed: {e}")),
         };
-        match outcome {
-            Ok(batch) => {
-                if !batch.entries.is_empty() {
-                    durable_size = checkpoint.checkpoint.size;
-                    *shared.head.write() = checkpoint.clone();
-                    shared.tree.write().settle(durable_size);
-                    shared.stats.integrated(batch.entries.len(), oldest);
-                }
-                for (reply, e) in fresh.into_iter().zip(batch.entries) {
-                    let _ = reply.send(Ok(Sequenced::New {
-                        index: e.index,
-                        integrated_time: batch.integrated_time,
-                        stamp: e.stamp,
-                        checkpoint: checkpoint.clone(),
-                    }));
-                }
-                let tree = shared.tree.read();
-                for (index, leaf, reply) in repeats {
-                    let _ = reply.send(repeat_answer(index, &leaf, durable_size, |i| tree.leaf(i).ok().flatten()));
-                }
-            }
-            Err(e) => {
-                fail::<()>(fresh.into_iter().chain(repeats.into_iter().map(|r| r.2)), e);
-            }
-        }
-        let mut inflight = shared.inflight.lock();
-        for leaf in leaves {
-            inflight.remove(&leaf);
-        }
-        drop(inflight);
-        shared.in_pipeline.fetch_sub(taken, Ordering::Relaxed);
-    }
-}
-
-enum Resolved {
-    /// The failed commit had landed after all: answer its waiters as usual.
-    Landed(Batch),
-    /// An earlier uncertain batch had landed; memory now matches storage at this size.
-    Adopted(u64),
-    Failed(AppendError),
-}
-
-/// Decides what a failed commit means. A commit that fails may still have landed (its answer
-/// was lost with the connection), so the stored checkpoint is read back: if it is this
-/// batch's, the batch is durable. If the store cannot be read either, the batch is kept as
-/// uncertain, and the next commit's conflict settles it: the stored checkpoint is then that
-/// batch's, which memory adopts, or another writer's.
-async fn resolve(shared: &Arc<Shared>, batch: Batch, checkpoint: &Arc<SignedCheckpoint>, err: StorageError, uncertain: &mut Option<Uncertain>) -> Resolved {
-    let storage = shared.storage.clone();
-    let log = shared.id;
-    let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(log)).await.ok().and_then(Result::ok);
-    match (&err, stored) {
-        (_, Some(Some(cp))) if cp.size == batch.checkpoint.size && cp.note == batch.checkpoint.note => {
-            tracing::warn!(log, size = cp.size, error = %err, "a commit reported failure but had landed; its entries are acknowledged");
-            *uncertain = None;
-            Resolved::Landed(batch)
-        }
-        (StorageError::Conflict { .. }, Some(Some(cp))) => match uncertain.take() {
-            Some(u) if cp.size == u.batch.checkpoint.size && cp.note == u.batch.checkpoint.note => {
-                adopt(shared, &u);
-                tracing::warn!(log, size = cp.size, "an earlier commit whose answer was lost had landed; the log now continues from it");
-                Resolved::Adopted(cp.size)
-            }
-            _ => {
-                tracing::error!(log, error = %err, "another writer moved this log: is a second signet writing to this storage without the sequencer lease?");
-                Resolved::Failed(AppendError::Storage(err.to_string()))
-            }
-        },
-        (_, Some(_)) => Resolved::Failed(append_error(err)),
-        (_, None) => {
-            *uncertain = Some(Uncertain { batch, checkpoint: checkpoint.clone() });
-            Resolved::Failed(append_error(err))
+        if !reconcile::reconcile(&shared, &mut rx, p, error).await {
+            return;
         }
     }
 }
 
-/// Puts an uncertain batch that did land into memory: the tree and the head.
-fn adopt(shared: &Shared, u: &Uncertain) {
-    let mut tree = shared.tree.write();
-    tree.truncate(u.batch.previous_size());
-    for e in &u.batch.entries {
-        tree.push(e.leaf_hash);
+fn empty_batch(log: crate::storage::LogId) -> Batch {
+    Batch { log, integrated_time: 0, entries: Vec::new(), tiles: Vec::new(), leaf_tiles: Vec::new(), checkpoint: StoredCheckpoint { size: 0, note: String::new() } }
+}
+
+/// Whether `p` extends exactly the durable head, in the tree's current generation.
+fn builds_on_durable(shared: &Shared, p: &Prepared) -> bool {
+    let head = shared.head.read();
+    let generation = shared.sequencing.lock().generation;
+    p.generation == generation && p.base == Base { size: head.checkpoint.size, root: head.checkpoint.root_hash }
+}
+
+/// A committed batch: its checkpoint becomes the head, and its waiters are answered.
+fn land(shared: &Shared, p: Prepared) {
+    let answers = p
+        .batch
+        .entries
+        .iter()
+        .map(|e| Sequenced::New { index: e.index, integrated_time: p.batch.integrated_time, stamp: e.stamp.clone(), checkpoint: p.checkpoint.clone() })
+        .collect();
+    let size = p.checkpoint.checkpoint.size;
+    *shared.head.write() = p.checkpoint.clone();
+    shared.tree.write().settle(size);
+    land_answers(shared, p, answers, size);
+}
+
+/// Answers a batch that is durable up to `durable_size`: `answers` for its new entries, in
+/// order, and its repeats from the tree.
+pub(crate) fn land_answers(shared: &Shared, p: Prepared, answers: Vec<Sequenced>, durable_size: u64) {
+    if !p.batch.entries.is_empty() {
+        shared.stats.integrated(p.batch.entries.len(), p.oldest);
     }
-    tree.settle(u.batch.checkpoint.size);
-    drop(tree);
-    *shared.head.write() = u.checkpoint.clone();
+    for (reply, answer) in p.fresh.into_iter().zip(answers) {
+        let _ = reply.send(Ok(answer));
+    }
+    {
+        let tree = shared.tree.read();
+        for (index, leaf, reply) in p.repeats {
+            let _ = reply.send(repeat_answer(index, &leaf, durable_size, |i| tree.leaf(i).ok().flatten()));
+        }
+    }
+    finish(shared, p.taken, &p.batch);
+}
+
+/// Fails every waiter of a batch that will not be committed.
+pub(crate) fn drop_prepared(shared: &Shared, p: Prepared, err: AppendError) {
+    fail::<()>(p.fresh.into_iter().chain(p.repeats.into_iter().map(|r| r.2)), err);
+    finish(shared, p.taken, &p.batch);
+}
+
+/// A batch is answered: its entries leave the in-flight set and the pipeline.
+fn finish(shared: &Shared, taken: usize, batch: &Batch) {
+    let mut inflight = shared.inflight.lock();
+    for e in &batch.entries {
+        // Only this batch's claim: a later batch may hold the same leaf at another index.
+        if inflight.get(&e.leaf_hash) == Some(&e.index) {
+            inflight.remove(&e.leaf_hash);
+        }
+    }
+    drop(inflight);
+    shared.in_pipeline.fetch_sub(taken, Ordering::Relaxed);
 }
 
 pub(crate) fn append_error(e: StorageError) -> AppendError {

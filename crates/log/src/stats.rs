@@ -1,5 +1,6 @@
 //! What a log's sequencer counts for `/metrics`: entries integrated, the size of each batch,
-//! and how long its longest-waiting entry waited for the durable checkpoint.
+//! how long its longest-waiting entry waited for the durable checkpoint, and the reconciles
+//! after commits whose outcome was unknown ([`crate::reconcile`]) with how long each took.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -15,6 +16,8 @@ pub struct LogStats {
     pub integration_seconds: Histogram,
     /// When the newest batch became durable, ms since the epoch (0: none since start).
     pub last_integrated_ms: AtomicU64,
+    pub reconciles: AtomicU64,
+    pub reconcile_seconds: Histogram,
 }
 
 impl Default for LogStats {
@@ -24,6 +27,8 @@ impl Default for LogStats {
             batch_entries: Histogram::new(POWERS_OF_TWO),
             integration_seconds: Histogram::new(INTEGRATION_SECONDS),
             last_integrated_ms: AtomicU64::new(0),
+            reconciles: AtomicU64::new(0),
+            reconcile_seconds: Histogram::new(INTEGRATION_SECONDS),
         }
     }
 }
@@ -38,5 +43,11 @@ impl LogStats {
         }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         self.last_integrated_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// The log reconciled with its storage, in `took`.
+    pub(crate) fn reconciled(&self, took: std::time::Duration) {
+        self.reconciles.fetch_add(1, Ordering::Relaxed);
+        self.reconcile_seconds.observe(took.as_secs_f64());
     }
 }

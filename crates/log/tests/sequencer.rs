@@ -1,8 +1,8 @@
 //! The sequencer under failure: a panic while preparing a batch, and a failed commit, each
 //! cost that batch only, and the entries in it can be appended again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use signet_core::keys::{KeyError, SigningKey};
@@ -22,28 +22,62 @@ impl Stamper for PanickyStamper {
 }
 
 /// SQLite, except that a commit with entries fails while `fail` is set; while `lose_answer`
-/// is set, a commit lands but reports that the connection broke; while `blind` is set, the
-/// latest checkpoint cannot be read.
+/// is set, a commit lands but reports that the connection broke, and so does the commit
+/// numbered `lose_answer_of` (counting commits with entries from 1); while `land_late` is set,
+/// a commit reports that the connection broke and lands only after the next read of the
+/// checkpoint (a COMMIT delayed past the read-back); while `blind` is set, the latest
+/// checkpoint cannot be read. `slow` makes each commit take 20 ms, so that batches are
+/// prepared behind it; `skew` is added to each batch's integrated time as stored.
 struct FlakyStorage {
     inner: SqliteStorage,
     fail: AtomicBool,
     lose_answer: AtomicBool,
+    lose_answer_of: AtomicU64,
+    land_late: AtomicBool,
+    late: Mutex<Option<Batch>>,
     blind: AtomicBool,
+    slow: AtomicBool,
+    skew: AtomicI64,
+    commits: AtomicU64,
 }
 
 impl FlakyStorage {
     fn new(inner: SqliteStorage) -> FlakyStorage {
-        FlakyStorage { inner, fail: AtomicBool::new(false), lose_answer: AtomicBool::new(false), blind: AtomicBool::new(false) }
+        FlakyStorage {
+            inner,
+            fail: AtomicBool::new(false),
+            lose_answer: AtomicBool::new(false),
+            lose_answer_of: AtomicU64::new(0),
+            land_late: AtomicBool::new(false),
+            late: Mutex::new(None),
+            blind: AtomicBool::new(false),
+            slow: AtomicBool::new(false),
+            skew: AtomicI64::new(0),
+            commits: AtomicU64::new(0),
+        }
     }
 }
 
 impl Storage for FlakyStorage {
     fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
-        if !batch.entries.is_empty() && self.fail.load(Ordering::SeqCst) {
+        if batch.entries.is_empty() {
+            return self.inner.commit(batch);
+        }
+        if self.slow.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.fail.load(Ordering::SeqCst) {
             return Err(StorageError::Backend("disk on fire".into()));
         }
-        self.inner.commit(batch)?;
-        if !batch.entries.is_empty() && self.lose_answer.load(Ordering::SeqCst) {
+        let n = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut batch = batch.clone();
+        batch.integrated_time += self.skew.load(Ordering::SeqCst);
+        if self.land_late.load(Ordering::SeqCst) {
+            *self.late.lock().unwrap() = Some(batch);
+            return Err(StorageError::Unavailable("connection reset before COMMIT's answer".into()));
+        }
+        self.inner.commit(&batch)?;
+        if self.lose_answer.load(Ordering::SeqCst) || self.lose_answer_of.load(Ordering::SeqCst) == n {
             return Err(StorageError::Unavailable("connection reset after COMMIT".into()));
         }
         Ok(())
@@ -52,7 +86,11 @@ impl Storage for FlakyStorage {
         if self.blind.load(Ordering::SeqCst) {
             return Err(StorageError::Unavailable("connection refused".into()));
         }
-        self.inner.latest_checkpoint(log)
+        let read = self.inner.latest_checkpoint(log);
+        if let Some(late) = self.late.lock().unwrap().take() {
+            self.inner.commit(&late).unwrap();
+        }
+        read
     }
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError> {
         self.inner.tiles(log, level)
@@ -148,7 +186,8 @@ async fn an_entry_whose_commit_failed_can_be_appended_again() {
 
     storage.fail.store(true, Ordering::SeqCst);
     let failed: Vec<_> = futures_join(&log, &[b"a".as_slice(), b"b", b"c", b"a"]).await;
-    assert!(failed.iter().all(|r| matches!(r, Err(AppendError::Storage(_)))), "{failed:?}");
+    // Each batch's failure is reconciled: storage shows it did not land, so its waiters may retry.
+    assert!(failed.iter().all(|r| matches!(r, Err(AppendError::Unavailable(_)))), "{failed:?}");
     assert_eq!(log.head().checkpoint.size, 1);
     assert_eq!(log.find_leaf(&signet_log::merkle::leaf_hash(b"a")).await.unwrap(), None);
 
@@ -184,30 +223,168 @@ async fn a_commit_whose_answer_was_lost_is_found_and_acknowledged() {
     assert_eq!(storage.inner.latest_checkpoint(1).unwrap().unwrap().note, log.head().note);
 }
 
-/// The same, when the checkpoint cannot be read back either: the entry's request fails (it
-/// may be retried, and is then a duplicate), the next commit conflicts, and the log adopts
-/// the batch that did land rather than stalling or forking.
+/// The same, when the checkpoint cannot be read back either: the entry's request fails
+/// after `ANSWER_WITHIN` (it may be retried, and is then a duplicate), nothing is committed
+/// while storage is unreadable, and once it can be read the log adopts the batch that did
+/// land, rather than stalling or forking.
 #[tokio::test]
-async fn a_lost_commit_that_cannot_be_checked_is_adopted_at_the_next_conflict() {
+async fn a_lost_commit_that_cannot_be_checked_is_adopted_once_storage_answers() {
     let dir = tempfile::tempdir().unwrap();
     let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
     let log = Log::open(config(None), storage.clone()).await.unwrap();
     storage.lose_answer.store(true, Ordering::SeqCst);
     storage.blind.store(true, Ordering::SeqCst);
+    let started = std::time::Instant::now();
     assert!(matches!(log.append(b"landed".to_vec(), None).await, Err(AppendError::Unavailable(_))));
+    assert!(started.elapsed() >= signet_log::reconcile::ANSWER_WITHIN);
     assert_eq!(log.head().checkpoint.size, 0);
     storage.lose_answer.store(false, Ordering::SeqCst);
+    // While storage cannot be read, nothing is prepared or committed.
+    assert!(matches!(log.append(b"meanwhile".to_vec(), None).await, Err(AppendError::Unavailable(_))));
+    assert_eq!(storage.inner.latest_checkpoint(1).unwrap().unwrap().size, 1);
     storage.blind.store(false, Ordering::SeqCst);
 
-    // This batch was built on size 0 and conflicts with the landed one, which is adopted.
-    assert!(log.append(b"second".to_vec(), None).await.is_err());
-    assert_eq!(log.head().checkpoint.size, 1);
+    wait_for_size(&log, 1).await;
     assert!(matches!(log.append(b"landed".to_vec(), None).await.unwrap(), Sequenced::Duplicate { index: 0 }));
     assert!(matches!(log.append(b"second".to_vec(), None).await.unwrap(), Sequenced::New { index: 1, .. }));
     let (head, stored) = (log.head(), storage.inner.latest_checkpoint(1).unwrap().unwrap());
     assert_eq!((head.checkpoint.size, &head.note), (2, &stored.note));
     let proof = log.inclusion_proof(0, 2).unwrap();
     signet_core::merkle::verify_inclusion(&signet_log::merkle::leaf_hash(b"landed"), 0, 2, &proof, &log.root(2).unwrap()).unwrap();
+}
+
+/// Issue 41: a commit whose answer is lost while batches are already prepared behind it.
+/// Those batches were built on a tree that storage may not have: they are dropped (503), the
+/// tree is rebuilt from storage, and what is acknowledged is exactly what is stored, each
+/// entry at its index with a proof that verifies, under one history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_with_batches_prepared_behind_it_forks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let cfg = LogConfig { batch: BatchPolicy { max_entries: 4, max_delay: Duration::from_millis(1) }, ..config(None) };
+    let log = Log::open(cfg, storage.clone()).await.unwrap();
+    storage.slow.store(true, Ordering::SeqCst);
+    storage.lose_answer_of.store(3, Ordering::SeqCst);
+
+    let bodies: Vec<Vec<u8>> = (0..64).map(|i| format!("entry {i}").into_bytes()).collect();
+    let results = futures_join(&log, &bodies.iter().map(Vec::as_slice).collect::<Vec<_>>()).await;
+    let mut acknowledged: Vec<(u64, &[u8])> = Vec::new();
+    let mut retry = Vec::new();
+    for (body, r) in bodies.iter().zip(&results) {
+        match r {
+            Ok(Sequenced::New { index, .. }) => acknowledged.push((*index, body)),
+            Ok(other) => panic!("no entry was a duplicate, got {other:?}"),
+            Err(e) => retry.push((body.as_slice(), e)),
+        }
+    }
+    check_one_history(&log, &storage.inner, &acknowledged, true);
+    assert!(!retry.is_empty(), "the batches behind the lost answer were dropped");
+    assert!(retry.iter().all(|(_, e)| matches!(e, AppendError::Unavailable(_))), "a dropped entry is told to retry: {retry:?}");
+    assert!(acknowledged.iter().any(|&(i, _)| (8..12).contains(&i)), "the batch whose answer was lost had landed and is acknowledged");
+    let retry: Vec<&[u8]> = retry.into_iter().map(|(b, _)| b).collect();
+
+    // The dropped entries go in on retry, on top of the same history.
+    storage.slow.store(false, Ordering::SeqCst);
+    for (body, r) in retry.iter().zip(futures_join(&log, &retry).await) {
+        match r.unwrap() {
+            Sequenced::New { index, .. } => acknowledged.push((index, body)),
+            other => panic!("a retried entry is new, got {other:?}"),
+        }
+    }
+    check_one_history(&log, &storage.inner, &acknowledged, true);
+    assert_eq!(log.head().checkpoint.size, 64);
+}
+
+/// Issue 41: a COMMIT that lands after the read-back said it had not. The entry was answered
+/// 503; the next commit conflicts with what landed, and the log adopts it instead of failing
+/// every commit from then on.
+#[tokio::test]
+async fn a_commit_that_lands_after_its_read_back_is_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let log = Log::open(config(None), storage.clone()).await.unwrap();
+    storage.land_late.store(true, Ordering::SeqCst);
+    assert!(matches!(log.append(b"late".to_vec(), None).await, Err(AppendError::Unavailable(_))));
+    storage.land_late.store(false, Ordering::SeqCst);
+    assert_eq!(storage.inner.latest_checkpoint(1).unwrap().unwrap().size, 1, "the delayed COMMIT landed after the read-back");
+    assert_eq!(log.head().checkpoint.size, 0);
+
+    // This batch extends size 0 and conflicts; the log reconciles to what landed.
+    assert!(matches!(log.append(b"after".to_vec(), None).await, Err(AppendError::Unavailable(_))));
+    assert_eq!(log.head().checkpoint.size, 1);
+    assert!(matches!(log.append(b"after".to_vec(), None).await.unwrap(), Sequenced::New { index: 1, .. }));
+    assert!(matches!(log.append(b"late".to_vec(), None).await.unwrap(), Sequenced::Duplicate { index: 0 }));
+    check_one_history(&log, &storage.inner, &[(0, b"late"), (1, b"after")], true);
+}
+
+/// Issue 41: integrated times never go backwards within a log, across a restart or takeover
+/// by an instance whose clock is behind the one that wrote last.
+#[tokio::test]
+async fn integrated_time_never_goes_backwards_across_a_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let key = Arc::new(SigningKey::generate().unwrap());
+    let cfg = || LogConfig { key: key.clone(), ..config(None) };
+    let log = Log::open(cfg(), storage.clone()).await.unwrap();
+    // The last writer's clock was 15 minutes ahead of this one's.
+    storage.skew.store(900, Ordering::SeqCst);
+    log.append(b"ahead".to_vec(), None).await.unwrap();
+    storage.skew.store(0, Ordering::SeqCst);
+    let ahead = storage.inner.entry(1, 0).unwrap().unwrap().integrated_time;
+    drop(log);
+
+    let log = Log::open(cfg(), storage.clone()).await.unwrap();
+    match log.append(b"next".to_vec(), None).await.unwrap() {
+        Sequenced::New { index: 1, integrated_time, .. } => assert!(integrated_time >= ahead, "{integrated_time} < {ahead}"),
+        other => panic!("expected a new entry, got {other:?}"),
+    }
+    assert!(storage.inner.entry(1, 1).unwrap().unwrap().integrated_time >= ahead);
+}
+
+/// Checks from outside that the log shows one history: the stored checkpoint is the log's
+/// head; its root is the root of the stored entries (computed here, not by the log); each
+/// acknowledged entry is stored at its index, once, with an inclusion proof that verifies;
+/// and, if `exact`, nothing is stored that was not acknowledged.
+fn check_one_history(log: &Log, storage: &SqliteStorage, acknowledged: &[(u64, &[u8])], exact: bool) {
+    let head = log.head();
+    let stored = storage.latest_checkpoint(1).unwrap().unwrap();
+    assert_eq!((head.checkpoint.size, &head.note), (stored.size, &stored.note), "the head is the stored checkpoint");
+    let entries = storage.entries(1, 0, stored.size).unwrap();
+    assert_eq!(entries.len() as u64, stored.size);
+    let leaves: Vec<[u8; 32]> = entries.iter().map(|e| signet_core::merkle::leaf_hash(&e.body)).collect();
+    assert_eq!(tree_hash(&leaves), head.checkpoint.root_hash, "the checkpoint's root is the stored entries' root");
+    let mut indices: Vec<u64> = acknowledged.iter().map(|a| a.0).collect();
+    indices.sort();
+    indices.dedup();
+    assert_eq!(indices.len(), acknowledged.len(), "no index was acknowledged twice");
+    for &(index, body) in acknowledged {
+        assert_eq!(entries[index as usize].body, body, "entry {index} is the acknowledged one");
+        let proof = log.inclusion_proof(index, stored.size).unwrap();
+        signet_core::merkle::verify_inclusion(&leaves[index as usize], index, stored.size, &proof, &head.checkpoint.root_hash).unwrap();
+    }
+    if exact {
+        assert_eq!(acknowledged.len() as u64, stored.size, "every stored entry was acknowledged");
+    }
+}
+
+/// RFC 6962's Merkle tree hash, written out: the checker's own, not the log's.
+fn tree_hash(leaves: &[[u8; 32]]) -> [u8; 32] {
+    match leaves.len() {
+        0 => signet_core::merkle::empty_root(),
+        1 => leaves[0],
+        n => {
+            let k = 1usize << (usize::BITS - 1 - (n - 1).leading_zeros());
+            signet_core::merkle::node_hash(&tree_hash(&leaves[..k]), &tree_hash(&leaves[k..]))
+        }
+    }
+}
+
+async fn wait_for_size(log: &Log, size: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while log.head().checkpoint.size < size {
+        assert!(std::time::Instant::now() < deadline, "the log reached size {size}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 async fn futures_join(log: &Log, bodies: &[&[u8]]) -> Vec<Result<Sequenced, AppendError>> {

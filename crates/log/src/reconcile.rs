@@ -1,0 +1,266 @@
+//! Reconciling: what the committer does when it no longer knows what storage holds.
+//!
+//! A commit that fails may still have landed (its answer was lost with the connection), or
+//! may land later (a COMMIT delayed in the network); a commit refused as a conflict means
+//! storage moved without this committer. In each case memory may no longer match storage,
+//! and every batch prepared since was built on memory. Guessing here is how a log forks:
+//! a prepared batch committed on a state it was not built on, or a checkpoint signed over a
+//! tree that is not the stored one.
+//!
+//! So there is one state for all of them. The committer stops preparing (the preparer sees
+//! [`Sequencing::reconciling`]) and drops every prepared batch, reads the stored checkpoint
+//! until it gets an answer, and rebuilds the tree's edge from the stored entries, checking
+//! the checkpoint's signature and root as a follower does. Only then does it answer the
+//! uncertain batch's waiters, from what is durable: 201 if their entries are stored at their
+//! indices, 503 (retry) if not. A generation number, bumped under the tree's lock whenever the
+//! tree is rebuilt, marks every batch prepared before as stale, so none is ever committed on
+//! a state it was not built on.
+//!
+//! If storage cannot be read, the uncertain batch's waiters get a 503 after
+//! [`ANSWER_WITHIN`], and the committer keeps reading: nothing is committed, signed for
+//! commit, or answered from a guessed state in the meantime.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use signet_core::hash::Hash;
+use tokio::sync::mpsc;
+
+use crate::checkpoint::{self, SignedCheckpoint};
+use crate::log::{AppendError, Shared};
+use crate::sequencer::{self, Prepared, Sequenced};
+use crate::storage::{EntryKeys, StorageError, StoredCheckpoint};
+
+/// How long the waiters of a commit whose outcome is unknown wait for it before they get a
+/// 503: a client's retry is then answered as a duplicate if the entry did land.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+/// The longest pause between two reads of the stored checkpoint while it cannot be read.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A batch's base: the tree it extends. The committer commits a batch only if its base is
+/// the durable head, and it was prepared in the current generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Base {
+    pub size: u64,
+    pub root: Hash,
+}
+
+/// What the preparer and the committer share about the tree's state. Changed only while the
+/// tree's write lock is held too, so that it always describes that tree.
+#[derive(Debug, Default)]
+pub(crate) struct Sequencing {
+    /// Bumped whenever the tree is rebuilt from storage: batches prepared before are stale.
+    pub generation: u64,
+    /// The tree the next batch extends (the last prepared batch's result, or the durable
+    /// head); `None` until the sequencer starts.
+    pub tip: Option<Base>,
+    /// Set while the committer reconciles: the preparer prepares nothing.
+    pub reconciling: bool,
+    /// The latest integrated time handed out: the next batch's is never earlier, whatever
+    /// this instance's clock says (a takeover by an instance whose clock is behind).
+    pub last_time: i64,
+}
+
+/// Why a waiting entry was not logged while the log reconciled; the client should retry.
+fn reconciling_error() -> AppendError {
+    AppendError::Unavailable("the log is reconciling with its storage after a commit whose outcome was unknown; retry".into())
+}
+
+pub(crate) fn stale_error() -> AppendError {
+    AppendError::Unavailable("the log was reconciled with its storage while this batch waited; retry".into())
+}
+
+/// Reconciles after `uncertain`'s commit failed with `cause`. Returns `false` if the
+/// sequencer stopped meanwhile (its channel closed).
+pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prepared>, uncertain: Prepared, cause: StorageError) -> bool {
+    let started = Instant::now();
+    {
+        let _tree = shared.tree.write();
+        let mut seq = shared.sequencing.lock();
+        seq.reconciling = true;
+        seq.generation += 1;
+    }
+    tracing::warn!(log = shared.id, error = %cause, size = uncertain.batch.checkpoint.size, "a commit's outcome is unknown; reconciling with storage");
+    let mut uncertain = Some(uncertain);
+    let mut backoff = Duration::from_millis(10);
+    let mut failing = false;
+    loop {
+        match settle(shared).await {
+            Ok((keys, head)) => {
+                if let Some(p) = uncertain.take() {
+                    answer_uncertain(shared, p, &keys, &head).await;
+                }
+                shared.sequencing.lock().reconciling = false;
+                shared.stats.reconciled(started.elapsed());
+                tracing::info!(log = shared.id, size = head.checkpoint.size, took_ms = started.elapsed().as_millis() as u64, "reconciled with storage");
+                return true;
+            }
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(log = shared.id, error = %e, "cannot read the stored state yet; nothing is committed until it can be");
+            }
+            Err(_) => {}
+        }
+        if started.elapsed() >= ANSWER_WITHIN {
+            if let Some(p) = uncertain.take() {
+                sequencer::drop_prepared(shared, p, reconciling_error());
+            }
+        }
+        // Batches the preparer sent before it saw the reconcile are stale: fail them while waiting.
+        let pause = tokio::time::sleep(backoff);
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                _ = &mut pause => break,
+                next = rx.recv() => match next {
+                    Some(p) => sequencer::drop_prepared(shared, p, reconciling_error()),
+                    None => {
+                        if let Some(p) = uncertain.take() {
+                            sequencer::drop_prepared(shared, p, reconciling_error());
+                        }
+                        return false;
+                    }
+                },
+            }
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Reads the stored checkpoint and rebuilds memory from it. Returns the stored keys past the
+/// old durable size, and the new head.
+async fn settle(shared: &Arc<Shared>) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoint>), StorageError> {
+    let (storage, id) = (shared.storage.clone(), shared.id);
+    let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
+        .await
+        .map_err(|e| StorageError::Backend(e.to_string()))??;
+    let from = shared.head.read().checkpoint.size;
+    let adopted = match stored {
+        Some(stored) if stored.size < from => Err(StorageError::Corrupt(format!(
+            "log {id}: storage holds a checkpoint of size {} but {from} entries were durable here (was it restored from a backup?)",
+            stored.size
+        ))),
+        Some(stored) => adopt_stored(shared, from, stored).await,
+        None if from == 0 => {
+            let head = shared.head.read().clone();
+            rebuild(shared, from, &[], &head)?;
+            Ok((Vec::new(), head))
+        }
+        None => Err(StorageError::Corrupt(format!("log {id}: storage holds no checkpoint but {from} entries were durable here"))),
+    }?;
+    // The newest stored time bounds the next one (another instance may have written it).
+    if let Some(last) = adopted.1.checkpoint.size.checked_sub(1) {
+        let storage = shared.storage.clone();
+        if let Ok(Ok(Some(e))) = tokio::task::spawn_blocking(move || storage.entry(id, last)).await {
+            let mut seq = shared.sequencing.lock();
+            seq.last_time = seq.last_time.max(e.integrated_time);
+        }
+    }
+    Ok(adopted)
+}
+
+/// Extends memory from durable size `from` to `stored`, after checking its signature with
+/// this log's key and its root against the stored entries' leaf hashes. Returns the stored
+/// keys past `from` and the new head. Followers catch up through this too.
+pub(crate) async fn adopt_stored(
+    shared: &Arc<Shared>,
+    from: u64,
+    stored: StoredCheckpoint,
+) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoint>), StorageError> {
+    const CHUNK: u64 = 65_536;
+    let id = shared.id;
+    let corrupt = |why: String| StorageError::Corrupt(format!("log {id}, checkpoint of size {}: {why}", stored.size));
+    let parsed = checkpoint::verify(&stored.note, shared.signer.name(), shared.signer.key().spki_der())
+        .map_err(|e| corrupt(format!("does not verify with this instance's key for the log: {e}")))?;
+    if parsed.size != stored.size || parsed.origin != shared.origin {
+        return Err(corrupt(format!("its note says origin {:?} and size {}", parsed.origin, parsed.size)));
+    }
+    let wanted = stored.size.saturating_sub(from);
+    let mut keys = Vec::with_capacity(wanted.min(CHUNK) as usize);
+    while (keys.len() as u64) < wanted {
+        let (storage, start) = (shared.storage.clone(), from + keys.len() as u64);
+        let count = CHUNK.min(stored.size - start);
+        let chunk = tokio::task::spawn_blocking(move || storage.keys(id, start, count))
+            .await
+            .map_err(|e| StorageError::Backend(e.to_string()))??;
+        if chunk.is_empty() {
+            break;
+        }
+        keys.extend(chunk);
+    }
+    if keys.len() as u64 != wanted {
+        return Err(corrupt(format!("storage holds {} of its entries past {from}", keys.len())));
+    }
+    let head = Arc::new(SignedCheckpoint { checkpoint: parsed, note: stored.note });
+    rebuild(shared, from, &keys, &head).map_err(|e| corrupt(e.to_string()))?;
+    Ok((keys, head))
+}
+
+/// Puts the tree at `from` plus `keys`, checks its root against `head`, and makes `head` the
+/// head; a new generation starts. On a mismatch the tree is left at `from`.
+fn rebuild(shared: &Shared, from: u64, keys: &[EntryKeys], head: &Arc<SignedCheckpoint>) -> Result<(), StorageError> {
+    let size = head.checkpoint.size;
+    {
+        let mut tree = shared.tree.write();
+        let mut seq = shared.sequencing.lock();
+        seq.generation += 1;
+        tree.truncate(from);
+        for k in keys {
+            tree.push(k.leaf_hash);
+        }
+        let root = tree.root(size).map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        if root != head.checkpoint.root_hash {
+            tree.truncate(from);
+            seq.tip = None;
+            return Err(StorageError::Corrupt("its root is not the root of the stored entries".into()));
+        }
+        tree.settle(size);
+        seq.tip = Some(Base { size, root });
+    }
+    *shared.head.write() = head.clone();
+    Ok(())
+}
+
+/// Answers the batch whose commit was in doubt, from what storage holds: its entries are
+/// logged if the stored leaves at its indices are theirs.
+async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[EntryKeys], head: &Arc<SignedCheckpoint>) {
+    // The batch extended the old durable size, which is where `stored_keys` start.
+    let landed = stored_keys.len() >= p.batch.entries.len()
+        && p.batch.entries.iter().zip(stored_keys).all(|(e, k)| e.leaf_hash == k.leaf_hash);
+    if !landed {
+        tracing::warn!(log = shared.id, size = p.batch.checkpoint.size, "the commit in doubt did not land; its entries are not logged");
+        sequencer::drop_prepared(shared, p, AppendError::Unavailable("the log's commit of this entry did not land; retry".into()));
+        return;
+    }
+    tracing::warn!(log = shared.id, size = p.batch.checkpoint.size, "the commit in doubt had landed; its entries are acknowledged");
+    let answers: Result<Vec<Sequenced>, AppendError> = if head.note == p.batch.checkpoint.note {
+        Ok(p.batch
+            .entries
+            .iter()
+            .map(|e| Sequenced::New { index: e.index, integrated_time: p.batch.integrated_time, stamp: e.stamp.clone(), checkpoint: head.clone() })
+            .collect())
+    } else {
+        // Storage moved on past this batch: its times and stamps are read back as stored.
+        let (storage, id) = (shared.storage.clone(), shared.id);
+        let indices: Vec<u64> = p.batch.entries.iter().map(|e| e.index).collect();
+        let wanted = indices.clone();
+        match tokio::task::spawn_blocking(move || storage.receipts(id, &wanted)).await {
+            Ok(Ok(found)) => indices
+                .iter()
+                .map(|&index| {
+                    found
+                        .iter()
+                        .find(|r| r.0 == index)
+                        .map(|(_, time, stamp)| Sequenced::New { index, integrated_time: *time, stamp: stamp.clone(), checkpoint: head.clone() })
+                        .ok_or_else(|| AppendError::Storage(format!("entry {index} is covered by the checkpoint but not stored")))
+                })
+                .collect(),
+            Ok(Err(e)) => Err(sequencer::append_error(e)),
+            Err(e) => Err(AppendError::Storage(e.to_string())),
+        }
+    };
+    match answers {
+        Ok(answers) => sequencer::land_answers(shared, p, answers, head.checkpoint.size),
+        Err(e) => sequencer::drop_prepared(shared, p, e),
+    }
+}
