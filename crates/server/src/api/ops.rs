@@ -127,6 +127,16 @@ fn services(state: &AppState, text: &mut String) {
     for (name, log) in &logs {
         log.stats().integration_seconds.render(text, "signet_log_integration_seconds", &format!("log=\"{name}\""));
     }
+    text.push_str("# HELP signet_log_reconciles_total Times the log rebuilt its state from storage after a commit whose outcome was unknown.\n");
+    text.push_str("# TYPE signet_log_reconciles_total counter\n");
+    for (name, log) in &logs {
+        let _ = writeln!(text, "signet_log_reconciles_total{{log=\"{name}\"}} {}", log.stats().reconciles.load(Ordering::Relaxed));
+    }
+    text.push_str("# HELP signet_log_reconcile_seconds From a commit's failure to the log's state rebuilt from storage.\n");
+    text.push_str("# TYPE signet_log_reconcile_seconds histogram\n");
+    for (name, log) in &logs {
+        log.stats().reconcile_seconds.render(text, "signet_log_reconcile_seconds", &format!("log=\"{name}\""));
+    }
     text.push_str("# HELP signet_log_checkpoint_age_seconds Seconds since this instance last integrated a batch into the log (absent before the first).\n");
     text.push_str("# TYPE signet_log_checkpoint_age_seconds gauge\n");
     let now = now_secs();
