@@ -155,6 +155,9 @@ fn every_metric_the_dashboard_and_the_alerts_read_is_exported() {
     assert!(value("signet_log_entries_appended_total{log=\"ct\"}") >= 1.0, "the certificate's precertificate");
     assert_eq!(value("signet_log_sequencer{log=\"rekor_v2\"}"), 1.0);
     assert!(value("signet_log_integration_seconds_count{log=\"rekor_v2\"}") >= 1.0);
+    // No commit failed, so no reconcile: the counter and the histogram are there, at zero.
+    assert_eq!(value("signet_log_reconciles_total{log=\"rekor_v2\"}"), 0.0);
+    assert_eq!(value("signet_log_reconcile_seconds_count{log=\"rekor_v2\"}"), 0.0);
     for role in ["root", "targets", "snapshot", "timestamp"] {
         assert!(value(&format!("signet_tuf_expiry_timestamp_seconds{{role=\"{role}\"}}")) > 1.7e9);
     }
