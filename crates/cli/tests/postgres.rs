@@ -107,7 +107,8 @@ impl Drop for OwnCluster {
 
 /// Issue 18, "Database down": stop PostgreSQL under load. Clients get clean 503s with
 /// Retry-After (never a 500, never a hang), reads served from memory go on, and appends
-/// succeed again once the database is back, with no restart of signet.
+/// succeed again once the database is back, with no restart of signet. Issue 41: past a lease
+/// lifetime without a renewal, `/readyz` says the sequencer stepped down, until it renews.
 #[test]
 fn a_database_outage_costs_503s_and_heals_without_a_restart() {
     if postgres_database().is_none() {
@@ -149,6 +150,16 @@ fn a_database_outage_costs_503s_and_heals_without_a_restart() {
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("storage is unavailable"), "{}", r.text());
     assert!(started.elapsed() < Duration::from_secs(6), "the refusal took {:?}", started.elapsed());
+    // A lease lifetime (3 s) without a renewal: the sequencer steps down and says so.
+    let down = Instant::now();
+    loop {
+        let r = get(&agent, &format!("{}/readyz", server.url)).unwrap();
+        if r.status == 503 && r.text().contains("stepped down") {
+            break;
+        }
+        assert!(down.elapsed() < Duration::from_secs(10), "/readyz did not report the step-down: {} {}", r.status, r.text());
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     cluster.pg_ctl(&["start"]);
     let healed = Instant::now();
@@ -163,6 +174,12 @@ fn a_database_outage_costs_503s_and_heals_without_a_restart() {
     }
     stop.store(true, Ordering::Relaxed);
     writers.into_iter().for_each(|h| h.join().unwrap());
+    // The renewal succeeded again (the lease was still this instance's): ready again.
+    let back = Instant::now();
+    while get(&agent, &format!("{}/readyz", server.url)).unwrap().status != 200 {
+        assert!(back.elapsed() < Duration::from_secs(10), "/readyz did not recover after the outage");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     let statuses = statuses.lock().unwrap();
     let refused: Vec<_> = statuses.iter().filter(|(s, _)| *s != 201).collect();

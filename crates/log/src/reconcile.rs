@@ -81,6 +81,13 @@ pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prep
         seq.generation += 1;
     }
     tracing::warn!(log = shared.id, error = %cause, size = uncertain.batch.checkpoint.size, "a commit's outcome is unknown; reconciling with storage");
+    // What the waiters hear if their batch did not land: the cause's own answer where it is
+    // definite (a full disk is 507, and the batches behind would have met it too), else a retry.
+    let (not_landed, dropped) = match cause {
+        StorageError::Full(m) => (AppendError::Full(m.clone()), AppendError::Full(m)),
+        StorageError::Conflict { .. } => (reconciling_error(), reconciling_error()),
+        other => (sequencer::append_error(other), reconciling_error()),
+    };
     let mut uncertain = Some(uncertain);
     let mut backoff = Duration::from_millis(10);
     let mut failing = false;
@@ -88,7 +95,7 @@ pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prep
         match settle(shared).await {
             Ok((keys, head)) => {
                 if let Some(p) = uncertain.take() {
-                    answer_uncertain(shared, p, &keys, &head).await;
+                    answer_uncertain(shared, p, &keys, &head, not_landed).await;
                 }
                 shared.sequencing.lock().reconciling = false;
                 shared.stats.reconciled(started.elapsed());
@@ -113,7 +120,7 @@ pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prep
             tokio::select! {
                 _ = &mut pause => break,
                 next = rx.recv() => match next {
-                    Some(p) => sequencer::drop_prepared(shared, p, reconciling_error()),
+                    Some(p) => sequencer::drop_prepared(shared, p, dropped.clone()),
                     None => {
                         if let Some(p) = uncertain.take() {
                             sequencer::drop_prepared(shared, p, reconciling_error());
@@ -223,13 +230,13 @@ fn rebuild(shared: &Shared, from: u64, keys: &[EntryKeys], head: &Arc<SignedChec
 
 /// Answers the batch whose commit was in doubt, from what storage holds: its entries are
 /// logged if the stored leaves at its indices are theirs.
-async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[EntryKeys], head: &Arc<SignedCheckpoint>) {
+async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[EntryKeys], head: &Arc<SignedCheckpoint>, not_landed: AppendError) {
     // The batch extended the old durable size, which is where `stored_keys` start.
     let landed = stored_keys.len() >= p.batch.entries.len()
         && p.batch.entries.iter().zip(stored_keys).all(|(e, k)| e.leaf_hash == k.leaf_hash);
     if !landed {
         tracing::warn!(log = shared.id, size = p.batch.checkpoint.size, "the commit in doubt did not land; its entries are not logged");
-        sequencer::drop_prepared(shared, p, AppendError::Unavailable("the log's commit of this entry did not land; retry".into()));
+        sequencer::drop_prepared(shared, p, not_landed);
         return;
     }
     tracing::warn!(log = shared.id, size = p.batch.checkpoint.size, "the commit in doubt had landed; its entries are acknowledged");

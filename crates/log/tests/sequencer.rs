@@ -186,8 +186,10 @@ async fn an_entry_whose_commit_failed_can_be_appended_again() {
 
     storage.fail.store(true, Ordering::SeqCst);
     let failed: Vec<_> = futures_join(&log, &[b"a".as_slice(), b"b", b"c", b"a"]).await;
-    // Each batch's failure is reconciled: storage shows it did not land, so its waiters may retry.
-    assert!(failed.iter().all(|r| matches!(r, Err(AppendError::Unavailable(_)))), "{failed:?}");
+    // Each batch's failure is reconciled: storage shows it did not land, and its waiters hear
+    // the failure's own cause (the batches dropped behind it: a retry).
+    assert!(failed.iter().all(|r| matches!(r, Err(AppendError::Storage(_) | AppendError::Unavailable(_)))), "{failed:?}");
+    assert!(failed.iter().any(|r| matches!(r, Err(AppendError::Storage(e)) if e.contains("disk on fire"))), "{failed:?}");
     assert_eq!(log.head().checkpoint.size, 1);
     assert_eq!(log.find_leaf(&signet_log::merkle::leaf_hash(b"a")).await.unwrap(), None);
 

@@ -574,3 +574,41 @@ fn the_queue_keeps_the_identity() {
     let got: Vec<QueuedEntry> = q.dequeue(1, 10).unwrap().into_iter().map(|(_, e)| e).collect();
     assert_eq!(got, sent);
 }
+
+/// Issue 41: a row lock held elsewhere (a paused writer, an operator's open transaction) fails
+/// a commit with `Unavailable` within the writer's lock timeout, instead of holding it until
+/// the lock is released; once it is, the same store commits again.
+#[test]
+fn a_commit_behind_a_held_row_lock_fails_within_the_lock_timeout() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let s = PostgresStorage::open(&db).unwrap();
+    s.commit(&batch(1, 0, 2, 1)).unwrap();
+
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let url = db.clone();
+    let holder = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let (mut client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(conn);
+            let tx = client.transaction().await.unwrap();
+            tx.query("SELECT size FROM checkpoints WHERE log = 1 FOR UPDATE", &[]).await.unwrap();
+            locked_tx.send(()).unwrap();
+            let _ = tokio::task::spawn_blocking(move || released.recv_timeout(Duration::from_secs(30))).await;
+            tx.rollback().await.unwrap();
+        });
+    });
+    locked.recv().unwrap();
+    let started = std::time::Instant::now();
+    let held = s.commit(&batch(1, 2, 4, 2));
+    assert!(matches!(held, Err(StorageError::Unavailable(_))), "{held:?}");
+    assert!(started.elapsed() < Duration::from_secs(8), "failed after {:?}", started.elapsed());
+    assert_eq!(s.latest_checkpoint(1).unwrap().unwrap().size, 2, "nothing was written");
+
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    s.commit(&batch(1, 2, 4, 2)).unwrap();
+    assert_eq!(s.latest_checkpoint(1).unwrap().unwrap().size, 4);
+}

@@ -115,6 +115,15 @@ pub async fn acquire(store: Arc<PostgresStorage>, holder: String) -> Result<Leas
 }
 
 static RENEW_FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Set while the lease has gone a lifetime without a successful renewal.
+static STEPPED_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this instance has stepped down: its lease went a whole [`TTL`] without a renewal,
+/// so another instance may be sequencing by now, and what this one serves may be stale.
+/// `/readyz` says so, so that a load balancer sends clients elsewhere.
+pub fn stepped_down() -> bool {
+    STEPPED_DOWN.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Renewals of the sequencer lease that failed since start (the database did not answer).
 pub fn renew_failures() -> u64 {
@@ -123,17 +132,26 @@ pub fn renew_failures() -> u64 {
 
 /// Renews `lease` for as long as the process runs. If another instance has taken it over,
 /// stops the process: its commits are already fenced, and a process manager's restart makes
-/// it a standby. A database that cannot be reached is retried: the epoch, not the renewal,
-/// keeps writes safe.
+/// it a standby. A database that cannot be reached is retried (the epoch, not the renewal,
+/// keeps writes safe), but after a lease lifetime without a renewal the instance steps down
+/// ([`stepped_down`]) until a renewal succeeds: the lease is then still its own.
 pub fn keep(store: Arc<PostgresStorage>, lease: Lease) {
     tokio::spawn(async move {
         let mut failing = false;
+        let mut renewed = std::time::Instant::now();
         loop {
             tokio::time::sleep(RENEW_EVERY).await;
             let (s, l) = (store.clone(), lease.clone());
-            match tokio::task::spawn_blocking(move || s.renew_lease(&l, TTL)).await {
+            let outcome = tokio::task::spawn_blocking(move || s.renew_lease(&l, TTL)).await;
+            if !matches!(outcome, Ok(Ok(true))) && renewed.elapsed() >= TTL && !STEPPED_DOWN.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::error!(epoch = lease.epoch, since = ?renewed.elapsed(), "the sequencer lease was not renewed for its whole lifetime: stepping down (/readyz answers 503) until a renewal succeeds");
+            }
+            match outcome {
                 Ok(Ok(true)) => {
-                    if failing {
+                    renewed = std::time::Instant::now();
+                    if STEPPED_DOWN.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        tracing::info!(epoch = lease.epoch, "the sequencer lease is renewed again, still this instance's: ready");
+                    } else if failing {
                         tracing::info!("the sequencer lease is renewed again");
                     }
                     failing = false;

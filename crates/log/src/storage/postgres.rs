@@ -230,6 +230,11 @@ fn classify(e: tokio_postgres::Error) -> StorageError {
         if *code == SqlState::DISK_FULL || *code == SqlState::OUT_OF_MEMORY || *code == SqlState::INSUFFICIENT_RESOURCES {
             return StorageError::Full(format!("PostgreSQL: {}", db.message()));
         }
+        // A bound of the writer's session ([`WRITER_SESSION`]) ended the statement: someone else
+        // holds what it needs, and a retry (perhaps on another instance) may succeed.
+        if *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED || *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT {
+            return StorageError::Unavailable(format!("PostgreSQL: {}", db.message()));
+        }
         if *code == SqlState::ADMIN_SHUTDOWN
             || *code == SqlState::CRASH_SHUTDOWN
             || *code == SqlState::CANNOT_CONNECT_NOW
@@ -469,9 +474,22 @@ impl PostgresStorage {
 }
 
 /// The writer connection, made anew if it broke.
+/// The bounds of the writer's session. A row lock held elsewhere (a paused instance, an
+/// operator's open transaction) fails a commit after `lock_timeout` instead of holding every
+/// append; a statement that runs away ends after `statement_timeout`; and a writer stopped
+/// mid-transaction (SIGSTOP, a partition) has its session ended by the server after
+/// `idle_in_transaction_session_timeout`, which frees the lease row it locked, so that a
+/// follower's takeover waits at most that long for it.
+const WRITER_SESSION: &str = "SET lock_timeout = '3s'; SET statement_timeout = '10s'; SET idle_in_transaction_session_timeout = '5s'";
+/// How long a commit may take, end to end, before its outcome counts as unknown and its
+/// connection is dropped (the sequencer then reconciles).
+const COMMIT_DEADLINE: Duration = Duration::from_secs(15);
+
 async fn writer<'a>(pool: &Pool, slot: &'a mut Option<Client>) -> Result<&'a mut Client, StorageError> {
     if slot.as_ref().is_none_or(|c| c.is_closed()) {
-        *slot = Some(pool.connect_client().await?);
+        let client = pool.connect_client().await?;
+        client.batch_execute(WRITER_SESSION).await.map_err(classify)?;
+        *slot = Some(client);
     }
     slot.as_mut().ok_or_else(|| StorageError::Unavailable("PostgreSQL: no connection".into()))
 }
@@ -542,7 +560,14 @@ impl Storage for PostgresStorage {
         self.block(move |pool| async move {
             let mut slot = pool.writer.lock().await;
             let client = writer(&pool, &mut slot).await?;
-            commit(client, &batch, fence.as_ref()).await
+            match tokio::time::timeout(COMMIT_DEADLINE, commit(client, &batch, fence.as_ref())).await {
+                Ok(done) => done,
+                Err(_) => {
+                    // Mid-transaction, or mid-COMMIT: the connection's state is unknown, so it goes.
+                    *slot = None;
+                    Err(StorageError::Unavailable(format!("PostgreSQL: the commit did not finish within {COMMIT_DEADLINE:?}; its outcome is unknown")))
+                }
+            }
         })
     }
 

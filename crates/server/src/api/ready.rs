@@ -14,7 +14,8 @@ use crate::lifecycle::Phase;
 use crate::state::AppState;
 
 /// 200 once storage is open, keys are loaded and every log's sequencer runs; 503 while
-/// starting, once shutdown has begun, or if a sequencer has stopped.
+/// starting, once shutdown has begun, if a sequencer has stopped, or while the sequencer has
+/// stepped down for want of a lease renewal (PostgreSQL).
 pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
     let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": status})));
     match state.lifecycle.phase() {
@@ -26,6 +27,9 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
     let logs = [("rekor_v1", &rekor_v1), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
     if let Some((name, _)) = logs.iter().find(|(_, log)| !log.is_running()) {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name})));
+    }
+    if crate::lease::stepped_down() {
+        return unready("stepped down: the sequencer lease could not be renewed for its lifetime (is PostgreSQL reachable?)");
     }
     (
         StatusCode::OK,
