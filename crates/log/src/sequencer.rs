@@ -357,8 +357,19 @@ fn sign_batch(
 /// Commits prepared batches in order and answers their waiters.
 async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
     while let Some(mut p) = rx.recv().await {
-        if !builds_on_durable(&shared, &p) {
+        if p.generation != shared.sequencing.lock().generation {
+            // Prepared before the tree was rebuilt from storage.
             drop_prepared(&shared, p, reconcile::stale_error());
+            continue;
+        }
+        if !builds_on_durable(&shared, &p) {
+            // Cannot happen: batches are prepared in order on the tree that commits extend. If
+            // it does, memory is not what storage holds, and only a rebuild can tell.
+            tracing::error!(log = shared.id, base = p.base.size, durable = shared.head.read().checkpoint.size, "a prepared batch does not extend the durable head");
+            let cause = StorageError::Backend("a prepared batch did not extend the durable head".into());
+            if !reconcile::reconcile(&shared, &mut rx, p, cause).await {
+                return;
+            }
             continue;
         }
         if p.batch.entries.is_empty() {
@@ -396,11 +407,10 @@ fn empty_batch(log: crate::storage::LogId) -> Batch {
     Batch { log, integrated_time: 0, entries: Vec::new(), tiles: Vec::new(), leaf_tiles: Vec::new(), checkpoint: StoredCheckpoint { size: 0, note: String::new() } }
 }
 
-/// Whether `p` extends exactly the durable head, in the tree's current generation.
+/// Whether `p` extends exactly the durable head: its size and its root.
 fn builds_on_durable(shared: &Shared, p: &Prepared) -> bool {
     let head = shared.head.read();
-    let generation = shared.sequencing.lock().generation;
-    p.generation == generation && p.base == Base { size: head.checkpoint.size, root: head.checkpoint.root_hash }
+    p.base == Base { size: head.checkpoint.size, root: head.checkpoint.root_hash }
 }
 
 /// A committed batch: its checkpoint becomes the head, and its waiters are answered.
