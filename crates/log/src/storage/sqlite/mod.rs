@@ -323,21 +323,26 @@ impl SqliteStorage {
         Ok(candidates.into_iter().filter(|i| confirmed.contains(i)).collect())
     }
 
-    /// Confirms candidate indices against the stored entries' keys.
+    /// Confirms candidate indices against the stored entries' keys. Every candidate is a
+    /// committed entry (the key index holds only those, a prefix match included), so a reused
+    /// snapshot serves unless it predates one of them: then a fresh one is read, once.
     fn stored_keys(&self, log: LogId, indices: impl Iterator<Item = u64>) -> Result<Vec<(u64, EntryKeys)>, StorageError> {
         let ids: Vec<u64> = indices.filter(|&i| i < MAX_INDEX).collect();
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.readers.read_latest(|c| {
-            let mut st = c.prepare_cached("SELECT leaf_hash, digest, identity FROM entry_keys WHERE id = ?1")?;
-            let mut out = Vec::with_capacity(ids.len());
-            for &i in &ids {
-                let row = st.query_row([row_id(log, i)], entry_keys).optional()?;
-                out.extend(row.map(|k| (i, k)));
-            }
-            Ok(out)
-        })
+        self.readers.read_complete(
+            |c| {
+                let mut st = c.prepare_cached("SELECT leaf_hash, digest, identity FROM entry_keys WHERE id = ?1")?;
+                let mut out = Vec::with_capacity(ids.len());
+                for &i in &ids {
+                    let row = st.query_row([row_id(log, i)], entry_keys).optional()?;
+                    out.extend(row.map(|k| (i, k)));
+                }
+                Ok(out)
+            },
+            |out| out.len() == ids.len(),
+        )
     }
 }
 
