@@ -67,7 +67,7 @@ where
         Box::pin(async move {
             let Ok(mut response) = inner.instrument(span.clone()).await;
             crate::otel::answered(&span, response.status().as_u16());
-            if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+            if let Ok(value) = HeaderValue::from_bytes(&id.to_hex()) {
                 response.headers_mut().insert("x-request-id", value);
             }
             if let Some((method, path, peer)) = line {

@@ -135,7 +135,7 @@ async fn issue(
         },
         _ => return Err(ApiError::bad_request("exactly one of publicKeyRequest or certificateSigningRequest is required").into()),
     };
-    let identity = state.ca.identify(token).instrument(tracing::info_span!(target: crate::otel::TARGET, "oidc.verify")).await.map_err(ApiError::from)?;
+    let identity = state.ca.identify(token).instrument(crate::otel::span!("oidc.verify")).await.map_err(ApiError::from)?;
     *principal = Some(Oidc { issuer: identity.issuer.clone(), subject: identity.subject.clone() });
     state.guard.admit_identity(&identity.issuer, &identity.subject).await?;
     if let Some(Extension(who)) = caller.filter(|Extension(who)| !who.scope.identities.is_empty()) {
@@ -143,7 +143,7 @@ async fn issue(
             .admits_identity(&identity.subject)
             .map_err(|why| ApiError::from(IssueError::NotPermitted(format!("{} is out of scope: {why}", who.principal))))?;
     }
-    let issuing = tracing::info_span!(target: crate::otel::TARGET, "ca.issue");
+    let issuing = crate::otel::span!("ca.issue");
     let issued = state.ca.issue_for(identity, proof).instrument(issuing).await.map_err(ApiError::from)?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());

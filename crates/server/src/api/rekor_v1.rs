@@ -279,13 +279,13 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
     let shards = state.rekor_v1.current();
     let rekor = &shards.active;
     let _admitted = super::input::admit(&rekor.log)?;
-    let entry = tracing::info_span!(target: crate::otel::TARGET, "entry.verify").in_scope(|| v1::verify(&request))?;
+    let entry = crate::otel::span!("entry.verify").in_scope(|| v1::verify(&request))?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let leaf = merkle::leaf_hash(&entry.body);
     let uuid = rekor.uuid(&leaf);
     let location = format!("/api/v1/log/entries/{uuid}");
     let identity = entry.identity.map(String::into_bytes);
-    let appending = tracing::info_span!(target: crate::otel::TARGET, "log.append", signet.log = "rekor-v1");
+    let appending = crate::otel::span!("log.append", signet.log = "rekor-v1");
     match rekor.log.append_searchable(entry.body.clone(), Some(entry.digest_key.into_bytes()), identity).instrument(appending).await? {
         Sequenced::New { index, integrated_time, stamp, checkpoint } => {
             let proof = rekor.log.inclusion_proof(index, checkpoint.checkpoint.size)?;

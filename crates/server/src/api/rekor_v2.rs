@@ -19,10 +19,10 @@ use crate::state::AppState;
 
 pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Typed<v2::CreateEntryRequest>) -> Result<Response, ApiError> {
     let _admitted = super::input::admit(&state.rekor_v2)?;
-    let entry = tracing::info_span!(target: crate::otel::TARGET, "entry.verify").in_scope(|| v2::verify(request))?;
+    let entry = crate::otel::span!("entry.verify").in_scope(|| v2::verify(request))?;
     super::input::entry_size(&entry.body, state.max_entry)?;
     let log = &state.rekor_v2;
-    let appending = tracing::info_span!(target: crate::otel::TARGET, "log.append", signet.log = "rekor-v2");
+    let appending = crate::otel::span!("log.append", signet.log = "rekor-v2");
     match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).instrument(appending).await? {
         Sequenced::New { index, checkpoint, .. } => {
             let tle = entry_json(log, index, &entry.body, &checkpoint)?;

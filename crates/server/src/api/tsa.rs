@@ -55,7 +55,7 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
         }
     };
     // One signature (~20 µs): a short job, signed where it is (signet_core::cpu).
-    let span = tracing::info_span!(target: crate::otel::TARGET, "tsa.stamp");
+    let span = crate::otel::span!("tsa.stamp");
     let (resp, serial) = span
         .in_scope(|| signet_core::cpu::inline(|| state.tsa.timestamp_with_serial(&request)))
         .map_err(|p| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("timestamping failed unexpectedly (a bug): {}", p.0)))??;
