@@ -1,6 +1,7 @@
 //! signet on PostgreSQL, end to end: `signet migrate`, a server that logs, restarts and
 //! reads back from the database, and a database that goes away and comes back under load.
 
+mod chaos;
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -561,4 +562,38 @@ fn a_follower_signs_a_bundle_that_verifies() {
         "--certificate-identity", "you@example.com", "--certificate-oidc-issuer", &issuer, &path(&artifact),
     ]);
     assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+}
+
+/// Issue 41, the fault suite: three instances, writers on all of them, and a seeded schedule of
+/// faults (lost and late COMMIT answers, cut connections, a black hole, SIGSTOP mid-commit,
+/// SIGKILL), then the log's invariants checked from outside ([`chaos`]). CI runs the fixed
+/// seeds; `scripts/chaos` runs any seeds, for as long as asked (`SIGNET_CHAOS_SEEDS`,
+/// `SIGNET_CHAOS_SECONDS`).
+#[test]
+fn the_log_never_forks_under_seeded_faults() {
+    if postgres_database().is_none() {
+        return;
+    }
+    let seeds: Vec<u64> = match std::env::var("SIGNET_CHAOS_SEEDS") {
+        Ok(list) => list.split(',').map(|s| s.trim().parse().expect("SIGNET_CHAOS_SEEDS: comma-separated integers")).collect(),
+        Err(_) => chaos::CI_SEEDS.to_vec(),
+    };
+    let seconds = std::env::var("SIGNET_CHAOS_SECONDS").map_or(30, |s| s.parse().expect("SIGNET_CHAOS_SECONDS: an integer"));
+    for seed in seeds {
+        let db = postgres_database().unwrap();
+        let outcome = chaos::run(&db, seed, Duration::from_secs(seconds));
+        let (mut resumed, mut outage) = (outcome.resumed.clone(), outcome.outage.clone());
+        resumed.sort();
+        outage.sort();
+        eprintln!(
+            "seed {seed}: {} faults, {} appends acknowledged; after a fault's end writes resumed in (median, max) {:?}, {:?}; \
+             the longest stretch without an acknowledgement (median, max) {:?}, {:?}",
+            outcome.faults.len(),
+            outcome.acked,
+            resumed.get(resumed.len() / 2),
+            resumed.last(),
+            outage.get(outage.len() / 2),
+            outage.last()
+        );
+    }
 }

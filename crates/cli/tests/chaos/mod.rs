@@ -1,0 +1,466 @@
+//! The fault suite (issue 41): three instances on one PostgreSQL, writers on all of them the
+//! whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
+//! schedule: a COMMIT's answer lost after the server ran it, a COMMIT delivered late, connections
+//! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too) and
+//! SIGKILL. Afterwards the log's promises are checked from outside, with the checker's own Merkle
+//! code ([`rfc6962`]): nothing acknowledged is lost or moved, no index holds two entries, every
+//! checkpoint served is a prefix of the final tree and no size has two roots, `integratedTime`
+//! never goes backwards, the instances agree, and writes resume within a bound after each fault.
+//!
+//! Each run is reproducible from its seed: `scripts/chaos --seed N`. A seed that fails is a
+//! regression test: add it to [`CI_SEEDS`].
+
+pub mod proxy;
+pub mod rfc6962;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+use crate::common::*;
+use proxy::{CommitFault, PgProxy};
+use rfc6962::Hash;
+
+/// The seeds CI runs: short, fixed, and each a whole schedule.
+pub const CI_SEEDS: &[u64] = &[1, 2];
+
+/// After a fault ends, an append sent through a live instance is acknowledged within this.
+/// The lease lives 3 s; a takeover is a lease lifetime plus a catch-up.
+pub const RESUME_BOUND: Duration = Duration::from_secs(8);
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// The next COMMIT runs on the server; its answer never reaches the instance.
+    LoseCommitAnswer,
+    /// The next COMMIT reaches the server this much later (past the commit deadline or not).
+    DelayCommit(Duration),
+    /// Every connection to the database cut, mid-transaction or not.
+    ResetConnections,
+    /// Nothing moves between the instance and the database for a while, then all of it does.
+    BlackHole(Duration),
+    /// Each message to or from the database this much later, for 3 s.
+    Latency(Duration),
+    /// SIGSTOP while a COMMIT is on its way to the server, SIGCONT after this long.
+    PauseMidCommit(Duration),
+    /// SIGSTOP at whatever point the instance is, SIGCONT after this long.
+    Pause(Duration),
+    /// SIGKILL, and a restart.
+    Kill,
+}
+
+impl Fault {
+    fn pick(rng: &mut StdRng) -> Fault {
+        let secs = |rng: &mut StdRng, lo: u64, hi: u64| Duration::from_millis(rng.random_range(lo * 1000..=hi * 1000));
+        match rng.random_range(0..8) {
+            0 => Fault::LoseCommitAnswer,
+            1 => Fault::DelayCommit(if rng.random_bool(0.3) { secs(rng, 16, 18) } else { secs(rng, 1, 4) }),
+            2 => Fault::ResetConnections,
+            3 => Fault::BlackHole(secs(rng, 1, 6)),
+            4 => Fault::Latency(Duration::from_millis(rng.random_range(10..=80))),
+            5 => Fault::PauseMidCommit(secs(rng, 1, 6)),
+            6 => Fault::Pause(secs(rng, 1, 6)),
+            _ => Fault::Kill,
+        }
+    }
+}
+
+struct Instance {
+    dir: PathBuf,
+    proxy: PgProxy,
+    storage: String,
+    server: Option<Server>,
+}
+
+impl Instance {
+    fn start(&mut self) {
+        self.server = Some(Server::start(&self.dir, &["--storage", &self.storage]));
+    }
+
+    fn pid(&self) -> i32 {
+        self.server.as_ref().map_or(0, |s| s.child.id() as i32)
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: a signal to a child process this test started.
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+
+    /// Restarts the process if it has exited (a fenced sequencer stops by itself).
+    fn revive(&mut self) -> bool {
+        let exited = self.server.as_mut().is_none_or(|s| s.child.try_wait().ok().flatten().is_some());
+        if exited {
+            self.start();
+        }
+        exited
+    }
+
+    fn url(&self) -> Option<String> {
+        self.server.as_ref().map(|s| s.url.clone())
+    }
+}
+
+/// One acknowledged append, as its 201 said it.
+struct Ack {
+    sent: Instant,
+    answered: Instant,
+    index: u64,
+    body: String,
+    integrated_time: i64,
+    checkpoint: String,
+    proof: (u64, Hash, Vec<Hash>),
+}
+
+fn short_agent() -> ureq::Agent {
+    // A request to a paused instance must not hold its writer for long.
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(5))).build().into()
+}
+
+fn hash_of(v: &Value) -> Hash {
+    hex32(v.as_str().unwrap_or_default())
+}
+
+fn append(agent: &ureq::Agent, url: &str, signer: &Signer, what: &str) -> Option<Ack> {
+    let sent = Instant::now();
+    let r = post_json(agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(what.as_bytes())).ok()?;
+    if r.status != 201 {
+        return None;
+    }
+    let map = r.json();
+    let e = map.as_object()?.values().next()?.clone();
+    let p = &e["verification"]["inclusionProof"];
+    Some(Ack {
+        sent,
+        answered: Instant::now(),
+        index: e["logIndex"].as_u64()?,
+        body: e["body"].as_str()?.to_string(),
+        integrated_time: e["integratedTime"].as_i64()?,
+        checkpoint: p["checkpoint"].as_str()?.to_string(),
+        proof: (p["treeSize"].as_u64()?, hash_of(&p["rootHash"]), p["hashes"].as_array()?.iter().map(hash_of).collect()),
+    })
+}
+
+fn role(agent: &ureq::Agent, url: &str) -> Option<String> {
+    get(agent, &format!("{url}/readyz")).ok()?.json()["role"].as_str().map(str::to_string)
+}
+
+fn upstream(db: &str) -> SocketAddr {
+    let authority = db.split_once("://").unwrap().1.split('/').next().unwrap();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    host_port.parse().unwrap_or_else(|_| panic!("the test PostgreSQL is not at an IP address and port: {host_port}"))
+}
+
+/// What one run measured, for the report.
+pub struct Outcome {
+    pub acked: usize,
+    pub faults: Vec<String>,
+    /// From each fault's end to the first acknowledgement of an append sent after it.
+    pub resumed: Vec<Duration>,
+    /// The longest time without any acknowledgement, from each fault's start to its resumption.
+    pub outage: Vec<Duration>,
+}
+
+/// Runs the cluster under `seed`'s schedule for `length`, then checks the log from outside.
+pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let root = tempfile::tempdir().unwrap();
+    let to = upstream(db);
+    let mut instances: Vec<Instance> = (0..3)
+        .map(|i| {
+            let proxy = PgProxy::start(to);
+            let storage = proxy.url_for(db);
+            Instance { dir: root.path().join(format!("i{i}")), proxy, storage, server: None }
+        })
+        .collect();
+    instances[0].start();
+    for i in 1..instances.len() {
+        // The others share the first one's keys (a copy of its data dir) and the database.
+        let copy = std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["backup", "--data-dir"])
+            .arg(&instances[0].dir)
+            .arg("--out")
+            .arg(&instances[i].dir)
+            .output()
+            .unwrap();
+        assert!(copy.status.success(), "{copy:?}");
+        instances[i].start();
+    }
+    let urls: Arc<Mutex<Vec<Option<String>>>> = Arc::new(Mutex::new(instances.iter().map(Instance::url).collect()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
+    let served: Arc<Mutex<Vec<String>>> = Arc::default();
+
+    // Two writers per instance, each keeping to its own: a writer stuck on a paused instance
+    // does not hide whether the others can write.
+    let writers: Vec<_> = (0..6)
+        .map(|w| {
+            let (urls, stop, acks) = (urls.clone(), stop.clone(), acks.clone());
+            std::thread::spawn(move || {
+                let (agent, signer) = (short_agent(), Signer::new());
+                let mut n = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let url = urls.lock().unwrap()[w % 3].clone();
+                    match url.and_then(|u| append(&agent, &u, &signer, &format!("seed {seed} writer {w} entry {n}"))) {
+                        Some(ack) => acks.lock().unwrap().push(ack),
+                        None => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let (urls, stop, served) = (urls.clone(), stop.clone(), served.clone());
+        std::thread::spawn(move || {
+            let agent = short_agent();
+            while !stop.load(Ordering::Relaxed) {
+                let now: Vec<Option<String>> = urls.lock().unwrap().clone();
+                for url in now.into_iter().flatten() {
+                    if let Ok(r) = get(&agent, &format!("{url}/api/v1/log")) {
+                        if let Some(note) = (r.status == 200).then(|| r.json()["signedTreeHead"].as_str().map(str::to_string)).flatten() {
+                            served.lock().unwrap().push(note);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+
+    let agent = short_agent();
+    let started = Instant::now();
+    let (mut faults, mut resumed, mut windows) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut aimed_at_commits, mut commits_hit) = (0, 0);
+    std::thread::sleep(Duration::from_secs(1));
+    while started.elapsed() < length {
+        let fault = Fault::pick(&mut rng);
+        // Mostly the sequencer: that is where a fault can fork the log.
+        let sequencer = instances.iter().position(|i| i.url().is_some_and(|u| role(&agent, &u).as_deref() == Some("sequencer")));
+        let target = match sequencer {
+            Some(s) if rng.random_bool(0.75) => s,
+            _ => rng.random_range(0..instances.len()),
+        };
+        let at = started.elapsed();
+        let began = Instant::now();
+        let (ended, hit) = inject(&mut instances[target], fault);
+        if matches!(fault, Fault::LoseCommitAnswer | Fault::DelayCommit(_) | Fault::PauseMidCommit(_)) && Some(target) == sequencer {
+            aimed_at_commits += 1;
+            commits_hit += usize::from(hit);
+        }
+        urls.lock().unwrap()[target] = instances[target].url();
+        // Resumed: an append sent after the fault ended is acknowledged.
+        let after = loop {
+            if acks.lock().unwrap().iter().any(|a| a.sent > ended) {
+                break ended.elapsed();
+            }
+            if ended.elapsed() > Duration::from_secs(30) {
+                break ended.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let what = format!("{:>6.1}s {fault:?} on instance {target}{}: writes resumed after {after:.2?}", at.as_secs_f64(), if Some(target) == sequencer { " (the sequencer)" } else { "" });
+        eprintln!("seed {seed}: {what}");
+        faults.push(what);
+        resumed.push(after);
+        windows.push((began, ended + after));
+        for (i, instance) in instances.iter_mut().enumerate() {
+            if instance.revive() {
+                eprintln!("seed {seed}: instance {i} had stopped (fenced or killed); restarted");
+                urls.lock().unwrap()[i] = instance.url();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writers.into_iter().for_each(|h| h.join().unwrap());
+    reader.join().unwrap();
+    for instance in &mut instances {
+        instance.revive();
+    }
+
+    let acks = std::mem::take(&mut *acks.lock().unwrap());
+    let served = std::mem::take(&mut *served.lock().unwrap());
+    let urls: Vec<String> = instances.iter().filter_map(Instance::url).collect();
+    check(&agent, &urls, &acks, &served);
+    // A sequencer under write load commits many times a second: a proxy that never finds its
+    // COMMIT no longer recognises them, and the suite would test nothing.
+    assert!(aimed_at_commits == 0 || commits_hit > 0, "seed {seed}: {aimed_at_commits} faults aimed at the sequencer's COMMITs and none found one");
+    for (what, after) in faults.iter().zip(&resumed) {
+        assert!(*after <= RESUME_BOUND, "seed {seed}: writes did not resume within {RESUME_BOUND:?}: {what}");
+    }
+    let (commits, lost): (u64, u64) = instances.iter().map(|i| i.proxy.counts()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    eprintln!("seed {seed}: {} appends acknowledged, {commits} COMMITs through the proxies, {lost} answers lost", acks.len());
+    let mut answered: Vec<Instant> = acks.iter().map(|a| a.answered).collect();
+    answered.sort();
+    let outage = windows.iter().map(|&(from, to)| longest_gap(&answered, from, to)).collect();
+    Outcome { acked: acks.len(), faults, resumed, outage }
+}
+
+/// The longest stretch of `[from, to]` in which no append was acknowledged.
+fn longest_gap(answered: &[Instant], from: Instant, to: Instant) -> Duration {
+    let inside = answered.iter().copied().filter(|t| *t > from && *t < to);
+    let (mut last, mut longest) = (from, Duration::ZERO);
+    for t in inside.chain(std::iter::once(to)) {
+        longest = longest.max(t - last);
+        last = t;
+    }
+    longest
+}
+
+/// Injects `fault` into `instance`; returns when it ended, and whether a fault aimed at a
+/// COMMIT found one.
+fn inject(instance: &mut Instance, fault: Fault) -> (Instant, bool) {
+    let proxy = &instance.proxy;
+    let wait_for_commit = |proxy: &PgProxy| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proxy.armed() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // A follower may commit nothing in that time.
+        let hit = !proxy.armed();
+        proxy.disarm();
+        hit
+    };
+    let mut hit = false;
+    match fault {
+        Fault::LoseCommitAnswer => {
+            proxy.arm(CommitFault::LoseAnswer);
+            hit = wait_for_commit(proxy);
+        }
+        Fault::DelayCommit(d) => {
+            proxy.arm(CommitFault::Delay(d));
+            hit = wait_for_commit(proxy);
+            std::thread::sleep(d);
+        }
+        Fault::ResetConnections => proxy.reset(),
+        Fault::BlackHole(d) => {
+            proxy.black_hole(true);
+            std::thread::sleep(d);
+            proxy.black_hole(false);
+        }
+        Fault::Latency(d) => {
+            proxy.latency(d);
+            std::thread::sleep(Duration::from_secs(3));
+            proxy.latency(Duration::ZERO);
+        }
+        Fault::PauseMidCommit(d) => {
+            let (hold, seen, release) = proxy::hold();
+            proxy.arm(hold);
+            if seen.recv_timeout(Duration::from_secs(5)).is_ok() {
+                hit = true;
+                instance.signal(libc::SIGSTOP);
+                let _ = release.send(());
+                std::thread::sleep(d);
+                instance.signal(libc::SIGCONT);
+            } else {
+                proxy.disarm();
+            }
+        }
+        Fault::Pause(d) => {
+            instance.signal(libc::SIGSTOP);
+            std::thread::sleep(d);
+            instance.signal(libc::SIGCONT);
+        }
+        Fault::Kill => {
+            if let Some(s) = instance.server.as_mut() {
+                s.kill();
+            }
+            instance.start();
+        }
+    }
+    (Instant::now(), hit)
+}
+
+/// The log's promises, checked from outside against every instance.
+fn check(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String]) {
+    // The instances agree on the head once the followers have caught up.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let head = loop {
+        let heads: Vec<(u64, String)> = urls
+            .iter()
+            .filter_map(|u| get(agent, &format!("{u}/api/v1/log")).ok())
+            .map(|r| r.json())
+            .map(|h| (h["treeSize"].as_u64().unwrap_or(0), h["rootHash"].as_str().unwrap_or("").to_string()))
+            .collect();
+        if heads.len() == urls.len() && heads.iter().all(|h| *h == heads[0]) {
+            break heads[0].clone();
+        }
+        assert!(Instant::now() < deadline, "the instances do not agree on the head: {heads:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (size, root) = (head.0, hex32(&head.1));
+    assert!(acks.len() > 20, "too little load to mean anything: {} appends acknowledged", acks.len());
+
+    // Every leaf, read from the first instance: together they must hash to the head's root.
+    let mut leaves: Vec<Hash> = Vec::with_capacity(size as usize);
+    let mut bodies: Vec<String> = Vec::with_capacity(size as usize);
+    let mut last_time = i64::MIN;
+    for index in 0..size {
+        let r = get(agent, &format!("{}/api/v1/log/entries?logIndex={index}", urls[0])).unwrap();
+        assert_eq!(r.status, 200, "entry {index} of {size} is not served: {}", r.text());
+        let e = r.json().as_object().unwrap().values().next().unwrap().clone();
+        let body = e["body"].as_str().unwrap().to_string();
+        leaves.push(rfc6962::leaf_hash(&signet_core::b64::decode(&body).unwrap()));
+        bodies.push(body);
+        let time = e["integratedTime"].as_i64().unwrap();
+        assert!(time >= last_time, "integratedTime goes backwards at index {index}: {time} after {last_time}");
+        last_time = time;
+    }
+    assert_eq!(rfc6962::root_of(&leaves), root, "the stored entries do not hash to the head's root");
+
+    // Every acknowledged entry: at its index, once, with its body, with a proof that verifies.
+    let mut by_index: HashMap<u64, &str> = HashMap::new();
+    for ack in acks {
+        if let Some(other) = by_index.insert(ack.index, &ack.body) {
+            assert_eq!(other, ack.body, "index {} acknowledged for two different entries", ack.index);
+        }
+        let stored = bodies.get(ack.index as usize).unwrap_or_else(|| panic!("acknowledged entry {} is beyond the head {size}", ack.index));
+        assert_eq!(stored, &ack.body, "entry {} is not the one acknowledged", ack.index);
+        let (tree, proof_root, hashes) = &ack.proof;
+        assert!(
+            rfc6962::inclusion_holds(ack.index, *tree, &leaves[ack.index as usize], hashes, proof_root),
+            "the inclusion proof acknowledged with entry {} does not verify",
+            ack.index
+        );
+        assert!(ack.integrated_time > 0);
+    }
+    // On the other instances too.
+    for url in &urls[1..] {
+        for ack in acks {
+            let r = get(agent, &format!("{url}/api/v1/log/entries?logIndex={}", ack.index)).unwrap();
+            assert_eq!(r.status, 200, "{url} lost acknowledged entry {}", ack.index);
+            let e = r.json().as_object().unwrap().values().next().unwrap().clone();
+            assert_eq!(e["body"].as_str(), Some(ack.body.as_str()), "{url} serves another entry at {}", ack.index);
+        }
+    }
+
+    // Every checkpoint anyone was given: signed by the log, no size with two roots, and the
+    // root of that many leaves of the final tree.
+    let pem = get(agent, &format!("{}/api/v1/log/publicKey", urls[0])).unwrap().text();
+    let spki = signet_core::pem::decode_first(pem.as_bytes()).unwrap().der;
+    let mut roots: BTreeMap<u64, Hash> = BTreeMap::new();
+    let notes = acks.iter().map(|a| a.checkpoint.as_str()).chain(served.iter().map(String::as_str));
+    for note in notes {
+        let cp = signet_log::checkpoint::verify(note, "127.0.0.1", &spki).unwrap_or_else(|e| panic!("a served checkpoint does not verify: {e:?}\n{note}"));
+        if let Some(other) = roots.insert(cp.size, cp.root_hash) {
+            assert_eq!(other, cp.root_hash, "two roots for size {}: a fork", cp.size);
+        }
+    }
+    for ack in acks {
+        let (tree, proof_root, _) = &ack.proof;
+        assert_eq!(roots.get(tree), Some(proof_root), "entry {}'s proof is against a root no checkpoint signed", ack.index);
+    }
+    for (&n, r) in &roots {
+        assert!(n <= size, "a checkpoint of size {n} was served, beyond the final head {size}");
+        if n > 0 {
+            assert_eq!(&rfc6962::root_of(&leaves[..n as usize]), r, "the checkpoint of size {n} is not a prefix of the final tree");
+        }
+    }
+    eprintln!("checked: {size} entries, {} acknowledged, {} checkpoints of {} sizes, {} instances agree", acks.len(), served.len() + acks.len(), roots.len(), urls.len());
+}
