@@ -1,8 +1,8 @@
 //! The fault suite (issue 41): three instances on one PostgreSQL, writers on all of them the
 //! whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
 //! schedule: a COMMIT's answer lost after the server ran it, a COMMIT delivered late, connections
-//! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too) and
-//! SIGKILL. Afterwards the log's promises are checked from outside, with the checker's own Merkle
+//! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too),
+//! SIGKILL, and a clock 15 minutes off (libfaketime). Afterwards the log's promises are checked from outside, with the checker's own Merkle
 //! code ([`rfc6962`]): nothing acknowledged is lost or moved, no index holds two entries, every
 //! checkpoint served is a prefix of the final tree and no size has two roots, `integratedTime`
 //! never goes backwards, the instances agree, and writes resume within a bound after each fault.
@@ -53,12 +53,14 @@ enum Fault {
     Pause(Duration),
     /// SIGKILL, and a restart.
     Kill,
+    /// A restart with the wall clock this many minutes off (libfaketime), for the rest of the run.
+    Skew(i64),
 }
 
 impl Fault {
     fn pick(rng: &mut StdRng) -> Fault {
         let secs = |rng: &mut StdRng, lo: u64, hi: u64| Duration::from_millis(rng.random_range(lo * 1000..=hi * 1000));
-        match rng.random_range(0..8) {
+        match rng.random_range(0..9) {
             0 => Fault::LoseCommitAnswer,
             1 => Fault::DelayCommit(if rng.random_bool(0.3) { secs(rng, 16, 18) } else { secs(rng, 1, 4) }),
             2 => Fault::ResetConnections,
@@ -66,7 +68,8 @@ impl Fault {
             4 => Fault::Latency(Duration::from_millis(rng.random_range(10..=80))),
             5 => Fault::PauseMidCommit(secs(rng, 1, 6)),
             6 => Fault::Pause(secs(rng, 1, 6)),
-            _ => Fault::Kill,
+            7 => Fault::Kill,
+            _ => Fault::Skew(if rng.random_bool(0.5) { 15 } else { -15 }),
         }
     }
 }
@@ -76,11 +79,28 @@ struct Instance {
     proxy: PgProxy,
     storage: String,
     server: Option<Server>,
+    /// Minutes the instance's wall clock is off, once a `Skew` fault set it.
+    skew: i64,
 }
 
 impl Instance {
     fn start(&mut self) {
-        self.server = Some(Server::start(&self.dir, &["--storage", &self.storage]));
+        if self.skew == 0 {
+            self.server = Some(Server::start(&self.dir, &["--storage", &self.storage]));
+            return;
+        }
+        // libfaketime preloaded into signet itself (the `faketime` wrapper would fork, and the
+        // signals would reach the wrapper). Only the wall clock: a monotonic clock moved back
+        // 15 minutes can go below zero on a machine booted minutes ago.
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_signet"));
+        command
+            .env("LD_PRELOAD", libfaketime())
+            .env("FAKETIME", format!("{:+}m", self.skew))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&self.dir)
+            .args(["--storage", &self.storage]);
+        self.server = Some(Server::spawn(command, &self.dir));
     }
 
     fn pid(&self) -> i32 {
@@ -104,6 +124,17 @@ impl Instance {
     fn url(&self) -> Option<String> {
         self.server.as_ref().map(|s| s.url.clone())
     }
+}
+
+/// Debian's libfaketime for threaded programs (`scripts/install-deps` installs `faketime`).
+fn libfaketime() -> PathBuf {
+    std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("faketime/libfaketimeMT.so.1"))
+        .find(|p| p.exists())
+        .expect("libfaketime is not installed: run scripts/install-deps (Debian's faketime)")
 }
 
 /// One acknowledged append, as its 201 said it.
@@ -175,7 +206,7 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
         .map(|i| {
             let proxy = PgProxy::start(to);
             let storage = proxy.url_for(db);
-            Instance { dir: root.path().join(format!("i{i}")), proxy, storage, server: None }
+            Instance { dir: root.path().join(format!("i{i}")), proxy, storage, server: None, skew: 0 }
         })
         .collect();
     instances[0].start();
@@ -371,6 +402,13 @@ fn inject(instance: &mut Instance, fault: Fault) -> (Instant, bool) {
             if let Some(s) = instance.server.as_mut() {
                 s.kill();
             }
+            instance.start();
+        }
+        Fault::Skew(minutes) => {
+            if let Some(s) = instance.server.as_mut() {
+                s.kill();
+            }
+            instance.skew = minutes;
             instance.start();
         }
     }

@@ -27,12 +27,19 @@ impl Server {
     }
 
     pub fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_signet"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_signet"));
+        command
             .args(["serve", "--dev", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", listen])
             .args((!extra.iter().any(|a| a.starts_with("--tls"))).then_some("--plain-http"))
-            .args(extra)
+            .args(extra);
+        Self::spawn(command, data_dir)
+    }
+
+    /// Runs `command` (a `signet serve` however wrapped) and waits for its ready line.
+    pub fn spawn(mut command: Command, data_dir: &Path) -> Server {
+        let mut child = command
             // Warnings and errors only, unless the caller asks for more: a test run starts
             // dozens of servers, and their info lines would bury the results.
             .env("SIGNET_LOG", std::env::var("SIGNET_LOG").unwrap_or_else(|_| "warn".into()))
