@@ -1,6 +1,8 @@
 //! The checker's own Merkle verification (RFC 9162 §2.1.3.2 and §2.1.4.2), written apart from
 //! signet's: a bug shared by the log and its checker would prove nothing.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use aws_lc_rs::digest::{Context, SHA256};
 
 pub type Hash = [u8; 32];
@@ -85,6 +87,34 @@ pub fn consistency_holds(first: u64, second: u64, proof: &[Hash], first_root: &H
     fr == *first_root && sr == *second_root && s == 0
 }
 
+/// The root of every prefix of `leaves` whose size is in `sizes`, in one pass: the roots of
+/// the perfect subtrees so far (one per set bit of the size, largest first), folded from the
+/// right. A long run hands out thousands of checkpoints; hashing each prefix anew would not end.
+pub fn prefix_roots(leaves: &[Hash], sizes: impl IntoIterator<Item = u64>) -> BTreeMap<u64, Hash> {
+    let wanted: BTreeSet<u64> = sizes.into_iter().filter(|&n| n > 0 && n <= leaves.len() as u64).collect();
+    let mut out = BTreeMap::new();
+    let mut peaks: Vec<(u32, Hash)> = Vec::new();
+    for (i, leaf) in leaves.iter().enumerate() {
+        let (mut height, mut hash) = (0, *leaf);
+        while let Some(&(h, left)) = peaks.last() {
+            if h != height {
+                break;
+            }
+            peaks.pop();
+            hash = node(&left, &hash);
+            height += 1;
+        }
+        peaks.push((height, hash));
+        let n = i as u64 + 1;
+        if wanted.contains(&n) {
+            let mut iter = peaks.iter().rev();
+            let first = iter.next().map(|p| p.1).unwrap_or_default();
+            out.insert(n, iter.fold(first, |right, (_, left)| node(left, &right)));
+        }
+    }
+    out
+}
+
 /// The root of `leaves` by the definition (RFC 9162 §2.1.1), to test the two checks above.
 pub fn root_of(leaves: &[Hash]) -> Hash {
     match leaves.len() {
@@ -139,6 +169,11 @@ pub fn proof_of(m: usize, leaves: &[Hash]) -> Vec<Hash> {
 #[test]
 fn the_checkers_merkle_code_accepts_the_definitions_proofs_and_nothing_else() {
     let leaves: Vec<Hash> = (0..37u32).map(|i| leaf_hash(&i.to_be_bytes())).collect();
+    let prefixes = prefix_roots(&leaves, 0..=40);
+    assert_eq!(prefixes.len(), leaves.len(), "every size from 1 to 37, and none beyond");
+    for (&n, root) in &prefixes {
+        assert_eq!(*root, root_of(&leaves[..n as usize]), "the prefix of {n}");
+    }
     for n in 1..=leaves.len() {
         let tree = &leaves[..n];
         let root = root_of(tree);
