@@ -171,6 +171,15 @@ fn to_server(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &C
                 }
                 (be32(&buf[0..4]), false)
             };
+            if len < if typed { 5 } else { 8 } {
+                // Not the protocol this proxy knows: pass everything through from here on.
+                conn.opaque.store(true, Ordering::SeqCst);
+                let rest = std::mem::take(&mut buf);
+                if to.write_all(&rest).is_err() {
+                    return cut(&from, &to);
+                }
+                break;
+            }
             if buf.len() < len {
                 break;
             }
@@ -255,6 +264,14 @@ fn to_client(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &C
                 break;
             }
             let len = 1 + be32(&buf[1..5]);
+            if len < 5 {
+                conn.opaque.store(true, Ordering::SeqCst);
+                let rest = std::mem::take(&mut buf);
+                if to.write_all(&rest).is_err() {
+                    return cut(&from, &to);
+                }
+                break;
+            }
             if buf.len() < len {
                 break;
             }
