@@ -130,6 +130,30 @@ fn cut(a: &TcpStream, b: &TcpStream) {
     let _ = (a.shutdown(Shutdown::Both), b.shutdown(Shutdown::Both));
 }
 
+/// Reads the next bytes: passed straight on once the connection is opaque, else added to
+/// `buf` for parsing. False when either side is done.
+fn read_more(from: &mut TcpStream, to: &mut TcpStream, conn: &Conn, chunk: &mut [u8], buf: &mut Vec<u8>) -> bool {
+    loop {
+        let n = match from.read(chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        if !conn.opaque.load(Ordering::SeqCst) {
+            buf.extend_from_slice(&chunk[..n]);
+            return true;
+        }
+        if to.write_all(&chunk[..n]).is_err() {
+            return false;
+        }
+    }
+}
+
+/// Stops parsing the connection, and sends on what was waiting to be parsed.
+fn go_opaque(conn: &Conn, buf: &mut Vec<u8>, to: &mut TcpStream) -> bool {
+    conn.opaque.store(true, Ordering::SeqCst);
+    to.write_all(&std::mem::take(buf)).is_ok()
+}
+
 /// Waits out a black hole and the configured latency before a message moves.
 fn gate(control: &Control) {
     while control.black_hole.load(Ordering::SeqCst) {
@@ -146,18 +170,7 @@ fn to_server(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &C
     let mut buf: Vec<u8> = Vec::new();
     let mut started = false;
     let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if conn.opaque.load(Ordering::SeqCst) {
-            if to.write_all(&chunk[..n]).is_err() {
-                break;
-            }
-            continue;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+    while read_more(&mut from, &mut to, conn, &mut chunk, &mut buf) {
         loop {
             // Before the StartupMessage: length-prefixed, no type byte.
             let (len, typed) = if started {
@@ -173,9 +186,7 @@ fn to_server(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &C
             };
             if len < if typed { 5 } else { 8 } {
                 // Not the protocol this proxy knows: pass everything through from here on.
-                conn.opaque.store(true, Ordering::SeqCst);
-                let rest = std::mem::take(&mut buf);
-                if to.write_all(&rest).is_err() {
+                if !go_opaque(conn, &mut buf, &mut to) {
                     return cut(&from, &to);
                 }
                 break;
@@ -228,18 +239,7 @@ fn is_commit(query: &[u8]) -> bool {
 fn to_client(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &Conn) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if conn.opaque.load(Ordering::SeqCst) {
-            if to.write_all(&chunk[..n]).is_err() {
-                break;
-            }
-            continue;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+    while read_more(&mut from, &mut to, conn, &mut chunk, &mut buf) {
         loop {
             if conn.unframed.load(Ordering::SeqCst) > 0 {
                 let Some(&answer) = buf.first() else { break };
@@ -252,8 +252,7 @@ fn to_client(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &C
                     return cut(&from, &to);
                 }
                 if conn.opaque.load(Ordering::SeqCst) {
-                    let rest: Vec<u8> = std::mem::take(&mut buf);
-                    if to.write_all(&rest).is_err() {
+                    if !go_opaque(conn, &mut buf, &mut to) {
                         return cut(&from, &to);
                     }
                     break;
@@ -265,9 +264,7 @@ fn to_client(mut from: TcpStream, mut to: TcpStream, control: &Control, conn: &C
             }
             let len = 1 + be32(&buf[1..5]);
             if len < 5 {
-                conn.opaque.store(true, Ordering::SeqCst);
-                let rest = std::mem::take(&mut buf);
-                if to.write_all(&rest).is_err() {
+                if !go_opaque(conn, &mut buf, &mut to) {
                     return cut(&from, &to);
                 }
                 break;
