@@ -12,23 +12,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
-use cmpv2::status::{PkiStatus, PkiStatusInfo};
-use cms::cert::{CertificateChoices, IssuerAndSerialNumber};
-use cms::content_info::{CmsVersion, ContentInfo};
-use cms::signed_data::{EncapsulatedContentInfo, SignedData, SignerIdentifier, SignerInfo};
-use der::asn1::{Any, GeneralizedTime, Int, ObjectIdentifier, OctetString, SetOfVec};
+use der::asn1::{GeneralizedTime, Int, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
-use signet_core::hash::sha256;
 use signet_core::{files, keys, pem};
-use spki::AlgorithmIdentifierOwned;
-use x509_cert::attr::Attribute;
 use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages, SubjectKeyIdentifier};
 use x509_cert::name::Name;
 use x509_cert::Certificate;
-use x509_tsp::{Accuracy, MessageImprint, TimeStampReq, TimeStampResp, TspVersion, TstInfo};
+use x509_tsp::{Accuracy, MessageImprint, TimeStampReq, TspVersion, TstInfo};
 
 use crate::authority::{CaError, OID_EXT_KEY_USAGE, OID_KEY_USAGE, OID_SUBJECT_KEY_ID};
 use crate::x509::{self, CaKey, TbsSpec};
+
+mod token;
 
 /// The TSA policy, Sigstore's.
 pub const POLICY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.2");
@@ -80,7 +75,8 @@ pub struct Request {
 
 pub struct Tsa {
     key: EcdsaKeyPair,
-    cert: Certificate,
+    /// Every part of a token that is the same for every stamp, as DER.
+    token: token::Template,
     cert_der: Vec<u8>,
     root_der: Vec<u8>,
     rng: SystemRandom,
@@ -112,7 +108,8 @@ impl Tsa {
         if cert.tbs_certificate.subject_public_key_info.to_der()? != spki_der {
             return Err(TsaError::Build(format!("{} does not match {}", cert_path.display(), key_path.display())));
         }
-        Ok(Tsa { key, cert, cert_der, root_der: root_der.to_vec(), rng: SystemRandom::new(), stamped: Default::default() })
+        let token = token::Template::new(&cert, &cert_der)?;
+        Ok(Tsa { key, token, cert_der, root_der: root_der.to_vec(), rng: SystemRandom::new(), stamped: Default::default() })
     }
 
     /// PEMs of the TSA's chain: its certificate, then the root.
@@ -212,81 +209,12 @@ impl Tsa {
             tsa: None,
             extensions: None,
         };
-        let token = self.sign_tst(&tst.to_der()?, req.cert_req)?;
-        let resp = TimeStampResp {
-            status: PkiStatusInfo { status: PkiStatus::Accepted, status_string: None, fail_info: None },
-            time_stamp_token: Some(token),
-        };
-        let der = resp.to_der()?;
+        let der = self.token.response(&tst.to_der()?, req.cert_req, |signed_attributes| {
+            signet_core::keys::count_signature();
+            let signature = self.key.sign(&self.rng, signed_attributes).map_err(|_| TsaError::Build("signing failed".into()))?;
+            Ok::<_, TsaError>(signature.as_ref().to_vec())
+        })?;
         self.stamped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok((der, serial))
     }
-
-    fn sign_tst(&self, tst_der: &[u8], include_cert: bool) -> Result<ContentInfo, TsaError> {
-        let sha256_alg = AlgorithmIdentifierOwned { oid: ID_SHA256, parameters: None };
-        let attr = |oid: ObjectIdentifier, value: Any| -> Result<Attribute, TsaError> {
-            Ok(Attribute { oid, values: SetOfVec::try_from(vec![value])? })
-        };
-        let signed_attrs: SetOfVec<Attribute> = SetOfVec::try_from(vec![
-            attr(ID_CONTENT_TYPE, Any::encode_from(&ID_CT_TST_INFO)?)?,
-            attr(ID_MESSAGE_DIGEST, Any::encode_from(&OctetString::new(sha256(tst_der).to_vec())?)?)?,
-            attr(ID_SIGNING_CERTIFICATE_V2, Any::from_der(&signing_certificate_v2(&self.cert_der))?)?,
-        ])?;
-        // The signature covers the DER of the attributes as a SET OF (RFC 5652 §5.4).
-        signet_core::keys::count_signature();
-        let signature = self
-            .key
-            .sign(&self.rng, &signed_attrs.to_der()?)
-            .map_err(|_| TsaError::Build("signing failed".into()))?;
-        let signer = SignerInfo {
-            version: CmsVersion::V1,
-            sid: SignerIdentifier::IssuerAndSerialNumber(IssuerAndSerialNumber {
-                issuer: self.cert.tbs_certificate.issuer.clone(),
-                serial_number: self.cert.tbs_certificate.serial_number.clone(),
-            }),
-            digest_alg: sha256_alg.clone(),
-            signed_attrs: Some(signed_attrs),
-            signature_algorithm: AlgorithmIdentifierOwned { oid: ECDSA_WITH_SHA256, parameters: None },
-            signature: OctetString::new(signature.as_ref().to_vec())?,
-            unsigned_attrs: None,
-        };
-        let certificates = if include_cert {
-            Some(cms::signed_data::CertificateSet(SetOfVec::try_from(vec![CertificateChoices::Certificate(self.cert.clone())])?))
-        } else {
-            None
-        };
-        let signed = SignedData {
-            version: CmsVersion::V3,
-            digest_algorithms: SetOfVec::try_from(vec![sha256_alg])?,
-            encap_content_info: EncapsulatedContentInfo {
-                econtent_type: ID_CT_TST_INFO,
-                econtent: Some(Any::encode_from(&OctetString::new(tst_der.to_vec())?)?),
-            },
-            certificates,
-            crls: None,
-            signer_infos: SetOfVec::try_from(vec![signer])?.into(),
-        };
-        Ok(ContentInfo { content_type: ID_SIGNED_DATA, content: Any::encode_from(&signed)? })
-    }
-}
-
-/// RFC 5035 `SigningCertificateV2 ::= SEQUENCE { certs SEQUENCE OF ESSCertIDv2 }`, one
-/// ESSCertIDv2 with the default hash (SHA-256) and so only `certHash`.
-fn signing_certificate_v2(cert_der: &[u8]) -> Vec<u8> {
-    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-        let mut out = vec![tag];
-        let n = content.len();
-        if n < 128 {
-            out.push(n as u8);
-        } else {
-            let bytes = (n as u32).to_be_bytes();
-            let skip = bytes.iter().take_while(|b| **b == 0).count();
-            out.push(0x80 | (4 - skip) as u8);
-            out.extend_from_slice(&bytes[skip..]);
-        }
-        out.extend_from_slice(content);
-        out
-    }
-    let cert_id = tlv(0x30, &tlv(0x04, &sha256(cert_der)));
-    tlv(0x30, &tlv(0x30, &cert_id))
 }
