@@ -36,6 +36,6 @@ pub mod tilecache;
 pub mod tiles;
 pub mod tree;
 
-pub use log::{Admission, AppendError, DigestPage, Genesis, Log, LogConfig, OpenError, Stamper, DEFAULT_TILE_CACHE};
+pub use log::{Admission, AppendError, DigestPage, Genesis, Leaf, Log, LogConfig, OpenError, Stamper, DEFAULT_TILE_CACHE};
 pub use follow::Role;
 pub use sequencer::{BatchPolicy, Sequenced};

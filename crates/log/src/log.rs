@@ -119,6 +119,35 @@ pub(crate) struct Shared {
     pub sequencing: parking_lot::Mutex<crate::reconcile::Sequencing>,
 }
 
+/// An entry's body with its RFC 6962 leaf hash, computed once: the API answers with the hash
+/// (a Rekor UUID, the audit record) and the sequencer orders by it, and hashing a large body
+/// twice cost each append a second pass over it. The only way to make one is to hash.
+pub struct Leaf {
+    body: Vec<u8>,
+    hash: Hash,
+}
+
+impl Leaf {
+    pub fn new(body: Vec<u8>) -> Leaf {
+        let hash = merkle::leaf_hash(&body);
+        Leaf { body, hash }
+    }
+
+    pub fn hash(&self) -> &Hash {
+        &self.hash
+    }
+
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl From<Vec<u8>> for Leaf {
+    fn from(body: Vec<u8>) -> Leaf {
+        Leaf::new(body)
+    }
+}
+
 /// A page of a search by digest or identity ([`Log::indices_by_digest`], [`Log::indices_by_identity`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestPage {
@@ -366,7 +395,7 @@ impl Log {
     }
 
     /// Submits one entry and waits until it is durable (or found to be a duplicate).
-    pub async fn append(&self, body: Vec<u8>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
+    pub async fn append(&self, body: impl Into<Leaf>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
         self.submit(body, digest, None, None).await
     }
 
@@ -374,7 +403,7 @@ impl Log {
     /// ([`Log::indices_by_identity`]; see [`crate::rekor::identity_key`]).
     pub async fn append_searchable(
         &self,
-        body: Vec<u8>,
+        body: impl Into<Leaf>,
         digest: Option<Vec<u8>>,
         identity: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
@@ -385,7 +414,7 @@ impl Log {
     /// [`Stamper`]): bytes made once at submission and served with the entry ever after.
     pub async fn append_with_extra(
         &self,
-        body: Vec<u8>,
+        body: impl Into<Leaf>,
         digest: Option<Vec<u8>>,
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
@@ -394,13 +423,13 @@ impl Log {
 
     async fn submit(
         &self,
-        body: Vec<u8>,
+        leaf: impl Into<Leaf>,
         digest: Option<Vec<u8>>,
         identity: Option<Vec<u8>>,
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
         let (reply, rx) = oneshot::channel();
-        let leaf_hash = merkle::leaf_hash(&body);
+        let Leaf { body, hash: leaf_hash } = leaf.into();
         let pending = Pending { leaf_hash, digest, identity, body, extra, reply, queued: std::time::Instant::now() };
         let tx = self.tx.read().clone();
         match (tx, &self.follower) {

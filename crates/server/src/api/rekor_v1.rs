@@ -281,12 +281,13 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
     let _admitted = super::input::admit(&rekor.log)?;
     let entry = crate::otel::span!("entry.verify").in_scope(|| v1::verify(&request))?;
     super::input::entry_size(&entry.body, state.max_entry)?;
-    let leaf = merkle::leaf_hash(&entry.body);
-    let uuid = rekor.uuid(&leaf);
+    let leaf = signet_log::Leaf::new(entry.body.clone());
+    let leaf_hash = *leaf.hash();
+    let uuid = rekor.uuid(&leaf_hash);
     let location = format!("/api/v1/log/entries/{uuid}");
     let identity = entry.identity.map(String::into_bytes);
     let appending = crate::otel::span!("log.append", signet.log = "rekor-v1");
-    match rekor.log.append_searchable(entry.body.clone(), Some(entry.digest_key.into_bytes()), identity).instrument(appending).await? {
+    match rekor.log.append_searchable(leaf, Some(entry.digest_key.into_bytes()), identity).instrument(appending).await? {
         Sequenced::New { index, integrated_time, stamp, checkpoint } => {
             let proof = rekor.log.inclusion_proof(index, checkpoint.checkpoint.size)?;
             let view = EntryView {
@@ -308,7 +309,7 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
                 view.to_json_string(),
             )
                 .into_response();
-            let did = Did::Appended { log: "rekor-v1".into(), index: rekor.start + index, entry_hash: hex::encode(leaf) };
+            let did = Did::Appended { log: "rekor-v1".into(), index: rekor.start + index, entry_hash: hex::encode(leaf_hash) };
             response.extensions_mut().insert(did);
             Ok(response)
         }

@@ -23,11 +23,12 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
     super::input::entry_size(&entry.body, state.max_entry)?;
     let log = &state.rekor_v2;
     let appending = crate::otel::span!("log.append", signet.log = "rekor-v2");
-    match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).instrument(appending).await? {
+    let leaf = signet_log::Leaf::new(entry.body.clone());
+    let entry_hash = hex::encode(leaf.hash());
+    match log.append(leaf, Some(entry.digest_key.into_bytes())).instrument(appending).await? {
         Sequenced::New { index, checkpoint, .. } => {
             let tle = entry_json(log, index, &entry.body, &checkpoint)?;
             let mut response = (StatusCode::CREATED, Json(tle)).into_response();
-            let entry_hash = hex::encode(signet_log::merkle::leaf_hash(&entry.body));
             response.extensions_mut().insert(Did::Appended { log: "rekor-v2".into(), index, entry_hash });
             Ok(response)
         }
