@@ -31,7 +31,7 @@ enum Command {
     /// The audit log: check its hash chain.
     #[command(subcommand)]
     Audit(cmd::audit::Audit),
-    /// Copy a data dir consistently while its server runs (restore by serving the copy).
+    /// Copy a data dir consistently while its server runs (`restore` makes the copy take appends).
     Backup(cmd::backup::Args),
     /// Create a production instance's keys, certificates and config (`serve` without --dev needs them).
     Init(cmd::init::Args),
@@ -39,6 +39,8 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Follow transparency logs: verify their checkpoints and alert on watched identities.
     Monitor(cmd::monitor::Args),
+    /// Continue each log of a backup in a new shard, so that serving it never forks a log.
+    Restore(cmd::restore::Args),
     /// Run the server.
     Serve(cmd::serve::Args),
     /// The configuration: print every option (`example`), or validate a file (`check`).
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Monitor(args) => cmd::monitor::run(args),
+        Command::Restore(args) => cmd::restore::run(args),
         Command::Serve(args) => cmd::serve::run(args, cli.log_format),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Config(args) => cmd::config::run(args),

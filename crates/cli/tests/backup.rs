@@ -1,5 +1,7 @@
 //! `signet backup` of a running instance, restored into a fresh data dir: the restored log
-//! serves, and every checkpoint published before the backup is consistent with it.
+//! serves, and every checkpoint published before the backup is consistent with it. The copy
+//! refuses appends until `signet restore` continues each log in a new shard: the original took
+//! entries after the copy, and their indices must never get a second history.
 
 mod common;
 
@@ -86,7 +88,52 @@ fn a_backup_taken_under_load_restores_a_consistent_log() {
         let e = map.as_object().unwrap().values().next().unwrap();
         assert_eq!(merkle::leaf_hash(&b64::decode(e["body"].as_str().unwrap()).unwrap()), *leaf);
     }
-    // The restored instance takes writes.
-    let r = post_json(&agent, &format!("{}/api/v1/log/entries", restored.url), &Signer::new().v1_entry(b"after restore")).unwrap();
+    // Served as it is, the copy refuses appends to every log, says why and what to do, and is
+    // not ready for writes; reads went on above.
+    let signer = Signer::new();
+    let refused = post_json(&agent, &format!("{}/api/v1/log/entries", restored.url), &signer.v1_entry(b"after backup")).unwrap();
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(refused.text().contains("signet restore --data-dir"), "{}", refused.text());
+    assert_eq!(refused.header("retry-after"), None, "waiting does not help; an operator must act");
+    let v2 = post_json(&agent, &format!("{}/api/v2/log/entries", restored.url), &signer.v2_entry(b"after backup")).unwrap();
+    assert_eq!(v2.status, 503, "{}", v2.text());
+    let ready = get(&agent, &format!("{}/readyz", restored.url)).unwrap();
+    assert_eq!((ready.status, ready.json()["status"].as_str()), (503, Some("appends refused")), "{}", ready.text());
+    assert_eq!(get(&agent, &format!("{}/api/v1/log", restored.url)).unwrap().json()["treeSize"].as_u64(), Some(size));
+    drop(restored);
+
+    // `signet restore`: each log continues in a new shard, with a new key.
+    let signet = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).arg("--data-dir").arg(&out).output().unwrap();
+    let r = signet(&["restore"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let said = String::from_utf8_lossy(&r.stdout);
+    for log in ["rekor-v1", "rekor-v2", "ct"] {
+        assert!(said.contains(&format!("\"log\":\"{log}\"")), "{log} was not rotated: {said}");
+    }
+    let again = signet(&["restore"]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("restored already"));
+
+    let restored = Server::start(&out, &[]);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", restored.url), &signer.v1_entry(b"after restore")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
+    let map = r.json();
+    let e = map.as_object().unwrap().values().next().unwrap();
+    // Rekor v1 indices run on across shards: the new shard starts where the copy ended.
+    assert!(e["logIndex"].as_u64().unwrap() >= size, "{e}");
+    let new_pem = get(&agent, &format!("{}/api/v1/log/publicKey", restored.url)).unwrap().text();
+    let new_spki = signet_core::pem::decode_first(new_pem.as_bytes()).unwrap().der;
+    assert_ne!(new_spki, spki, "the new shard signs with a new key");
+    assert_eq!(e["logID"].as_str().unwrap(), hex::encode(signet_core::hash::sha256(&new_spki)));
+    checkpoint::verify(e["verification"]["inclusionProof"]["checkpoint"].as_str().unwrap(), "127.0.0.1", &new_spki).unwrap();
+    assert_eq!(get(&agent, &format!("{}/readyz", restored.url)).unwrap().status, 200);
+    let v2 = post_json(&agent, &format!("{}/api/v2/log/entries", restored.url), &signer.v2_entry(b"after restore")).unwrap();
+    assert_eq!(v2.status, 201, "{}", v2.text());
+    // What the copy held is still there, under its old key.
+    let (_, _, index, leaf) = before[0];
+    let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={index}", restored.url)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let map = r.json();
+    let e = map.as_object().unwrap().values().next().unwrap();
+    assert_eq!(merkle::leaf_hash(&b64::decode(e["body"].as_str().unwrap()).unwrap()), leaf);
+    assert_eq!(e["logID"].as_str().unwrap(), hex::encode(signet_core::hash::sha256(&spki)));
 }

@@ -75,6 +75,9 @@ pub enum AppendError {
     /// once rather than queued into a timeout.
     #[error("the log is at capacity ({limit} appends waiting); the entry was not logged, retry after a moment")]
     Overloaded { limit: usize },
+    /// This log takes no appends, for a reason that a retry does not change.
+    #[error("{0}")]
+    Refused(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,6 +181,8 @@ pub struct Log {
 struct Gate {
     count: std::sync::atomic::AtomicUsize,
     limit: usize,
+    /// Why this log takes no appends at all, when it doesn't ([`Log::refuse_appends`]).
+    refused: std::sync::OnceLock<String>,
 }
 
 /// One admitted append; the slot is free again when this is dropped (answered or abandoned).
@@ -270,7 +275,7 @@ impl Log {
             stats: Default::default(),
             sequencing: Default::default(),
         });
-        let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending });
+        let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending, refused: Default::default() });
         let follower = match (&queue, role) {
             (Some(q), Role::Follower) => Some(Follower::start(shared.clone(), q.clone())),
             _ => None,
@@ -381,12 +386,27 @@ impl Log {
     pub fn admit(&self) -> Result<Admission, AppendError> {
         use std::sync::atomic::Ordering;
         let p = &self.gate;
+        if let Some(why) = p.refused.get() {
+            return Err(AppendError::Refused(why.clone()));
+        }
         let before = p.count.fetch_add(1, Ordering::Relaxed);
         let admission = Admission { gate: p.clone() };
         if p.limit != 0 && before >= p.limit {
             return Err(AppendError::Overloaded { limit: p.limit });
         }
         Ok(admission)
+    }
+
+    /// From now on, every append is refused with `why`, and reads go on: a restored backup's
+    /// logs, whose original may have acknowledged entries past the copy (`signet restore`).
+    /// The first reason given stays.
+    pub fn refuse_appends(&self, why: impl Into<String>) {
+        let _ = self.gate.refused.set(why.into());
+    }
+
+    /// Why appends are refused, when they are.
+    pub fn appends_refused(&self) -> Option<&str> {
+        self.gate.refused.get().map(String::as_str)
     }
 
     /// Appends admitted and not yet answered.
@@ -428,6 +448,9 @@ impl Log {
         identity: Option<Vec<u8>>,
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
+        if let Some(why) = self.gate.refused.get() {
+            return Err(AppendError::Refused(why.clone()));
+        }
         let (reply, rx) = oneshot::channel();
         let Leaf { body, hash: leaf_hash } = leaf.into();
         let pending = Pending { leaf_hash, digest, identity, body, extra, reply, queued: std::time::Instant::now() };

@@ -6,7 +6,8 @@
 //! published URL) is copied as it is, with its mode. The copy is made in a sibling directory
 //! and renamed into place at the end, so a backup that fails leaves nothing that looks whole.
 //!
-//! A backup restores by being used as a data dir: `signet serve --data-dir <backup>`.
+//! A backup is marked as one ([`crate::restore`]): served as a data dir, it answers reads and
+//! refuses appends until `signet restore --data-dir <backup>` continues each log in a new shard.
 
 use std::fs;
 use std::io;
@@ -39,7 +40,9 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BackupError + '_ {
 /// Files that belong to a running server, not to its state: its lock, and the WAL and
 /// shared-memory files of the databases, whose contents the backup API already includes.
 fn skipped(name: &str) -> bool {
-    name == "signet.lock" || name.ends_with("-wal") || name.ends_with("-shm") || name.ends_with("-journal")
+    // A backup of a backup that was never restored gets its own mark, not the old one.
+    name == crate::restore::MARKER
+        || name == "signet.lock" || name.ends_with("-wal") || name.ends_with("-shm") || name.ends_with("-journal")
 }
 
 fn is_sqlite(path: &Path) -> bool {
@@ -58,7 +61,10 @@ pub fn backup(data_dir: &Path, out: &Path) -> Result<Report, BackupError> {
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "backup".into());
     let partial = out.with_file_name(format!(".{name}.partial-{}", std::process::id()));
     let mut report = Report::default();
+    let taken_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let result = copy_dir(data_dir, &partial, &mut report).and_then(|()| {
+        // The copy knows it is one, and refuses appends until `signet restore` (crate::restore).
+        crate::restore::mark(&partial, data_dir, taken_at).map_err(io_err(&partial))?;
         fs::rename(&partial, out).map_err(io_err(out))?;
         if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::File::open(parent).and_then(|d| d.sync_all()).map_err(io_err(parent))?;
@@ -157,6 +163,14 @@ mod tests {
         assert_eq!((report.databases.len(), report.files), (1, 1));
         assert_eq!(fs::read_to_string(out.join("keys/k.pem")).unwrap(), "key");
         assert!(!out.join("signet.lock").exists() && !out.join("x.sqlite-wal").exists());
+        // The copy knows it is a backup, and of what.
+        let mark = crate::restore::marker(&out).unwrap().expect("the copy is marked");
+        assert_eq!(mark.source, data.display().to_string());
+        // A copy of that copy gets a mark of its own, not the first one's.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let copy_of_copy = elsewhere.path().join("again");
+        backup(&out, &copy_of_copy).unwrap();
+        assert_eq!(crate::restore::marker(&copy_of_copy).unwrap().unwrap().source, out.display().to_string());
         let copy = rusqlite::Connection::open(out.join("x.sqlite")).unwrap();
         assert_eq!(copy.query_row("SELECT v FROM t", [], |r| r.get::<_, i64>(0)).unwrap(), 42);
         assert_eq!(fs::metadata(out.join("keys/k.pem")).unwrap().permissions().mode() & 0o777, 0o600);

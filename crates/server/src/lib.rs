@@ -17,6 +17,7 @@
 //! - [`conn`]: accepting connections (plain or TLS): the cap, the timeouts, bounded draining.
 //! - [`datadir`]: the exclusive lock that keeps a second server off a data dir.
 //! - [`backup`]: `signet backup`, a consistent copy of a data dir while its server runs.
+//! - [`restore`]: a backup serves no appends until `signet restore` starts new shards: no second history.
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`lease`]: on PostgreSQL, the sequencer lease: one instance sequences, the others stand by.
 //! - [`shards`]: the Rekor v1 log's shards: their keys and namespaces, and `admin log rotate`.
@@ -43,6 +44,7 @@ pub mod logging;
 pub mod metrics;
 pub mod otel;
 pub mod panic;
+pub mod restore;
 pub mod shards;
 pub mod state;
 pub mod rotate;

@@ -344,7 +344,22 @@ fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
 /// rotation that was cut short finishes it; rerunning a finished one starts yet another
 /// shard. (A running SQLite instance rotates Rekor v1 online: `POST /api/admin/log/rotate`.)
 pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
-    let kind = Kind::parse(log)?;
+    match rotate_kind(data_dir, storage, Kind::parse(log)?)? {
+        Rotation::Done(rotated) => Ok(rotated),
+        Rotation::NotCreated(why) => Err(why),
+    }
+}
+
+/// What an offline rotation came to.
+#[derive(Debug)]
+pub enum Rotation {
+    Done(Rotated),
+    /// The log was never created here, so there is nothing to rotate (why, for the operator).
+    NotCreated(String),
+}
+
+/// [`rotate`] of one log, telling a log that was never created apart from a failure.
+pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result<Rotation, String> {
     let url = StorageUrl::parse(storage, data_dir)?;
     let online = match kind {
         Kind::RekorV1 => ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN",
@@ -367,7 +382,10 @@ pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotat
     };
     let zero_path = kind.zero_key_path(data_dir);
     if !zero_path.exists() {
-        return Err(format!("{} does not exist: rotate on the data dir of the instance that made the log", zero_path.display()));
+        return Ok(Rotation::NotCreated(format!(
+            "{} does not exist: rotate on the data dir of the instance that made the log",
+            zero_path.display()
+        )));
     }
     let zero_key = SigningKey::load_or_generate(&zero_path).map_err(|e| e.to_string())?;
     let list = registry(kind, store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
@@ -376,12 +394,17 @@ pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotat
         Some(f) => f.size,
         None => match store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())? {
             Some(head) => head.size,
-            None => return Err(format!("the {} log has not been created yet: start `signet serve` on it once first", kind.title())),
+            None => {
+                return Ok(Rotation::NotCreated(format!(
+                    "the {} log has not been created yet: start `signet serve` on it once first",
+                    kind.title()
+                )))
+            }
         },
     };
     let (_, _, key) = next_key_of(kind, data_dir, &list)?;
     let list = record_rotation_of(kind, store.as_ref(), data_dir, list, size, &key)?;
-    rotated_of(kind, &list, data_dir).ok_or_else(|| "the rotation recorded no new shard".into())
+    rotated_of(kind, &list, data_dir).map(Rotation::Done).ok_or_else(|| "the rotation recorded no new shard".into())
 }
 
 /// The logs that rotate online (`POST /api/admin/log/rotate`): Rekor v1 alone.

@@ -147,6 +147,7 @@ impl AppState {
         signet_core::files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
             .map_err(|source| StartError::Io { what: format!("writing {}", url_file.display()), source })?;
         let url = cfg.storage_url()?;
+        let logs_in_data_dir = matches!(url, signet_log::storage::StorageUrl::Sqlite(_));
         // On PostgreSQL, many instances share the logs: the one holding the sequencer lease
         // sequences them, and the others follow (see signet_log::follow).
         let holder = crate::lease::holder(&cfg.listen);
@@ -378,6 +379,16 @@ impl AppState {
             true => Some(Arc::new(crate::tuf::Tuf::open(&cfg.data_dir, cfg.tuf.expiry(), &trust, tuf_pg).await?)),
             false => None,
         };
+        // A backup that was never restored: reads go on, appends are refused (crate::restore).
+        // Only where the logs are in the data dir: a copy of an instance on PostgreSQL is how
+        // another instance of the same shared logs is made.
+        if let Some(marker) = logs_in_data_dir.then(|| crate::restore::marker(&cfg.data_dir)).transpose().map_err(StartError::Shards)?.flatten() {
+            let why = marker.refusal(&cfg.data_dir);
+            tracing::warn!(target: "signet", "{why}");
+            for log in [&v1_active.log, &v2, ca.ct.log()] {
+                log.refuse_appends(why.clone());
+            }
+        }
         Ok(AppState {
             rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
             rekor_v2: v2,

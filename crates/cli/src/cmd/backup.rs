@@ -11,8 +11,8 @@ pub struct Args {
     /// The data dir to back up (default ./signet-data).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Where to write the backup: a directory that does not exist yet. Restore by serving it:
-    /// `signet serve --data-dir OUT`.
+    /// Where to write the backup: a directory that does not exist yet. Served as it is, it
+    /// answers reads and refuses appends; `signet restore --data-dir OUT` makes it take them.
     #[arg(long)]
     out: PathBuf,
 }
@@ -29,6 +29,7 @@ pub fn run(args: Args) -> ExitCode {
                 outln!("database {}", db.display());
             }
             outln!("backed up {} to {} ({} databases, {} other files)", cfg.data_dir.display(), args.out.display(), report.databases.len(), report.files);
+            outln!("to serve it in place of the original: signet restore --data-dir {} (each log continues in a new shard)", args.out.display());
             if postgres {
                 outln!("the logs are in PostgreSQL: back them up with pg_dump (docs/scaling.md, \"Backups\")");
             }

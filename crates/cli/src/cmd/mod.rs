@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod init;
 pub mod migrate;
 pub mod monitor;
+pub mod restore;
 pub mod serve;
 pub mod sign_bundle;
 pub mod trust;

@@ -131,6 +131,10 @@ impl From<StorageError> for ApiError {
 impl From<AppendError> for ApiError {
     fn from(e: AppendError) -> Self {
         let overloaded = matches!(e, AppendError::Overloaded { .. });
+        if let AppendError::Refused(why) = e {
+            // No Retry-After: waiting changes nothing until an operator acts.
+            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why).because("appends_refused");
+        }
         let status = match e {
             AppendError::Closed | AppendError::Aborted | AppendError::Unavailable(_) | AppendError::Overloaded { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE

@@ -14,8 +14,9 @@ use crate::lifecycle::Phase;
 use crate::state::AppState;
 
 /// 200 once storage is open, keys are loaded and every log's sequencer runs; 503 while
-/// starting, once shutdown has begun, if a sequencer has stopped, or while the sequencer has
-/// stepped down for want of a lease renewal (PostgreSQL).
+/// starting, once shutdown has begun, if a sequencer has stopped, while the logs refuse
+/// appends (an unrestored backup), or while the sequencer has stepped down for want of a
+/// lease renewal (PostgreSQL).
 pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
     let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": status})));
     match state.lifecycle.phase() {
@@ -27,6 +28,9 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
     let logs = [("rekor_v1", &rekor_v1), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
     if let Some((name, _)) = logs.iter().find(|(_, log)| !log.is_running()) {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name})));
+    }
+    if let Some(why) = logs.iter().find_map(|(_, log)| log.appends_refused()) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "appends refused", "why": why})));
     }
     if crate::lease::stepped_down() {
         return unready("stepped down: the sequencer lease could not be renewed for its lifetime (is PostgreSQL reachable?)");

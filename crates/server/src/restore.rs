@@ -1,0 +1,162 @@
+//! A data dir that is a backup, and `signet restore`: serving a copy never forks its logs.
+//!
+//! A backup holds each log as it was when it was copied. The instance it was copied from may
+//! have acknowledged entries after that, with their indices, under the same keys. A copy that
+//! took appends as it is would give those indices other entries: a second history, which
+//! every witness and monitor flags and which puts every bundle of the lost branch in doubt.
+//!
+//! So `signet backup` marks its copy ([`MARKER`]), and a server on a marked data dir refuses
+//! every append with the reason and the way out, while reads go on (old entries stay readable
+//! and provable) and `/readyz` says it is not ready for writes. `signet restore` then starts a
+//! new shard of each log with a new key, offline, as `signet admin log rotate` does, and
+//! replaces the mark with a record of what it did ([`RECORD`]). A restore cut short is
+//! finished by running it again: the mark lists the logs already rotated.
+//!
+//! This covers the logs in a data dir (SQLite). On PostgreSQL the logs are in the database,
+//! and a copy of a data dir is how another instance of the same logs is made, so the mark is
+//! not read there; a dump of the database carries no mark of its own (docs/scaling.md,
+//! "Restoring a backup").
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::shards::{self, Kind, Rotated};
+
+/// In a copy made by `signet backup`: when and from where.
+pub const MARKER: &str = "backup.json";
+/// After `signet restore`: the mark, with what the restore did.
+pub const RECORD: &str = "restored.json";
+
+/// The contents of [`MARKER`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Marker {
+    /// Unix seconds when the backup began.
+    pub taken_at: i64,
+    /// The data dir it was copied from.
+    pub source: String,
+    /// Logs that a restore has already moved to a new shard (a restore cut short).
+    #[serde(default)]
+    pub rotated: Vec<String>,
+    /// Unix seconds when the restore finished; only in [`RECORD`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_at: Option<i64>,
+}
+
+impl Marker {
+    /// The answer to every append while the mark is there.
+    pub fn refusal(&self, data_dir: &Path) -> String {
+        format!(
+            "this instance serves a backup of {} taken at {} (unix seconds): the log it was copied from may have \
+             acknowledged entries after that, and appending here would give their indices a second history. Reads go on. \
+             Stop the server and run `signet restore --data-dir {}` to continue each log in a new shard (docs/scaling.md, \
+             \"Restoring a backup\")",
+            self.source,
+            self.taken_at,
+            data_dir.display()
+        )
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// Marks `copy` (a backup being written) as a backup of `source`.
+pub fn mark(copy: &Path, source: &Path, taken_at: i64) -> std::io::Result<()> {
+    let marker = Marker { taken_at, source: source.display().to_string(), rotated: Vec::new(), restored_at: None };
+    write(&copy.join(MARKER), &marker)
+}
+
+fn write(path: &Path, marker: &Marker) -> std::io::Result<()> {
+    let json = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other)?;
+    signet_core::files::write_atomic(path, &json, 0o600)
+}
+
+/// The data dir's mark, if it is an unrestored backup. A mark that does not parse is an
+/// error, never taken for "not a backup".
+pub fn marker(data_dir: &Path) -> Result<Option<Marker>, String> {
+    let path = data_dir.join(MARKER);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}; expected the backup mark that `signet backup` writes", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// What `signet restore` did.
+#[derive(Debug)]
+pub struct Report {
+    pub marker: Marker,
+    /// The logs moved to a new shard by this run.
+    pub rotated: Vec<Rotated>,
+    /// Logs that were never created in the backup, so had nothing to continue.
+    pub absent: Vec<Kind>,
+    pub record: PathBuf,
+}
+
+/// `signet restore`: a new shard for each log of the backup in `data_dir`, then the mark
+/// becomes the record. The server must be stopped (each rotation takes the data dir's lock).
+pub fn restore(data_dir: &Path, storage: Option<&str>) -> Result<Report, String> {
+    if let signet_log::storage::StorageUrl::Postgres(_) = signet_log::storage::StorageUrl::parse(storage, data_dir)? {
+        return Err(
+            "the logs are in PostgreSQL, not in this data dir: a copy of it is another instance of the same logs, which \
+             needs no restore (a database restored from a dump does: docs/scaling.md, \"Restoring a backup\")"
+                .into(),
+        );
+    }
+    let Some(mut marker) = marker(data_dir)? else {
+        return Err(match data_dir.join(RECORD).exists() {
+            true => format!("{} was restored already ({}); it takes appends", data_dir.display(), data_dir.join(RECORD).display()),
+            false => format!("{} is not a backup made by `signet backup` (no {MARKER}); nothing to restore", data_dir.display()),
+        });
+    };
+    let (mut rotated, mut absent) = (Vec::new(), Vec::new());
+    for kind in Kind::ALL {
+        if marker.rotated.iter().any(|k| k == kind.cli_name()) {
+            continue;
+        }
+        match shards::rotate_kind(data_dir, storage, kind)? {
+            shards::Rotation::Done(r) => rotated.push(r),
+            shards::Rotation::NotCreated(_) => absent.push(kind),
+        }
+        marker.rotated.push(kind.cli_name().to_string());
+        write(&data_dir.join(MARKER), &marker).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
+    }
+    marker.restored_at = Some(now());
+    let record = data_dir.join(RECORD);
+    write(&record, &marker).map_err(|e| format!("{}: {e}", record.display()))?;
+    std::fs::remove_file(data_dir.join(MARKER)).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
+    std::fs::File::open(data_dir).and_then(|d| d.sync_all()).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    Ok(Report { marker, rotated, absent, record })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_reads_back_and_a_bad_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(marker(dir.path()).unwrap().is_none());
+        mark(dir.path(), Path::new("/var/lib/signet"), 1_800_000_000).unwrap();
+        let m = marker(dir.path()).unwrap().unwrap();
+        assert_eq!((m.taken_at, m.source.as_str()), (1_800_000_000, "/var/lib/signet"));
+        let why = m.refusal(dir.path());
+        assert!(why.contains("signet restore --data-dir") && why.contains("/var/lib/signet"), "{why}");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(dir.path().join(MARKER)).unwrap().permissions().mode() & 0o777, 0o600);
+        std::fs::write(dir.path().join(MARKER), "{").unwrap();
+        assert!(marker(dir.path()).unwrap_err().contains("expected the backup mark"));
+    }
+
+    #[test]
+    fn a_data_dir_that_is_no_backup_is_not_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(restore(dir.path(), None).unwrap_err().contains("not a backup"));
+        std::fs::write(dir.path().join(RECORD), "{}").unwrap();
+        assert!(restore(dir.path(), None).unwrap_err().contains("restored already"));
+    }
+}
