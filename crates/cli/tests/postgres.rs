@@ -595,5 +595,10 @@ fn the_log_never_forks_under_seeded_faults() {
             outage.get(outage.len() / 2),
             outage.last()
         );
+        let mut worst: Vec<(Duration, &String)> = outcome.outage.iter().copied().zip(&outcome.faults).collect();
+        worst.sort_by(|a, b| b.0.cmp(&a.0));
+        for (gap, what) in worst.iter().take(3) {
+            eprintln!("seed {seed}: {gap:.2?} without an acknowledgement during {what}");
+        }
     }
 }

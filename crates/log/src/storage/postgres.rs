@@ -479,7 +479,7 @@ impl PostgresStorage {
 /// append; a statement that runs away ends after `statement_timeout`; and a writer stopped
 /// mid-transaction (SIGSTOP, a partition) has its session ended by the server after
 /// `idle_in_transaction_session_timeout`, which frees the lease row it locked. That bound is
-/// below the lease's 3 s lifetime, so a follower's takeover waits for the lease and never
+/// below the lease's 2.5 s lifetime, so a follower's takeover waits for the lease and never
 /// for the lock: under steady writes the sequencer is nearly always mid-transaction, and the
 /// fault suite measured takeovers of 5 s after a SIGSTOP when this was 5 s. A batch's
 /// statements follow each other within milliseconds; two idle seconds inside one mean its
