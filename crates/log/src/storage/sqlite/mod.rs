@@ -451,9 +451,10 @@ impl Storage for SqliteStorage {
         // The checkpoint moves only from the size this batch extends (the trait's contract),
         // checked first so that a stale writer learns that, not a key collision.
         let previous = batch.previous_size();
+        // Cached statements, as below: a statement prepared anew costs more than a small batch's inserts.
         let stored: Option<i64> = tx
-            .query_row("SELECT size FROM checkpoints WHERE log = ?1", [batch.log], |r| r.get(0))
-            .optional()
+            .prepare_cached("SELECT size FROM checkpoints WHERE log = ?1")
+            .and_then(|mut st| st.query_row([batch.log], |r| r.get(0)).optional())
             .map_err(backend)?;
         if let Some(stored) = stored.filter(|&s| s as u64 != previous) {
             return Err(StorageError::Conflict { log: batch.log, expected: previous, stored: stored as u64 });
@@ -481,11 +482,9 @@ impl Storage for SqliteStorage {
             for t in &batch.leaf_tiles {
                 leaf_tile.execute(params![row_id(batch.log, t.index), &t.nodes]).map_err(backend)?;
             }
-            tx.execute(
-                "INSERT OR REPLACE INTO checkpoints(log, size, note) VALUES (?1, ?2, ?3)",
-                params![batch.log, batch.checkpoint.size as i64, &batch.checkpoint.note],
-            )
-            .map_err(backend)?;
+            tx.prepare_cached("INSERT OR REPLACE INTO checkpoints(log, size, note) VALUES (?1, ?2, ?3)")
+                .and_then(|mut st| st.execute(params![batch.log, batch.checkpoint.size as i64, &batch.checkpoint.note]))
+                .map_err(backend)?;
         }
         tx.commit().map_err(backend)?;
         drop(conn);
