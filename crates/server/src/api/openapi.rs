@@ -285,7 +285,7 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("POST", "/api/admin/bans/lift") => op("admin", "Lifts a ban", json!({"requestBody": body("LiftBanRequest"), "responses": {"200": json_of(object(), "what was lifted")}})),
         ("GET", "/api/admin/audit/verify") => op("admin", "Verifies the audit log's hash chain", json!({"responses": {"200": json_of(object(), "the chain verifies")}})),
         ("GET", "/healthz") => op("operations", "Liveness", json!({"responses": {"200": json_of(r("Status"), "the process is up")}})),
-        ("GET", "/readyz") => op("operations", "Readiness: the logs are open and, on shared storage, the sequencer is known", json!({"responses": {"200": json_of(r("Status"), "ready"), "503": json_of(r("Status"), "starting or shutting down")}})),
+        ("GET", "/readyz") => op("operations", "Readiness: the logs are open and, on shared storage, the sequencer is known", json!({"responses": {"200": json_of(r("Status"), "ready"), "503": json_of(r("Status"), "starting, shutting down, stepped down, or refusing appends (an unrestored backup)")}})),
         ("GET", "/metrics") => op("operations", "Prometheus metrics (OpenTelemetry names)", json!({"responses": {"200": text("text/plain; version=0.0.4", "the metrics")}})),
         ("GET", "/api/openapi.json") => op("operations", "This description", json!({"responses": {"200": json_of(object(), "OpenAPI 3.1")}})),
         ("GET", "/oidc/.well-known/openid-configuration") => op("dev", "The development OIDC issuer's discovery document (`serve --dev` only)", json!({"responses": {"200": json_of(object(), "OpenID provider metadata")}})),
