@@ -384,7 +384,7 @@ impl AppState {
         // another instance of the same shared logs is made.
         if let Some(marker) = logs_in_data_dir.then(|| crate::restore::marker(&cfg.data_dir)).transpose().map_err(StartError::Shards)?.flatten() {
             let why = marker.refusal(&cfg.data_dir);
-            tracing::warn!(target: "signet", "{why}");
+            tracing::warn!("{why}");
             for log in [&v1_active.log, &v2, ca.ct.log()] {
                 log.refuse_appends(why.clone());
             }
