@@ -50,6 +50,13 @@ fn a_healthy_instance_passes_and_each_problem_is_named() {
 
     // The instance is down: its readiness fails, --offline skips it.
     server.kill();
+    // An unrestored backup: its logs take no appends, and doctor says how to make them.
+    let copy = dir.path().join("copy");
+    let b = Command::new(env!("CARGO_BIN_EXE_signet")).args(["backup", "--data-dir", d, "--out"]).arg(&copy).output().unwrap();
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let (out, text) = doctor(&["--data-dir", copy.to_str().unwrap(), "--offline"]);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(line(&text, "serves a backup of").starts_with("FAIL  ") && text.contains("signet restore --data-dir"), "{text}");
     let (out, text) = doctor(&["--data-dir", d]);
     assert_eq!(out.status.code(), Some(1));
     assert!(line(&text, "/readyz").starts_with("FAIL  "), "{text}");

@@ -79,6 +79,7 @@ pub fn run(args: Args) -> ExitCode {
     keys(&data, &mut report);
     certificates(&data, &mut report);
     storage(&cfg, &mut report);
+    restored(&cfg, &mut report);
     tuf(&data, &mut report);
     if !args.offline {
         let url = args.url.or_else(|| std::fs::read_to_string(signet_server::trust::public_url_file(&data)).ok()).map(|u| u.trim().trim_end_matches('/').to_string());
@@ -169,6 +170,19 @@ fn certificates(data: &Path, report: &mut Report) {
         } else {
             report.ok(&format!("{} matches its key, valid for {} more days", cert_path.display(), left / 86_400));
         }
+    }
+}
+
+/// Not an unrestored backup, whose logs take no appends (signet_server::restore). On
+/// PostgreSQL the mark means nothing: the logs are not in the data dir.
+fn restored(cfg: &signet_server::Config, report: &mut Report) {
+    if matches!(cfg.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_))) {
+        return;
+    }
+    match signet_server::restore::marker(&cfg.data_dir) {
+        Ok(None) => {}
+        Ok(Some(marker)) => report.fail(&marker.refusal(&cfg.data_dir)),
+        Err(e) => report.fail(&e),
     }
 }
 
