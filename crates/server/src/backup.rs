@@ -61,7 +61,8 @@ pub fn backup(data_dir: &Path, out: &Path) -> Result<Report, BackupError> {
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "backup".into());
     let partial = out.with_file_name(format!(".{name}.partial-{}", std::process::id()));
     let mut report = Report::default();
-    let taken_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    // When the copy began: the original may have acknowledged entries from then on.
+    let taken_at = crate::shards::now();
     let result = copy_dir(data_dir, &partial, &mut report).and_then(|()| {
         // The copy knows it is one, and refuses appends until `signet restore` (crate::restore).
         crate::restore::mark(&partial, data_dir, taken_at).map_err(io_err(&partial))?;

@@ -58,10 +58,6 @@ impl Marker {
     }
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-}
-
 /// Marks `copy` (a backup being written) as a backup of `source`.
 pub fn mark(copy: &Path, source: &Path, taken_at: i64) -> std::io::Result<()> {
     let marker = Marker { taken_at, source: source.display().to_string(), rotated: Vec::new(), restored_at: None };
@@ -125,7 +121,7 @@ pub fn restore(data_dir: &Path, storage: Option<&str>) -> Result<Report, String>
         marker.rotated.push(kind.cli_name().to_string());
         write(&data_dir.join(MARKER), &marker).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
     }
-    marker.restored_at = Some(now());
+    marker.restored_at = Some(shards::now());
     let record = data_dir.join(RECORD);
     write(&record, &marker).map_err(|e| format!("{}: {e}", record.display()))?;
     std::fs::remove_file(data_dir.join(MARKER)).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;

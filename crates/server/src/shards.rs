@@ -239,7 +239,8 @@ pub struct Rotated {
     pub key_path: PathBuf,
 }
 
-fn now() -> i64 {
+/// Unix seconds now (0 before 1970); the time shard windows, backups and restores record.
+pub(crate) fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
