@@ -610,6 +610,14 @@ impl Log {
         Ok(found.into_iter().map(|(_, i)| i).find(|&i| i < size))
     }
 
+    /// The durable entry with leaf hash `leaf`.
+    pub async fn entry_by_leaf(&self, leaf: &Hash) -> Result<Option<StoredEntry>, StorageError> {
+        let size = self.head().checkpoint.size;
+        let found = self.shared.storage.entry_by_leaf_async(self.shared.id, *leaf).await?;
+        // As in find_leaf: committed on shared storage, but not yet covered by this head.
+        Ok(found.filter(|e| e.index < size))
+    }
+
     /// One page of the durable entries with digest key `digest` (`sha256:<hex>`), oldest
     /// first, starting after index `after`: at most `limit` indices, and the index to ask
     /// after for the next page, if there may be more.

@@ -145,6 +145,11 @@ async fn leaves_and_digests_are_found_from_the_commit_on() {
         let blocking = { let s = s.clone(); tokio::task::spawn_blocking(move || s.find_leaves(1, &wanted).unwrap()) }.await.unwrap();
         assert_eq!(blocking.len(), 2, "{}", b.name);
         assert!(s.find_leaves_async(1, vec![]).await.unwrap().is_empty(), "{}", b.name);
+        // The read of an entry by UUID: found and read in one.
+        let e = s.entry_by_leaf_async(1, leaf(1, 5)).await.unwrap().expect("entry 5 by its leaf hash");
+        assert_eq!((e.index, e.leaf_hash, e.integrated_time), (5, leaf(1, 5), 1800), "{}", b.name);
+        assert!(s.entry_by_leaf_async(2, leaf(1, 5)).await.unwrap().is_none(), "{}: log 1's entry is not log 2's", b.name);
+        assert!(s.entry_by_leaf_async(1, [9; 32]).await.unwrap().is_none(), "{}", b.name);
 
         // Even indices have digest 0, odd ones digest 1.
         assert_eq!(s.find_digest_async(1, d(0), None, 10).await.unwrap(), [0, 2, 4, 6], "{}", b.name);

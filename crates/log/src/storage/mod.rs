@@ -185,6 +185,17 @@ pub trait Storage: Send + Sync + 'static {
         Box::pin(std::future::ready(self.find_leaves(log, &leaves)))
     }
 
+    /// The committed entry with leaf hash `leaf`, if there is one: [`Storage::find_leaves`]
+    /// then [`Storage::entry`], which a backend may answer in fewer reads.
+    fn entry_by_leaf_async(&self, log: LogId, leaf: Hash) -> ReadFuture<'_, Option<StoredEntry>> {
+        Box::pin(async move {
+            match self.find_leaves_async(log, vec![leaf]).await?.first() {
+                Some(&(_, index)) => self.entry_async(log, index).await,
+                None => Ok(None),
+            }
+        })
+    }
+
     /// The indices of committed entries with digest key `digest` (`sha256:<hex>`), oldest
     /// first, after index `after`: at most `limit`.
     fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>>;

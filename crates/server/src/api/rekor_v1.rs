@@ -76,11 +76,8 @@ impl Shard {
     }
 
     async fn by_leaf(&self, leaf: &[u8; 32]) -> Result<Option<String>, ApiError> {
-        match self.log.find_leaf(leaf).await? {
-            Some(index) => match self.log.entry_async(index).await? {
-                Some(e) => Ok(Some(self.view(&e)?)),
-                None => Ok(None),
-            },
+        match self.log.entry_by_leaf(leaf).await? {
+            Some(e) => Ok(Some(self.view(&e)?)),
             None => Ok(None),
         }
     }

@@ -96,11 +96,32 @@ struct Memtable {
 struct Recent {
     active: Memtable,
     flushing: Vec<Arc<Memtable>>,
+    /// Flushes whose keys have left memory. A snapshot of the file begun after generation `g`
+    /// was seen holds every key that left memory up to `g`: while the generation is still `g`,
+    /// that snapshot and memory together hold every committed key.
+    generation: u64,
+}
+
+/// A pooled read-only connection to the file, and the generation its open snapshot began
+/// after. Starting a read transaction takes the WAL's locks (two `fcntl`s), a fifth of a
+/// lookup's cost; a snapshot is kept until a flush moves keys out of memory.
+struct Reader {
+    conn: Connection,
+    snapshot: Option<u64>,
+}
+
+impl Reader {
+    fn end_snapshot(&mut self) -> rusqlite::Result<()> {
+        if self.snapshot.take().is_some() {
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
+        }
+        Ok(())
+    }
 }
 
 pub(super) struct KeyIndex {
     recent: RwLock<Recent>,
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Vec<Reader>>,
     writer: Mutex<Connection>,
     path: PathBuf,
     wake: Condvar,
@@ -187,6 +208,8 @@ impl KeyIndex {
         for table in ["leaves", "digests", "identities", "indexed"] {
             c.execute(&format!("DELETE FROM {table} WHERE log = ?1"), [log]).map_err(backend)?;
         }
+        drop(c);
+        self.snapshots_outdated(|_| ());
         Ok(())
     }
 
@@ -204,7 +227,10 @@ impl KeyIndex {
             }
             mark(&tx, log, through)?;
         }
-        tx.commit().map_err(backend)
+        tx.commit().map_err(backend)?;
+        drop(c);
+        self.snapshots_outdated(|_| ());
+        Ok(())
     }
 
     /// Adds the keys of a batch that just committed.
@@ -232,26 +258,28 @@ impl KeyIndex {
 
     /// Indices whose leaf-hash prefix is `leaf`'s: candidates, unconfirmed.
     pub fn leaf_candidates(&self, log: LogId, leaves: &[Hash]) -> Result<Vec<(usize, u64)>, StorageError> {
-        let mut out = Vec::new();
-        {
-            let r = self.recent.read();
-            for (pos, leaf) in leaves.iter().enumerate() {
-                let k = (log, leaf_key(leaf));
-                for m in std::iter::once(&r.active).chain(r.flushing.iter().map(|m| &**m)) {
-                    out.extend(m.leaves.get(&k).into_iter().flatten().map(|&i| (pos, i)));
+        let mut out = self.read(
+            |r| {
+                let mut out = Vec::new();
+                for (pos, leaf) in leaves.iter().enumerate() {
+                    let k = (log, leaf_key(leaf));
+                    for m in std::iter::once(&r.active).chain(r.flushing.iter().map(|m| &**m)) {
+                        out.extend(m.leaves.get(&k).into_iter().flatten().map(|&i| (pos, i)));
+                    }
                 }
-            }
-        }
-        self.read(|c| {
-            let mut st = c.prepare_cached("SELECT idx FROM leaves WHERE log = ?1 AND prefix = ?2")?;
-            for (pos, leaf) in leaves.iter().enumerate() {
-                let rows = st.query_map(params![log, leaf_key(leaf)], |r| r.get::<_, i64>(0))?;
-                for i in rows {
-                    out.push((pos, i? as u64));
+                out
+            },
+            |c, out| {
+                let mut st = c.prepare_cached("SELECT idx FROM leaves WHERE log = ?1 AND prefix = ?2")?;
+                for (pos, leaf) in leaves.iter().enumerate() {
+                    let rows = st.query_map(params![log, leaf_key(leaf)], |r| r.get::<_, i64>(0))?;
+                    for i in rows {
+                        out.push((pos, i? as u64));
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         out.sort_unstable();
         out.dedup();
         Ok(out)
@@ -268,23 +296,24 @@ impl KeyIndex {
     ) -> Result<Vec<u64>, StorageError> {
         let key = (log, kind, search_key(value));
         let from = after.map_or(0, |a| a.saturating_add(1));
-        let mut out: Vec<u64> = {
-            let r = self.recent.read();
-            std::iter::once(&r.active)
-                .chain(r.flushing.iter().map(|m| &**m))
-                .flat_map(|m| m.search.get(&key).into_iter().flatten().copied())
-                .filter(|&i| i >= from)
-                .collect()
-        };
         let lim = limit.min(i64::MAX as usize) as i64;
-        self.read(|c| {
-            let mut st = c.prepare_cached(kind.select())?;
-            let rows = st.query_map(params![log, key.2, from.min(i64::MAX as u64) as i64, lim], |r| r.get::<_, i64>(0))?;
-            for i in rows {
-                out.push(i? as u64);
-            }
-            Ok(())
-        })?;
+        let mut out: Vec<u64> = self.read(
+            |r| {
+                std::iter::once(&r.active)
+                    .chain(r.flushing.iter().map(|m| &**m))
+                    .flat_map(|m| m.search.get(&key).into_iter().flatten().copied())
+                    .filter(|&i| i >= from)
+                    .collect()
+            },
+            |c, out: &mut Vec<u64>| {
+                let mut st = c.prepare_cached(kind.select())?;
+                let rows = st.query_map(params![log, key.2, from.min(i64::MAX as u64) as i64, lim], |r| r.get::<_, i64>(0))?;
+                for i in rows {
+                    out.push(i? as u64);
+                }
+                Ok(())
+            },
+        )?;
         out.sort_unstable();
         out.dedup();
         out.truncate(limit);
@@ -337,9 +366,20 @@ impl KeyIndex {
         }
         tx.commit().map_err(backend)?;
         drop(c);
-        let mut r = self.recent.write();
-        r.flushing.retain(|m| !batch.iter().any(|b| Arc::ptr_eq(b, m)));
+        self.snapshots_outdated(|r| r.flushing.retain(|m| !batch.iter().any(|b| Arc::ptr_eq(b, m))));
         Ok(())
+    }
+
+    /// After the file changed: `forget` drops from memory what the file now holds, and every
+    /// snapshot begun before is outdated. Idle ones are ended here, so that none pins the
+    /// file's WAL until its next lookup.
+    fn snapshots_outdated(&self, forget: impl FnOnce(&mut Recent)) {
+        {
+            let mut r = self.recent.write();
+            forget(&mut r);
+            r.generation += 1;
+        }
+        self.readers.lock().retain_mut(|r| r.end_snapshot().is_ok());
     }
 
     /// Keys in memory, not yet in the file.
@@ -395,27 +435,46 @@ impl KeyIndex {
         }
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StorageError> {
+    /// One lookup: `memory` finds what the recent keys hold, then `file` adds what a snapshot
+    /// of the file holds, a snapshot that with those recent keys holds every committed key. A
+    /// reader whose query failed is dropped, not reused: its transaction state is unknown.
+    fn read<T>(
+        &self,
+        memory: impl FnOnce(&Recent) -> T,
+        file: impl FnOnce(&Connection, &mut T) -> rusqlite::Result<()>,
+    ) -> Result<T, StorageError> {
         let pooled = self.readers.lock().pop();
-        let conn = match pooled {
-            Some(c) => c,
-            None => {
-                let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
-                    .map_err(backend)?;
-                // Mapped, with a small cache, as the log's own readers are: lookups land on random
-                // pages, and each pooled connection would otherwise fill 2 MB with them.
-                c.execute_batch(&format!(
-                    "PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184; PRAGMA cache_size=-{};",
-                    super::READER_CACHE_KIB
-                ))
-                .map_err(backend)?;
-                super::stable_plans(&c).map_err(backend)?;
-                c
-            }
+        let mut reader = match pooled {
+            Some(r) => r,
+            None => Reader { conn: self.open_reader()?, snapshot: None },
         };
-        let out = f(&conn).map_err(backend)?;
-        self.readers.lock().push(conn);
+        let (mut out, generation) = {
+            let r = self.recent.read();
+            (memory(&r), r.generation)
+        };
+        if reader.snapshot != Some(generation) {
+            // Begun after `generation` was seen: the snapshot starts at the first read below.
+            reader.end_snapshot().map_err(backend)?;
+            reader.conn.prepare_cached("BEGIN").and_then(|mut st| st.execute([])).map_err(backend)?;
+            reader.snapshot = Some(generation);
+        }
+        file(&reader.conn, &mut out).map_err(backend)?;
+        self.readers.lock().push(reader);
         Ok(out)
+    }
+
+    fn open_reader(&self) -> Result<Connection, StorageError> {
+        let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(backend)?;
+        // Mapped, with a small cache, as the log's own readers are: lookups land on random
+        // pages, and each pooled connection would otherwise fill 2 MB with them.
+        c.execute_batch(&format!(
+            "PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184; PRAGMA cache_size=-{};",
+            super::READER_CACHE_KIB
+        ))
+        .map_err(backend)?;
+        super::stable_plans(&c).map_err(backend)?;
+        Ok(c)
     }
 }
 
@@ -455,9 +514,47 @@ mod tests {
         }
         // Under STAT4, a statement with `LIMIT ?` expires at each new binding unless the plan is
         // held stable: each search would then parse and plan its SQL again.
-        let c = index.readers.lock().pop().expect("a pooled reader");
-        let st = c.prepare_cached(SearchKind::Digest.select()).unwrap();
+        let r = index.readers.lock().pop().expect("a pooled reader");
+        let st = r.conn.prepare_cached(SearchKind::Digest.select()).unwrap();
         assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
         assert!(st.get_status(rusqlite::StatementStatus::Run) >= 100, "the cached statement is the one the searches ran");
+    }
+
+    /// A pooled reader keeps its snapshot of the file between lookups, and still finds the
+    /// keys that a flush moved from memory to the file after that snapshot began.
+    #[test]
+    fn a_kept_snapshot_misses_nothing_a_flush_moves() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = KeyIndex::open(&dir.path().join("db.sqlite"), b"db").unwrap();
+        let leaves: Vec<Hash> = (0..3u8).map(|i| sha256(&[i])).collect();
+        let digest = [7u8; 32];
+        let keys = |i: usize| Keys { log: 1, index: i as u64, leaf: &leaves[i], digest: Some(&digest), identity: None };
+        let found = |i: usize| index.leaf_candidates(1, &leaves[i..=i]).unwrap();
+        let generation = |index: &KeyIndex| index.readers.lock().last().and_then(|r| r.snapshot);
+
+        index.add(&[keys(0)]);
+        index.flush().unwrap();
+        assert_eq!(found(0), [(0, 0)], "from the file");
+        let kept = generation(&index).expect("the reader keeps its snapshot");
+
+        index.add(&[keys(1)]);
+        assert_eq!(found(1), [(0, 1)], "from memory, beside the kept snapshot");
+        assert_eq!(generation(&index), Some(kept), "no flush since: the snapshot is reused");
+
+        // The flush takes entry 1 out of memory: a snapshot from before it would miss it.
+        index.flush().unwrap();
+        assert_eq!(index.pending(), 0);
+        assert_eq!(generation(&index), None, "the flush ended the idle snapshot");
+        assert_eq!(found(1), [(0, 1)], "from the file, on a fresh snapshot");
+        assert_eq!(index.search_candidates(1, SearchKind::Digest, &digest, None, 10).unwrap(), [0, 1]);
+
+        // A snapshot held by a reader in use across a flush is replaced at its next lookup.
+        let mut held = index.readers.lock().pop().expect("a pooled reader");
+        held.conn.query_row("SELECT count(*) FROM leaves", [], |r| r.get::<_, i64>(0)).unwrap();
+        index.add(&[keys(2)]);
+        index.flush().unwrap();
+        index.readers.lock().push(held);
+        assert_eq!(found(2), [(0, 2)]);
+        assert!(generation(&index) > Some(kept));
     }
 }

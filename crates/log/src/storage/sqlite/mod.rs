@@ -323,6 +323,28 @@ impl SqliteStorage {
         Ok(candidates.into_iter().filter(|i| confirmed.contains(i)).collect())
     }
 
+    /// The entry with leaf hash `leaf`: the key index's candidates confirmed against the
+    /// entries themselves, which the caller wants anyway (one read instead of two).
+    fn entry_by_leaf(&self, log: LogId, leaf: &Hash) -> Result<Option<StoredEntry>, StorageError> {
+        let candidates: Vec<u64> = self.keys.leaf_candidates(log, std::slice::from_ref(leaf))?.into_iter().map(|(_, i)| i).collect();
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let rows = self.readers.read_complete(
+            |c| {
+                let mut st = c.prepare_cached(ENTRY_BY_ID)?;
+                let mut out = Vec::with_capacity(candidates.len());
+                for &i in candidates.iter().filter(|&&i| i < MAX_INDEX) {
+                    out.extend(st.query_row([row_id(log, i)], |r| stored_entry(log, r)).optional()?);
+                }
+                Ok(out)
+            },
+            // Every candidate is a committed entry (see `stored_keys`).
+            |out| out.len() == candidates.len(),
+        )?;
+        Ok(rows.into_iter().find(|e| e.leaf_hash == *leaf))
+    }
+
     /// Confirms candidate indices against the stored entries' keys. Every candidate is a
     /// committed entry (the key index holds only those, a prefix match included), so a reused
     /// snapshot serves unless it predates one of them: then a fresh one is read, once.
@@ -417,10 +439,19 @@ impl Drop for SqliteStorage {
 }
 
 /// Entry rows from `entry_bodies` alone, except for rows older than its `integrated_time`
-/// column (COALESCE evaluates the subquery only for those).
-const ENTRY_SELECT: &str = "SELECT b.id, b.body, b.stamp, \
-     COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)) \
-     FROM entry_bodies b";
+/// column (COALESCE evaluates the subquery only for those). A macro, so that each statement
+/// is a constant that the statement cache finds without formatting a string per read.
+macro_rules! entry_select {
+    ($where:literal) => {
+        concat!(
+            "SELECT b.id, b.body, b.stamp, ",
+            "COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)) ",
+            "FROM entry_bodies b ",
+            $where
+        )
+    };
+}
+const ENTRY_BY_ID: &str = entry_select!("WHERE b.id = ?1");
 
 /// `leaf_hash, digest, identity` of an `entry_keys` row.
 fn entry_keys(r: &rusqlite::Row<'_>) -> rusqlite::Result<EntryKeys> {
@@ -536,6 +567,10 @@ impl Storage for SqliteStorage {
         Ok(candidates.into_iter().filter(|&(pos, i)| stored.get(&i) == leaves.get(pos)).collect())
     }
 
+    fn entry_by_leaf_async(&self, log: LogId, leaf: Hash) -> ReadFuture<'_, Option<StoredEntry>> {
+        Box::pin(std::future::ready(self.entry_by_leaf(log, &leaf)))
+    }
+
     fn find_digest_async(&self, log: LogId, digest: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
         Box::pin(std::future::ready(self.find_search_key(log, SearchKind::Digest, &digest, after, limit)))
     }
@@ -581,7 +616,7 @@ impl Storage for SqliteStorage {
         }
         self.readers.read_complete(
             |c| {
-                c.prepare_cached(&format!("{ENTRY_SELECT} WHERE b.id = ?1"))?
+                c.prepare_cached(ENTRY_BY_ID)?
                     .query_row([row_id(log, index)], |r| stored_entry(log, r))
                     .optional()
             },
@@ -593,7 +628,7 @@ impl Storage for SqliteStorage {
         let (lo, hi) = (start.min(MAX_INDEX), start.saturating_add(count).min(MAX_INDEX));
         self.readers.read_complete(
             |c| {
-                let mut st = c.prepare_cached(&format!("{ENTRY_SELECT} WHERE b.id >= ?1 AND b.id < ?2 ORDER BY b.id"))?;
+                let mut st = c.prepare_cached(entry_select!("WHERE b.id >= ?1 AND b.id < ?2 ORDER BY b.id"))?;
                 let rows = st.query_map(params![row_id(log, lo), row_id(log, hi)], |r| stored_entry(log, r))?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()
             },
