@@ -219,7 +219,11 @@ impl Authority {
     /// poison is always the last extension), signed now. Issuance stores it beside the CT
     /// entry, and CT's `get-entries` serves it from there.
     pub fn precertificate(&self, tbs_without_poison: &[u8]) -> Result<Vec<u8>, CaError> {
-        let mut tbs = TbsCertificate::from_der(tbs_without_poison)?;
+        self.precertificate_of(TbsCertificate::from_der(tbs_without_poison)?)
+    }
+
+    /// [`Authority::precertificate`] for a TBS that issuance has just built, not decoded.
+    pub fn precertificate_of(&self, mut tbs: TbsCertificate) -> Result<Vec<u8>, CaError> {
         tbs.extensions.get_or_insert_with(Vec::new).push(poison()?);
         self.sign(tbs)
     }

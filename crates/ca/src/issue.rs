@@ -115,10 +115,11 @@ impl Issuer {
         let prepared = signet_core::cpu::inline(|| self.prepare(identity, proof))??;
         let sct = self.ct.submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
         signet_core::cpu::inline(|| -> Result<Issued, IssueError> {
-            let Prepared { identity, spki, serial, now, .. } = prepared.rest;
-            let ext = ct::sct_list_extension(&[sct]).map_err(CaError::from)?;
-            let serial_bytes = serial.as_bytes().to_vec();
-            let tbs = self.authority.leaf_tbs(&identity, spki, serial, now, Some(ext))?;
+            let Prepared { identity, mut tbs } = prepared.rest;
+            // The final certificate is the precertificate's TBS with the SCT list where the
+            // poison was (RFC 6962 §3.1): both are the same TBS plus one last extension.
+            tbs.extensions.get_or_insert_with(Vec::new).push(ct::sct_list_extension(&[sct]).map_err(CaError::from)?);
+            let serial_bytes = tbs.serial_number.as_bytes().to_vec();
             let leaf_der = self.authority.sign(tbs)?;
             self.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(Issued { leaf_der, identity, serial: serial_bytes })
@@ -154,11 +155,10 @@ impl Issuer {
         let spki = SubjectPublicKeyInfoOwned::from_der(&spki_der).map_err(|e| IssueError::Key(e.to_string()))?;
 
         let serial = x509::random_serial().map_err(CaError::from)?;
-        let now = SystemTime::now();
-        let core = self.authority.leaf_tbs(&identity, spki.clone(), serial.clone(), now, None)?;
+        let core = self.authority.leaf_tbs(&identity, spki, serial, SystemTime::now(), None)?;
         let core_der = core.to_der().map_err(CaError::from)?;
-        let precertificate = self.authority.precertificate(&core_der)?;
-        Ok(ForCt { core_der, precertificate, rest: Prepared { identity, spki, serial, now } })
+        let precertificate = self.authority.precertificate_of(core.clone())?;
+        Ok(ForCt { core_der, precertificate, rest: Prepared { identity, tbs: core } })
     }
 }
 
@@ -172,9 +172,8 @@ struct ForCt {
 
 struct Prepared {
     identity: Identity,
-    spki: SubjectPublicKeyInfoOwned,
-    serial: x509_cert::serial_number::SerialNumber,
-    now: SystemTime,
+    /// The TBS without a last extension: the poison or the SCT list goes there.
+    tbs: x509_cert::TbsCertificate,
 }
 
 /// Parses a PEM CSR, checks its self-signature, and returns its SPKI DER (public for the
