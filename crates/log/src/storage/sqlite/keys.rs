@@ -102,22 +102,10 @@ struct Recent {
     generation: u64,
 }
 
-/// A pooled read-only connection to the file, and the generation its open snapshot began
-/// after. Starting a read transaction takes the WAL's locks (two `fcntl`s), a fifth of a
-/// lookup's cost; a snapshot is kept until a flush moves keys out of memory.
-struct Reader {
-    conn: Connection,
-    snapshot: Option<u64>,
-}
-
-impl Reader {
-    fn end_snapshot(&mut self) -> rusqlite::Result<()> {
-        if self.snapshot.take().is_some() {
-            self.conn.prepare_cached("COMMIT")?.execute([])?;
-        }
-        Ok(())
-    }
-}
+/// A pooled reader of the file, marked with the generation its snapshot began after.
+/// Starting a read transaction takes the WAL's locks (two `fcntl`s), a fifth of a lookup's
+/// cost; a snapshot is kept until a flush moves keys out of memory.
+type Reader = super::Reader<u64>;
 
 pub(super) struct KeyIndex {
     recent: RwLock<Recent>,
@@ -454,9 +442,7 @@ impl KeyIndex {
         };
         if reader.snapshot != Some(generation) {
             // Begun after `generation` was seen: the snapshot starts at the first read below.
-            reader.end_snapshot().map_err(backend)?;
-            reader.conn.prepare_cached("BEGIN").and_then(|mut st| st.execute([])).map_err(backend)?;
-            reader.snapshot = Some(generation);
+            reader.begin_snapshot(generation).map_err(backend)?;
         }
         file(&reader.conn, &mut out).map_err(backend)?;
         self.readers.lock().push(reader);

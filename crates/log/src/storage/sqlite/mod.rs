@@ -49,13 +49,15 @@ const WRITER_CACHE_KIB: u32 = 16 * 1024;
 /// are bounded in age so that WAL checkpoints can always make progress.
 const SNAPSHOT_TTL: Duration = Duration::from_millis(50);
 
-struct Reader {
+/// A pooled read-only connection and what marks its open read transaction (its snapshot),
+/// if one is open: when it began for the log's readers, the flush generation it began after
+/// for the key index's (`keys.rs`).
+struct Reader<T = Instant> {
     conn: Connection,
-    /// When the open read transaction began, if one is open.
-    snapshot: Option<Instant>,
+    snapshot: Option<T>,
 }
 
-impl Reader {
+impl<T> Reader<T> {
     fn end_snapshot(&mut self) -> rusqlite::Result<()> {
         if self.snapshot.take().is_some() {
             // Cached: `execute_batch` would parse the statement on every snapshot (issue 40).
@@ -64,15 +66,24 @@ impl Reader {
         Ok(())
     }
 
+    /// Ends the open snapshot, if any, and opens one marked `mark`. SQLite defers it to the
+    /// first read: the snapshot is of the database as that read finds it.
+    fn begin_snapshot(&mut self, mark: T) -> rusqlite::Result<()> {
+        self.end_snapshot()?;
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        self.snapshot = Some(mark);
+        Ok(())
+    }
+}
+
+impl Reader {
     /// Makes sure a read transaction is open, starting a new one if the current one is
     /// older than `max_age`. Returns whether the snapshot is newer than this call.
     fn begin(&mut self, max_age: Duration) -> rusqlite::Result<bool> {
         match self.snapshot {
             Some(t) if t.elapsed() < max_age => Ok(false),
             _ => {
-                self.end_snapshot()?;
-                self.conn.prepare_cached("BEGIN")?.execute([])?;
-                self.snapshot = Some(Instant::now());
+                self.begin_snapshot(Instant::now())?;
                 Ok(true)
             }
         }
