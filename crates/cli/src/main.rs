@@ -31,7 +31,7 @@ enum Command {
     /// The audit log: check its hash chain.
     #[command(subcommand)]
     Audit(cmd::audit::Audit),
-    /// Copy a data dir consistently while its server runs (`restore` makes the copy take appends).
+    /// Copy the data dir (--data-dir) consistently while its server runs (`restore` makes the copy take appends).
     Backup(cmd::backup::Args),
     /// Create a production instance's keys, certificates and config (`serve` without --dev needs them).
     Init(cmd::init::Args),
@@ -39,7 +39,7 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Follow transparency logs: verify their checkpoints and alert on watched identities.
     Monitor(cmd::monitor::Args),
-    /// Continue each log of a backup in a new shard, so that serving it never forks a log.
+    /// Continue each log of a backup (its --data-dir) in a new shard, so that serving it never forks a log.
     Restore(cmd::restore::Args),
     /// Run the server.
     Serve(cmd::serve::Args),

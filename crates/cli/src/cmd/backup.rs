@@ -5,12 +5,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// TOML configuration file (its `data_dir` and `storage` are used).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// The data dir to back up (default ./signet-data).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    instance: super::Instance,
     /// Where to write the backup: a directory that does not exist yet. Served as it is, it
     /// answers reads and refuses appends; `signet restore --data-dir OUT` makes it take them.
     #[arg(long)]
@@ -18,7 +14,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let cfg = match super::config(args.config.as_deref(), args.data_dir, None) {
+    let cfg = match args.instance.config(None) {
         Ok(c) => c,
         Err(code) => return code,
     };

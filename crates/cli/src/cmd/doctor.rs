@@ -13,12 +13,8 @@ use der::Decode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The config file the instance runs with.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// The instance's data dir (default: the config's, or signet-data).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    instance: super::Instance,
     /// The running instance's base URL (default: the public URL it last started with).
     #[arg(long)]
     url: Option<String>,
@@ -57,7 +53,7 @@ fn now() -> i64 {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let cfg = match super::config(args.config.as_deref(), args.data_dir, None) {
+    let cfg = match args.instance.config(None) {
         Ok(cfg) => cfg,
         Err(code) => return code,
     };
@@ -65,7 +61,7 @@ pub fn run(args: Args) -> ExitCode {
     // Outside --dev a config must name its public URL; doctor checks the rest either way.
     let valid = cfg.tuf.validate().map_err(|e| e.to_string()).and_then(|()| cfg.guard.validate());
     match valid {
-        Ok(()) => report.ok(&format!("config {}", args.config.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()))),
+        Ok(()) => report.ok(&format!("config {}", args.instance.config.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()))),
         Err(e) => {
             errln!("signet doctor: {e}");
             return ExitCode::from(2);

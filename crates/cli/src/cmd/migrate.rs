@@ -3,24 +3,19 @@
 //! `serve` applies the same migrations as it starts; running them alone first lets an
 //! operator upgrade the schema once, before rolling new binaries over many instances.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// TOML configuration file (its `storage` and `data_dir` are used).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Data directory whose embedded database to migrate (default ./signet-data).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    instance: super::Instance,
     /// Storage URL: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
     #[arg(long)]
     storage: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let cfg = match super::config(args.config.as_deref(), args.data_dir, args.storage) {
+    let cfg = match args.instance.config(args.storage) {
         Ok(c) => c,
         Err(code) => return code,
     };

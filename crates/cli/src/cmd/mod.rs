@@ -25,6 +25,26 @@ pub mod tuf;
 pub mod verify_bundle;
 pub mod witness;
 
+/// The instance a command works on, named the same way by every command that has one
+/// (`serve`, `backup`, `restore`, `migrate`, `doctor`).
+#[derive(clap::Args)]
+pub struct Instance {
+    /// TOML configuration file.
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// The instance's data dir: its keys and embedded database (default: the config's
+    /// `data_dir`, or ./signet-data).
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
+impl Instance {
+    /// [`config`] for this instance, with `storage` over the configured store if given.
+    pub fn config(&self, storage: Option<String>) -> Result<signet_server::Config, std::process::ExitCode> {
+        config(self.config.as_deref(), self.data_dir.clone(), storage)
+    }
+}
+
 /// The configuration a command runs with: the file (if any), then the environment, then
 /// the command's own `--data-dir` and `--storage`. A bad file or value prints one line, and
 /// the caller exits 2.

@@ -1,21 +1,16 @@
 //! `signet restore`: continue each log of a backup in a new shard, so that serving the copy
 //! never gives an index a second history (signet_server::restore).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// TOML configuration file (its `data_dir` and `storage` are used).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// The backup to restore: a data dir made by `signet backup` (default ./signet-data).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    instance: super::Instance,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let cfg = match super::config(args.config.as_deref(), args.data_dir, None) {
+    let cfg = match args.instance.config(None) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -6,12 +6,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// TOML configuration file.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Directory for keys and the embedded database (default ./signet-data).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    instance: super::Instance,
     /// Address to listen on (default 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<SocketAddr>,
@@ -63,7 +59,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
-    let cfg = super::config(args.config.as_deref(), args.data_dir, args.storage);
+    let cfg = args.instance.config(args.storage);
     // Log lines go out from here on, config errors included; spans once the config allows.
     let tracing = cfg.as_ref().map(|c| c.tracing.clone()).unwrap_or_default();
     if let Err(e) = signet_server::logging::init_serving(log_format, &tracing) {
