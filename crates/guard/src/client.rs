@@ -128,8 +128,12 @@ fn hex_16(s: &str) -> Option<[u8; 16]> {
 /// The bearer value of `Authorization`, if any: a signet API token, or (from Fulcio clients)
 /// an OIDC identity token, which the guard leaves alone.
 pub fn bearer<B>(request: &Request<B>) -> Option<&str> {
-    request
-        .headers()
+    bearer_in(request.headers())
+}
+
+/// [`bearer`] from the headers alone, for a handler that no longer has the request.
+pub fn bearer_in(headers: &http::HeaderMap) -> Option<&str> {
+    headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))

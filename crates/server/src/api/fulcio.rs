@@ -4,7 +4,7 @@ use tracing::Instrument;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use signet_guard::audit::{Did, Oidc};
@@ -113,11 +113,7 @@ async fn issue(
     request: SigningCertRequest,
     principal: &mut Option<Oidc>,
 ) -> Result<Response, Response> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
+    let bearer = signet_guard::client::bearer_in(headers);
     let token = (request.credentials.as_ref().map(|c| c.oidc_identity_token.as_str()))
         // A signet API token in the header is the guard's; the OIDC token is then in the body.
         .or(bearer.filter(|b| !b.starts_with(signet_guard::token::PREFIX)))
