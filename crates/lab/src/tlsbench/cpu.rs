@@ -31,7 +31,9 @@ impl CpuSource {
             CpuSource::Thread(tid) => schedstat(PathBuf::from(format!("/proc/self/task/{tid}/schedstat"))),
             CpuSource::Process(pid) => {
                 let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-                tasks.flatten().map(|task| schedstat(task.path().join("schedstat"))).sum()
+                // A thread that ends between the listing and its read has left the
+                // process; it adds nothing rather than hiding the others' time.
+                Some(tasks.flatten().filter_map(|task| schedstat(task.path().join("schedstat"))).sum())
             }
         }
     }
@@ -74,5 +76,26 @@ mod tests {
         worker.join().unwrap();
         assert_eq!(CpuSource::Thread(tid).ns(), None, "a thread that ended");
         assert_eq!(CpuSource::Process(u32::MAX).ns(), None);
+    }
+
+    #[test]
+    fn a_process_whose_threads_come_and_go_is_still_summed() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let short: Vec<_> = (0..8).map(|_| std::thread::spawn(|| std::hint::black_box(1))).collect();
+                    for t in short {
+                        t.join().unwrap();
+                    }
+                }
+            })
+        };
+        for _ in 0..300 {
+            assert!(CpuSource::Process(std::process::id()).ns().is_some());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        churn.join().unwrap();
     }
 }
