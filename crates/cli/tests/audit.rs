@@ -2,7 +2,7 @@
 //! IP or token id but never by token, and `signet audit verify` catching an edit. Off by
 //! default: a server without `[guard.audit]` writes no audit log.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

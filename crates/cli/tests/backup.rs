@@ -3,7 +3,7 @@
 //! refuses appends until `signet restore` continues each log in a new shard: the original took
 //! entries after the copy, and their indices must never get a second history.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

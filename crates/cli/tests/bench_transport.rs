@@ -3,7 +3,7 @@
 //! work, refused with exit 2 and a message naming the flag. (TLS is tested in
 //! `crates/lab/tests/transport.rs`, against an in-test TLS server.)
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! the mixed workload signs (certificate, log entry, timestamp) and verifies (search by
 //! digest, entry with inclusion proof) without errors, and its sign transactions land in the log.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

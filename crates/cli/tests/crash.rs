@@ -2,7 +2,7 @@
 //! that nothing acknowledged was lost, that the log only grew consistently, and that no index
 //! was handed out twice.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

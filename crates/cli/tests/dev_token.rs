@@ -1,7 +1,7 @@
 //! `signet dev-token` against a running `serve --dev`: the token verifies under the JWKS the
 //! server publishes, for the issuer its discovery document names.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

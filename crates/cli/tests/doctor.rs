@@ -1,6 +1,6 @@
 //! `signet doctor`: one line per check, exit 1 on any problem, and it changes nothing.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};

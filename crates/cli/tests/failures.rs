@@ -1,7 +1,7 @@
 //! Failures survived (issue 18): a full disk under the data dir, and offered load far past
 //! what one instance can serve.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! The Fulcio v2 API against a real `signet serve --dev`: a certificate for a dev-issuer
 //! identity, with an SCT from signet's CT log, that OpenSSL accepts up to signet's root.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! The guard on a real server: rate limits, bans, API tokens, and `signet admin` changing
 //! a running server through the shared data dir.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

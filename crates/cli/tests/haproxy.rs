@@ -2,7 +2,7 @@
 //! Requests spread over all three (the opposite of the pick_first bug of report 004), and
 //! when the sequencer dies, haproxy and the followers carry on without a failed request.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Regression tests for issue 17 (hardening): each names the item it covers. Every one of
 //! them failed on the code before its fix.
 
-mod common;
+use crate::common;
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};

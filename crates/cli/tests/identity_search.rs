@@ -2,7 +2,7 @@
 //! certificate (`signet sign-bundle` with a `dev-token`) is found by its certificate's email,
 //! in any case, and by nothing else; a search names exactly one criterion.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

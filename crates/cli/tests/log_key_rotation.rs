@@ -3,7 +3,7 @@
 //! key), the trust documents list both keys with adjoining windows (and TUF publishes them),
 //! a rotation cut short is finished by running it again, and a running server refuses it.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! metric that the shipped dashboard (deploy/grafana/signet.json) and alert rules
 //! (deploy/prometheus/rules.yml) reference; where promtool is installed, the rules pass it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::Command;

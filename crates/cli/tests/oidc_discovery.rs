@@ -2,7 +2,7 @@
 //! document and the JWKS over real TLS from an issuer on loopback, whose certificate comes
 //! from a CA generated for the test.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

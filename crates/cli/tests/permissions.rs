@@ -5,7 +5,7 @@
 //! The route list is the router's own (`signet_server::api::route_list`), so a new route is
 //! in this matrix from the moment it exists.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

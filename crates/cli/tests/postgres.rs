@@ -1,8 +1,8 @@
 //! signet on PostgreSQL, end to end: `signet migrate`, a server that logs, restarts and
 //! reads back from the database, and a database that goes away and comes back under load.
 
-mod chaos;
-mod common;
+use crate::chaos;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

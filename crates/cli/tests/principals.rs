@@ -2,7 +2,7 @@
 //! its own write bucket and ban, whatever API token or address it comes through, and the
 //! audit record names it, refused or not.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Issue 18: rate limits and bans shared by many instances through a real Redis
 //! (`[guard.redis]`), and what a Redis outage does under each `on_failure` policy.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,6 @@
 //! The Rekor v1 and v2 HTTP APIs against a real `signet serve --dev` process.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! certificate identities reaches exactly those, on every route of the router, and a refusal
 //! leaves nothing behind (no certificate signed, no CT entry) but its audit record.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

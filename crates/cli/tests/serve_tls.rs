@@ -4,7 +4,7 @@
 //! certificates (mTLS) become principals; `--dev` without a certificate serves one that its
 //! own CA issues.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

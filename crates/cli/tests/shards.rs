@@ -2,7 +2,7 @@
 //! shards stay readable and provable, indices are log-wide across shards, each shard has its
 //! own key and origin, and the trust documents list every shard's key with its window.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};

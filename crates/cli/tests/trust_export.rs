@@ -1,6 +1,6 @@
 //! `signet trust export` and `/trust/*`: the documents describe the running instance.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

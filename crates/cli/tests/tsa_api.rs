@@ -1,7 +1,7 @@
 //! The RFC 3161 timestamp authority against a real `signet serve --dev`, checked by
 //! `openssl ts -verify`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

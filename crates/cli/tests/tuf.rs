@@ -2,7 +2,7 @@
 //! expires, and published again when the trust documents change. (Real clients bootstrap
 //! from it in interop/python/test_tuf.py.)
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! reaches the others within seconds, and after a takeover the new holder signs on from
 //! the published versions.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::process::Command;

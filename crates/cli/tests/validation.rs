@@ -2,7 +2,7 @@
 //! malformed as an attacker makes it: each case gets its 4xx with a JSON message that says
 //! what was wrong, is audited, and changes nothing (the logs keep their size).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

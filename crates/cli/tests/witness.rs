@@ -1,7 +1,7 @@
 //! Witnessing end to end: one signet instance witnesses another's Rekor v2 log, which
 //! serves its checkpoints cosigned; the witness's HTTP answers follow c2sp.org/tlog-witness.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! its appends, the sequencer logs them, a follower that is promoted picks up what was left
 //! queued, and a follower never serves a checkpoint that does not verify.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! a commit makes durable, what a failed or conflicting one leaves behind (nothing), reads
 //! at and past the ends, restarts, and schema versions.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -535,7 +535,7 @@ mod tests {
         assert_eq!(index.search_candidates(1, SearchKind::Digest, &digest, None, 10).unwrap(), [0, 1]);
 
         // A snapshot held by a reader in use across a flush is replaced at its next lookup.
-        let mut held = index.readers.lock().pop().expect("a pooled reader");
+        let held = index.readers.lock().pop().expect("a pooled reader");
         held.conn.query_row("SELECT count(*) FROM leaves", [], |r| r.get::<_, i64>(0)).unwrap();
         index.add(&[keys(2)]);
         index.flush().unwrap();
