@@ -88,7 +88,9 @@ pub struct TileCache {
 struct Clock {
     capacity: usize,
     slots: Vec<Slot>,
-    by_id: HashMap<TileId, usize>,
+    /// foldhash, seeded per process: a lookup per proof node read; the map holds at most
+    /// `capacity` tiles, so no request can grow a chain of colliding keys past that.
+    by_id: HashMap<TileId, usize, foldhash::fast::RandomState>,
     hand: usize,
     hits: u64,
     misses: u64,
@@ -98,7 +100,7 @@ impl TileCache {
     /// A cache of at most `capacity` tiles (16 KiB each); 0 caches nothing.
     pub fn new(capacity: usize) -> Self {
         TileCache {
-            inner: Mutex::new(Clock { capacity, slots: Vec::new(), by_id: HashMap::new(), hand: 0, hits: 0, misses: 0 }),
+            inner: Mutex::new(Clock { capacity, slots: Vec::new(), by_id: HashMap::default(), hand: 0, hits: 0, misses: 0 }),
         }
     }
 

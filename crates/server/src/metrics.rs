@@ -11,6 +11,10 @@
 //! standard methods or `_OTHER`, and a status code.
 
 use std::collections::HashMap;
+
+/// Keys are the server's own (route templates, methods, statuses), so no request picks them:
+/// SipHash's resistance to chosen keys buys nothing here, and it was a hash per request.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,17 +33,17 @@ pub use signet_guard::Refusal;
 /// once a route has been seen.
 struct RouteCounters {
     by_status: Box<[AtomicU64]>,
-    refusals: RwLock<HashMap<&'static str, AtomicU64>>,
+    refusals: RwLock<FastMap<&'static str, AtomicU64>>,
     /// Request durations by (method, status), made on first use.
-    durations: RwLock<HashMap<(usize, u16), Arc<Histogram>>>,
+    durations: RwLock<FastMap<(usize, u16), Arc<Histogram>>>,
 }
 
 impl RouteCounters {
     fn new() -> Self {
         RouteCounters {
             by_status: (0..600).map(|_| AtomicU64::new(0)).collect(),
-            refusals: RwLock::new(HashMap::new()),
-            durations: RwLock::new(HashMap::new()),
+            refusals: Default::default(),
+            durations: Default::default(),
         }
     }
 
@@ -68,7 +72,7 @@ fn method_index(method: &axum::http::Method) -> usize {
 
 #[derive(Default)]
 pub struct Metrics {
-    routes: RwLock<HashMap<String, Arc<RouteCounters>>>,
+    routes: RwLock<FastMap<String, Arc<RouteCounters>>>,
     /// Requests being handled now, by method ([`METHODS`]).
     active: [AtomicI64; 10],
     /// Requests whose handling panicked (answered 500 by [`crate::panic`]).

@@ -9,6 +9,7 @@
 //! answered in signet's JSON error shape with the JSON path of the field (axum's stock
 //! extractors answer in plain text, without one).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -73,23 +74,22 @@ pub fn entry_size(body: &[u8], limit: usize) -> Result<(), ApiError> {
 }
 
 /// Query parameters of a request, with typed accessors.
-pub struct Query(Vec<(String, String)>);
+/// Borrowed from the request where nothing needed decoding: every query-string read passes here.
+pub struct Query<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
 
-impl Query {
-    pub fn parse(raw: Option<&str>) -> Result<Query, ApiError> {
+impl<'a> Query<'a> {
+    pub fn parse(raw: Option<&'a str>) -> Result<Query<'a>, ApiError> {
         let mut pairs = Vec::new();
         for part in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            let decode = |s: &str| {
-                percent_decode(s).ok_or_else(|| ApiError::bad_request(format!("query parameter {k:?} is not valid percent-encoding")))
-            };
-            pairs.push((decode(k)?, decode(v)?));
+            let invalid = || ApiError::bad_request(format!("query parameter {k:?} is not valid percent-encoding"));
+            pairs.push((percent_decode(k).ok_or_else(invalid)?, percent_decode(v).ok_or_else(invalid)?));
         }
         Ok(Query(pairs))
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_ref())
     }
 
     /// An optional integer in `0..=max`.
@@ -104,7 +104,10 @@ impl Query {
     }
 }
 
-fn percent_decode(s: &str) -> Option<String> {
+fn percent_decode(s: &str) -> Option<Cow<'_, str>> {
+    if !s.bytes().any(|b| b == b'%' || b == b'+') {
+        return Some(Cow::Borrowed(s));
+    }
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -125,7 +128,7 @@ fn percent_decode(s: &str) -> Option<String> {
             }
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 #[cfg(test)]
@@ -141,5 +144,7 @@ mod tests {
         assert_eq!(q.get("x"), Some("A"));
         assert_eq!(q.u64("missing", 1).unwrap(), None);
         assert!(Query::parse(Some("a=%zz")).is_err());
+        let q = Query::parse(Some("a+b=c%2Bd&plain=1")).unwrap();
+        assert_eq!((q.get("a b"), q.get("plain")), (Some("c+d"), Some("1")));
     }
 }
