@@ -1,4 +1,5 @@
 //! signet-lab's integration tests, as one test binary (each file a module), so that the
 //! suite links the crate once. Run one file's with `cargo test -p signet-lab --test tests <file>::`.
+
 mod tlsbench;
 mod transport;

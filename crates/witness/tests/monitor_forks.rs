@@ -2,7 +2,7 @@
 //! signet_log, that can be switched to another tree or to a tampered checkpoint, to show
 //! that forks, inconsistent growth and bad signatures are caught.
 
-mod monitor_common;
+use crate::monitor_common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

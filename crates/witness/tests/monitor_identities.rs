@@ -2,7 +2,7 @@
 //! identities raise one alert each, others none; a restart resumes where it stopped; the
 //! webhook gets the alert; the Rekor v1 API is followed too.
 
-mod monitor_common;
+use crate::monitor_common;
 
 use std::sync::{Arc, Mutex};
 

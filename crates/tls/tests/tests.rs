@@ -1,0 +1,6 @@
+//! signet-tls's integration tests, as one test binary (each file a module), so that the
+//! suite links the crate once. Run one file's with `cargo test -p signet-tls --test tests <file>::`.
+
+mod fetch;
+mod per_handshake;
+mod server;
