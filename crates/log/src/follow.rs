@@ -91,7 +91,7 @@ impl Follower {
         match shared.storage.find_leaves_async(shared.id, vec![leaf_hash]).await {
             Ok(found) => {
                 if let Some(&(_, index)) = found.first() {
-                    if index >= shared.head.read().checkpoint.size {
+                    if index >= shared.durable_size() {
                         // Committed, but not yet in this instance's tree: catch up first, so
                         // that the answer can be proven.
                         self.poll_now().await;
@@ -194,7 +194,7 @@ async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
 /// answers the waiters whose entries it brought. The caller holds `catching_up`.
 async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageError> {
     let (storage, id) = (shared.storage.clone(), shared.id);
-    let from = shared.head.read().checkpoint.size;
+    let from = shared.durable_size();
     let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
         .await
         .map_err(|e| StorageError::Backend(e.to_string()))??;

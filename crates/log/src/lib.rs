@@ -2,6 +2,7 @@
 //!
 //! - [`merkle`]: RFC 6962/9162 hashing, inclusion and consistency proofs.
 //! - [`tree`]: the tree of one log: its right edge in memory, the rest in stored tiles.
+//! - `snapshot`: what readers see: the durable head and the tree as of it, swapped whole.
 //! - [`tilecache`]: the bounded cache of full tiles that proofs read.
 //! - [`checkpoint`]: C2SP signed-note checkpoints.
 //! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
@@ -30,6 +31,7 @@ pub mod reconcile;
 pub mod remote;
 pub mod sequencer;
 pub mod shards;
+pub(crate) mod snapshot;
 pub mod stats;
 pub mod storage;
 pub mod tilecache;

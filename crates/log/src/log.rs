@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 use signet_core::hash::Hash;
 use signet_core::keys::{KeyError, SigningKey};
@@ -13,7 +14,8 @@ use crate::merkle::{self, ProofError};
 use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
 use crate::storage::{Batch, LogId, Queue, Storage, StorageError, StoredCheckpoint, StoredEntry};
 use crate::tiles::TILE_WIDTH;
-use crate::tree::{RightEdge, StoredNodes, Tree};
+use crate::snapshot::Snapshot;
+use crate::tree::{StoredNodes, Tree};
 
 /// Signs something per entry at sequencing time, once its index and time are known.
 pub trait Stamper: Send + Sync + 'static {
@@ -103,15 +105,16 @@ pub(crate) struct Shared {
     pub signer: NoteSigner,
     pub stamper: Option<Arc<dyn Stamper>>,
     pub storage: Arc<dyn Storage>,
+    /// The writers' tree: the preparer, the committer, a reconcile and a follower's catch-up
+    /// take this lock. Readers never do: they read [`Shared::published`].
     pub tree: RwLock<Tree>,
-    /// The newest durable checkpoint. Readers never see a size beyond it.
-    pub head: RwLock<Arc<SignedCheckpoint>>,
+    /// The newest durable checkpoint and the tree as of it ([`crate::snapshot`]). Readers
+    /// never see a size beyond it. Replaced only with the tree's write lock held, so that
+    /// snapshots are published in the order of their sizes.
+    published: ArcSwap<Snapshot>,
     /// Leaves sequenced but not yet durable, so that duplicates are caught in flight too.
     /// Durable ones are found through storage ([`Storage::find_leaves`]).
     pub inflight: parking_lot::Mutex<std::collections::HashMap<Hash, u64>>,
-    /// The right edge of the newest durable size a proof was asked against. Durable leaves
-    /// never change, so an edge once computed stays true.
-    pub edge: parking_lot::Mutex<Option<Arc<RightEdge>>>,
     /// `LogConfig::max_pending`: with it, the sequencer knows when no more entries can come.
     pub max_pending: usize,
     /// Entries the sequencer has taken from the pool and not yet answered.
@@ -120,6 +123,26 @@ pub(crate) struct Shared {
     pub stats: crate::stats::LogStats,
     /// The preparer's and committer's view of the tree ([`crate::reconcile::Sequencing`]).
     pub sequencing: parking_lot::Mutex<crate::reconcile::Sequencing>,
+}
+
+impl Shared {
+    /// What readers see now: the newest durable checkpoint and the tree as of it.
+    pub fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.published.load()
+    }
+
+    pub fn head(&self) -> Arc<SignedCheckpoint> {
+        self.published.load().head.clone()
+    }
+
+    pub fn durable_size(&self) -> u64 {
+        self.published.load().size()
+    }
+
+    /// Makes `head` what readers see, with `tree` (whose write lock the caller holds) as of it.
+    pub fn publish(&self, tree: &Tree, head: Arc<SignedCheckpoint>) {
+        self.published.store(Arc::new(Snapshot::of(tree, head)));
+    }
 }
 
 /// An entry's body with its RFC 6962 leaf hash, computed once: the API answers with the hash
@@ -266,10 +289,9 @@ impl Log {
             signer,
             stamper: cfg.stamper,
             storage,
+            published: ArcSwap::from_pointee(Snapshot::of(&tree, Arc::new(head))),
             tree: RwLock::new(tree),
-            head: RwLock::new(Arc::new(head)),
             inflight: Default::default(),
-            edge: Default::default(),
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
             stats: Default::default(),
@@ -302,7 +324,7 @@ impl Log {
         let (tx, rx) = mpsc::channel(self.batch.max_entries.max(1) * 64);
         // An empty log's genesis goes into the pool before anything else can (the queue's
         // drain starts below), so that it is index 0.
-        if let Some(g) = self.genesis.as_ref().filter(|_| self.shared.head.read().checkpoint.size == 0) {
+        if let Some(g) = self.genesis.as_ref().filter(|_| self.shared.durable_size() == 0) {
             let (reply, answer) = oneshot::channel();
             let body = g.body.clone();
             let pending = Pending {
@@ -495,53 +517,41 @@ impl Log {
 
     /// The newest durable checkpoint.
     pub fn head(&self) -> Arc<SignedCheckpoint> {
-        self.shared.head.read().clone()
+        self.shared.head()
     }
 
     pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, ProofError> {
-        self.check_durable(size)?;
-        let tree = self.shared.tree.read();
-        let edge = self.right_edge(&tree, size)?;
-        tree.inclusion_proof_at(&edge, index)
+        let snap = self.shared.snapshot();
+        snap.with_edge(size, |edge| snap.tree.inclusion_proof_at(edge, index))?
+    }
+
+    /// The newest durable checkpoint and the inclusion proof of `index` against it, from one
+    /// state of the log.
+    pub fn inclusion_proof_at_head(&self, index: u64) -> Result<(Arc<SignedCheckpoint>, Vec<Hash>), ProofError> {
+        let snap = self.shared.snapshot();
+        let proof = snap.with_edge(snap.size(), |edge| snap.tree.inclusion_proof_at(edge, index))??;
+        Ok((snap.head.clone(), proof))
     }
 
     pub fn consistency_proof(&self, first: u64, second: u64) -> Result<Vec<Hash>, ProofError> {
-        self.check_durable(second)?;
-        let tree = self.shared.tree.read();
-        let edge = self.right_edge(&tree, second)?;
-        tree.consistency_proof_at(first, &edge)
-    }
-
-    /// The right edge of durable size `size`, from the cache when it holds that size.
-    fn right_edge(&self, tree: &Tree, size: u64) -> Result<Arc<RightEdge>, ProofError> {
-        let mut cached = self.shared.edge.lock();
-        if let Some(edge) = cached.as_ref().filter(|e| e.size == size) {
-            return Ok(edge.clone());
-        }
-        let edge = Arc::new(tree.right_edge(size)?);
-        // Proofs are asked against the head far more often than against older sizes.
-        if cached.as_ref().is_none_or(|c| c.size < size) {
-            *cached = Some(edge.clone());
-        }
-        Ok(edge)
+        let snap = self.shared.snapshot();
+        snap.with_edge(second, |edge| snap.tree.consistency_proof_at(first, edge))?
     }
 
     pub fn root(&self, size: u64) -> Result<Hash, ProofError> {
-        self.check_durable(size)?;
-        self.shared.tree.read().root(size)
+        let snap = self.shared.snapshot();
+        snap.check(size)?;
+        snap.tree.root(size)
     }
 
     /// Leaf hash at `index`, if it is durable.
     pub fn leaf_hash(&self, index: u64) -> Result<Option<Hash>, StorageError> {
-        if index >= self.head().checkpoint.size {
-            return Ok(None);
-        }
-        self.shared.tree.read().leaf(index)
+        self.shared.snapshot().tree.leaf(index)
     }
 
     /// (tiles cached, hits, misses) of the tree's tile cache.
     pub fn tile_cache_stats(&self) -> (usize, u64, u64) {
-        self.shared.tree.read().cache_stats()
+        self.shared.snapshot().tree.cache_stats()
     }
 
     /// Entries appended, batch sizes and integration latency since start ([`crate::stats`]).
@@ -551,33 +561,32 @@ impl Log {
 
     /// The durable size: what the newest checkpoint covers.
     pub fn durable_size(&self) -> u64 {
-        self.shared.head.read().checkpoint.size
+        self.shared.durable_size()
     }
 
     /// The hashes of tile `index` at tile level `level`, cut at `width` nodes, if the durable
     /// tree has that many; the bytes served at /tile/<L>/<N>[.p/<W>].
     pub fn tile(&self, level: u8, index: u64, width: u64) -> Result<Option<Vec<u8>>, StorageError> {
-        let size = self.head().checkpoint.size;
-        let available = (size >> (8 * level as u32)).saturating_sub(index.saturating_mul(TILE_WIDTH));
+        let snap = self.shared.snapshot();
+        let available = (snap.size() >> (8 * level as u32)).saturating_sub(index.saturating_mul(TILE_WIDTH));
         if width == 0 || width > TILE_WIDTH || available < width {
             return Ok(None);
         }
-        let tree = self.shared.tree.read();
-        Ok(Some(tree.level_slice(8 * level as u32, index * TILE_WIDTH, width)?.concat()))
+        Ok(Some(snap.tree.level_slice(8 * level as u32, index * TILE_WIDTH, width)?.concat()))
     }
 
     // Reads run on the calling task. They are short, page-cache-served point reads, cheaper
     // than the thread handoff `spawn_blocking` would add; commits, which fsync, never run here.
 
     pub fn entry(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
-        if index >= self.head().checkpoint.size {
+        if index >= self.durable_size() {
             return Ok(None);
         }
         self.shared.storage.entry(self.shared.id, index)
     }
 
     pub fn entries(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
-        let size = self.head().checkpoint.size;
+        let size = self.durable_size();
         let count = count.min(size.saturating_sub(start));
         self.shared.storage.entries(self.shared.id, start, count)
     }
@@ -585,7 +594,7 @@ impl Log {
     /// [`Log::entry`] from an async handler: on a networked backend the wait for the
     /// database holds no runtime thread (see `Storage::entry_async`).
     pub async fn entry_async(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
-        if index >= self.head().checkpoint.size {
+        if index >= self.durable_size() {
             // A follower may just lag: an entry written through another instance moments ago
             // is looked for once before it is called missing.
             if !self.caught_up_past(index).await {
@@ -597,14 +606,14 @@ impl Log {
 
     /// [`Log::entries`] from an async handler.
     pub async fn entries_async(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
-        let size = self.head().checkpoint.size;
+        let size = self.durable_size();
         let count = count.min(size.saturating_sub(start));
         self.shared.storage.entries_async(self.shared.id, start, count).await
     }
 
     /// The index of the durable entry with leaf hash `leaf`.
     pub async fn find_leaf(&self, leaf: &Hash) -> Result<Option<u64>, StorageError> {
-        let size = self.head().checkpoint.size;
+        let size = self.durable_size();
         let found = self.shared.storage.find_leaves_async(self.shared.id, vec![*leaf]).await?;
         // On shared storage an entry may be committed before this instance's head covers it.
         Ok(found.into_iter().map(|(_, i)| i).find(|&i| i < size))
@@ -612,7 +621,7 @@ impl Log {
 
     /// The durable entry with leaf hash `leaf`.
     pub async fn entry_by_leaf(&self, leaf: &Hash) -> Result<Option<StoredEntry>, StorageError> {
-        let size = self.head().checkpoint.size;
+        let size = self.durable_size();
         let found = self.shared.storage.entry_by_leaf_async(self.shared.id, *leaf).await?;
         // As in find_leaf: committed on shared storage, but not yet covered by this head.
         Ok(found.filter(|e| e.index < size))
@@ -626,7 +635,7 @@ impl Log {
     /// `limit + 1` rows. (A digest logged a million times must not make one search read a
     /// million.)
     pub async fn indices_by_digest(&self, digest: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
-        let size = self.head().checkpoint.size;
+        let size = self.durable_size();
         let indices =
             self.shared.storage.find_digest_async(self.shared.id, digest.to_vec(), after, limit.saturating_add(1)).await?;
         Ok(page_of(indices, size, limit))
@@ -635,7 +644,7 @@ impl Log {
     /// [`Log::indices_by_digest`] by signing identity key (see [`crate::rekor::identity_key`]),
     /// with the same bound on the work. Entries logged before identities were kept have none.
     pub async fn indices_by_identity(&self, identity: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
-        let size = self.head().checkpoint.size;
+        let size = self.durable_size();
         let indices =
             self.shared.storage.find_identity_async(self.shared.id, identity.to_vec(), after, limit.saturating_add(1)).await?;
         Ok(page_of(indices, size, limit))
@@ -648,19 +657,11 @@ impl Log {
         // entry was committed.
         for _ in 0..2 {
             f.poll_now().await;
-            if index < self.head().checkpoint.size {
+            if index < self.durable_size() {
                 return true;
             }
         }
         false
-    }
-
-    fn check_durable(&self, size: u64) -> Result<(), ProofError> {
-        let available = self.head().checkpoint.size;
-        if size > available {
-            return Err(ProofError::SizeOutOfRange { size, available });
-        }
-        Ok(())
     }
 }
 
@@ -684,4 +685,54 @@ fn page_of(mut indices: Vec<u64>, size: u64, limit: usize) -> DigestPage {
     indices.truncate(limit);
     let next_after = if more { indices.last().copied() } else { None };
     DigestPage { indices, next_after }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Readers see published snapshots: none of their reads waits for the lock that the
+    /// preparer, the committer, a reconcile and a follower's catch-up take.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_never_wait_for_the_writers_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(crate::storage::SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
+        let cfg = LogConfig {
+            id: 1,
+            origin: "test.example/log".into(),
+            key_name: "test.example".into(),
+            key: Arc::new(SigningKey::generate().unwrap()),
+            batch: BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
+            stamper: None,
+            max_pending: 0,
+            tile_cache: 8,
+            note_key: None,
+            genesis: None,
+        };
+        let log = Log::open(cfg, storage).await.unwrap();
+        for i in 0u32..300 {
+            log.append(i.to_le_bytes().to_vec(), None).await.unwrap();
+        }
+        let held = log.shared.tree.write();
+        let reader = log.clone();
+        let reads = std::thread::spawn(move || {
+            let size = reader.head().checkpoint.size;
+            let proof = reader.inclusion_proof(1, size).unwrap();
+            let root = reader.root(size).unwrap();
+            let leaf = reader.leaf_hash(1).unwrap().unwrap();
+            merkle::verify_inclusion(&leaf, 1, size, &proof, &root).unwrap();
+            reader.consistency_proof(10, size).unwrap();
+            reader.tile(0, 0, 256).unwrap().unwrap();
+            size
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !reads.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let answered = reads.is_finished();
+        drop(held);
+        assert!(answered, "a read waited for the writers' lock");
+        assert_eq!(reads.join().unwrap(), 300);
+    }
 }

@@ -141,7 +141,7 @@ async fn settle(shared: &Arc<Shared>) -> Result<(Vec<EntryKeys>, Arc<SignedCheck
     let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
         .await
         .map_err(|e| StorageError::Backend(e.to_string()))??;
-    let from = shared.head.read().checkpoint.size;
+    let from = shared.durable_size();
     let adopted = match stored {
         Some(stored) if stored.size < from => Err(StorageError::Corrupt(format!(
             "log {id}: storage holds a checkpoint of size {} but {from} entries were durable here (was it restored from a backup?)",
@@ -149,7 +149,7 @@ async fn settle(shared: &Arc<Shared>) -> Result<(Vec<EntryKeys>, Arc<SignedCheck
         ))),
         Some(stored) => adopt_stored(shared, from, stored).await,
         None if from == 0 => {
-            let head = shared.head.read().clone();
+            let head = shared.head();
             rebuild(shared, from, &[], &head)?;
             Ok((Vec::new(), head))
         }
@@ -223,8 +223,8 @@ fn rebuild(shared: &Shared, from: u64, keys: &[EntryKeys], head: &Arc<SignedChec
         }
         tree.settle(size);
         seq.tip = Some(Base { size, root });
+        shared.publish(&tree, head.clone());
     }
-    *shared.head.write() = head.clone();
     Ok(())
 }
 

@@ -153,7 +153,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, po
 /// Sets the tip to the durable head, and the clock's floor to the newest stored entry's
 /// time: integrated times never go backwards, across restarts and takeovers.
 async fn start(shared: &Arc<Shared>) {
-    let head = shared.head.read().clone();
+    let head = shared.head();
     let (storage, id) = (shared.storage.clone(), shared.id);
     let last_time = match head.checkpoint.size.checked_sub(1) {
         None => 0,
@@ -365,7 +365,7 @@ async fn commit_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Prepared>) {
         if !builds_on_durable(&shared, &p) {
             // Cannot happen: batches are prepared in order on the tree that commits extend. If
             // it does, memory is not what storage holds, and only a rebuild can tell.
-            tracing::error!(log = shared.id, base = p.base.size, durable = shared.head.read().checkpoint.size, "a prepared batch does not extend the durable head");
+            tracing::error!(log = shared.id, base = p.base.size, durable = shared.durable_size(), "a prepared batch does not extend the durable head");
             let cause = StorageError::Backend("a prepared batch did not extend the durable head".into());
             if !reconcile::reconcile(&shared, &mut rx, p, cause).await {
                 return;
@@ -409,8 +409,8 @@ fn empty_batch(log: crate::storage::LogId) -> Batch {
 
 /// Whether `p` extends exactly the durable head: its size and its root.
 fn builds_on_durable(shared: &Shared, p: &Prepared) -> bool {
-    let head = shared.head.read();
-    p.base == Base { size: head.checkpoint.size, root: head.checkpoint.root_hash }
+    let snap = shared.snapshot();
+    p.base == Base { size: snap.head.checkpoint.size, root: snap.head.checkpoint.root_hash }
 }
 
 /// A committed batch: its checkpoint becomes the head, and its waiters are answered.
@@ -422,8 +422,11 @@ fn land(shared: &Shared, p: Prepared) {
         .map(|e| Sequenced::New { index: e.index, integrated_time: p.batch.integrated_time, stamp: e.stamp.clone(), checkpoint: p.checkpoint.clone() })
         .collect();
     let size = p.checkpoint.checkpoint.size;
-    *shared.head.write() = p.checkpoint.clone();
-    shared.tree.write().settle(size);
+    {
+        let mut tree = shared.tree.write();
+        tree.settle(size);
+        shared.publish(&tree, p.checkpoint.clone());
+    }
     land_answers(shared, p, answers, size);
 }
 

@@ -87,8 +87,9 @@ struct Cold {
 
 pub struct Tree {
     levels: Vec<Level>,
-    /// Full tiles to the left of memory; `None` keeps every node in memory.
-    cold: Option<Cold>,
+    /// Full tiles to the left of memory; `None` keeps every node in memory. Shared with the
+    /// [`Tree::frozen`] copies that readers hold.
+    cold: Option<Arc<Cold>>,
 }
 
 /// The first node of tree level `level` that memory keeps when the durable size is `durable`:
@@ -136,7 +137,7 @@ impl Tree {
             };
             levels.push(Level { base, nodes });
         }
-        let tree = Tree { levels, cold: Some(Cold { store, cache: TileCache::new(cache_tiles) }) };
+        let tree = Tree { levels, cold: Some(Arc::new(Cold { store, cache: TileCache::new(cache_tiles) })) };
         // Each tile level's newest node must be the root of the full tile beneath it.
         for tile_level in 1u32..8 {
             let n = size >> (8 * tile_level);
@@ -207,6 +208,31 @@ impl Tree {
             }
             l.base = keep_from;
         }
+    }
+
+    /// The tree of the first `size` leaves (at most [`Tree::size`]), as a copy that nothing
+    /// done to this tree later changes: readers prove against it without a lock the writer
+    /// holds ([`crate::snapshot`]). It copies what memory keeps below `size`, a partial tile
+    /// per tile level (at most 16 KiB each), and shares the full tiles (storage and cache).
+    /// `size` must be durable: the full tiles left of the copy are read from storage.
+    pub fn frozen(&self, size: u64) -> Tree {
+        let size = size.min(self.size());
+        let mut levels = Vec::with_capacity(self.levels.len());
+        for (level, l) in self.levels.iter().enumerate() {
+            let end = size >> level;
+            if level > 0 && end == 0 {
+                break;
+            }
+            let start = match self.cold {
+                Some(_) => window_start(level as u32, size).max(l.base),
+                None => l.base,
+            };
+            // Below a base past `end`, every node is in a full tile: the copy holds none.
+            let base = start.min(end);
+            let held = base.checked_sub(l.base).and_then(|from| l.nodes.get(from as usize..(end - l.base) as usize));
+            levels.push(Level { base, nodes: held.unwrap_or_default().to_vec() });
+        }
+        Tree { levels, cold: self.cold.clone() }
     }
 
     /// Root hash of the tree of the first `size` leaves.
@@ -545,6 +571,46 @@ mod tests {
         t.push([7; 32]);
         t.truncate(20_000);
         assert_eq!(t.size(), 20_000);
+    }
+
+    #[test]
+    fn a_frozen_copy_proves_its_size_whatever_the_tree_does_after() {
+        let full = full(70_000);
+        // Storage already holds every leaf: each size below is durable when it is frozen.
+        let store = memory(70_000);
+        let mut t = Tree::open(Box::new(store), 8, 0).unwrap();
+        let mut frozen = Vec::new();
+        for size in [1u64, 255, 256, 257, 600, 65_535, 65_536, 65_537, 66_000] {
+            while t.size() < size {
+                t.push(full.leaf(t.size()).unwrap().unwrap());
+            }
+            t.settle(size);
+            // A batch prepared past the durable size is not in the copy, and undoing it (a
+            // failed commit) does not reach the copy either.
+            for i in 0u32..300 {
+                t.push(leaf_hash(&i.to_be_bytes()));
+            }
+            frozen.push((size, t.frozen(size)));
+            t.truncate(size);
+        }
+        for (size, f) in &frozen {
+            let size = *size;
+            assert_eq!(f.size(), size);
+            assert_eq!(f.root(size).unwrap(), full.root(size).unwrap(), "root at {size}");
+            for index in [0, size / 2, size - 1] {
+                assert_eq!(f.inclusion_proof(index, size).unwrap(), full.inclusion_proof(index, size).unwrap(), "{index} in {size}");
+            }
+            assert_eq!(f.consistency_proof(size / 3, size).unwrap(), full.consistency_proof(size / 3, size).unwrap());
+            assert!(matches!(f.root(size + 1), Err(ProofError::SizeOutOfRange { .. })));
+            assert_eq!(f.leaf(size).unwrap(), None);
+            let held: usize = f.levels.iter().map(|l| l.nodes.len()).sum();
+            assert!(held < 2 * 256 * 3, "{held} nodes copied at size {size}");
+        }
+        // A tree without storage is copied whole.
+        let small = Tree::new().frozen(0);
+        assert_eq!(small.size(), 0);
+        let f = full.frozen(1_000);
+        assert_eq!(f.inclusion_proof(3, 1_000).unwrap(), full.inclusion_proof(3, 1_000).unwrap());
     }
 
     #[test]

@@ -50,15 +50,14 @@ impl Shard {
     }
 
     fn size(&self) -> u64 {
-        self.log.head().checkpoint.size
+        self.log.durable_size()
     }
 
     /// The entry map for a stored entry, proven against the shard's newest checkpoint. Its
     /// `logIndex` is the log-wide one; the proof's is the shard's, as in Rekor.
     fn view(&self, entry: &StoredEntry) -> Result<String, ApiError> {
-        let head = self.log.head();
+        let (head, proof) = self.log.inclusion_proof_at_head(entry.index)?;
         let size = head.checkpoint.size;
-        let proof = self.log.inclusion_proof(entry.index, size)?;
         Ok(EntryView {
             uuid: &self.uuid(&entry.leaf_hash),
             body: &entry.body,
@@ -95,7 +94,8 @@ impl Shard {
 
 /// The Rekor v1 log: its shards, of which the newest takes the appends.
 pub struct RekorV1 {
-    shards: parking_lot::RwLock<Arc<Shards>>,
+    /// Swapped whole by a rotation; every request reads it, without a lock.
+    shards: arc_swap::ArcSwap<Shards>,
     /// Held shared by every append and exclusively by a rotation: a rotation waits for the
     /// appends in flight, and those that arrive meanwhile wait for the next shard.
     appending: tokio::sync::RwLock<()>,
@@ -114,7 +114,7 @@ pub struct Shards {
 impl RekorV1 {
     pub fn new(active: Shard, frozen: Vec<Shard>, registry: Vec<signet_log::shards::Shard>, opener: crate::shards::ShardOpener) -> Self {
         RekorV1 {
-            shards: parking_lot::RwLock::new(Arc::new(Shards { active, frozen, registry })),
+            shards: arc_swap::ArcSwap::from_pointee(Shards { active, frozen, registry }),
             appending: tokio::sync::RwLock::new(()),
             opener,
         }
@@ -122,7 +122,7 @@ impl RekorV1 {
 
     /// The shards now.
     pub fn current(&self) -> Arc<Shards> {
-        self.shards.read().clone()
+        self.shards.load_full()
     }
 
     /// The data dir that holds the shards' keys.
@@ -132,7 +132,7 @@ impl RekorV1 {
 
     /// The active shard's log.
     pub fn log(&self) -> Log {
-        self.shards.read().active.log.clone()
+        self.shards.load().active.log.clone()
     }
 
     /// Rotates online, on storage this instance alone writes (see [`crate::shards`]): waits
@@ -183,11 +183,11 @@ impl RekorV1 {
         log.genesis_written().await.map_err(|e| unavailable(e.to_string()))?;
         let mut frozen = current.frozen.clone();
         frozen.push(old);
-        *self.shards.write() = Arc::new(Shards {
+        self.shards.store(Arc::new(Shards {
             active: Shard::new(log, rotated.active.tree_id, rotated.active.start),
             frozen,
             registry: list,
-        });
+        }));
         tracing::info!(frozen = rotated.frozen.number, size, active = rotated.active.number, tree_id = rotated.active.tree_id, "rotated the Rekor v1 log");
         Ok(rotated)
     }
