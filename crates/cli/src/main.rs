@@ -39,7 +39,7 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Follow transparency logs: verify their checkpoints and alert on watched identities.
     Monitor(cmd::monitor::Args),
-    /// Continue each log of a backup (its --data-dir) in a new shard, so that serving it never forks a log.
+    /// Continue each log of a backup (its --data-dir), or of a PostgreSQL database restored from a dump (--storage), in a new shard, so that serving it never forks a log.
     Restore(cmd::restore::Args),
     /// Run the server.
     Serve(cmd::serve::Args),

@@ -137,3 +137,103 @@ fn a_backup_taken_under_load_restores_a_consistent_log() {
     assert_eq!(merkle::leaf_hash(&b64::decode(e["body"].as_str().unwrap()).unwrap()), leaf);
     assert_eq!(e["logID"].as_str().unwrap(), hex::encode(signet_core::hash::sha256(&spki)));
 }
+
+/// A PostgreSQL server binary (pg_dump, pg_restore) of the version the test server runs.
+fn pg_tool(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var("SIGNET_TEST_POSTGRES_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    std::path::Path::new(&dir).join(name)
+}
+
+/// Waits until this instance's watermark for Rekor v1 covers `size` entries.
+fn wait_for_watermark(data_dir: &std::path::Path, size: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let marks: serde_json::Value =
+            std::fs::read(data_dir.join("log-watermarks.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let covered = marks["logs"].as_object().into_iter().flatten().any(|(name, m)| name.contains(" - ") && m["size"].as_u64() >= Some(size));
+        if covered {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no watermark of {size} entries: {marks}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 41, "Restore never forks": a PostgreSQL database restored from a dump carries no mark,
+/// and used to take appends at the indices its original had already acknowledged. The instance
+/// that served the log knows better (its watermarks): it refuses appends to every log the
+/// dump is behind on, saying why and what to do; reads go on; `signet restore --storage`
+/// continues each log in a new shard, and the old entries stay readable.
+#[test]
+fn a_database_restored_from_a_dump_refuses_appends_until_signet_restore() {
+    let Some(db) = postgres_database() else { return };
+    let (dir, agent, signer) = (tempfile::tempdir().unwrap(), agent(), Signer::new());
+    let append = |url: &str, what: &[u8]| post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(what)).unwrap();
+    let server = Server::start(dir.path(), &["--storage", &db]);
+    for i in 0..3u8 {
+        assert_eq!(append(&server.url, &[b'a', i]).status, 201);
+    }
+    let dumped = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json()["treeSize"].as_u64().unwrap();
+    let dump = dir.path().join("signet.dump");
+    let out = Command::new(pg_tool("pg_dump")).args(["--format=custom", "--file"]).arg(&dump).arg(&db).output().unwrap();
+    assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+    // Acknowledged after the dump: these indices must never get other entries.
+    let mut after = Vec::new();
+    for i in 0..3u8 {
+        let r = append(&server.url, &[b'b', i]);
+        assert_eq!(r.status, 201, "{}", r.text());
+        after.push(r.json().as_object().unwrap().values().next().unwrap()["logIndex"].as_u64().unwrap());
+    }
+    assert!(after.iter().all(|&i| i >= dumped));
+    wait_for_watermark(dir.path(), dumped + 3);
+    drop(server);
+
+    // The dump restored into an empty database, and the same instance started on it.
+    let restored_db = postgres_database().unwrap();
+    let out = Command::new(pg_tool("pg_restore")).args(["--no-owner", "--dbname"]).arg(&restored_db).arg(&dump).output().unwrap();
+    assert!(out.status.success(), "pg_restore: {}", String::from_utf8_lossy(&out.stderr));
+    let server = Server::start(dir.path(), &["--storage", &restored_db]);
+    assert_eq!(get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json()["treeSize"].as_u64(), Some(dumped));
+    let refused = append(&server.url, b"after the restore");
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    let why = refused.text();
+    for said in ["restored from a backup", &format!("indices {dumped}..{}", dumped + 2), "signet restore --data-dir"] {
+        assert!(why.contains(said), "the refusal does not say {said:?}: {why}");
+    }
+    let ready = get(&agent, &format!("{}/readyz", server.url)).unwrap();
+    assert_eq!((ready.status, ready.json()["status"].as_str()), (503, Some("appends refused")), "{}", ready.text());
+    // Reads go on: what the dump holds is served and provable.
+    let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={}", server.url, dumped - 1)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(get(&agent, &format!("{}/api/v1/log/entries?logIndex={dumped}", server.url)).unwrap().status, 404);
+    drop(server);
+
+    // `signet restore --storage`: each log continues in a new shard.
+    let signet = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_signet")).args(args).arg("--data-dir").arg(dir.path()).args(["--storage", &restored_db]).output().unwrap()
+    };
+    // The killed instance's sequencer lease lapses within its 2.5 s; until then the restore
+    // refuses, as a rotation does, and changes nothing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = signet(&["restore"]);
+        if r.status.success() || std::time::Instant::now() > deadline {
+            break r;
+        }
+        assert!(String::from_utf8_lossy(&r.stderr).contains("holds the sequencer lease"), "{}", String::from_utf8_lossy(&r.stderr));
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(said.contains("\"log\":\"rekor-v1\"") && said.contains("the logs in PostgreSQL"), "{said}");
+    let server = Server::start(dir.path(), &["--storage", &restored_db]);
+    let r = append(&server.url, b"after signet restore");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let index = r.json().as_object().unwrap().values().next().unwrap()["logIndex"].as_u64().unwrap();
+    assert!(index >= dumped, "the new shard's indices run on from the restored size: {index}");
+    assert_eq!(get(&agent, &format!("{}/readyz", server.url)).unwrap().status, 200);
+    let v2 = post_json(&agent, &format!("{}/api/v2/log/entries", server.url), &signer.v2_entry(b"after signet restore")).unwrap();
+    assert_eq!(v2.status, 201, "{}", v2.text());
+    let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={}", server.url, dumped - 1)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+}

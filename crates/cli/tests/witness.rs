@@ -128,6 +128,62 @@ fn a_signet_log_is_cosigned_by_a_signet_witness_and_served_with_the_cosignature(
     assert!(met.status.success(), "{}", String::from_utf8_lossy(&met.stderr));
 }
 
+/// Issue 41, "Restore never forks": a copy of the data dir from before the witness cosigned
+/// a larger tree (a disk snapshot restored, which carries this instance's own watermarks as
+/// they were then) is behind its witness. The witness's 409 says so; the instance stops
+/// taking appends on every log, and says why, while reads go on.
+#[test]
+fn a_log_behind_its_witness_refuses_appends() {
+    let (wdir, ldir, copy) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log_vkey = vkey(&ldir.path().join("keys/rekor-v2-note.pem"), "127.0.0.1", true);
+    let witness_vkey = vkey(&wdir.path().join("keys/witness.pem"), WITNESS_NAME, false);
+    let witness_key = VerifierKey::parse(&witness_vkey).unwrap();
+    let wconf = write_config(
+        wdir.path(),
+        &format!("[witness]\nname = \"{WITNESS_NAME}\"\n[[witness.logs]]\norigin = \"127.0.0.1\"\nvkeys = [\"{log_vkey}\"]\n"),
+    );
+    let witness = Server::start(wdir.path(), &["--config", &wconf]);
+    let members = format!("[log.witnesses]\nquorum = 1\nmembers = [{{ url = \"{}\", vkey = \"{witness_vkey}\" }}]\n", witness.url);
+    let lconf = write_config(ldir.path(), &members);
+    let (agent, signer) = (agent(), Signer::new());
+
+    let log = Server::start(ldir.path(), &["--config", &lconf]);
+    let early = wait_cosigned(&agent, &log.url, &witness_key, 1).checkpoint.size;
+    drop(log);
+    let snapshot = copy.path().join("data");
+    copy_dir(ldir.path(), &snapshot);
+
+    let log = Server::start(ldir.path(), &["--config", &lconf]);
+    for i in 0..3 {
+        let r = post_json(&agent, &format!("{}/api/v2/log/entries", log.url), &signer.v2_entry(format!("b{i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let cosigned = wait_cosigned(&agent, &log.url, &witness_key, early + 3).checkpoint.size;
+    drop(log);
+
+    let sconf = write_config(&snapshot, &members);
+    let restored = Server::start(&snapshot, &["--config", &sconf]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let ready = loop {
+        let ready = get(&agent, &format!("{}/readyz", restored.url)).unwrap();
+        if ready.status == 503 || Instant::now() > deadline {
+            break ready;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!((ready.status, ready.json()["status"].as_str()), (503, Some("appends refused")), "{}", ready.text());
+    for path in ["/api/v2/log/entries", "/api/v1/log/entries"] {
+        let entry = if path.contains("v2") { signer.v2_entry(b"after the restore") } else { signer.v1_entry(b"after the restore") };
+        let r = post_json(&agent, &format!("{}{path}", restored.url), &entry).unwrap();
+        assert_eq!(r.status, 503, "{path}: {}", r.text());
+        let why = r.text();
+        assert!(why.contains(&format!("cosigned the Rekor v2 log at {cosigned} entries")) && why.contains("signet restore"), "{why}");
+    }
+    // Reads go on.
+    assert_eq!(get(&agent, &format!("{}/api/v2/checkpoint", restored.url)).unwrap().status, 200);
+}
+
+
 /// Signs a file with `sign-bundle` over the Rekor v2 log: (bundle, artifact, trusted root, issuer).
 fn sign_v2(server: &Server, dir: &Path, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf, String) {
     let run = |args: &[&str]| {

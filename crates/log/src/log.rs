@@ -564,6 +564,11 @@ impl Log {
         self.shared.durable_size()
     }
 
+    /// The size of the newest checkpoint in storage, read now (a follower's head may trail it).
+    pub fn stored_size(&self) -> Result<u64, StorageError> {
+        Ok(self.shared.storage.latest_checkpoint(self.shared.id)?.map_or(0, |c| c.size))
+    }
+
     /// The hashes of tile `index` at tile level `level`, cut at `width` nodes, if the durable
     /// tree has that many; the bytes served at /tile/<L>/<N>[.p/<W>].
     pub fn tile(&self, level: u8, index: u64, width: u64) -> Result<Option<Vec<u8>>, StorageError> {

@@ -18,6 +18,7 @@
 //! - [`datadir`]: the exclusive lock that keeps a second server off a data dir.
 //! - [`backup`]: `signet backup`, a consistent copy of a data dir while its server runs.
 //! - [`restore`]: a backup serves no appends until `signet restore` starts new shards: no second history.
+//! - [`watermark`]: what this instance served of each log, so that a restored database is refused appends.
 //! - [`lifecycle`]: starting, ready, shutting down; what `/readyz` answers.
 //! - [`lease`]: on PostgreSQL, the sequencer lease: one instance sequences, the others stand by.
 //! - [`shards`]: the Rekor v1 log's shards: their keys and namespaces, and `admin log rotate`.
@@ -52,6 +53,7 @@ pub mod trust;
 pub mod tuf;
 pub mod monitoring;
 pub mod witnessing;
+pub mod watermark;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,6 +175,12 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         _ => None,
     };
     let tuf_task = state.tuf.clone().map(|tuf| tokio::spawn(tuf::run(tuf)));
+    let watermarks = state.watermarks.clone();
+    let marked = state.clone();
+    let watermark_task = {
+        let state = state.clone();
+        tokio::spawn(watermarks.clone().run(move || state.logs_taking_appends()))
+    };
     // It reads this instance through its public routes, so it starts after the ready line.
     let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.key().spki_der(), m)) {
         Some(Ok(prepared)) => prepared,
@@ -211,6 +219,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     if let Some(task) = tuf_task {
         task.abort();
     }
+    watermark_task.abort();
     lifecycle.shutting_down();
     tracing::info!(reason, grace_secs = cfg.http.shutdown_grace_secs, "shutting down: no new connections; in-flight requests may finish");
     let _ = stop.send(true);
@@ -227,6 +236,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
             tracing::warn!(error = %e, "anchoring the audit chain at shutdown failed");
         }
     }
+    // What was acknowledged last is in the marks before the process ends.
+    let logs = marked.logs_taking_appends();
+    let _ = tokio::task::spawn_blocking(move || watermarks.write_now(&logs)).await;
     tracing::info!(reason, "signet stopped");
     // The spans of the last requests reach the collector before the process ends.
     let _ = tokio::task::spawn_blocking(otel::shutdown).await;

@@ -14,7 +14,10 @@
 //!
 //! This covers the logs in a data dir (SQLite). On PostgreSQL the logs are in the database,
 //! and a copy of a data dir is how another instance of the same logs is made, so the mark is
-//! not read there; a dump of the database carries no mark of its own (docs/scaling.md,
+//! not read there; a dump of the database carries no mark of its own. There an instance
+//! finds a restored database from what it served of each log ([`crate::watermark`]), and
+//! `signet restore --storage postgres://…`, run by the operator with every instance
+//! stopped, continues each log in a new shard without any mark (docs/scaling.md,
 //! "Restoring a backup").
 
 use std::path::{Path, PathBuf};
@@ -27,6 +30,8 @@ use crate::shards::{self, Kind, Rotated};
 pub const MARKER: &str = "backup.json";
 /// After `signet restore`: the mark, with what the restore did.
 pub const RECORD: &str = "restored.json";
+/// [`Marker::source`] of a restore of the logs in PostgreSQL (a database restored from a dump).
+pub const DATABASE: &str = "the logs in PostgreSQL";
 
 /// The contents of [`MARKER`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -96,19 +101,30 @@ pub struct Report {
 /// `signet restore`: a new shard for each log of the backup in `data_dir`, then the mark
 /// becomes the record. The server must be stopped (each rotation takes the data dir's lock).
 pub fn restore(data_dir: &Path, storage: Option<&str>) -> Result<Report, String> {
-    if let signet_log::storage::StorageUrl::Postgres(_) = signet_log::storage::StorageUrl::parse(storage, data_dir)? {
-        return Err(
-            "the logs are in PostgreSQL, not in this data dir: a copy of it is another instance of the same logs, which \
-             needs no restore (a database restored from a dump does: docs/scaling.md, \"Restoring a backup\")"
-                .into(),
-        );
-    }
-    let Some(mut marker) = marker(data_dir)? else {
-        return Err(match data_dir.join(RECORD).exists() {
-            true => format!("{} was restored already ({}); it takes appends", data_dir.display(), data_dir.join(RECORD).display()),
-            false => format!("{} is not a backup made by `signet backup` (no {MARKER}); nothing to restore", data_dir.display()),
-        });
+    let on_postgres = matches!(signet_log::storage::StorageUrl::parse(storage, data_dir)?, signet_log::storage::StorageUrl::Postgres(_));
+    let marker = match marker(data_dir)? {
+        Some(marker) => marker,
+        // A database restored from a dump carries no mark (and the data dir is not the copy):
+        // running this says that it is one. Marked first, so that a restore cut short goes on
+        // where it stopped.
+        None if on_postgres => {
+            let marker = Marker {
+                taken_at: shards::now(),
+                source: DATABASE.into(),
+                rotated: Vec::new(),
+                restored_at: None,
+            };
+            write(&data_dir.join(MARKER), &marker).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
+            marker
+        }
+        None => {
+            return Err(match data_dir.join(RECORD).exists() {
+                true => format!("{} was restored already ({}); it takes appends", data_dir.display(), data_dir.join(RECORD).display()),
+                false => format!("{} is not a backup made by `signet backup` (no {MARKER}); nothing to restore", data_dir.display()),
+            })
+        }
     };
+    let mut marker = marker;
     let (mut rotated, mut absent) = (Vec::new(), Vec::new());
     for kind in Kind::ALL {
         if marker.rotated.iter().any(|k| k == kind.cli_name()) {

@@ -359,6 +359,21 @@ pub enum Rotation {
     NotCreated(String),
 }
 
+/// The sequencer lease an offline rotation holds on PostgreSQL, given up when it ends: the
+/// next rotation (`signet restore` rotates every log) or instance need not wait it out.
+struct HeldLease {
+    pg: Arc<signet_log::storage::PostgresStorage>,
+    lease: signet_log::storage::Lease,
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        if let Err(e) = self.pg.release_lease(&self.lease) {
+            tracing::warn!(error = %e, "could not give the sequencer lease up; it lapses by itself");
+        }
+    }
+}
+
 /// [`rotate`] of one log, telling a log that was never created apart from a failure.
 pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result<Rotation, String> {
     let url = StorageUrl::parse(storage, data_dir)?;
@@ -367,18 +382,18 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
         _ => "",
     };
     // Hold off every server for the whole rotation (see the module's comment).
-    let (_lock, store): (Option<crate::datadir::DataDirLock>, Arc<dyn Storage>) = match &url {
+    let (_lock, _lease, store): (Option<crate::datadir::DataDirLock>, Option<HeldLease>, Arc<dyn Storage>) = match &url {
         StorageUrl::Sqlite(_) => {
             let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e} (stop the server first{online})"))?;
-            (Some(lock), signet_log::storage::open(&url).map_err(|e| e.to_string())?)
+            (Some(lock), None, signet_log::storage::open(&url).map_err(|e| e.to_string())?)
         }
         StorageUrl::Postgres(u) => {
-            let pg = signet_log::storage::PostgresStorage::open(u).map_err(|e| e.to_string())?;
-            if pg.acquire_lease("signet admin log rotate", crate::lease::TTL).map_err(|e| e.to_string())?.is_none() {
+            let pg = Arc::new(signet_log::storage::PostgresStorage::open(u).map_err(|e| e.to_string())?);
+            let Some(lease) = pg.acquire_lease("signet admin log rotate", crate::lease::TTL).map_err(|e| e.to_string())? else {
                 let holder = pg.lease_holder().ok().flatten().unwrap_or_else(|| "another instance".into());
                 return Err(format!("{holder} holds the sequencer lease: stop every instance of this database first (rotation is offline)"));
-            }
-            (None, Arc::new(pg))
+            };
+            (None, Some(HeldLease { pg: pg.clone(), lease }), pg)
         }
     };
     let zero_path = kind.zero_key_path(data_dir);

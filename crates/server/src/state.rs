@@ -59,6 +59,8 @@ pub struct AppState {
     pub monitor_metrics: Option<Arc<signet_witness::monitor::metrics::Metrics>>,
     /// The Rekor v2 log's witnesses and their cosignatures, when `[log.witnesses]` lists some.
     pub cosigning: Option<Arc<signet_witness::cosigning::Cosigning>>,
+    /// What this instance served of each log ([`crate::watermark`]).
+    pub watermarks: Arc<crate::watermark::Keeper>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -265,7 +267,6 @@ impl AppState {
         // that cannot write one fails here rather than serve.
         v1.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
         v2.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
-        let cosigning = crate::witnessing::start_cosigning(cfg, &v2)?;
 
         // The dev issuer lives under the instance's own URL, and is trusted only in dev mode.
         let dev_issuer = if cfg.dev {
@@ -389,7 +390,28 @@ impl AppState {
                 log.refuse_appends(why.clone());
             }
         }
+        // A log whose storage is behind what this instance served of it: a restored database.
+        let marks = {
+            let data_dir = cfg.data_dir.clone();
+            tokio::task::spawn_blocking(move || crate::watermark::read(&data_dir))
+                .await
+                .map_err(|e| StartError::Panicked { what: "watermarks", why: e.to_string() })?
+                .map_err(StartError::Shards)?
+        };
+        for (what, log) in [("Rekor v1", &v1_active.log), ("Rekor v2", &v2), ("CT", ca.ct.log())] {
+            let (m, l, d) = (marks.clone(), log.clone(), cfg.data_dir.clone());
+            let refused = tokio::task::spawn_blocking(move || m.check(&l, what, &d))
+                .await
+                .map_err(|e| StartError::Panicked { what: "watermarks", why: e.to_string() })?;
+            if let Some(why) = refused {
+                tracing::error!("{why}");
+                log.refuse_appends(why);
+            }
+        }
+        // Started once every log is open: a witness that holds more than storage refuses them all.
+        let cosigning = crate::witnessing::start_cosigning(cfg, &v2, vec![v1_active.log.clone(), v2.clone(), ca.ct.log().clone()])?;
         Ok(AppState {
+            watermarks: crate::watermark::Keeper::new(cfg.data_dir.clone(), marks),
             rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
             rekor_v2: v2,
             max_body: cfg.limits.max_body_bytes,
@@ -411,6 +433,13 @@ impl AppState {
             monitor_metrics: crate::monitoring::metrics(cfg),
             cosigning,
         })
+    }
+}
+
+impl AppState {
+    /// The logs that take appends now: each kind's active shard.
+    pub fn logs_taking_appends(&self) -> Vec<Log> {
+        vec![self.rekor_v1.log(), self.rekor_v2.clone(), self.ca.ct.log().clone()]
     }
 }
 

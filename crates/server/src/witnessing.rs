@@ -178,22 +178,57 @@ impl LogWitnesses {
     }
 }
 
-/// The Rekor v2 log as the collector sees it.
-struct V2Head(signet_log::Log);
+/// The Rekor v2 log as the collector sees it, and the logs that share its storage.
+struct V2Head {
+    log: signet_log::Log,
+    /// Every log taking appends in the same storage: a restored database restored them all.
+    logs: Vec<signet_log::Log>,
+    data_dir: PathBuf,
+}
 
 impl signet_witness::cosigning::Head for V2Head {
     fn latest(&self) -> (u64, Arc<str>) {
-        let head = self.0.head();
+        let head = self.log.head();
         (head.checkpoint.size, head.note.as_str().into())
     }
 
     fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<signet_core::hash::Hash>, String> {
-        self.0.consistency_proof(old, new).map_err(|e| e.to_string())
+        self.log.consistency_proof(old, new).map_err(|e| e.to_string())
+    }
+
+    /// Storage behind a witness's cosigned size is a restore (or lost committed writes): the
+    /// indices between were acknowledged, and must not get a second history. (A follower's
+    /// head may trail the witness; storage may not.)
+    fn witness_is_ahead(&self, witness: &str, holds: u64) {
+        let stored = match self.log.stored_size() {
+            Ok(stored) => stored,
+            Err(e) => return tracing::warn!(witness, holds, error = %e, "a witness holds a larger tree; cannot read the stored checkpoint to compare"),
+        };
+        if stored >= holds || self.log.appends_refused().is_some() {
+            return;
+        }
+        let why = format!(
+            "witness {witness} cosigned the Rekor v2 log at {holds} entries, but its storage holds {stored}: the storage was restored from a backup or \
+             lost committed writes, and appending would give indices {stored}..{} a second history. Reads go on. Stop every instance and run \
+             `signet restore --data-dir {}` (with the same --storage) to continue each log in a new shard (docs/scaling.md, \"Restoring a backup\")",
+            holds - 1,
+            self.data_dir.display()
+        );
+        tracing::error!("{why}");
+        for log in &self.logs {
+            log.refuse_appends(why.clone());
+        }
     }
 }
 
 /// Starts asking the `[log.witnesses]` members to cosign the Rekor v2 log's checkpoints.
-pub fn start_cosigning(cfg: &Config, v2: &signet_log::Log) -> Result<Option<Arc<signet_witness::cosigning::Cosigning>>, crate::state::StartError> {
+/// `logs`: every log taking appends in the same storage, refused if a witness shows the
+/// storage was restored.
+pub fn start_cosigning(
+    cfg: &Config,
+    v2: &signet_log::Log,
+    logs: Vec<signet_log::Log>,
+) -> Result<Option<Arc<signet_witness::cosigning::Cosigning>>, crate::state::StartError> {
     let settings = &cfg.log.witnesses;
     if !settings.enabled() {
         return Ok(None);
@@ -201,7 +236,7 @@ pub fn start_cosigning(cfg: &Config, v2: &signet_log::Log) -> Result<Option<Arc<
     let endpoints = settings.endpoints()?;
     let tls = signet_tls::client_config(&signet_tls::Trust::Platform).map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
     let fetcher = signet_tls::Fetcher::new(tls).with_timeout(std::time::Duration::from_secs(10)).with_max_bytes(64 * 1024);
-    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head(v2.clone())), endpoints, settings.quorum, fetcher)
+    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head { log: v2.clone(), logs, data_dir: cfg.data_dir.clone() }), endpoints, settings.quorum, fetcher)
         .map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
     tracing::info!(members = settings.members.len(), quorum = settings.quorum, "the Rekor v2 log's checkpoints go to its witnesses");
     Ok(Some(cosigning))

@@ -7,7 +7,9 @@
 //! quorum goes on without it. A witness starts unknown (old size 0); its 409 says the size it
 //! holds, and the next request starts there. A 409 that repeats the size just sent means the
 //! witness holds another root at that size: it saw a fork, or this log was reset. That is
-//! logged as an error and retried slowly; it is never papered over.
+//! logged as an error and retried slowly; it is never papered over. A witness that holds a
+//! larger tree than the log's checkpoint is told to the log ([`Head::witness_is_ahead`]):
+//! if its storage holds less, it was restored, and it stops taking appends.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,6 +30,10 @@ pub trait Head: Send + Sync + 'static {
     fn latest(&self) -> (u64, Arc<str>);
     /// The consistency proof between two sizes of the log.
     fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String>;
+    /// A witness holds a larger tree of this log than the checkpoint just sent: it cosigned
+    /// a checkpoint that this log may no longer hold (a restored database). Called from the
+    /// witness's thread; the log decides, from its storage, what that means.
+    fn witness_is_ahead(&self, _witness: &str, _holds: u64) {}
 }
 
 /// A witness to ask: where, and the key its cosignatures must verify with.
@@ -149,10 +155,15 @@ impl Cosigning {
                     held = n;
                     continue;
                 }
-                Ok(Answer::Holds(n)) => tracing::error!(
+                Ok(Answer::Holds(n)) => {
+                    if n > size {
+                        head.witness_is_ahead(&endpoint.url, n);
+                    }
+                    tracing::error!(
                     witness = %endpoint.url, holds = n, sent_old = held, size,
                     "the witness holds a tree this log cannot extend: another root at that size, or a larger tree (a fork, or this log was reset)"
-                ),
+                    )
+                }
                 Err(why) => tracing::warn!(witness = %endpoint.url, error = %why, "asking the witness to cosign failed; retrying"),
             }
             self.counters[i].failures.fetch_add(1, Ordering::Relaxed);

@@ -1,5 +1,6 @@
-//! `signet restore`: continue each log of a backup in a new shard, so that serving the copy
-//! never gives an index a second history (signet_server::restore).
+//! `signet restore`: continue each log of a backup (or of a PostgreSQL database restored from a
+//! dump) in a new shard, so that serving the copy never gives an index a second history
+//! (signet_server::restore).
 
 use std::process::ExitCode;
 
@@ -7,10 +8,14 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(flatten)]
     instance: super::Instance,
+    /// Where the logs are, if not in the data dir: `postgres://…` for a database restored
+    /// from a dump (the data dir is then where the new shards' keys are made).
+    #[arg(long)]
+    storage: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let cfg = match args.instance.config(None) {
+    let cfg = match args.instance.config(args.storage) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -22,14 +27,25 @@ pub fn run(args: Args) -> ExitCode {
             for kind in &report.absent {
                 outln!("the {} log was never created in this backup: nothing to continue", kind.title());
             }
-            outln!(
-                "restored {} (a backup of {} taken at {}): each log continues in a new shard with a new key; \
-                 old entries stay readable and provable. Start the server; the trust documents list the new keys. Record: {}",
-                cfg.data_dir.display(),
-                report.marker.source,
-                report.marker.taken_at,
-                report.record.display()
-            );
+            if report.marker.source == signet_server::restore::DATABASE {
+                outln!(
+                    "restored {}: each log continues in a new shard with a new key, made in {}; old entries stay readable and \
+                     provable. Copy the new keys to every other instance's data dir (signet backup of this one) before starting them; \
+                     the trust documents list the new keys. Record: {}",
+                    report.marker.source,
+                    cfg.data_dir.display(),
+                    report.record.display()
+                );
+            } else {
+                outln!(
+                    "restored {} (a backup of {} taken at {}): each log continues in a new shard with a new key; \
+                     old entries stay readable and provable. Start the server; the trust documents list the new keys. Record: {}",
+                    cfg.data_dir.display(),
+                    report.marker.source,
+                    report.marker.taken_at,
+                    report.record.display()
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
