@@ -1,4 +1,4 @@
-//! The fault suite (issue 41): three instances on one PostgreSQL, writers on all of them the
+//! The fault suite (issue 41): three instances on one PostgreSQL, writers of both Rekor APIs on all of them the
 //! whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
 //! schedule: a COMMIT's answer lost after the server ran it, a COMMIT delivered late, connections
 //! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too),
@@ -6,6 +6,7 @@
 //! code ([`rfc6962`]): nothing acknowledged is lost or moved, no index holds two entries, every
 //! checkpoint served is a prefix of the final tree and no size has two roots, `integratedTime`
 //! never goes backwards, the instances agree, and writes resume within a bound after each fault.
+//! The Rekor v2 log is checked the same way, read through its tiles as a witness would read it.
 //!
 //! Each run is reproducible from its seed: `scripts/chaos --seed N`. A seed that fails is a
 //! regression test: add it to [`CI_SEEDS`].
@@ -141,7 +142,10 @@ fn libfaketime() -> PathBuf {
 struct Ack {
     sent: Instant,
     answered: Instant,
+    /// A Rekor v2 entry (else v1): the two logs are checked apart.
+    v2: bool,
     index: u64,
+    /// Base64 of the entry as logged.
     body: String,
     integrated_time: i64,
     checkpoint: String,
@@ -169,11 +173,36 @@ fn append(agent: &ureq::Agent, url: &str, signer: &Signer, what: &str) -> Option
     Some(Ack {
         sent,
         answered: Instant::now(),
+        v2: false,
         index: e["logIndex"].as_u64()?,
         body: e["body"].as_str()?.to_string(),
         integrated_time: e["integratedTime"].as_i64()?,
         checkpoint: p["checkpoint"].as_str()?.to_string(),
         proof: (p["treeSize"].as_u64()?, hash_of(&p["rootHash"]), p["hashes"].as_array()?.iter().map(hash_of).collect()),
+    })
+}
+
+fn b64_hash(v: &Value) -> Option<Hash> {
+    signet_core::b64::decode(v.as_str()?).ok()?.try_into().ok()
+}
+
+fn append_v2(agent: &ureq::Agent, url: &str, signer: &Signer, what: &str) -> Option<Ack> {
+    let sent = Instant::now();
+    let r = post_json(agent, &format!("{url}/api/v2/log/entries"), &signer.v2_entry(what.as_bytes())).ok()?;
+    if r.status != 201 {
+        return None;
+    }
+    let e = r.json();
+    let p = &e["inclusionProof"];
+    Some(Ack {
+        sent,
+        answered: Instant::now(),
+        v2: true,
+        index: e["logIndex"].as_str()?.parse().ok()?,
+        body: e["canonicalizedBody"].as_str()?.to_string(),
+        integrated_time: 0,
+        checkpoint: p["checkpoint"]["envelope"].as_str()?.to_string(),
+        proof: (p["treeSize"].as_str()?.parse().ok()?, b64_hash(&p["rootHash"])?, p["hashes"].as_array()?.iter().map(b64_hash).collect::<Option<_>>()?),
     })
 }
 
@@ -225,10 +254,11 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
     let urls: Arc<Mutex<Vec<Option<String>>>> = Arc::new(Mutex::new(instances.iter().map(Instance::url).collect()));
     let stop = Arc::new(AtomicBool::new(false));
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
-    let served: Arc<Mutex<Vec<String>>> = Arc::default();
+    let served: Arc<Mutex<Vec<(bool, String)>>> = Arc::default();
 
     // Two writers per instance, each keeping to its own: a writer stuck on a paused instance
-    // does not hide whether the others can write.
+    // does not hide whether the others can write. One of each two writes Rekor v1 entries, the
+    // other Rekor v2's: the two logs share the sequencer, its lease and its commits.
     let writers: Vec<_> = (0..6)
         .map(|w| {
             let (urls, stop, acks) = (urls.clone(), stop.clone(), acks.clone());
@@ -238,7 +268,9 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let url = urls.lock().unwrap()[w % 3].clone();
-                    match url.and_then(|u| append(&agent, &u, &signer, &format!("seed {seed} writer {w} entry {n}"))) {
+                    let what = format!("seed {seed} writer {w} entry {n}");
+                    let append = if w < 3 { append } else { append_v2 };
+                    match url.and_then(|u| append(&agent, &u, &signer, &what)) {
                         Some(ack) => acks.lock().unwrap().push(ack),
                         None => std::thread::sleep(Duration::from_millis(20)),
                     }
@@ -255,7 +287,12 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
                 for url in now.into_iter().flatten() {
                     if let Ok(r) = get(&agent, &format!("{url}/api/v1/log")) {
                         if let Some(note) = (r.status == 200).then(|| r.json()["signedTreeHead"].as_str().map(str::to_string)).flatten() {
-                            served.lock().unwrap().push(note);
+                            served.lock().unwrap().push((false, note));
+                        }
+                    }
+                    if let Ok(r) = get(&agent, &format!("{url}/api/v2/checkpoint")) {
+                        if r.status == 200 {
+                            served.lock().unwrap().push((true, r.text()));
                         }
                     }
                 }
@@ -318,7 +355,14 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
     let acks = std::mem::take(&mut *acks.lock().unwrap());
     let served = std::mem::take(&mut *served.lock().unwrap());
     let urls: Vec<String> = instances.iter().filter_map(Instance::url).collect();
-    check(&agent, &urls, &acks, &served);
+    let v2_spki = signet_core::keys::SigningKey::load_or_generate(&instances[0].dir.join("keys/rekor-v2.pem")).unwrap().spki_der().to_vec();
+    let (v1_acks, v2_acks): (Vec<Ack>, Vec<Ack>) = acks.into_iter().partition(|a| !a.v2);
+    let (v1_served, v2_served): (Vec<(bool, String)>, Vec<(bool, String)>) = served.into_iter().partition(|s| !s.0);
+    let v1_served: Vec<String> = v1_served.into_iter().map(|s| s.1).collect();
+    let v2_served: Vec<String> = v2_served.into_iter().map(|s| s.1).collect();
+    check(&agent, &urls, &v1_acks, &v1_served);
+    check_v2(&agent, &urls, &v2_acks, &v2_served, &v2_spki);
+    let acks: Vec<Ack> = v1_acks.into_iter().chain(v2_acks).collect();
     // A sequencer under write load commits many times a second: a proxy that never finds its
     // COMMIT no longer recognises them, and the suite would test nothing.
     assert!(aimed_at_commits == 0 || commits_hit > 0, "seed {seed}: {aimed_at_commits} faults aimed at the sequencer's COMMITs and none found one");
@@ -502,4 +546,98 @@ fn check(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String]) 
         }
     }
     eprintln!("checked: {size} entries, {} acknowledged, {} checkpoints of {} sizes, {} instances agree", acks.len(), served.len() + acks.len(), roots.len(), urls.len());
+}
+
+/// The tile path element for tile `index` (c2sp.org/tlog-tiles: groups of three digits, all
+/// but the last prefixed with `x`).
+fn tile_index(index: u64) -> String {
+    let digits = format!("{index:03}");
+    let padded = format!("{}{digits}", "0".repeat((3 - digits.len() % 3) % 3));
+    let groups: Vec<&str> = padded.as_bytes().chunks(3).map(|c| std::str::from_utf8(c).unwrap()).collect();
+    let (last, rest) = groups.split_last().unwrap();
+    rest.iter().map(|g| format!("x{g}/")).collect::<String>() + last
+}
+
+/// The Rekor v2 log's promises, read through its tiles as a witness or monitor would.
+fn check_v2(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String], spki: &[u8]) {
+    let verify = |note: &str| {
+        signet_log::checkpoint::verify(note, "127.0.0.1", spki).unwrap_or_else(|e| panic!("a served v2 checkpoint does not verify: {e:?}\n{note}"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let head = loop {
+        let heads: Vec<(u64, Hash)> = urls
+            .iter()
+            .filter_map(|u| get(agent, &format!("{u}/api/v2/checkpoint")).ok().filter(|r| r.status == 200))
+            .map(|r| verify(&r.text()))
+            .map(|cp| (cp.size, cp.root_hash))
+            .collect();
+        if heads.len() == urls.len() && heads.iter().all(|h| *h == heads[0]) {
+            break heads[0];
+        }
+        assert!(Instant::now() < deadline, "the instances do not agree on the v2 head: {heads:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (size, root) = head;
+    assert!(acks.len() > 10, "too little v2 load to mean anything: {} appends acknowledged", acks.len());
+
+    // Every entry, from the entry bundles of the first instance.
+    let mut entries: Vec<Vec<u8>> = Vec::with_capacity(size as usize);
+    for tile in 0..size.div_ceil(256) {
+        let width = (size - tile * 256).min(256);
+        let path = match width {
+            256 => tile_index(tile),
+            w => format!("{}.p/{w}", tile_index(tile)),
+        };
+        let r = get(agent, &format!("{}/api/v2/tile/entries/{path}", urls[0])).unwrap();
+        assert_eq!(r.status, 200, "v2 entry bundle {path}: {}", r.text());
+        let mut rest = r.body.as_slice();
+        while let [hi, lo, tail @ ..] = rest {
+            let len = u16::from_be_bytes([*hi, *lo]) as usize;
+            assert!(tail.len() >= len, "v2 entry bundle {path} is cut short");
+            entries.push(tail[..len].to_vec());
+            rest = &tail[len..];
+        }
+    }
+    assert_eq!(entries.len() as u64, size, "the v2 entry bundles hold {} entries, the head {size}", entries.len());
+    let leaves: Vec<Hash> = entries.iter().map(|e| rfc6962::leaf_hash(e)).collect();
+    assert_eq!(rfc6962::prefix_roots(&leaves, [size]).get(&size), Some(&root), "the v2 entries do not hash to the head's root");
+
+    let mut by_index: HashMap<u64, &str> = HashMap::new();
+    for ack in acks {
+        if let Some(other) = by_index.insert(ack.index, &ack.body) {
+            assert_eq!(other, ack.body, "v2 index {} acknowledged for two different entries", ack.index);
+        }
+        let stored = entries.get(ack.index as usize).unwrap_or_else(|| panic!("acknowledged v2 entry {} is beyond the head {size}", ack.index));
+        assert_eq!(signet_core::b64::encode(stored), ack.body, "v2 entry {} is not the one acknowledged", ack.index);
+        let (tree, proof_root, hashes) = &ack.proof;
+        assert!(rfc6962::inclusion_holds(ack.index, *tree, &leaves[ack.index as usize], hashes, proof_root), "the proof acknowledged with v2 entry {} does not verify", ack.index);
+    }
+    let mut roots: BTreeMap<u64, Hash> = BTreeMap::new();
+    for note in acks.iter().map(|a| a.checkpoint.as_str()).chain(served.iter().map(String::as_str)) {
+        let cp = verify(note);
+        if let Some(other) = roots.insert(cp.size, cp.root_hash) {
+            assert_eq!(other, cp.root_hash, "two v2 roots for size {}: a fork", cp.size);
+        }
+    }
+    for ack in acks {
+        let (tree, proof_root, _) = &ack.proof;
+        assert_eq!(roots.get(tree), Some(proof_root), "v2 entry {}'s proof is against a root no checkpoint signed", ack.index);
+    }
+    let prefixes = rfc6962::prefix_roots(&leaves, roots.keys().copied());
+    for (&n, r) in &roots {
+        assert!(n <= size, "a v2 checkpoint of size {n} was served, beyond the final head {size}");
+        if n > 0 {
+            assert_eq!(prefixes.get(&n), Some(r), "the v2 checkpoint of size {n} is not a prefix of the final tree");
+        }
+    }
+    eprintln!("checked v2: {size} entries, {} acknowledged, {} checkpoints of {} sizes", acks.len(), served.len() + acks.len(), roots.len());
+}
+
+#[test]
+fn tile_indices_are_spelled_as_the_spec_says() {
+    assert_eq!(tile_index(0), "000");
+    assert_eq!(tile_index(7), "007");
+    assert_eq!(tile_index(999), "999");
+    assert_eq!(tile_index(1_000), "x001/000");
+    assert_eq!(tile_index(1_234_067), "x001/x234/067");
 }
