@@ -595,6 +595,10 @@ fn the_log_never_forks_under_seeded_faults() {
             outage.get(outage.len() / 2),
             outage.last()
         );
+        let (count, seconds) = outcome.reconciles;
+        if count > 0 {
+            eprintln!("seed {seed}: {count} reconciles after commits whose outcome was unknown, {:.1} ms each on average", seconds * 1000.0 / count as f64);
+        }
         let mut worst: Vec<(Duration, &String)> = outcome.outage.iter().copied().zip(&outcome.faults).collect();
         worst.sort_by(|a, b| b.0.cmp(&a.0));
         for (gap, what) in worst.iter().take(3) {

@@ -224,6 +224,9 @@ pub struct Outcome {
     pub resumed: Vec<Duration>,
     /// The longest time without any acknowledgement, from each fault's start to its resumption.
     pub outage: Vec<Duration>,
+    /// Reconciles after commits whose outcome was unknown, by the instances alive at the end
+    /// (a restart forgets its count): how many, and their total seconds.
+    pub reconciles: (u64, f64),
 }
 
 /// Runs the cluster under `seed`'s schedule for `length`, then checks the log from outside.
@@ -363,6 +366,7 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
     check(&agent, &urls, &v1_acks, &v1_served);
     check_v2(&agent, &urls, &v2_acks, &v2_served, &v2_spki);
     let acks: Vec<Ack> = v1_acks.into_iter().chain(v2_acks).collect();
+    let reconciles = reconciles(&agent, &urls);
     // A sequencer under write load commits many times a second: a proxy that never finds its
     // COMMIT no longer recognises them, and the suite would test nothing.
     assert!(aimed_at_commits == 0 || commits_hit > 0, "seed {seed}: {aimed_at_commits} faults aimed at the sequencer's COMMITs and none found one");
@@ -374,7 +378,25 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
     let mut answered: Vec<Instant> = acks.iter().map(|a| a.answered).collect();
     answered.sort();
     let outage = windows.iter().map(|&(from, to)| longest_gap(&answered, from, to)).collect();
-    Outcome { acked: acks.len(), faults, resumed, outage }
+    Outcome { acked: acks.len(), faults, resumed, outage, reconciles }
+}
+
+/// (how many, their total seconds) of the reconciles the live instances did since they
+/// started, from their `/metrics`.
+fn reconciles(agent: &ureq::Agent, urls: &[String]) -> (u64, f64) {
+    let (mut count, mut seconds) = (0u64, 0f64);
+    for url in urls {
+        let Ok(r) = get(agent, &format!("{url}/metrics")) else { continue };
+        for line in r.text().lines() {
+            let value = line.rsplit(' ').next().unwrap_or("");
+            if line.starts_with("signet_log_reconcile_seconds_count") {
+                count += value.parse::<u64>().unwrap_or(0);
+            } else if line.starts_with("signet_log_reconcile_seconds_sum") {
+                seconds += value.parse::<f64>().unwrap_or(0.0);
+            }
+        }
+    }
+    (count, seconds)
 }
 
 /// The longest stretch of `[from, to]` in which no append was acknowledged.
