@@ -252,6 +252,49 @@ fn check_log(agent: &ureq::Agent, url: &str, acked: &[(u64, String)], checkpoint
     }
 }
 
+/// A sequencer stopped on purpose (SIGTERM: a rolling restart) gives its lease up once it has
+/// drained, so the follower does not wait out the lease: the lease row is free (or already
+/// the follower's) the moment the old sequencer has exited, where before it stayed the old
+/// one's for up to 2.5 s.
+#[test]
+fn a_sequencer_that_stops_gives_its_lease_up() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let (agent, signer) = (agent(), Signer::new());
+    let mut a = Server::start(&a_dir, &["--storage", &db]);
+    append_v1(&agent, &a.url, &signer, "before the restart").unwrap();
+    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let b = Server::start(&b_dir, &["--storage", &db]);
+    assert_eq!(role(&agent, &b.url).as_deref(), Some("follower"));
+
+    // SAFETY: a signal to a child process this test started.
+    unsafe { libc::kill(a.child.id() as i32, libc::SIGTERM) };
+    let exit = a.child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let free = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (out, url) = (free.clone(), db.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(conn);
+            let row = client.query_one("SELECT holder, expires_at <= now() FROM leases", &[]).await.unwrap();
+            *out.lock().unwrap() = Some((row.get::<_, String>(0), row.get::<_, bool>(1)));
+        });
+    })
+    .join()
+    .unwrap();
+    let (holder, lapsed) = free.lock().unwrap().clone().unwrap();
+    let a_pid = format!("pid {} ", a.child.id());
+    assert!(lapsed || !holder.contains(&a_pid), "the stopped sequencer still holds the lease: {holder}");
+    // And the follower takes over and logs.
+    let after = append_v1(&agent, &b.url, &signer, "after the restart").unwrap();
+    assert!(after.0 >= 1);
+    assert_eq!(role(&agent, &b.url).as_deref(), Some("sequencer"));
+}
+
 /// Issue 18, "Exactly one sequencer per log" and "every instance serves reads and accepts
 /// writes": a second instance on the same database follows it. It serves the log and takes
 /// appends, which the sequencer logs. When the sequencer is paused (SIGSTOP) past its lease,

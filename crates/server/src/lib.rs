@@ -239,6 +239,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     // What was acknowledged last is in the marks before the process ends.
     let logs = marked.logs_taking_appends();
     let _ = tokio::task::spawn_blocking(move || watermarks.write_now(&logs)).await;
+    // Last: the anchoring above may still append. A standby takes over at once.
+    lease::give_up().await;
     tracing::info!(reason, "signet stopped");
     // The spans of the last requests reach the collector before the process ends.
     let _ = tokio::task::spawn_blocking(otel::shutdown).await;
