@@ -237,3 +237,56 @@ fn a_database_restored_from_a_dump_refuses_appends_until_signet_restore() {
     let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex={}", server.url, dumped - 1)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// The same on SQLite, where the database is a file in the data dir: restored from a disk
+/// snapshot (the database files put back, the rest of the data dir left as it was), the log
+/// is behind what the instance served. Appends are refused; `signet restore` asks for
+/// `--force` (there is no backup mark), and with it each log continues in a new shard.
+#[test]
+fn a_data_dir_whose_database_went_back_refuses_appends_until_signet_restore_force() {
+    let (dir, snapshot, agent, signer) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), agent(), Signer::new());
+    let append = |url: &str, what: &[u8]| post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(what)).unwrap();
+    let database_files = |from: &std::path::Path, to: &std::path::Path| {
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            if e.file_name().to_string_lossy().starts_with("signet.sqlite") {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    };
+    let server = Server::start(dir.path(), &[]);
+    for i in 0..3u8 {
+        assert_eq!(append(&server.url, &[b'a', i]).status, 201);
+    }
+    let snapped = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json()["treeSize"].as_u64().unwrap();
+    drop(server);
+    database_files(dir.path(), snapshot.path());
+    let server = Server::start(dir.path(), &[]);
+    for i in 0..3u8 {
+        assert_eq!(append(&server.url, &[b'b', i]).status, 201);
+    }
+    wait_for_watermark(dir.path(), snapped + 3);
+    drop(server);
+    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("signet.sqlite") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    database_files(snapshot.path(), dir.path());
+
+    let server = Server::start(dir.path(), &[]);
+    let refused = append(&server.url, b"after the snapshot");
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(refused.text().contains(&format!("indices {snapped}..{}", snapped + 2)), "{}", refused.text());
+    drop(server);
+    let signet = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).arg("--data-dir").arg(dir.path()).output().unwrap();
+    let unforced = signet(&["restore"]);
+    assert!(!unforced.status.success() && String::from_utf8_lossy(&unforced.stderr).contains("--force"), "{unforced:?}");
+    let forced = signet(&["restore", "--force"]);
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    let server = Server::start(dir.path(), &[]);
+    let r = append(&server.url, b"after signet restore --force");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let index = r.json().as_object().unwrap().values().next().unwrap()["logIndex"].as_u64().unwrap();
+    assert!(index >= snapped, "{index}");
+    assert_eq!(get(&agent, &format!("{}/readyz", server.url)).unwrap().status, 200);
+}

@@ -32,6 +32,8 @@ pub const MARKER: &str = "backup.json";
 pub const RECORD: &str = "restored.json";
 /// [`Marker::source`] of a restore of the logs in PostgreSQL (a database restored from a dump).
 pub const DATABASE: &str = "the logs in PostgreSQL";
+/// [`Marker::source`] of a data dir restored without a mark (`signet restore --force`).
+pub const UNMARKED: &str = "this data dir (restored without a backup mark)";
 
 /// The contents of [`MARKER`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,17 +102,19 @@ pub struct Report {
 
 /// `signet restore`: a new shard for each log of the backup in `data_dir`, then the mark
 /// becomes the record. The server must be stopped (each rotation takes the data dir's lock).
-pub fn restore(data_dir: &Path, storage: Option<&str>) -> Result<Report, String> {
+///
+/// Without a mark, the operator's word makes it one: always on PostgreSQL (a database
+/// restored from a dump carries no mark), and with `force` on a data dir (restored from a
+/// disk snapshot, or found behind its watermarks, [`crate::watermark`]).
+pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool) -> Result<Report, String> {
     let on_postgres = matches!(signet_log::storage::StorageUrl::parse(storage, data_dir)?, signet_log::storage::StorageUrl::Postgres(_));
     let marker = match marker(data_dir)? {
         Some(marker) => marker,
-        // A database restored from a dump carries no mark (and the data dir is not the copy):
-        // running this says that it is one. Marked first, so that a restore cut short goes on
-        // where it stopped.
-        None if on_postgres => {
+        // Marked first, so that a restore cut short goes on where it stopped.
+        None if on_postgres || force => {
             let marker = Marker {
                 taken_at: shards::now(),
-                source: DATABASE.into(),
+                source: if on_postgres { DATABASE.into() } else { UNMARKED.into() },
                 rotated: Vec::new(),
                 restored_at: None,
             };
@@ -120,7 +124,11 @@ pub fn restore(data_dir: &Path, storage: Option<&str>) -> Result<Report, String>
         None => {
             return Err(match data_dir.join(RECORD).exists() {
                 true => format!("{} was restored already ({}); it takes appends", data_dir.display(), data_dir.join(RECORD).display()),
-                false => format!("{} is not a backup made by `signet backup` (no {MARKER}); nothing to restore", data_dir.display()),
+                false => format!(
+                    "{} is not a backup made by `signet backup` (no {MARKER}); nothing to restore. If it was restored some other way \
+                     (a disk snapshot), or its server refuses appends because its storage is behind what it served, run this with --force",
+                    data_dir.display()
+                ),
             })
         }
     };
@@ -167,8 +175,8 @@ mod tests {
     #[test]
     fn a_data_dir_that_is_no_backup_is_not_restored() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(restore(dir.path(), None).unwrap_err().contains("not a backup"));
+        assert!(restore(dir.path(), None, false).unwrap_err().contains("not a backup"));
         std::fs::write(dir.path().join(RECORD), "{}").unwrap();
-        assert!(restore(dir.path(), None).unwrap_err().contains("restored already"));
+        assert!(restore(dir.path(), None, false).unwrap_err().contains("restored already"));
     }
 }

@@ -74,8 +74,8 @@ impl Watermarks {
         let mark = self.logs.get(&identity(log))?;
         let stored = log.durable_size();
         let way_out = format!(
-            "Reads go on. Stop every instance and run `signet restore --data-dir {}` (with the same --storage) to continue each log in a new shard \
-             (docs/scaling.md, \"Restoring a backup\")",
+            "Reads go on. Stop every instance and run `signet restore --data-dir {}` with the same --storage (--force where the logs are in \
+             the data dir) to continue each log in a new shard (docs/scaling.md, \"Restoring a backup\")",
             data_dir.display()
         );
         if stored < mark.size {

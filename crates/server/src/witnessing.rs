@@ -210,7 +210,8 @@ impl signet_witness::cosigning::Head for V2Head {
         let why = format!(
             "witness {witness} cosigned the Rekor v2 log at {holds} entries, but its storage holds {stored}: the storage was restored from a backup or \
              lost committed writes, and appending would give indices {stored}..{} a second history. Reads go on. Stop every instance and run \
-             `signet restore --data-dir {}` (with the same --storage) to continue each log in a new shard (docs/scaling.md, \"Restoring a backup\")",
+             `signet restore --data-dir {}` with the same --storage (--force where the logs are in the data dir) to continue each log in a new shard \
+             (docs/scaling.md, \"Restoring a backup\")",
             holds - 1,
             self.data_dir.display()
         );

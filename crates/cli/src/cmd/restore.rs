@@ -12,6 +12,10 @@ pub struct Args {
     /// from a dump (the data dir is then where the new shards' keys are made).
     #[arg(long)]
     storage: Option<String>,
+    /// Restore a data dir that carries no backup mark (restored from a disk snapshot, or
+    /// refused appends because its storage is behind what it served).
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -19,7 +23,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match signet_server::restore::restore(&cfg.data_dir, cfg.storage.as_deref()) {
+    match signet_server::restore::restore(&cfg.data_dir, cfg.storage.as_deref(), args.force) {
         Ok(report) => {
             for r in &report.rotated {
                 outln!("{}", signet_server::shards::rotation_report(r));
@@ -27,7 +31,14 @@ pub fn run(args: Args) -> ExitCode {
             for kind in &report.absent {
                 outln!("the {} log was never created in this backup: nothing to continue", kind.title());
             }
-            if report.marker.source == signet_server::restore::DATABASE {
+            if report.marker.source == signet_server::restore::UNMARKED {
+                outln!(
+                    "restored {} (no backup mark: on your word): each log continues in a new shard with a new key; old entries stay readable \
+                     and provable. Start the server; the trust documents list the new keys. Record: {}",
+                    cfg.data_dir.display(),
+                    report.record.display()
+                );
+            } else if report.marker.source == signet_server::restore::DATABASE {
                 outln!(
                     "restored {}: each log continues in a new shard with a new key, made in {}; old entries stay readable and \
                      provable. Copy the new keys to every other instance's data dir (signet backup of this one) before starting them; \
