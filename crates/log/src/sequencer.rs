@@ -1,4 +1,9 @@
-//! The sequencer: the one task that owns a log's tree and assigns indices.
+//! The sequencer: the task that grows a log's tree and assigns indices.
+//!
+//! Readers never see its tree: they read the snapshots it publishes once a batch is durable
+//! ([`crate::snapshot`]). Its preparer and committer (and a reconcile, and a follower's
+//! catch-up before a promotion) still share the tree under one lock; making it one task's
+//! alone, as DESIGN.md says, is issue 41's next step.
 //!
 //! Appends wait in a pool (a channel). The sequencer takes up to `max_entries` of them, or
 //! whatever arrived within `max_delay` of the first, drops entries the log already holds,
