@@ -120,21 +120,30 @@ pub async fn acquire(store: Arc<PostgresStorage>, holder: String) -> Result<Leas
 
 /// The lease this instance holds, for [`give_up`]. Each renewal runs holding it, so a give-up
 /// waits for a renewal in flight, and none runs after it (a renewal would take the lease back).
-fn held() -> &'static tokio::sync::Mutex<Option<(Arc<PostgresStorage>, Lease)>> {
-    static HELD: std::sync::OnceLock<tokio::sync::Mutex<Option<(Arc<PostgresStorage>, Lease)>>> = std::sync::OnceLock::new();
+fn held() -> &'static Held {
+    static HELD: std::sync::OnceLock<Held> = std::sync::OnceLock::new();
     HELD.get_or_init(Default::default)
 }
+
+type Held = tokio::sync::Mutex<Option<(Arc<PostgresStorage>, Lease)>>;
 
 /// At shutdown, once nothing more will be written: gives the lease up, so that a standby
 /// takes over at its next try (a quarter second) instead of when the lease would have
 /// lapsed (up to 2.5 s). A rolling restart then costs writes a moment, not a lease lifetime.
 /// Writes that were still under way are fenced by the epoch, as after any takeover.
 pub async fn give_up() {
-    let Some((store, lease)) = held().lock().await.take() else { return };
-    let epoch = lease.epoch;
-    match blocking(move || store.release_lease(&lease)).await {
-        Ok(()) => tracing::info!(epoch, "gave the sequencer lease up: another instance takes over at once"),
-        Err(e) => tracing::warn!(epoch, error = %e, "could not give the sequencer lease up; it lapses by itself"),
+    // Bounded: a database that does not answer must not hold the shutdown; the lease then
+    // lapses by itself, as after a crash.
+    let releasing = async {
+        let Some((store, lease)) = held().lock().await.take() else { return Ok(None) };
+        let epoch = lease.epoch;
+        blocking(move || store.release_lease(&lease)).await.map(|()| Some(epoch))
+    };
+    match tokio::time::timeout(TTL, releasing).await {
+        Ok(Ok(Some(epoch))) => tracing::info!(epoch, "gave the sequencer lease up: another instance takes over at once"),
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not give the sequencer lease up; it lapses by itself"),
+        Err(_) => tracing::warn!("giving the sequencer lease up took longer than its lifetime; it lapses by itself"),
     }
 }
 
