@@ -11,8 +11,10 @@
 //! drains the queue into its own pool ([`drain`]), and forgets a queued entry only once it is
 //! logged, so a sequencer that dies mid-way loses nothing: its successor logs what is left.
 //!
-//! When a follower takes the sequencer lease over, it is [`promoted`](crate::Log::promote):
-//! one last catch-up, then its own sequencer and drain start from that state.
+//! The poll loop owns the follower's tree, as the sequencer's task owns a sequencer's: only it
+//! extends the tree. When a follower takes the sequencer lease over, it is
+//! [`promoted`](crate::Log::promote): the loop makes one last catch-up, hands its tree to the
+//! new sequencer and ends, so no catch-up can touch the tree once the sequencer has it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +28,10 @@ use crate::log::{AppendError, Shared};
 use crate::merkle;
 use crate::sequencer::{append_error, Pending, Sequenced};
 use crate::storage::{Queue, QueuedEntry, StorageError};
+use crate::tree::Tree;
+
+/// A promotion's request to the poll loop: its tree, caught up, or why it could not be.
+type Handover = oneshot::Sender<Result<Tree, StorageError>>;
 
 /// Whether an instance sequences a log or follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +61,9 @@ pub(crate) struct Follower {
     submit: mpsc::Sender<QueuedEntry>,
     /// Appends of this instance waiting for their entry, by leaf hash.
     waiters: parking_lot::Mutex<HashMap<Hash, Vec<Reply>>>,
-    /// One catch-up at a time; promotion holds it while it makes the sequencer.
-    catching_up: tokio::sync::Mutex<()>,
+    /// One promotion at a time.
+    promoting: tokio::sync::Mutex<()>,
+    handover: mpsc::Sender<Handover>,
     promoted: AtomicBool,
     wake: Notify,
     /// Counts the poll loop's catch-ups, so that a read can wait for the next one.
@@ -64,19 +71,22 @@ pub(crate) struct Follower {
 }
 
 impl Follower {
-    /// Starts following `shared`'s log: the poll loop and the queue writer.
-    pub(crate) fn start(shared: Arc<Shared>, queue: Arc<dyn Queue>) -> Arc<Follower> {
+    /// Starts following `shared`'s log from `tree` (at the published head): the poll loop,
+    /// which owns the tree from now on, and the queue writer.
+    pub(crate) fn start(shared: Arc<Shared>, queue: Arc<dyn Queue>, tree: Tree) -> Arc<Follower> {
         let (submit, rx) = mpsc::channel(SUBMIT_GROUP * 4);
+        let (handover, promotions) = mpsc::channel(1);
         let me = Arc::new(Follower {
             queue,
             submit,
             waiters: Default::default(),
-            catching_up: tokio::sync::Mutex::new(()),
+            promoting: tokio::sync::Mutex::new(()),
+            handover,
             promoted: AtomicBool::new(false),
             wake: Notify::new(),
             polled: tokio::sync::watch::Sender::new(0),
         });
-        tokio::spawn(follow(shared.clone(), me.clone()));
+        tokio::spawn(follow(shared.clone(), me.clone(), tree, promotions));
         tokio::spawn(submit_loop(shared, me.clone(), rx));
         me
     }
@@ -137,43 +147,51 @@ impl Follower {
         let _ = tokio::time::timeout(IDLE_POLL * 2, polled.changed()).await;
     }
 
-    /// Brings the tree up to the stored checkpoint now, unless this instance sequences.
-    async fn catch_up(&self, shared: &Arc<Shared>) -> Result<(), StorageError> {
-        let _one = self.catching_up.lock().await;
-        if self.promoted.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        catch_up(shared, self).await
-    }
-
     /// Stops following, after one last catch-up: the caller holds the sequencer lease, so
-    /// the stored state can no longer move under it. Runs `then` (which starts the
-    /// sequencer) before any other catch-up can touch the tree.
-    pub(crate) async fn promote(&self, shared: &Arc<Shared>, then: impl FnOnce()) -> Result<(), StorageError> {
-        let _one = self.catching_up.lock().await;
+    /// the stored state can no longer move under it. The poll loop hands its tree to `then`
+    /// (which starts the sequencer) and ends.
+    pub(crate) async fn promote(&self, then: impl FnOnce(Tree)) -> Result<(), StorageError> {
+        let _one = self.promoting.lock().await;
         if self.promoted.load(Ordering::Acquire) {
             return Ok(());
         }
-        catch_up(shared, self).await?;
+        let (ask, answer) = oneshot::channel();
+        let gone = || StorageError::Backend("the follower's poll loop has stopped".into());
+        self.handover.send(ask).await.map_err(|_| gone())?;
+        let tree = answer.await.map_err(|_| gone())??;
         self.promoted.store(true, Ordering::Release);
-        then();
+        then(tree);
         Ok(())
     }
 }
 
-/// The poll loop: quick while this instance's appends wait, slow otherwise.
-async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
+/// The poll loop: quick while this instance's appends wait, slow otherwise. It owns the
+/// follower's tree until a promotion takes it.
+async fn follow(shared: Arc<Shared>, me: Arc<Follower>, mut tree: Tree, mut promotions: mpsc::Receiver<Handover>) {
     let mut failing = false;
     loop {
         let wait = if me.waiters.lock().is_empty() { IDLE_POLL } else { BUSY_POLL };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = me.wake.notified() => tokio::time::sleep(BUSY_POLL).await,
+            ask = promotions.recv() => {
+                let Some(ask) = ask else { return };
+                match catch_up(&shared, &me, &mut tree).await {
+                    Ok(()) => {
+                        // A promotion that gave up meanwhile gets no tree: keep following.
+                        match ask.send(Ok(tree)) {
+                            Err(Ok(back)) => tree = back,
+                            Ok(()) | Err(Err(_)) => return,
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ask.send(Err(e));
+                    }
+                }
+                continue;
+            }
         }
-        if me.promoted.load(Ordering::Acquire) {
-            return;
-        }
-        match me.catch_up(&shared).await {
+        match catch_up(&shared, &me, &mut tree).await {
             Ok(()) if failing => {
                 tracing::info!(log = shared.id, "following the log again");
                 failing = false;
@@ -191,15 +209,15 @@ async fn follow(shared: Arc<Shared>, me: Arc<Follower>) {
 }
 
 /// Extends the tree and head to the stored checkpoint, after checking it, and
-/// answers the waiters whose entries it brought. The caller holds `catching_up`.
-async fn catch_up(shared: &Arc<Shared>, me: &Follower) -> Result<(), StorageError> {
+/// answers the waiters whose entries it brought.
+async fn catch_up(shared: &Arc<Shared>, me: &Follower, tree: &mut Tree) -> Result<(), StorageError> {
     let (storage, id) = (shared.storage.clone(), shared.id);
     let from = shared.durable_size();
     let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
         .await
         .map_err(|e| StorageError::Backend(e.to_string()))??;
     let Some(stored) = stored.filter(|s| s.size > from) else { return Ok(()) };
-    let (keys, head) = crate::reconcile::adopt_stored(shared, from, stored).await?;
+    let (keys, head) = crate::reconcile::adopt_stored(shared, tree, from, stored).await?;
 
     let waiting: Vec<(u64, Vec<Reply>)> = {
         let mut waiters = me.waiters.lock();

@@ -9,7 +9,7 @@
 //! - [`remote`]: another log's tree read through its tiles, for proofs a client builds.
 //! - [`storage`]: the `Storage` and `Queue` traits, SQLite and PostgreSQL, and their
 //!   indexes by leaf hash and digest.
-//! - [`sequencer`]: batching, durable commits, and answering waiters.
+//! - [`sequencer`]: the task that owns a log's tree: batching, durable commits, answering waiters.
 //! - [`reconcile`]: after a commit whose outcome is unknown, memory rebuilt from storage.
 //! - [`follow`]: instances sharing storage: followers, the queue, promotion.
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.

@@ -105,12 +105,9 @@ pub(crate) struct Shared {
     pub signer: NoteSigner,
     pub stamper: Option<Arc<dyn Stamper>>,
     pub storage: Arc<dyn Storage>,
-    /// The writers' tree: the preparer, the committer, a reconcile and a follower's catch-up
-    /// take this lock. Readers never do: they read [`Shared::published`].
-    pub tree: RwLock<Tree>,
     /// The newest durable checkpoint and the tree as of it ([`crate::snapshot`]). Readers
-    /// never see a size beyond it. Replaced only with the tree's write lock held, so that
-    /// snapshots are published in the order of their sizes.
+    /// never see a size beyond it. Replaced only by the task that owns the tree (the
+    /// sequencer's, or a follower's poll loop), so snapshots are published in order.
     published: ArcSwap<Snapshot>,
     /// Leaves sequenced but not yet durable, so that duplicates are caught in flight too.
     /// Durable ones are found through storage ([`Storage::find_leaves`]).
@@ -121,8 +118,6 @@ pub(crate) struct Shared {
     pub in_pipeline: std::sync::atomic::AtomicUsize,
     /// What `/metrics` reports of this log's sequencing.
     pub stats: crate::stats::LogStats,
-    /// The preparer's and committer's view of the tree ([`crate::reconcile::Sequencing`]).
-    pub sequencing: parking_lot::Mutex<crate::reconcile::Sequencing>,
 }
 
 impl Shared {
@@ -139,7 +134,7 @@ impl Shared {
         self.published.load().size()
     }
 
-    /// Makes `head` what readers see, with `tree` (whose write lock the caller holds) as of it.
+    /// Makes `head` what readers see, with `tree` (which the caller owns) as of it.
     pub fn publish(&self, tree: &Tree, head: Arc<SignedCheckpoint>) {
         self.published.store(Arc::new(Snapshot::of(tree, head)));
     }
@@ -196,8 +191,11 @@ pub struct Log {
     /// The answer to the genesis entry, once the sequencer has it in its pool.
     genesis_answer: Arc<parking_lot::Mutex<Option<Answer>>>,
     /// The sequencer's task while this instance sequences: it ends once the pool is closed
-    /// and everything in it is durable and answered ([`Log::freeze`]).
-    sequencer: Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    /// and everything in it is durable and answered ([`Log::freeze`]), handing its tree back.
+    sequencer: Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<Tree>>>>,
+    /// The tree while no task owns it: from open until a sequencer or follower takes it, and
+    /// while the log is frozen.
+    parked: Arc<parking_lot::Mutex<Option<Tree>>>,
 }
 
 /// The admission count behind [`Log::admit`].
@@ -290,17 +288,15 @@ impl Log {
             stamper: cfg.stamper,
             storage,
             published: ArcSwap::from_pointee(Snapshot::of(&tree, Arc::new(head))),
-            tree: RwLock::new(tree),
             inflight: Default::default(),
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
             stats: Default::default(),
-            sequencing: Default::default(),
         });
         let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending, refused: Default::default() });
-        let follower = match (&queue, role) {
-            (Some(q), Role::Follower) => Some(Follower::start(shared.clone(), q.clone())),
-            _ => None,
+        let (follower, parked) = match (&queue, role) {
+            (Some(q), Role::Follower) => (Some(Follower::start(shared.clone(), q.clone(), tree)), None),
+            _ => (None, Some(tree)),
         };
         let log = Log {
             shared,
@@ -312,15 +308,18 @@ impl Log {
             genesis: cfg.genesis,
             genesis_answer: Default::default(),
             sequencer: Default::default(),
+            parked: Arc::new(parking_lot::Mutex::new(parked)),
         };
         if role == Role::Sequencer {
-            log.start_sequencer(None);
+            if let Some(tree) = log.parked.lock().take() {
+                log.start_sequencer(tree, None);
+            }
         }
         Ok(log)
     }
 
-    /// Starts the sequencer (and, on shared storage, the drain of the queue).
-    fn start_sequencer(&self, promoted_from: Option<Arc<Follower>>) {
+    /// Starts the sequencer on `tree` (and, on shared storage, the drain of the queue).
+    fn start_sequencer(&self, tree: Tree, promoted_from: Option<Arc<Follower>>) {
         let (tx, rx) = mpsc::channel(self.batch.max_entries.max(1) * 64);
         // An empty log's genesis goes into the pool before anything else can (the queue's
         // drain starts below), so that it is index 0.
@@ -340,7 +339,20 @@ impl Log {
                 *self.genesis_answer.lock() = Some(answer);
             }
         }
-        *self.sequencer.lock() = Some(tokio::spawn(sequencer::run(self.shared.clone(), rx, self.batch)));
+        let task = tokio::spawn(sequencer::run(self.shared.clone(), rx, self.batch, tree));
+        let id = self.shared.id;
+        *self.sequencer.lock() = Some(tokio::spawn(async move {
+            match task.await {
+                Ok(tree) => tree,
+                Err(e) => {
+                    // The task that owns the tree died mid-batch: what it acknowledged is
+                    // durable, but its tree is gone. A server that answers but never commits
+                    // is worse than none, so stop, and let the restart rebuild from storage.
+                    tracing::error!(log = id, error = %e, "the log's sequencer failed; stopping signet (acknowledged entries are durable; restart to resume)");
+                    std::process::exit(1);
+                }
+            }
+        }));
         if let Some(queue) = &self.queue {
             tokio::spawn(follow::drain(self.shared.clone(), tx.clone(), queue.clone(), promoted_from));
         }
@@ -352,7 +364,7 @@ impl Log {
     /// are answered as their queued entries are logged.
     pub async fn promote(&self) -> Result<(), StorageError> {
         let Some(follower) = &self.follower else { return Ok(()) };
-        follower.promote(&self.shared, || self.start_sequencer(Some(follower.clone()))).await
+        follower.promote(|tree| self.start_sequencer(tree, Some(follower.clone()))).await
     }
 
     /// Waits until the genesis entry this instance put in its pool is logged (at once if it
@@ -378,7 +390,8 @@ impl Log {
         let task = self.sequencer.lock().take();
         if let Some(task) = task {
             // The task ends once every entry in its pool is committed (or failed) and answered.
-            task.await.map_err(|_| AppendError::Aborted)?;
+            let tree = task.await.map_err(|_| AppendError::Aborted)?;
+            *self.parked.lock() = Some(tree);
         }
         Ok(self.head())
     }
@@ -386,7 +399,11 @@ impl Log {
     /// Takes entries again after [`Log::freeze`] (when what was to follow the freeze failed).
     pub fn resume(&self) {
         if self.tx.read().is_none() && self.follower.is_none() {
-            self.start_sequencer(None);
+            let tree = self.parked.lock().take();
+            match tree {
+                Some(tree) => self.start_sequencer(tree, None),
+                None => tracing::error!(log = self.shared.id, "the frozen log's tree is gone; it takes no appends until signet restarts"),
+            }
         }
     }
 
@@ -690,54 +707,4 @@ fn page_of(mut indices: Vec<u64>, size: u64, limit: usize) -> DigestPage {
     indices.truncate(limit);
     let next_after = if more { indices.last().copied() } else { None };
     DigestPage { indices, next_after }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, Instant};
-
-    /// Readers see published snapshots: none of their reads waits for the lock that the
-    /// preparer, the committer, a reconcile and a follower's catch-up take.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reads_never_wait_for_the_writers_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = Arc::new(crate::storage::SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
-        let cfg = LogConfig {
-            id: 1,
-            origin: "test.example/log".into(),
-            key_name: "test.example".into(),
-            key: Arc::new(SigningKey::generate().unwrap()),
-            batch: BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
-            stamper: None,
-            max_pending: 0,
-            tile_cache: 8,
-            note_key: None,
-            genesis: None,
-        };
-        let log = Log::open(cfg, storage).await.unwrap();
-        for i in 0u32..300 {
-            log.append(i.to_le_bytes().to_vec(), None).await.unwrap();
-        }
-        let held = log.shared.tree.write();
-        let reader = log.clone();
-        let reads = std::thread::spawn(move || {
-            let size = reader.head().checkpoint.size;
-            let proof = reader.inclusion_proof(1, size).unwrap();
-            let root = reader.root(size).unwrap();
-            let leaf = reader.leaf_hash(1).unwrap().unwrap();
-            merkle::verify_inclusion(&leaf, 1, size, &proof, &root).unwrap();
-            reader.consistency_proof(10, size).unwrap();
-            reader.tile(0, 0, 256).unwrap().unwrap();
-            size
-        });
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !reads.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let answered = reads.is_finished();
-        drop(held);
-        assert!(answered, "a read waited for the writers' lock");
-        assert_eq!(reads.join().unwrap(), 300);
-    }
 }

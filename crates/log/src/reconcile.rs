@@ -7,29 +7,28 @@
 //! a prepared batch committed on a state it was not built on, or a checkpoint signed over a
 //! tree that is not the stored one.
 //!
-//! So there is one state for all of them. The committer stops preparing (the preparer sees
-//! [`Sequencing::reconciling`]) and drops every prepared batch, reads the stored checkpoint
-//! until it gets an answer, and rebuilds the tree's edge from the stored entries, checking
-//! the checkpoint's signature and root as a follower does. Only then does it answer the
-//! uncertain batch's waiters, from what is durable: 201 if their entries are stored at their
-//! indices, 503 (retry) if not. A generation number, bumped under the tree's lock whenever the
-//! tree is rebuilt, marks every batch prepared before as stale, so none is ever committed on
-//! a state it was not built on.
+//! So there is one state for all of them. The sequencer's task stops preparing and drops
+//! every prepared batch, reads the stored checkpoint until it gets an answer, and rebuilds the
+//! tree's edge from the stored entries, checking the checkpoint's signature and root as a
+//! follower does. Only then does it answer the uncertain batch's waiters, from what is
+//! durable: 201 if their entries are stored at their indices, 503 (retry) if not. The tree's
+//! generation, bumped as the reconcile begins, marks all work begun before as stale, so none
+//! of it is ever committed on a state it was not built on. The task owns the tree, so while
+//! it reconciles nothing else can touch it.
 //!
 //! If storage cannot be read, the uncertain batch's waiters get a 503 after
-//! [`ANSWER_WITHIN`], and the committer keeps reading: nothing is committed, signed for
-//! commit, or answered from a guessed state in the meantime.
+//! [`ANSWER_WITHIN`], and the task keeps reading: nothing is committed, signed for commit, or
+//! answered from a guessed state in the meantime; appends that arrive meanwhile get a 503.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use signet_core::hash::Hash;
-use tokio::sync::mpsc;
-
 use crate::checkpoint::{self, SignedCheckpoint};
 use crate::log::{AppendError, Shared};
-use crate::sequencer::{self, Prepared, Sequenced};
+use crate::sequencer::{self, Prepared, Sequenced, Sequencer, Work};
 use crate::storage::{EntryKeys, StorageError, StoredCheckpoint};
+use crate::tree::Tree;
 
 /// How long the waiters of a commit whose outcome is unknown wait for it before they get a
 /// 503: a client's retry is then answered as a duplicate if the entry did land.
@@ -37,28 +36,12 @@ pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 /// The longest pause between two reads of the stored checkpoint while it cannot be read.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// A batch's base: the tree it extends. The committer commits a batch only if its base is
-/// the durable head, and it was prepared in the current generation.
+/// A batch's base: the tree it extends. A batch is committed only if its base is the durable
+/// head, and it was prepared in the current generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Base {
     pub size: u64,
     pub root: Hash,
-}
-
-/// What the preparer and the committer share about the tree's state. Changed only while the
-/// tree's write lock is held too, so that it always describes that tree.
-#[derive(Debug, Default)]
-pub(crate) struct Sequencing {
-    /// Bumped whenever the tree is rebuilt from storage: batches prepared before are stale.
-    pub generation: u64,
-    /// The tree the next batch extends (the last prepared batch's result, or the durable
-    /// head); `None` until the sequencer starts.
-    pub tip: Option<Base>,
-    /// Set while the committer reconciles: the preparer prepares nothing.
-    pub reconciling: bool,
-    /// The latest integrated time handed out: the next batch's is never earlier, whatever
-    /// this instance's clock says (a takeover by an instance whose clock is behind).
-    pub last_time: i64,
 }
 
 /// Why a waiting entry was not logged while the log reconciled; the client should retry.
@@ -70,17 +53,13 @@ pub(crate) fn stale_error() -> AppendError {
     AppendError::Unavailable("the log was reconciled with its storage while this batch waited; retry".into())
 }
 
-/// Reconciles after `uncertain`'s commit failed with `cause`. Returns `false` if the
-/// sequencer stopped meanwhile (its channel closed).
-pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prepared>, uncertain: Prepared, cause: StorageError) -> bool {
+/// Reconciles after a commit failed with `cause` (`uncertain`: the batch whose outcome is
+/// unknown, if there is one), or after the tree was found in a state it cannot be in.
+pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Option<Prepared>, cause: StorageError) {
     let started = Instant::now();
-    {
-        let _tree = shared.tree.write();
-        let mut seq = shared.sequencing.lock();
-        seq.reconciling = true;
-        seq.generation += 1;
-    }
-    tracing::warn!(log = shared.id, error = %cause, size = uncertain.batch.checkpoint.size, "a commit's outcome is unknown; reconciling with storage");
+    s.generation += 1;
+    let shared = s.shared.clone();
+    tracing::warn!(log = shared.id, error = %cause, size = uncertain.as_ref().map(|p| p.batch.checkpoint.size), "a commit's outcome is unknown; reconciling with storage");
     // What the waiters hear if their batch did not land: the cause's own answer where it is
     // definite (a full disk is 507, and the batches behind would have met it too), else a retry.
     let (not_landed, dropped) = match cause {
@@ -88,19 +67,21 @@ pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prep
         StorageError::Conflict { .. } => (reconciling_error(), reconciling_error()),
         other => (sequencer::append_error(other), reconciling_error()),
     };
-    let mut uncertain = Some(uncertain);
+    for p in work.prepared.drain(..) {
+        sequencer::drop_prepared(&shared, p, dropped.clone());
+    }
+    let mut uncertain = uncertain;
     let mut backoff = Duration::from_millis(10);
     let mut failing = false;
     loop {
-        match settle(shared).await {
+        match settle(s).await {
             Ok((keys, head)) => {
                 if let Some(p) = uncertain.take() {
-                    answer_uncertain(shared, p, &keys, &head, not_landed).await;
+                    answer_uncertain(&shared, p, &keys, &head, not_landed).await;
                 }
-                shared.sequencing.lock().reconciling = false;
                 shared.stats.reconciled(started.elapsed());
                 tracing::info!(log = shared.id, size = head.checkpoint.size, took_ms = started.elapsed().as_millis() as u64, "reconciled with storage");
-                return true;
+                return;
             }
             Err(e) if !failing => {
                 failing = true;
@@ -110,33 +91,54 @@ pub(crate) async fn reconcile(shared: &Arc<Shared>, rx: &mut mpsc::Receiver<Prep
         }
         if started.elapsed() >= ANSWER_WITHIN {
             if let Some(p) = uncertain.take() {
-                sequencer::drop_prepared(shared, p, reconciling_error());
+                sequencer::drop_prepared(&shared, p, reconciling_error());
             }
         }
-        // Batches the preparer sent before it saw the reconcile are stale: fail them while waiting.
+        // Work begun before the reconcile, and batches gathered during it, are failed while
+        // waiting: a client told to retry can go to an instance that sequences.
         let pause = tokio::time::sleep(backoff);
         tokio::pin!(pause);
         loop {
+            if work.gathering.is_none() && !work.closing {
+                if let Some(rx) = work.pool.take() {
+                    work.gathering = Some(sequencer::gather(shared.clone(), rx, work.policy));
+                }
+            }
+            let Work { gathering, stage, .. } = &mut *work;
             tokio::select! {
                 _ = &mut pause => break,
-                next = rx.recv() => match next {
-                    Some(p) => sequencer::drop_prepared(shared, p, dropped.clone()),
-                    None => {
-                        if let Some(p) = uncertain.take() {
-                            sequencer::drop_prepared(shared, p, reconciling_error());
+                staged = sequencer::poll_opt(stage) => {
+                    work.stage = None;
+                    sequencer::fail_staged(&shared, staged, dropped.clone());
+                }
+                (batch, rx) = sequencer::poll_opt(gathering) => {
+                    work.gathering = None;
+                    match batch {
+                        Some(batch) => {
+                            work.pool = Some(rx);
+                            sequencer::fail_gathered(batch, dropped.clone());
                         }
-                        return false;
+                        None => {
+                            // The log is shutting down: stop here. The tree is rebuilt at the
+                            // next start, from whatever storage then holds.
+                            work.closing = true;
+                            if let Some(p) = uncertain.take() {
+                                sequencer::drop_prepared(&shared, p, reconciling_error());
+                            }
+                            return;
+                        }
                     }
-                },
+                }
             }
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-/// Reads the stored checkpoint and rebuilds memory from it. Returns the stored keys past the
+/// Reads the stored checkpoint and rebuilds the tree from it. Returns the stored keys past the
 /// old durable size, and the new head.
-async fn settle(shared: &Arc<Shared>) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoint>), StorageError> {
+async fn settle(s: &mut Sequencer) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoint>), StorageError> {
+    let shared = s.shared.clone();
     let (storage, id) = (shared.storage.clone(), shared.id);
     let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
         .await
@@ -147,30 +149,40 @@ async fn settle(shared: &Arc<Shared>) -> Result<(Vec<EntryKeys>, Arc<SignedCheck
             "log {id}: storage holds a checkpoint of size {} but {from} entries were durable here (was it restored from a backup?)",
             stored.size
         ))),
-        Some(stored) => adopt_stored(shared, from, stored).await,
+        Some(stored) => adopt_stored(&shared, &mut s.tree, from, stored).await,
         None if from == 0 => {
             let head = shared.head();
-            rebuild(shared, from, &[], &head)?;
+            rebuild(&shared, &mut s.tree, from, &[], &head)?;
             Ok((Vec::new(), head))
         }
         None => Err(StorageError::Corrupt(format!("log {id}: storage holds no checkpoint but {from} entries were durable here"))),
-    }?;
+    };
+    let adopted = match adopted {
+        Ok(a) => a,
+        Err(e) => {
+            // Whatever the tree held past the durable size is gone either way.
+            s.tree.truncate(from);
+            s.tip = Base { size: from, root: shared.head().checkpoint.root_hash };
+            return Err(e);
+        }
+    };
+    s.tip = Base { size: adopted.1.checkpoint.size, root: adopted.1.checkpoint.root_hash };
     // The newest stored time bounds the next one (another instance may have written it).
     if let Some(last) = adopted.1.checkpoint.size.checked_sub(1) {
         let storage = shared.storage.clone();
         if let Ok(Ok(Some(e))) = tokio::task::spawn_blocking(move || storage.entry(id, last)).await {
-            let mut seq = shared.sequencing.lock();
-            seq.last_time = seq.last_time.max(e.integrated_time);
+            s.last_time = s.last_time.max(e.integrated_time);
         }
     }
     Ok(adopted)
 }
 
-/// Extends memory from durable size `from` to `stored`, after checking its signature with
-/// this log's key and its root against the stored entries' leaf hashes. Returns the stored
-/// keys past `from` and the new head. Followers catch up through this too.
+/// Extends `tree` from durable size `from` to `stored`, after checking its signature with
+/// this log's key and its root against the stored entries' leaf hashes, and publishes it.
+/// Returns the stored keys past `from` and the new head. Followers catch up through this too.
 pub(crate) async fn adopt_stored(
     shared: &Arc<Shared>,
+    tree: &mut Tree,
     from: u64,
     stored: StoredCheckpoint,
 ) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoint>), StorageError> {
@@ -199,32 +211,25 @@ pub(crate) async fn adopt_stored(
         return Err(corrupt(format!("storage holds {} of its entries past {from}", keys.len())));
     }
     let head = Arc::new(SignedCheckpoint { checkpoint: parsed, note: stored.note });
-    rebuild(shared, from, &keys, &head).map_err(|e| corrupt(e.to_string()))?;
+    rebuild(shared, tree, from, &keys, &head).map_err(|e| corrupt(e.to_string()))?;
     Ok((keys, head))
 }
 
-/// Puts the tree at `from` plus `keys`, checks its root against `head`, and makes `head` the
-/// head; a new generation starts. On a mismatch the tree is left at `from`.
-fn rebuild(shared: &Shared, from: u64, keys: &[EntryKeys], head: &Arc<SignedCheckpoint>) -> Result<(), StorageError> {
+/// Puts `tree` at `from` plus `keys`, checks its root against `head`, and publishes `head`
+/// with it. On a mismatch the tree is left at `from`.
+fn rebuild(shared: &Shared, tree: &mut Tree, from: u64, keys: &[EntryKeys], head: &Arc<SignedCheckpoint>) -> Result<(), StorageError> {
     let size = head.checkpoint.size;
-    {
-        let mut tree = shared.tree.write();
-        let mut seq = shared.sequencing.lock();
-        seq.generation += 1;
-        tree.truncate(from);
-        for k in keys {
-            tree.push(k.leaf_hash);
-        }
-        let root = tree.root(size).map_err(|e| StorageError::Corrupt(e.to_string()))?;
-        if root != head.checkpoint.root_hash {
-            tree.truncate(from);
-            seq.tip = None;
-            return Err(StorageError::Corrupt("its root is not the root of the stored entries".into()));
-        }
-        tree.settle(size);
-        seq.tip = Some(Base { size, root });
-        shared.publish(&tree, head.clone());
+    tree.truncate(from);
+    for k in keys {
+        tree.push(k.leaf_hash);
     }
+    let root = tree.root(size).map_err(|e| StorageError::Corrupt(e.to_string()))?;
+    if root != head.checkpoint.root_hash {
+        tree.truncate(from);
+        return Err(StorageError::Corrupt("its root is not the root of the stored entries".into()));
+    }
+    tree.settle(size);
+    shared.publish(tree, head.clone());
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! What readers see of a log: one durable checkpoint and the tree as of it, published whole.
 //!
-//! The writers (the preparer, the committer, a reconcile, a follower's catch-up) share the
-//! growing tree under a lock; readers never take it. Whenever the durable head moves, the
-//! writer that moved it publishes a new snapshot through an atomic swap: the checkpoint and a
+//! One task owns the growing tree (the sequencer's, or a follower's poll loop); readers never
+//! see it. Whenever the durable head moves, the task that moved it publishes a new snapshot
+//! through an atomic swap: the checkpoint and a
 //! frozen copy of the tree at exactly its size ([`Tree::frozen`]). So a reader cannot see a
 //! size past the head, or a node that a failed batch put in memory, or wait behind a batch
 //! being prepared; and every read of one request (the head, the proof, the right edge) comes

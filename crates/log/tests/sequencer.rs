@@ -27,7 +27,8 @@ impl Stamper for PanickyStamper {
 /// a commit reports that the connection broke and lands only after the next read of the
 /// checkpoint (a COMMIT delayed past the read-back); while `blind` is set, the latest
 /// checkpoint cannot be read. `slow` makes each commit take 20 ms, so that batches are
-/// prepared behind it; `skew` is added to each batch's integrated time as stored.
+/// prepared behind it; `skew` is added to each batch's integrated time as stored. A commit
+/// with entries waits while the test holds `hold`, after it is counted in `commits`.
 struct FlakyStorage {
     inner: SqliteStorage,
     fail: AtomicBool,
@@ -39,6 +40,7 @@ struct FlakyStorage {
     slow: AtomicBool,
     skew: AtomicI64,
     commits: AtomicU64,
+    hold: Mutex<()>,
 }
 
 impl FlakyStorage {
@@ -54,6 +56,7 @@ impl FlakyStorage {
             slow: AtomicBool::new(false),
             skew: AtomicI64::new(0),
             commits: AtomicU64::new(0),
+            hold: Mutex::new(()),
         }
     }
 }
@@ -70,6 +73,7 @@ impl Storage for FlakyStorage {
             return Err(StorageError::Backend("disk on fire".into()));
         }
         let n = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
+        drop(self.hold.lock().unwrap());
         let mut batch = batch.clone();
         batch.integrated_time += self.skew.load(Ordering::SeqCst);
         if self.land_late.load(Ordering::SeqCst) {
@@ -379,6 +383,58 @@ fn tree_hash(leaves: &[[u8; 32]]) -> [u8; 32] {
             signet_core::merkle::node_hash(&tree_hash(&leaves[..k]), &tree_hash(&leaves[k..]))
         }
     }
+}
+
+/// The sequencer's task owns its tree, and readers see only what it published: while a
+/// commit hangs, with its batch already on the tree, every read answers at once, from the
+/// durable head and nothing past it. (When readers shared a lock with the writers, a read
+/// waited for the whole commit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_answer_from_the_durable_head_while_a_commit_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let log = Log::open(config(None), storage.clone()).await.unwrap();
+    let bodies: Vec<Vec<u8>> = (0u32..300).map(|i| i.to_le_bytes().to_vec()).collect();
+    let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_slice()).collect();
+    assert!(futures_join(&log, &refs).await.iter().all(|r| r.is_ok()));
+    assert_eq!(log.head().checkpoint.size, 300);
+
+    let held = storage.hold.lock().unwrap();
+    let before = storage.commits.load(Ordering::SeqCst);
+    let hung = {
+        let log = log.clone();
+        tokio::spawn(async move { log.append(b"hung".to_vec(), None).await })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while storage.commits.load(Ordering::SeqCst) == before {
+        assert!(std::time::Instant::now() < deadline, "the commit never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let reader = log.clone();
+    let reads = std::thread::spawn(move || {
+        let size = reader.head().checkpoint.size;
+        let proof = reader.inclusion_proof(1, size).unwrap();
+        let root = reader.root(size).unwrap();
+        let leaf = reader.leaf_hash(1).unwrap().unwrap();
+        signet_log::merkle::verify_inclusion(&leaf, 1, size, &proof, &root).unwrap();
+        reader.consistency_proof(10, size).unwrap();
+        reader.tile(0, 0, 256).unwrap().unwrap();
+        assert!(reader.inclusion_proof(1, size + 1).is_err(), "a proof against a size that is not durable");
+        size
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !reads.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let answered = reads.is_finished();
+    drop(held);
+    assert!(answered, "a read waited for the commit");
+    assert_eq!(reads.join().unwrap(), 300);
+    match hung.await.unwrap() {
+        Ok(Sequenced::New { index, .. }) => assert_eq!(index, 300),
+        other => panic!("the held append: {other:?}"),
+    }
+    assert_eq!(log.head().checkpoint.size, 301);
 }
 
 async fn wait_for_size(log: &Log, size: u64) {
