@@ -609,7 +609,8 @@ fn a_follower_signs_a_bundle_that_verifies() {
 
 /// Issue 41, the fault suite: three instances, writers on all of them, and a seeded schedule of
 /// faults (lost and late COMMIT answers, cut connections, a black hole, SIGSTOP mid-commit,
-/// SIGKILL), then the log's invariants checked from outside ([`chaos`]). CI runs the fixed
+/// SIGKILL, a skewed clock, PostgreSQL stopped or crashed and restarted), then the log's
+/// invariants checked from outside ([`chaos`]). CI runs the fixed
 /// seeds; `scripts/chaos` runs any seeds, for as long as asked (`SIGNET_CHAOS_SEEDS`,
 /// `SIGNET_CHAOS_SECONDS`).
 #[test]
@@ -623,8 +624,14 @@ fn the_log_never_forks_under_seeded_faults() {
     };
     let seconds = std::env::var("SIGNET_CHAOS_SECONDS").map_or(30, |s| s.parse().expect("SIGNET_CHAOS_SECONDS: an integer"));
     for seed in seeds {
-        let db = postgres_database().unwrap();
-        let outcome = chaos::run(&db, seed, Duration::from_secs(seconds));
+        // A cluster of its own: the schedule restarts and crashes it.
+        let cluster = OwnCluster::start();
+        let database = chaos::Database {
+            url: &cluster.url,
+            down: &|crash| cluster.pg_ctl(&[if crash { "crash" } else { "stop" }]),
+            up: &|| cluster.pg_ctl(&["start"]),
+        };
+        let outcome = chaos::run(&database, seed, Duration::from_secs(seconds));
         let (mut resumed, mut outage) = (outcome.resumed.clone(), outcome.outage.clone());
         resumed.sort();
         outage.sort();

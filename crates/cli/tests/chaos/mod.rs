@@ -2,7 +2,8 @@
 //! whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
 //! schedule: a COMMIT's answer lost after the server ran it, a COMMIT delivered late, connections
 //! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too),
-//! SIGKILL, and a clock 15 minutes off (libfaketime). Afterwards the log's promises are checked from outside, with the checker's own Merkle
+//! SIGKILL, a clock 15 minutes off (libfaketime), and the database itself restarted or crashed
+//! (the run's own PostgreSQL cluster, so no other test sees it go). Afterwards the log's promises are checked from outside, with the checker's own Merkle
 //! code ([`rfc6962`]): nothing acknowledged is lost or moved, no index holds two entries, every
 //! checkpoint served is a prefix of the final tree and no size has two roots, `integratedTime`
 //! never goes backwards, the instances agree, and writes resume within a bound after each fault.
@@ -56,12 +57,16 @@ enum Fault {
     Kill,
     /// A restart with the wall clock this many minutes off (libfaketime), for the rest of the run.
     Skew(i64),
+    /// PostgreSQL stopped (fast: transactions rolled back; or crashed: no checkpoint, WAL
+    /// replayed at start) and started again after this long. Every instance loses its
+    /// connections at once.
+    DatabaseRestart { crash: bool, down: Duration },
 }
 
 impl Fault {
     fn pick(rng: &mut StdRng) -> Fault {
         let secs = |rng: &mut StdRng, lo: u64, hi: u64| Duration::from_millis(rng.random_range(lo * 1000..=hi * 1000));
-        match rng.random_range(0..9) {
+        match rng.random_range(0..10) {
             0 => Fault::LoseCommitAnswer,
             1 => Fault::DelayCommit(if rng.random_bool(0.3) { secs(rng, 16, 18) } else { secs(rng, 1, 4) }),
             2 => Fault::ResetConnections,
@@ -70,7 +75,8 @@ impl Fault {
             5 => Fault::PauseMidCommit(secs(rng, 1, 6)),
             6 => Fault::Pause(secs(rng, 1, 6)),
             7 => Fault::Kill,
-            _ => Fault::Skew(if rng.random_bool(0.5) { 15 } else { -15 }),
+            8 => Fault::Skew(if rng.random_bool(0.5) { 15 } else { -15 }),
+            _ => Fault::DatabaseRestart { crash: rng.random_bool(0.5), down: Duration::from_millis(rng.random_range(200..=3000)) },
         }
     }
 }
@@ -229,8 +235,17 @@ pub struct Outcome {
     pub reconciles: (u64, f64),
 }
 
+/// The database the cluster runs on: its URL, and how to take it down (`crash`: as a power cut
+/// would) and bring it back on the same port.
+pub struct Database<'a> {
+    pub url: &'a str,
+    pub down: &'a dyn Fn(bool),
+    pub up: &'a dyn Fn(),
+}
+
 /// Runs the cluster under `seed`'s schedule for `length`, then checks the log from outside.
-pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
+pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
+    let db = database.url;
     let mut rng = StdRng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let to = upstream(db);
@@ -319,7 +334,7 @@ pub fn run(db: &str, seed: u64, length: Duration) -> Outcome {
         };
         let at = started.elapsed();
         let began = Instant::now();
-        let (ended, hit) = inject(&mut instances[target], fault);
+        let (ended, hit) = inject(&mut instances[target], database, fault);
         if matches!(fault, Fault::LoseCommitAnswer | Fault::DelayCommit(_) | Fault::PauseMidCommit(_)) && Some(target) == sequencer {
             aimed_at_commits += 1;
             commits_hit += usize::from(hit);
@@ -412,7 +427,7 @@ fn longest_gap(answered: &[Instant], from: Instant, to: Instant) -> Duration {
 
 /// Injects `fault` into `instance`; returns when it ended, and whether a fault aimed at a
 /// COMMIT found one.
-fn inject(instance: &mut Instance, fault: Fault) -> (Instant, bool) {
+fn inject(instance: &mut Instance, database: &Database<'_>, fault: Fault) -> (Instant, bool) {
     let proxy = &instance.proxy;
     let wait_for_commit = |proxy: &PgProxy| {
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -476,6 +491,11 @@ fn inject(instance: &mut Instance, fault: Fault) -> (Instant, bool) {
             }
             instance.skew = minutes;
             instance.start();
+        }
+        Fault::DatabaseRestart { crash, down } => {
+            (database.down)(crash);
+            std::thread::sleep(down);
+            (database.up)();
         }
     }
     (Instant::now(), hit)
