@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-struct Haproxy(Child);
+pub(crate) struct Haproxy(Child);
 
 impl Drop for Haproxy {
     fn drop(&mut self) {
@@ -20,11 +20,11 @@ impl Drop for Haproxy {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn haproxy_binary() -> Option<&'static str> {
+pub(crate) fn haproxy_binary() -> Option<&'static str> {
     if Command::new("haproxy").arg("-v").output().is_ok_and(|o| o.status.success()) {
         return Some("haproxy");
     }
@@ -36,6 +36,35 @@ fn haproxy_binary() -> Option<&'static str> {
     None
 }
 
+impl Haproxy {
+    /// haproxy with `deploy/haproxy.cfg` in front of `backends` (host:port each); returns it,
+    /// its frontend's URL and its stats port, once the frontend listens.
+    pub(crate) fn start(haproxy: &str, backends: [&str; 3]) -> (Haproxy, String, u16) {
+        let (front, stats) = (free_port(), free_port());
+        let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+        let proxy = Haproxy(
+            Command::new(haproxy)
+                .args(["-db", "-f"])
+                .arg(&cfg)
+                .env("SIGNET_FRONTEND", format!("127.0.0.1:{front}"))
+                .env("SIGNET_HAPROXY_STATS", format!("127.0.0.1:{stats}"))
+                .env("SIGNET_BACKEND_1", backends[0])
+                .env("SIGNET_BACKEND_2", backends[1])
+                .env("SIGNET_BACKEND_3", backends[2])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start haproxy"),
+        );
+        let url = format!("http://127.0.0.1:{front}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", front)).is_err() {
+            assert!(Instant::now() < deadline, "haproxy did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (proxy, url, stats)
+    }
+}
+
 /// The responses an instance has given so far, by its own /metrics.
 fn served(agent: &ureq::Agent, url: &str) -> u64 {
     let text = get(agent, &format!("{url}/metrics")).unwrap().text();
@@ -45,7 +74,7 @@ fn served(agent: &ureq::Agent, url: &str) -> u64 {
         .sum()
 }
 
-fn host_port(url: &str) -> &str {
+pub(crate) fn host_port(url: &str) -> &str {
     url.strip_prefix("http://").unwrap()
 }
 
@@ -65,23 +94,8 @@ fn three_instances_behind_haproxy_share_the_load_and_survive_the_sequencer() {
         servers.push(Server::start(d, &["--storage", &db]));
     }
 
-    let (front, stats) = (free_port(), free_port());
-    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
-    let _proxy = Haproxy(
-        Command::new(haproxy)
-            .args(["-db", "-f"])
-            .arg(&cfg)
-            .env("SIGNET_FRONTEND", format!("127.0.0.1:{front}"))
-            .env("SIGNET_HAPROXY_STATS", format!("127.0.0.1:{stats}"))
-            .env("SIGNET_BACKEND_1", host_port(&servers[0].url))
-            .env("SIGNET_BACKEND_2", host_port(&servers[1].url))
-            .env("SIGNET_BACKEND_3", host_port(&servers[2].url))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start haproxy"),
-    );
+    let (_proxy, front, stats) = Haproxy::start(haproxy, [host_port(&servers[0].url), host_port(&servers[1].url), host_port(&servers[2].url)]);
     let agent = agent();
-    let front = format!("http://127.0.0.1:{front}");
     // Up once every instance has passed its /readyz checks ("UP" in haproxy's CSV).
     let started = Instant::now();
     loop {

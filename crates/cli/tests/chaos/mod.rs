@@ -1,5 +1,5 @@
-//! The fault suite (issue 41): three instances on one PostgreSQL, writers of both Rekor APIs on all of them the
-//! whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
+//! The fault suite (issue 41): three instances on one PostgreSQL behind haproxy, writers of both Rekor APIs on
+//! all of them and through haproxy the whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
 //! schedule: a COMMIT's answer lost after the server ran it, a COMMIT delivered late, connections
 //! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too),
 //! SIGKILL, a clock 15 minutes off (libfaketime), and the database itself restarted or crashed
@@ -83,6 +83,8 @@ impl Fault {
 
 struct Instance {
     dir: PathBuf,
+    /// The instance listens here across restarts, so that haproxy's server lines stay right.
+    port: u16,
     proxy: PgProxy,
     storage: String,
     server: Option<Server>,
@@ -92,8 +94,9 @@ struct Instance {
 
 impl Instance {
     fn start(&mut self) {
+        let listen = format!("127.0.0.1:{}", self.port);
         if self.skew == 0 {
-            self.server = Some(Server::start(&self.dir, &["--storage", &self.storage]));
+            self.server = Some(Server::start_on(&self.dir, &listen, &["--storage", &self.storage]));
             return;
         }
         // libfaketime preloaded into signet itself (the `faketime` wrapper would fork, and the
@@ -104,7 +107,7 @@ impl Instance {
             .env("LD_PRELOAD", libfaketime())
             .env("FAKETIME", format!("{:+}m", self.skew))
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-            .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--dev", "--plain-http", "--listen", &listen, "--data-dir"])
             .arg(&self.dir)
             .args(["--storage", &self.storage]);
         self.server = Some(Server::spawn(command, &self.dir));
@@ -253,7 +256,7 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
         .map(|i| {
             let proxy = PgProxy::start(to);
             let storage = proxy.url_for(db);
-            Instance { dir: root.path().join(format!("i{i}")), proxy, storage, server: None, skew: 0 }
+            Instance { dir: root.path().join(format!("i{i}")), port: crate::haproxy::free_port(), proxy, storage, server: None, skew: 0 }
         })
         .collect();
     instances[0].start();
@@ -269,6 +272,14 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
         assert!(copy.status.success(), "{copy:?}");
         instances[i].start();
     }
+    // haproxy in front of the three (deploy/haproxy.cfg), as a deployment has it: two more
+    // writers and the reader go through it, and it must route around every fault.
+    let front = crate::haproxy::haproxy_binary().map(|bin| {
+        let backends: Vec<String> = instances.iter().map(|i| format!("127.0.0.1:{}", i.port)).collect();
+        crate::haproxy::Haproxy::start(bin, [&backends[0], &backends[1], &backends[2]])
+    });
+    let front_url = front.as_ref().map(|f| f.1.clone());
+    let through_haproxy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let urls: Arc<Mutex<Vec<Option<String>>>> = Arc::new(Mutex::new(instances.iter().map(Instance::url).collect()));
     let stop = Arc::new(AtomicBool::new(false));
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
@@ -276,20 +287,27 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
 
     // Two writers per instance, each keeping to its own: a writer stuck on a paused instance
     // does not hide whether the others can write. One of each two writes Rekor v1 entries, the
-    // other Rekor v2's: the two logs share the sequencer, its lease and its commits.
-    let writers: Vec<_> = (0..6)
+    // other Rekor v2's: the two logs share the sequencer, its lease and its commits. Writers 6
+    // (v1) and 7 (v2) go through haproxy.
+    let writer_count = if front.is_some() { 8 } else { 6 };
+    let writers: Vec<_> = (0..writer_count)
         .map(|w| {
-            let (urls, stop, acks) = (urls.clone(), stop.clone(), acks.clone());
+            let (urls, stop, acks, front_url, through_haproxy) = (urls.clone(), stop.clone(), acks.clone(), front_url.clone(), through_haproxy.clone());
             std::thread::spawn(move || {
                 let (agent, signer) = (short_agent(), Signer::new());
                 let mut n = 0usize;
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
-                    let url = urls.lock().unwrap()[w % 3].clone();
+                    let url = if w < 6 { urls.lock().unwrap()[w % 3].clone() } else { front_url.clone() };
                     let what = format!("seed {seed} writer {w} entry {n}");
-                    let append = if w < 3 { append } else { append_v2 };
+                    let append = if w < 3 || w == 6 { append } else { append_v2 };
                     match url.and_then(|u| append(&agent, &u, &signer, &what)) {
-                        Some(ack) => acks.lock().unwrap().push(ack),
+                        Some(ack) => {
+                            if w >= 6 {
+                                through_haproxy.fetch_add(1, Ordering::Relaxed);
+                            }
+                            acks.lock().unwrap().push(ack)
+                        }
                         None => std::thread::sleep(Duration::from_millis(20)),
                     }
                 }
@@ -297,11 +315,11 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
         })
         .collect();
     let reader = {
-        let (urls, stop, served) = (urls.clone(), stop.clone(), served.clone());
+        let (urls, stop, served, front_url) = (urls.clone(), stop.clone(), served.clone(), front_url.clone());
         std::thread::spawn(move || {
             let agent = short_agent();
             while !stop.load(Ordering::Relaxed) {
-                let now: Vec<Option<String>> = urls.lock().unwrap().clone();
+                let now: Vec<Option<String>> = urls.lock().unwrap().iter().cloned().chain([front_url.clone()]).collect();
                 for url in now.into_iter().flatten() {
                     if let Ok(r) = get(&agent, &format!("{url}/api/v1/log")) {
                         if let Some(note) = (r.status == 200).then(|| r.json()["signedTreeHead"].as_str().map(str::to_string)).flatten() {
@@ -389,7 +407,10 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
         assert!(*after <= RESUME_BOUND, "seed {seed}: writes did not resume within {RESUME_BOUND:?}: {what}");
     }
     let (commits, lost): (u64, u64) = instances.iter().map(|i| i.proxy.counts()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    eprintln!("seed {seed}: {} appends acknowledged, {commits} COMMITs through the proxies, {lost} answers lost", acks.len());
+    let via = through_haproxy.load(Ordering::Relaxed);
+    eprintln!("seed {seed}: {} appends acknowledged ({via} through haproxy), {commits} COMMITs through the proxies, {lost} answers lost", acks.len());
+    assert!(front.is_none() || via > 0, "seed {seed}: no append through haproxy was acknowledged");
+    drop(front);
     let mut answered: Vec<Instant> = acks.iter().map(|a| a.answered).collect();
     answered.sort();
     let outage = windows.iter().map(|&(from, to)| longest_gap(&answered, from, to)).collect();
