@@ -10,17 +10,23 @@ use std::time::{Duration, Instant};
 use common::*;
 
 /// A size-limited tmpfs mounted for one test, unmounted when dropped.
-struct SmallDisk {
+pub(crate) struct SmallDisk {
     dir: tempfile::TempDir,
 }
 
 impl SmallDisk {
     /// `None` where mounting is not allowed (not root); under CI, where it always is, that
     /// is a failure rather than a skip.
-    fn mount(size: &str) -> Option<SmallDisk> {
+    pub(crate) fn mount(size: &str) -> Option<SmallDisk> {
+        Self::mount_with_mode(size, "0700")
+    }
+
+    /// [`SmallDisk::mount`] with the mount's root at `mode` (0755 lets PostgreSQL's own user
+    /// reach its data dir inside).
+    pub(crate) fn mount_with_mode(size: &str, mode: &str) -> Option<SmallDisk> {
         let dir = tempfile::tempdir().unwrap();
         let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode={mode}"), "tmpfs"])
             .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());
@@ -32,12 +38,12 @@ impl SmallDisk {
         Some(SmallDisk { dir })
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// Fills the disk with a file and returns its path.
-    fn fill(&self) -> PathBuf {
+    pub(crate) fn fill(&self) -> PathBuf {
         use std::io::Write;
         let path = self.path().join("filler");
         let mut f = std::fs::File::create(&path).unwrap();

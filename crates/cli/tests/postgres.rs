@@ -82,7 +82,12 @@ fn services_script() -> PathBuf {
 
 impl OwnCluster {
     fn start() -> OwnCluster {
-        let dir = tempfile::Builder::new().prefix("signet-pg-").tempdir_in("/tmp").unwrap();
+        Self::start_in(Path::new("/tmp"))
+    }
+
+    /// A cluster whose data lives under `parent` (a small disk, to fill).
+    fn start_in(parent: &Path) -> OwnCluster {
+        let dir = tempfile::Builder::new().prefix("signet-pg-").tempdir_in(parent).unwrap();
         let out = Command::new(services_script()).args(["start"]).arg(dir.path()).env("SIGNET_SERVICES", "postgres").output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout);
@@ -97,6 +102,14 @@ impl OwnCluster {
     fn pg_ctl(&self, what: &[&str]) {
         let out = Command::new(services_script()).arg(what[0]).arg(self.dir.path()).env("SIGNET_SERVICES", "postgres").output().unwrap();
         assert!(out.status.success(), "{what:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Whether the postmaster runs (it exits when it cannot recover, say on a full disk).
+    fn running(&self) -> bool {
+        let pid = std::fs::read_to_string(self.dir.path().join("postgres/postmaster.pid")).ok();
+        let pid: Option<i32> = pid.and_then(|p| p.lines().next()?.trim().parse().ok());
+        // SAFETY: signal 0 only asks whether the process exists.
+        pid.is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0)
     }
 }
 
@@ -609,7 +622,7 @@ fn a_follower_signs_a_bundle_that_verifies() {
 
 /// Issue 41, the fault suite: three instances, writers on all of them, and a seeded schedule of
 /// faults (lost and late COMMIT answers, cut connections, a black hole, SIGSTOP mid-commit,
-/// SIGKILL, a skewed clock, PostgreSQL stopped or crashed and restarted), then the log's
+/// SIGKILL, a skewed clock, PostgreSQL stopped or crashed and restarted, its disk full), then the log's
 /// invariants checked from outside ([`chaos`]). CI runs the fixed
 /// seeds; `scripts/chaos` runs any seeds, for as long as asked (`SIGNET_CHAOS_SEEDS`,
 /// `SIGNET_CHAOS_SECONDS`).
@@ -624,12 +637,30 @@ fn the_log_never_forks_under_seeded_faults() {
     };
     let seconds = std::env::var("SIGNET_CHAOS_SECONDS").map_or(30, |s| s.parse().expect("SIGNET_CHAOS_SECONDS: an integer"));
     for seed in seeds {
-        // A cluster of its own: the schedule restarts and crashes it.
-        let cluster = OwnCluster::start();
+        // A cluster of its own, on a disk of its own where one can be mounted: the schedule
+        // restarts and crashes it, and fills its disk.
+        let disk = crate::failures::SmallDisk::mount_with_mode("1G", "0755");
+        let cluster = match &disk {
+            Some(d) => OwnCluster::start_in(d.path()),
+            None => OwnCluster::start(),
+        };
+        let fill = |hold: Duration| {
+            let Some(d) = &disk else { return false };
+            let ballast = d.fill();
+            std::thread::sleep(hold);
+            std::fs::remove_file(ballast).unwrap();
+            // PostgreSQL stops when it cannot write its WAL and may fail its recovery while
+            // the disk is still full: an operator frees space and starts it again.
+            if !cluster.running() {
+                cluster.pg_ctl(&["start"]);
+            }
+            true
+        };
         let database = chaos::Database {
             url: &cluster.url,
             down: &|crash| cluster.pg_ctl(&[if crash { "crash" } else { "stop" }]),
             up: &|| cluster.pg_ctl(&["start"]),
+            fill: &fill,
         };
         let outcome = chaos::run(&database, seed, Duration::from_secs(seconds));
         let (mut resumed, mut outage) = (outcome.resumed.clone(), outcome.outage.clone());

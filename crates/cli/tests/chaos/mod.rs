@@ -2,8 +2,9 @@
 //! all of them and through haproxy the whole time, readers that keep every checkpoint any instance serves, and faults from a seeded
 //! schedule: a COMMIT's answer lost after the server ran it, a COMMIT delivered late, connections
 //! cut mid-transaction, latency and a black hole to the database, SIGSTOP (mid-commit too),
-//! SIGKILL, a clock 15 minutes off (libfaketime), and the database itself restarted or crashed
-//! (the run's own PostgreSQL cluster, so no other test sees it go). Afterwards the log's promises are checked from outside, with the checker's own Merkle
+//! SIGKILL, a clock 15 minutes off (libfaketime), and the database itself restarted or crashed,
+//! or its disk full (the run's own PostgreSQL cluster on a tmpfs of its own, so no other test
+//! sees it go). Afterwards the log's promises are checked from outside, with the checker's own Merkle
 //! code ([`rfc6962`]): nothing acknowledged is lost or moved, no index holds two entries, every
 //! checkpoint served is a prefix of the final tree and no size has two roots, `integratedTime`
 //! never goes backwards, the instances agree, and writes resume within a bound after each fault.
@@ -61,12 +62,15 @@ enum Fault {
     /// replayed at start) and started again after this long. Every instance loses its
     /// connections at once.
     DatabaseRestart { crash: bool, down: Duration },
+    /// The database's disk full for this long, then freed (and PostgreSQL started again if
+    /// it stopped).
+    DiskFull(Duration),
 }
 
 impl Fault {
     fn pick(rng: &mut StdRng) -> Fault {
         let secs = |rng: &mut StdRng, lo: u64, hi: u64| Duration::from_millis(rng.random_range(lo * 1000..=hi * 1000));
-        match rng.random_range(0..10) {
+        match rng.random_range(0..11) {
             0 => Fault::LoseCommitAnswer,
             1 => Fault::DelayCommit(if rng.random_bool(0.3) { secs(rng, 16, 18) } else { secs(rng, 1, 4) }),
             2 => Fault::ResetConnections,
@@ -76,7 +80,8 @@ impl Fault {
             6 => Fault::Pause(secs(rng, 1, 6)),
             7 => Fault::Kill,
             8 => Fault::Skew(if rng.random_bool(0.5) { 15 } else { -15 }),
-            _ => Fault::DatabaseRestart { crash: rng.random_bool(0.5), down: Duration::from_millis(rng.random_range(200..=3000)) },
+            9 => Fault::DatabaseRestart { crash: rng.random_bool(0.5), down: Duration::from_millis(rng.random_range(200..=3000)) },
+            _ => Fault::DiskFull(secs(rng, 1, 3)),
         }
     }
 }
@@ -238,12 +243,14 @@ pub struct Outcome {
     pub reconciles: (u64, f64),
 }
 
-/// The database the cluster runs on: its URL, and how to take it down (`crash`: as a power cut
-/// would) and bring it back on the same port.
+/// The database the cluster runs on: its URL, how to take it down (`crash`: as a power cut
+/// would) and bring it back on the same port, and how to fill its disk for a while (`false`
+/// where its disk cannot be filled: the fault is then skipped).
 pub struct Database<'a> {
     pub url: &'a str,
     pub down: &'a dyn Fn(bool),
     pub up: &'a dyn Fn(),
+    pub fill: &'a dyn Fn(Duration) -> bool,
 }
 
 /// Runs the cluster under `seed`'s schedule for `length`, then checks the log from outside.
@@ -517,6 +524,11 @@ fn inject(instance: &mut Instance, database: &Database<'_>, fault: Fault) -> (In
             (database.down)(crash);
             std::thread::sleep(down);
             (database.up)();
+        }
+        Fault::DiskFull(hold) => {
+            if !(database.fill)(hold) {
+                eprintln!("no disk of its own to fill (not root?): the full disk is skipped");
+            }
         }
     }
     (Instant::now(), hit)
