@@ -353,8 +353,7 @@ impl Sequencer {
             Staged::Deduped(Ok(None)) => {}
             Staged::Deduped(Ok(Some(d))) if d.generation != self.generation => {
                 // Deduped before the tree was rebuilt: what was in flight then may be stored now.
-                let replies = d.fresh.into_iter().map(|p| p.reply).chain(d.repeats.into_iter().map(|r| r.2)).chain(d.repeat_of_fresh.into_iter().map(|r| r.2));
-                fail::<()>(replies, reconcile::stale_error());
+                fail_staged(&self.shared, Staged::Deduped(Ok(Some(d))), reconcile::stale_error());
             }
             Staged::Deduped(Ok(Some(d))) => {
                 // Putting the batch on the tree is this task's alone; it hashes a few hundred
