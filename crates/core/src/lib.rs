@@ -15,7 +15,6 @@
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
 //! - [`notekey`]: Ed25519 note verifier keys and witness cosignatures (c2sp.org/tlog-cosignature).
 //! - [`wire`]: strictly typed JSON input, whose errors name the JSON path of the field.
-//! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted messages.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
 pub mod b64;
@@ -32,7 +31,6 @@ pub mod micro;
 pub mod note;
 pub mod notekey;
 pub mod pem;
-pub mod pg;
 pub mod pubkey;
 pub mod request_id;
 pub mod wire;

@@ -22,7 +22,7 @@ pub type Hello = Arc<dyn Fn(Arc<Client>) -> Pin<Box<dyn Future<Output = Result<(
 
 pub struct Pg {
     runtime: Option<tokio::runtime::Runtime>,
-    target: signet_core::pg::Target,
+    target: signet_db::pg::Target,
     client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
     hello: Option<Hello>,
 }
@@ -35,7 +35,7 @@ pub fn pg(e: tokio_postgres::Error) -> StoreError {
 impl Pg {
     /// Connects now, so that a wrong URL or a database that is down is an error at open.
     pub fn open(url: &str, thread: &str, hello: Option<Hello>) -> Result<Pg, StoreError> {
-        let target = signet_core::pg::Target::parse(url).map_err(StoreError::Postgres)?;
+        let target = signet_db::pg::Target::parse(url).map_err(StoreError::Postgres)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(thread)

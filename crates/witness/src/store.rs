@@ -129,7 +129,7 @@ fn signet_core_now_ms() -> i64 {
 
 /// The `witness_logs` table of the PostgreSQL database (migration 10), shared by every instance.
 pub struct PostgresStore {
-    target: signet_core::pg::Target,
+    target: signet_db::pg::Target,
     client: tokio::sync::Mutex<Option<Arc<tokio_postgres::Client>>>,
 }
 
@@ -139,7 +139,7 @@ fn pg(e: tokio_postgres::Error) -> StoreError {
 
 impl PostgresStore {
     pub fn new(url: &str) -> Result<PostgresStore, StoreError> {
-        let target = signet_core::pg::Target::parse(url).map_err(StoreError::Backend)?;
+        let target = signet_db::pg::Target::parse(url).map_err(StoreError::Backend)?;
         Ok(PostgresStore { target, client: tokio::sync::Mutex::new(None) })
     }
 

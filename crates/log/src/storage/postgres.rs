@@ -151,17 +151,17 @@ const LEASE: &str = "sequencer";
 /// The schema version of the PostgreSQL database at `url`, and the newest this build knows,
 /// read without changing anything (`signet doctor`). A database signet never migrated is at 0.
 pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
-    let target = signet_core::pg::Target::parse(url).map_err(StorageError::Backend)?;
+    let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
     let known = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
     runtime.block_on(async {
-        let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_core::pg::redact(url)));
+        let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_db::pg::redact(url)));
         let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
             .await
-            .map_err(|_| StorageError::Backend(format!("PostgreSQL at {}: no answer within 10 s", signet_core::pg::redact(url))))?
+            .map_err(|_| StorageError::Backend(format!("PostgreSQL at {}: no answer within 10 s", signet_db::pg::redact(url))))?
             .map_err(pg)?;
         tokio::spawn(driver);
         let exists: bool = client.query_one("SELECT to_regclass('signet_schema') IS NOT NULL", &[]).await.map_err(pg)?.get(0);
@@ -208,7 +208,7 @@ struct Conn {
 }
 
 struct Pool {
-    target: signet_core::pg::Target,
+    target: signet_db::pg::Target,
     /// The committing connection: it needs no prepared reads, and exists before the schema does.
     writer: tokio::sync::Mutex<Option<Client>>,
     readers: Vec<parking_lot::Mutex<Option<Arc<Conn>>>>,
@@ -319,7 +319,7 @@ impl Pool {
 impl PostgresStorage {
     /// Connects to `url` (`postgres://user@host:port/db`), and brings the schema up to date.
     pub fn open(url: &str) -> Result<Self, StorageError> {
-        let target = signet_core::pg::Target::parse(url).map_err(StorageError::Backend)?;
+        let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("postgres")
@@ -537,7 +537,7 @@ async fn find_by(c: Arc<Conn>, sql: &str, log: LogId, value: Vec<u8>, after: Opt
     rows.iter().map(|r| Ok(r.try_get::<_, i64>(0)? as u64)).collect()
 }
 
-pub use signet_core::pg::redact;
+pub use signet_db::pg::redact;
 
 impl Drop for PostgresStorage {
     fn drop(&mut self) {

@@ -27,12 +27,12 @@ impl StorageUrl {
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // Parsed now (TLS settings included), so that a bad URL is a configuration error.
-            signet_core::pg::Target::parse(url).map_err(|e| format!("{e}; expected postgres://USER@HOST:PORT/DATABASE[?sslmode=require[&sslrootcert=PATH]]"))?;
+            signet_db::pg::Target::parse(url).map_err(|e| format!("{e}; expected postgres://USER@HOST:PORT/DATABASE[?sslmode=require[&sslrootcert=PATH]]"))?;
             return Ok(StorageUrl::Postgres(url.to_string()));
         }
         Err(format!(
             "storage {:?} is not supported; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE",
-            signet_core::pg::redact(url)
+            signet_db::pg::redact(url)
         ))
     }
 
@@ -40,7 +40,7 @@ impl StorageUrl {
     pub fn display(&self) -> String {
         match self {
             StorageUrl::Sqlite(p) => format!("sqlite://{}", p.display()),
-            StorageUrl::Postgres(u) => signet_core::pg::redact(u),
+            StorageUrl::Postgres(u) => signet_db::pg::redact(u),
         }
     }
 }

@@ -1,0 +1,9 @@
+//! Where signet's stores meet their databases, so that `core` (and with it the standalone
+//! verifier) carries no database driver.
+//!
+//! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted messages.
+//!
+//! Issue 41 grows this crate into the stores' one connection layer (SQLite and PostgreSQL
+//! on the server's runtime) and a migration registry that each crate adds its schema to.
+
+pub mod pg;
