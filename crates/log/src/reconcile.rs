@@ -59,7 +59,7 @@ pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Opt
     let started = Instant::now();
     s.generation += 1;
     let shared = s.shared.clone();
-    tracing::warn!(log = shared.id, error = %cause, size = uncertain.as_ref().map(|p| p.batch.checkpoint.size), "a commit's outcome is unknown; reconciling with storage");
+    tracing::warn!(log = shared.id, error = %cause, size = uncertain.as_ref().map(|p| p.batch.checkpoint.size), "{}; reconciling with storage", why(&cause));
     // What the waiters hear if their batch did not land: the cause's own answer where it is
     // definite (a full disk is 507, and the batches behind would have met it too), else a retry.
     let (not_landed, dropped) = match cause {
@@ -132,6 +132,16 @@ pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Opt
             }
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// What the log line says brought the reconcile on: only some causes leave the outcome unknown.
+fn why(cause: &StorageError) -> &'static str {
+    match cause {
+        StorageError::Full(_) => "storage is full and refused a commit (nothing was written)",
+        StorageError::Conflict { .. } => "storage moved without this sequencer",
+        StorageError::Fenced(_) => "another instance holds the sequencer lease",
+        _ => "a commit's outcome is unknown",
     }
 }
 
