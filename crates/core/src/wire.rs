@@ -133,6 +133,13 @@ pub fn object_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Resul
     Option::<Object<T>>::deserialize(d).map(|o| o.map(|Object(v)| v))
 }
 
+/// For a list field that a Go client may send as `null`: Go encodes a slice it never filled
+/// so (rekor-cli's `{"entryUUIDs": null, …}`). `null` reads as the empty list, an absent
+/// field too (with `#[serde(default)]`); anything else must be a list.
+pub fn list<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
+}
+
 /// [`object`], for a list of structs.
 pub fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     Vec::<Object<T>>::deserialize(d).map(|v| v.into_iter().map(|Object(x)| x).collect())
@@ -396,5 +403,25 @@ mod tests {
         assert_eq!(join("a", "[0].b"), "a[0].b");
         assert_eq!(join("", "b"), "b");
         assert_eq!(join("a", ""), "a");
+    }
+
+    #[test]
+    fn a_list_may_be_null_as_go_sends_it_but_nothing_else() {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Lists {
+            #[serde(default, deserialize_with = "list")]
+            uuids: Vec<String>,
+            #[serde(default, deserialize_with = "list")]
+            indexes: Vec<Index>,
+        }
+        let read = |json: &str| from_slice::<Lists>(json.as_bytes()).map(|l| (l.uuids, l.indexes.len()));
+        assert_eq!(read(r#"{"uuids":null,"indexes":null}"#).unwrap(), (vec![], 0));
+        assert_eq!(read("{}").unwrap(), (vec![], 0));
+        assert_eq!(read(r#"{"uuids":["a"],"indexes":[1,2]}"#).unwrap(), (vec!["a".to_string()], 2));
+        for (json, path) in [(r#"{"uuids":"a"}"#, "uuids"), (r#"{"uuids":[null]}"#, "uuids[0]"), (r#"{"indexes":{}}"#, "indexes")] {
+            let e = read(json).unwrap_err();
+            assert_eq!(e.path, path, "{json}: {e}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use signet_core::wire::Index;
+use signet_core::wire::{self, Index};
 use signet_log::rekor::v1::{self, EntryView};
 use signet_log::storage::StoredEntry;
 use signet_log::{merkle, Log, Sequenced};
@@ -354,12 +354,13 @@ pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): P
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schema(as = SearchLogQuery)]
 pub struct RetrieveRequest {
-    #[serde(default, rename = "entryUUIDs")]
+    // Each list may be `null`: the Go client (rekor-cli) sends the ones it does not use so.
+    #[serde(default, rename = "entryUUIDs", deserialize_with = "wire::list")]
     entry_uuids: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wire::list")]
     log_indexes: Vec<Index>,
     /// Each read by its kind, as `POST /api/v1/log/entries` reads it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wire::list")]
     #[schema(value_type = Vec<signet_log::rekor::v1::ProposedEntry>)]
     entries: Vec<Box<RawValue>>,
 }

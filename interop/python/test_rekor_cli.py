@@ -1,0 +1,107 @@
+"""rekor-cli (Rekor's own Go client, unchanged) against signet's Rekor v1 API: upload, the
+duplicate upload, both forms of `verify`, `get`, `search` by digest and `loginfo`. Every check
+is rekor-cli's own: the SET, the inclusion proof and the signed checkpoint, with the key it
+fetches from the log, and the consistency of the log between its calls (its state file)."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+REKOR_CLI = os.environ.get("REKOR_CLI_BIN", os.path.join(ROOT, ".tools", "bin", "rekor-cli"))
+
+
+@pytest.fixture(autouse=True)
+def rekor_cli_installed():
+    if not os.path.exists(REKOR_CLI):
+        pytest.fail(f"rekor-cli not found at {REKOR_CLI}; scripts/test installs it")
+
+
+@pytest.fixture()
+def rekor(server, tmp_path):
+    """rekor-cli against the running instance, with a home of its own (it keeps the last
+    checkpoint it saw in ~/.rekor, and proves each new one consistent with it)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home))
+
+    def run(*args):
+        return subprocess.run([REKOR_CLI, *args, "--rekor_server", server["url"]], capture_output=True, text=True, env=env)
+
+    return run
+
+
+@pytest.fixture()
+def signed(tmp_path):
+    """An artifact, its detached ECDSA P-256 signature and the public key (openssl)."""
+    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
+    artifact, sig = tmp_path / "artifact.txt", tmp_path / "artifact.sig"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "ec", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True)
+    artifact.write_bytes(os.urandom(16).hex().encode() + b" signed for rekor-cli\n")
+    subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(key), "-out", str(sig), str(artifact)], check=True)
+    return {"artifact": artifact, "sig": sig, "pub": pub, "sha": hashlib.sha256(artifact.read_bytes()).hexdigest()}
+
+
+def test_rekor_cli_uploads_verifies_gets_and_searches(rekor, signed, tmp_path):
+    files = ["--artifact", str(signed["artifact"]), "--signature", str(signed["sig"]), "--public-key", str(signed["pub"])]
+    up = rekor("upload", *files)
+    assert up.returncode == 0, up.stderr
+    created = re.search(r"Created entry at index (\d+), available at: \S+/api/v1/log/entries/([0-9a-f]+)", up.stdout)
+    assert created, up.stdout
+    index, uuid = created.group(1), created.group(2)
+
+    # The same entry again: Rekor answers 409 with its location, and rekor-cli says so.
+    again = rekor("upload", *files)
+    assert again.returncode == 0, again.stderr
+    assert "already exists" in again.stdout and uuid in again.stdout, again.stdout
+
+    # Both forms of verify post to /api/v1/log/entries/retrieve with the lists they do not
+    # use as null, and check the inclusion proof against a signed checkpoint.
+    by_uuid = rekor("verify", "--uuid", uuid)
+    assert by_uuid.returncode == 0, by_uuid.stderr
+    by_artifact = rekor("verify", *files)
+    assert by_artifact.returncode == 0, by_artifact.stderr
+    for out in (by_uuid.stdout, by_artifact.stdout):
+        assert f"Entry Index in Current Tree: {index}" in out, out
+        computed = re.search(r"Computed Root Hash: ([0-9a-f]{64})", out)
+        expected = re.search(r"Expected Root Hash: ([0-9a-f]{64})", out)
+        assert computed and expected and computed.group(1) == expected.group(1), out
+
+    # An artifact that was never logged is found nowhere, and verify fails.
+    other, other_sig = tmp_path / "other.txt", tmp_path / "other.sig"
+    other.write_text("never logged\n")
+    subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(tmp_path / "key.pem"), "-out", str(other_sig), str(other)], check=True)
+    missing = rekor("verify", "--artifact", str(other), "--signature", str(other_sig), "--public-key", str(signed["pub"]))
+    assert missing.returncode != 0, missing.stdout
+
+    for how in (["--log-index", index], ["--uuid", uuid]):
+        got = rekor("get", *how, "--format", "json")
+        assert got.returncode == 0, got.stderr
+        entry = json.loads(got.stdout)
+        assert (entry["LogIndex"], entry["UUID"]) == (int(index), uuid), entry
+        assert entry["Body"]["HashedRekordObj"]["data"]["hash"]["value"] == signed["sha"], entry
+
+    for how in (["--sha", f"sha256:{signed['sha']}"], ["--artifact", str(signed["artifact"])]):
+        found = rekor("search", *how)
+        assert found.returncode == 0, found.stderr
+        assert uuid in found.stdout.split(), found.stdout
+
+
+def test_rekor_cli_proves_the_log_consistent_between_its_calls(rekor, signed):
+    # loginfo checks the checkpoint's signature with the log's key, keeps it, and at the next
+    # call asks for a consistency proof from it and checks that.
+    first = rekor("loginfo")
+    assert first.returncode == 0 and "Verification Successful!" in first.stdout, first.stdout + first.stderr
+    up = rekor("upload", "--artifact", str(signed["artifact"]), "--signature", str(signed["sig"]), "--public-key", str(signed["pub"]))
+    assert up.returncode == 0, up.stderr
+    second = rekor("loginfo")
+    assert second.returncode == 0 and "Verification Successful!" in second.stdout, second.stdout + second.stderr
+    assert "unable to prove consistency" not in second.stderr, second.stderr
+    sizes = [int(re.search(r"Total Tree Size:\s+(\d+)", r.stdout).group(1)) for r in (first, second)]
+    assert sizes[1] == sizes[0] + 1, sizes
