@@ -1,7 +1,7 @@
 //! Where signet's stores meet their databases, so that `core` (and with it the standalone
 //! verifier) carries no database driver.
 //!
-//! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted messages.
+//! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted URLs and whole error messages.
 //!
 //! Issue 41 grows this crate into the stores' one connection layer (SQLite and PostgreSQL
 //! on the server's runtime) and a migration registry that each crate adds its schema to.

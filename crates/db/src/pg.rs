@@ -79,6 +79,26 @@ impl Target {
     }
 }
 
+/// What went wrong, for a message: the server's own words when it answered, else the driver's
+/// error with its causes (a refused connection's OS error, a TLS handshake's "certificate
+/// verify failed"), which its `Display` alone leaves out.
+pub fn message(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.message().to_string();
+    }
+    let mut why = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        // The driver sometimes repeats its cause in its own text.
+        if !why.ends_with(&s_text) {
+            why = format!("{why}: {s_text}");
+        }
+        source = s.source();
+    }
+    why
+}
+
 /// Removes `key=value` from a URL's query; returns the rest and the value.
 fn take_param(url: &str, key: &str) -> (String, Option<String>) {
     let Some((base, query)) = url.split_once('?') else { return (url.to_string(), None) };
@@ -117,6 +137,18 @@ mod tests {
         assert_eq!(redact("postgres://signet:hunter2@db:5432/signet"), "postgres://signet:***@db:5432/signet");
         assert_eq!(redact("postgres://signet@db/signet"), "postgres://signet@db/signet");
         assert_eq!(redact("host=db user=signet"), "host=db user=signet");
+    }
+
+    #[tokio::test]
+    async fn a_failed_connection_says_why() {
+        // A loopback port nothing listens on (the listener is dropped before the connect).
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let target = Target::parse(&format!("postgres://u@127.0.0.1:{port}/x?connect_timeout=5")).unwrap();
+        let e = target.connect().await.err().unwrap();
+        let why = message(&e);
+        assert!(why.starts_with("error connecting to server") && why.to_lowercase().contains("refused"), "{why}");
+        // Each cause once, though the driver's own text already ends with it.
+        assert_eq!(why.to_lowercase().matches("refused").count(), 1, "{why}");
     }
 
     #[test]

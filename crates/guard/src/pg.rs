@@ -29,7 +29,7 @@ pub struct Pg {
 
 /// A driver error as its server message, without the driver's wrapping.
 pub fn pg(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Postgres(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
+    StoreError::Postgres(signet_db::pg::message(&e))
 }
 
 impl Pg {

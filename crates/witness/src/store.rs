@@ -134,7 +134,7 @@ pub struct PostgresStore {
 }
 
 fn pg(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Backend(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
+    StoreError::Backend(signet_db::pg::message(&e))
 }
 
 impl PostgresStore {

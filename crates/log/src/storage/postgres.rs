@@ -248,13 +248,7 @@ fn classify(e: tokio_postgres::Error) -> StorageError {
     if e.is_closed() || e.code().is_none() {
         // No SQLSTATE: the connection itself failed (refused, reset, closed, or TLS, whose
         // reason, such as "certificate verify failed", is in the error's sources).
-        let mut why = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            why = format!("{why}: {s}");
-            source = s.source();
-        }
-        return StorageError::Unavailable(format!("PostgreSQL: {why}"));
+        return StorageError::Unavailable(format!("PostgreSQL: {}", signet_db::pg::message(&e)));
     }
     StorageError::Backend(format!("PostgreSQL: {e}"))
 }
@@ -271,8 +265,7 @@ impl Pool {
         let (client, connection) = attempt?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                let why = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string());
-                tracing::warn!(error = %why, "PostgreSQL connection ended");
+                tracing::warn!(error = %signet_db::pg::message(&e), "PostgreSQL connection ended");
             }
         });
         Ok(client)
