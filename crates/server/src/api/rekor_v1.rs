@@ -356,12 +356,14 @@ pub async fn get_entry_by_uuid(State(state): State<Arc<AppState>>, Path(uuid): P
 pub struct RetrieveRequest {
     // Each list may be `null`: the Go client (rekor-cli) sends the ones it does not use so.
     #[serde(default, rename = "entryUUIDs", deserialize_with = "wire::list")]
+    #[schema(nullable)]
     entry_uuids: Vec<String>,
     #[serde(default, deserialize_with = "wire::list")]
+    #[schema(nullable)]
     log_indexes: Vec<Index>,
     /// Each read by its kind, as `POST /api/v1/log/entries` reads it.
     #[serde(default, deserialize_with = "wire::list")]
-    #[schema(value_type = Vec<signet_log::rekor::v1::ProposedEntry>)]
+    #[schema(value_type = Vec<signet_log::rekor::v1::ProposedEntry>, nullable)]
     entries: Vec<Box<RawValue>>,
 }
 
