@@ -80,8 +80,8 @@ impl Target {
 }
 
 /// What went wrong, for a message: the server's own words when it answered, else the driver's
-/// error with its causes (a refused connection's OS error, a TLS handshake's "certificate
-/// verify failed"), which its `Display` alone leaves out.
+/// error with every cause beneath it, each once (a TLS handshake's reason, such as
+/// "certificate verify failed", can sit more than one level down).
 pub fn message(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return db.message().to_string();
