@@ -109,8 +109,12 @@ impl TileCache {
         match c.by_id.get(&id).copied() {
             Some(i) => {
                 c.hits += 1;
-                c.slots[i].touched = true;
-                Some(c.slots[i].tile.clone())
+                let slot = &mut c.slots[i];
+                // Written only when it changes: the slot's line stays shared between workers.
+                if !slot.touched {
+                    slot.touched = true;
+                }
+                Some(slot.tile.clone())
             }
             None => {
                 c.misses += 1;

@@ -319,18 +319,17 @@ impl Tree {
         let (tile_level, inner) = ((level / 8) as u8, level % 8);
         let first = index << inner;
         let id = (tile_level, first / TILE_WIDTH);
-        let tile = match last.and_then(|l| l.get(id)) {
-            Some(tile) => tile,
-            None => {
-                let tile = self.full_tile(tile_level, id.1)?;
-                if let Some(l) = last {
-                    l.note(id, &tile);
-                }
-                tile
-            }
-        };
-        tile.node(inner, (first % TILE_WIDTH) >> inner)
-            .ok_or_else(|| StorageError::Corrupt(format!("node {index} of level {level} is outside its tile")))
+        let at = (first % TILE_WIDTH) >> inner;
+        let outside = || StorageError::Corrupt(format!("node {index} of level {level} is outside its tile"));
+        if let Some(node) = last.and_then(|l| l.node(id, inner, at)) {
+            return node.ok_or_else(outside);
+        }
+        let tile = self.full_tile(tile_level, id.1)?;
+        let node = tile.node(inner, at).ok_or_else(outside);
+        if let Some(l) = last {
+            l.note(id, tile);
+        }
+        node
     }
 
     fn full_tile(&self, tile_level: u8, index: u64) -> Result<Arc<Expanded>, StorageError> {
@@ -378,14 +377,18 @@ impl Tree {
 struct LastTiles(RefCell<[Option<(TileId, Arc<Expanded>)>; 8]>);
 
 impl LastTiles {
-    fn get(&self, id: TileId) -> Option<Arc<Expanded>> {
+    /// The node, if `id` is the tile noted for its level (`Some(None)`: noted, but no such
+    /// node). Read under the borrow: cloning the tile's `Arc` for each node would write its
+    /// count, a cache line that every worker reading the same tile shares (issue 40).
+    fn node(&self, id: TileId, inner: u32, at: u64) -> Option<Option<Hash>> {
         let last = self.0.borrow();
-        last.get(id.0 as usize)?.as_ref().filter(|(at, _)| *at == id).map(|(_, tile)| tile.clone())
+        let (noted, tile) = last.get(id.0 as usize)?.as_ref()?;
+        (*noted == id).then(|| tile.node(inner, at))
     }
 
-    fn note(&self, id: TileId, tile: &Arc<Expanded>) {
+    fn note(&self, id: TileId, tile: Arc<Expanded>) {
         if let Some(slot) = self.0.borrow_mut().get_mut(id.0 as usize) {
-            *slot = Some((id, tile.clone()));
+            *slot = Some((id, tile));
         }
     }
 }
