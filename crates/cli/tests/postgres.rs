@@ -16,6 +16,22 @@ fn signet(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap()
 }
 
+/// The crate that owns a table applies its migration: the guard's token store opened on an
+/// empty database makes its own tables (versions 4 and 6) and nothing of the log's; `signet
+/// migrate` then applies every other crate's, and no version twice.
+#[test]
+fn each_store_applies_its_own_migrations() {
+    let Some(db) = postgres_database() else { return };
+    let store = signet_guard::store::Store::open_postgres(&db).unwrap();
+    assert!(store.tokens().unwrap().is_empty());
+    assert_eq!(query_text(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM signet_schema"), "4,6");
+    assert_eq!(query_text(&db, "SELECT (to_regclass('entries') IS NULL)::text"), "true", "the log's tables are the log's to make");
+    let rest = signet(&["migrate", "--storage", &db]);
+    assert!(String::from_utf8_lossy(&rest.stdout).contains("applied schema migrations 1, 2, 3, 5, 7, 8, 9, 10\n"), "{rest:?}");
+    let expected: Vec<String> = signet_db::migrations::REGISTRY.iter().map(|(v, _)| v.to_string()).collect();
+    assert_eq!(query_text(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM signet_schema"), expected.join(","));
+}
+
 #[test]
 fn migrate_applies_the_schema_once() {
     let Some(db) = postgres_database() else { return };

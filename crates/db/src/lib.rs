@@ -2,8 +2,11 @@
 //! verifier) carries no database driver.
 //!
 //! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted URLs and whole error messages.
+//! - [`migrations`]: the PostgreSQL schema's one sequence of versions, which every crate adds
+//!   its own tables to.
 //!
 //! Issue 41 grows this crate into the stores' one connection layer (SQLite and PostgreSQL
-//! on the server's runtime) and a migration registry that each crate adds its schema to.
+//! on the server's runtime).
 
+pub mod migrations;
 pub mod pg;

@@ -47,6 +47,11 @@ impl Pg {
         Ok(pg)
     }
 
+    /// Applies those of `ours` that the database lacks ([`signet_db::migrations`]).
+    pub fn migrate(&self, ours: &'static [signet_db::migrations::Migration]) -> Result<Vec<i32>, StoreError> {
+        self.block(move |c| async move { signet_db::migrations::apply(&c, ours).await.map_err(|e| StoreError::Postgres(e.to_string())) })
+    }
+
     /// Runs `f` with the connection (made anew if it broke) on the private runtime, and
     /// waits for it.
     pub fn block<T, F, Fut>(&self, f: F) -> Result<T, StoreError>

@@ -41,6 +41,9 @@ pub enum StoreError {
 
 mod postgres;
 
+/// The guard's tables on PostgreSQL ([`signet_db::migrations`]).
+pub use postgres::MIGRATIONS as POSTGRES_MIGRATIONS;
+
 /// The guard's store: SQLite in the data dir, or PostgreSQL shared by many instances.
 pub struct Store {
     backend: Backend,

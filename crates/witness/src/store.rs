@@ -127,7 +127,17 @@ fn signet_core_now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// The `witness_logs` table of the PostgreSQL database (migration 10), shared by every instance.
+/// The witness's table, version 10 of [`signet_db::migrations::REGISTRY`]: read and written
+/// always conditional on the row's old state.
+pub const MIGRATIONS: &[signet_db::migrations::Migration] = &[signet_db::migrations::Migration {
+    version: 10,
+    name: "the witness's latest cosigned checkpoint of each log",
+    sql: "CREATE TABLE witness_logs(origin TEXT PRIMARY KEY, size BIGINT NOT NULL, root BYTEA NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());",
+}];
+
+/// The `witness_logs` table of the PostgreSQL database ([`MIGRATIONS`]), shared by every
+/// instance. It connects at first use, and applies its migration on each connection it makes
+/// (a query when the table is there).
 pub struct PostgresStore {
     target: signet_db::pg::Target,
     client: tokio::sync::Mutex<Option<Arc<tokio_postgres::Client>>>,
@@ -155,6 +165,7 @@ impl PostgresStore {
                 tracing::warn!(error = %e, "witness state: PostgreSQL connection closed");
             }
         });
+        signet_db::migrations::apply(&client, MIGRATIONS).await.map_err(|e| StoreError::Backend(e.to_string()))?;
         let client = Arc::new(client);
         *slot = Some(client.clone());
         Ok(client)

@@ -207,8 +207,6 @@ fn open(dir: &DataDir) -> Result<Store, String> {
         if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
             return Err(format!("--storage {url:?}: tokens and bans leave the data dir only for PostgreSQL (postgres://…)"));
         }
-        // The guard's tables come with the database's schema.
-        signet_log::storage::PostgresStorage::open(url).map_err(|e| e.to_string())?;
         return Store::open_postgres(url).map_err(|e| e.to_string());
     }
     if !dir.data_dir.is_dir() {

@@ -2,8 +2,9 @@
 //!
 //! The rows are those of `audit.sqlite` with the chain's name in front: `audit_batches`
 //! (a batch of records and their hashes), `audit_anchors`, and `audit_starts` (where a chain
-//! begins once segments were cut from it). The tables come with the database's migrations
-//! (signet_log's `signet migrate`, version 7).
+//! begins once segments were cut from it). The tables are this module's migration, version 7
+//! of the database's one sequence ([`signet_db::migrations`]), applied when a chain opens and by
+//! `signet migrate`.
 //!
 //! One writer per chain: the instance that writes a chain holds a session advisory lock on
 //! its name, taken on every connection its writer makes. A second instance configured with
@@ -14,6 +15,7 @@
 
 use std::sync::Arc;
 
+use signet_db::migrations::Migration;
 use tokio_postgres::Client;
 
 use super::record::{Batch, GENESIS};
@@ -27,6 +29,21 @@ pub struct ChainDb {
     chain: Arc<str>,
 }
 
+/// The audit chains' tables, version 7 of [`signet_db::migrations::REGISTRY`].
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 7,
+    name: "audit chains, one per instance",
+    // A chain's batches (as in audit.sqlite), its anchors, and where it starts once segments
+    // were cut from it.
+    sql: "
+CREATE TABLE audit_batches(chain TEXT NOT NULL, first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL,
+    records BYTEA NOT NULL, hashes BYTEA NOT NULL, PRIMARY KEY (chain, first_seq));
+CREATE TABLE audit_anchors(chain TEXT NOT NULL, seq BIGINT NOT NULL, head BYTEA NOT NULL, log_index BIGINT NOT NULL,
+    entry TEXT NOT NULL, PRIMARY KEY (chain, seq));
+CREATE TABLE audit_starts(chain TEXT PRIMARY KEY, start_seq BIGINT NOT NULL, start_head BYTEA NOT NULL);
+",
+}];
+
 /// The lock's key: the chain's name hashed by the server, in the space of 64-bit keys.
 const LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended('signet audit chain ' || $1, 0))";
 
@@ -37,7 +54,9 @@ fn as_i64(n: u64) -> i64 {
 impl ChainDb {
     /// Connects to the chain `chain` for reading, anchoring and cutting.
     pub fn open(url: &str, chain: &str) -> Result<ChainDb, StoreError> {
-        Ok(ChainDb { pg: Pg::open(url, "audit-postgres", None)?, chain: chain.into() })
+        let pg = Pg::open(url, "audit-postgres", None)?;
+        pg.migrate(MIGRATIONS)?;
+        Ok(ChainDb { pg, chain: chain.into() })
     }
 
     /// Connects as the chain's one writer: fails when another instance writes it.
@@ -56,7 +75,9 @@ impl ChainDb {
                 }
             })
         });
-        Ok(ChainDb { pg: Pg::open(url, "audit-postgres", Some(hello))?, chain: name })
+        let pg = Pg::open(url, "audit-postgres", Some(hello))?;
+        pg.migrate(MIGRATIONS)?;
+        Ok(ChainDb { pg, chain: name })
     }
 
     pub fn chain(&self) -> &str {

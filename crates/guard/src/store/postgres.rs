@@ -1,7 +1,8 @@
 //! The guard's tokens and bans on PostgreSQL, shared by every instance on one database.
 //!
-//! The tables (`guard_tokens`, `guard_bans`, `guard_meta`) are made by the database's one
-//! migration sequence (signet_log's `signet migrate`). Every change bumps
+//! The tables (`guard_tokens`, `guard_bans`, `guard_meta`) are this crate's migrations in the
+//! database's one sequence ([`signet_db::migrations`]), applied when the store opens and by
+//! `signet migrate`. Every change bumps
 //! `guard_meta.version` in the same transaction; instances poll that one integer, as they
 //! poll SQLite's `data_version`, and reread the tables only when it moved. So a token
 //! revoked through any instance's database stops working on all of them within a poll.
@@ -11,6 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use signet_db::migrations::Migration;
 use tokio_postgres::Client;
 
 use super::{now, BanRecord, StoreError, TokenRecord};
@@ -24,11 +26,35 @@ pub struct PgStore {
     pg: Pg,
 }
 
+/// The guard's tables, versions 4 and 6 of [`signet_db::migrations::REGISTRY`].
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 4,
+        name: "the guard's tokens and bans, shared by every instance",
+        sql: "
+CREATE TABLE guard_tokens(id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, hash BYTEA NOT NULL,
+    created BIGINT NOT NULL, expires BIGINT, revoked BIGINT);
+CREATE TABLE guard_bans(client TEXT PRIMARY KEY, reason TEXT NOT NULL, since BIGINT NOT NULL, until BIGINT NOT NULL);
+CREATE TABLE guard_meta(id INT PRIMARY KEY, version BIGINT NOT NULL);
+INSERT INTO guard_meta(id, version) VALUES (1, 0);
+",
+    },
+    Migration {
+        version: 6,
+        name: "token scopes",
+        // JSON (crate::scope::TokenScope); NULL: the token is not limited beyond its role.
+        sql: "ALTER TABLE guard_tokens ADD COLUMN scope TEXT;",
+    },
+];
+
 const BUMP: &str = "UPDATE guard_meta SET version = version + 1 WHERE id = 1";
 
 impl PgStore {
+    /// Connects, and brings the guard's tables up to date.
     pub fn open(url: &str) -> Result<PgStore, StoreError> {
-        Ok(PgStore { pg: Pg::open(url, "guard-postgres", None)? })
+        let pg = Pg::open(url, "guard-postgres", None)?;
+        pg.migrate(MIGRATIONS)?;
+        Ok(PgStore { pg })
     }
 
     fn block<T, F, Fut>(&self, f: F) -> Result<T, StoreError>

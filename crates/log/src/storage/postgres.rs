@@ -25,7 +25,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Statement};
 
-use super::migrations::{self, Migration};
+use signet_db::migrations::{self, Migration};
 use super::*;
 
 mod tuf;
@@ -38,11 +38,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a read may take before the request gets a 503 instead of waiting on.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The schema, one version at a time. Never edit a released migration: add the next one.
+/// The log's tables, its lease and the TUF repository (`postgres/tuf.rs`), one version at a
+/// time; the guard's and the witness's come with their own crates. Never edit a released
+/// migration: add the next one ([`signet_db::migrations::REGISTRY`]).
 ///
 /// Entries are one row each, keyed by (log, idx). The leaf-hash, digest and identity indexes
 /// make the dedupe and search lookups work from the database, across instances and beyond RAM.
-const MIGRATIONS: &[Migration] = &[Migration {
+pub const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
     name: "logs: entries, tiles, checkpoints, meta",
     sql: "
@@ -86,37 +88,9 @@ CREATE INDEX queue_by_log ON queue(log, id);
 CREATE UNIQUE INDEX queue_by_leaf ON queue(log, leaf_hash);
 ",
 }, Migration {
-    version: 4,
-    name: "the guard's tokens and bans, shared by every instance",
-    // The guard (signet_guard::store) reads and writes these; every change bumps the version.
-    sql: "
-CREATE TABLE guard_tokens(id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, hash BYTEA NOT NULL,
-    created BIGINT NOT NULL, expires BIGINT, revoked BIGINT);
-CREATE TABLE guard_bans(client TEXT PRIMARY KEY, reason TEXT NOT NULL, since BIGINT NOT NULL, until BIGINT NOT NULL);
-CREATE TABLE guard_meta(id INT PRIMARY KEY, version BIGINT NOT NULL);
-INSERT INTO guard_meta(id, version) VALUES (1, 0);
-",
-}, Migration {
     version: 5,
     name: "full leaf tiles with their inner levels",
     sql: "CREATE TABLE leaf_tiles(log SMALLINT NOT NULL, idx BIGINT NOT NULL, nodes BYTEA NOT NULL, PRIMARY KEY (log, idx));",
-}, Migration {
-    version: 6,
-    name: "token scopes",
-    // JSON (signet_guard::scope::TokenScope); NULL: the token is not limited beyond its role.
-    sql: "ALTER TABLE guard_tokens ADD COLUMN scope TEXT;",
-}, Migration {
-    version: 7,
-    name: "audit chains, one per instance",
-    // signet_guard::audit::postgres reads and writes these: a chain's batches (as in
-    // audit.sqlite), its anchors, and where it starts once segments were cut from it.
-    sql: "
-CREATE TABLE audit_batches(chain TEXT NOT NULL, first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL,
-    records BYTEA NOT NULL, hashes BYTEA NOT NULL, PRIMARY KEY (chain, first_seq));
-CREATE TABLE audit_anchors(chain TEXT NOT NULL, seq BIGINT NOT NULL, head BYTEA NOT NULL, log_index BIGINT NOT NULL,
-    entry TEXT NOT NULL, PRIMARY KEY (chain, seq));
-CREATE TABLE audit_starts(chain TEXT PRIMARY KEY, start_seq BIGINT NOT NULL, start_head BYTEA NOT NULL);
-",
 }, Migration {
     version: 8,
     name: "search by signing identity",
@@ -138,25 +112,22 @@ CREATE INDEX tuf_files_by_generation ON tuf_files(generation);
 CREATE TABLE tuf_meta(id INT PRIMARY KEY, generation BIGINT NOT NULL);
 INSERT INTO tuf_meta(id, generation) VALUES (1, 0);
 ",
-}, Migration {
-    version: 10,
-    name: "the witness's latest cosigned checkpoint of each log",
-    // signet_witness::store reads and writes it, always conditional on the row's old state.
-    sql: "CREATE TABLE witness_logs(origin TEXT PRIMARY KEY, size BIGINT NOT NULL, root BYTEA NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.
 const LEASE: &str = "sequencer";
 
 /// The schema version of the PostgreSQL database at `url`, and the newest this build knows,
-/// read without changing anything (`signet doctor`). A database signet never migrated is at 0.
+/// read without changing anything (`signet doctor`). A database signet never migrated is at 0;
+/// one that lacks a version below its newest (a store that never opened) is at the version
+/// before the first it lacks.
 pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
     let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
-    let known = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    let known = migrations::newest();
     runtime.block_on(async {
         let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_db::pg::redact(url)));
         let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
@@ -164,12 +135,14 @@ pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
             .map_err(|_| StorageError::Backend(format!("PostgreSQL at {}: no answer within 10 s", signet_db::pg::redact(url))))?
             .map_err(pg)?;
         tokio::spawn(driver);
-        let exists: bool = client.query_one("SELECT to_regclass('signet_schema') IS NOT NULL", &[]).await.map_err(pg)?.get(0);
-        if !exists {
-            return Ok((0, known));
+        let applied = migrations::applied(&client)
+            .await
+            .map_err(|e| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_db::pg::redact(url))))?;
+        let newest = applied.last().copied().unwrap_or(0);
+        if newest > known {
+            return Ok((newest, known));
         }
-        let have: i32 = client.query_one("SELECT COALESCE(MAX(version), 0) FROM signet_schema", &[]).await.map_err(pg)?.get(0);
-        Ok((have, known))
+        Ok((migrations::missing(&applied).first().map_or(newest, |first| first - 1), known))
     })
 }
 
@@ -337,12 +310,18 @@ impl PostgresStorage {
         Ok(storage)
     }
 
-    /// Applies the migrations this database lacks; returns the versions applied.
+    /// Applies the log's migrations that this database lacks; returns the versions applied.
     pub fn migrate(&self) -> Result<Vec<i32>, StorageError> {
-        self.block(|pool| async move {
+        self.apply(MIGRATIONS)
+    }
+
+    /// Applies those of `ours` (any crate's) that this database lacks, on the writer's
+    /// connection (`signet migrate` applies every crate's through the log's store).
+    pub fn apply(&self, ours: &'static [Migration]) -> Result<Vec<i32>, StorageError> {
+        self.block(move |pool| async move {
             let mut slot = pool.writer.lock().await;
             let client = writer(&pool, &mut slot).await?;
-            migrations::apply_postgres(client, MIGRATIONS).await
+            migrations::apply(client, ours).await.map_err(|e| StorageError::Backend(e.to_string()))
         })
     }
 

@@ -63,12 +63,22 @@ pub fn schema_version(url: &StorageUrl) -> Result<(i32, i32), StorageError> {
     }
 }
 
-/// Brings the store `url` names up to date and returns the schema versions that this applied
-/// (`signet migrate`).
-pub fn migrate(url: &StorageUrl) -> Result<Vec<i32>, StorageError> {
+/// Brings the store `url` names up to date and returns the schema versions that this applied,
+/// in order (`signet migrate`). On PostgreSQL, `others` are the other crates' migrations
+/// ([`signet_db::migrations`]), applied after the log's; a SQLite log file holds the log's
+/// tables only.
+pub fn migrate(url: &StorageUrl, others: &[&'static [signet_db::migrations::Migration]]) -> Result<Vec<i32>, StorageError> {
     Ok(match url {
         StorageUrl::Sqlite(path) => SqliteStorage::open(path)?.applied_migrations.clone(),
-        StorageUrl::Postgres(u) => PostgresStorage::open(u)?.applied_migrations.clone(),
+        StorageUrl::Postgres(u) => {
+            let store = PostgresStorage::open(u)?;
+            let mut applied = store.applied_migrations.clone();
+            for set in others {
+                applied.extend(store.apply(set)?);
+            }
+            applied.sort_unstable();
+            applied
+        }
     })
 }
 
