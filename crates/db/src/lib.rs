@@ -2,11 +2,11 @@
 //! verifier) carries no database driver.
 //!
 //! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted URLs and whole error messages.
+//! - [`runtime`]: the one runtime that drives every PostgreSQL connection, and a wait for it
+//!   that is safe from any thread.
 //! - [`migrations`]: the PostgreSQL schema's one sequence of versions, which every crate adds
 //!   its own tables to.
-//!
-//! Issue 41 grows this crate into the stores' one connection layer (SQLite and PostgreSQL
-//! on the server's runtime).
 
 pub mod migrations;
 pub mod pg;
+pub mod runtime;

@@ -3,7 +3,8 @@
 //!
 //! Their callers are blocking (the guard's store thread, the audit writer, `signet admin`)
 //! and may run on a thread inside a runtime (the server opens both from `spawn_blocking`),
-//! so a private one-thread runtime drives the connection and each call waits on a channel.
+//! so the process's database runtime drives the connection ([`signet_db::runtime`], shared
+//! with the log's store) and each call waits on a channel.
 //! A connection that broke (a database restart) is made anew on the next call, and its
 //! [`Hello`] runs again on it.
 
@@ -21,7 +22,6 @@ use crate::store::StoreError;
 pub type Hello = Arc<dyn Fn(Arc<Client>) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>> + Send + Sync>;
 
 pub struct Pg {
-    runtime: Option<tokio::runtime::Runtime>,
     target: signet_db::pg::Target,
     client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
     hello: Option<Hello>,
@@ -34,15 +34,9 @@ pub fn pg(e: tokio_postgres::Error) -> StoreError {
 
 impl Pg {
     /// Connects now, so that a wrong URL or a database that is down is an error at open.
-    pub fn open(url: &str, thread: &str, hello: Option<Hello>) -> Result<Pg, StoreError> {
+    pub fn open(url: &str, hello: Option<Hello>) -> Result<Pg, StoreError> {
         let target = signet_db::pg::Target::parse(url).map_err(StoreError::Postgres)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name(thread)
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Postgres(format!("starting its client runtime: {e}")))?;
-        let pg = Pg { runtime: Some(runtime), target, client: Default::default(), hello };
+        let pg = Pg { target, client: Default::default(), hello };
         pg.block(|_| async { Ok(()) })?;
         Ok(pg)
     }
@@ -52,7 +46,7 @@ impl Pg {
         self.block(move |c| async move { signet_db::migrations::apply(&c, ours).await.map_err(|e| StoreError::Postgres(e.to_string())) })
     }
 
-    /// Runs `f` with the connection (made anew if it broke) on the private runtime, and
+    /// Runs `f` with the connection (made anew if it broke) on the database runtime, and
     /// waits for it.
     pub fn block<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
     where
@@ -60,42 +54,29 @@ impl Pg {
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let rt = self.runtime.as_ref().ok_or_else(|| StoreError::Postgres("closed".into()))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let (slot, target, hello) = (self.client.clone(), self.target.clone(), self.hello.clone());
-        rt.spawn(async move {
-            let outcome = async {
-                let client = {
-                    let mut slot = slot.lock().await;
-                    match slot.as_ref().filter(|c| !c.is_closed()) {
-                        Some(c) => c.clone(),
-                        None => {
-                            let (client, connection) = tokio::time::timeout(Duration::from_secs(5), target.connect())
-                                .await
-                                .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
-                                .map_err(pg)?;
-                            tokio::spawn(connection);
-                            let client = Arc::new(client);
-                            if let Some(hello) = hello {
-                                hello(client.clone()).await?;
-                            }
-                            *slot = Some(client.clone());
-                            client
+        let outcome = async move {
+            let client = {
+                let mut slot = slot.lock().await;
+                match slot.as_ref().filter(|c| !c.is_closed()) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let (client, connection) = tokio::time::timeout(Duration::from_secs(5), target.connect())
+                            .await
+                            .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
+                            .map_err(pg)?;
+                        tokio::spawn(connection);
+                        let client = Arc::new(client);
+                        if let Some(hello) = hello {
+                            hello(client.clone()).await?;
                         }
+                        *slot = Some(client.clone());
+                        client
                     }
-                };
-                f(client).await
+                }
             };
-            let _ = tx.send(outcome.await);
-        });
-        rx.recv().map_err(|_| StoreError::Postgres("its client runtime stopped".into()))?
-    }
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
+            f(client).await
+        };
+        signet_db::runtime::block(outcome).map_err(StoreError::Postgres)?
     }
 }

@@ -54,7 +54,7 @@ fn as_i64(n: u64) -> i64 {
 impl ChainDb {
     /// Connects to the chain `chain` for reading, anchoring and cutting.
     pub fn open(url: &str, chain: &str) -> Result<ChainDb, StoreError> {
-        let pg = Pg::open(url, "audit-postgres", None)?;
+        let pg = Pg::open(url, None)?;
         pg.migrate(MIGRATIONS)?;
         Ok(ChainDb { pg, chain: chain.into() })
     }
@@ -75,7 +75,7 @@ impl ChainDb {
                 }
             })
         });
-        let pg = Pg::open(url, "audit-postgres", Some(hello))?;
+        let pg = Pg::open(url, Some(hello))?;
         pg.migrate(MIGRATIONS)?;
         Ok(ChainDb { pg, chain: name })
     }

@@ -52,7 +52,7 @@ const BUMP: &str = "UPDATE guard_meta SET version = version + 1 WHERE id = 1";
 impl PgStore {
     /// Connects, and brings the guard's tables up to date.
     pub fn open(url: &str) -> Result<PgStore, StoreError> {
-        let pg = Pg::open(url, "guard-postgres", None)?;
+        let pg = Pg::open(url, None)?;
         pg.migrate(MIGRATIONS)?;
         Ok(PgStore { pg })
     }

@@ -3,9 +3,10 @@
 //! [`Storage`] is a blocking trait: the sequencer calls it from blocking threads, and reads run
 //! on the calling task because SQLite's page-cache reads are cheaper than a thread handoff.
 //! tokio-postgres is async, and the synchronous `postgres` crate starts a runtime of its own,
-//! which panics inside tokio's. So this backend owns a small runtime that drives its
-//! connections, and each trait call hands its query to that runtime and waits on a plain
-//! channel, which is safe from any thread.
+//! which panics inside tokio's. So this backend's connections live on the process's one
+//! database runtime ([`signet_db::runtime`], shared with the guard's and the audit's stores):
+//! each blocking trait call hands its query there and waits on a plain channel, which is safe
+//! from any thread, and each async one awaits the query's task.
 //!
 //! One connection commits (a transaction needs the connection to itself); a few more serve
 //! reads, each pipelining whatever queries are in flight on it. A connection that breaks is
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::{Handle, Runtime};
+use tokio::runtime::Handle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Statement};
 
@@ -123,12 +124,10 @@ const LEASE: &str = "sequencer";
 /// before the first it lacks.
 pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
     let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
     let known = migrations::newest();
-    runtime.block_on(async {
+    let url = url.to_string();
+    signet_db::runtime::block(async move {
+        let url = url.as_str();
         let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_db::pg::redact(url)));
         let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
             .await
@@ -144,6 +143,7 @@ pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
         }
         Ok((migrations::missing(&applied).first().map_or(newest, |first| first - 1), known))
     })
+    .map_err(StorageError::Backend)?
 }
 
 pub struct PostgresStorage {
@@ -152,9 +152,7 @@ pub struct PostgresStorage {
     /// The lease this instance holds, if any: then every commit checks, under a row lock,
     /// that the lease's epoch is still this one (see [`PostgresStorage::acquire_lease`]).
     fence: Arc<parking_lot::Mutex<Option<Lease>>>,
-    /// Dropped with `shutdown_background` (see `Drop`): dropping a runtime inside another
-    /// runtime's task would panic.
-    runtime: Option<Runtime>,
+    /// The process's database runtime ([`signet_db::runtime`]).
     handle: Handle,
     pool: Arc<Pool>,
 }
@@ -286,12 +284,7 @@ impl PostgresStorage {
     /// Connects to `url` (`postgres://user@host:port/db`), and brings the schema up to date.
     pub fn open(url: &str) -> Result<Self, StorageError> {
         let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| StorageError::Backend(format!("starting the PostgreSQL client runtime: {e}")))?;
+        let handle = signet_db::runtime::handle().map_err(StorageError::Backend)?;
         let pool = Arc::new(Pool {
             target,
             writer: tokio::sync::Mutex::new(None),
@@ -302,8 +295,7 @@ impl PostgresStorage {
         let mut storage = PostgresStorage {
             applied_migrations: Vec::new(),
             fence: Default::default(),
-            handle: runtime.handle().clone(),
-            runtime: Some(runtime),
+            handle,
             pool,
         };
         storage.applied_migrations = storage.migrate()?;
@@ -414,27 +406,15 @@ impl PostgresStorage {
         })
     }
 
-    /// Runs `f` on the backend's runtime and waits for it, from any thread: a plain channel,
-    /// which blocks safely inside or outside another runtime.
+    /// Runs `f` on the database runtime and waits for it, from any thread
+    /// ([`signet_db::runtime::block`]).
     fn block<T, F, Fut>(&self, f: F) -> Result<T, StorageError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: Future<Output = Result<T, StorageError>> + Send + 'static,
     {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let fut = f(self.pool.clone());
-        self.handle.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        let wait = || rx.recv().map_err(|_| StorageError::Backend("the PostgreSQL client runtime stopped".into()));
-        // A caller on a runtime worker (a proof that reads a cold tile, say) would hold that
-        // worker for a network round trip, and the runtime has few: hand its other tasks to
-        // another thread while this one waits.
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait)?,
-            _ => wait()?,
-        }
+        signet_db::runtime::block(f(self.pool.clone())).map_err(|e| StorageError::Backend(format!("PostgreSQL: {e}")))?
     }
 
     fn read_future<T, F, Fut>(&self, f: F) -> impl Future<Output = Result<T, StorageError>> + Send + 'static
@@ -510,14 +490,6 @@ async fn find_by(c: Arc<Conn>, sql: &str, log: LogId, value: Vec<u8>, after: Opt
 }
 
 pub use signet_db::pg::redact;
-
-impl Drop for PostgresStorage {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
-}
 
 fn stored_entry(r: &tokio_postgres::Row) -> Result<StoredEntry, tokio_postgres::Error> {
     let body: Vec<u8> = r.try_get(1)?;
