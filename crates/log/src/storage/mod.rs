@@ -115,8 +115,10 @@ pub enum StorageError {
     /// again once space returns.
     #[error("storage is full; nothing was written ({0})")]
     Full(String),
-    /// The database cannot be reached right now; a retry may succeed.
-    #[error("storage is unavailable; nothing was written ({0})")]
+    /// The database cannot be reached right now, or did not answer in time; a retry may
+    /// succeed. A read wrote nothing; a commit's outcome is unknown until the log has
+    /// reconciled with storage (`reconcile.rs`), so the text claims neither.
+    #[error("storage is unavailable ({0})")]
     Unavailable(String),
     /// The stored checkpoint is not the one this batch extends: another writer moved the log,
     /// or an earlier commit whose answer was lost did land. Nothing was written.
