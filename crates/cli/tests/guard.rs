@@ -205,7 +205,10 @@ fn tokens_authenticate_by_role_and_revocation_reaches_the_running_server() {
     assert_eq!(r.status, 401);
     assert!(r.json()["message"].as_str().unwrap().contains("needs an API token"));
     assert_eq!(get(&a, &format!("{}/healthz", server.url)).unwrap().status, 200, "probes stay open");
-    eventually("the new token is accepted", || get_bearer(&a, &url, &signer).unwrap().status == 200);
+    // Two writes: the server's poll may reread the store between them, so wait for both.
+    eventually("the new tokens are accepted", || {
+        get_bearer(&a, &url, &signer).unwrap().status == 200 && get_bearer(&a, &url, &root).unwrap().status == 200
+    });
 
     let mut wrong = signer.clone();
     wrong.pop();
@@ -261,8 +264,10 @@ fn tokens_expire_in_a_day_by_default_and_rotate_to_a_new_secret() {
     let (created, ci_expires) = (listed[0]["created"].as_u64().unwrap(), expires("ci").as_u64().unwrap());
     assert_eq!(ci_expires - created, 86_400, "a day by default");
     assert!(expires("svc").is_null(), "--no-expiry");
-    eventually("the token is accepted", || get_bearer(&a, &url, &old).unwrap().status == 200);
-    assert_eq!(get_bearer(&a, &url, &forever).unwrap().status, 200);
+    // Two writes: the server's poll may reread the store between them, so wait for both.
+    eventually("both tokens are accepted", || {
+        get_bearer(&a, &url, &old).unwrap().status == 200 && get_bearer(&a, &url, &forever).unwrap().status == 200
+    });
 
     let new = admin(&data, &["token", "rotate", "ci", "--ttl", "600"]).trim().to_string();
     assert!(new.starts_with(&old[..21]) && new != old, "same id, new secret: {new}");
