@@ -26,6 +26,16 @@ fn each_store_applies_its_own_migrations() {
     assert!(store.tokens().unwrap().is_empty());
     assert_eq!(query_text(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM signet_schema"), "4,6");
     assert_eq!(query_text(&db, "SELECT (to_regclass('entries') IS NULL)::text"), "true", "the log's tables are the log's to make");
+    // doctor counts the schema up to the first version missing, and changes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, format!("storage = \"{db}\"\n")).unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let doctor = signet(&["doctor", "--config", config.to_str().unwrap(), "--data-dir", dir.path().join("data").to_str().unwrap(), "--offline"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let newest = signet_db::migrations::newest();
+    assert!(text.contains(&format!("schema at version 0, this signet's is {newest}; run `signet migrate`")), "{text}");
+    assert_eq!(query_text(&db, "SELECT count(*)::text FROM signet_schema"), "2", "doctor migrated nothing");
     let rest = signet(&["migrate", "--storage", &db]);
     assert!(String::from_utf8_lossy(&rest.stdout).contains("applied schema migrations 1, 2, 3, 5, 7, 8, 9, 10\n"), "{rest:?}");
     let expected: Vec<String> = signet_db::migrations::REGISTRY.iter().map(|(v, _)| v.to_string()).collect();
