@@ -136,6 +136,75 @@ fn issues_a_certificate_with_an_embedded_sct() {
     assert_eq!(config["issuers"][0]["issuerUrl"], format!("{}/oidc", server.url));
 }
 
+/// Fulcio's legacy API with the bodies its Go client (gitsign, cosign before 2.0) sends: the
+/// key as base64 DER with the proof beside it; or a CSR, the unused byte fields `null` as Go
+/// writes nil slices. Each gets 201 and the PEM chain, leaf first, ending in the chain that
+/// `rootCert` and the v2 trust bundle serve.
+#[test]
+fn the_legacy_v1_api_answers_the_go_clients_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let url = format!("{}/api/v1/signingCert", server.url);
+    let post = |body: &Value, bearer: Option<&str>| {
+        let mut r = agent.post(&url).header("content-type", "application/json");
+        if let Some(t) = bearer {
+            r = r.header("authorization", &format!("Bearer {t}"));
+        }
+        reply(r.send(serde_json::to_vec(body).unwrap())).unwrap()
+    };
+    let ders = |text: &str| -> Vec<Vec<u8>> { pem::decode_all(text.as_bytes()).unwrap().into_iter().map(|b| b.der).collect() };
+    let root = get(&agent, &format!("{}/api/v1/rootCert", server.url)).unwrap();
+    assert_eq!(root.status, 200);
+    assert_eq!(root.header("content-type"), Some("application/pem-certificate-chain"));
+    let ca = ders(&root.text());
+    let bundle = get(&agent, &format!("{}/api/v2/trustBundle", server.url)).unwrap().json();
+    let bundle: Vec<Vec<u8>> = bundle["chains"][0]["certificates"].as_array().unwrap().iter().flat_map(|c| ders(c.as_str().unwrap())).collect();
+    assert_eq!(ca, bundle, "rootCert is the trust bundle's chain");
+    let leaf_key = |der: &[u8]| x509_cert::Certificate::from_der(der).unwrap().tbs_certificate.subject_public_key_info.to_der().unwrap();
+
+    // A public key as DER, and the signature over the email.
+    let k = key();
+    let spki = pem::decode_first(k.pem.as_bytes()).unwrap().der;
+    let pop = k.pair.sign(&SystemRandom::new(), b"alice@example.com").unwrap();
+    let tok = token(dir.path(), "alice@example.com");
+    let by_key = json!({"publicKey": {"content": b64::encode(&spki), "algorithm": "ecdsa"}, "signedEmailAddress": b64::encode(pop.as_ref())});
+    let r = post(&by_key, Some(&tok));
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/pem-certificate-chain"));
+    assert!(!r.text().ends_with('\n') && !r.text().contains("\n\n"), "no blank lines, as Fulcio writes it");
+    let chain = ders(&r.text());
+    assert_eq!(chain[1..], ca[..], "leaf first, then the CA's chain");
+    assert_eq!(leaf_key(&chain[0]), spki, "the certificate is for the key sent");
+
+    // A CSR made by OpenSSL, the key fields null.
+    let (key_path, csr_path) = (dir.path().join("csr.key"), dir.path().join("csr.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=legacy", "-keyout"])
+        .arg(&key_path)
+        .arg("-out")
+        .arg(&csr_path)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let csr = std::fs::read(&csr_path).unwrap();
+    let by_csr = json!({"publicKey": {"content": null}, "signedEmailAddress": null, "certificateSigningRequest": b64::encode(&csr)});
+    let r = post(&by_csr, Some(&token(dir.path(), "alice@example.com")));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let pubkey = Command::new("openssl").args(["pkey", "-pubout", "-outform", "DER", "-in"]).arg(&key_path).output().unwrap();
+    assert_eq!(leaf_key(&ders(&r.text())[0]), pubkey.stdout, "the certificate is for the CSR's key");
+
+    // Refusals say what is wrong, as the v2 API's do.
+    let r = post(&by_key, None);
+    assert_eq!(r.status, 401, "{}", r.text());
+    let wrong = json!({"publicKey": {"content": b64::encode(&spki)}, "signedEmailAddress": b64::encode(b"not a signature")});
+    let r = post(&wrong, Some(&token(dir.path(), "alice@example.com")));
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = post(&json!({"publicKey": null, "signedEmailAddress": null}), Some(&token(dir.path(), "alice@example.com")));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("exactly one of publicKey.content or certificateSigningRequest"), "{}", r.text());
+}
+
 #[test]
 fn refuses_bad_requests() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,9 +1,11 @@
-//! The Fulcio v2 API: `signingCert`, `trustBundle`, `configuration`.
+//! The Fulcio v2 API: `signingCert`, `trustBundle`, `configuration`; and the v1 (legacy) API's
+//! `signingCert` and `rootCert`, which gitsign and cosign before 2.0 call.
 
 use tracing::Instrument;
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -75,6 +77,34 @@ struct PublicKeyField {
     content: String,
 }
 
+/// `POST /api/v1/signingCert`'s body: Fulcio's legacy API as its Go client sends it. Go writes
+/// a nil byte slice as `null`, so a CSR request reads `"publicKey": {"content": null},
+/// "signedEmailAddress": null`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LegacySigningCertRequest {
+    #[serde(default, deserialize_with = "wire::object_opt")]
+    public_key: Option<LegacyPublicKey>,
+    /// Base64 of the signature over the token's email (or `sub`): the proof of possession.
+    #[serde(default)]
+    signed_email_address: Option<Base64>,
+    /// Base64 of a PEM certificate request.
+    #[serde(default)]
+    certificate_signing_request: Option<Base64>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct LegacyPublicKey {
+    /// Informational (`ecdsa`, …): the key says what it is.
+    #[serde(default)]
+    #[allow(dead_code)]
+    algorithm: Option<String>,
+    /// Base64 of the public key: PKIX DER, or PEM.
+    #[serde(default)]
+    content: Option<Base64>,
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 #[schema(as = PublicKeyAlgorithm)]
@@ -96,8 +126,70 @@ pub async fn signing_cert(
     Typed(request): Typed<SigningCertRequest>,
 ) -> Response {
     let mut principal = None;
-    let mut response = match issue(&state, caller, &headers, request, &mut principal).await {
-        Ok(response) => response,
+    let issued = issue(&state, caller, &headers, request, &mut principal).await;
+    answer(issued, principal, |chain| Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})).into_response())
+}
+
+/// `POST /api/v1/signingCert`, Fulcio's legacy API: the token as `Authorization: Bearer`,
+/// the answer `201` with the PEM chain (leaf first, its SCT embedded) as the body.
+pub async fn legacy_signing_cert(
+    State(state): State<Arc<AppState>>,
+    caller: Option<Extension<signet_guard::Identity>>,
+    headers: HeaderMap,
+    Typed(request): Typed<LegacySigningCertRequest>,
+) -> Response {
+    let mut principal = None;
+    let issued = match legacy_to_v2(request) {
+        Ok(v2) => issue(&state, caller, &headers, v2, &mut principal).await,
+        Err(refusal) => Err(refusal.into()),
+    };
+    answer(issued, principal, |chain| (StatusCode::CREATED, [(CONTENT_TYPE, PEM_CHAIN)], pem_chain(&chain)).into_response())
+}
+
+/// The v2 request a legacy one means: an empty byte field is as absent as a `null` one.
+fn legacy_to_v2(request: LegacySigningCertRequest) -> Result<SigningCertRequest, ApiError> {
+    let key = request.public_key.and_then(|k| k.content).filter(|c| !c.0.is_empty());
+    let csr = request.certificate_signing_request.filter(|c| !c.0.is_empty());
+    if key.is_some() == csr.is_some() {
+        return Err(ApiError::bad_request("exactly one of publicKey.content or certificateSigningRequest is required"));
+    }
+    let public_key_request = match key {
+        None => None,
+        Some(Base64(bytes)) => {
+            let content = if bytes.starts_with(b"-----BEGIN") {
+                String::from_utf8(bytes)
+                    .map_err(|_| ApiError::bad_request("publicKey.content: PEM that is not text").at("publicKey.content"))?
+            } else {
+                pem::encode("PUBLIC KEY", &bytes)
+            };
+            Some(PublicKeyRequest { public_key: PublicKeyField { algorithm: None, content }, proof_of_possession: request.signed_email_address })
+        }
+    };
+    Ok(SigningCertRequest { credentials: None, public_key_request, certificate_signing_request: csr })
+}
+
+/// `GET /api/v1/rootCert`, Fulcio's legacy API: the CA's chain as PEM.
+pub async fn legacy_root_cert(State(state): State<Arc<AppState>>) -> Response {
+    ([(CONTENT_TYPE, PEM_CHAIN)], pem_chain(&state.ca.authority.chain_pem())).into_response()
+}
+
+const PEM_CHAIN: &str = "application/pem-certificate-chain";
+
+/// PEM certificates one after another, as Fulcio's legacy API writes them: no blank line
+/// between them, none at the end.
+fn pem_chain(chain: &[String]) -> String {
+    chain.iter().map(|c| c.trim()).collect::<Vec<_>>().join("\n")
+}
+
+/// The response for an issuance (`ok` shapes the chain), the refusal otherwise; either names
+/// the identity for the audit log once its token verified.
+fn answer(issued: Result<(Vec<String>, Did), Response>, principal: Option<Oidc>, ok: impl FnOnce(Vec<String>) -> Response) -> Response {
+    let mut response = match issued {
+        Ok((chain, did)) => {
+            let mut response = ok(chain);
+            response.extensions_mut().insert(did);
+            response
+        }
         Err(refusal) => refusal,
     };
     if let Some(oidc) = principal {
@@ -112,7 +204,7 @@ async fn issue(
     headers: &HeaderMap,
     request: SigningCertRequest,
     principal: &mut Option<Oidc>,
-) -> Result<Response, Response> {
+) -> Result<(Vec<String>, Did), Response> {
     let bearer = signet_guard::client::bearer_in(headers);
     let token = (request.credentials.as_ref().map(|c| c.oidc_identity_token.as_str()))
         // A signet API token in the header is the guard's; the OIDC token is then in the body.
@@ -143,13 +235,8 @@ async fn issue(
     let issued = state.ca.issue_for(identity, proof).instrument(issuing).await.map_err(ApiError::from)?;
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());
-    let mut response = Json(json!({"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}})).into_response();
-    response.extensions_mut().insert(Did::Issued {
-        serial: hex::encode(&issued.serial),
-        identity: issued.identity.subject.clone(),
-        issuer: issued.identity.issuer.clone(),
-    });
-    Ok(response)
+    let did = Did::Issued { serial: hex::encode(&issued.serial), identity: issued.identity.subject.clone(), issuer: issued.identity.issuer.clone() };
+    Ok((chain, did))
 }
 
 /// `GET /api/v2/trustBundle`.

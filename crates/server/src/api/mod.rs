@@ -86,6 +86,8 @@ routes! {
     "/api/v2/signingCert" => { post fulcio::signing_cert => Perm(CertIssue) }
     "/api/v2/trustBundle" => { get fulcio::trust_bundle => Perm(Read) }
     "/api/v2/configuration" => { get fulcio::configuration => Perm(Read) }
+    "/api/v1/signingCert" => { post fulcio::legacy_signing_cert => Perm(CertIssue) }
+    "/api/v1/rootCert" => { get fulcio::legacy_root_cert => Perm(Read) }
     "/trust/{name}" => { get trust::document => Perm(Read) }
     "/tuf/{*file}" => { get trust::tuf_file => Perm(Read) }
     "/ui" => { get ui::index => Perm(Read) }

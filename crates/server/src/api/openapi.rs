@@ -102,6 +102,7 @@ fn schemas() -> Result<Value, String> {
     signet_log::rekor::v1::request_schemas(&mut derived);
     signet_log::rekor::v2::request_schemas(&mut derived);
     add::<super::fulcio::SigningCertRequest>(&mut derived);
+    add::<super::fulcio::LegacySigningCertRequest>(&mut derived);
     add::<super::rekor_v1::RetrieveRequest>(&mut derived);
     add::<super::rekor_v1::SearchRequest>(&mut derived);
     add::<super::tsa::JsonRequest>(&mut derived);
@@ -292,6 +293,8 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("GET", "/oidc/jwks") => op("dev", "The development OIDC issuer's keys (`serve --dev` only)", json!({"responses": {"200": json_of(object(), "a JWK set")}})),
         ("POST", "/api/v2/signingCert") => op("fulcio", "Issues a short-lived signing certificate for an OIDC identity", json!({"requestBody": body("SigningCertRequest"), "responses": {"200": json_of(r("SigningCertificate"), "the certificate, with its SCT embedded, and its chain")}})),
         ("GET", "/api/v2/trustBundle") => op("fulcio", "The CA's certificate chains", json!({"responses": {"200": json_of(r("TrustBundle"), "the chains")}})),
+        ("POST", "/api/v1/signingCert") => op("fulcio", "Fulcio's legacy API: issues a short-lived signing certificate for the OIDC identity of `Authorization: Bearer`", json!({"requestBody": body("LegacySigningCertRequest"), "responses": {"201": text("application/pem-certificate-chain", "PEM certificates, leaf first, its SCT embedded")}})),
+        ("GET", "/api/v1/rootCert") => op("fulcio", "Fulcio's legacy API: the CA's certificate chain", json!({"responses": {"200": text("application/pem-certificate-chain", "PEM certificates")}})),
         ("GET", "/api/v2/configuration") => op("fulcio", "The OIDC issuers the CA accepts", json!({"responses": {"200": json_of(r("Configuration"), "the issuers")}})),
         ("GET", "/trust/{name}") => op("trust", "A trust document", json!({
             "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string", "enum": ["trusted_root.json", "signing_config.json", "client_trust_config.json"]}}],
