@@ -22,7 +22,7 @@ use x509_cert::ext::pkix::{
 use x509_cert::ext::Extension;
 use x509_cert::name::Name;
 
-use crate::oidc::{Identity, SubjectKind};
+use crate::oidc::{Identity, SanKind};
 use crate::x509::{self, CaCurve, CaKey, TbsSpec, X509Error};
 
 pub const OID_KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
@@ -36,6 +36,8 @@ pub const OID_CODE_SIGNING: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3
 pub const OID_FULCIO_ISSUER_V1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.1");
 /// Fulcio's issuer extension: a DER UTF8String.
 pub const OID_FULCIO_ISSUER_V2: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.8");
+/// Fulcio's otherName type for a `username` issuer's `user!domain` SAN.
+pub const OID_FULCIO_USERNAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.7");
 /// RFC 6962 §3.1: the critical poison that makes a precertificate unusable as a certificate.
 pub const OID_CT_POISON: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.11129.2.4.3");
 /// RFC 6962 §3.3: the embedded SCT list.
@@ -170,13 +172,14 @@ impl Authority {
         now: SystemTime,
         last: Option<Extension>,
     ) -> Result<TbsCertificate, CaError> {
+        let bad = |e: der::Error| CaError::Identity(identity.subject.clone(), e.to_string());
         let san = match identity.kind {
-            SubjectKind::Email => GeneralName::Rfc822Name(
-                Ia5String::new(&identity.subject).map_err(|e| CaError::Identity(identity.subject.clone(), e.to_string()))?,
-            ),
-            SubjectKind::Uri | SubjectKind::Spiffe | SubjectKind::GithubWorkflow => GeneralName::UniformResourceIdentifier(
-                Ia5String::new(&identity.subject).map_err(|e| CaError::Identity(identity.subject.clone(), e.to_string()))?,
-            ),
+            SanKind::Email => GeneralName::Rfc822Name(Ia5String::new(&identity.subject).map_err(bad)?),
+            SanKind::Uri => GeneralName::UniformResourceIdentifier(Ia5String::new(&identity.subject).map_err(bad)?),
+            SanKind::Username => GeneralName::OtherName(x509_cert::ext::pkix::name::OtherName {
+                type_id: OID_FULCIO_USERNAME,
+                value: der::Any::encode_from(&Utf8StringRef::new(&identity.subject).map_err(bad)?).map_err(bad)?,
+            }),
         };
         let ski = x509::key_identifier(&spki);
         let aki = x509::key_identifier(&self.intermediate.tbs_certificate.subject_public_key_info);
@@ -194,14 +197,14 @@ impl Authority {
             x509::raw_extension(OID_FULCIO_ISSUER_V1, false, identity.issuer.as_bytes().to_vec())?,
             x509::extension(OID_FULCIO_ISSUER_V2, false, &Utf8StringRef::new(&identity.issuer)?)?,
         ];
-        if identity.kind == SubjectKind::GithubWorkflow {
-            for e in crate::ci::github_extensions(&identity.claims) {
-                extensions.push(match e.encoding {
-                    crate::ci::Encoding::Raw => x509::raw_extension(e.oid, false, e.value.into_bytes())?,
-                    crate::ci::Encoding::Utf8String => x509::extension(e.oid, false, &Utf8StringRef::new(&e.value)?)?,
-                });
-            }
+        for e in &identity.extensions {
+            extensions.push(match e.encoding {
+                crate::ci::Encoding::Raw => x509::raw_extension(e.oid, false, e.value.clone().into_bytes())?,
+                crate::ci::Encoding::Utf8String => x509::extension(e.oid, false, &Utf8StringRef::new(&e.value)?)?,
+            });
         }
+        // Every Fulcio certificate since 1.24 names the token's raw subject.
+        extensions.push(x509::extension(crate::ci::OID_TOKEN_SUBJECT, false, &Utf8StringRef::new(&identity.token_subject)?)?);
         extensions.extend(last);
         Ok(x509::tbs(TbsSpec {
             serial,
@@ -307,7 +310,9 @@ mod tests {
         Identity {
             issuer: "http://127.0.0.1:8080/oidc".into(),
             subject: "alice@example.com".into(),
-            kind: SubjectKind::Email,
+            kind: SanKind::Email,
+            token_subject: "alice-sub".into(),
+            extensions: Vec::new(),
             claims: Default::default(),
         }
     }

@@ -8,7 +8,7 @@
 //! verifiers match identities against the rfc822Name, so a certificate they cannot match
 //! would be worse than a clear refusal.
 
-use crate::oidc::{Identity, SubjectKind};
+use crate::oidc::{Identity, SanKind};
 
 /// The longest subject certified; longer ones are refused rather than truncated.
 pub const MAX_SUBJECT: usize = 1024;
@@ -20,7 +20,7 @@ pub fn certifiable(identity: &Identity) -> Result<(), String> {
         return Err(format!("the identity must be 1 to {MAX_SUBJECT} bytes, got {}", s.len()));
     }
     match identity.kind {
-        SubjectKind::Email => {
+        SanKind::Email => {
             if !s.is_ascii() {
                 return Err(format!(
                     "the email {s:?} is not ASCII: a certificate's rfc822Name must be (RFC 5280), and signet does not issue SmtpUTF8Mailbox names (RFC 9598)"
@@ -34,7 +34,7 @@ pub fn certifiable(identity: &Identity) -> Result<(), String> {
                 _ => Err(format!("the email {s:?} is not of the form local@domain")),
             }
         }
-        SubjectKind::Uri | SubjectKind::Spiffe | SubjectKind::GithubWorkflow => {
+        SanKind::Uri => {
             if !s.is_ascii() {
                 return Err(format!("the URI {s:?} is not ASCII: a certificate's URI must be (RFC 5280); percent-encode it (RFC 3987)"));
             }
@@ -43,6 +43,11 @@ pub fn certifiable(identity: &Identity) -> Result<(), String> {
             }
             Ok(())
         }
+        // A UTF8String: any text, but no control characters in a name a person reads.
+        SanKind::Username => match s.chars().find(|c| c.is_control()) {
+            Some(c) => Err(format!("the user name {s:?} contains the control character {c:?}")),
+            None => Ok(()),
+        },
     }
 }
 
@@ -50,28 +55,37 @@ pub fn certifiable(identity: &Identity) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn id(kind: SubjectKind, subject: &str) -> Identity {
-        Identity { issuer: "https://issuer.example".into(), subject: subject.into(), kind, claims: Default::default() }
+    fn id(kind: SanKind, subject: &str) -> Identity {
+        Identity {
+            issuer: "https://issuer.example".into(),
+            subject: subject.into(),
+            kind,
+            token_subject: "1".into(),
+            extensions: Vec::new(),
+            claims: Default::default(),
+        }
     }
 
     #[test]
     fn ascii_identities_pass_and_others_are_named() {
-        assert!(certifiable(&id(SubjectKind::Email, "alice@example.com")).is_ok());
-        assert!(certifiable(&id(SubjectKind::Uri, "https://ci.example/job?x=1")).is_ok());
+        assert!(certifiable(&id(SanKind::Email, "alice@example.com")).is_ok());
+        assert!(certifiable(&id(SanKind::Uri, "https://ci.example/job?x=1")).is_ok());
         for (kind, bad, why) in [
-            (SubjectKind::Email, "ünïcode@example.com", "not ASCII"),
-            (SubjectKind::Email, "alice@bücher.example", "not ASCII"),
-            (SubjectKind::Email, "a b@example.com", "spaces"),
-            (SubjectKind::Email, "a\u{0}@example.com", "control"),
-            (SubjectKind::Email, "@example.com", "local@domain"),
-            (SubjectKind::Email, "a@b@example.com", "local@domain"),
-            (SubjectKind::Uri, "https://bücher.example/", "not ASCII"),
-            (SubjectKind::Spiffe, "spiffe://example.org/a b", "spaces"),
-            (SubjectKind::Uri, "", "1 to"),
+            (SanKind::Email, "ünïcode@example.com", "not ASCII"),
+            (SanKind::Email, "alice@bücher.example", "not ASCII"),
+            (SanKind::Email, "a b@example.com", "spaces"),
+            (SanKind::Email, "a\u{0}@example.com", "control"),
+            (SanKind::Email, "@example.com", "local@domain"),
+            (SanKind::Email, "a@b@example.com", "local@domain"),
+            (SanKind::Uri, "https://bücher.example/", "not ASCII"),
+            (SanKind::Uri, "spiffe://example.org/a b", "spaces"),
+            (SanKind::Uri, "", "1 to"),
         ] {
             let err = certifiable(&id(kind, bad)).unwrap_err();
             assert!(err.contains(why), "{bad:?}: {err}");
         }
-        assert!(certifiable(&id(SubjectKind::Uri, &format!("https://x/{}", "a".repeat(MAX_SUBJECT)))).is_err());
+        assert!(certifiable(&id(SanKind::Uri, &format!("https://x/{}", "a".repeat(MAX_SUBJECT)))).is_err());
+        assert!(certifiable(&id(SanKind::Username, "ålice!example.com")).is_ok(), "an otherName is a UTF8String");
+        assert!(certifiable(&id(SanKind::Username, "a\nb!example.com")).unwrap_err().contains("control"));
     }
 }

@@ -3,7 +3,7 @@
 //! - [`oidc`]: verifying identity tokens, and the built-in development issuer.
 //! - [`x509`]: assembling and signing certificates.
 //! - [`authority`]: the CA's root and intermediate, and the Fulcio leaf profile.
-//! - [`ci`]: Fulcio's CI extensions from GitHub Actions token claims.
+//! - [`ci`]: Fulcio's CI extensions: each CI provider's claims mapped by templates.
 //! - [`identity`]: which identities can be written into a certificate, and why not.
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.

@@ -19,7 +19,7 @@ use x509_tsp::{MessageImprint, TimeStampReq, TspVersion};
 
 use crate::authority::Authority;
 use crate::ct::{self, Sct};
-use crate::oidc::{Identity, SubjectKind};
+use crate::oidc::{Identity, SanKind};
 use crate::tsa::Tsa;
 use crate::x509::{self, CaCurve};
 
@@ -57,7 +57,9 @@ fn identity() -> Identity {
     Identity {
         issuer: "https://oauth2.sigstore.dev/auth".into(),
         subject: "micro@example.com".into(),
-        kind: SubjectKind::Email,
+        kind: SanKind::Email,
+        token_subject: "bench-subject".into(),
+        extensions: Vec::new(),
         claims: Default::default(),
     }
 }

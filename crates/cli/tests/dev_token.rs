@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use signet_ca::oidc::jwks::KeySet;
-use signet_ca::oidc::{IssuerConfig, SubjectKind, TokenVerifier};
+use signet_ca::oidc::{IssuerConfig, IssuerKind, TokenVerifier};
 
 fn dev_token(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_signet")).arg("dev-token").args(args).output().unwrap()
@@ -33,7 +33,7 @@ fn tokens_verify_against_the_served_jwks() {
     let verifier = TokenVerifier::new([IssuerConfig {
         issuer: issuer.clone(),
         audience: "sigstore".into(),
-        subject: SubjectKind::Email,
+        kind: IssuerKind::Email { skip_email_verification: false },
         keys: Arc::new(move || Ok(keys.clone())),
     }]);
     let id = verifier.verify(token.trim()).unwrap();

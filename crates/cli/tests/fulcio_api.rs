@@ -296,8 +296,12 @@ fn github_actions_tokens_get_the_workflow_san_and_ci_extensions() {
     let url = format!("{}/api/v2/signingCert", server.url);
     let workflow = "octo/app/.github/workflows/release.yml@refs/tags/v1";
     let sub = "repo:octo/app:ref:refs/tags/v1";
-    let claims = json!({"job_workflow_ref": workflow, "repository": "octo/app", "repository_id": "42", "sha": "abc123",
-                        "ref": "refs/tags/v1", "event_name": "push", "run_id": "9", "run_attempt": "1"});
+    // Every claim a GitHub Actions token carries (docs.github.com, "About security hardening with OpenID Connect").
+    let claims = json!({"job_workflow_ref": workflow, "job_workflow_sha": "def456", "repository": "octo/app", "repository_id": "42",
+                        "repository_owner": "octo", "repository_owner_id": "7", "sha": "abc123", "ref": "refs/tags/v1",
+                        "ref_type": "tag", "event_name": "push", "workflow": "release", "workflow_ref": workflow, "workflow_sha": "def456",
+                        "run_id": "9", "run_number": "3", "run_attempt": "1", "runner_environment": "github-hosted", "actor": "octocat",
+                        "repository_visibility": "public"});
     let tok = idp.mint_claims(sub, claims, 300).unwrap();
     let k = key();
     let r = post_json(&agent(), &url, &request(&k, &tok, sub)).unwrap();
@@ -317,7 +321,9 @@ fn github_actions_tokens_get_the_workflow_san_and_ci_extensions() {
     assert_eq!(utf8("1.3.6.1.4.1.57264.1.13").unwrap(), "abc123");
     assert_eq!(utf8("1.3.6.1.4.1.57264.1.21").unwrap(), "https://github.com/octo/app/actions/runs/9/attempts/1");
     assert_eq!(ext("1.3.6.1.4.1.57264.1.5").unwrap(), b"octo/app", "the deprecated extensions hold raw bytes");
-    assert!(ext("1.3.6.1.4.1.57264.1.22").is_none(), "no claim, no extension");
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.22").unwrap(), "public");
+    assert!(ext("1.3.6.1.4.1.57264.1.23").is_none(), "no environment claim, no extension");
+    assert_eq!(utf8("1.3.6.1.4.1.57264.1.24").unwrap(), sub, "the token's subject");
 
     // A token of this issuer without job_workflow_ref names the claim it lacks.
     let bare = idp.mint_claims(sub, json!({}), 300).unwrap();

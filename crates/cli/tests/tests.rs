@@ -12,6 +12,7 @@ mod bench_gates;
 mod bench_micro;
 mod bench_transport;
 mod bench_workloads;
+mod ci_identities;
 mod crash;
 mod deploy;
 mod dev_token;

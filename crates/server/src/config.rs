@@ -3,6 +3,7 @@
 //! Unknown keys are errors that name the key: a typo in a security service's config must
 //! not silently fall back to a default.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -305,18 +306,38 @@ impl TlsSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct OidcSettings {
     pub issuers: Vec<IssuerSettings>,
+    /// A Fulcio issuer config (JSON or YAML) whose issuers are trusted as well.
+    pub fulcio_config: Option<PathBuf>,
+    /// CI providers defined here, by name: Fulcio's `ci-issuer-metadata`.
+    pub ci_providers: BTreeMap<String, CiProviderSettings>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IssuerSettings {
-    /// The `iss` claim, exactly.
+    /// The `iss` claim, exactly; or a meta-issuer pattern with `*`s.
     pub url: String,
     /// The `aud` claim tokens must carry.
     #[serde(default = "default_audience")]
     pub audience: String,
-    /// Which claim is the identity: `email`, `uri` (CI workflow identities) or `spiffe`.
-    pub subject: String,
+    /// Fulcio's issuer type ([`signet_ca::oidc::spec::TYPES`]); `subject` is its older name.
+    #[serde(rename = "type", alias = "subject")]
+    pub kind: String,
+    /// `ci-provider` issuers: which provider's templates map the claims.
+    #[serde(default)]
+    pub ci_provider: Option<String>,
+    /// `uri` issuers: the scheme and host subjects must be on; `username`: the host after `!`.
+    #[serde(default)]
+    pub subject_domain: Option<String>,
+    /// `spiffe` issuers: the trust domain subjects must be in.
+    #[serde(default)]
+    pub trust_domain: Option<String>,
+    /// `email` issuers that verify addresses without saying so in `email_verified`.
+    #[serde(default)]
+    pub skip_email_verification: bool,
+    /// CI provider issuers: template defaults for this issuer only (e.g. `url`).
+    #[serde(default)]
+    pub ci_defaults: BTreeMap<String, String>,
     /// A JWKS file with the issuer's keys, reread when a token names an unknown key ID.
     /// Without it, the keys come from OIDC discovery at `url` (see [`crate::discovery`]).
     #[serde(default)]
@@ -329,6 +350,56 @@ pub struct IssuerSettings {
     /// many tokens name unknown key IDs.
     #[serde(default = "default_min_refresh")]
     pub min_refresh_interval_secs: u64,
+}
+
+impl IssuerSettings {
+    pub fn spec(&self) -> signet_ca::oidc::IssuerSpec {
+        signet_ca::oidc::IssuerSpec {
+            url: self.url.clone(),
+            audience: self.audience.clone(),
+            kind: self.kind.clone(),
+            ci_provider: self.ci_provider.clone(),
+            subject_domain: self.subject_domain.clone(),
+            trust_domain: self.trust_domain.clone(),
+            skip_email_verification: self.skip_email_verification,
+            ci_defaults: self.ci_defaults.clone(),
+        }
+    }
+}
+
+/// A CI provider's templates (Fulcio's `ci-issuer-metadata` entry).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CiProviderSettings {
+    #[serde(default)]
+    pub defaults: BTreeMap<String, String>,
+    /// Certificate field (Fulcio's name, e.g. `build-signer-uri`) → template.
+    #[serde(default)]
+    pub extensions: BTreeMap<String, String>,
+    pub subject_alternative_name: String,
+}
+
+impl OidcSettings {
+    /// The CI providers this config defines, parsed.
+    pub fn providers(&self) -> Result<BTreeMap<String, signet_ca::ci::CiProvider>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, p) in &self.ci_providers {
+            let provider = signet_ca::ci::CiProvider::new(
+                name,
+                p.defaults.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                p.extensions.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                &p.subject_alternative_name,
+            )
+            .map_err(|e| ConfigError::Invalid(format!("oidc.ci_providers: {e}")))?;
+            out.insert(name.clone(), provider);
+        }
+        Ok(out)
+    }
+
+    /// The Fulcio config file's issuers and providers, if one is set.
+    pub fn fulcio(&self) -> Result<Option<signet_ca::oidc::fulcio_config::FulcioConfig>, ConfigError> {
+        self.fulcio_config.as_deref().map(signet_ca::oidc::fulcio_config::read).transpose().map_err(ConfigError::Invalid)
+    }
 }
 
 fn default_audience() -> String {
@@ -653,12 +724,18 @@ impl Config {
         self.ca.intermediate_curve()?;
         self.tls.validate(self.dev)?;
         self.guard.validate().map_err(ConfigError::Invalid)?;
+        let providers = self.oidc.providers()?;
+        let fulcio = self.oidc.fulcio()?;
+        let mut urls = std::collections::BTreeSet::new();
+        for url in self.oidc.issuers.iter().map(|i| &i.url).chain(fulcio.iter().flat_map(|f| f.issuers.iter().map(|i| &i.spec.url))) {
+            if !urls.insert(url) {
+                return Err(ConfigError::Invalid(format!("oidc issuer {url} is configured twice")));
+            }
+        }
         for i in &self.oidc.issuers {
-            if !matches!(i.subject.as_str(), "email" | "uri" | "spiffe" | "github-workflow") {
-                return Err(ConfigError::Invalid(format!(
-                    "oidc issuer {}: subject {:?} must be email, uri, spiffe or github-workflow",
-                    i.url, i.subject
-                )));
+            i.spec().kind(&providers).map_err(|why| ConfigError::Invalid(format!("oidc issuer {}: {why}", i.url)))?;
+            if i.url.contains('*') {
+                signet_ca::oidc::meta::MetaPattern::new(&i.url).map_err(|why| ConfigError::Invalid(format!("oidc issuer {}: {why}", i.url)))?;
             }
             let invalid = |why: String| ConfigError::Invalid(format!("oidc issuer {}: {why}", i.url));
             match &i.jwks_file {
@@ -671,7 +748,7 @@ impl Config {
                     }
                 }
                 None => {
-                    crate::discovery::check_url(&i.url).map_err(|why| invalid(format!("url: {why}")))?;
+                    crate::discovery::check_url(&i.url.replace('*', "0")).map_err(|why| invalid(format!("url: {why}")))?;
                     if let Some(ca) = i.ca_file.as_ref().filter(|f| !f.exists()) {
                         return Err(invalid(format!("ca_file {} does not exist", ca.display())));
                     }
@@ -679,6 +756,13 @@ impl Config {
                         return Err(invalid("min_refresh_interval_secs must be 1..=86400".into()));
                     }
                 }
+            }
+        }
+        for i in fulcio.iter().flat_map(|f| &f.issuers) {
+            let invalid = |why: String| ConfigError::Invalid(format!("oidc issuer {} (from oidc.fulcio_config): {why}", i.spec.url));
+            crate::discovery::check_url(&i.spec.url.replace('*', "0")).map_err(|why| invalid(format!("url: {why}")))?;
+            if i.spec.url.contains('*') {
+                signet_ca::oidc::meta::MetaPattern::new(&i.spec.url).map_err(invalid)?;
             }
         }
         Ok(())
@@ -782,7 +866,7 @@ mod tests {
     #[test]
     fn oidc_issuers_parse_strictly() {
         let c: Config = toml::from_str(
-            "[[oidc.issuers]]\nurl = \"https://token.actions.githubusercontent.com\"\nsubject = \"uri\"\njwks_file = \"/x\"\n",
+            "[[oidc.issuers]]\nurl = \"https://token.actions.githubusercontent.com\"\nsubject = \"github-workflow\"\njwks_file = \"/x\"\n",
         )
         .unwrap();
         assert_eq!(c.oidc.issuers[0].audience, "sigstore");
@@ -791,8 +875,8 @@ mod tests {
         let mut c = c;
         c.dev = true;
         assert!(c.validate().unwrap_err().to_string().contains("jwks_file"));
-        c.oidc.issuers[0].subject = "name".into();
-        assert!(c.validate().unwrap_err().to_string().contains("email, uri, spiffe or github-workflow"));
+        c.oidc.issuers[0].kind = "name".into();
+        assert!(c.validate().unwrap_err().to_string().contains("is not an issuer type"));
     }
 
     #[test]

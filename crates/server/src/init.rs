@@ -115,11 +115,12 @@ public_url = {public_url}
 listen = "127.0.0.1:8080"
 
 # The identity providers whose tokens the CA accepts. There is no dev issuer here: list
-# yours. `subject` is the claim certified: email, uri, spiffe or github-workflow.
+# yours. `type` is Fulcio's issuer type: email, uri, spiffe, username, kubernetes,
+# chainguard-identity, ci-provider, or a CI provider's name (see docs/ca.md).
 # [[oidc.issuers]]
 # url = "https://accounts.example.com"
 # audience = "sigstore"
-# subject = "email"
+# type = "email"
 
 [log]
 # batch_max_entries = 256

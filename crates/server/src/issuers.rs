@@ -5,44 +5,97 @@
 //! from it. A background check at startup fetches once and logs the outcome, so that an
 //! unreachable issuer shows in the log early; it never stops the server from starting.
 //! While an issuer is unreachable its tokens are refused (401) with the fetch error.
+//!
+//! A meta-issuer (a `url` with `*`) gets a key source per issuer URL it matches, made at
+//! the first token from that URL; the verifier keeps a bounded number of them.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use signet_ca::oidc::jwks::KeySet;
+use signet_ca::oidc::meta::MetaPattern;
 use signet_ca::oidc::refresh::rate_limited;
-use signet_ca::oidc::verify::KeySource;
-use signet_ca::oidc::{IssuerConfig, SubjectKind};
+use signet_ca::oidc::verify::{KeySource, KeySourceFor};
+use signet_ca::oidc::{IssuerConfig, MetaIssuerConfig, TokenVerifier};
 use signet_tls::{Fetcher, Trust};
 
-use crate::config::{ConfigError, IssuerSettings};
+use crate::config::{ConfigError, OidcSettings};
 use crate::discovery::Discovery;
 
-/// The verifier's view of every `[[oidc.issuers]]` entry.
-pub fn configured(settings: &[IssuerSettings]) -> Result<Vec<IssuerConfig>, ConfigError> {
-    let mut issuers = Vec::with_capacity(settings.len());
-    for i in settings {
+/// Where one issuer's keys come from.
+enum Keys {
+    File(PathBuf),
+    Discovery { trust: Trust, min_refresh: Duration },
+}
+
+/// The verifier for every issuer `settings` configures, in TOML and in a Fulcio config
+/// file, with `extra` issuers (the dev issuer) besides.
+pub fn verifier(settings: &OidcSettings, extra: Vec<IssuerConfig>) -> Result<TokenVerifier, ConfigError> {
+    let providers = settings.providers()?;
+    let mut entries = Vec::new();
+    for i in &settings.issuers {
         let keys = match &i.jwks_file {
-            Some(path) => file_source(path.clone()),
-            None => {
-                let source = discovery_source(i)?;
-                startup_check(i.url.clone(), source.clone());
+            Some(path) => Keys::File(path.clone()),
+            None => Keys::Discovery {
+                trust: i.ca_file.clone().map_or(Trust::Platform, Trust::PemFile),
+                min_refresh: Duration::from_secs(i.min_refresh_interval_secs),
+            },
+        };
+        entries.push((i.spec(), keys));
+    }
+    if let Some(fulcio) = settings.fulcio()? {
+        for i in fulcio.issuers {
+            let trust = match i.ca_pem {
+                Some(pem) => Trust::Pem { name: format!("the CACert of {} in oidc.fulcio_config", i.spec.url), pem: pem.into_bytes() },
+                None => Trust::Platform,
+            };
+            entries.push((i.spec, Keys::Discovery { trust, min_refresh: Duration::from_secs(10) }));
+        }
+        // The file's providers serve its own issuers; the TOML's win where both define one.
+        let mut all = fulcio.providers;
+        all.extend(providers);
+        return build(entries, &all, extra);
+    }
+    build(entries, &providers, extra)
+}
+
+fn build(
+    entries: Vec<(signet_ca::oidc::IssuerSpec, Keys)>,
+    providers: &std::collections::BTreeMap<String, signet_ca::ci::CiProvider>,
+    mut plain: Vec<IssuerConfig>,
+) -> Result<TokenVerifier, ConfigError> {
+    let mut meta = Vec::new();
+    for (spec, keys) in entries {
+        let invalid = |why: String| ConfigError::Invalid(format!("oidc issuer {}: {why}", spec.url));
+        let kind = spec.kind(providers).map_err(invalid)?;
+        if spec.url.contains('*') {
+            let pattern = MetaPattern::new(&spec.url).map_err(invalid)?;
+            let keys: KeySourceFor = match keys {
+                Keys::File(path) => {
+                    let source = file_source(path);
+                    Arc::new(move |_: &str| source.clone())
+                }
+                Keys::Discovery { trust, min_refresh } => {
+                    let tls = signet_tls::client_config(&trust).map_err(|e| invalid(e.to_string()))?;
+                    Arc::new(move |url: &str| discovery_source(url, Fetcher::new(tls.clone()), min_refresh))
+                }
+            };
+            meta.push(MetaIssuerConfig { pattern, audience: spec.audience.clone(), kind, keys });
+            continue;
+        }
+        let keys = match keys {
+            Keys::File(path) => file_source(path),
+            Keys::Discovery { trust, min_refresh } => {
+                let tls = signet_tls::client_config(&trust).map_err(|e| invalid(e.to_string()))?;
+                let source = discovery_source(&spec.url, Fetcher::new(tls), min_refresh);
+                startup_check(spec.url.clone(), source.clone());
                 source
             }
         };
-        issuers.push(IssuerConfig { issuer: i.url.clone(), audience: i.audience.clone(), subject: subject_kind(&i.subject), keys });
+        plain.push(IssuerConfig { issuer: spec.url.clone(), audience: spec.audience.clone(), kind, keys });
     }
-    Ok(issuers)
-}
-
-fn subject_kind(name: &str) -> SubjectKind {
-    match name {
-        "email" => SubjectKind::Email,
-        "uri" => SubjectKind::Uri,
-        "github-workflow" => SubjectKind::GithubWorkflow,
-        // Config::validate admits no other names.
-        _ => SubjectKind::Spiffe,
-    }
+    Ok(TokenVerifier::with_meta(plain, meta))
 }
 
 /// A local file: rereading it costs nothing, so every unknown key ID rereads it.
@@ -53,13 +106,11 @@ fn file_source(path: std::path::PathBuf) -> KeySource {
     })
 }
 
-/// Discovery, at most once per `min_refresh_interval_secs`, off the async runtime.
-fn discovery_source(i: &IssuerSettings) -> Result<KeySource, ConfigError> {
-    let trust = i.ca_file.clone().map_or(Trust::Platform, Trust::PemFile);
-    let tls = signet_tls::client_config(&trust).map_err(|e| ConfigError::Invalid(format!("oidc issuer {}: {e}", i.url)))?;
-    let discovery = Discovery::new(&i.url, Fetcher::new(tls));
+/// Discovery, at most once per `min_refresh`, off the async runtime.
+fn discovery_source(url: &str, fetcher: Fetcher, min_refresh: Duration) -> KeySource {
+    let discovery = Discovery::new(url, fetcher);
     let fetch: KeySource = Arc::new(move || discovery.key_set());
-    Ok(off_runtime(rate_limited(fetch, Duration::from_secs(i.min_refresh_interval_secs))))
+    off_runtime(rate_limited(fetch, min_refresh))
 }
 
 /// The verifier calls key sources synchronously from request handlers. A network fetch

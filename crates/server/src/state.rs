@@ -278,9 +278,8 @@ impl AppState {
         } else {
             None
         };
-        let mut issuers: Vec<IssuerConfig> = dev_issuer.iter().map(|d| d.config()).collect();
-        issuers.extend(crate::issuers::configured(&cfg.oidc.issuers)?);
-        let tokens = Arc::new(TokenVerifier::new(issuers));
+        let dev_issuers: Vec<IssuerConfig> = dev_issuer.iter().map(|d| d.config()).collect();
+        let tokens = Arc::new(crate::issuers::verifier(&cfg.oidc, dev_issuers)?);
 
         // The CA and its CT log.
         let (data_dir, curve) = (cfg.data_dir.clone(), cfg.ca.intermediate_curve()?);

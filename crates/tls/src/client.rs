@@ -18,6 +18,9 @@ pub enum Trust {
     Platform,
     /// Only the certificates in this PEM bundle: for private CAs.
     PemFile(PathBuf),
+    /// Only the certificates in this PEM text, from a config that carries it inline (Fulcio's
+    /// `CACert`); `name` says where it came from in errors.
+    Pem { name: String, pem: Vec<u8> },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +83,12 @@ fn platform() -> Result<&'static RootCertStore, TrustError> {
 fn pem_bundle(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TrustError> {
     let bundle = |why: String| TrustError::Bundle { path: path.display().to_string(), why };
     let pem = std::fs::read(path).map_err(|e| bundle(e.to_string()))?;
-    let certs = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| bundle(format!("not a PEM file: {e}")))?;
+    pem_certs(&path.display().to_string(), &pem)
+}
+
+fn pem_certs(name: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TrustError> {
+    let bundle = |why: String| TrustError::Bundle { path: name.to_string(), why };
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| bundle(format!("not a PEM file: {e}")))?;
     if certs.is_empty() {
         return Err(bundle("holds no CERTIFICATE block; expected PEM CA certificates".into()));
     }
@@ -94,16 +102,21 @@ pub fn platform_loads() -> usize {
     LOADS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+fn add_all(store: &mut RootCertStore, name: &str, certs: Vec<CertificateDer<'static>>) -> Result<(), TrustError> {
+    for (i, cert) in certs.into_iter().enumerate() {
+        store
+            .add(cert)
+            .map_err(|e| TrustError::Bundle { path: name.to_string(), why: format!("certificate {} is not a usable CA certificate: {e}", i + 1) })?;
+    }
+    Ok(())
+}
+
 fn roots(trust: &Trust) -> Result<RootCertStore, TrustError> {
     let mut store = RootCertStore::empty();
     match trust {
         Trust::Platform => store = platform_roots()?,
-        Trust::PemFile(path) => {
-            let bundle = |why: String| TrustError::Bundle { path: path.display().to_string(), why };
-            for (i, cert) in pem_bundle(path)?.into_iter().enumerate() {
-                store.add(cert).map_err(|e| bundle(format!("certificate {} is not a usable CA certificate: {e}", i + 1)))?;
-            }
-        }
+        Trust::PemFile(path) => add_all(&mut store, &path.display().to_string(), pem_bundle(path)?)?,
+        Trust::Pem { name, pem } => add_all(&mut store, name, pem_certs(name, pem)?)?,
     }
     Ok(store)
 }

@@ -14,7 +14,8 @@ use serde_json::json;
 use signet_core::keys::{self, KeyError, SigningKey};
 
 use super::jwks::KeySet;
-use super::verify::{IssuerConfig, SubjectKind};
+use super::kind::IssuerKind;
+use super::verify::IssuerConfig;
 
 pub const AUDIENCE: &str = "sigstore";
 
@@ -116,7 +117,7 @@ impl DevIssuer {
         IssuerConfig {
             issuer: self.issuer.clone(),
             audience: AUDIENCE.to_string(),
-            subject: SubjectKind::Email,
+            kind: IssuerKind::Email { skip_email_verification: false },
             keys: Arc::new(move || KeySet::from_json(&me.jwks.to_string()).map_err(|e| e.to_string())),
         }
     }
@@ -149,6 +150,46 @@ mod tests {
         // The key persists: a second open verifies the first one's tokens.
         let again = Arc::new(DevIssuer::open(dir.path(), "http://127.0.0.1:8080/oidc").unwrap());
         assert!(verifier(&again).verify(&token).is_ok());
+    }
+
+    #[test]
+    fn meta_issuers_get_keys_per_url_and_a_bounded_number_of_new_urls() {
+        use super::super::kind::IssuerKind;
+        use super::super::meta::MetaPattern;
+        use super::super::verify::MetaIssuerConfig;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let made = Arc::new(AtomicUsize::new(0));
+        let keys_dir = dir.path().to_path_buf();
+        let counter = made.clone();
+        let meta = MetaIssuerConfig {
+            pattern: MetaPattern::new("https://oidc.example.com/id/*").unwrap(),
+            audience: AUDIENCE.into(),
+            kind: IssuerKind::Email { skip_email_verification: false },
+            keys: Arc::new(move |url: &str| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Arc::new(DevIssuer::open(&keys_dir, url).unwrap()).config().keys
+            }),
+        };
+        let v = TokenVerifier::with_meta([], [meta]);
+        let mint = |id: usize| {
+            let dev = DevIssuer::open(dir.path(), &format!("https://oidc.example.com/id/c{id}")).unwrap();
+            dev.mint_claims("s", serde_json::json!({"email": "a@example.com", "email_verified": true}), 300).unwrap()
+        };
+        let first = v.verify(&mint(0)).unwrap();
+        assert_eq!(first.issuer, "https://oidc.example.com/id/c0");
+        assert_eq!(v.verify(&mint(0)).unwrap(), first);
+        assert_eq!(made.load(Ordering::SeqCst), 1, "one key source per URL");
+        let outside = DevIssuer::open(dir.path(), "https://oidc.example.com/id/c1/x").unwrap();
+        let token = outside.mint_claims("s", serde_json::json!({"email": "a@example.com", "email_verified": true}), 300).unwrap();
+        assert!(matches!(v.verify(&token), Err(TokenError::UnknownIssuer(_))));
+        for id in 1..30 {
+            v.verify(&mint(id)).unwrap();
+        }
+        // The 31st new URL within a minute waits.
+        let err = v.verify(&mint(30)).unwrap_err();
+        assert!(matches!(&err, TokenError::KeysUnavailable(why) if why.contains("in the last minute")), "{err}");
+        assert!(v.verify(&mint(3)).is_ok(), "URLs already taken up are not limited");
     }
 
     fn forge(dev: &DevIssuer, header: serde_json::Value, claims: serde_json::Value) -> String {

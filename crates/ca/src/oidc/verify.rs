@@ -15,40 +15,45 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use super::jwks::KeySet;
-
-/// Which claim names the identity, and how it is checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubjectKind {
-    /// `email`, which must come with `email_verified: true`.
-    Email,
-    /// `sub` is a URI: CI workflow identities such as GitHub Actions'.
-    Uri,
-    /// `sub` is a SPIFFE ID (`spiffe://...`).
-    Spiffe,
-    /// A GitHub Actions token: the SAN is the workflow's URI (from `job_workflow_ref`), and
-    /// the certificate carries Fulcio's CI extensions ([`crate::ci`]).
-    GithubWorkflow,
-}
+use super::kind::{IssuerKind, SanKind};
+use super::meta::MetaPattern;
+use crate::ci::CiExtension;
 
 /// Fetches a fresh key set for an issuer (OIDC discovery, a file, or the dev issuer).
 pub type KeySource = Arc<dyn Fn() -> Result<KeySet, String> + Send + Sync>;
+
+/// Makes the key source of one concrete issuer that a meta-issuer pattern matched.
+pub type KeySourceFor = Arc<dyn Fn(&str) -> KeySource + Send + Sync>;
 
 #[derive(Clone)]
 pub struct IssuerConfig {
     pub issuer: String,
     pub audience: String,
-    pub subject: SubjectKind,
+    pub kind: IssuerKind,
     pub keys: KeySource,
+}
+
+/// A family of issuers ([`super::meta`]), each of which gets its own key source.
+#[derive(Clone)]
+pub struct MetaIssuerConfig {
+    pub pattern: MetaPattern,
+    pub audience: String,
+    pub kind: IssuerKind,
+    pub keys: KeySourceFor,
 }
 
 /// Who a verified token says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     pub issuer: String,
-    /// The email, URI or SPIFFE ID that goes into the certificate's SAN.
+    /// The email, URI or `user!domain` that goes into the certificate's SAN.
     pub subject: String,
-    pub kind: SubjectKind,
-    /// Every claim, for the CI extensions of the certificate.
+    pub kind: SanKind,
+    /// The token's `sub` claim, which every certificate carries (extension 1.24).
+    pub token_subject: String,
+    /// The CI provider's extensions, if the issuer is one.
+    pub extensions: Vec<CiExtension>,
+    /// Every claim.
     pub claims: serde_json::Map<String, Value>,
 }
 
@@ -77,7 +82,9 @@ pub enum TokenError {
     #[error("identity token's email is not verified (email_verified must be true)")]
     EmailNotVerified,
     #[error("identity token subject {0:?} is not a {1}")]
-    BadSubject(String, &'static str),
+    BadSubject(String, String),
+    #[error("identity token lacks the claim {1:?}, which the {0} provider's templates need and give no default for")]
+    CiClaim(String, String),
 }
 
 impl TokenError {
@@ -96,6 +103,7 @@ impl TokenError {
             TokenError::MissingClaim(_) => "token_missing_claim",
             TokenError::EmailNotVerified => "token_email_not_verified",
             TokenError::BadSubject(..) => "token_bad_subject",
+            TokenError::CiClaim(..) => "token_missing_claim",
         }
     }
 }
@@ -105,9 +113,14 @@ struct Issuer {
     keys: RwLock<Option<KeySet>>,
 }
 
-/// Verifies tokens against a fixed set of issuers.
+/// Verifies tokens against a fixed set of issuers and meta-issuer patterns.
 pub struct TokenVerifier {
-    issuers: HashMap<String, Issuer>,
+    issuers: HashMap<String, Arc<Issuer>>,
+    meta: Vec<MetaIssuerConfig>,
+    /// The concrete issuers that meta patterns have matched so far, each with its own keys.
+    matched: Mutex<HashMap<String, Arc<Issuer>>>,
+    /// When the current minute of new meta-matched issuers began, and how many it has had.
+    new_matches: Mutex<(std::time::Instant, u32)>,
     leeway_secs: u64,
     /// Tokens already verified, by SHA-256 of the whole token (signature included), until
     /// they expire. CI jobs sign many artifacts with one token; each signature check costs
@@ -118,6 +131,15 @@ pub struct TokenVerifier {
 /// At most this many verified tokens are remembered.
 const CACHE_LIMIT: usize = 10_000;
 
+/// At most this many concrete issuers are kept for meta patterns; past it the least
+/// recently made ones are forgotten (their keys are fetched again when next needed).
+const MATCHED_LIMIT: usize = 1_000;
+
+/// At most this many new issuer URLs are taken up from meta patterns per minute. Each one
+/// costs a key fetch from a host that the token names, so an unauthenticated caller could
+/// otherwise make signet fetch from as many hosts as it can invent.
+const NEW_MATCHES_PER_MINUTE: u32 = 30;
+
 fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
@@ -126,15 +148,66 @@ const ACCEPTED: [Algorithm; 4] = [Algorithm::RS256, Algorithm::ES256, Algorithm:
 
 impl TokenVerifier {
     pub fn new(configs: impl IntoIterator<Item = IssuerConfig>) -> TokenVerifier {
-        let issuers = configs
-            .into_iter()
-            .map(|c| (c.issuer.clone(), Issuer { config: c, keys: RwLock::new(None) }))
-            .collect();
-        TokenVerifier { issuers, leeway_secs: 60, verified: Mutex::new(HashMap::new()) }
+        TokenVerifier::with_meta(configs, [])
     }
 
-    pub fn issuers(&self) -> impl Iterator<Item = &str> {
-        self.issuers.keys().map(String::as_str)
+    pub fn with_meta(configs: impl IntoIterator<Item = IssuerConfig>, meta: impl IntoIterator<Item = MetaIssuerConfig>) -> TokenVerifier {
+        let issuers = configs
+            .into_iter()
+            .map(|c| (c.issuer.clone(), Arc::new(Issuer { config: c, keys: RwLock::new(None) })))
+            .collect();
+        TokenVerifier {
+            issuers,
+            meta: meta.into_iter().collect(),
+            matched: Mutex::new(HashMap::new()),
+            new_matches: Mutex::new((std::time::Instant::now(), 0)),
+            leeway_secs: 60,
+            verified: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Every configured issuer, in URL order: (URL, audience, kind).
+    pub fn issuers(&self) -> Vec<(&str, &str, &IssuerKind)> {
+        let mut out: Vec<_> = self.issuers.values().map(|i| (i.config.issuer.as_str(), i.config.audience.as_str(), &i.config.kind)).collect();
+        out.sort_by_key(|(url, _, _)| *url);
+        out
+    }
+
+    /// Every meta-issuer pattern: (pattern, audience, kind).
+    pub fn meta_issuers(&self) -> impl Iterator<Item = (&str, &str, &IssuerKind)> {
+        self.meta.iter().map(|m| (m.pattern.as_str(), m.audience.as_str(), &m.kind))
+    }
+
+    /// The issuer for `url`: a configured one, or one a meta pattern matches.
+    fn issuer(&self, url: &str) -> Result<Arc<Issuer>, TokenError> {
+        if let Some(issuer) = self.issuers.get(url) {
+            return Ok(issuer.clone());
+        }
+        let meta = self.meta.iter().find(|m| m.pattern.matches(url)).ok_or_else(|| TokenError::UnknownIssuer(url.to_string()))?;
+        let mut matched = self.matched.lock();
+        if let Some(issuer) = matched.get(url) {
+            return Ok(issuer.clone());
+        }
+        {
+            let mut window = self.new_matches.lock();
+            if window.0.elapsed() >= std::time::Duration::from_secs(60) {
+                *window = (std::time::Instant::now(), 0);
+            }
+            if window.1 >= NEW_MATCHES_PER_MINUTE {
+                return Err(TokenError::KeysUnavailable(format!(
+                    "{url} matches {}, but {NEW_MATCHES_PER_MINUTE} new issuers were taken up from meta-issuer patterns in the last minute; try again in a minute",
+                    meta.pattern.as_str()
+                )));
+            }
+            window.1 += 1;
+        }
+        if matched.len() >= MATCHED_LIMIT {
+            matched.clear();
+        }
+        let config = IssuerConfig { issuer: url.to_string(), audience: meta.audience.clone(), kind: meta.kind.clone(), keys: (meta.keys)(url) };
+        let issuer = Arc::new(Issuer { config, keys: RwLock::new(None) });
+        matched.insert(url.to_string(), issuer.clone());
+        Ok(issuer)
     }
 
     pub fn verify(&self, token: &str) -> Result<Identity, TokenError> {
@@ -166,7 +239,7 @@ impl TokenVerifier {
             return Err(TokenError::Algorithm(format!("{:?}", header.alg)));
         }
         let issuer_url = unverified_issuer(token)?;
-        let issuer = self.issuers.get(&issuer_url).ok_or(TokenError::UnknownIssuer(issuer_url))?;
+        let issuer = self.issuer(&issuer_url)?;
         let kid = header.kid.as_deref();
 
         let key = match issuer.lookup(kid) {
@@ -234,31 +307,14 @@ fn unverified_issuer(token: &str) -> Result<String, TokenError> {
 }
 
 fn identity(config: &IssuerConfig, claims: serde_json::Map<String, Value>) -> Result<Identity, TokenError> {
-    let sub = claims.get("sub").and_then(Value::as_str).ok_or(TokenError::MissingClaim("sub"))?.to_string();
-    let subject = match config.subject {
-        SubjectKind::Email => {
-            let email = claims.get("email").and_then(Value::as_str).ok_or(TokenError::MissingClaim("email"))?;
-            if claims.get("email_verified") != Some(&Value::Bool(true)) {
-                return Err(TokenError::EmailNotVerified);
-            }
-            if !email.contains('@') {
-                return Err(TokenError::BadSubject(email.to_string(), "email address"));
-            }
-            email.to_string()
-        }
-        SubjectKind::Uri => {
-            if !sub.contains("://") {
-                return Err(TokenError::BadSubject(sub, "URI"));
-            }
-            sub
-        }
-        SubjectKind::Spiffe => {
-            if !sub.starts_with("spiffe://") {
-                return Err(TokenError::BadSubject(sub, "SPIFFE ID"));
-            }
-            sub
-        }
-        SubjectKind::GithubWorkflow => crate::ci::github_subject(&claims).ok_or(TokenError::MissingClaim("job_workflow_ref"))?,
-    };
-    Ok(Identity { issuer: config.issuer.clone(), subject, kind: config.subject, claims })
+    let principal = config.kind.principal(&config.issuer, &claims)?;
+    let token_subject = claims.get("sub").and_then(Value::as_str).ok_or(TokenError::MissingClaim("sub"))?.to_string();
+    Ok(Identity {
+        issuer: config.issuer.clone(),
+        subject: principal.san,
+        kind: principal.san_kind,
+        token_subject,
+        extensions: principal.extensions,
+        claims,
+    })
 }

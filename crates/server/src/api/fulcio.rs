@@ -244,12 +244,21 @@ pub async fn trust_bundle(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"chains": [{"certificates": state.ca.authority.chain_pem()}]}))
 }
 
-/// `GET /api/v2/configuration`: the issuers this CA accepts tokens from.
+/// `GET /api/v2/configuration`: the issuers this CA accepts tokens from, in Fulcio's
+/// shape (`issuerUrl` or `wildcardIssuerUrl`, `audience`, `challengeClaim`, and the
+/// type's binding: `spiffeTrustDomain` or `subjectDomain`).
 pub async fn configuration(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let issuers: Vec<Value> = state
-        .tokens
-        .issuers()
-        .map(|i| json!({"issuerUrl": i, "audience": "sigstore", "challengeClaim": "email"}))
-        .collect();
+    use signet_ca::oidc::IssuerKind;
+    let describe = |url_key: &str, url: &str, audience: &str, kind: &IssuerKind| {
+        let mut issuer = json!({url_key: url, "audience": audience, "challengeClaim": kind.challenge_claim(), "issuerType": kind.type_name()});
+        match kind {
+            IssuerKind::Spiffe { trust_domain } => issuer["spiffeTrustDomain"] = json!(trust_domain),
+            IssuerKind::Uri { subject_domain } | IssuerKind::Username { subject_domain } => issuer["subjectDomain"] = json!(subject_domain),
+            _ => {}
+        }
+        issuer
+    };
+    let mut issuers: Vec<Value> = state.tokens.issuers().into_iter().map(|(url, aud, kind)| describe("issuerUrl", url, aud, kind)).collect();
+    issuers.extend(state.tokens.meta_issuers().map(|(url, aud, kind)| describe("wildcardIssuerUrl", url, aud, kind)));
     Json(json!({"issuers": issuers}))
 }
