@@ -34,6 +34,10 @@ fn idp(dir: &Path, name: &str, url: &str) -> Idp {
 
 /// A certificate for a token whose challenge claim is `sub`; the reply if it was refused.
 fn certificate(server: &Server, token: &str, challenge: &str) -> Result<x509_cert::Certificate, Reply> {
+    certificate_and_key(server, token, challenge).map(|(cert, _)| cert)
+}
+
+fn certificate_and_key(server: &Server, token: &str, challenge: &str) -> Result<(x509_cert::Certificate, EcdsaKeyPair), Reply> {
     let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
     let spki = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap();
     let pop = pair.sign(&SystemRandom::new(), challenge.as_bytes()).unwrap();
@@ -45,7 +49,7 @@ fn certificate(server: &Server, token: &str, challenge: &str) -> Result<x509_cer
         return Err(r);
     }
     let leaf = r.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"][0].as_str().unwrap().to_string();
-    Ok(x509_cert::Certificate::from_der(&pem::decode_first(leaf.as_bytes()).unwrap().der).unwrap())
+    Ok((x509_cert::Certificate::from_der(&pem::decode_first(leaf.as_bytes()).unwrap().der).unwrap(), pair))
 }
 
 fn issue(server: &Server, idp: &Idp, sub: &str, claims: Value) -> x509_cert::Certificate {
@@ -201,8 +205,20 @@ fn each_issuer_type_gets_the_certificate_fulcio_would_issue() {
     assert_eq!(r.status, 401, "{}", r.text());
     assert!(r.text().contains("https://ci.example.com"), "{}", r.text());
 
-    // username: an otherName SAN, `user!domain`.
-    let un = issue(&server, &users, "alice", json!({}));
+    // username: an otherName SAN, `user!domain`, by which the Rekor v1 log finds what it signs.
+    let token = users.keys.mint_claims("alice", json!({}), 300).unwrap();
+    let (un, pair) = certificate_and_key(&server, &token, "alice").unwrap_or_else(|r| panic!("{} {}", r.status, r.text()));
+    let artifact = b"signed by a user name\n";
+    let sig = pair.sign(&SystemRandom::new(), artifact).unwrap();
+    let cert_pem = pem::encode("CERTIFICATE", &der::Encode::to_der(&un).unwrap());
+    let entry = json!({"kind": "hashedrekord", "apiVersion": "0.0.1", "spec": {
+        "data": {"hash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(artifact))}},
+        "signature": {"content": b64::encode(sig.as_ref()), "publicKey": {"content": b64::encode(cert_pem.as_bytes())}}}});
+    let logged = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &entry).unwrap();
+    assert_eq!(logged.status, 201, "{}", logged.text());
+    let found = post_json(&agent(), &format!("{}/api/v1/index/retrieve", server.url), &json!({"subject": "alice!example.com"})).unwrap();
+    assert_eq!(found.status, 200, "{}", found.text());
+    assert_eq!(found.json().as_array().map(Vec::len), Some(1), "{}", found.text());
     match san(&un) {
         GeneralName::OtherName(other) => {
             assert_eq!(other.type_id.to_string(), "1.3.6.1.4.1.57264.1.7");

@@ -55,7 +55,12 @@ fn an_entry_is_found_by_its_signers_identity() {
     let uuids = by_hash.json();
     assert!(uuids.as_array().unwrap().len() == 1 && uuids[0].as_str().unwrap().ends_with(&leaf), "{uuids}");
 
-    for query in [json!({"identity": "alice@example.com"}), json!({"email": "ALICE@example.com"}), json!({"identity": "Alice@Example.COM"})] {
+    for query in [
+        json!({"identity": "alice@example.com"}),
+        json!({"email": "ALICE@example.com"}),
+        json!({"identity": "Alice@Example.COM"}),
+        json!({"subject": "alice@example.com"}), // Rekor 1.5's name for the field
+    ] {
         let found = search(query.clone());
         assert_eq!(found.status, 200, "{query}: {}", found.text());
         assert_eq!(found.json(), uuids, "{query}");

@@ -4,8 +4,8 @@
 //! certificate's Subject Alternative Name: an email address or a URI (Fulcio issues one). The
 //! index key says which it is, so that a search by email finds email SANs only, and holds
 //! emails lower-cased, since the address's case does not name another signer:
-//! `email:<address, lower-cased>` or `uri:<uri, exactly>`. Entries signed with a bare key
-//! have no identity.
+//! `email:<address, lower-cased>`, `uri:<uri, exactly>`, or `name:<user!domain>` for the
+//! otherName of Fulcio's `username` issuers. Entries signed with a bare key have no identity.
 
 use x509_cert::der::oid::AssociatedOid;
 use x509_cert::der::Decode;
@@ -22,22 +22,31 @@ pub fn certificate_identity(cert_der: &[u8]) -> Option<String> {
     names.0.iter().find_map(|n| match n {
         GeneralName::Rfc822Name(s) => Some(email_key(s.as_str())),
         GeneralName::UniformResourceIdentifier(s) => Some(format!("uri:{}", s.as_str())),
+        GeneralName::OtherName(other) if other.type_id == FULCIO_USERNAME => {
+            other.value.decode_as::<x509_cert::der::asn1::Utf8StringRef>().ok().map(|u| format!("name:{}", u.as_str()))
+        }
         _ => None,
     })
 }
+
+/// Fulcio's otherName type for a `username` issuer's `user!domain`.
+const FULCIO_USERNAME: x509_cert::der::oid::ObjectIdentifier = x509_cert::der::oid::ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.7");
 
 /// The index key of an email address.
 pub fn email_key(address: &str) -> String {
     format!("email:{}", address.to_lowercase())
 }
 
-/// The index key of an identity as a search names it: an email address (no scheme, an `@`)
-/// or a URI. A URI always has a `:` after its scheme; an email address, unquoted, has none.
+/// The index key of an identity as a search names it: an email address (no scheme, an `@`),
+/// a user name (`user!domain`: no scheme, no `@`), or a URI. A URI always has a `:` after its
+/// scheme; an email address, unquoted, has none.
 pub fn identity_key(value: &str) -> String {
-    if value.contains('@') && !value.contains(':') {
+    if value.contains(':') {
+        format!("uri:{value}")
+    } else if value.contains('@') {
         email_key(value)
     } else {
-        format!("uri:{value}")
+        format!("name:{value}")
     }
 }
 
@@ -51,6 +60,7 @@ mod tests {
         assert_eq!(identity_key("https://github.com/o/r/.github/workflows/w.yml@refs/heads/main"),
             "uri:https://github.com/o/r/.github/workflows/w.yml@refs/heads/main");
         assert_eq!(identity_key("spiffe://x/Y"), "uri:spiffe://x/Y");
+        assert_eq!(identity_key("alice!example.com"), "name:alice!example.com");
         assert_eq!(certificate_identity(b"not a certificate"), None);
     }
 }

@@ -410,10 +410,11 @@ pub struct SearchRequest {
     #[serde(default)]
     #[schema(pattern = "@", max_length = 1024)]
     email: Option<String>,
-    /// signet's: the signing certificate's SAN, an email address (in any case) or a URI
-    /// (exactly), as the web explorer sends it. Entries logged before signet kept
+    /// The signing certificate's SAN, an email address (in any case), a URI (exactly) or a
+    /// Fulcio user name (`user!domain`), as the web explorer sends it; Rekor 1.5 calls this
+    /// field `subject`, and both names are read. Entries logged before signet kept
     /// identities are found by hash only.
-    #[serde(default)]
+    #[serde(default, alias = "subject")]
     #[schema(min_length = 1, max_length = 1024)]
     identity: Option<String>,
     #[serde(default)]
