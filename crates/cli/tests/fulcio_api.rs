@@ -132,6 +132,27 @@ fn issues_a_certificate_with_an_embedded_sct() {
     signet_log::merkle::verify_inclusion(&leaf_hash, 0, 1, &[], &root).unwrap();
     assert_eq!(get(&agent, &format!("{}/ct/v1/get-entries?start=5&end=1", server.url)).unwrap().status, 400);
 
+    // get-roots names signet's root; get-entry-and-proof gives entry 0 with its proof in a
+    // tree of two, which verifies against that tree's head.
+    let roots = get(&agent, &format!("{}/ct/v1/get-roots", server.url)).unwrap().json();
+    assert_eq!(b64::decode(roots["certificates"][0].as_str().unwrap()).unwrap(), pem::decode_first(chain[2].as_bytes()).unwrap().der);
+    let second = post_json(&agent, &format!("{}/api/v2/signingCert", server.url), &request(&key(), &tok, "alice@example.com")).unwrap();
+    assert_eq!(second.status, 200, "{}", second.text());
+    let sth = get(&agent, &format!("{}/ct/v1/get-sth", server.url)).unwrap().json();
+    assert_eq!(sth["tree_size"], 2);
+    let root2: [u8; 32] = b64::decode(sth["sha256_root_hash"].as_str().unwrap()).unwrap().try_into().unwrap();
+    let both = get(&agent, &format!("{}/ct/v1/get-entry-and-proof?leaf_index=0&tree_size=2", server.url)).unwrap().json();
+    assert_eq!(b64::decode(both["leaf_input"].as_str().unwrap()).unwrap(), signed);
+    assert_eq!(both["extra_data"], entries["entries"][0]["extra_data"]);
+    let path: Vec<[u8; 32]> =
+        both["audit_path"].as_array().unwrap().iter().map(|h| b64::decode(h.as_str().unwrap()).unwrap().try_into().unwrap()).collect();
+    assert_eq!(path.len(), 1);
+    signet_log::merkle::verify_inclusion(&leaf_hash, 0, 2, &path, &root2).unwrap();
+    for bad in ["leaf_index=2&tree_size=2", "leaf_index=0&tree_size=3", "leaf_index=0", "tree_size=1"] {
+        let r = get(&agent, &format!("{}/ct/v1/get-entry-and-proof?{bad}", server.url)).unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+
     let config = get(&agent, &format!("{}/api/v2/configuration", server.url)).unwrap().json();
     assert_eq!(config["issuers"][0]["issuerUrl"], format!("{}/oidc", server.url));
 }

@@ -1,5 +1,5 @@
 //! The RFC 6962 CT log read API: `/ct/v1/get-sth`, `get-sth-consistency`,
-//! `get-proof-by-hash`, `get-entries`.
+//! `get-proof-by-hash`, `get-entries`, `get-roots` and `get-entry-and-proof`.
 
 use std::sync::Arc;
 
@@ -56,35 +56,77 @@ pub async fn get_entries(State(state): State<Arc<AppState>>, RawQuery(q): RawQue
         return Err(ApiError::bad_request(format!("start {start} must not exceed end {end}")));
     }
     let count = (end - start + 1).min(MAX_ENTRIES);
-    let authority = &state.ca.authority;
-    let chain = [authority.intermediate_der(), authority.root_der()];
     let mut entries = Vec::new();
     let mut rebuilt = 0;
     for e in state.ca.ct.log().entries_async(start, count).await? {
-        // The precertificate was stored at issuance. Entries from before that have none: it
-        // is rebuilt (a signature), at most a few per request, and the page ends early, as
-        // RFC 6962 §4.6 allows, so one GET costs O(1) signatures.
-        let precert = match e.stamp {
-            Some(precert) => precert,
-            None if rebuilt < MAX_REBUILT => {
-                rebuilt += 1;
-                let tbs = ct::leaf_tbs(&e.body).ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "stored CT leaf is malformed"))?;
-                authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            }
-            None => break,
-        };
-        // PrecertChainEntry: the precertificate, then the chain to the root.
-        let mut extra = Vec::new();
-        ct::opaque24(&mut extra, &precert);
-        let mut list = Vec::new();
-        for c in chain {
-            ct::opaque24(&mut list, c);
-        }
-        ct::opaque24(&mut extra, &list);
-        entries.push(json!({"leaf_input": b64::encode(&e.body), "extra_data": b64::encode(&extra)}));
+        // A page ends early when it has rebuilt as many precertificates as one GET may
+        // (RFC 6962 §4.6 allows a shorter page).
+        let Some((leaf_input, extra_data)) = entry(&state, &e, &mut rebuilt)? else { break };
+        entries.push(json!({"leaf_input": leaf_input, "extra_data": extra_data}));
     }
     if entries.is_empty() {
         return Err(ApiError::bad_request(format!("no entries from {start}: the tree has {}", state.ca.ct.log().head().checkpoint.size)));
     }
     Ok(Json(json!({"entries": entries})))
+}
+
+/// `GET /ct/v1/get-roots` (RFC 6962 §4.7): the roots this log accepts chains to. signet's CT
+/// log logs only its own CA's certificates, so that is one root.
+pub async fn get_roots(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({"certificates": [b64::encode(state.ca.authority.root_der())]}))
+}
+
+/// `GET /ct/v1/get-entry-and-proof` (RFC 6962 §4.8): one entry, and its inclusion proof in
+/// the tree of `tree_size`.
+pub async fn get_entry_and_proof(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
+    let q = Query::parse(q.as_deref())?;
+    let index = q.u64("leaf_index", i64::MAX as u64)?.ok_or_else(|| ApiError::bad_request("leaf_index is required"))?;
+    let size = q.u64("tree_size", i64::MAX as u64)?.ok_or_else(|| ApiError::bad_request("tree_size is required"))?;
+    let log = state.ca.ct.log();
+    let head = log.head().checkpoint.size;
+    if index >= size || size > head {
+        return Err(ApiError::bad_request(format!(
+            "leaf_index {index} must be below tree_size {size}, and tree_size at most the tree's size, {head}"
+        )));
+    }
+    let proof = log.inclusion_proof(index, size)?;
+    let stored = log.entries_async(index, 1).await?;
+    let e = stored.first().ok_or_else(|| ApiError::not_found(format!("no entry at {index}")))?;
+    let mut rebuilt = 0;
+    let (leaf_input, extra_data) =
+        entry(&state, e, &mut rebuilt)?.ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the precertificate could not be rebuilt"))?;
+    Ok(Json(json!({
+        "leaf_input": leaf_input,
+        "extra_data": extra_data,
+        "audit_path": proof.iter().map(b64::encode).collect::<Vec<_>>(),
+    })))
+}
+
+/// An entry's `leaf_input` and `extra_data`, base64. The precertificate was stored at
+/// issuance; entries from before that have none, and it is rebuilt (a signature), at most
+/// [`MAX_REBUILT`] per request counted in `rebuilt`, so that one GET costs O(1) signatures.
+/// `None` once that many were rebuilt.
+fn entry(state: &AppState, e: &signet_log::storage::StoredEntry, rebuilt: &mut usize) -> Result<Option<(String, String)>, ApiError> {
+    let authority = &state.ca.authority;
+    let rebuild = |body: &[u8]| -> Result<Vec<u8>, ApiError> {
+        let tbs = ct::leaf_tbs(body).ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "stored CT leaf is malformed"))?;
+        authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    };
+    let precert = match &e.stamp {
+        Some(precert) => precert.clone(),
+        None if *rebuilt < MAX_REBUILT => {
+            *rebuilt += 1;
+            rebuild(&e.body)?
+        }
+        None => return Ok(None),
+    };
+    // PrecertChainEntry: the precertificate, then the chain to the root.
+    let mut extra = Vec::new();
+    ct::opaque24(&mut extra, &precert);
+    let mut list = Vec::new();
+    for c in [authority.intermediate_der(), authority.root_der()] {
+        ct::opaque24(&mut list, c);
+    }
+    ct::opaque24(&mut extra, &list);
+    Ok(Some((b64::encode(&e.body), b64::encode(&extra))))
 }

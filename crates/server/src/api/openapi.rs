@@ -324,6 +324,11 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("GET", "/ct/v1/get-entries") => op("ct", "Entries of the CT log (RFC 6962)", json!({
             "parameters": [query("start", true, index(), "the first index"), query("end", true, index(), "the last index, inclusive")],
             "responses": {"200": json_of(json!({"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "items": {"type": "object", "properties": {"leaf_input": {"type": "string"}, "extra_data": {"type": "string"}}}}}}), "the entries")}})),
+        ("GET", "/ct/v1/get-roots") => op("ct", "The roots the CT log accepts chains to: signet's CA root (RFC 6962)", json!({
+            "responses": {"200": json_of(json!({"type": "object", "required": ["certificates"], "properties": {"certificates": {"type": "array", "items": {"type": "string"}}}}), "base64 DER certificates")}})),
+        ("GET", "/ct/v1/get-entry-and-proof") => op("ct", "One entry and its inclusion proof (RFC 6962)", json!({
+            "parameters": [query("leaf_index", true, index(), "the entry's index"), query("tree_size", true, index(), "the tree size to prove against")],
+            "responses": {"200": json_of(json!({"type": "object", "required": ["leaf_input", "extra_data", "audit_path"], "properties": {"leaf_input": {"type": "string"}, "extra_data": {"type": "string"}, "audit_path": {"type": "array", "items": {"type": "string"}}}}), "the entry and its proof")}})),
         ("POST", "/api/v1/timestamp") => op("tsa", "An RFC 3161 timestamp", json!({
             "requestBody": {"required": true, "content": {
                 "application/timestamp-query": {"schema": {"type": "string", "contentMediaType": "application/timestamp-query"}},
