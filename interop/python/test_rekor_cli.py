@@ -1,13 +1,15 @@
 """rekor-cli (Rekor's own Go client, unchanged) against signet's Rekor v1 API: upload, the
-duplicate upload, both forms of `verify`, `get`, `search` by digest and `loginfo`. Every check
+duplicate upload, both forms of `verify`, `get`, `search` by digest and by email, and `loginfo`. Every check
 is rekor-cli's own: the SET, the inclusion proof and the signed checkpoint, with the key it
 fetches from the log, and the consistency of the log between its calls (its state file)."""
 
+import base64
 import hashlib
 import json
 import os
 import re
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -105,3 +107,31 @@ def test_rekor_cli_proves_the_log_consistent_between_its_calls(rekor, signed):
     assert "unable to prove consistency" not in second.stderr, second.stderr
     sizes = [int(re.search(r"Total Tree Size:\s+(\d+)", r.stdout).group(1)) for r in (first, second)]
     assert sizes[1] == sizes[0] + 1, sizes
+
+
+def test_rekor_cli_finds_an_entry_by_its_signers_email(rekor, server, dev_token, tmp_path):
+    # A certificate from signet's CA for the key that signs; rekor-cli uploads the certificate
+    # as the entry's public key, and `search --email` finds it by the certificate's SAN.
+    email = f"{os.urandom(4).hex()}@example.com"
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key)], check=True)
+    pub = subprocess.run(["openssl", "ec", "-in", str(key), "-pubout"], check=True, capture_output=True).stdout.decode()
+    pop = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(key)], input=email.encode(), check=True, capture_output=True).stdout
+    body = {"credentials": {"oidcIdentityToken": dev_token(email)},
+            "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": pub}, "proofOfPossession": base64.b64encode(pop).decode()}}
+    req = urllib.request.Request(server["url"] + "/api/v2/signingCert", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as resp:
+        cert.write_text(json.loads(resp.read())["signedCertificateEmbeddedSct"]["chain"]["certificates"][0])
+    artifact, sig = tmp_path / "by-email.txt", tmp_path / "by-email.sig"
+    artifact.write_text(f"signed by {email}\n")
+    subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(key), "-out", str(sig), str(artifact)], check=True)
+    up = rekor("upload", "--artifact", str(artifact), "--signature", str(sig), "--public-key", str(cert), "--pki-format", "x509")
+    assert up.returncode == 0, up.stderr
+    uuid = re.search(r"/api/v1/log/entries/([0-9a-f]+)", up.stdout).group(1)
+    for address in (email, email.upper()):
+        found = rekor("search", "--email", address)
+        assert found.returncode == 0, found.stderr
+        assert re.findall(r"\b[0-9a-f]{64,80}\b", found.stdout) == [uuid], found.stdout
+    nobody = rekor("search", "--email", "nobody-" + email)
+    assert uuid not in nobody.stdout, nobody.stdout
