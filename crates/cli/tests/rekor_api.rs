@@ -240,6 +240,17 @@ fn dsse_envelopes_on_both_logs() {
     assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap().status, 409);
     let retrieved = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry]})).unwrap().json();
     assert_eq!(retrieved[0][&uuid]["body"], map[&uuid]["body"]);
+    // cosign's attestation lookup asks for the dsse and the intoto form together; the intoto
+    // one cannot be in this log, and finds nothing without failing the other.
+    let intoto = json!({"kind": "intoto", "apiVersion": "0.0.2", "spec": {"content": {"envelope": {
+        "payloadType": "application/vnd.in-toto+json", "payload": b64::encode(b64::encode(&statement)),
+        "signatures": [{"sig": b64::encode(b64::encode(&sig)), "publicKey": b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))}]}}}});
+    let both = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry, intoto]})).unwrap();
+    assert_eq!(both.status, 200, "{}", both.text());
+    assert_eq!(both.json().as_array().unwrap().len(), 1, "{}", both.text());
+    assert_eq!(both.json()[0][&uuid]["body"], map[&uuid]["body"]);
+    let unknown = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [{"kind": "nonsense", "apiVersion": "0.0.1", "spec": {}}]})).unwrap();
+    assert_eq!(unknown.status, 400, "a kind no Rekor knows is still an error: {}", unknown.text());
 
     // Rekor v2 has no DSSE kind: the envelope is a hashedrekord over the SHA-256 of its PAE.
     let pae = signet_log::rekor::dsse::pae("application/vnd.in-toto+json", &statement);

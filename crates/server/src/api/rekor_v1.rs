@@ -384,10 +384,30 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, Typed(request)
     }
     for (i, proposed) in request.entries.iter().enumerate() {
         let at = format!("entries[{i}]");
+        // A kind of Rekor's that this log never accepts cannot be in it: nothing is found,
+        // as for any entry that is not there. cosign and policy-controller look attestations
+        // up as [dsse, intoto]; one intoto entry must not fail the dsse lookup beside it.
+        if kind_never_logged(proposed.get()) {
+            continue;
+        }
         let entry = v1::parse(proposed.get().as_bytes()).map_err(|e| e.within(&at))?;
         out.extend(rekor.by_leaf(None, merkle::leaf_hash(&entry.body)).await?);
     }
     Ok(json_text(format!("[{}]", out.join(","))))
+}
+
+/// Rekor's entry kinds that this log does not accept (it logs `hashedrekord` and `dsse`).
+const OTHER_REKOR_KINDS: [&str; 9] = ["intoto", "rekord", "rpm", "jar", "helm", "tuf", "alpine", "cose", "rfc3161"];
+
+/// Whether `proposed` names one of [`OTHER_REKOR_KINDS`]. Anything else, a kind no Rekor
+/// knows included, goes on to [`v1::parse`], which says what is wrong with it.
+fn kind_never_logged(proposed: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_str::<Kind>(proposed).ok().and_then(|k| k.kind).is_some_and(|k| OTHER_REKOR_KINDS.contains(&k.as_ref()))
 }
 
 /// `POST /api/v1/index/retrieve`: the UUIDs of entries for an artifact digest or a signing
