@@ -131,8 +131,8 @@ pub struct TokenVerifier {
 /// At most this many verified tokens are remembered.
 const CACHE_LIMIT: usize = 10_000;
 
-/// At most this many concrete issuers are kept for meta patterns; past it the least
-/// recently made ones are forgotten (their keys are fetched again when next needed).
+/// At most this many concrete issuers are kept for meta patterns; past it they are all
+/// forgotten (their keys are fetched again when next needed).
 const MATCHED_LIMIT: usize = 1_000;
 
 /// At most this many new issuer URLs are taken up from meta patterns per minute. Each one
