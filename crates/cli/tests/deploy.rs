@@ -55,6 +55,12 @@ fn the_shipped_command_lines_and_compose_config_are_accepted() {
     }
     assert!(dockerfile.contains(r#"CMD ["serve", "--config", "/etc/signet/signet.toml", "--data-dir", "/var/lib/signet"]"#));
     assert!(dockerfile.contains("USER 10001"), "the image runs as a non-root user");
+    // The Dockerfile copies the checkout: the build context leaves out builds, tools and any
+    // dev data dir with its private keys.
+    let ignore = read(".dockerignore");
+    for left_out in ["target/", ".venv/", ".tools/", "signet-data/", "**/keys/", "**/*.sqlite"] {
+        assert!(ignore.lines().any(|l| l.trim() == left_out), ".dockerignore lacks {left_out}");
+    }
     assert!(compose.contains("\"127.0.0.1:8080:8080\""), "published on loopback only");
     // The compose file's config, with the environment compose gives it, is valid.
     let out = Command::new(BIN)

@@ -676,6 +676,8 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.tuf.validate()?;
         self.tracing.validate().map_err(ConfigError::Invalid)?;
+        // Only read here, not opened: `config check` must refuse a backend signet lacks.
+        self.storage_url()?;
         if self.log.batch_max_entries == 0 || self.log.batch_max_entries > 65_536 {
             return Err(ConfigError::Invalid("log.batch_max_entries must be 1..=65536".into()));
         }
@@ -1031,6 +1033,7 @@ mod tests {
         c.validate().unwrap();
         c.storage = Some("mysql://x".into());
         assert!(c.storage_url().is_err());
+        assert!(c.validate().unwrap_err().to_string().contains("mysql://x\" is not supported"), "config check refuses it too");
         c.storage = Some("postgres://signet@127.0.0.1:5432/signet".into());
         assert!(matches!(c.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_))));
     }
