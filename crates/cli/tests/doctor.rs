@@ -27,7 +27,7 @@ fn a_healthy_instance_passes_and_each_problem_is_named() {
     let (out, text) = doctor(&["--data-dir", d]);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains("FAIL"), "{text}");
-    for check in ["keys in", "intermediate.pem matches its key", "tsa.pem matches its key", "schema at version", "TUF repository current", "/readyz: ready", "clock agrees with the TSA"] {
+    for check in ["keys in", "a --dev instance", "intermediate.pem matches its key", "tsa.pem matches its key", "schema at version", "TUF repository current", "/readyz: ready", "clock agrees with the TSA"] {
         assert!(line(&text, check).starts_with("ok    "), "{check}: {text}");
     }
 
@@ -81,6 +81,36 @@ fn a_healthy_instance_passes_and_each_problem_is_named() {
     let (out, _) = doctor(&["--config", bad.to_str().unwrap(), "--data-dir", d]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("tuf.timestamp_expiry_secs"));
+}
+
+#[test]
+fn a_production_instance_is_warned_of_no_issuers_and_an_online_root_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let init = Command::new(env!("CARGO_BIN_EXE_signet")).args(["init", "--public-url", "https://signet.example.com", "--data-dir"]).arg(&data).output().unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let config = data.join("signet.toml");
+    let c = config.to_str().unwrap();
+    let (_, text) = doctor(&["--config", c, "--offline"]);
+    assert!(line(&text, "no OIDC issuer is configured").starts_with("warn  "), "{text}");
+    assert!(line(&text, "ca-root.pem is online").starts_with("warn  "), "{text}");
+    assert!(!text.contains("a --dev instance"), "{text}");
+    let checked = Command::new(env!("CARGO_BIN_EXE_signet")).args(["config", "check", "--config", c]).output().unwrap();
+    assert!(checked.status.success(), "a warning, not an error: {}", String::from_utf8_lossy(&checked.stderr));
+    assert!(String::from_utf8_lossy(&checked.stderr).contains("no OIDC issuer is configured"));
+
+    // With an issuer, and the root key taken offline, both warnings go.
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": []}"#).unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("\n[[oidc.issuers]]\nurl = \"https://accounts.example.com\"\ntype = \"email\"\njwks_file = \"{}\"\n", jwks.display()));
+    std::fs::write(&config, text).unwrap();
+    std::fs::rename(data.join("keys/ca-root.pem"), dir.path().join("offline-root.pem")).unwrap();
+    let (_, text) = doctor(&["--config", c, "--offline"]);
+    assert!(line(&text, "1 OIDC issuer(s) configured").starts_with("ok    "), "{text}");
+    assert!(!text.contains("is online"), "{text}");
+    let checked = Command::new(env!("CARGO_BIN_EXE_signet")).args(["config", "check", "--config", c]).output().unwrap();
+    assert!(checked.status.success() && checked.stderr.is_empty(), "{}", String::from_utf8_lossy(&checked.stderr));
 }
 
 #[test]

@@ -33,6 +33,9 @@ pub fn run(cmd: ConfigCmd) -> ExitCode {
             match cfg.validate() {
                 Ok(()) => {
                     outln!("{}: valid", config.display());
+                    if !cfg.dev && cfg.oidc.issuers.is_empty() && cfg.oidc.fulcio_config.is_none() {
+                        errln!("signet config check: warning: no OIDC issuer is configured, so the CA can certify no one; add [[oidc.issuers]] or [oidc] fulcio_config (docs/ca.md)");
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -73,6 +73,7 @@ pub fn run(args: Args) -> ExitCode {
         return finish(report);
     }
     keys(&data, &mut report);
+    production(&cfg, &mut report);
     certificates(&data, &mut report);
     storage(&cfg, &mut report);
     restored(&cfg, &mut report);
@@ -104,6 +105,30 @@ fn public_key(pkcs8: &[u8]) -> Option<Vec<u8>> {
         }
     }
     Ed25519KeyPair::from_pkcs8(pkcs8).ok().map(|k| k.public_key().as_ref().to_vec())
+}
+
+/// What a production instance should have and not have: OIDC issuers (without one the CA
+/// certifies no one), and its root keys offline. A `--dev` instance has neither, by design.
+fn production(cfg: &signet_server::config::Config, report: &mut Report) {
+    let data = &cfg.data_dir;
+    if cfg.dev || signet_ca::oidc::dev::issuer_file(data).exists() {
+        return report.ok("a --dev instance: its own OIDC issuer, and its root keys in the data dir, are expected");
+    }
+    let issuers = cfg.oidc.issuers.len();
+    match (issuers, &cfg.oidc.fulcio_config) {
+        (0, None) => report.warn("no OIDC issuer is configured: the CA can certify no one; add [[oidc.issuers]] or [oidc] fulcio_config (docs/ca.md)"),
+        (n, None) => report.ok(&format!("{n} OIDC issuer(s) configured")),
+        (n, Some(file)) => report.ok(&format!("{n} OIDC issuer(s) configured, and those of {}", file.display())),
+    }
+    for (key, how) in [
+        ("ca-root.pem", "make the CA with `signet init --root-key-out` and keep that file offline"),
+        ("tuf-root.pem", "keep it offline and bring it back only to sign a new root (`signet tuf`, operations.md)"),
+    ] {
+        let path = data.join("keys").join(key);
+        if path.exists() {
+            report.warn(&format!("{} is online: a root key in the data dir is taken with it by anyone who takes the machine; {how}", path.display()));
+        }
+    }
 }
 
 /// Every key file: private, and a key signet can use.
