@@ -228,8 +228,10 @@ fn rotation_refuses_what_it_cannot_do_and_says_why() {
     assert!(err.contains("rekor-v1.shard-1.pem is missing"), "{err}");
 }
 
+/// `signet admin log rotate` on PostgreSQL: offline (every instance stopped), the rotation
+/// waits for the sequencer lease; online it goes through any running instance.
 #[test]
-fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
+fn a_rotation_on_postgresql_offline_waits_for_the_sequencer_lease() {
     let Some(db) = postgres_database() else { return };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -243,21 +245,6 @@ fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
     let refused = rotate(&data, &["--storage", &db]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("holds the sequencer lease"), "{}", String::from_utf8_lossy(&refused.stderr));
-    // Online rotation is for storage one instance writes: on PostgreSQL it is refused, with the way.
-    let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
-    // The instance sees a new token within moments (signet_guard reloads its table).
-    let online = (0..20)
-        .map(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            Command::new(env!("CARGO_BIN_EXE_signet"))
-                .args(["admin", "log", "rotate", "--log", "rekor-v1", "--url", &server.url, "--token", &token])
-                .output()
-                .unwrap()
-        })
-        .find(|o| !String::from_utf8_lossy(&o.stderr).contains("HTTP 401"))
-        .expect("the admin token was never accepted");
-    assert!(!online.status.success());
-    assert!(String::from_utf8_lossy(&online.stderr).contains("a rotation is offline"), "{}", String::from_utf8_lossy(&online.stderr));
     server.kill();
     // The killed sequencer's lease lapses within its TTL (3 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -271,13 +258,222 @@ fn a_rotation_on_postgresql_waits_for_every_instance_to_stop() {
     assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
     let out: Value = serde_json::from_slice(&rotated.stdout).unwrap();
     assert_eq!(out["active"]["startIndex"], 2);
+    // Sealed into the database as well: an instance whose data dir lacks the file takes it
+    // from there at start.
+    let key_file = std::path::PathBuf::from(out["key"].as_str().unwrap());
+    let made = std::fs::read(&key_file).unwrap();
+    std::fs::remove_file(&key_file).unwrap();
 
     let server = Server::start(&data, &["--storage", &db]);
+    assert_eq!(std::fs::read(&key_file).unwrap(), made, "the key taken from the database is not the one the rotation made");
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
     let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"pg after")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(only(&r.json()).1["logIndex"], 3);
     let got = get(&agent, &format!("{}/api/v1/log/entries?logIndex=1", server.url)).unwrap();
     assert_eq!(only(&got.json()).0, before.0);
+}
+
+/// Rotates through the admin API of the instance at `url`, retrying while a new token is not
+/// yet seen there (tokens reach every instance within moments).
+fn rotate_online(url: &str, token: &str) -> Output {
+    (0..25)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            Command::new(env!("CARGO_BIN_EXE_signet"))
+                .args(["admin", "log", "rotate", "--log", "rekor-v1", "--url", url, "--token", token])
+                .output()
+                .unwrap()
+        })
+        .find(|o| !String::from_utf8_lossy(&o.stderr).contains("HTTP 401"))
+        .expect("the admin token was never accepted")
+}
+
+/// Waits until the instance at `url` serves shard `tree_id` as its active one; how long it took.
+fn serving(agent: &ureq::Agent, url: &str, tree_id: &str) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    loop {
+        let info = get(agent, &format!("{url}/api/v1/log")).unwrap().json();
+        if info["treeID"] == tree_id {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{url} still serves {info} 10 s after the rotation to {tree_id}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// On PostgreSQL any instance rotates online, follower or sequencer; the others serve the
+/// new shard within a second or two, with its key taken from the database (sealed with the
+/// seal key their data dirs share), while writers on both go on: no acknowledged entry is
+/// lost or doubled, and each verifies under the key of the shard that holds it.
+#[test]
+fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let agent = agent();
+    let a = Server::start(&a_dir, &["--storage", &db]);
+    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
+    let mut b = Server::start(&b_dir, &["--storage", &db]);
+    let zero_spki = spki_of(&agent, &format!("{}/api/v1/log/publicKey", a.url));
+    let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
+
+    // Writers on both instances throughout; a 503 (the moment of the rotation) is retried,
+    // as clients do.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let writers: Vec<_> = [a.url.clone(), b.url.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(w, url)| {
+            let (stop, acked) = (stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let (agent, signer) = (common::agent(), Signer::new());
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let entry = signer.v1_entry(format!("writer {w} entry {i}").as_bytes());
+                    let mut tries = 0;
+                    let r = loop {
+                        let r = post_json(&agent, &format!("{url}/api/v1/log/entries"), &entry).unwrap();
+                        tries += 1;
+                        if r.status != 503 || tries == 50 {
+                            break r;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    };
+                    assert_eq!(r.status, 201, "an append on {url} failed during the rotation: {}", r.text());
+                    acked.lock().unwrap().push(only(&r.json()));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // Through B, a follower: the sequencer A follows.
+    let first = rotate_online(&b.url, &token);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let first: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(first["active"]["shard"], 1);
+    let tree_1 = first["active"]["treeID"].as_str().unwrap().to_string();
+    let took_a = serving(&agent, &a.url, &tree_1);
+    serving(&agent, &b.url, &tree_1);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // Through A, the sequencer: B follows.
+    let second = rotate_online(&a.url, &token);
+    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
+    let second: Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(second["active"]["shard"], 2);
+    let tree_2 = second["active"]["treeID"].as_str().unwrap().to_string();
+    let took_b = serving(&agent, &b.url, &tree_2);
+    serving(&agent, &a.url, &tree_2);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    writers.into_iter().for_each(|h| h.join().unwrap());
+    eprintln!("the other instance served the new shard after {took_a:?} (a follower's rotation) and {took_b:?} (the sequencer's)");
+
+    // Both instances hold each shard's key: the same one, taken from the database by the
+    // instance that did not make it.
+    for n in [1, 2] {
+        let file = format!("keys/rekor-v1.shard-{n}.pem");
+        assert_eq!(std::fs::read(a_dir.join(&file)).unwrap(), std::fs::read(b_dir.join(&file)).unwrap(), "{file}");
+        assert_eq!(std::fs::metadata(b_dir.join(&file)).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let spki_2 = spki_of(&agent, &format!("{}/api/v1/log/publicKey", b.url));
+    assert_eq!(spki_2, spki_of(&agent, &format!("{}/api/v1/log/publicKey", a.url)));
+    let spki_1 = {
+        let pem = std::fs::read(a_dir.join("keys/rekor-v1.shard-1.pem")).unwrap();
+        let der = signet_core::pem::decode_first(&pem).unwrap().der;
+        signet_core::keys::SigningKey::from_pkcs8(&der, "shard 1").unwrap().spki_der().to_vec()
+    };
+    let (start_1, start_2) = (first["active"]["startIndex"].as_u64().unwrap(), second["active"]["startIndex"].as_u64().unwrap());
+
+    // Every acknowledged entry, once, at its index, on both instances, under its shard's key.
+    let acked = acked.lock().unwrap();
+    let mut indices: Vec<u64> = acked.iter().map(|(_, e)| e["logIndex"].as_u64().unwrap()).collect();
+    indices.sort();
+    indices.dedup();
+    assert_eq!(indices.len(), acked.len(), "two appends answered with one index");
+    let in_shard = |lo: u64, hi: u64| acked.iter().filter(|(_, e)| (lo..hi).contains(&e["logIndex"].as_u64().unwrap())).count();
+    assert!(in_shard(0, start_1) > 0 && in_shard(start_1, start_2) > 0 && in_shard(start_2, u64::MAX) > 0, "appends in each shard: {} {} {}", in_shard(0, start_1), in_shard(start_1, start_2), in_shard(start_2, u64::MAX));
+    for url in [&a.url, &b.url] {
+        for (uuid, e) in acked.iter() {
+            let index = e["logIndex"].as_u64().unwrap();
+            let spki = match index {
+                i if i < start_1 => &zero_spki,
+                i if i < start_2 => &spki_1,
+                _ => &spki_2,
+            };
+            let got = get(&agent, &format!("{url}/api/v1/log/entries?logIndex={index}")).unwrap();
+            assert_eq!(got.status, 200, "{}", got.text());
+            let (got_uuid, got_e) = only(&got.json());
+            assert_eq!(&got_uuid, uuid);
+            assert_eq!(check(&got_e, spki).0, index);
+        }
+        // Each serves the frozen shards at their final sizes, and lists all three keys.
+        let info = get(&agent, &format!("{url}/api/v1/log")).unwrap().json();
+        let sizes: Vec<u64> = info["inactiveShards"].as_array().unwrap().iter().map(|s| s["treeSize"].as_u64().unwrap()).collect();
+        assert_eq!(sizes.iter().sum::<u64>(), start_2, "{info}");
+        let root = get(&agent, &format!("{url}/trust/trusted_root.json")).unwrap().json();
+        let keys: Vec<&str> = root["tlogs"].as_array().unwrap().iter().filter_map(|t| t["logId"]["keyId"].as_str()).collect();
+        for spki in [&zero_spki, &spki_1, &spki_2] {
+            assert!(keys.contains(&b64::encode(signet_core::hash::sha256(spki)).as_str()), "{url} does not list a shard key: {root}");
+        }
+    }
+
+    // B restarts on what it took from the database.
+    b.kill();
+    let b = Server::start(&b_dir, &["--storage", &db]);
+    assert_eq!(get(&agent, &format!("{}/api/v1/log", b.url)).unwrap().json()["treeID"], tree_2.as_str());
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", b.url), &Signer::new().v1_entry(b"after the restart")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert!(only(&r.json()).1["logIndex"].as_u64().unwrap() > start_2);
+}
+
+/// An instance whose data dir has another seal key than the database's instances share can't
+/// hand a new shard's key to them, so it refuses to rotate, and says what to copy.
+#[test]
+fn on_postgresql_an_instance_without_the_shared_seal_key_refuses_to_rotate() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let _a = Server::start(&a_dir, &["--storage", &db]);
+    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
+    std::fs::remove_file(b_dir.join("keys/shard-seal.key")).unwrap();
+    let b = Server::start(&b_dir, &["--storage", &db]);
+    let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
+    let refused = rotate_online(&b.url, &token);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("shard-seal.key") && err.contains("copy theirs here"), "{err}");
+    assert!(!b_dir.join("keys/shard-seal.key").exists(), "an instance must not make a seal key of its own beside the shared one");
+
+    // doctor says so, and what to copy; of A's data dir, that all is well.
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, format!("storage = \"{db}\"\n")).unwrap();
+    let doctor = |data: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["doctor", "--offline", "--config", config.to_str().unwrap(), "--data-dir", data.to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let b_says = doctor(&b_dir);
+    assert!(b_says.contains("FAIL") && b_says.contains("shard-seal.key is missing") && b_says.contains("copy it from one of them"), "{b_says}");
+    let a_says = doctor(&a_dir);
+    assert!(a_says.contains("is the seal key this database's instances share"), "{a_says}");
 }
 
 /// A new admin token, in the data dir (`--data-dir DIR`) or the database (`--storage URL`).

@@ -29,6 +29,7 @@ pub const REGISTRY: &[(i32, &str)] = &[
     (8, "log: search by identity"),
     (9, "log: the TUF repository"),
     (10, "witness"),
+    (11, "log: frozen trees"),
 ];
 
 /// The newest version this build knows.

@@ -68,6 +68,9 @@ pub(crate) struct Follower {
     wake: Notify,
     /// Counts the poll loop's catch-ups, so that a read can wait for the next one.
     polled: tokio::sync::watch::Sender<u64>,
+    /// Set once the log is frozen ([`Follower::close`]): the poll loop ends and appends are
+    /// refused with this answer.
+    closed: std::sync::OnceLock<AppendError>,
 }
 
 impl Follower {
@@ -85,6 +88,7 @@ impl Follower {
             promoted: AtomicBool::new(false),
             wake: Notify::new(),
             polled: tokio::sync::watch::Sender::new(0),
+            closed: std::sync::OnceLock::new(),
         });
         tokio::spawn(follow(shared.clone(), me.clone(), tree, promotions));
         tokio::spawn(submit_loop(shared, me.clone(), rx));
@@ -94,6 +98,10 @@ impl Follower {
     /// Queues `pending` for the sequencer; its reply comes once the entry is integrated.
     pub(crate) async fn append(&self, shared: &Shared, pending: Pending) {
         let Pending { leaf_hash, digest, identity, body, extra, reply, .. } = pending;
+        if let Some(why) = self.closed.get() {
+            let _ = reply.send(Err(why.clone()));
+            return;
+        }
         self.waiters.lock().entry(leaf_hash).or_default().push(reply);
         // Checked after the waiter is in place: storage finds every committed entry, and the
         // poll loop answers waiters for the entries it brings, so an entry integrated
@@ -129,6 +137,22 @@ impl Follower {
         }
     }
 
+    /// Whether this follower handed its tree to a sequencer of this instance.
+    pub(crate) fn is_promoted(&self) -> bool {
+        self.promoted.load(Ordering::Acquire)
+    }
+
+    /// Stops following a log that was frozen: the poll loop ends, and every append still
+    /// waiting, and each one after, is answered `why`.
+    pub(crate) fn close(&self, why: AppendError) {
+        let _ = self.closed.set(why.clone());
+        let waiting: Vec<Reply> = self.waiters.lock().drain().flat_map(|(_, r)| r).collect();
+        for r in waiting {
+            let _ = r.send(Err(why.clone()));
+        }
+        self.wake.notify_one();
+    }
+
     /// Drops the waiters whose requests gave up (timed out or disconnected).
     pub(crate) fn forget_abandoned(&self) {
         self.waiters.lock().retain(|_, replies| {
@@ -152,7 +176,8 @@ impl Follower {
     /// (which starts the sequencer) and ends.
     pub(crate) async fn promote(&self, then: impl FnOnce(Tree)) -> Result<(), StorageError> {
         let _one = self.promoting.lock().await;
-        if self.promoted.load(Ordering::Acquire) {
+        // A frozen log's follower has nothing to sequence.
+        if self.promoted.load(Ordering::Acquire) || self.closed.get().is_some() {
             return Ok(());
         }
         let (ask, answer) = oneshot::channel();
@@ -170,6 +195,9 @@ impl Follower {
 async fn follow(shared: Arc<Shared>, me: Arc<Follower>, mut tree: Tree, mut promotions: mpsc::Receiver<Handover>) {
     let mut failing = false;
     loop {
+        if me.closed.get().is_some() {
+            return;
+        }
         let wait = if me.waiters.lock().is_empty() { IDLE_POLL } else { BUSY_POLL };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
@@ -285,6 +313,10 @@ pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue:
     let id = shared.id;
     let mut failing = false;
     loop {
+        // A frozen log takes nothing more: dropping this sender lets its pool close.
+        if shared.closing.load(Ordering::SeqCst) || shared.frozen_in_storage.get().is_some() {
+            return;
+        }
         let q = queue.clone();
         let rows = match tokio::task::spawn_blocking(move || q.dequeue(id, DRAIN_BATCH)).await {
             Ok(Ok(rows)) => rows,

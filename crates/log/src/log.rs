@@ -69,7 +69,9 @@ pub enum AppendError {
     Unavailable(String),
     #[error("signing failed; the entry was not logged: {0}")]
     Signing(String),
-    #[error("the log is shutting down")]
+    /// The log takes no more entries here: signet is shutting down, or the log rotated to a
+    /// new shard (a retry lands there).
+    #[error("this log takes no more entries (shutting down, or rotated to a new shard); the entry was not logged, retry")]
     Closed,
     #[error("the log failed the batch that held this entry (an internal error, logged); the entry was not logged, retry")]
     Aborted,
@@ -118,6 +120,12 @@ pub(crate) struct Shared {
     pub in_pipeline: std::sync::atomic::AtomicUsize,
     /// What `/metrics` reports of this log's sequencing.
     pub stats: crate::stats::LogStats,
+    /// Set by [`Log::freeze`]: the queue's drain takes nothing more, so the pool can close.
+    pub closing: std::sync::atomic::AtomicBool,
+    /// Set when a commit found the tree frozen in storage (another instance rotated the
+    /// log): appends are refused at once from then on, and [`Log::frozen_in_storage`] wakes.
+    pub frozen_in_storage: std::sync::OnceLock<u64>,
+    pub frozen_notice: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -292,6 +300,9 @@ impl Log {
             max_pending: cfg.max_pending,
             in_pipeline: Default::default(),
             stats: Default::default(),
+            closing: Default::default(),
+            frozen_in_storage: Default::default(),
+            frozen_notice: Default::default(),
         });
         let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending, refused: Default::default() });
         let (follower, parked) = match (&queue, role) {
@@ -380,12 +391,11 @@ impl Log {
     /// Stops taking entries, for good: waits until everything already submitted is durable
     /// and answered, and returns the final checkpoint. Reads go on, and appends from now on
     /// fail with [`AppendError::Closed`]. (A shard rotation freezes the active shard.) On
-    /// storage shared with followers this is refused: they would go on queueing entries
-    /// that no one logs.
+    /// shared storage the queue's drain stops too; what other instances queue from then on
+    /// waits for [`crate::storage::Storage::freeze`], after which their retries go to the next shard. A
+    /// follower has nothing of its own to finish: see [`Log::follow_until`].
     pub async fn freeze(&self) -> Result<Arc<SignedCheckpoint>, AppendError> {
-        if self.queue.is_some() {
-            return Err(AppendError::Storage("a log on storage shared by several instances is frozen offline only".into()));
-        }
+        self.shared.closing.store(true, std::sync::atomic::Ordering::SeqCst);
         drop(self.tx.write().take());
         let task = self.sequencer.lock().take();
         if let Some(task) = task {
@@ -396,12 +406,48 @@ impl Log {
         Ok(self.head())
     }
 
+    /// On a follower of a log frozen at `size` (a rotation): catches up to it, answering the
+    /// appends whose entries made it in, then stops following. Appends still waiting, and any
+    /// from now on, are told to retry (their entries go to the next shard). If it cannot
+    /// catch up within `within`, it goes on following and says how far it got: call again.
+    pub async fn follow_until(&self, size: u64, within: std::time::Duration) -> Result<Arc<SignedCheckpoint>, AppendError> {
+        let Some(follower) = self.follower.as_ref().filter(|f| !f.is_promoted()) else { return self.freeze().await };
+        let deadline = tokio::time::Instant::now() + within;
+        while self.shared.durable_size() < size && tokio::time::Instant::now() < deadline {
+            follower.poll_now().await;
+        }
+        let head = self.head();
+        if head.checkpoint.size != size {
+            return Err(AppendError::Unavailable(format!(
+                "the frozen tree has size {size}, but this instance has reached only {} of it",
+                head.checkpoint.size
+            )));
+        }
+        follower.close(AppendError::Closed);
+        Ok(head)
+    }
+
+    /// Resolves once a commit of this instance finds the tree frozen in storage (a rotation
+    /// made by another instance, which this one has yet to serve), with the frozen size.
+    pub async fn frozen_in_storage(&self) -> u64 {
+        loop {
+            if let Some(size) = self.shared.frozen_in_storage.get() {
+                return *size;
+            }
+            self.shared.frozen_notice.notified().await;
+        }
+    }
+
     /// Takes entries again after [`Log::freeze`] (when what was to follow the freeze failed).
     pub fn resume(&self) {
-        if self.tx.read().is_none() && self.follower.is_none() {
+        // A follower that never sequenced here has no sequencer to resume.
+        if self.tx.read().is_none() && self.follower.as_ref().is_none_or(|f| f.is_promoted()) {
             let tree = self.parked.lock().take();
             match tree {
-                Some(tree) => self.start_sequencer(tree, None),
+                Some(tree) => {
+                    self.shared.closing.store(false, std::sync::atomic::Ordering::SeqCst);
+                    self.start_sequencer(tree, self.follower.clone())
+                }
                 None => tracing::error!(log = self.shared.id, "the frozen log's tree is gone; it takes no appends until signet restarts"),
             }
         }
@@ -489,6 +535,9 @@ impl Log {
     ) -> Result<Sequenced, AppendError> {
         if let Some(why) = self.gate.refused.get() {
             return Err(AppendError::Refused(why.clone()));
+        }
+        if self.shared.frozen_in_storage.get().is_some() {
+            return Err(AppendError::Closed);
         }
         let (reply, rx) = oneshot::channel();
         let Leaf { body, hash: leaf_hash } = leaf.into();

@@ -60,6 +60,12 @@ pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Opt
     s.generation += 1;
     let shared = s.shared.clone();
     tracing::warn!(log = shared.id, error = %cause, size = uncertain.as_ref().map(|p| p.batch.checkpoint.size), "{}; reconciling with storage", why(&cause));
+    if let StorageError::Frozen { size, .. } = cause {
+        // No commit can land from now on: refuse appends at once, and wake whoever serves
+        // the next shard.
+        let _ = shared.frozen_in_storage.set(size);
+        shared.frozen_notice.notify_one();
+    }
     // What the waiters hear if their batch did not land: the cause's own answer where it is
     // definite (a full disk is 507, and the batches behind would have met it too), else a retry.
     let (not_landed, dropped) = match cause {
@@ -141,6 +147,7 @@ fn why(cause: &StorageError) -> &'static str {
         StorageError::Full(_) => "storage is full and refused a commit (nothing was written)",
         StorageError::Conflict { .. } => "storage moved without this sequencer",
         StorageError::Fenced(_) => "another instance holds the sequencer lease",
+        StorageError::Frozen { .. } => "a rotation froze the tree (nothing was written)",
         _ => "a commit's outcome is unknown",
     }
 }

@@ -667,6 +667,8 @@ pub(crate) fn append_error(e: StorageError) -> AppendError {
         StorageError::Unavailable(m) => AppendError::Unavailable(m),
         // The client should retry; a load balancer sends it to the instance that sequences now.
         e @ StorageError::Fenced(_) => AppendError::Unavailable(e.to_string()),
+        // A rotation froze the tree: a retry lands in the next shard.
+        StorageError::Frozen { .. } => AppendError::Closed,
         other => AppendError::Storage(other.to_string()),
     }
 }

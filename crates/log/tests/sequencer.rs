@@ -86,6 +86,9 @@ impl Storage for FlakyStorage {
         }
         Ok(())
     }
+    fn freeze(&self, log: LogId) -> Result<u64, StorageError> {
+        self.inner.freeze(log)
+    }
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
         if self.blind.load(Ordering::SeqCst) {
             return Err(StorageError::Unavailable("connection refused".into()));

@@ -71,6 +71,8 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     for k in LOG_KEYS {
         SigningKey::load_or_generate(&dir.join(k)).map_err(StartError::from)?;
     }
+    // Made with the first data dir so that the copies `signet backup` makes share it.
+    crate::shards::sealed::SealKey::load_or_make(dir).map_err(StartError::Shards)?;
     let authority = signet_ca::authority::Authority::open(dir, opts.intermediate_curve).map_err(StartError::from)?;
     let root_in_dir = dir.join("keys").join("ca-root.pem");
     let root_pkcs8 = signet_core::keys::load_or_generate_pkcs8_for(&root_in_dir, &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING)

@@ -36,6 +36,7 @@ pub async fn role_at_start(store: Arc<PostgresStorage>, holder: &str, logs: &[Lo
         let (s, h) = (store.clone(), holder.to_string());
         if let Some(lease) = blocking(move || s.acquire_lease(&h, TTL)).await? {
             tracing::info!(holder, epoch = lease.epoch, "took the sequencer lease: this instance sequences the logs");
+            HOLDING.store(true, std::sync::atomic::Ordering::SeqCst);
             // Renewed from now: opening big logs may take longer than the lease lasts.
             keep(store, lease);
             return Ok(Role::Sequencer);
@@ -60,9 +61,21 @@ pub async fn role_at_start(store: Arc<PostgresStorage>, holder: &str, logs: &[Lo
     }
 }
 
+/// Set once this instance holds the sequencer lease (it never gives it back while it runs:
+/// losing it stops the process). A log opened from then on is opened as its sequencer.
+static HOLDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this instance holds the sequencer lease.
+pub fn holding() -> bool {
+    HOLDING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// After a follower's logs are open: waits for the lease to be free, then promotes the logs
 /// and keeps the lease from then on. (A sequencer keeps its lease from [`role_at_start`].)
-pub fn take_over_when_free(store: Arc<PostgresStorage>, holder: String, logs: Vec<Log>) {
+/// `logs` lists them when the lease is taken: a rotation may have changed the Rekor v1
+/// log's active shard since start. (A shard opened as the lease is taken is promoted by the
+/// rotation itself, which looks at [`holding`] after it serves the shard.)
+pub fn take_over_when_free(store: Arc<PostgresStorage>, holder: String, logs: impl Fn() -> Vec<Log> + Send + 'static) {
     tokio::spawn(async move {
         let lease = match acquire(store.clone(), holder).await {
             Ok(l) => l,
@@ -73,6 +86,8 @@ pub fn take_over_when_free(store: Arc<PostgresStorage>, holder: String, logs: Ve
         };
         // Renewed while the logs are promoted, for the same reason as at start.
         keep(store, lease.clone());
+        HOLDING.store(true, std::sync::atomic::Ordering::SeqCst);
+        let logs = logs();
         let started = std::time::Instant::now();
         for log in &logs {
             if let Err(e) = log.promote().await {

@@ -175,6 +175,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         _ => None,
     };
     let tuf_task = state.tuf.clone().map(|tuf| tokio::spawn(tuf::run(tuf)));
+    // On PostgreSQL: rotations of the Rekor v1 log made through other instances.
+    let rotations_task = api::rekor_v1::watch_rotations(state.clone());
     let watermarks = state.watermarks.clone();
     let marked = state.clone();
     let watermark_task = {
@@ -220,6 +222,9 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         task.abort();
     }
     watermark_task.abort();
+    if let Some(task) = rotations_task {
+        task.abort();
+    }
     lifecycle.shutting_down();
     tracing::info!(reason, grace_secs = cfg.http.shutdown_grace_secs, "shutting down: no new connections; in-flight requests may finish");
     let _ = stop.send(true);

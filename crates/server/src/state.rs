@@ -170,6 +170,18 @@ impl AppState {
                 None,
             ),
         };
+        // A rotation on PostgreSQL hands the new shard's key to the other instances sealed
+        // (crate::shards::sealed); every data dir gets the seal key, so that its copies share it.
+        let seal = {
+            let (store, data_dir, on_pg) = (storage.clone(), cfg.data_dir.clone(), pg.is_some());
+            tokio::task::spawn_blocking(move || match on_pg {
+                true => crate::shards::seal_key_for(store.as_ref(), &data_dir),
+                false => crate::shards::sealed::SealKey::load_or_make(&data_dir).map(|_| None),
+            })
+            .await
+            .map_err(|e| StartError::Panicked { what: "shard seal key", why: e.to_string() })?
+            .map_err(StartError::Shards)?
+        };
         // Every log is a list of shards (crate::shards); the newest takes the appends. Rekor
         // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
         let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), &v1_key)?;
@@ -177,8 +189,8 @@ impl AppState {
         let ct_key = key(cfg, &None, "ct.pem")?;
         let v2_list = crate::shards::registry(Kind::RekorV2, storage.as_ref(), &v2_key)?;
         let ct_list = crate::shards::registry(Kind::Ct, storage.as_ref(), &ct_key)?;
-        let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, &cfg.data_dir, &v2_list, &v2_key).map_err(StartError::Shards)?;
-        let (ct_shard, ct_key) = crate::shards::active_key(Kind::Ct, &cfg.data_dir, &ct_list, &ct_key).map_err(StartError::Shards)?;
+        let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &v2_list, &v2_key).map_err(StartError::Shards)?;
+        let (ct_shard, ct_key) = crate::shards::active_key(Kind::Ct, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &ct_list, &ct_key).map_err(StartError::Shards)?;
         crate::shards::check_frozen(Kind::RekorV2, storage.as_ref(), &v2_list).map_err(StartError::Shards)?;
         crate::shards::check_frozen(Kind::Ct, storage.as_ref(), &ct_list).map_err(StartError::Shards)?;
         let shared: Option<(Arc<PostgresStorage>, Role)> = match pg {
@@ -216,7 +228,8 @@ impl AppState {
         };
         let opener = crate::shards::ShardOpener {
             storage: storage.clone(),
-            shared: shared.clone(),
+            shared: shared.as_ref().map(|(pg, _)| pg.clone()),
+            seal,
             data_dir: cfg.data_dir.clone(),
             host: host.clone(),
             batch,
@@ -228,7 +241,8 @@ impl AppState {
         for shard in &registry {
             let shard_key = match shard.number {
                 0 => v1_key.clone(),
-                _ => crate::shards::shard_key(Kind::RekorV1, &cfg.data_dir, shard).map_err(StartError::Shards)?,
+                _ => crate::shards::take_key(Kind::RekorV1, storage.as_ref(), opener.seal.as_deref(), &cfg.data_dir, shard)
+                    .map_err(StartError::Shards)?,
             };
             let log = opener.open(shard, shard_key).await?;
             let served = crate::api::rekor_v1::Shard::new(log, shard.tree_id, shard.start);
@@ -243,6 +257,7 @@ impl AppState {
             ));
         };
         let v1 = v1_active.log.clone();
+        let rekor_v1 = RekorV1::new(v1_active, v1_frozen, registry, opener);
 
         // Rekor v2: origin is the bare host of the log's base URL, in every shard: sigstore-go
         // checks a v2 checkpoint's origin against that host. A new shard has a new key (so a
@@ -313,7 +328,8 @@ impl AppState {
         // On PostgreSQL the TUF repository is the database's too (crate::tuf).
         let tuf_pg = shared.as_ref().map(|(pg, _)| pg.clone());
         if let Some((pg, Role::Follower)) = shared {
-            crate::lease::take_over_when_free(pg, holder, vec![v1.clone(), v2.clone(), ct_log.clone()]);
+            let (v1_now, v2, ct_log) = (rekor_v1.active_log_source(), v2.clone(), ct_log.clone());
+            crate::lease::take_over_when_free(pg, holder, move || vec![v1_now(), v2.clone(), ct_log.clone()]);
         }
         // The root key signs the TSA's certificate once, when it is made (under --dev); a
         // production root key may be offline (`signet init --root-key-out`).
@@ -385,7 +401,7 @@ impl AppState {
         if let Some(marker) = logs_in_data_dir.then(|| crate::restore::marker(&cfg.data_dir)).transpose().map_err(StartError::Shards)?.flatten() {
             let why = marker.refusal(&cfg.data_dir);
             tracing::warn!("{why}");
-            for log in [&v1_active.log, &v2, ca.ct.log()] {
+            for log in [&v1, &v2, ca.ct.log()] {
                 log.refuse_appends(why.clone());
             }
         }
@@ -397,7 +413,7 @@ impl AppState {
                 .map_err(|e| StartError::Panicked { what: "watermarks", why: e.to_string() })?
                 .map_err(StartError::Shards)?
         };
-        for (what, log) in [("Rekor v1", &v1_active.log), ("Rekor v2", &v2), ("CT", ca.ct.log())] {
+        for (what, log) in [("Rekor v1", &v1), ("Rekor v2", &v2), ("CT", ca.ct.log())] {
             let (m, l, d) = (marks.clone(), log.clone(), cfg.data_dir.clone());
             let refused = tokio::task::spawn_blocking(move || m.check(&l, what, &d))
                 .await
@@ -408,10 +424,10 @@ impl AppState {
             }
         }
         // Started once every log is open: a witness that holds more than storage refuses them all.
-        let cosigning = crate::witnessing::start_cosigning(cfg, &v2, vec![v1_active.log.clone(), v2.clone(), ca.ct.log().clone()])?;
+        let cosigning = crate::witnessing::start_cosigning(cfg, &v2, vec![v1.clone(), v2.clone(), ca.ct.log().clone()])?;
         Ok(AppState {
             watermarks: crate::watermark::Keeper::new(cfg.data_dir.clone(), marks),
-            rekor_v1: RekorV1::new(v1_active, v1_frozen, registry, opener),
+            rekor_v1,
             rekor_v2: v2,
             max_body: cfg.limits.max_body_bytes,
             input_limits: cfg.limits.input(),

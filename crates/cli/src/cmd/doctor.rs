@@ -137,13 +137,17 @@ fn keys(data: &Path, report: &mut Report) {
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return report.fail(&format!("{} cannot be read; create the keys with `signet init`", dir.display()));
     };
-    let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pem")).collect();
+    let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     names.sort();
     let mut good = 0;
     for path in names {
         let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
         if mode & 0o077 != 0 {
             report.fail(&format!("{} has mode {mode:o}: others can read it; chmod 600 it and rotate the key if it left the machine", path.display()));
+            continue;
+        }
+        // Symmetric keys (the shard seal key) are only checked for their mode.
+        if path.extension().is_none_or(|x| x != "pem") {
             continue;
         }
         let parsed = std::fs::read(&path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
@@ -220,6 +224,36 @@ fn storage(cfg: &signet_server::Config, report: &mut Report) {
         }
         Ok((have, known)) => report.fail(&format!("storage {}: schema at version {have} is newer than this signet's ({known}); run a newer signet", url.display())),
         Err(e) => report.fail(&format!("storage {}: {e}", url.display())),
+    }
+    if let signet_log::storage::StorageUrl::Postgres(u) = &url {
+        seal_key(&cfg.data_dir, u, report);
+    }
+}
+
+/// On PostgreSQL: this data dir holds the seal key the database's instances share, which an
+/// online rotation hands new shard keys through (`signet_server::shards::sealed`).
+fn seal_key(data: &Path, url: &str, report: &mut Report) {
+    use signet_server::shards::sealed;
+    let shared = match signet_log::storage::read_shared_meta(url, sealed::SHARED_ID) {
+        Ok(v) => v.map(|id| String::from_utf8_lossy(&id).into_owned()),
+        Err(e) => return report.fail(&format!("reading the shared seal key's name: {e}")),
+    };
+    let ours = match sealed::SealKey::load(data) {
+        Ok(k) => k.map(|k| k.id().to_string()),
+        Err(e) => return report.fail(&e),
+    };
+    let file = sealed::path(data);
+    match (ours, shared) {
+        (Some(ours), Some(shared)) if ours == shared => report.ok(&format!("{} is the seal key this database's instances share ({ours})", file.display())),
+        (Some(ours), Some(shared)) => report.fail(&format!(
+            "{} ({ours}) is not the seal key this database's instances share ({shared}): copy theirs here, or this instance can neither rotate the Rekor v1 log online nor follow another's rotation",
+            file.display()
+        )),
+        (None, Some(shared)) => report.fail(&format!(
+            "{} is missing; this database's instances share seal key {shared}: copy it from one of them, or this instance can neither rotate the Rekor v1 log online nor follow another's rotation",
+            file.display()
+        )),
+        (_, None) => report.ok("no instance has served this database yet; the first to start records its seal key"),
     }
 }
 

@@ -20,7 +20,7 @@ pub mod postgres;
 mod sqlite;
 mod url;
 
-pub use postgres::{Lease, PostgresStorage, TufFile};
+pub use postgres::{read_meta as read_shared_meta, Lease, PostgresStorage, TufFile};
 pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
 pub use url::{migrate, open, schema_version, StorageUrl};
 
@@ -127,6 +127,10 @@ pub enum StorageError {
     /// Another instance took the sequencer lease over: this one may no longer write.
     #[error("not the sequencer any more; nothing was written: {0}")]
     Fenced(String),
+    /// The tree was frozen at `size` (a shard rotation, perhaps by another instance): it
+    /// never grows again. Nothing was written; the entries belong in the next shard.
+    #[error("log {log} is frozen at size {size} (the log rotated to a new shard); nothing was written")]
+    Frozen { log: LogId, size: u64 },
 }
 
 /// An entry submitted by an instance that does not sequence, for the one that does.
@@ -151,6 +155,9 @@ pub trait Queue: Send + Sync + 'static {
     /// queued until [`Queue::forget`].
     fn dequeue(&self, log: LogId, limit: usize) -> Result<Vec<(i64, QueuedEntry)>, StorageError>;
     fn forget(&self, log: LogId, ids: &[i64]) -> Result<(), StorageError>;
+    /// Drops every entry queued for `log`, once it is frozen: no one will log them there, and
+    /// their appends were told to retry, which puts them in the next shard. Returns how many.
+    fn discard(&self, log: LogId) -> Result<u64, StorageError>;
 }
 
 /// A read as a future ([`Storage::entry_async`]).
@@ -163,6 +170,13 @@ pub trait Storage: Send + Sync + 'static {
     /// Sunlight's is): if the stored checkpoint has another size, nothing is written and the
     /// answer is [`StorageError::Conflict`]. A log with no stored checkpoint takes any.
     fn commit(&self, batch: &Batch) -> Result<(), StorageError>;
+
+    /// Freezes `log` at its stored size, which it returns: from then on every commit to it is
+    /// refused ([`StorageError::Frozen`]), whichever instance makes it, so a tree frozen by a
+    /// rotation can't grow past the size its record names. Freezing a frozen log returns its
+    /// size again. SQLite has one writer, the process holding the data dir, which freezes its
+    /// sequencer first, so there it only reads the size.
+    fn freeze(&self, log: LogId) -> Result<u64, StorageError>;
 
     /// The newest committed checkpoint of `log`, if it has one.
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError>;

@@ -113,6 +113,12 @@ CREATE INDEX tuf_files_by_generation ON tuf_files(generation);
 CREATE TABLE tuf_meta(id INT PRIMARY KEY, generation BIGINT NOT NULL);
 INSERT INTO tuf_meta(id, generation) VALUES (1, 0);
 ",
+}, Migration {
+    version: 11,
+    name: "frozen trees",
+    // Set once by a shard rotation, under the checkpoint's row lock; every commit's
+    // compare-and-swap requires it unset, so no instance can grow a frozen tree.
+    sql: "ALTER TABLE checkpoints ADD COLUMN frozen BOOLEAN NOT NULL DEFAULT false;",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.
@@ -123,25 +129,47 @@ const LEASE: &str = "sequencer";
 /// one that lacks a version below its newest (a store that never opened) is at the version
 /// before the first it lacks.
 pub fn schema_version(url: &str) -> Result<(i32, i32), StorageError> {
-    let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
     let known = migrations::newest();
-    let url = url.to_string();
-    signet_db::runtime::block(async move {
-        let url = url.as_str();
-        let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_db::pg::redact(url)));
-        let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
-            .await
-            .map_err(|_| StorageError::Backend(format!("PostgreSQL at {}: no answer within 10 s", signet_db::pg::redact(url))))?
-            .map_err(pg)?;
-        tokio::spawn(driver);
-        let applied = migrations::applied(&client)
-            .await
-            .map_err(|e| StorageError::Backend(format!("PostgreSQL at {}: {e}", signet_db::pg::redact(url))))?;
+    look(url, move |client, shown| async move {
+        let applied = migrations::applied(&client).await.map_err(|e| StorageError::Backend(format!("PostgreSQL at {shown}: {e}")))?;
         let newest = applied.last().copied().unwrap_or(0);
         if newest > known {
             return Ok((newest, known));
         }
         Ok((migrations::missing(&applied).first().map_or(newest, |first| first - 1), known))
+    })
+}
+
+/// One value of the logs' `meta` table, read without changing anything (`signet doctor`);
+/// `None` when it is not there, or the table is not made yet.
+pub fn read_meta(url: &str, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+    let key = key.to_string();
+    look(url, move |client, shown| async move {
+        if client.query_opt("SELECT 1 FROM pg_tables WHERE tablename = 'meta'", &[]).await.map_err(|e| StorageError::Backend(format!("PostgreSQL at {shown}: {e}")))?.is_none() {
+            return Ok(None);
+        }
+        let row = client.query_opt("SELECT value FROM meta WHERE key = $1", &[&key]).await.map_err(|e| StorageError::Backend(format!("PostgreSQL at {shown}: {e}")))?;
+        row.map(|r| r.try_get(0)).transpose().map_err(|e| StorageError::Backend(format!("PostgreSQL at {shown}: {e}")))
+    })
+}
+
+/// Runs `f` on one connection of its own to `url`, made for a look from outside a server
+/// (its text in errors is redacted: `shown`).
+fn look<T, F, Fut>(url: &str, f: F) -> Result<T, StorageError>
+where
+    T: Send + 'static,
+    F: FnOnce(Client, String) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, StorageError>> + Send + 'static,
+{
+    let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
+    let shown = signet_db::pg::redact(url);
+    signet_db::runtime::block(async move {
+        let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
+            .await
+            .map_err(|_| StorageError::Backend(format!("PostgreSQL at {shown}: no answer within 10 s")))?
+            .map_err(|e| StorageError::Backend(format!("PostgreSQL at {shown}: {e}")))?;
+        tokio::spawn(driver);
+        f(client, shown).await
     })
     .map_err(StorageError::Backend)?
 }
@@ -536,6 +564,27 @@ impl Storage for PostgresStorage {
         })
     }
 
+    fn freeze(&self, log: LogId) -> Result<u64, StorageError> {
+        self.block(move |pool| async move {
+            let mut slot = pool.writer.lock().await;
+            let client = writer(&pool, &mut slot).await?;
+            // One statement: it waits on the row lock of a commit under way, and every commit
+            // after it finds the tree frozen.
+            let id = log as i16;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+            let freezing = client.query_opt("UPDATE checkpoints SET frozen = true WHERE log = $1 RETURNING size", &params);
+            match tokio::time::timeout(COMMIT_DEADLINE, freezing).await {
+                Ok(Ok(Some(row))) => Ok(row.try_get::<_, i64>(0).map_err(classify)? as u64),
+                Ok(Ok(None)) => Err(StorageError::Corrupt(format!("log {log} has no stored checkpoint to freeze"))),
+                Ok(Err(e)) => Err(classify(e)),
+                Err(_) => {
+                    *slot = None;
+                    Err(StorageError::Unavailable(format!("PostgreSQL: freezing log {log} did not finish within {COMMIT_DEADLINE:?}")))
+                }
+            }
+        })
+    }
+
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
         self.read(move |c| async move {
             let row = c.client.query_opt(&c.st.checkpoint, &[&(log as i16)]).await?;
@@ -718,6 +767,10 @@ impl Queue for PostgresStorage {
             c.client.execute("DELETE FROM queue WHERE log = $1 AND id = ANY($2)", &[&(log as i16), &ids]).await.map(|_| ())
         })
     }
+
+    fn discard(&self, log: LogId) -> Result<u64, StorageError> {
+        self.read(move |c| async move { c.client.execute("DELETE FROM queue WHERE log = $1", &[&(log as i16)]).await })
+    }
 }
 
 /// Checks, inside `tx`, that `lease` is still the sequencer lease. The lease row stays locked
@@ -747,7 +800,7 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
     let previous = batch.previous_size();
     let moved = tx
         .execute(
-            "UPDATE checkpoints SET size = $2, note = $3 WHERE log = $1 AND size = $4",
+            "UPDATE checkpoints SET size = $2, note = $3 WHERE log = $1 AND size = $4 AND NOT frozen",
             &[&log, &bigint(batch.checkpoint.size), &batch.checkpoint.note, &bigint(previous)],
         )
         .await
@@ -761,8 +814,11 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
             .await
             .map_err(classify)?;
         if inserted == 0 {
-            let row = tx.query_one("SELECT size FROM checkpoints WHERE log = $1", &[&log]).await.map_err(classify)?;
-            let stored: i64 = row.try_get(0).map_err(classify)?;
+            let row = tx.query_one("SELECT size, frozen FROM checkpoints WHERE log = $1", &[&log]).await.map_err(classify)?;
+            let (stored, frozen): (i64, bool) = (row.try_get(0).map_err(classify)?, row.try_get(1).map_err(classify)?);
+            if frozen {
+                return Err(StorageError::Frozen { log: batch.log, size: stored as u64 });
+            }
             return Err(StorageError::Conflict { log: batch.log, expected: previous, stored: stored as u64 });
         }
     }

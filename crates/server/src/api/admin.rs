@@ -52,18 +52,7 @@ pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Type
     let r = tokio::spawn(async move { rotating.rekor_v1.rotate().await })
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the rotation failed unexpectedly: {e}")))??;
-    let data_dir = state.rekor_v1.data_dir().to_path_buf();
-    match tokio::task::spawn_blocking(move || crate::trust::instance(&data_dir, None)).await {
-        Ok(Ok(instance)) => {
-            let instance = Arc::new(instance);
-            *state.trust.write() = instance.clone();
-            if let Some(tuf) = &state.tuf {
-                tuf.publish(&instance).await;
-            }
-        }
-        Ok(Err(e)) => tracing::error!(error = %e, "rotated, but the trust documents could not be rebuilt; they list the new shard after a restart"),
-        Err(e) => tracing::error!(error = %e, "rotated, but rebuilding the trust documents failed"),
-    }
+    super::rekor_v1::republish(&state).await;
     Ok(Json(crate::shards::rotation_report(&r)))
 }
 

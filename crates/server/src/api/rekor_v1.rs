@@ -23,6 +23,9 @@ use super::error::ApiError;
 use super::input::{Query, Typed};
 use crate::state::AppState;
 
+mod rotation;
+pub use rotation::{republish, watch as watch_rotations};
+
 /// Rekor caps batch lookups; so do we, to bound the work one request can ask for.
 const MAX_RETRIEVE: usize = 10;
 /// UUIDs in one page of a search; `?after=<index>` (from `x-next-after`) asks for the next.
@@ -95,7 +98,7 @@ impl Shard {
 /// The Rekor v1 log: its shards, of which the newest takes the appends.
 pub struct RekorV1 {
     /// Swapped whole by a rotation; every request reads it, without a lock.
-    shards: arc_swap::ArcSwap<Shards>,
+    shards: Arc<arc_swap::ArcSwap<Shards>>,
     /// Held shared by every append and exclusively by a rotation: a rotation waits for the
     /// appends in flight, and those that arrive meanwhile wait for the next shard.
     appending: tokio::sync::RwLock<()>,
@@ -114,7 +117,7 @@ pub struct Shards {
 impl RekorV1 {
     pub fn new(active: Shard, frozen: Vec<Shard>, registry: Vec<signet_log::shards::Shard>, opener: crate::shards::ShardOpener) -> Self {
         RekorV1 {
-            shards: arc_swap::ArcSwap::from_pointee(Shards { active, frozen, registry }),
+            shards: Arc::new(arc_swap::ArcSwap::from_pointee(Shards { active, frozen, registry })),
             appending: tokio::sync::RwLock::new(()),
             opener,
         }
@@ -135,66 +138,12 @@ impl RekorV1 {
         self.shards.load().active.log.clone()
     }
 
-    /// Rotates online, on storage this instance alone writes (see [`crate::shards`]): waits
-    /// for the appends in flight, freezes the active shard, records the next one and opens it.
-    /// Appends that arrive meanwhile wait (a batch, a few milliseconds), then go to the new
-    /// shard. Reads of every shard go on throughout.
-    pub async fn rotate(&self) -> Result<crate::shards::Rotated, ApiError> {
-        let internal = |what: &str, e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"));
-        if self.opener.shared.is_some() {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "on PostgreSQL shared by several instances a rotation is offline: stop every instance, then run `signet admin log rotate --log rekor-v1 --storage URL`",
-            ));
-        }
-        let _exclusive = self.appending.write().await;
-        let current = self.current();
-        let (store, data_dir, list) = (self.opener.storage.clone(), self.opener.data_dir.clone(), current.registry.clone());
-        let key = {
-            let (data_dir, list) = (data_dir.clone(), list.clone());
-            blocking(move || crate::shards::next_key(&data_dir, &list).map(|(_, _, key)| key)).await.map_err(|e| internal("making the new shard's key", e))?
-        };
-        let old = current.active.clone();
-        let size = old.log.freeze().await.map_err(|e| internal("freezing the active shard", e.to_string()))?.checkpoint.size;
-        let key = Arc::new(key);
-        let recorded = {
-            let (store, data_dir, key) = (store.clone(), data_dir.clone(), key.clone());
-            blocking(move || crate::shards::record_rotation(store.as_ref(), &data_dir, list, size, &key)).await
-        };
-        let list = match recorded {
-            Ok(list) => list,
-            Err(e) => {
-                // Nothing recorded: the old shard goes on taking entries. Recorded: a restart finishes it.
-                let number = current.registry.last().map_or(0, |s| s.number);
-                if !signet_log::shards::is_frozen(store.as_ref(), crate::shards::KIND, number).unwrap_or(true) {
-                    old.log.resume();
-                }
-                return Err(internal("recording the rotation", e));
-            }
-        };
-        let rotated = crate::shards::rotated(&list, &data_dir).ok_or_else(|| internal("recording the rotation", "no new shard".into()))?;
-        let unavailable = |e: String| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the rotation is recorded, but the new shard did not open ({e}); restart signet to finish it"),
-            )
-        };
-        let log = self.opener.open(&rotated.active, key).await.map_err(|e| unavailable(e.to_string()))?;
-        log.genesis_written().await.map_err(|e| unavailable(e.to_string()))?;
-        let mut frozen = current.frozen.clone();
-        frozen.push(old);
-        self.shards.store(Arc::new(Shards {
-            active: Shard::new(log, rotated.active.tree_id, rotated.active.start),
-            frozen,
-            registry: list,
-        }));
-        tracing::info!(frozen = rotated.frozen.number, size, active = rotated.active.number, tree_id = rotated.active.tree_id, "rotated the Rekor v1 log");
-        Ok(rotated)
+    /// The active shard's log whenever it is called (the sequencer lease's takeover lists the
+    /// logs when it happens, after any rotation since start).
+    pub fn active_log_source(&self) -> impl Fn() -> Log + Send + Sync + 'static {
+        let shards = self.shards.clone();
+        move || shards.load().active.log.clone()
     }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?
 }
 
 impl Shards {

@@ -590,6 +590,12 @@ impl Storage for SqliteStorage {
         Box::pin(std::future::ready(self.find_search_key(log, SearchKind::Identity, &identity, after, limit)))
     }
 
+    fn freeze(&self, log: LogId) -> Result<u64, StorageError> {
+        self.latest_checkpoint(log)?
+            .map(|c| c.size)
+            .ok_or_else(|| StorageError::Corrupt(format!("log {log} has no stored checkpoint to freeze")))
+    }
+
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
         self.readers.read_latest(|c| {
             c.query_row("SELECT size, note FROM checkpoints WHERE log = ?1", [log], |r| {

@@ -9,8 +9,12 @@
 //! lock that a rotation could take while serving, so a running server never swaps them.
 //!
 //! Offline means every instance of the database is stopped. On SQLite the data dir's lock
-//! proves it; on PostgreSQL the sequencer lease does (a running follower cannot be seen, so
-//! the docs say to stop them too: it would go on queueing into the frozen shard).
+//! proves it; on PostgreSQL the sequencer lease does, and the tree is frozen in the database
+//! too, so that nothing a follower still queues can grow it. Online, the Rekor v1 log rotates
+//! through any running instance (`api::rekor_v1::rotation`); on PostgreSQL the new shard's
+//! key reaches the other instances sealed through the database ([`sealed`]).
+
+pub mod sealed;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -160,9 +164,122 @@ pub fn shard_key(kind: Kind, data_dir: &Path, shard: &Shard) -> Result<Arc<Signi
     Ok(Arc::new(key))
 }
 
+/// The storage meta key of shard `number`'s sealed key ([`sealed`]).
+pub fn sealed_key_name(kind: Kind, number: u32) -> String {
+    format!("{}.shard.{number}.key", kind.registry_name())
+}
+
+/// Writes shard `number`'s key file from its PKCS#8, or checks the one there is the same key.
+fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Result<SigningKey, String> {
+    let path = key_path(kind, data_dir, number);
+    let key = SigningKey::from_pkcs8(pkcs8, &path.display().to_string()).map_err(|e| e.to_string())?;
+    if path.exists() {
+        let there = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
+        if there.spki_der() != key.spki_der() {
+            return Err(format!("{} is not the key {} shard {number} was started with", path.display(), kind.title()));
+        }
+        return Ok(there);
+    }
+    let text = signet_core::pem::encode("PRIVATE KEY", pkcs8);
+    signet_core::files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(key)
+}
+
+/// On shared storage, the key of the shard after the last of `list`, offered to the other
+/// instances: a new key, sealed into storage, unless an earlier rotation cut short already
+/// put one there (then that one, so a rerun finishes what it began). Kept in this data dir.
+pub fn offer_next_key(kind: Kind, store: &dyn Storage, seal: &sealed::SealKey, data_dir: &Path, list: &[Shard]) -> Result<(u32, SigningKey), String> {
+    let number = list.last().map_or(1, |s| s.number + 1);
+    if log_id(kind, number).is_none() {
+        return Err(full(kind));
+    }
+    let made = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING,
+        &aws_lc_rs::rand::SystemRandom::new(),
+    )
+    .map_err(|_| "making the new shard's key failed".to_string())?;
+    let name = sealed_key_name(kind, number);
+    let ours = seal.seal(&name, made.as_ref())?;
+    let stored = store.get_or_init_meta(&name, &ours).map_err(|e| e.to_string())?;
+    let pkcs8 = seal.open(&name, &stored)?;
+    Ok((number, keep_key_file(kind, data_dir, number, &pkcs8)?))
+}
+
+/// A later shard's key on an instance that did not rotate: from this data dir, or else
+/// opened from storage, where the rotating instance sealed it, and kept here from then on.
+pub fn take_key(kind: Kind, store: &dyn Storage, seal: Option<&sealed::SealKey>, data_dir: &Path, shard: &Shard) -> Result<Arc<SigningKey>, String> {
+    if key_path(kind, data_dir, shard.number).exists() {
+        return shard_key(kind, data_dir, shard);
+    }
+    let name = sealed_key_name(kind, shard.number);
+    let Some(record) = store.meta(&name).map_err(|e| e.to_string())? else {
+        // Rotated offline, by hand: the key was never in storage.
+        return shard_key(kind, data_dir, shard);
+    };
+    let Some(seal) = seal else {
+        return Err(format!(
+            "{} shard {} is sealed in storage, but this data dir has no keys/shard-seal.key to open it: copy it from an instance of this database",
+            kind.title(),
+            shard.number
+        ));
+    };
+    let pkcs8 = seal.open(&name, &record)?;
+    let key = SigningKey::from_pkcs8(&pkcs8, &name).map_err(|e| e.to_string())?;
+    if key.spki_der() != shard.spki {
+        return Err(format!("the sealed key {name} is not the key {} shard {} was started with", kind.title(), shard.number));
+    }
+    keep_key_file(kind, data_dir, shard.number, &pkcs8).map(Arc::new)
+}
+
+/// This data dir's seal key, checked against the one the database's other instances use (the
+/// first to start records its own). `None`, with a warning, when this data dir has none or
+/// another than the database names: the instance serves, but can neither rotate online nor
+/// follow a rotation (`signet doctor` says so too).
+pub fn seal_key_for(store: &dyn Storage, data_dir: &Path) -> Result<Option<Arc<sealed::SealKey>>, String> {
+    let local = sealed::SealKey::load(data_dir)?;
+    let recorded = store.meta(sealed::SHARED_ID).map_err(|e| e.to_string())?;
+    match (local, recorded) {
+        (None, Some(theirs)) => {
+            tracing::warn!(
+                seal_key = %String::from_utf8_lossy(&theirs),
+                "this data dir has no keys/shard-seal.key, which the database's other instances share: copy it from one of them, or this instance cannot follow an online rotation of the Rekor v1 log"
+            );
+            Ok(None)
+        }
+        (local, recorded) => {
+            let key = match local {
+                Some(k) => k,
+                None => sealed::SealKey::load_or_make(data_dir)?,
+            };
+            let shared = match recorded {
+                Some(r) => r,
+                None => store.get_or_init_meta(sealed::SHARED_ID, key.id().as_bytes()).map_err(|e| e.to_string())?,
+            };
+            if shared != key.id().as_bytes() {
+                tracing::warn!(
+                    ours = key.id(),
+                    theirs = %String::from_utf8_lossy(&shared),
+                    "this data dir's keys/shard-seal.key is not the one the database's other instances share: copy theirs here, or this instance can neither rotate the Rekor v1 log online nor follow such a rotation"
+                );
+                return Ok(None);
+            }
+            Ok(Some(Arc::new(key)))
+        }
+    }
+}
+
 /// The active shard of `list` (the last) and its key; an error if a rotation was cut short
 /// after freezing it. `zero_key` is shard 0's.
-pub fn active_key(kind: Kind, data_dir: &Path, list: &[Shard], zero_key: &Arc<SigningKey>) -> Result<(Shard, Arc<SigningKey>), String> {
+/// A key that another instance rotated to on shared storage comes from storage, sealed
+/// (`seal`, see [`take_key`]).
+pub fn active_key(
+    kind: Kind,
+    store: &dyn Storage,
+    seal: Option<&sealed::SealKey>,
+    data_dir: &Path,
+    list: &[Shard],
+    zero_key: &Arc<SigningKey>,
+) -> Result<(Shard, Arc<SigningKey>), String> {
     let Some(active) = list.last().filter(|s| s.frozen.is_none()) else {
         return Err(format!(
             "the {} log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log {}` again to finish it",
@@ -172,7 +289,7 @@ pub fn active_key(kind: Kind, data_dir: &Path, list: &[Shard], zero_key: &Arc<Si
     };
     let key = match active.number {
         0 => zero_key.clone(),
-        _ => shard_key(kind, data_dir, active)?,
+        _ => take_key(kind, store, seal, data_dir, active)?,
     };
     Ok((active.clone(), key))
 }
@@ -343,7 +460,7 @@ fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
 /// active shard at its size and starts the next one with a new key. The next `serve` opens it
 /// (a Rekor log with a genesis entry of its own); old shards stay in storage. Rerunning a
 /// rotation that was cut short finishes it; rerunning a finished one starts yet another
-/// shard. (A running SQLite instance rotates Rekor v1 online: `POST /api/admin/log/rotate`.)
+/// shard. (A running instance rotates Rekor v1 online: `POST /api/admin/log/rotate`.)
 pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
     match rotate_kind(data_dir, storage, Kind::parse(log)?)? {
         Rotation::Done(rotated) => Ok(rotated),
@@ -406,19 +523,24 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
     let zero_key = SigningKey::load_or_generate(&zero_path).map_err(|e| e.to_string())?;
     let list = registry(kind, store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
     let Some(active) = list.last() else { return Err("the log has no shards".into()) };
+    if active.frozen.is_none() && store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())?.is_none() {
+        return Ok(Rotation::NotCreated(format!("the {} log has not been created yet: start `signet serve` on it once first", kind.title())));
+    }
+    // On shared storage the new key is sealed there too, so that every instance with this
+    // data dir's seal key takes it at its next start; without one it is copied by hand.
+    let seal = match &url {
+        StorageUrl::Postgres(_) => seal_key_for(store.as_ref(), data_dir)?,
+        StorageUrl::Sqlite(_) => None,
+    };
+    let key = match &seal {
+        Some(seal) => offer_next_key(kind, store.as_ref(), seal, data_dir, &list)?.1,
+        None => next_key_of(kind, data_dir, &list)?.2,
+    };
+    // Frozen in storage too (idempotent), so that no commit can grow it past its record.
     let size = match active.frozen {
         Some(f) => f.size,
-        None => match store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())? {
-            Some(head) => head.size,
-            None => {
-                return Ok(Rotation::NotCreated(format!(
-                    "the {} log has not been created yet: start `signet serve` on it once first",
-                    kind.title()
-                )))
-            }
-        },
+        None => store.freeze(active.log_id).map_err(|e| e.to_string())?,
     };
-    let (_, _, key) = next_key_of(kind, data_dir, &list)?;
     let list = record_rotation_of(kind, store.as_ref(), data_dir, list, size, &key)?;
     rotated_of(kind, &list, data_dir).map(Rotation::Done).ok_or_else(|| "the rotation recorded no new shard".into())
 }
@@ -456,8 +578,12 @@ pub fn check_frozen(kind: Kind, storage: &dyn Storage, list: &[Shard]) -> Result
 /// Opens a shard's log: at start, and for the new shard of an online rotation.
 pub struct ShardOpener {
     pub storage: Arc<dyn Storage>,
-    /// On PostgreSQL: the queue and this instance's role, for the active shard.
-    pub shared: Option<(Arc<signet_log::storage::PostgresStorage>, signet_log::Role)>,
+    /// On PostgreSQL: the queue, for the active shard. Its role is this instance's when it
+    /// opens: the sequencer's once it holds the lease ([`crate::lease::holding`]).
+    pub shared: Option<Arc<signet_log::storage::PostgresStorage>>,
+    /// On PostgreSQL: what seals new shards' keys for the other instances ([`sealed`]);
+    /// `None` when this data dir's is missing or not theirs.
+    pub seal: Option<Arc<sealed::SealKey>>,
     pub data_dir: PathBuf,
     pub host: String,
     pub batch: signet_log::BatchPolicy,
@@ -491,7 +617,10 @@ impl ShardOpener {
             note_key: None,
         };
         let log = match (&self.shared, shard.frozen) {
-            (Some((pg, role)), None) => signet_log::Log::open_shared(cfg, self.storage.clone(), pg.clone(), *role).await?,
+            (Some(pg), None) => {
+                let role = if crate::lease::holding() { signet_log::Role::Sequencer } else { signet_log::Role::Follower };
+                signet_log::Log::open_shared(cfg, self.storage.clone(), pg.clone(), role).await?
+            }
             _ => signet_log::Log::open(cfg, self.storage.clone()).await?,
         };
         if let Some(frozen) = shard.frozen {
