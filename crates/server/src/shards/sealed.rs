@@ -50,6 +50,9 @@ impl SealKey {
         let mut bytes = [0u8; 32];
         SystemRandom::new().fill(&mut bytes).map_err(|_| "the system's random source failed".to_string())?;
         let file = path(data_dir);
+        if let Some(dir) = file.parent() {
+            files::ensure_private_dir(dir).map_err(|e| format!("making {}: {e}", dir.display()))?;
+        }
         files::write_atomic(&file, pem::encode(LABEL, &bytes).as_bytes(), 0o600).map_err(|e| format!("writing {}: {e}", file.display()))?;
         Self::from_bytes(&bytes)
     }
