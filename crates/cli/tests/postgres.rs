@@ -543,7 +543,7 @@ fn tokens_in_the_database_work_on_every_instance_and_revocation_reaches_all() {
 
 /// Runs one query on `url` from a thread of its own and returns the first column of its
 /// only row, as text.
-fn query_text(url: &str, sql: &str) -> String {
+pub(crate) fn query_text(url: &str, sql: &str) -> String {
     let (url, sql) = (url.to_string(), sql.to_string());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

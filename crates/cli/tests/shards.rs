@@ -438,6 +438,52 @@ fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
     assert!(only(&r.json()).1["logIndex"].as_u64().unwrap() > start_2);
 }
 
+/// A rotation cut short right after the database froze the tree (the rotating instance died
+/// before it recorded the next shard): the sequencer takes no entry into the frozen tree and
+/// says to retry, and the next rotation, through another instance, finishes it; then writes
+/// resume on every instance.
+#[test]
+fn on_postgresql_a_rotation_cut_short_after_the_freeze_is_finished_by_the_next() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let agent = agent();
+    let signer = Signer::new();
+    let a = Server::start(&a_dir, &["--storage", &db]);
+    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
+    let b = Server::start(&b_dir, &["--storage", &db]);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(b"before")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+
+    // What the dead rotation did: the freeze, alone (shard 0 is storage namespace 1).
+    let frozen: u64 = crate::postgres::query_text(&db, "UPDATE checkpoints SET frozen = true WHERE log = 1 RETURNING size::text").parse().unwrap();
+    assert_eq!(frozen, 2);
+    for i in 0..3 {
+        let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(format!("during {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(r.text().contains("rotated to a new shard"), "{}", r.text());
+    }
+    assert_eq!(get(&agent, &format!("{}/api/v1/log", a.url)).unwrap().json()["treeSize"], 2, "the frozen tree grew");
+
+    let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
+    let done = rotate_online(&b.url, &token);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let done: Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(done["frozen"]["treeSize"], 2);
+    assert_eq!(done["active"]["startIndex"], 2);
+    let tree = done["active"]["treeID"].as_str().unwrap().to_string();
+    serving(&agent, &a.url, &tree);
+    for (n, url) in [&a.url, &b.url].into_iter().enumerate() {
+        let r = post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(format!("after {n}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        assert!(only(&r.json()).1["logIndex"].as_u64().unwrap() >= 3, "{}", r.text());
+    }
+}
+
 /// An instance whose data dir has another seal key than the database's instances share can't
 /// hand a new shard's key to them, so it refuses to rotate, and says what to copy.
 #[test]

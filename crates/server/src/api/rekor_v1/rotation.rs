@@ -145,7 +145,10 @@ impl RekorV1 {
         // From here on the tree is frozen whatever happens next; a failure leaves the rest
         // for a rerun (or the other instances) to finish.
         if !sequencing {
-            old.log.follow_until(size, CATCH_UP).await.map_err(|e| unavailable("catching up with the frozen shard", e))?;
+            old.log
+                .follow_until(size, CATCH_UP)
+                .await
+                .map_err(|e| unavailable("the shard is frozen, but this instance could not catch up with it to finish the rotation (rotate again to finish it)", e))?;
         }
         let list = {
             let (store, data_dir, key) = (store.clone(), self.opener.data_dir.clone(), key);
