@@ -115,6 +115,13 @@ pub fn load(storage: &dyn Storage, kind: &str, zero: Shard) -> Result<Vec<Shard>
     Ok(shards)
 }
 
+/// Whether `active`, the newest shard a reader knows of, has moved on in storage: frozen, or
+/// followed by another. Two reads however many shards there are, for a reader that looks
+/// often ([`load`] reads them all).
+pub fn moved_on(storage: &dyn Storage, kind: &str, active: &Shard) -> Result<bool, StorageError> {
+    Ok(storage.meta(&frozen_key(kind, active.number))?.is_some() || storage.meta(&shard_key(kind, active.number + 1))?.is_some())
+}
+
 /// Freezes `shard` at `size` from `valid_to` on. Set once: if it was frozen before (a rotation
 /// that is being finished), the stored end is returned, and a different size is an error.
 pub fn freeze(storage: &dyn Storage, kind: &str, shard: &Shard, size: u64, valid_to: i64) -> Result<Frozen, StorageError> {
@@ -179,9 +186,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap();
         assert_eq!(load(&s, "v1", zero()).unwrap(), vec![zero()]);
+        assert!(!moved_on(&s, "v1", &zero()).unwrap());
 
         let shards = load(&s, "v1", zero()).unwrap();
         freeze(&s, "v1", &shards[0], 10, 100).unwrap();
+        // A reader that knows shard 0 as active sees it moved on, frozen before anything follows.
+        assert!(moved_on(&s, "v1", &zero()).unwrap());
         // Cut short here: shard 0 is frozen, nothing follows yet.
         let shards = load(&s, "v1", zero()).unwrap();
         assert_eq!(shards.len(), 1);
@@ -196,6 +206,8 @@ mod tests {
         let shards = load(&s, "v1", zero()).unwrap();
         assert_eq!(shards.len(), 2);
         assert_eq!(shards[1], one);
+        assert!(!moved_on(&s, "v1", &one).unwrap());
+        assert!(moved_on(&s, "v1", &shards[0]).unwrap());
         // A refreeze at another size is refused: the tree would have changed after its end.
         assert!(freeze(&s, "v1", &shards[0], 11, 100).is_err());
 

@@ -182,8 +182,15 @@ impl RekorV1 {
             return Ok(false);
         }
         let current = self.current();
-        let list = self.stored_registry(&current).await?;
         let Some(active) = current.registry.last() else { return Err("the log has no shards".into()) };
+        let moved = {
+            let (store, active) = (self.opener.storage.clone(), active.clone());
+            blocking(move || signet_log::shards::moved_on(store.as_ref(), shards::KIND, &active).map_err(|e| e.to_string())).await?
+        };
+        if !moved {
+            return Ok(false);
+        }
+        let list = self.stored_registry(&current).await?;
         let frozen_now = list.get(current.registry.len() - 1).and_then(|s| s.frozen);
         if list.len() == current.registry.len() && frozen_now.is_none() {
             return Ok(false);
