@@ -338,6 +338,50 @@ fn access_log_lines_carry_the_request_id_and_no_secret() {
     assert!(!all.contains("secretsecret"), "no token in the logs");
 }
 
+/// In JSON log mode a fatal start-up error is a JSON line like every other (issue 44): a bad
+/// config, and a start that fails (the data dir held by another server); every line on
+/// stderr parses, and the last one says why, as an error. Text mode keeps its plain line.
+#[test]
+fn a_fatal_start_up_error_comes_out_in_the_chosen_log_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |format: &str, config: &std::path::Path, data: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--log-format", format, "--config"])
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data)
+            .output()
+            .unwrap()
+    };
+    let last_json_line = |out: &std::process::Output| -> serde_json::Value {
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+        lines.last().cloned().unwrap_or_else(|| panic!("nothing on stderr"))
+    };
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[http]\nno_such_key = 1\n").unwrap();
+    let out = serve("json", &bad, &dir.path().join("data"));
+    assert_eq!(out.status.code(), Some(2));
+    let line = last_json_line(&out);
+    assert_eq!(line["level"], "ERROR");
+    assert_eq!(line["fatal"], true);
+    assert!(line["message"].as_str().unwrap().contains("no_such_key"), "{line}");
+    assert!(line["timestamp"].as_str().unwrap().ends_with('Z'), "{line}");
+    let text = serve("text", &bad, &dir.path().join("data"));
+    assert!(String::from_utf8_lossy(&text.stderr).starts_with("signet: "), "{}", String::from_utf8_lossy(&text.stderr));
+
+    // A start that fails after logging began: the data dir is another server's.
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, "").unwrap();
+    let data = dir.path().join("held");
+    let _first = Server::start(&data, &[]);
+    let out = serve("json", &good, &data);
+    assert_eq!(out.status.code(), Some(2));
+    let line = last_json_line(&out);
+    assert_eq!((line["level"].as_str(), line["fatal"].as_bool()), (Some("ERROR"), Some(true)), "{line}");
+    assert!(line["message"].as_str().unwrap().contains("in use"), "{line}");
+}
+
 /// Item 19: with stdout and stderr on a full disk (/dev/full), writing a log line used to
 /// panic (`println!`, and tracing's own `eprintln!` on a failed write). Now lines are
 /// dropped and counted, and signet keeps serving and logging entries.

@@ -43,6 +43,11 @@ impl Instance {
     pub fn config(&self, storage: Option<String>) -> Result<signet_server::Config, std::process::ExitCode> {
         config(self.config.as_deref(), self.data_dir.clone(), storage)
     }
+
+    /// As [`Instance::config`], with the error given back to print rather than printed.
+    pub fn load_config(&self, storage: Option<String>) -> Result<signet_server::Config, String> {
+        load(self.config.as_deref(), self.data_dir.clone(), storage)
+    }
 }
 
 /// The configuration a command runs with: the file (if any), then the environment, then
@@ -53,10 +58,14 @@ pub fn config(
     data_dir: Option<std::path::PathBuf>,
     storage: Option<String>,
 ) -> Result<signet_server::Config, std::process::ExitCode> {
-    let mut cfg = signet_server::Config::load(file).map_err(|e| {
+    load(file, data_dir, storage).map_err(|e| {
         errln!("signet: {e}");
         std::process::ExitCode::from(2)
-    })?;
+    })
+}
+
+fn load(file: Option<&std::path::Path>, data_dir: Option<std::path::PathBuf>, storage: Option<String>) -> Result<signet_server::Config, String> {
+    let mut cfg = signet_server::Config::load(file).map_err(|e| e.to_string())?;
     if let Some(d) = data_dir {
         cfg.data_dir = d;
     }

@@ -58,18 +58,40 @@ pub struct Args {
     plain_http: bool,
 }
 
+/// Why the server could not start or stopped, in the log format it was started with: an
+/// operator who ships JSON lines to a collector finds the reason there too, not as the one
+/// plain line among them. Never filtered by `SIGNET_LOG`: it is the last thing said.
+fn fatal(format: signet_server::logging::Format, message: &str) {
+    match format {
+        signet_server::logging::Format::Text => errln!("signet: {message}"),
+        signet_server::logging::Format::Json => {
+            let line = serde_json::json!({
+                "timestamp": jiff::Timestamp::now().to_string(),
+                "level": "ERROR",
+                "message": message,
+                "target": "signet",
+                "fatal": true,
+            });
+            errln!("{line}");
+        }
+    }
+}
+
 pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
-    let cfg = args.instance.config(args.storage);
+    let cfg = args.instance.load_config(args.storage);
     // Log lines go out from here on, config errors included; spans once the config allows.
     let tracing = cfg.as_ref().map(|c| c.tracing.clone()).unwrap_or_default();
     if let Err(e) = signet_server::logging::init_serving(log_format, &tracing) {
         signet_server::logging::init(log_format);
-        errln!("signet: {e}");
+        fatal(log_format, &e);
         return ExitCode::from(2);
     }
     let mut cfg = match cfg {
         Ok(c) => c,
-        Err(code) => return code,
+        Err(e) => {
+            fatal(log_format, &e);
+            return ExitCode::from(2);
+        }
     };
     if let Some(l) = args.listen {
         cfg.listen = l;
@@ -116,7 +138,7 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
     match runtime.block_on(signet_server::serve(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            errln!("signet: {e}");
+            fatal(log_format, &e.to_string());
             match e {
                 signet_server::StartError::Config(_)
                 | signet_server::StartError::MissingKey { .. }

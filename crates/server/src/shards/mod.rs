@@ -218,7 +218,7 @@ pub fn take_key(kind: Kind, store: &dyn Storage, seal: Option<&sealed::SealKey>,
     };
     let Some(seal) = seal else {
         return Err(format!(
-            "{} shard {} is sealed in storage, but this data dir has no keys/shard-seal.key to open it: copy it from an instance of this database",
+            "{} shard {} is sealed in storage, but this data dir's keys/shard-seal.key is missing or is not the one this database's instances share (see the warning above): copy theirs here",
             kind.title(),
             shard.number
         ));
