@@ -520,6 +520,29 @@ fn on_postgresql_an_instance_without_the_shared_seal_key_refuses_to_rotate() {
     assert!(b_says.contains("FAIL") && b_says.contains("shard-seal.key is missing") && b_says.contains("copy it from one of them"), "{b_says}");
     let a_says = doctor(&a_dir);
     assert!(a_says.contains("is the seal key this database's instances share"), "{a_says}");
+
+    // A rotates: B cannot open the new shard's key, so it stops taking appends and says why in
+    // /readyz (a load balancer sends writers elsewhere), while its reads go on.
+    let agent = agent();
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", b.url), &Signer::new().v1_entry(b"before")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let before = only(&r.json());
+    let rotated = rotate_online(&_a.url, &token);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let started = std::time::Instant::now();
+    let ready = loop {
+        let ready = get(&agent, &format!("{}/readyz", b.url)).unwrap();
+        if ready.status == 503 || started.elapsed() > std::time::Duration::from_secs(10) {
+            break ready;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    assert!(ready.text().contains("shard-seal.key"), "{}", ready.text());
+    let refused = post_json(&agent, &format!("{}/api/v1/log/entries", b.url), &Signer::new().v1_entry(b"after")).unwrap();
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    let read = get(&agent, &format!("{}/api/v1/log/entries/{}", b.url, before.0)).unwrap();
+    assert_eq!(read.status, 200, "{}", read.text());
 }
 
 /// A new admin token, in the data dir (`--data-dir DIR`) or the database (`--storage URL`).

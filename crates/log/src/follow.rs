@@ -137,6 +137,11 @@ impl Follower {
         }
     }
 
+    /// Whether the log was frozen under this follower ([`Follower::close`]).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.get().is_some()
+    }
+
     /// Whether this follower handed its tree to a sequencer of this instance.
     pub(crate) fn is_promoted(&self) -> bool {
         self.promoted.load(Ordering::Acquire)

@@ -561,11 +561,15 @@ impl Log {
         rx.await.map_err(|_| AppendError::Aborted)?
     }
 
-    /// Whether the log still takes entries (false once its sequencer has stopped).
+    /// Whether the log still takes entries: false once its sequencer has stopped, once it is
+    /// frozen (here, or found frozen in storage), and for a follower of a frozen log.
     pub fn is_running(&self) -> bool {
+        if self.shared.frozen_in_storage.get().is_some() {
+            return false;
+        }
         match &*self.tx.read() {
             Some(tx) => !tx.is_closed(),
-            None => self.follower.is_some(),
+            None => self.follower.as_ref().is_some_and(|f| !f.is_closed()),
         }
     }
 

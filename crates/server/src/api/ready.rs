@@ -14,7 +14,8 @@ use crate::lifecycle::Phase;
 use crate::state::AppState;
 
 /// 200 once storage is open, keys are loaded and every log's sequencer runs; 503 while
-/// starting, once shutdown has begun, if a sequencer has stopped, while the logs refuse
+/// starting, once shutdown has begun, if a sequencer has stopped (or a log was frozen by a
+/// rotation whose next shard this instance does not serve yet), while the logs refuse
 /// appends (an unrestored backup), or while the sequencer has stepped down for want of a
 /// lease renewal (PostgreSQL).
 pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
@@ -27,7 +28,10 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
     let rekor_v1 = state.rekor_v1.log();
     let logs = [("rekor_v1", &rekor_v1), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
     if let Some((name, _)) = logs.iter().find(|(_, log)| !log.is_running()) {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name})));
+        // A Rekor v1 shard frozen by another instance's rotation, whose successor this one
+        // cannot serve yet: say why (a seal key to copy, a sequencer that has not made it).
+        let why = (*name == "rekor_v1").then(|| state.rekor_v1.behind()).flatten();
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name, "why": why})));
     }
     if let Some(why) = logs.iter().find_map(|(_, log)| log.appends_refused()) {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "appends refused", "why": why})));

@@ -103,6 +103,9 @@ pub struct RekorV1 {
     /// appends in flight, and those that arrive meanwhile wait for the next shard.
     appending: tokio::sync::RwLock<()>,
     opener: crate::shards::ShardOpener,
+    /// Why this instance does not serve the shard another instance rotated to, while it
+    /// can't (`/readyz` says it); `None` otherwise.
+    behind: parking_lot::Mutex<Option<String>>,
 }
 
 /// The shards as served at one moment; a rotation replaces the whole set.
@@ -120,12 +123,18 @@ impl RekorV1 {
             shards: Arc::new(arc_swap::ArcSwap::from_pointee(Shards { active, frozen, registry })),
             appending: tokio::sync::RwLock::new(()),
             opener,
+            behind: Default::default(),
         }
     }
 
     /// The shards now.
     pub fn current(&self) -> Arc<Shards> {
         self.shards.load_full()
+    }
+
+    /// Why this instance is behind a rotation another instance made, if it is.
+    pub fn behind(&self) -> Option<String> {
+        self.behind.lock().clone()
     }
 
     /// The data dir that holds the shards' keys.

@@ -315,15 +315,21 @@ pub fn watch(state: Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
             match looked {
                 Ok(true) => {
                     failing = None;
+                    *state.rekor_v1.behind.lock() = None;
                     republish(&state).await;
                 }
-                Ok(false) => failing = None,
-                // Said once per cause: the next look tries again.
-                Err(e) if failing.as_deref() != Some(e.as_str()) => {
-                    tracing::error!(error = %e, "cannot serve the Rekor v1 log's newest shard yet; retrying");
-                    failing = Some(e);
+                Ok(false) => {
+                    failing = None;
+                    *state.rekor_v1.behind.lock() = None;
                 }
-                Err(_) => {}
+                // Said once per cause: the next look tries again.
+                Err(e) => {
+                    if failing.as_deref() != Some(e.as_str()) {
+                        tracing::error!(error = %e, "cannot serve the Rekor v1 log's newest shard yet; retrying");
+                        failing = Some(e.clone());
+                    }
+                    *state.rekor_v1.behind.lock() = Some(e);
+                }
             }
         }
     }))
