@@ -289,6 +289,21 @@ fn rotate_online(url: &str, token: &str) -> Output {
         .expect("the admin token was never accepted")
 }
 
+/// Two instances on the PostgreSQL database `db`: A in `dir/a`, then B from a backup of A's
+/// data dir (as the docs add an instance), changed by `prepare` before B starts.
+fn two_instances(db: &str, dir: &std::path::Path, prepare: impl FnOnce(&std::path::Path)) -> (Server, std::path::PathBuf, Server, std::path::PathBuf) {
+    let (a_dir, b_dir) = (dir.join("a"), dir.join("b"));
+    let a = Server::start(&a_dir, &["--storage", db]);
+    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
+    prepare(&b_dir);
+    let b = Server::start(&b_dir, &["--storage", db]);
+    (a, a_dir, b, b_dir)
+}
+
 /// Waits until the instance at `url` serves shard `tree_id` as its active one; how long it took.
 fn serving(agent: &ureq::Agent, url: &str, tree_id: &str) -> std::time::Duration {
     let started = std::time::Instant::now();
@@ -313,15 +328,8 @@ fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
 
     let Some(db) = postgres_database() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
     let agent = agent();
-    let a = Server::start(&a_dir, &["--storage", &db]);
-    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
-    let mut b = Server::start(&b_dir, &["--storage", &db]);
+    let (a, a_dir, mut b, b_dir) = two_instances(&db, dir.path(), |_| ());
     let zero_spki = spki_of(&agent, &format!("{}/api/v1/log/publicKey", a.url));
     let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
 
@@ -357,25 +365,22 @@ fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(500));
 
-    // Through B, a follower: the sequencer A follows.
-    let first = rotate_online(&b.url, &token);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let first: Value = serde_json::from_slice(&first.stdout).unwrap();
-    assert_eq!(first["active"]["shard"], 1);
-    let tree_1 = first["active"]["treeID"].as_str().unwrap().to_string();
-    let took_a = serving(&agent, &a.url, &tree_1);
-    serving(&agent, &b.url, &tree_1);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-
-    // Through A, the sequencer: B follows.
-    let second = rotate_online(&a.url, &token);
-    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
-    let second: Value = serde_json::from_slice(&second.stdout).unwrap();
-    assert_eq!(second["active"]["shard"], 2);
-    let tree_2 = second["active"]["treeID"].as_str().unwrap().to_string();
-    let took_b = serving(&agent, &b.url, &tree_2);
-    serving(&agent, &a.url, &tree_2);
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Rotates through `through` to shard `n`; returns what it printed, the new tree ID, and how
+    // long `other` took to serve it. Writers go on for a moment after.
+    let rotate_to = |n: u64, through: &str, other: &str| {
+        let out = rotate_online(through, &token);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out["active"]["shard"], n);
+        let tree = out["active"]["treeID"].as_str().unwrap().to_string();
+        let took = serving(&agent, other, &tree);
+        serving(&agent, through, &tree);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        (out, tree, took)
+    };
+    // Through B, a follower: the sequencer A follows. Then through A: B follows.
+    let (first, _, took_a) = rotate_to(1, &b.url, &a.url);
+    let (second, tree_2, took_b) = rotate_to(2, &a.url, &b.url);
     stop.store(true, Ordering::Relaxed);
     writers.into_iter().for_each(|h| h.join().unwrap());
     eprintln!("the other instance served the new shard after {took_a:?} (a follower's rotation) and {took_b:?} (the sequencer's)");
@@ -446,16 +451,9 @@ fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
 fn on_postgresql_a_rotation_cut_short_after_the_freeze_is_finished_by_the_next() {
     let Some(db) = postgres_database() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
     let agent = agent();
     let signer = Signer::new();
-    let a = Server::start(&a_dir, &["--storage", &db]);
-    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
-    let b = Server::start(&b_dir, &["--storage", &db]);
+    let (a, _, b, _) = two_instances(&db, dir.path(), |_| ());
     let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(b"before")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
 
@@ -490,15 +488,7 @@ fn on_postgresql_a_rotation_cut_short_after_the_freeze_is_finished_by_the_next()
 fn on_postgresql_an_instance_without_the_shared_seal_key_refuses_to_rotate() {
     let Some(db) = postgres_database() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
-    let _a = Server::start(&a_dir, &["--storage", &db]);
-    let copy = Command::new(env!("CARGO_BIN_EXE_signet"))
-        .args(["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(copy.status.success(), "{}", String::from_utf8_lossy(&copy.stderr));
-    std::fs::remove_file(b_dir.join("keys/shard-seal.key")).unwrap();
-    let b = Server::start(&b_dir, &["--storage", &db]);
+    let (a, a_dir, b, b_dir) = two_instances(&db, dir.path(), |b_dir| std::fs::remove_file(b_dir.join("keys/shard-seal.key")).unwrap());
     let token = admin_token(&["--storage".as_ref(), db.as_ref()]);
     let refused = rotate_online(&b.url, &token);
     assert!(!refused.status.success());
@@ -527,7 +517,7 @@ fn on_postgresql_an_instance_without_the_shared_seal_key_refuses_to_rotate() {
     let r = post_json(&agent, &format!("{}/api/v1/log/entries", b.url), &Signer::new().v1_entry(b"before")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
     let before = only(&r.json());
-    let rotated = rotate_online(&_a.url, &token);
+    let rotated = rotate_online(&a.url, &token);
     assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
     let started = std::time::Instant::now();
     let ready = loop {
