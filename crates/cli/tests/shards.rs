@@ -51,6 +51,16 @@ fn check(e: &Value, spki: &[u8]) -> (u64, u64, String) {
     (index, local, cp.origin)
 }
 
+/// Reads the acknowledged entry `uuid` back by its log-wide `index` from the instance at
+/// `url`, and checks it as a client does ([`check`]) under the key `spki`.
+fn read_back(agent: &ureq::Agent, url: &str, uuid: &str, index: u64, spki: &[u8]) {
+    let got = get(agent, &format!("{url}/api/v1/log/entries?logIndex={index}")).unwrap();
+    assert_eq!(got.status, 200, "{}", got.text());
+    let (got_uuid, got_e) = only(&got.json());
+    assert_eq!(got_uuid, uuid);
+    assert_eq!(check(&got_e, spki).0, index);
+}
+
 #[test]
 fn a_rotated_rekor_v1_log_serves_every_shard_with_log_wide_indices() {
     let dir = tempfile::tempdir().unwrap();
@@ -417,11 +427,7 @@ fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
                 i if i < start_2 => &spki_1,
                 _ => &spki_2,
             };
-            let got = get(&agent, &format!("{url}/api/v1/log/entries?logIndex={index}")).unwrap();
-            assert_eq!(got.status, 200, "{}", got.text());
-            let (got_uuid, got_e) = only(&got.json());
-            assert_eq!(&got_uuid, uuid);
-            assert_eq!(check(&got_e, spki).0, index);
+            read_back(&agent, url, uuid, index, spki);
         }
         // Each serves the frozen shards at their final sizes, and lists all three keys.
         let info = get(&agent, &format!("{url}/api/v1/log")).unwrap().json();
@@ -613,11 +619,7 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
     for (uuid, e) in acked.iter() {
         let index = e["logIndex"].as_u64().unwrap();
         let spki = if index < start { &old_spki } else { &new_spki };
-        let got = get(&agent, &format!("{url}/api/v1/log/entries?logIndex={index}")).unwrap();
-        assert_eq!(got.status, 200, "{}", got.text());
-        let (got_uuid, got_e) = only(&got.json());
-        assert_eq!(&got_uuid, uuid);
-        assert_eq!(check(&got_e, spki).0, index);
+        read_back(&agent, &url, uuid, index, spki);
     }
     let info = get(&agent, &format!("{url}/api/v1/log")).unwrap().json();
     assert_eq!(info["inactiveShards"][0]["treeSize"].as_u64(), Some(start), "the frozen shard ends where the new one starts");
