@@ -217,6 +217,12 @@ fn storage(cfg: &signet_server::Config, report: &mut Report) {
         Ok(u) => u,
         Err(e) => return report.fail(&format!("storage: {e}")),
     };
+    // Right after `signet init` there is no log file yet: the first `serve` makes it.
+    if let signet_log::storage::StorageUrl::Sqlite(path) = &url {
+        if !path.exists() {
+            return report.warn(&format!("storage {}: not made yet; the first `signet serve` (or `signet migrate`) makes it", url.display()));
+        }
+    }
     match signet_log::storage::schema_version(&url) {
         Ok((have, known)) if have == known => report.ok(&format!("storage {} reachable, schema at version {have} (current)", url.display())),
         Ok((have, known)) if have < known => {
