@@ -463,14 +463,31 @@ fn on_postgresql_a_rotation_cut_short_after_the_freeze_is_finished_by_the_next()
     let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(b"before")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
 
-    // What the dead rotation did: the freeze, alone (shard 0 is storage namespace 1).
+    // What the dead rotation did: the freeze (shard 0 is storage namespace 1), and the
+    // registry's record of it, but not the next shard's.
     let frozen: u64 = crate::postgres::query_text(&db, "UPDATE checkpoints SET frozen = true WHERE log = 1 RETURNING size::text").parse().unwrap();
     assert_eq!(frozen, 2);
+    crate::postgres::query_text(
+        &db,
+        "INSERT INTO meta(key, value) VALUES ('rekor_v1.shard.0.frozen', \
+         convert_to('{\"size\": 2, \"valid_to\": ' || (extract(epoch FROM now())::bigint + 1)::text || '}', 'UTF8')) RETURNING key",
+    );
     for i in 0..3 {
         let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(format!("during {i}").as_bytes())).unwrap();
         assert_eq!(r.status, 503, "{}", r.text());
         assert!(r.text().contains("rotated to a new shard"), "{}", r.text());
     }
+    // The sequencer says in /readyz what to do.
+    let started = std::time::Instant::now();
+    let ready = loop {
+        let ready = get(&agent, &format!("{}/readyz", a.url)).unwrap();
+        if ready.text().contains("cut short") || started.elapsed() > std::time::Duration::from_secs(5) {
+            break ready;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    assert!(ready.text().contains("admin log rotate"), "{}", ready.text());
     assert_eq!(get(&agent, &format!("{}/api/v1/log", a.url)).unwrap().json()["treeSize"], 2, "the frozen tree grew");
 
     let token = admin_token(&["--storage".as_ref(), db.as_ref()]);

@@ -198,6 +198,12 @@ impl RekorV1 {
         let Some(frozen) = frozen_now else {
             return Err(format!("storage lists shards past shard {}, which it does not list as frozen", active.number));
         };
+        if list.len() == current.registry.len() {
+            // Frozen with nothing after it yet: a rotation under way (its next record follows
+            // at once), or one cut short, which a rerun finishes. The database refuses commits
+            // to the frozen tree meanwhile; keep serving it as it is.
+            return Ok(false);
+        }
         // Stop appending to the frozen shard before taking the lock that appends hold: a
         // follower's appends wait for entries that will never come until this answers them.
         let old = current.active.clone();
@@ -320,7 +326,10 @@ pub fn watch(state: Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
                 }
                 Ok(false) => {
                     failing = None;
-                    *state.rekor_v1.behind.lock() = None;
+                    // Frozen by a rotation that has not recorded its next shard (yet).
+                    *state.rekor_v1.behind.lock() = (!state.rekor_v1.log().is_running()).then(|| {
+                        "the Rekor v1 log's active shard is frozen and no shard follows it yet: a rotation is under way, or was cut short (run `signet admin log rotate --log rekor-v1` again to finish it)".to_string()
+                    });
                 }
                 // Said once per cause: the next look tries again.
                 Err(e) => {
