@@ -129,7 +129,10 @@ impl PerHandshake {
                 }
                 let Some(_turn) = Turn::take(&self.reading) else {
                     HITS.add();
-                    return (present(&self.served.load().loaded), Outcome::Stale);
+                    // The handshake holding the turn may have stored the new copy already.
+                    let served = self.served.load();
+                    let outcome = if now < served.fresh_until { Outcome::Hit } else { Outcome::Stale };
+                    return (present(&served.loaded), outcome);
                 };
                 // Another handshake may have refreshed the copy between the check and the turn.
                 let served = self.served.load_full();
