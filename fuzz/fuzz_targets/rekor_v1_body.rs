@@ -1,4 +1,4 @@
-//! `POST /api/v1/log/entries` bodies (hashedrekord and dsse 0.0.1): parsing and the
+//! `POST /api/v1/log/entries` bodies (hashedrekord and dsse 0.0.1, intoto 0.0.2): parsing and the
 //! signature check must refuse, never panic, whatever the bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;

@@ -5,9 +5,11 @@ from signet's own TUF repository, starting from the root that `signet trust expo
 - `sigstore attest` gets a certificate from signet's CA and an RFC 3161 timestamp from its TSA;
   `sigstore verify` accepts the bundle, and refuses another identity.
 - The sigstore package verifies sigstore-python's bundles over Rekor v1 and over Rekor v2.
-- `sigstore attest` with a transparency log entry sends an `intoto` entry, which signet does not
-  accept yet (issue 42): that is asserted, so that the day it works the test says so."""
+- `sigstore attest` with a transparency log entry logs an `intoto` 0.0.2 entry in signet's Rekor v1
+  log, and `sigstore verify` checks that entry (its SET and inclusion proof) against signet's keys."""
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -68,10 +70,36 @@ def test_sigstore_js_attests_with_signets_ca_and_tsa_and_verifies_through_its_tu
     assert wrong.returncode != 0 and "mallory@example.com" in wrong.stderr, wrong.stderr
 
 
-def test_sigstore_js_attest_to_the_log_needs_intoto(server, dev_token, statement, tmp_path):
-    made = attest(server, dev_token("js@example.com"), statement, tmp_path / "b.json", "--rekor-url", server["url"])
-    assert made.returncode != 0
-    assert 'unsupported kind "intoto"' in made.stderr, made.stderr
+def test_sigstore_js_attests_to_signets_log_with_intoto_and_verifies_the_entry(server, dev_token, tuf, statement, tmp_path):
+    email, issuer = "js@example.com", server["url"] + "/oidc"
+    bundle = tmp_path / "logged.sigstore.json"
+    made = attest(server, dev_token(email), statement, bundle, "--rekor-url", server["url"])
+    assert made.returncode == 0, made.stderr
+    entries = json.loads(bundle.read_text())["verificationMaterial"]["tlogEntries"]
+    assert [e["kindVersion"] for e in entries] == [{"kind": "intoto", "version": "0.0.2"}], entries
+    assert entries[0]["inclusionPromise"]["signedEntryTimestamp"] and entries[0]["inclusionProof"]["hashes"] is not None, entries
+
+    def verify(who):
+        return subprocess.run([CLI, "verify", str(bundle), "--tuf-mirror-url", tuf["mirror"], "--tuf-root-path", tuf["root"],
+                               "--tuf-cache-path", tuf["cache"], "--tlog-threshold", "1",
+                               "--certificate-identity-email", who, "--certificate-issuer", issuer], capture_output=True, text=True)
+
+    ok = verify(email)
+    assert ok.returncode == 0 and "Verification succeeded" in ok.stdout + ok.stderr, ok.stdout + ok.stderr
+    assert verify("mallory@example.com").returncode != 0
+    # The entry is in signet's log, found by the statement's subject digest under its leaf hash.
+    search = subprocess.run(["curl", "-sf", "-X", "POST", "-H", "Content-Type: application/json", "--data",
+                             json.dumps({"hash": "sha256:" + "ab" * 32}), server["url"] + "/api/v1/index/retrieve"],
+                            capture_output=True, text=True, check=True)
+    leaf = hashlib.sha256(b"\x00" + base64.b64decode(entries[0]["canonicalizedBody"])).hexdigest()
+    assert [uuid[16:] for uuid in json.loads(search.stdout)] == [leaf], search.stdout
+    # A changed statement in the bundle no longer matches the logged entry.
+    doc = json.loads(bundle.read_text())
+    changed = json.loads(base64.b64decode(doc["dsseEnvelope"]["payload"]))
+    changed["predicate"] = {"changed": True}
+    doc["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(changed).encode()).decode()
+    bundle.write_text(json.dumps(doc))
+    assert verify(email).returncode != 0
 
 
 @pytest.mark.parametrize("rekor_version", ["1", "2"])

@@ -240,11 +240,11 @@ fn dsse_envelopes_on_both_logs() {
     assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap().status, 409);
     let retrieved = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry]})).unwrap().json();
     assert_eq!(retrieved[0][&uuid]["body"], map[&uuid]["body"]);
-    // cosign's attestation lookup asks for the dsse and the intoto form together; the intoto
-    // one cannot be in this log, and finds nothing without failing the other.
-    let intoto = json!({"kind": "intoto", "apiVersion": "0.0.2", "spec": {"content": {"envelope": {
-        "payloadType": "application/vnd.in-toto+json", "payload": b64::encode(b64::encode(&statement)),
-        "signatures": [{"sig": b64::encode(b64::encode(&sig)), "publicKey": b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))}]}}}});
+    // cosign's attestation lookup asks for the dsse and the intoto 0.0.1 form together; the
+    // intoto one cannot be in this log, and finds nothing without failing the other.
+    let intoto = json!({"kind": "intoto", "apiVersion": "0.0.1", "spec": {"content": {
+        "envelope": envelope, "hash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(envelope.as_bytes()))}},
+        "publicKey": b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))}});
     let both = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry, intoto]})).unwrap();
     assert_eq!(both.status, 200, "{}", both.text());
     assert_eq!(both.json().as_array().unwrap().len(), 1, "{}", both.text());
@@ -264,6 +264,61 @@ fn dsse_envelopes_on_both_logs() {
     let refused = post_json(&agent, &u("/api/v2/log/entries"), &json!({"dsseRequestV002": {"envelope": {}, "verifiers": []}})).unwrap();
     assert_eq!(refused.status, 400);
     assert!(refused.json()["message"].as_str().unwrap().contains("hashedRekordRequestV002"), "{}", refused.text());
+}
+
+/// A proposed intoto 0.0.2 entry as sigstore-js's `attest` makes it: the envelope's payload
+/// and signature base64-encoded twice, the key beside the signature.
+fn v1_intoto_entry(statement: &[u8], sig: &[u8], spki: &[u8]) -> Value {
+    let envelope_hash = hex::encode(signet_core::hash::sha256(b"the client's own digest of its envelope"));
+    json!({"apiVersion": "0.0.2", "kind": "intoto", "spec": {"content": {
+        "envelope": {"payloadType": "application/vnd.in-toto+json", "payload": b64::encode(b64::encode(statement)),
+            "signatures": [{"sig": b64::encode(b64::encode(sig)), "publicKey": b64::encode(signet_core::pem::encode("PUBLIC KEY", spki))}]},
+        "hash": {"algorithm": "sha256", "value": envelope_hash},
+        "payloadHash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(statement))}}}})
+}
+
+#[test]
+fn intoto_entries_are_logged_found_and_looked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let agent = agent();
+    let u = |p: &str| format!("{}{p}", server.url);
+    let (statement, _envelope, sig, spki) = dsse_envelope(b"an intoto subject");
+    let entry = v1_intoto_entry(&statement, &sig, &spki);
+
+    let r = post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uuid = r.header("etag").unwrap().to_string();
+    let map = r.json();
+    let body: Value = serde_json::from_slice(&b64::decode(map[&uuid]["body"].as_str().unwrap()).unwrap()).unwrap();
+    // Rekor's stored form: no payload, its hash instead; the signature and key as sent.
+    assert_eq!(body["kind"], "intoto");
+    assert_eq!(body["apiVersion"], "0.0.2");
+    let content = &body["spec"]["content"];
+    assert!(content["envelope"].get("payload").is_none(), "{body}");
+    assert_eq!(content["payloadHash"]["value"], hex::encode(signet_core::hash::sha256(&statement)));
+    assert_eq!(content["hash"], entry["spec"]["content"]["hash"]);
+    assert_eq!(content["envelope"]["signatures"], entry["spec"]["content"]["envelope"]["signatures"]);
+    assert!(map[&uuid]["verification"]["signedEntryTimestamp"].is_string());
+
+    // Found by the subject's digest, looked up by the proposed entry, refused as a duplicate.
+    let subject = hex::encode(signet_core::hash::sha256(b"an intoto subject"));
+    let found = post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"hash": format!("sha256:{subject}")})).unwrap().json();
+    assert_eq!(found, json!([uuid]));
+    let retrieved = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry]})).unwrap();
+    assert_eq!(retrieved.status, 200, "{}", retrieved.text());
+    assert_eq!(retrieved.json()[0][&uuid]["body"], map[&uuid]["body"]);
+    assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap().status, 409);
+
+    // A signature over another payload is refused by name, and logs nothing.
+    let mut forged = entry.clone();
+    forged["spec"]["content"]["envelope"]["payload"] = json!(b64::encode(b64::encode(b"{\"_type\":\"forged\"}")));
+    forged["spec"]["content"].as_object_mut().unwrap().remove("payloadHash");
+    let r = post_json(&agent, &u("/api/v1/log/entries"), &forged).unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("spec.content.envelope.signatures[0].sig"), "{}", r.text());
+    let size = get(&agent, &u("/api/v1/log")).unwrap().json()["treeSize"].clone();
+    assert_eq!(size, 2, "the genesis entry and the one intoto entry");
 }
 
 #[test]

@@ -68,6 +68,10 @@ struct EnvelopeSignature {
     sig: Base64,
 }
 
+/// The most signatures (and verifiers) an envelope may carry. Sigstore's clients sign with
+/// one; the bound keeps the signature checks of one request (up to signatures × keys) few.
+pub const MAX_SIGNATURES: usize = 8;
+
 /// DSSE v1 pre-authentication encoding: "DSSEv1" SP len(type) SP type SP len(body) SP body.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).into_bytes();
@@ -85,6 +89,9 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
     if envelope.signatures.is_empty() {
         return Err(malformed("spec.proposedContent.envelope.signatures", "must be a list of one or more signatures"));
     }
+    if envelope.signatures.len() > MAX_SIGNATURES {
+        return Err(malformed("spec.proposedContent.envelope.signatures", format!("at most {MAX_SIGNATURES} signatures, got {}", envelope.signatures.len())));
+    }
     let mut signatures = Vec::with_capacity(envelope.signatures.len());
     for (i, s) in envelope.signatures.into_iter().enumerate() {
         if s.sig.0.is_empty() {
@@ -95,6 +102,9 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
 
     if verifier_values.is_empty() {
         return Err(malformed("spec.proposedContent.verifiers", "must be a list of one or more base64 PEM keys or certificates"));
+    }
+    if verifier_values.len() > MAX_SIGNATURES {
+        return Err(malformed("spec.proposedContent.verifiers", format!("at most {MAX_SIGNATURES} verifiers, got {}", verifier_values.len())));
     }
     let mut verifiers = Vec::with_capacity(verifier_values.len());
     let mut first_certificate = None;
@@ -140,7 +150,7 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
 }
 
 /// The first `subject[].digest.sha256` of an in-toto statement, lower-case, if well-formed.
-fn first_sha256_subject(payload: &[u8]) -> Option<String> {
+pub(super) fn first_sha256_subject(payload: &[u8]) -> Option<String> {
     let statement: Value = serde_json::from_slice(payload).ok()?;
     statement.get("subject")?.as_array()?.iter().find_map(|s| {
         let d = s.pointer("/digest/sha256")?.as_str()?.to_ascii_lowercase();
@@ -242,6 +252,8 @@ pub(crate) mod tests {
             ("spec.proposedContent.verifiers[0]", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([b64::encode(pem::encode("CERTIFICATE", b"bogus"))]))),
             ("spec.proposedContent.verifiers[0]", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!([7]))),
             ("spec.proposedContent.envelope.signatures[0].keyid", env(&|e| e["signatures"][0]["keyid"] = json!(1))),
+            ("spec.proposedContent.envelope.signatures", env(&|e| e["signatures"] = json!(vec![e["signatures"][0].clone(); MAX_SIGNATURES + 1]))),
+            ("spec.proposedContent.verifiers", with(&|v| v["spec"]["proposedContent"]["verifiers"] = json!(vec![v["spec"]["proposedContent"]["verifiers"][0].clone(); MAX_SIGNATURES + 1]))),
         ];
         for (field, req) in cases {
             let err = super::super::v1::parse_value(&req).unwrap_err();

@@ -2,6 +2,7 @@
 //!
 //! - [`v1`]: Rekor v1 `hashedrekord` 0.0.1 entries, their canonical bodies and SETs.
 //! - [`dsse`]: Rekor v1 `dsse` 0.0.1 entries (DSSE envelopes, recorded by their hashes).
+//! - [`intoto`]: Rekor v1 `intoto` 0.0.2 entries (DSSE envelopes with a key per signature).
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
 //! - [`identity`]: the signing identity (certificate SAN) that v1 entries are searchable by.
@@ -11,6 +12,7 @@
 pub mod dsse;
 pub mod genesis;
 pub mod identity;
+pub mod intoto;
 pub mod v1;
 pub mod v2;
 

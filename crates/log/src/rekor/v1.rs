@@ -1,5 +1,6 @@
 //! Rekor v1 `hashedrekord` 0.0.1: parsing, verification, canonical bodies and SETs. The
-//! entry parser also takes `dsse` 0.0.1, whose format lives in [`super::dsse`].
+//! entry parser also takes `dsse` 0.0.1 and `intoto` 0.0.2, whose formats live in
+//! [`super::dsse`] and [`super::intoto`].
 //!
 //! The canonical body is what Rekor stores and hashes into the tree: the RFC 8785 JSON of
 //! `{apiVersion, kind, spec: {data: {hash}, signature: {content, publicKey: {content}}}}`,
@@ -33,9 +34,9 @@ pub struct HashedRekord {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProposedEntry {
-    /// `0.0.1`.
+    /// `0.0.1` (`0.0.2` for intoto).
     api_version: String,
-    /// `hashedrekord` or `dsse`.
+    /// `hashedrekord`, `dsse` or `intoto`.
     kind: String,
     #[schema(schema_with = spec_schema)]
     spec: Box<RawValue>,
@@ -48,7 +49,8 @@ fn spec_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     OneOfBuilder::new()
         .item(Ref::from_schema_name("HashedRekordV001Spec"))
         .item(Ref::from_schema_name("DsseV001Spec"))
-        .description(Some("the spec of the entry's kind: hashedrekord 0.0.1 or dsse 0.0.1"))
+        .item(Ref::from_schema_name("IntotoV002Spec"))
+        .description(Some("the spec of the entry's kind: hashedrekord 0.0.1, dsse 0.0.1 or intoto 0.0.2"))
         .into()
 }
 
@@ -62,6 +64,7 @@ pub fn request_schemas(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::ope
     add::<ProposedEntry>(out);
     add::<HashedRekordSpec>(out);
     add::<super::dsse::DsseSpec>(out);
+    add::<super::intoto::IntotoSpec>(out);
 }
 
 /// `spec` of a hashedrekord 0.0.1.
@@ -121,11 +124,17 @@ pub fn parse_value(request: &serde_json::Value) -> Result<HashedRekord, EntryErr
 /// Verifies a proposed entry read by [`parse`], and makes its canonical body.
 pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     let kind = request.kind.as_str();
-    if kind != "hashedrekord" && kind != "dsse" {
-        return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\" and \"dsse\"")));
+    let version = match kind {
+        "hashedrekord" | "dsse" => "0.0.1",
+        "intoto" => "0.0.2",
+        _ => return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\", \"dsse\" and \"intoto\""))),
+    };
+    if request.api_version != version {
+        return Err(malformed("apiVersion", format!("unsupported {kind} version {:?}; expected \"{version}\"", request.api_version)));
     }
-    if request.api_version != "0.0.1" {
-        return Err(malformed("apiVersion", format!("unsupported {kind} version {:?}; expected \"0.0.1\"", request.api_version)));
+    if kind == "intoto" {
+        let e = super::intoto::parse_spec(request.spec.get())?;
+        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity });
     }
     if kind == "dsse" {
         let e = super::dsse::parse_spec(request.spec.get())?;

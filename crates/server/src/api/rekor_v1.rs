@@ -344,7 +344,7 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, Typed(request)
         let at = format!("entries[{i}]");
         // A kind of Rekor's that this log never accepts cannot be in it: nothing is found,
         // as for any entry that is not there. cosign and policy-controller look attestations
-        // up as [dsse, intoto]; one intoto entry must not fail the dsse lookup beside it.
+        // up as [dsse, intoto 0.0.1]; the intoto entry must not fail the dsse lookup beside it.
         if kind_never_logged(proposed.get()) {
             continue;
         }
@@ -354,18 +354,27 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, Typed(request)
     Ok(json_text(format!("[{}]", out.join(","))))
 }
 
-/// Rekor's entry kinds that this log does not accept (it logs `hashedrekord` and `dsse`).
-const OTHER_REKOR_KINDS: [&str; 9] = ["intoto", "rekord", "rpm", "jar", "helm", "tuf", "alpine", "cose", "rfc3161"];
+/// Rekor's entry kinds that this log does not accept (it logs `hashedrekord` and `dsse`
+/// 0.0.1, and `intoto` 0.0.2).
+const OTHER_REKOR_KINDS: [&str; 8] = ["rekord", "rpm", "jar", "helm", "tuf", "alpine", "cose", "rfc3161"];
 
-/// Whether `proposed` names one of [`OTHER_REKOR_KINDS`]. Anything else, a kind no Rekor
-/// knows included, goes on to [`v1::parse`], which says what is wrong with it.
+/// Whether `proposed` names one of [`OTHER_REKOR_KINDS`], or an `intoto` version other than
+/// 0.0.2 (cosign's lookups send 0.0.1). Anything else, a kind no Rekor knows included, goes
+/// on to [`v1::parse`], which says what is wrong with it.
 fn kind_never_logged(proposed: &str) -> bool {
     #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
     struct Kind<'a> {
         #[serde(borrow)]
         kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        api_version: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_str::<Kind>(proposed).ok().and_then(|k| k.kind).is_some_and(|k| OTHER_REKOR_KINDS.contains(&k.as_ref()))
+    let Ok(Kind { kind: Some(kind), api_version }) = serde_json::from_str::<Kind>(proposed) else { return false };
+    match kind.as_ref() {
+        "intoto" => api_version.is_some_and(|v| v != "0.0.2"),
+        other => OTHER_REKOR_KINDS.contains(&other),
+    }
 }
 
 /// `POST /api/v1/index/retrieve`: the UUIDs of entries for an artifact digest or a signing
