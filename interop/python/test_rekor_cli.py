@@ -1,5 +1,6 @@
 """rekor-cli (Rekor's own Go client, unchanged) against signet's Rekor v1 API: upload, the
-duplicate upload, both forms of `verify`, `get`, `search` by digest and by email, and `loginfo`. Every check
+duplicate upload, both forms of `verify`, `get`, `search` by digest, by email and by public key or
+certificate, and `loginfo`. Every check
 is rekor-cli's own: the SET, the inclusion proof and the signed checkpoint, with the key it
 fetches from the log, and the consistency of the log between its calls (its state file)."""
 
@@ -89,10 +90,17 @@ def test_rekor_cli_uploads_verifies_gets_and_searches(rekor, signed, tmp_path):
         assert (entry["LogIndex"], entry["UUID"]) == (int(index), uuid), entry
         assert entry["Body"]["HashedRekordObj"]["data"]["hash"]["value"] == signed["sha"], entry
 
-    for how in (["--sha", f"sha256:{signed['sha']}"], ["--artifact", str(signed["artifact"])]):
+    for how in (["--sha", f"sha256:{signed['sha']}"], ["--artifact", str(signed["artifact"])],
+                ["--public-key", str(signed["pub"]), "--pki-format", "x509"]):
         found = rekor("search", *how)
         assert found.returncode == 0, found.stderr
         assert uuid in found.stdout.split(), found.stdout
+    # Another key signed nothing here.
+    stranger = tmp_path / "stranger.pem"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(tmp_path / "stranger.key")], check=True)
+    subprocess.run(["openssl", "ec", "-in", str(tmp_path / "stranger.key"), "-pubout", "-out", str(stranger)], check=True, capture_output=True)
+    nobody = rekor("search", "--public-key", str(stranger), "--pki-format", "x509")
+    assert uuid not in nobody.stdout, nobody.stdout
 
 
 def test_rekor_cli_proves_the_log_consistent_between_its_calls(rekor, signed):
@@ -135,3 +143,7 @@ def test_rekor_cli_finds_an_entry_by_its_signers_email(rekor, server, dev_token,
         assert re.findall(r"\b[0-9a-f]{64,80}\b", found.stdout) == [uuid], found.stdout
     nobody = rekor("search", "--email", "nobody-" + email)
     assert uuid not in nobody.stdout, nobody.stdout
+    # By the certificate, as gitsign looks a commit's entry up.
+    by_cert = rekor("search", "--public-key", str(cert), "--pki-format", "x509")
+    assert by_cert.returncode == 0, by_cert.stderr
+    assert re.findall(r"\b[0-9a-f]{64,80}\b", by_cert.stdout) == [uuid], by_cert.stdout

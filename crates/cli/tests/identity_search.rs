@@ -1,6 +1,7 @@
 //! Searching the Rekor v1 log by signing identity over HTTP: an entry signed with a dev-CA
 //! certificate (`signet sign-bundle` with a `dev-token`) is found by its certificate's email,
-//! in any case, and by nothing else; a search names exactly one criterion.
+//! in any case, and by nothing else; by the signer's key or certificate (rekor-cli `search
+//! --public-key`, gitsign); several criteria combined as Rekor's `operator` says.
 
 use crate::common;
 
@@ -70,15 +71,73 @@ fn an_entry_is_found_by_its_signers_identity() {
         assert_eq!((found.status, found.json()), (200, json!([])), "{query}");
     }
 
-    let both = search(json!({"hash": format!("sha256:{}", "0".repeat(64)), "identity": "alice@example.com"}));
-    assert_eq!(both.status, 400, "{}", both.text());
-    assert!(both.text().contains("hash and identity"), "{}", both.text());
+    // Several criteria: Rekor's "or" (the default) is the union, "and" the intersection.
+    let nothing = format!("sha256:{}", "0".repeat(64));
+    let either = search(json!({"hash": nothing, "identity": "alice@example.com"}));
+    assert_eq!((either.status, either.json()), (200, uuids.clone()), "{}", either.text());
+    let both = search(json!({"hash": nothing, "identity": "alice@example.com", "operator": "and"}));
+    assert_eq!((both.status, both.json()), (200, json!([])), "{}", both.text());
     let none = search(json!({}));
     assert_eq!(none.status, 400, "{}", none.text());
-    assert!(none.text().contains("one of hash, email or identity"), "{}", none.text());
-    let by_key = search(json!({"publicKey": {"format": "x509"}}));
-    assert_eq!(by_key.status, 400, "{}", by_key.text());
-    assert!(by_key.text().contains("search by publicKey is not supported"), "{}", by_key.text());
+    assert!(none.text().contains("one of hash, publicKey, email or identity"), "{}", none.text());
     let not_an_email = search(json!({"email": "alice"}));
     assert_eq!(not_an_email.status, 400, "{}", not_an_email.text());
+}
+
+#[test]
+fn an_entry_is_found_by_its_signers_key_or_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let search = |query: Value| post_json(&agent(), &format!("{}/api/v1/index/retrieve", server.url), &query).unwrap();
+    let by_key = |pem_text: &str| search(json!({"publicKey": {"format": "x509", "content": b64::encode(pem_text)}}));
+
+    // A bare key: every entry it signed, and no other.
+    let (signer, other) = (common::Signer::new(), common::Signer::new());
+    let mut mine = Vec::new();
+    for artifact in [&b"one"[..], b"two"] {
+        let r = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(artifact)).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        mine.push(json!(r.header("etag").unwrap()));
+    }
+    let r = post_json(&agent(), &format!("{}/api/v1/log/entries", server.url), &other.v1_entry(b"three")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let key_pem = signet_core::pem::encode("PUBLIC KEY", &signer.spki);
+    let found = by_key(&key_pem);
+    assert_eq!((found.status, found.json()), (200, json!(mine)), "{}", found.text());
+    // However the PEM is wrapped: the key is what is looked up, not its spelling.
+    let rewrapped = format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", b64::encode(&signer.spki));
+    assert_eq!(by_key(&rewrapped).json(), json!(mine));
+    // With the artifact's hash, "and" keeps the one entry of both, "or" (gitsign's) all three.
+    let one = format!("sha256:{}", hex::encode(sha256(b"one")));
+    let content = b64::encode(&key_pem);
+    let and = search(json!({"hash": one, "publicKey": {"format": "x509", "content": content}, "operator": "and"}));
+    assert_eq!(and.json(), json!([mine[0]]), "{}", and.text());
+    let three = format!("sha256:{}", hex::encode(sha256(b"three")));
+    let or = search(json!({"hash": three, "publicKey": {"format": "x509", "content": content}}));
+    assert_eq!(or.json().as_array().unwrap().len(), 3, "{}", or.text());
+
+    // A certificate: the entries it signed (sigstore's keyless flow), not those of its bare key.
+    let leaf = sign_v1(&server, dir.path(), "carol@example.com", b"signed by carol\n");
+    let bundle: Value = serde_json::from_slice(&std::fs::read(dir.path().join("artifact.sigstore.json")).unwrap()).unwrap();
+    let cert_der = b64::decode(bundle["verificationMaterial"]["certificate"]["rawBytes"].as_str().unwrap()).unwrap();
+    let found = by_key(&signet_core::pem::encode("CERTIFICATE", &cert_der));
+    assert_eq!(found.status, 200, "{}", found.text());
+    let uuids = found.json();
+    assert!(uuids.as_array().unwrap().len() == 1 && uuids[0].as_str().unwrap().ends_with(&leaf), "{uuids}");
+
+    // Each way of asking wrongly is a 400 naming the field.
+    for (query, field, why) in [
+        (json!({"publicKey": {"format": "x509"}}), "publicKey.content", "required"),
+        (json!({"publicKey": {"format": "ssh", "content": b64::encode("ssh-ed25519 AAAA")}}), "publicKey.format", "x509"),
+        (json!({"publicKey": {"format": "x509", "url": "http://127.0.0.1:1/key.pem"}}), "publicKey.url", "does not fetch"),
+        (json!({"publicKey": {"format": "x509", "content": b64::encode("not pem")}}), "publicKey.content", "PEM"),
+        (json!({"publicKey": {"format": "x509", "content": b64::encode(signet_core::pem::encode("PUBLIC KEY", b"junk"))}}), "publicKey.content", ""),
+        (json!({"publicKey": "x509"}), "publicKey", ""),
+        (json!({"hash": one, "operator": "xor"}), "operator", ""),
+    ] {
+        let r = search(query.clone());
+        assert_eq!(r.status, 400, "{query}: {}", r.text());
+        assert_eq!(r.json()["path"], field, "{query}: {}", r.text());
+        assert!(r.text().contains(why), "{query}: {}", r.text());
+    }
 }

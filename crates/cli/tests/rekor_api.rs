@@ -375,7 +375,7 @@ fn bad_input_is_refused_with_json_errors_and_writes_nothing() {
         ("firstSize > lastSize", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=2&lastSize=1")).unwrap()), 400, "firstSize"),
         ("lastSize beyond the tree", Box::new(|| get(&agent, &u("/api/v1/log/proof?firstSize=1&lastSize=9")).unwrap()), 400, "lastSize"),
         ("bad UUID", Box::new(|| get(&agent, &u("/api/v1/log/entries/xyz")).unwrap()), 400, "UUID"),
-        ("search by unsupported field", Box::new(|| post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"publicKey": {"format": "x509"}})).unwrap()), 400, "not supported"),
+        ("search by a key format no entry has", Box::new(|| post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"publicKey": {"format": "pgp", "content": "AA=="}})).unwrap()), 400, "x509"),
         ("v2 wrong digest length", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &{ let mut v = signer.v2_entry(b"z"); v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([0u8; 31])); v }).unwrap()), 400, "digest"),
         ("v2 unknown field", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &{ let mut v = signer.v2_entry(b"z"); v["x"] = json!(1); v }).unwrap()), 400, "unknown field"),
         ("v2 bad signature", Box::new(|| post_json(&agent, &u("/api/v2/log/entries"), &{ let mut v = signer.v2_entry(b"z"); v["hashedRekordRequestV002"]["digest"] = json!(b64::encode([0u8; 32])); v }).unwrap()), 422, "does not verify"),

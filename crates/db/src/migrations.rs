@@ -30,6 +30,7 @@ pub const REGISTRY: &[(i32, &str)] = &[
     (9, "log: the TUF repository"),
     (10, "witness"),
     (11, "log: frozen trees"),
+    (12, "log: search by signer's key"),
 ];
 
 /// The newest version this build knows.

@@ -177,7 +177,15 @@ impl From<Vec<u8>> for Leaf {
     }
 }
 
-/// A page of a search by digest or identity ([`Log::indices_by_digest`], [`Log::indices_by_identity`]).
+/// What an entry is searchable by, besides its leaf hash.
+#[derive(Debug, Clone, Default)]
+struct SearchKeys {
+    digest: Option<Vec<u8>>,
+    identity: Option<Vec<u8>>,
+    public_key: Option<Vec<u8>>,
+}
+
+/// A page of a search by digest, identity or key ([`Log::indices_by_digest`], [`Log::indices_by_identity`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestPage {
     pub indices: Vec<u64>,
@@ -341,6 +349,7 @@ impl Log {
                 leaf_hash: merkle::leaf_hash(&body),
                 digest: g.digest.clone(),
                 identity: None,
+                public_key: None,
                 body,
                 extra: None,
                 reply,
@@ -501,18 +510,20 @@ impl Log {
 
     /// Submits one entry and waits until it is durable (or found to be a duplicate).
     pub async fn append(&self, body: impl Into<Leaf>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
-        self.submit(body, digest, None, None).await
+        self.submit(body, SearchKeys { digest, ..SearchKeys::default() }, None).await
     }
 
-    /// [`Log::append`], searchable by the signing identity key `identity` as well
-    /// ([`Log::indices_by_identity`]; see [`crate::rekor::identity_key`]).
+    /// [`Log::append`], searchable by the signing identity key `identity` and the signer's key
+    /// index `public_key` as well ([`Log::indices_by_identity`], [`Log::indices_by_public_key`];
+    /// see [`crate::rekor::identity_key`] and [`crate::rekor::public_key_index`]).
     pub async fn append_searchable(
         &self,
         body: impl Into<Leaf>,
         digest: Option<Vec<u8>>,
         identity: Option<Vec<u8>>,
+        public_key: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
-        self.submit(body, digest, identity, None).await
+        self.submit(body, SearchKeys { digest, identity, public_key }, None).await
     }
 
     /// [`Log::append`], keeping `extra` as the entry's stamp (for a log without a
@@ -523,16 +534,11 @@ impl Log {
         digest: Option<Vec<u8>>,
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
-        self.submit(body, digest, None, extra).await
+        self.submit(body, SearchKeys { digest, ..SearchKeys::default() }, extra).await
     }
 
-    async fn submit(
-        &self,
-        leaf: impl Into<Leaf>,
-        digest: Option<Vec<u8>>,
-        identity: Option<Vec<u8>>,
-        extra: Option<Vec<u8>>,
-    ) -> Result<Sequenced, AppendError> {
+    async fn submit(&self, leaf: impl Into<Leaf>, keys: SearchKeys, extra: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
+        let SearchKeys { digest, identity, public_key } = keys;
         if let Some(why) = self.gate.refused.get() {
             return Err(AppendError::Refused(why.clone()));
         }
@@ -541,7 +547,7 @@ impl Log {
         }
         let (reply, rx) = oneshot::channel();
         let Leaf { body, hash: leaf_hash } = leaf.into();
-        let pending = Pending { leaf_hash, digest, identity, body, extra, reply, queued: std::time::Instant::now() };
+        let pending = Pending { leaf_hash, digest, identity, public_key, body, extra, reply, queued: std::time::Instant::now() };
         let tx = self.tx.read().clone();
         match (tx, &self.follower) {
             (Some(tx), _) => tx.send(pending).await.map_err(|_| AppendError::Closed)?,
@@ -722,6 +728,14 @@ impl Log {
         let size = self.durable_size();
         let indices =
             self.shared.storage.find_identity_async(self.shared.id, identity.to_vec(), after, limit.saturating_add(1)).await?;
+        Ok(page_of(indices, size, limit))
+    }
+
+    /// [`Log::indices_by_digest`] by the signer's key index (see
+    /// [`crate::rekor::public_key_index`]). Entries logged before signers' keys were kept have none.
+    pub async fn indices_by_public_key(&self, key: &[u8], after: Option<u64>, limit: usize) -> Result<DigestPage, StorageError> {
+        let size = self.durable_size();
+        let indices = self.shared.storage.find_public_key_async(self.shared.id, key.to_vec(), after, limit.saturating_add(1)).await?;
         Ok(page_of(indices, size, limit))
     }
 

@@ -46,6 +46,7 @@ pub(crate) struct Pending {
     pub leaf_hash: Hash,
     pub digest: Option<Vec<u8>>,
     pub identity: Option<Vec<u8>>,
+    pub public_key: Option<Vec<u8>>,
     pub body: Vec<u8>,
     /// Bytes made at submission to keep beside the entry (the CT log's precertificate),
     /// stored as its stamp when the log has no [`crate::Stamper`].
@@ -609,7 +610,7 @@ fn sign_batch(
     let mut entries = Vec::with_capacity(fresh.len());
     let mut replies = Vec::with_capacity(fresh.len());
     for (i, (p, stamp)) in fresh.drain(..).zip(stamps).enumerate() {
-        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, identity: p.identity, body: p.body, stamp });
+        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, identity: p.identity, public_key: p.public_key, body: p.body, stamp });
         replies.push(p.reply);
     }
     Ok((checkpoint, entries, replies))

@@ -117,6 +117,9 @@ impl Storage for FlakyStorage {
     fn find_identity_async(&self, log: LogId, identity: Vec<u8>, after: Option<u64>, limit: usize) -> signet_log::storage::ReadFuture<'_, Vec<u64>> {
         self.inner.find_identity_async(log, identity, after, limit)
     }
+    fn find_public_key_async(&self, log: LogId, key: Vec<u8>, after: Option<u64>, limit: usize) -> signet_log::storage::ReadFuture<'_, Vec<u64>> {
+        self.inner.find_public_key_async(log, key, after, limit)
+    }
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
         self.inner.keys(log, start, count)
     }

@@ -20,6 +20,7 @@ fn entry(index: u64, body: &[u8]) -> NewEntry {
         leaf_hash: merkle::leaf_hash(body),
         digest: Some(format!("sha256:{:064x}", index % 2).into_bytes()),
         identity: identity(index),
+        public_key: public_key(index),
         body: body.to_vec(),
         stamp: Some(vec![index as u8; 3]),
     }
@@ -31,6 +32,14 @@ const CI: &[u8] = b"uri:https://ci.example/workflow@refs/heads/main";
 /// Entry `index`'s identity key: Alice, the CI workflow, or none (a bare key), in turn.
 fn identity(index: u64) -> Option<Vec<u8>> {
     [Some(ALICE.to_vec()), Some(CI.to_vec()), None][index as usize % 3].clone()
+}
+
+/// The key index of one signer's key (see `signet_log::rekor::public_key_index`).
+const KEY_A: &[u8] = b"sha256:5e4fd20f00c3d3d1d1a4ff5b5ee4e8b4e14cf0ab0be3e7e4f8e1b5a4e7e3b2c1";
+
+/// Entry `index`'s signer key index: the one key on even entries, none on odd ones.
+fn public_key(index: u64) -> Option<Vec<u8>> {
+    (index % 2 == 0).then(|| KEY_A.to_vec())
 }
 
 /// Entries `start..end` of `log` with checkpoint note `note`.
@@ -478,11 +487,19 @@ async fn identities_are_found_in_pages_from_the_commit_on() {
         assert!(find(format!("sha256:{:064x}", 0).as_bytes(), None, 10).await.unwrap().is_empty(), "{}", b.name);
         let keys = { let s = s.clone(); tokio::task::spawn_blocking(move || s.keys(1, 0, 3).unwrap()) }.await.unwrap();
         assert_eq!(keys.iter().map(|k| k.identity.clone()).collect::<Vec<_>>(), [identity(0), identity(1), identity(2)], "{}", b.name);
+        assert_eq!(keys.iter().map(|k| k.public_key.clone()).collect::<Vec<_>>(), [public_key(0), public_key(1), public_key(2)], "{}", b.name);
+        // The signer's key, likewise: an index of its own, paged the same way.
+        let by_key = |after, limit| s.find_public_key_async(1, KEY_A.to_vec(), after, limit);
+        assert_eq!(by_key(None, 10).await.unwrap(), [0, 2, 4, 6, 8], "{}", b.name);
+        assert_eq!(by_key(Some(4), 2).await.unwrap(), [6, 8], "{}", b.name);
+        assert!(s.find_identity_async(1, KEY_A.to_vec(), None, 10).await.unwrap().is_empty(), "{}", b.name);
+        assert!(s.find_public_key_async(1, ALICE.to_vec(), None, 10).await.unwrap().is_empty(), "{}", b.name);
 
         // And after a restart, from the backend's own index.
         drop(s);
         let s = b.reopen();
         assert_eq!(s.find_identity_async(1, CI.to_vec(), Some(1), 10).await.unwrap(), [4, 7], "{}", b.name);
+        assert_eq!(s.find_public_key_async(1, KEY_A.to_vec(), Some(5), 10).await.unwrap(), [6, 8], "{}", b.name);
     }
 }
 
@@ -509,7 +526,7 @@ async fn the_log_pages_a_search_by_identity() {
         .await
         .unwrap();
         for i in 0..7u64 {
-            log.append_searchable(format!("entry {i}").into_bytes(), None, identity(i)).await.unwrap();
+            log.append_searchable(format!("entry {i}").into_bytes(), None, identity(i), public_key(i)).await.unwrap();
         }
         let mut pages = Vec::new();
         let mut after = None;
@@ -523,42 +540,57 @@ async fn the_log_pages_a_search_by_identity() {
         }
         assert_eq!(pages, [vec![0, 3], vec![6]], "{}", b.name);
         assert!(log.indices_by_identity(b"uri:nobody", None, 2).await.unwrap().indices.is_empty(), "{}", b.name);
+        let page = log.indices_by_public_key(KEY_A, Some(2), 2).await.unwrap();
+        assert_eq!((page.indices, page.next_after), (vec![4, 6], None), "{}", b.name);
     }
 }
 
-/// A store of the schema before identities upgrades at open: the entries it holds stay
-/// searchable by digest and have no identity; entries committed after have one.
+/// A store of the schema before identities (and signers' keys) upgrades at open: the entries
+/// it holds stay searchable by digest and have neither; entries committed after have both.
 #[test]
 fn a_store_from_before_identities_upgrades() {
-    let search = |s: &Arc<dyn Storage>, digest: bool, value: &[u8]| {
+    // Some(true): by digest; Some(false): by identity; None: by key.
+    let search = |s: &Arc<dyn Storage>, digest: Option<bool>, value: &[u8]| {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        rt.block_on(if digest { s.find_digest_async(1, value.to_vec(), None, 100) } else { s.find_identity_async(1, value.to_vec(), None, 100) }).unwrap()
+        rt.block_on(match digest {
+            Some(true) => s.find_digest_async(1, value.to_vec(), None, 100),
+            Some(false) => s.find_identity_async(1, value.to_vec(), None, 100),
+            None => s.find_public_key_async(1, value.to_vec(), None, 100),
+        })
+        .unwrap()
     };
     for b in backends() {
         b.storage.commit(&batch(1, 0, 3, 1)).unwrap();
         drop(b.storage.clone());
-        // Back to the previous schema: no identity columns, no identity index.
+        // Back to the schema before both: no identity or key columns, no such indexes.
         let applied = match &b.url {
             StorageUrl::Sqlite(path) => {
                 let c = rusqlite::Connection::open(path).unwrap();
-                c.execute_batch("UPDATE entry_keys SET identity = NULL; ALTER TABLE entry_keys DROP COLUMN identity; PRAGMA user_version = 2;").unwrap();
+                c.execute_batch("ALTER TABLE entry_keys DROP COLUMN identity; ALTER TABLE entry_keys DROP COLUMN public_key; PRAGMA user_version = 2;").unwrap();
                 let index = rusqlite::Connection::open(format!("{}.keys", path.display())).unwrap();
-                index.execute_batch("DROP TABLE identities").unwrap();
+                index.execute_batch("DROP TABLE identities; DROP TABLE public_keys").unwrap();
                 drop((c, index));
                 SqliteStorage::open(path).unwrap().applied_migrations.clone()
             }
             StorageUrl::Postgres(url) => {
-                common::psql(url, "ALTER TABLE entries DROP COLUMN identity; ALTER TABLE queue DROP COLUMN identity; DELETE FROM signet_schema WHERE version = 8;");
+                common::psql(
+                    url,
+                    "ALTER TABLE entries DROP COLUMN identity, DROP COLUMN public_key; ALTER TABLE queue DROP COLUMN identity, DROP COLUMN public_key; \
+                     DELETE FROM signet_schema WHERE version IN (8, 12);",
+                );
                 PostgresStorage::open(url).unwrap().applied_migrations.clone()
             }
         };
-        assert_eq!(applied, [match b.url { StorageUrl::Sqlite(_) => 3, StorageUrl::Postgres(_) => 8 }], "{}", b.name);
+        assert_eq!(applied, match b.url { StorageUrl::Sqlite(_) => [3, 4], StorageUrl::Postgres(_) => [8, 12] }, "{}", b.name);
         let s = b.reopen();
         assert_eq!(s.keys(1, 0, 3).unwrap().iter().map(|k| k.identity.clone()).collect::<Vec<_>>(), [None, None, None], "{}", b.name);
-        assert_eq!(search(&s, true, format!("sha256:{:064x}", 0).as_bytes()), [0, 2], "{}: old entries by digest", b.name);
-        assert!(search(&s, false, ALICE).is_empty(), "{}: old entries have no identity", b.name);
+        assert_eq!(s.keys(1, 0, 3).unwrap().iter().map(|k| k.public_key.clone()).collect::<Vec<_>>(), [None, None, None], "{}", b.name);
+        assert_eq!(search(&s, Some(true), format!("sha256:{:064x}", 0).as_bytes()), [0, 2], "{}: old entries by digest", b.name);
+        assert!(search(&s, Some(false), ALICE).is_empty(), "{}: old entries have no identity", b.name);
+        assert!(search(&s, None, KEY_A).is_empty(), "{}: old entries have no key", b.name);
         s.commit(&batch(1, 3, 7, 2)).unwrap();
-        assert_eq!(search(&s, false, ALICE), [3, 6], "{}: new entries by identity", b.name);
+        assert_eq!(search(&s, Some(false), ALICE), [3, 6], "{}: new entries by identity", b.name);
+        assert_eq!(search(&s, None, KEY_A), [4, 6], "{}: new entries by key", b.name);
     }
 }
 
@@ -571,6 +603,7 @@ fn the_queue_keeps_the_identity() {
         leaf_hash: merkle::leaf_hash(body),
         digest: None,
         identity: identity.map(<[u8]>::to_vec),
+        public_key: identity.map(|_| KEY_A.to_vec()),
         body: body.to_vec(),
         extra: None,
     };

@@ -39,6 +39,7 @@ fn batch(start: u64, body: &[u8], set: &[u8]) -> Batch {
             leaf_hash: leaf_hash(&index.to_be_bytes()),
             digest: Some(format!("sha256:{}", hex::encode(leaf_hash(&index.to_le_bytes()))).into_bytes()),
             identity: None,
+            public_key: None,
             body: body.to_vec(),
             stamp: Some(set.to_vec()),
         })

@@ -31,6 +31,8 @@ pub struct DsseEntry {
     /// The identity index key of the first verifier that is a certificate (see
     /// [`super::identity`]); `None` when every verifier is a bare key.
     pub identity: Option<String>,
+    /// The signer's key index of the first verifier ([`super::public_key_index`]).
+    pub public_key: String,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -108,8 +110,12 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
     }
     let mut verifiers = Vec::with_capacity(verifier_values.len());
     let mut first_certificate = None;
+    let mut public_key = String::new();
     for (i, v) in verifier_values.iter().enumerate() {
         let (block, key) = pem_key(&v.0, &format!("spec.proposedContent.verifiers[{i}]"))?;
+        if i == 0 {
+            public_key = super::public_key_index(&block.label, &block.der);
+        }
         if block.label == "CERTIFICATE" && first_certificate.is_none() {
             first_certificate = Some(block.der.clone());
         }
@@ -146,7 +152,7 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
     }));
     let subject = (payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
     let identity = first_certificate.and_then(|der| super::certificate_identity(&der));
-    Ok(DsseEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity })
+    Ok(DsseEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity, public_key })
 }
 
 /// The first `subject[].digest.sha256` of an in-toto statement, lower-case, if well-formed.

@@ -64,3 +64,13 @@ mod tests {
         assert_eq!(certificate_identity(b"not a certificate"), None);
     }
 }
+
+/// The index key of a signer's key or certificate (rekor-cli `search --public-key`), as
+/// Rekor's: `sha256:<hex>` of its PEM as Go's `encoding/pem` writes it (Rekor's
+/// `CanonicalValue`), so that the same key or certificate finds it however its PEM was
+/// wrapped. `label` is `PUBLIC KEY` or `CERTIFICATE`.
+pub fn public_key_index(label: &str, der: &[u8]) -> String {
+    let mut key = String::from("sha256:");
+    signet_core::hexfmt::push(&mut key, &signet_core::hash::sha256(signet_core::pem::encode(label, der).as_bytes()));
+    key
+}

@@ -31,6 +31,8 @@ pub struct IntotoEntry {
     pub digest_key: String,
     /// The identity index key of the first key that is a certificate.
     pub identity: Option<String>,
+    /// The signer's key index of the first signature's key ([`super::public_key_index`]).
+    pub public_key: String,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -140,6 +142,7 @@ pub fn parse_spec(spec: &str) -> Result<IntotoEntry, EntryError> {
     let mut keys = Vec::with_capacity(envelope.signatures.len());
     let mut sigs = Vec::with_capacity(envelope.signatures.len());
     let mut identity = None;
+    let mut public_key = String::new();
     for (i, s) in envelope.signatures.iter().enumerate() {
         let at = format!("spec.content.envelope.signatures[{i}]");
         let sig = inner_base64(&s.sig.0, &format!("{at}.sig"))?;
@@ -147,6 +150,9 @@ pub fn parse_spec(spec: &str) -> Result<IntotoEntry, EntryError> {
             return Err(malformed(format!("{at}.sig"), "signature is empty"));
         }
         let (block, key) = pem_key(&s.public_key.0, &format!("{at}.publicKey"))?;
+        if i == 0 {
+            public_key = super::public_key_index(&block.label, &block.der);
+        }
         if identity.is_none() && block.label == "CERTIFICATE" {
             identity = super::certificate_identity(&block.der);
         }
@@ -178,7 +184,7 @@ pub fn parse_spec(spec: &str) -> Result<IntotoEntry, EntryError> {
 
     let body = canonical_body(&envelope, hash, &payload_hex);
     let subject = (envelope.payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
-    Ok(IntotoEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity })
+    Ok(IntotoEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity, public_key })
 }
 
 /// Go's `json.Marshal` of the stored entry (see the module's comment).

@@ -5,7 +5,8 @@
 //! - [`intoto`]: Rekor v1 `intoto` 0.0.2 entries (DSSE envelopes with a key per signature).
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
-//! - [`identity`]: the signing identity (certificate SAN) that v1 entries are searchable by.
+//! - [`identity`]: the signing identity (certificate SAN) and the signer's key that v1 entries
+//!   are searchable by.
 //!
 //! Signer keys and signature checks are `signet_core::pubkey`.
 
@@ -16,7 +17,7 @@ pub mod intoto;
 pub mod v1;
 pub mod v2;
 
-pub use identity::{certificate_identity, email_key, identity_key};
+pub use identity::{certificate_identity, email_key, identity_key, public_key_index};
 
 /// Why an entry was refused. Every variant names the offending field by its JSON path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -28,6 +28,9 @@ pub struct HashedRekord {
     /// The key of the identity index, for an entry signed with a certificate (see
     /// [`super::identity`]); `None` for a bare key.
     pub identity: Option<String>,
+    /// The key of the signer's key index ([`super::public_key_index`]): of the key or
+    /// certificate a hashedrekord names, of an envelope's first one.
+    pub public_key: String,
 }
 
 /// A proposed entry as sent: its `spec` is read once `kind` says what it is.
@@ -134,11 +137,11 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     }
     if kind == "intoto" {
         let e = super::intoto::parse_spec(request.spec.get())?;
-        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity });
+        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity, public_key: e.public_key });
     }
     if kind == "dsse" {
         let e = super::dsse::parse_spec(request.spec.get())?;
-        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity });
+        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity, public_key: e.public_key });
     }
     let spec: HashedRekordSpec = wire::from_slice(request.spec.get().as_bytes()).map_err(|e| e.within("spec"))?;
 
@@ -162,7 +165,8 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     let hex_value = hex::encode(digest);
     let canonical_key = signet_core::pem::encode(&block.label, &block.der);
     let body = canonical_body(alg_name, &hex_value, &b64::encode(sig), &b64::encode(canonical_key));
-    Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}"), identity })
+    let public_key = super::public_key_index(&block.label, &block.der);
+    Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}"), identity, public_key })
 }
 
 /// The RFC 8785 form of a hashedrekord 0.0.1 body, written directly: every value is an

@@ -5,8 +5,8 @@
 //! checkpoint that covers them, and it lands whole or not at all. The sequencer calls the
 //! trait from blocking threads, so implementations may block.
 //!
-//! Storage also answers lookups by leaf hash (dedupe) and by artifact digest or signing
-//! identity (search), from
+//! Storage also answers lookups by leaf hash (dedupe) and by artifact digest, signing
+//! identity or signer's key (search), from
 //! indexes of its own, so that no instance holds an index of the whole log in memory:
 //! PostgreSQL from its B-tree indexes, SQLite from a derived index file ([`sqlite`]).
 //!
@@ -38,6 +38,9 @@ pub struct NewEntry {
     pub digest: Option<Vec<u8>>,
     /// The signing identity the entry is searchable by (see [`crate::rekor::identity_key`]), if any.
     pub identity: Option<Vec<u8>>,
+    /// The signer's key or certificate the entry is searchable by (see
+    /// [`crate::rekor::public_key_index`]), if any.
+    pub public_key: Option<Vec<u8>>,
     pub body: Vec<u8>,
     /// Per-entry signature made at sequencing time (the SET on the Rekor v1 log).
     pub stamp: Option<Vec<u8>>,
@@ -60,6 +63,8 @@ pub struct EntryKeys {
     pub digest: Option<Vec<u8>>,
     /// `None` also for every entry logged before identities were kept.
     pub identity: Option<Vec<u8>>,
+    /// `None` also for every entry logged before signers' keys were kept.
+    pub public_key: Option<Vec<u8>>,
 }
 
 /// One C2SP tile as stored: the concatenated hashes of up to 256 nodes.
@@ -139,6 +144,7 @@ pub struct QueuedEntry {
     pub leaf_hash: Hash,
     pub digest: Option<Vec<u8>>,
     pub identity: Option<Vec<u8>>,
+    pub public_key: Option<Vec<u8>>,
     pub body: Vec<u8>,
     /// Bytes made at submission to keep beside the entry (the CT log's precertificate).
     pub extra: Option<Vec<u8>>,
@@ -219,6 +225,11 @@ pub trait Storage: Send + Sync + 'static {
     /// [`Storage::find_digest_async`] by identity key instead. Entries committed before the
     /// store kept identities have none, so are found by digest only.
     fn find_identity_async(&self, log: LogId, identity: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>>;
+
+    /// [`Storage::find_digest_async`] by the signer's key index (see
+    /// [`crate::rekor::public_key_index`]). Entries committed before the store kept signers'
+    /// keys have none.
+    fn find_public_key_async(&self, log: LogId, key: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>>;
 
     /// Keys of entries `start..start + count`, in index order (startup rebuilds from these).
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError>;

@@ -43,7 +43,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// time; the guard's and the witness's come with their own crates. Never edit a released
 /// migration: add the next one ([`signet_db::migrations::REGISTRY`]).
 ///
-/// Entries are one row each, keyed by (log, idx). The leaf-hash, digest and identity indexes
+/// Entries are one row each, keyed by (log, idx). The leaf-hash, digest, identity and key indexes
 /// make the dedupe and search lookups work from the database, across instances and beyond RAM.
 pub const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
@@ -119,6 +119,15 @@ INSERT INTO tuf_meta(id, generation) VALUES (1, 0);
     // Set once by a shard rotation, under the checkpoint's row lock; every commit's
     // compare-and-swap requires it unset, so no instance can grow a frozen tree.
     sql: "ALTER TABLE checkpoints ADD COLUMN frozen BOOLEAN NOT NULL DEFAULT false;",
+}, Migration {
+    version: 12,
+    name: "search by signer's key",
+    // Entries logged before this have NULL public_key: they are found by digest or identity.
+    sql: "
+ALTER TABLE entries ADD COLUMN public_key BYTEA;
+CREATE INDEX entries_by_public_key ON entries(log, public_key, idx) WHERE public_key IS NOT NULL;
+ALTER TABLE queue ADD COLUMN public_key BYTEA;
+",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.
@@ -285,7 +294,7 @@ impl Pool {
                 .await
                 .map_err(classify)?,
             keys: client
-                .prepare("SELECT leaf_hash, digest, identity FROM entries WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx")
+                .prepare("SELECT leaf_hash, digest, identity, public_key FROM entries WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx")
                 .await
                 .map_err(classify)?,
             checkpoint: client.prepare("SELECT size, note FROM checkpoints WHERE log = $1").await.map_err(classify)?,
@@ -509,6 +518,7 @@ async fn find_leaves(c: Arc<Conn>, log: LogId, leaves: Vec<Hash>) -> Result<Vec<
 
 const SEARCH_BY_DIGEST: &str = "SELECT idx FROM entries WHERE log = $1 AND digest = $2 AND idx > $3 ORDER BY idx LIMIT $4";
 const SEARCH_BY_IDENTITY: &str = "SELECT idx FROM entries WHERE log = $1 AND identity = $2 AND idx > $3 ORDER BY idx LIMIT $4";
+const SEARCH_BY_PUBLIC_KEY: &str = "SELECT idx FROM entries WHERE log = $1 AND public_key = $2 AND idx > $3 ORDER BY idx LIMIT $4";
 
 /// Up to `limit` indices after `after` whose search column (the query's) equals `value`.
 async fn find_by(c: Arc<Conn>, sql: &str, log: LogId, value: Vec<u8>, after: Option<u64>, limit: usize) -> Result<Vec<u64>, tokio_postgres::Error> {
@@ -639,6 +649,7 @@ impl Storage for PostgresStorage {
                     leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a stored leaf hash is not 32 bytes".into()))?,
                     digest: r.try_get(1).map_err(classify)?,
                     identity: r.try_get(2).map_err(classify)?,
+                    public_key: r.try_get(3).map_err(classify)?,
                 })
             })
             .collect()
@@ -674,6 +685,11 @@ impl Storage for PostgresStorage {
     fn find_identity_async(&self, log: LogId, identity: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
         // entries_by_identity is (log, identity, idx), likewise.
         Box::pin(self.read_future(move |c| find_by(c, SEARCH_BY_IDENTITY, log, identity, after, limit)))
+    }
+
+    fn find_public_key_async(&self, log: LogId, key: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
+        // entries_by_public_key is (log, public_key, idx), likewise.
+        Box::pin(self.read_future(move |c| find_by(c, SEARCH_BY_PUBLIC_KEY, log, key, after, limit)))
     }
 
     fn entries_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<StoredEntry>> {
@@ -721,15 +737,16 @@ impl Queue for PostgresStorage {
         let leaf: Vec<Vec<u8>> = entries.iter().map(|e| e.leaf_hash.to_vec()).collect();
         let digest: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.digest.clone()).collect();
         let identity: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.identity.clone()).collect();
+        let public_key: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.public_key.clone()).collect();
         let body: Vec<Vec<u8>> = entries.iter().map(|e| e.body.clone()).collect();
         let extra: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.extra.clone()).collect();
         self.read(move |c| async move {
             c.client
                 .execute(
-                    "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity) \
-                     SELECT $1, l, d, b, x, n FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[]) AS t(l, d, b, x, n) \
+                    "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity, public_key) \
+                     SELECT $1, l, d, b, x, n, k FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[]) AS t(l, d, b, x, n, k) \
                      ON CONFLICT (log, leaf_hash) DO NOTHING",
-                    &[&(log as i16), &leaf, &digest, &body, &extra, &identity],
+                    &[&(log as i16), &leaf, &digest, &body, &extra, &identity, &public_key],
                 )
                 .await
                 .map(|_| ())
@@ -741,7 +758,7 @@ impl Queue for PostgresStorage {
         let rows = self.read(move |c| async move {
             c.client
                 .query(
-                    "SELECT id, leaf_hash, digest, body, extra, identity FROM queue WHERE log = $1 ORDER BY id LIMIT $2",
+                    "SELECT id, leaf_hash, digest, body, extra, identity, public_key FROM queue WHERE log = $1 ORDER BY id LIMIT $2",
                     &[&(log as i16), &limit],
                 )
                 .await
@@ -755,6 +772,7 @@ impl Queue for PostgresStorage {
                     body: r.try_get(3).map_err(classify)?,
                     extra: r.try_get(4).map_err(classify)?,
                     identity: r.try_get(5).map_err(classify)?,
+                    public_key: r.try_get(6).map_err(classify)?,
                 };
                 Ok((r.try_get(0).map_err(classify)?, entry))
             })
@@ -826,20 +844,21 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         let n = batch.entries.len();
         let (mut idx, mut leaf, mut digest, mut body, mut stamp) =
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let mut identity = Vec::with_capacity(n);
+        let (mut identity, mut public_key) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for e in &batch.entries {
             idx.push(bigint(e.index));
             leaf.push(&e.leaf_hash[..]);
             digest.push(e.digest.as_deref());
             identity.push(e.identity.as_deref());
+            public_key.push(e.public_key.as_deref());
             body.push(e.body.as_slice());
             stamp.push(e.stamp.as_deref());
         }
         tx.execute(
-            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp, identity) \
-             SELECT $1, i, l, d, $2, b, s, n FROM UNNEST($3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[]) \
-             AS t(i, l, d, b, s, n)",
-            &[&log, &batch.integrated_time, &idx, &leaf, &digest, &body, &stamp, &identity],
+            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp, identity, public_key) \
+             SELECT $1, i, l, d, $2, b, s, n, k FROM UNNEST($3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[], $9::BYTEA[]) \
+             AS t(i, l, d, b, s, n, k)",
+            &[&log, &batch.integrated_time, &idx, &leaf, &digest, &body, &stamp, &identity, &public_key],
         )
         .await
         .map_err(classify)?;

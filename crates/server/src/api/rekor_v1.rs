@@ -24,12 +24,12 @@ use super::input::{Query, Typed};
 use crate::state::AppState;
 
 mod rotation;
+mod search;
 pub use rotation::{republish, watch as watch_rotations};
+pub use search::{search_index, SearchRequest};
 
 /// Rekor caps batch lookups; so do we, to bound the work one request can ask for.
 const MAX_RETRIEVE: usize = 10;
-/// UUIDs in one page of a search; `?after=<index>` (from `x-next-after`) asks for the next.
-const SEARCH_PAGE: usize = 256;
 
 /// One shard of the Rekor v1 log (see [`signet_log::shards`]) and the identifiers its
 /// entries carry.
@@ -242,7 +242,8 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
     let location = format!("/api/v1/log/entries/{uuid}");
     let identity = entry.identity.map(String::into_bytes);
     let appending = crate::otel::span!("log.append", signet.log = "rekor-v1");
-    match rekor.log.append_searchable(leaf, Some(entry.digest_key.into_bytes()), identity).instrument(appending).await? {
+    let searchable = rekor.log.append_searchable(leaf, Some(entry.digest_key.into_bytes()), identity, Some(entry.public_key.into_bytes()));
+    match searchable.instrument(appending).await? {
         Sequenced::New { index, integrated_time, stamp, checkpoint } => {
             let proof = rekor.log.inclusion_proof(index, checkpoint.checkpoint.size)?;
             let view = EntryView {
@@ -375,166 +376,6 @@ fn kind_never_logged(proposed: &str) -> bool {
         "intoto" => api_version.is_some_and(|v| v != "0.0.2"),
         other => OTHER_REKOR_KINDS.contains(&other),
     }
-}
-
-/// `POST /api/v1/index/retrieve`: the UUIDs of entries for an artifact digest or a signing
-/// identity (exactly one of `hash`, `email`, `identity`), a page of at most [`SEARCH_PAGE`]
-/// at a time. When there may be more, the reply carries `x-next-after: <index>`, to be sent
-/// back as `?after=<index>`.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = SearchIndex)]
-pub struct SearchRequest {
-    /// `sha256:<64 hex>` (or sha384, sha512), or the bare hex of a SHA-256.
-    #[schema(pattern = "^((sha256:)?[0-9a-fA-F]{64}|sha384:[0-9a-fA-F]{96}|sha512:[0-9a-fA-F]{128})$")]
-    hash: Option<String>,
-    /// Rekor's search by key: read so that it can be refused by name.
-    #[serde(default, rename = "publicKey")]
-    #[schema(value_type = Option<Object>)]
-    public_key: Option<serde::de::IgnoredAny>,
-    /// An email address: entries signed with a certificate whose SAN is that address (in
-    /// any case). Entries logged before signet kept identities are found by hash only.
-    #[serde(default)]
-    #[schema(pattern = "@", max_length = 1024)]
-    email: Option<String>,
-    /// The signing certificate's SAN, an email address (in any case), a URI (exactly) or a
-    /// Fulcio user name (`user!domain`), as the web explorer sends it; Rekor 1.5 calls this
-    /// field `subject`, and both names are read. Entries logged before signet kept
-    /// identities are found by hash only.
-    #[serde(default, alias = "subject")]
-    #[schema(min_length = 1, max_length = 1024)]
-    identity: Option<String>,
-    #[serde(default)]
-    #[allow(dead_code)] // One criterion: "and" and "or" mean the same.
-    operator: Option<Operator>,
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[schema(as = SearchOperator)]
-enum Operator {
-    And,
-    Or,
-}
-
-pub async fn search_index(
-    State(state): State<Arc<AppState>>,
-    RawQuery(q): RawQuery,
-    Typed(request): Typed<SearchRequest>,
-) -> Result<Response, ApiError> {
-    let after = Query::parse(q.as_deref())?.u64("after", i64::MAX as u64)?;
-    let criterion = Criterion::of(request)?;
-    // Shard by shard, oldest first, so that log-wide indices ascend across the pages.
-    let mut uuids: Vec<Value> = Vec::new();
-    let mut next_after = None;
-    let shards = state.rekor_v1.current();
-    for shard in shards.shards() {
-        let room = SEARCH_PAGE - uuids.len();
-        let local_after = match after {
-            Some(a) if a >= shard.start => Some(a - shard.start),
-            _ => None,
-        };
-        if local_after.is_some_and(|a| a.saturating_add(1) >= shard.size()) {
-            continue;
-        }
-        let page = match &criterion {
-            Criterion::Digest(digest) => shard.log.indices_by_digest(digest.as_bytes(), local_after, room).await?,
-            Criterion::Identity(key) => shard.log.indices_by_identity(key.as_bytes(), local_after, room).await?,
-        };
-        let last = page.indices.last().copied();
-        for i in page.indices {
-            if let Some(leaf) = shard.log.leaf_hash(i)? {
-                uuids.push(Value::String(shard.uuid(&leaf)));
-            }
-        }
-        if let Some(n) = page.next_after {
-            next_after = Some(shard.start + n);
-            break;
-        }
-        if uuids.len() >= SEARCH_PAGE {
-            next_after = last.map(|l| shard.start + l);
-            break;
-        }
-    }
-    let mut response = Json(Value::Array(uuids)).into_response();
-    if let Some(next) = next_after {
-        if let Ok(v) = next.to_string().parse() {
-            response.headers_mut().insert("x-next-after", v);
-        }
-    }
-    Ok(response)
-}
-
-/// What one search looks up: an index key of the log.
-enum Criterion {
-    /// `<algorithm>:<hex>`, lower-case.
-    Digest(String),
-    /// See [`signet_log::rekor::identity`].
-    Identity(String),
-}
-
-/// The longest identity or email a search takes: far past any real SAN, and bounded so
-/// that a request cannot make the server hash megabytes.
-const MAX_IDENTITY: usize = 1024;
-
-impl Criterion {
-    /// The one criterion `request` names, or a 400 saying what is wrong with it.
-    fn of(request: SearchRequest) -> Result<Criterion, ApiError> {
-        if request.public_key.is_some() {
-            return Err(ApiError::bad_request("search by publicKey is not supported; search by hash, email or identity").at("publicKey"));
-        }
-        let given: Vec<&str> = [("hash", request.hash.is_some()), ("email", request.email.is_some()), ("identity", request.identity.is_some())]
-            .into_iter()
-            .filter_map(|(name, given)| given.then_some(name))
-            .collect();
-        if given.len() != 1 {
-            let why = match given.as_slice() {
-                [] => "one of hash, email or identity is required".to_string(),
-                several => format!("search by one of hash, email or identity at a time; this request gives {}", several.join(" and ")),
-            };
-            return Err(ApiError::bad_request(why).at(given.first().copied().unwrap_or("hash")));
-        }
-        if let Some(email) = request.email {
-            check_identity("email", &email)?;
-            if !email.contains('@') {
-                return Err(ApiError::bad_request("email must be an email address (local@domain)").at("email"));
-            }
-            return Ok(Criterion::Identity(signet_log::rekor::email_key(&email)));
-        }
-        if let Some(identity) = request.identity {
-            check_identity("identity", &identity)?;
-            return Ok(Criterion::Identity(signet_log::rekor::identity_key(&identity)));
-        }
-        digest_of(request.hash.unwrap_or_default()).map(Criterion::Digest)
-    }
-}
-
-fn check_identity(field: &str, value: &str) -> Result<(), ApiError> {
-    let chars = value.chars().count();
-    if chars == 0 || chars > MAX_IDENTITY {
-        return Err(ApiError::bad_request(format!("{field} must be 1 to {MAX_IDENTITY} characters")).at(field));
-    }
-    Ok(())
-}
-
-/// The digest key of a `hash` criterion: `<algorithm>:<hex>`, lower-case.
-fn digest_of(hash: String) -> Result<String, ApiError> {
-    let hash = hash.to_ascii_lowercase();
-    let (alg, hex_value) = hash.split_once(':').unwrap_or(("sha256", hash.as_str()));
-    let want_len = match alg {
-        "sha256" => 64,
-        "sha384" => 96,
-        "sha512" => 128,
-        _ => {
-            return Err(
-                ApiError::bad_request(format!("hash algorithm {alg:?} is not supported; expected sha256, sha384 or sha512")).at("hash")
-            )
-        }
-    };
-    if hex_value.len() != want_len || hex::decode(hex_value).is_err() {
-        return Err(ApiError::bad_request(format!("hash value must be {want_len} hex characters for {alg}")).at("hash"));
-    }
-    Ok(format!("{alg}:{hex_value}"))
 }
 
 /// `GET /api/v1/log`: the active shard, and (as Rekor does) the frozen ones under

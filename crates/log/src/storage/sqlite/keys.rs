@@ -1,5 +1,5 @@
-//! The SQLite backend's lookup index: leaf hash → entry (dedupe), digest and signing identity
-//! → entries (search).
+//! The SQLite backend's lookup index: leaf hash → entry (dedupe), digest, signing identity
+//! and signer's key → entries (search).
 //!
 //! Both keys are uniformly random, so a B-tree of them dirties one random page per entry.
 //! Inside the log's own commits that would multiply the WAL that every commit fsyncs, so the
@@ -14,8 +14,9 @@
 //! Keys are 64-bit prefixes (of the leaf hash; of SHA-256 of the digest or identity key): a
 //! match is a candidate, which the caller confirms against the entry itself.
 //!
-//! `identities` came with schema version 3 of the database: a file made before it gains the
-//! empty table at open, which is complete, since entries logged before then have no identity.
+//! `identities` came with schema version 3 of the database, `public_keys` with version 4: a
+//! file made before gains the empty table at open, which is complete, since entries logged
+//! before then have no identity (or key).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leaves(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS digests(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS identities(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS public_keys(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS indexed(log INTEGER PRIMARY KEY, through INTEGER NOT NULL);
 ";
 
@@ -62,15 +64,17 @@ pub(super) fn search_key(value: &[u8]) -> i64 {
 pub(super) enum SearchKind {
     Digest,
     Identity,
+    PublicKey,
 }
 
 impl SearchKind {
-    const ALL: [SearchKind; 2] = [SearchKind::Digest, SearchKind::Identity];
+    const ALL: [SearchKind; 3] = [SearchKind::Digest, SearchKind::Identity, SearchKind::PublicKey];
 
     fn table(self) -> &'static str {
         match self {
             SearchKind::Digest => "digests",
             SearchKind::Identity => "identities",
+            SearchKind::PublicKey => "public_keys",
         }
     }
 
@@ -80,6 +84,7 @@ impl SearchKind {
         match self {
             SearchKind::Digest => "SELECT idx FROM digests WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4",
             SearchKind::Identity => "SELECT idx FROM identities WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4",
+            SearchKind::PublicKey => "SELECT idx FROM public_keys WHERE log = ?1 AND prefix = ?2 AND idx >= ?3 ORDER BY idx LIMIT ?4",
         }
     }
 }
@@ -128,11 +133,14 @@ pub(super) struct Keys<'a> {
     pub leaf: &'a Hash,
     pub digest: Option<&'a [u8]>,
     pub identity: Option<&'a [u8]>,
+    pub public_key: Option<&'a [u8]>,
 }
 
 impl Keys<'_> {
     fn search(&self) -> impl Iterator<Item = (SearchKind, &[u8])> {
-        [(SearchKind::Digest, self.digest), (SearchKind::Identity, self.identity)].into_iter().filter_map(|(k, v)| Some((k, v?)))
+        [(SearchKind::Digest, self.digest), (SearchKind::Identity, self.identity), (SearchKind::PublicKey, self.public_key)]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
     }
 }
 
@@ -196,7 +204,7 @@ impl KeyIndex {
     /// Forgets everything about `log` (its entries are indexed again from the start).
     pub fn reset(&self, log: LogId) -> Result<(), StorageError> {
         let c = self.writer.lock();
-        for table in ["leaves", "digests", "identities", "indexed"] {
+        for table in ["leaves", "digests", "identities", "public_keys", "indexed"] {
             c.execute(&format!("DELETE FROM {table} WHERE log = ?1"), [log]).map_err(backend)?;
         }
         drop(c);
@@ -491,7 +499,7 @@ mod tests {
         let leaves: Vec<Hash> = (0..50u8).map(|i| sha256(&[i])).collect();
         let digests: Vec<[u8; 32]> = (0..50u8).map(|i| [i; 32]).collect();
         let keys: Vec<Keys<'_>> =
-            (0..50).map(|i| Keys { log: 1, index: i as u64, leaf: &leaves[i], digest: Some(&digests[i]), identity: None }).collect();
+            (0..50).map(|i| Keys { log: 1, index: i as u64, leaf: &leaves[i], digest: Some(&digests[i]), identity: None, public_key: None }).collect();
         index.add(&keys);
         index.flush().unwrap();
         assert_eq!(index.pending(), 0, "the search below reads the file, not memory");
@@ -517,7 +525,7 @@ mod tests {
         let index = KeyIndex::open(&dir.path().join("db.sqlite"), b"db").unwrap();
         let leaves: Vec<Hash> = (0..3u8).map(|i| sha256(&[i])).collect();
         let digest = [7u8; 32];
-        let keys = |i: usize| Keys { log: 1, index: i as u64, leaf: &leaves[i], digest: Some(&digest), identity: None };
+        let keys = |i: usize| Keys { log: 1, index: i as u64, leaf: &leaves[i], digest: Some(&digest), identity: None, public_key: None };
         let found = |i: usize| index.leaf_candidates(1, &leaves[i..=i]).unwrap();
         let generation = |index: &KeyIndex| index.readers.lock().last().and_then(|r| r.snapshot);
 

@@ -4,7 +4,7 @@
 //! WAL, which is the durability the sequencer's acknowledgements promise. One connection
 //! writes; a small pool serves reads (see [`Readers`]).
 //!
-//! - [`keys`]: the lookup index by leaf hash, digest and identity, in a file of its own.
+//! - [`keys`]: the lookup index by leaf hash, digest, identity and signer's key, in a file of its own.
 
 mod keys;
 
@@ -227,16 +227,19 @@ const MIGRATIONS: &[SqliteMigration] = &[
     SqliteMigration { version: 2, apply: |tx| tx.execute_batch("CREATE TABLE IF NOT EXISTS leaf_tiles(id INTEGER PRIMARY KEY, nodes BLOB NOT NULL);") },
     // The signing identity an entry is searchable by. Entries logged before have NULL there:
     // they are found by digest only (nothing re-reads old bodies to fill it in).
-    SqliteMigration { version: 3, apply: |tx| add_identity(tx) },
+    SqliteMigration { version: 3, apply: |tx| add_key_column(tx, "identity") },
+    // The signer's key an entry is searchable by (rekor-cli `search --public-key`), likewise
+    // NULL for the entries before.
+    SqliteMigration { version: 4, apply: |tx| add_key_column(tx, "public_key") },
 ];
 
-/// Adds `entry_keys.identity` (schema version 3).
-fn add_identity(conn: &Connection) -> rusqlite::Result<()> {
-    let has: bool = conn.query_row("SELECT count(*) FROM pragma_table_info('entry_keys') WHERE name = 'identity'", [], |r| {
+/// Adds the search key column `entry_keys.<column>` (schema versions 3 and 4).
+fn add_key_column(conn: &Connection, column: &str) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row("SELECT count(*) FROM pragma_table_info('entry_keys') WHERE name = ?1", [column], |r| {
         r.get::<_, i64>(0).map(|n| n > 0)
     })?;
     if !has {
-        conn.execute_batch("ALTER TABLE entry_keys ADD COLUMN identity BLOB")?;
+        conn.execute_batch(&format!("ALTER TABLE entry_keys ADD COLUMN {column} BLOB"))?;
     }
     Ok(())
 }
@@ -328,6 +331,7 @@ impl SqliteStorage {
             .filter(|(_, k)| match kind {
                 SearchKind::Digest => k.digest.as_deref() == Some(value),
                 SearchKind::Identity => k.identity.as_deref() == Some(value),
+                SearchKind::PublicKey => k.public_key.as_deref() == Some(value),
             })
             .map(|(i, _)| i)
             .collect();
@@ -366,7 +370,7 @@ impl SqliteStorage {
         }
         self.readers.read_complete(
             |c| {
-                let mut st = c.prepare_cached("SELECT leaf_hash, digest, identity FROM entry_keys WHERE id = ?1")?;
+                let mut st = c.prepare_cached(concat!(ENTRY_KEYS!(), " WHERE id = ?1"))?;
                 let mut out = Vec::with_capacity(ids.len());
                 for &i in &ids {
                     let row = st.query_row([row_id(log, i)], entry_keys).optional()?;
@@ -417,13 +421,13 @@ fn catch_up(c: &Connection, keys: &KeyIndex) -> Result<(), StorageError> {
             tracing::info!(log, entries = size - through, "indexing entries the key index lacks");
         }
         let mut st = c
-            .prepare_cached("SELECT id, leaf_hash, digest, identity FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")
+            .prepare_cached("SELECT id, leaf_hash, digest, identity, public_key FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")
             .map_err(backend)?;
         while through < size {
             let end = (through + CHUNK).min(size);
             let rows: Vec<(u64, EntryKeys)> = st
                 .query_map(params![row_id(log, through), row_id(log, end)], |r| {
-                    Ok(((r.get::<_, i64>(0)? - row_id(log, 0)) as u64, EntryKeys { leaf_hash: hash_column(r, 1)?, digest: r.get(2)?, identity: r.get(3)? }))
+                    Ok(((r.get::<_, i64>(0)? - row_id(log, 0)) as u64, EntryKeys { leaf_hash: hash_column(r, 1)?, digest: r.get(2)?, identity: r.get(3)?, public_key: r.get(4)? }))
                 })
                 .map_err(backend)?
                 .collect::<rusqlite::Result<_>>()
@@ -433,7 +437,14 @@ fn catch_up(c: &Connection, keys: &KeyIndex) -> Result<(), StorageError> {
             }
             let batch: Vec<keys::Keys<'_>> = rows
                 .iter()
-                .map(|(i, k)| keys::Keys { log, index: *i, leaf: &k.leaf_hash, digest: k.digest.as_deref(), identity: k.identity.as_deref() })
+                .map(|(i, k)| keys::Keys {
+                    log,
+                    index: *i,
+                    leaf: &k.leaf_hash,
+                    digest: k.digest.as_deref(),
+                    identity: k.identity.as_deref(),
+                    public_key: k.public_key.as_deref(),
+                })
                 .collect();
             keys.write_direct(log, &batch, end)?;
             through = end;
@@ -464,9 +475,17 @@ macro_rules! entry_select {
 }
 const ENTRY_BY_ID: &str = entry_select!("WHERE b.id = ?1");
 
-/// `leaf_hash, digest, identity` of an `entry_keys` row.
+/// The columns [`entry_keys`] reads, in its order.
+macro_rules! ENTRY_KEYS {
+    () => {
+        "SELECT leaf_hash, digest, identity, public_key FROM entry_keys"
+    };
+}
+use ENTRY_KEYS;
+
+/// `leaf_hash, digest, identity, public_key` of an `entry_keys` row.
 fn entry_keys(r: &rusqlite::Row<'_>) -> rusqlite::Result<EntryKeys> {
-    Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)?, identity: r.get(2)? })
+    Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)?, identity: r.get(2)?, public_key: r.get(3)? })
 }
 
 fn hash_column(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Hash> {
@@ -503,14 +522,14 @@ impl Storage for SqliteStorage {
         }
         {
             let mut keys = tx
-                .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time, identity) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time, identity, public_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(backend)?;
             let mut bodies = tx
                 .prepare_cached("INSERT INTO entry_bodies(id, body, stamp, integrated_time) VALUES (?1, ?2, ?3, ?4)")
                 .map_err(backend)?;
             for e in &batch.entries {
                 let id = row_id(batch.log, e.index);
-                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), batch.integrated_time, e.identity.as_deref()])
+                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), batch.integrated_time, e.identity.as_deref(), e.public_key.as_deref()])
                     .map_err(backend)?;
                 bodies.execute(params![id, &e.body, e.stamp.as_deref(), batch.integrated_time]).map_err(backend)?;
             }
@@ -540,6 +559,7 @@ impl Storage for SqliteStorage {
                 leaf: &e.leaf_hash,
                 digest: e.digest.as_deref(),
                 identity: e.identity.as_deref(),
+                public_key: e.public_key.as_deref(),
             })
             .collect();
         self.keys.add(&keys);
@@ -590,6 +610,10 @@ impl Storage for SqliteStorage {
         Box::pin(std::future::ready(self.find_search_key(log, SearchKind::Identity, &identity, after, limit)))
     }
 
+    fn find_public_key_async(&self, log: LogId, key: Vec<u8>, after: Option<u64>, limit: usize) -> ReadFuture<'_, Vec<u64>> {
+        Box::pin(std::future::ready(self.find_search_key(log, SearchKind::PublicKey, &key, after, limit)))
+    }
+
     fn freeze(&self, log: LogId) -> Result<u64, StorageError> {
         self.latest_checkpoint(log)?
             .map(|c| c.size)
@@ -619,7 +643,7 @@ impl Storage for SqliteStorage {
         let (lo, hi) = (start.min(MAX_INDEX), start.saturating_add(count).min(MAX_INDEX));
         self.readers.read_complete(
             |c| {
-                let mut st = c.prepare_cached("SELECT leaf_hash, digest, identity FROM entry_keys WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
+                let mut st = c.prepare_cached(concat!(ENTRY_KEYS!(), " WHERE id >= ?1 AND id < ?2 ORDER BY id"))?;
                 let rows = st.query_map(params![row_id(log, lo), row_id(log, hi)], entry_keys)?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()
             },
@@ -677,6 +701,7 @@ mod tests {
             leaf_hash: crate::merkle::leaf_hash(body),
             digest: Some(vec![index as u8 % 2; 32]),
             identity: None,
+            public_key: None,
             body: body.to_vec(),
             stamp: None,
         }
