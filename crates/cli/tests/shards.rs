@@ -459,19 +459,34 @@ fn on_postgresql_a_rotation_cut_short_after_the_freeze_is_finished_by_the_next()
     let dir = tempfile::tempdir().unwrap();
     let agent = agent();
     let signer = Signer::new();
-    let (a, _, b, _) = two_instances(&db, dir.path(), |_| ());
+    let (a, a_dir, b, _) = two_instances(&db, dir.path(), |_| ());
     let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(b"before")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
+    // `signet doctor` reads the registry as storage has it, and changes nothing.
+    let config = dir.path().join("doctor.toml");
+    std::fs::write(&config, format!("storage = \"{db}\"\n")).unwrap();
+    let doctor = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["doctor", "--offline", "--config", config.to_str().unwrap(), "--data-dir", a_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(doctor().contains("ok    no log rotation left unfinished"), "{}", doctor());
 
     // What the dead rotation did: the freeze (shard 0 is storage namespace 1), and the
     // registry's record of it, but not the next shard's.
     let frozen: u64 = crate::postgres::query_text(&db, "UPDATE checkpoints SET frozen = true WHERE log = 1 RETURNING size::text").parse().unwrap();
     assert_eq!(frozen, 2);
+    let said = doctor();
+    assert!(said.contains("FAIL  the Rekor v1 log's newest shard (0) is frozen in storage but not recorded as rotated"), "{said}");
     crate::postgres::query_text(
         &db,
         "INSERT INTO meta(key, value) VALUES ('rekor_v1.shard.0.frozen', \
          convert_to('{\"size\": 2, \"valid_to\": ' || (extract(epoch FROM now())::bigint + 1)::text || '}', 'UTF8')) RETURNING key",
     );
+    let said = doctor();
+    assert!(said.contains("FAIL  the Rekor v1 log's newest shard (0) is frozen and no shard follows it") && said.contains("--log rekor-v1"), "{said}");
     for i in 0..3 {
         let r = post_json(&agent, &format!("{}/api/v1/log/entries", a.url), &signer.v1_entry(format!("during {i}").as_bytes())).unwrap();
         assert_eq!(r.status, 503, "{}", r.text());
@@ -498,6 +513,7 @@ fn on_postgresql_a_rotation_cut_short_after_the_freeze_is_finished_by_the_next()
     assert_eq!(done["active"]["startIndex"], 2);
     let tree = done["active"]["treeID"].as_str().unwrap().to_string();
     serving(&agent, &a.url, &tree);
+    assert!(doctor().contains("ok    no log rotation left unfinished"), "{}", doctor());
     for (n, url) in [&a.url, &b.url].into_iter().enumerate() {
         let r = post_json(&agent, &format!("{url}/api/v1/log/entries"), &signer.v1_entry(format!("after {n}").as_bytes())).unwrap();
         assert_eq!(r.status, 201, "{}", r.text());
@@ -675,6 +691,12 @@ fn a_rotation_cut_short_is_reported_at_start_and_finished_by_running_it_again() 
     let db = rusqlite::Connection::open(data.join("signet.sqlite")).unwrap();
     db.execute("INSERT INTO meta(key, value) VALUES ('rekor_v1.shard.0.frozen', ?1)", [br#"{"size":2,"valid_to":1}"#.to_vec()]).unwrap();
     drop(db);
+    let doctor = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["doctor", "--offline", "--data-dir"]).arg(&data).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (passed, said) = doctor();
+    assert!(!passed && said.contains("FAIL  the Rekor v1 log's newest shard (0) is frozen and no shard follows it"), "{said}");
 
     let serve = Command::new(env!("CARGO_BIN_EXE_signet"))
         .args(["serve", "--dev", "--plain-http", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -690,6 +712,7 @@ fn a_rotation_cut_short_is_reported_at_start_and_finished_by_running_it_again() 
     assert!(finished.status.success(), "{}", String::from_utf8_lossy(&finished.stderr));
     let out: Value = serde_json::from_slice(&finished.stdout).unwrap();
     assert_eq!((out["frozen"]["treeSize"].as_u64(), out["active"]["startIndex"].as_u64()), (Some(2), Some(2)));
+    assert!(doctor().1.contains("ok    no log rotation left unfinished"), "{}", doctor().1);
     let server = Server::start(&data, &[]);
     let info = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     assert_eq!(info["inactiveShards"][0]["treeSize"], 2);

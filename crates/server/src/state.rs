@@ -424,7 +424,11 @@ impl AppState {
             }
         }
         // Started once every log is open: a witness that holds more than storage refuses them all.
-        let cosigning = crate::witnessing::start_cosigning(cfg, &v2, vec![v1.clone(), v2.clone(), ca.ct.log().clone()])?;
+        let taking_appends: crate::witnessing::LogsTakingAppends = {
+            let (v1_now, v2, ct_log) = (rekor_v1.active_log_source(), v2.clone(), ca.ct.log().clone());
+            Arc::new(move || vec![v1_now(), v2.clone(), ct_log.clone()])
+        };
+        let cosigning = crate::witnessing::start_cosigning(cfg, &v2, taking_appends)?;
         Ok(AppState {
             watermarks: crate::watermark::Keeper::new(cfg.data_dir.clone(), marks),
             rekor_v1,

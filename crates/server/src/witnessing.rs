@@ -178,11 +178,15 @@ impl LogWitnesses {
     }
 }
 
+/// Every log taking appends in one storage, when called: after an online rotation that
+/// is the new shard, not the one the server started with.
+pub type LogsTakingAppends = Arc<dyn Fn() -> Vec<signet_log::Log> + Send + Sync>;
+
 /// The Rekor v2 log as the collector sees it, and the logs that share its storage.
 struct V2Head {
     log: signet_log::Log,
     /// Every log taking appends in the same storage: a restored database restored them all.
-    logs: Vec<signet_log::Log>,
+    logs: LogsTakingAppends,
     data_dir: PathBuf,
 }
 
@@ -216,19 +220,19 @@ impl signet_witness::cosigning::Head for V2Head {
             self.data_dir.display()
         );
         tracing::error!("{why}");
-        for log in &self.logs {
+        for log in (self.logs)() {
             log.refuse_appends(why.clone());
         }
     }
 }
 
 /// Starts asking the `[log.witnesses]` members to cosign the Rekor v2 log's checkpoints.
-/// `logs`: every log taking appends in the same storage, refused if a witness shows the
-/// storage was restored.
+/// `logs`: every log taking appends in the same storage (when a witness shows the storage
+/// was restored: they are refused then).
 pub fn start_cosigning(
     cfg: &Config,
     v2: &signet_log::Log,
-    logs: Vec<signet_log::Log>,
+    logs: LogsTakingAppends,
 ) -> Result<Option<Arc<signet_witness::cosigning::Cosigning>>, crate::state::StartError> {
     let settings = &cfg.log.witnesses;
     if !settings.enabled() {

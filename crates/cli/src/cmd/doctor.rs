@@ -28,6 +28,19 @@ const SOON: i64 = 30 * 86_400;
 /// The most the local clock may differ from the TSA's.
 const CLOCK_SKEW_SECS: i64 = 60;
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_hosts_are_told_apart() {
+        for url in ["redis://127.0.0.1:6379", "rediss://:pw@localhost:6380/0", "postgres://u:p@[::1]:5432/db", "postgres://u@127.0.0.2/db?sslmode=disable"] {
+            assert!(super::on_loopback(url), "{url}");
+        }
+        for url in ["redis://redis.internal:6379", "postgres://u:p@10.0.0.5:5432/db", "redis://:pw@[2001:db8::1]:6379", "postgres://u@127.evil.example/db"] {
+            assert!(!super::on_loopback(url), "{url}");
+        }
+    }
+}
+
 #[derive(Default)]
 struct Report {
     failed: usize,
@@ -129,6 +142,30 @@ fn production(cfg: &signet_server::config::Config, report: &mut Report) {
             report.warn(&format!("{} is online: a root key in the data dir is taken with it by anyone who takes the machine; {how}", path.display()));
         }
     }
+    // The database and Redis off this machine in plain text: their passwords and contents
+    // cross the network readable.
+    if let Ok(signet_log::storage::StorageUrl::Postgres(url)) = cfg.storage_url() {
+        let tls = signet_db::pg::Target::parse(&url).is_ok_and(|t| t.tls());
+        if !tls && !on_loopback(&url) {
+            report.warn("storage: PostgreSQL off this machine in plain text; add sslmode=require (and sslrootcert=… for a private CA) to the URL");
+        }
+    }
+    let redis = &cfg.guard.redis.url;
+    if redis.starts_with("redis://") && !on_loopback(redis) {
+        report.warn("guard.redis.url: Redis off this machine in plain text; use rediss:// (and guard.redis.ca_file for a private CA)");
+    }
+}
+
+/// Whether a `scheme://[user[:password]@]host[:port]/…` URL names this machine.
+fn on_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Every key file: private, and a key signet can use.
@@ -223,16 +260,29 @@ fn storage(cfg: &signet_server::Config, report: &mut Report) {
             return report.warn(&format!("storage {}: not made yet; the first `signet serve` (or `signet migrate`) makes it", url.display()));
         }
     }
+    // Unreachable: the checks below would only fail again on the same cause.
     match signet_log::storage::schema_version(&url) {
         Ok((have, known)) if have == known => report.ok(&format!("storage {} reachable, schema at version {have} (current)", url.display())),
         Ok((have, known)) if have < known => {
             report.fail(&format!("storage {}: schema at version {have}, this signet's is {known}; run `signet migrate`", url.display()))
         }
         Ok((have, known)) => report.fail(&format!("storage {}: schema at version {have} is newer than this signet's ({known}); run a newer signet", url.display())),
-        Err(e) => report.fail(&format!("storage {}: {e}", url.display())),
+        Err(e) => return report.fail(&format!("storage {}: {e}", url.display())),
     }
+    rotations(&url, report);
     if let signet_log::storage::StorageUrl::Postgres(u) = &url {
         seal_key(&cfg.data_dir, u, report);
+    }
+}
+
+/// No log rotation was cut short (its log would take no appends until it is run again).
+fn rotations(url: &signet_log::storage::StorageUrl, report: &mut Report) {
+    match signet_log::storage::shard_records(url) {
+        Ok(found) => match signet_server::shards::unfinished_rotations(&found).as_slice() {
+            [] => report.ok("no log rotation left unfinished"),
+            cut => cut.iter().for_each(|c| report.fail(c)),
+        },
+        Err(e) => report.fail(&format!("reading the logs' shard records: {e}")),
     }
 }
 

@@ -162,6 +162,29 @@ pub fn read_meta(url: &str, key: &str) -> Result<Option<Vec<u8>>, StorageError> 
     })
 }
 
+/// [`super::shard_records`] on PostgreSQL.
+pub(super) fn shard_records(url: &str) -> Result<super::ShardRecords, StorageError> {
+    look(url, move |client, shown| async move {
+        let pg = |e: tokio_postgres::Error| StorageError::Backend(format!("PostgreSQL at {shown}: {e}"));
+        if client.query_opt("SELECT 1 FROM pg_tables WHERE tablename = 'meta'", &[]).await.map_err(pg)?.is_none() {
+            return Ok(super::ShardRecords::default());
+        }
+        let rows = client.query("SELECT key, value FROM meta WHERE key LIKE '%.shard.%' ORDER BY key", &[]).await.map_err(pg)?;
+        let records = rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect::<Result<_, tokio_postgres::Error>>().map_err(pg)?;
+        // Before schema version 11 nothing was frozen in storage.
+        let has_frozen = client
+            .query_opt("SELECT 1 FROM information_schema.columns WHERE table_name = 'checkpoints' AND column_name = 'frozen'", &[])
+            .await
+            .map_err(pg)?
+            .is_some();
+        let frozen = match has_frozen {
+            true => client.query("SELECT log FROM checkpoints WHERE frozen", &[]).await.map_err(pg)?.iter().map(|r| r.try_get::<_, i16>(0).map(|l| l as LogId)).collect::<Result<_, _>>().map_err(pg)?,
+            false => Vec::new(),
+        };
+        Ok(super::ShardRecords { records, frozen })
+    })
+}
+
 /// Runs `f` on one connection of its own to `url`, made for a look from outside a server
 /// (its text in errors is redacted: `shown`).
 fn look<T, F, Fut>(url: &str, f: F) -> Result<T, StorageError>

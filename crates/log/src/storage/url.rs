@@ -63,6 +63,26 @@ pub fn schema_version(url: &StorageUrl) -> Result<(i32, i32), StorageError> {
     }
 }
 
+/// What the shard registries say, read without changing anything (`signet doctor`): every
+/// `*.shard.*` record ([`crate::shards`]), and the logs whose trees storage holds frozen
+/// (PostgreSQL's `checkpoints.frozen`; SQLite freezes nothing in storage). Empty for a store
+/// not made yet.
+pub fn shard_records(url: &StorageUrl) -> Result<ShardRecords, StorageError> {
+    match url {
+        StorageUrl::Sqlite(path) => super::sqlite::shard_records(path),
+        StorageUrl::Postgres(u) => super::postgres::shard_records(u),
+    }
+}
+
+/// See [`shard_records`].
+#[derive(Debug, Default)]
+pub struct ShardRecords {
+    /// `(key, value)` of each shard record.
+    pub records: Vec<(String, Vec<u8>)>,
+    /// Logs frozen in storage.
+    pub frozen: Vec<super::LogId>,
+}
+
 /// Brings the store `url` names up to date and returns the schema versions that this applied,
 /// in order (`signet migrate`). On PostgreSQL, `others` are the other crates' migrations
 /// ([`signet_db::migrations`]), applied after the log's; a SQLite log file holds the log's

@@ -545,6 +545,30 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
     rotated_of(kind, &list, data_dir).map(Rotation::Done).ok_or_else(|| "the rotation recorded no new shard".into())
 }
 
+/// The rotations a crash (or a lost connection) cut short, one line each, from what storage
+/// holds ([`signet_log::storage::shard_records`]; `signet doctor`): a newest shard with a
+/// frozen record and none after it, or frozen in storage (PostgreSQL) with no frozen record.
+/// Either way its log takes no appends until the rotation is run again.
+pub fn unfinished_rotations(found: &signet_log::storage::ShardRecords) -> Vec<String> {
+    let has = |key: &str| found.records.iter().any(|(k, _)| k == key);
+    let mut out = Vec::new();
+    for kind in Kind::ALL {
+        let name = kind.registry_name();
+        // Shard 0 has no record of its own; each later one has, in order.
+        let newest = (1..=kind.room()).take_while(|n| has(&format!("{name}.shard.{n}"))).last().unwrap_or(0);
+        let rerun = format!("run `signet admin log rotate --log {}` again to finish it", kind.cli_name());
+        if has(&format!("{name}.shard.{newest}.frozen")) {
+            out.push(format!("the {} log's newest shard ({newest}) is frozen and no shard follows it: a rotation was cut short; {rerun}", kind.title()));
+        } else if log_id(kind, newest).is_some_and(|id| found.frozen.contains(&id)) {
+            out.push(format!(
+                "the {} log's newest shard ({newest}) is frozen in storage but not recorded as rotated: a rotation was cut short; {rerun}",
+                kind.title()
+            ));
+        }
+    }
+    out
+}
+
 /// The logs that rotate online (`POST /api/admin/log/rotate`): Rekor v1 alone.
 pub fn check_log_name(log: &str) -> Result<(), String> {
     match Kind::parse(log)? {

@@ -217,6 +217,18 @@ pub fn schema_version(path: &Path) -> Result<(i32, i32), StorageError> {
     Ok((have, MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0)))
 }
 
+/// [`super::shard_records`] on SQLite: the records alone (it freezes nothing in storage).
+pub fn shard_records(path: &Path) -> Result<super::ShardRecords, StorageError> {
+    if !path.exists() {
+        return Ok(super::ShardRecords::default());
+    }
+    let fail = |e: rusqlite::Error| StorageError::Backend(format!("{}: {e}", path.display()));
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(fail)?;
+    let mut st = conn.prepare("SELECT key, value FROM meta WHERE key LIKE '%.shard.%' ORDER BY key").map_err(fail)?;
+    let records = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(fail)?.collect::<rusqlite::Result<_>>().map_err(fail)?;
+    Ok(super::ShardRecords { records, frozen: Vec::new() })
+}
+
 const MIGRATIONS: &[SqliteMigration] = &[
     SqliteMigration { version: 1, apply: |tx| {
         tx.execute_batch(SCHEMA)?;
