@@ -14,6 +14,8 @@ use common::{agent, get, Server};
 struct OwnRedis {
     child: Option<Child>,
     port: u16,
+    /// Serving TLS only, with these files (`rediss://`): (certificate, key, its CA).
+    tls: Option<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl OwnRedis {
@@ -27,15 +29,44 @@ impl OwnRedis {
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut r = OwnRedis { child: None, port };
+        let mut r = OwnRedis { child: None, port, tls: None };
         r.resume();
         Some(r)
     }
 
+    /// [`OwnRedis::start`], serving TLS only, with a certificate for 127.0.0.1 from a CA of
+    /// its own, whose PEM file it returns.
+    fn start_tls(dir: &Path) -> Option<(OwnRedis, std::path::PathBuf)> {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &ca).unwrap();
+        let (cert_file, key_file, ca_file) = (dir.join("redis.pem"), dir.join("redis.key"), dir.join("redis-ca.pem"));
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let mut r = OwnRedis::start()?;
+        r.stop();
+        r.tls = Some((cert_file, key_file, ca_file.clone()));
+        r.resume();
+        Some((r, ca_file))
+    }
+
     /// Starts the server on its port (again), and waits until it answers.
     fn resume(&mut self) {
+        let port = self.port.to_string();
+        let mut args = vec!["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+        match &self.tls {
+            None => args.extend(["--port", &port]),
+            Some((cert, key, ca)) => args.extend([
+                "--port", "0", "--tls-port", &port, "--tls-auth-clients", "no",
+                "--tls-cert-file", cert.to_str().unwrap(), "--tls-key-file", key.to_str().unwrap(), "--tls-ca-cert-file", ca.to_str().unwrap(),
+            ]),
+        }
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string(), "--save", "", "--appendonly", "no"])
+            .args(&args)
             .stdout(Stdio::null())
             .spawn()
             .expect("start redis-server");
@@ -55,7 +86,8 @@ impl OwnRedis {
     }
 
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 }
 
@@ -244,4 +276,69 @@ fn two_instances_share_one_identitys_limit_and_its_ban() {
         assert!(r.text().contains("banned"), "{}", r.text());
     }
     assert!(metric(&servers[0].url, "signet_guard_redis_checks_total") >= 2);
+}
+
+/// `rediss://`: the limits and bans are shared over TLS, trusting the CA that
+/// `guard.redis.ca_file` names; a Redis whose certificate that CA did not sign is refused
+/// (and counted as an outage), and `admin ban lift --redis` takes the same CA.
+#[test]
+fn limits_and_bans_are_shared_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((redis, ca_file)) = OwnRedis::start_tls(dir.path()) else { return };
+    let config = |ca: &Path| {
+        format!(
+            "[guard.rate_limit]\nenabled = true\nper_second = 1\nburst = 4\n\
+             [guard.ban]\nenabled = true\nmax_refusals = 2\nwindow_secs = 60\nduration_secs = 60\n\
+             [guard.redis]\nurl = \"{}\"\nca_file = \"{}\"\non_failure = \"closed\"\ntimeout_ms = 1000\n",
+            redis.url(),
+            ca.display()
+        )
+    };
+    let (a, b) = (start(dir.path(), "a", &config(&ca_file)), start(dir.path(), "b", &config(&ca_file)));
+    let agent = agent();
+    let status = |server: &Server| get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().status;
+    // One bucket of 4 between the two, over TLS; then refusals, then a ban that holds on both.
+    let seen: Vec<u16> = (0..8).map(|i| status(if i % 2 == 0 { &a } else { &b })).collect();
+    assert_eq!(seen.iter().filter(|&&s| s == 200).count(), 4, "{seen:?}");
+    assert_eq!(status(&a), 403, "banned through TLS Redis");
+    assert_eq!(status(&b), 403, "banned through TLS Redis");
+    assert_eq!(metric(&a.url, "signet_guard_redis_failures_total"), 0);
+
+    let lift = |extra: &[&str]| {
+        let mut args = vec!["admin", "ban", "lift", "--data-dir", a.data_dir.to_str().unwrap(), "127.0.0.1", "--redis"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_signet")).args(&args).output().unwrap()
+    };
+    let url = redis.url();
+    let untrusted = lift(&[&url]);
+    assert!(!untrusted.status.success(), "the system's roots do not know this CA: {untrusted:?}");
+    let with = lift(&[&url, "--redis-ca", ca_file.to_str().unwrap()]);
+    assert!(with.status.success(), "{with:?}");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(status(&a), 200, "lifted");
+
+    // An instance that trusts another CA cannot talk to this Redis: with on_failure =
+    // "closed" its requests are refused, and each failure is counted.
+    let (other_ca, _) = {
+        let other = tempfile::tempdir().unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(
+            { let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap(); p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained); p },
+            rcgen::KeyPair::generate().unwrap(),
+        )
+        .unwrap();
+        let path = dir.path().join("other-ca.pem");
+        std::fs::write(&path, ca.pem()).unwrap();
+        (path, other)
+    };
+    let c = start(dir.path(), "c", &config(&other_ca));
+    let r = get(&agent, &format!("{}/api/v1/log", c.url)).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(metric(&c.url, "signet_guard_redis_failures_total") >= 1);
+
+    // A CA file with a redis:// URL is a mistake the config check names.
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, config(&ca_file).replace("rediss://", "redis://")).unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_signet")).args(["config", "check", "--dev", "--config", plain.to_str().unwrap()]).output().unwrap();
+    assert!(!check.status.success(), "{check:?}");
+    assert!(String::from_utf8_lossy(&check.stderr).contains("guard.redis.ca_file is for TLS"), "{check:?}");
 }

@@ -27,8 +27,12 @@ use crate::config::{BanConfig, RateLimitConfig};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]`; empty: limits and bans stay per instance.
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS; empty: limits and
+    /// bans stay per instance.
     pub url: String,
+    /// For `rediss://`: a PEM file of the CA that signed Redis's certificate, trusted instead
+    /// of the system's roots (a private CA).
+    pub ca_file: Option<std::path::PathBuf>,
     /// What a request gets while Redis cannot be reached: `open` (admitted) or `closed` (503).
     pub on_failure: OnFailure,
     /// How long a check may wait for Redis before it counts as a failure.
@@ -37,7 +41,7 @@ pub struct RedisConfig {
 
 impl Default for RedisConfig {
     fn default() -> Self {
-        RedisConfig { url: String::new(), on_failure: OnFailure::Open, timeout_ms: 100 }
+        RedisConfig { url: String::new(), ca_file: None, on_failure: OnFailure::Open, timeout_ms: 100 }
     }
 }
 
@@ -116,9 +120,7 @@ const RETRY: Duration = Duration::from_millis(250);
 
 impl SharedLimits {
     pub fn new(cfg: &RedisConfig, limits: &RateLimitConfig, ban: &BanConfig) -> Result<SharedLimits, String> {
-        let client = redis::Client::open(cfg.url.as_str()).map_err(|e| {
-            format!("guard.redis.url {:?}: {e}; expected redis://[user:password@]host:port[/db]", redact(&cfg.url))
-        })?;
+        let client = client(&cfg.url, cfg.ca_file.as_deref())?;
         let shape = |per_second: u32, burst: u32| (1_000_000 / u64::from(per_second.max(1)), u64::from(burst.max(1)));
         Ok(SharedLimits {
             client,
@@ -231,9 +233,10 @@ impl SharedLimits {
 
     /// Lifts `client`'s shared ban and forgets its strikes (`signet admin ban lift --redis`).
     /// `Ok(false)`: it had no shared ban.
-    pub fn lift(url: &str, client: &ClientKey) -> Result<bool, String> {
+    /// `ca_file` as `guard.redis.ca_file`.
+    pub fn lift(url: &str, ca_file: Option<&std::path::Path>, client: &ClientKey) -> Result<bool, String> {
         let unreachable = |e: redis::RedisError| format!("Redis at {}: {e}", redact(url));
-        let c = redis::Client::open(url).map_err(|e| format!("{:?} is not a Redis URL ({e}); expected redis://host:port", redact(url)))?;
+        let c = self::client(url, ca_file)?;
         let mut conn = c.get_connection_with_timeout(Duration::from_secs(5)).map_err(unreachable)?;
         let removed: i64 = redis::cmd("DEL").arg(format!("signet:ban:{client}")).query(&mut conn).map_err(unreachable)?;
         redis::cmd("DEL").arg(format!("signet:strikes:{client}")).query::<()>(&mut conn).map_err(unreachable)?;
@@ -257,6 +260,26 @@ impl SharedLimits {
     }
 }
 
+/// A client of the Redis at `url`: `redis://` in the clear, `rediss://` over TLS (rustls),
+/// trusting the CA in `ca_file` (PEM) when one is given, else the system's roots.
+pub fn client(url: &str, ca_file: Option<&std::path::Path>) -> Result<redis::Client, String> {
+    let bad = |e: redis::RedisError| {
+        format!("guard.redis.url {:?}: {e}; expected redis://[user:password@]host:port[/db], or rediss://… for TLS", redact(url))
+    };
+    let Some(path) = ca_file else { return redis::Client::open(url).map_err(bad) };
+    if !url.starts_with("rediss://") {
+        return Err(format!("guard.redis.ca_file is for TLS, but guard.redis.url {:?} is not a rediss:// URL", redact(url)));
+    }
+    let pem = std::fs::read(path).map_err(|e| format!("guard.redis.ca_file {}: {e}", path.display()))?;
+    // The redis crate would take a file with no certificate in it as an empty trust store.
+    let blocks = signet_core::pem::decode_all(&pem).unwrap_or_default();
+    if !blocks.iter().any(|b| b.label == "CERTIFICATE") {
+        return Err(format!("guard.redis.ca_file {}: no PEM CERTIFICATE in it; expected the CA certificate(s) that signed Redis's", path.display()));
+    }
+    redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(pem) })
+        .map_err(|e| format!("guard.redis.ca_file {}: {e}; expected a PEM file of CA certificates", path.display()))
+}
+
 /// The URL without its password, for messages.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -274,5 +297,22 @@ mod tests {
         let cfg = RedisConfig { url: "http://user:hunter2@host".into(), ..Default::default() };
         let e = SharedLimits::new(&cfg, &RateLimitConfig::default(), &BanConfig::default()).err().unwrap();
         assert!(e.contains("guard.redis.url") && e.contains("redis://") && !e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_is_for_tls_and_must_be_pem() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let cases = [
+            ("redis://:hunter2@127.0.0.1:6379", junk.clone(), "is for TLS"),
+            ("rediss://127.0.0.1:6379", dir.path().join("missing.pem"), "missing.pem"),
+            ("rediss://:hunter2@127.0.0.1:6379", junk.clone(), "PEM"),
+        ];
+        for (url, ca, why) in cases {
+            let e = client(url, Some(&ca)).err().unwrap();
+            assert!(e.contains(why) && !e.contains("hunter2"), "{url}: {e}");
+        }
+        assert!(client("rediss://127.0.0.1:6379", None).is_ok(), "the system's roots");
     }
 }

@@ -188,6 +188,10 @@ pub enum BanCmd {
         /// instance honours.
         #[arg(long, value_name = "URL")]
         redis: Option<String>,
+        /// For a rediss:// URL: the PEM file of the CA that signed Redis's certificate
+        /// (`guard.redis.ca_file`), trusted instead of the system's roots.
+        #[arg(long, value_name = "FILE", requires = "redis")]
+        redis_ca: Option<std::path::PathBuf>,
     },
 }
 
@@ -322,7 +326,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 }
             }
         }
-        Admin::Ban(BanCmd::Lift { dir, client, redis }) => {
+        Admin::Ban(BanCmd::Lift { dir, client, redis, redis_ca }) => {
             let client: ClientKey = match client.parse() {
                 Ok(c) => c,
                 Err(e) => {
@@ -332,7 +336,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             };
             let local = open(&dir)?.lift(&client).map_err(|e| e.to_string())?;
             let shared = match &redis {
-                Some(url) => signet_guard::shared::SharedLimits::lift(url, &client)?,
+                Some(url) => signet_guard::shared::SharedLimits::lift(url, redis_ca.as_deref(), &client)?,
                 None => false,
             };
             if !local && !shared {

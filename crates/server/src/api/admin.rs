@@ -82,11 +82,11 @@ pub struct LiftRequest {
 pub async fn lift_ban(State(state): State<Arc<AppState>>, Typed(request): Typed<LiftRequest>) -> Result<Json<Value>, ApiError> {
     let client: signet_guard::client::ClientKey = request.client.parse().map_err(|why: String| ApiError::bad_request(format!("client: {why}")).at("client"))?;
     let here = state.guard.lift(&client).map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why))?;
-    let redis = state.guard.config.redis.url.clone();
+    let (redis, ca_file) = (state.guard.config.redis.url.clone(), state.guard.config.redis.ca_file.clone());
     let shared = match state.guard.shared.is_some() {
         false => None,
         true => Some(
-            tokio::task::spawn_blocking(move || signet_guard::shared::SharedLimits::lift(&redis, &client))
+            tokio::task::spawn_blocking(move || signet_guard::shared::SharedLimits::lift(&redis, ca_file.as_deref(), &client))
                 .await
                 .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("lifting in Redis failed unexpectedly: {e}")))?
                 .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("lifted here, but not in Redis: {why}")))?,
