@@ -18,22 +18,7 @@ use signet_core::pubkey::HashAlg;
 use signet_core::wire::{self, Base64};
 use signet_core::{b64, hash::sha256, jcs, pem};
 
-use super::{malformed, pem_key, rejected, EntryError};
-
-/// A verified entry, ready to append.
-#[derive(Debug, Clone)]
-pub struct DsseEntry {
-    /// The canonical body (the leaf data).
-    pub body: Vec<u8>,
-    /// `sha256:<hex>` of the first in-toto subject with a SHA-256 digest, so that a search by
-    /// artifact digest finds the attestations about it; otherwise the payload hash.
-    pub digest_key: String,
-    /// The identity index key of the first verifier that is a certificate (see
-    /// [`super::identity`]); `None` when every verifier is a bare key.
-    pub identity: Option<String>,
-    /// The signer's key index of the first verifier ([`super::public_key_index`]).
-    pub public_key: String,
-}
+use super::{malformed, pem_key, rejected, EntryError, VerifiedEntry};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -82,7 +67,7 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Parses and verifies the `spec` of a proposed dsse 0.0.1 entry.
-pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
+pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
     let spec: DsseSpec = wire::from_slice(spec.as_bytes()).map_err(|e| e.within("spec"))?;
     let ProposedContent { envelope: envelope_text, verifiers: verifier_values } = spec.proposed_content;
     let envelope: Envelope = wire::from_str_at(&envelope_text, "spec.proposedContent.envelope")?;
@@ -152,7 +137,7 @@ pub fn parse_spec(spec: &str) -> Result<DsseEntry, EntryError> {
     }));
     let subject = (payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
     let identity = first_certificate.and_then(|der| super::certificate_identity(&der));
-    Ok(DsseEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity, public_key })
+    Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity, public_key })
 }
 
 /// The first `subject[].digest.sha256` of an in-toto statement, lower-case, if well-formed.

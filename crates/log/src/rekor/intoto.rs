@@ -20,20 +20,7 @@ use signet_core::wire::{self, Base64};
 use signet_core::{b64, hash::sha256};
 
 use super::dsse::{first_sha256_subject, pae, MAX_SIGNATURES};
-use super::{malformed, pem_key, rejected, EntryError};
-
-/// A verified entry, ready to append.
-#[derive(Debug, Clone)]
-pub struct IntotoEntry {
-    /// The canonical body (the leaf data).
-    pub body: Vec<u8>,
-    /// `sha256:<hex>` of the first in-toto subject with a SHA-256 digest, else of the payload.
-    pub digest_key: String,
-    /// The identity index key of the first key that is a certificate.
-    pub identity: Option<String>,
-    /// The signer's key index of the first signature's key ([`super::public_key_index`]).
-    pub public_key: String,
-}
+use super::{malformed, pem_key, rejected, EntryError, VerifiedEntry};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -115,7 +102,7 @@ fn inner_base64(text: &[u8], field: &str) -> Result<Vec<u8>, EntryError> {
 }
 
 /// Parses and verifies the `spec` of a proposed intoto 0.0.2 entry.
-pub fn parse_spec(spec: &str) -> Result<IntotoEntry, EntryError> {
+pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
     let spec: IntotoSpec = wire::from_slice(spec.as_bytes()).map_err(|e| e.within("spec"))?;
     let Content { envelope, hash, payload_hash } = spec.content;
     let hash = hash.checked("spec.content.hash")?;
@@ -184,7 +171,7 @@ pub fn parse_spec(spec: &str) -> Result<IntotoEntry, EntryError> {
 
     let body = canonical_body(&envelope, hash, &payload_hex);
     let subject = (envelope.payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
-    Ok(IntotoEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity, public_key })
+    Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity, public_key })
 }
 
 /// Go's `json.Marshal` of the stored entry (see the module's comment).

@@ -19,6 +19,22 @@ pub mod v2;
 
 pub use identity::{certificate_identity, email_key, identity_key, public_key_index};
 
+/// A Rekor v1 entry of any kind, verified and ready to append.
+#[derive(Debug, Clone)]
+pub struct VerifiedEntry {
+    /// The canonical body (the leaf data).
+    pub body: Vec<u8>,
+    /// `<algorithm>:<hex>`: the key of the artifact-digest index (a DSSE envelope's first
+    /// in-toto subject with a SHA-256 digest, else its payload's).
+    pub digest_key: String,
+    /// The key of the identity index ([`identity`]), for an entry signed with a certificate
+    /// (an envelope's first); `None` for a bare key.
+    pub identity: Option<String>,
+    /// The key of the signer's key index ([`public_key_index`]): of the key or certificate a
+    /// hashedrekord names, of an envelope's first.
+    pub public_key: String,
+}
+
 /// Why an entry was refused. Every variant names the offending field by its JSON path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {

@@ -15,23 +15,8 @@ use signet_core::keys::{KeyError, SigningKey};
 use signet_core::wire::{self, Base64, Hex};
 
 use signet_core::pubkey::HashAlg;
-use super::{malformed, pem_key, rejected, EntryError};
+use super::{malformed, pem_key, rejected, EntryError, VerifiedEntry};
 use crate::log::Stamper;
-
-/// A verified entry of either kind, ready to append.
-#[derive(Debug, Clone)]
-pub struct HashedRekord {
-    /// The canonical body (the leaf data).
-    pub body: Vec<u8>,
-    /// `<algorithm>:<hex>`: the key of the artifact-digest index.
-    pub digest_key: String,
-    /// The key of the identity index, for an entry signed with a certificate (see
-    /// [`super::identity`]); `None` for a bare key.
-    pub identity: Option<String>,
-    /// The key of the signer's key index ([`super::public_key_index`]): of the key or
-    /// certificate a hashedrekord names, of an envelope's first one.
-    pub public_key: String,
-}
 
 /// A proposed entry as sent: its `spec` is read once `kind` says what it is.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -115,17 +100,17 @@ struct KeyContent {
 
 /// Parses and verifies a proposed entry (`POST /api/v1/log/entries`): a hashedrekord, or a
 /// dsse envelope (see [`super::dsse`]).
-pub fn parse(request: &[u8]) -> Result<HashedRekord, EntryError> {
+pub fn parse(request: &[u8]) -> Result<VerifiedEntry, EntryError> {
     verify(&wire::from_slice(request)?)
 }
 
 /// [`parse`], for a request held as a JSON value (tests, and signet's own entries).
-pub fn parse_value(request: &serde_json::Value) -> Result<HashedRekord, EntryError> {
+pub fn parse_value(request: &serde_json::Value) -> Result<VerifiedEntry, EntryError> {
     parse(&serde_json::to_vec(request).map_err(|e| malformed("", e.to_string()))?)
 }
 
 /// Verifies a proposed entry read by [`parse`], and makes its canonical body.
-pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
+pub fn verify(request: &ProposedEntry) -> Result<VerifiedEntry, EntryError> {
     let kind = request.kind.as_str();
     let version = match kind {
         "hashedrekord" | "dsse" => "0.0.1",
@@ -135,13 +120,10 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     if request.api_version != version {
         return Err(malformed("apiVersion", format!("unsupported {kind} version {:?}; expected \"{version}\"", request.api_version)));
     }
-    if kind == "intoto" {
-        let e = super::intoto::parse_spec(request.spec.get())?;
-        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity, public_key: e.public_key });
-    }
-    if kind == "dsse" {
-        let e = super::dsse::parse_spec(request.spec.get())?;
-        return Ok(HashedRekord { body: e.body, digest_key: e.digest_key, identity: e.identity, public_key: e.public_key });
+    match kind {
+        "intoto" => return super::intoto::parse_spec(request.spec.get()),
+        "dsse" => return super::dsse::parse_spec(request.spec.get()),
+        _ => {}
     }
     let spec: HashedRekordSpec = wire::from_slice(request.spec.get().as_bytes()).map_err(|e| e.within("spec"))?;
 
@@ -166,7 +148,7 @@ pub fn verify(request: &ProposedEntry) -> Result<HashedRekord, EntryError> {
     let canonical_key = signet_core::pem::encode(&block.label, &block.der);
     let body = canonical_body(alg_name, &hex_value, &b64::encode(sig), &b64::encode(canonical_key));
     let public_key = super::public_key_index(&block.label, &block.der);
-    Ok(HashedRekord { body, digest_key: format!("{alg_name}:{hex_value}"), identity, public_key })
+    Ok(VerifiedEntry { body, digest_key: format!("{alg_name}:{hex_value}"), identity, public_key })
 }
 
 /// The RFC 8785 form of a hashedrekord 0.0.1 body, written directly: every value is an
