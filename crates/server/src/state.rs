@@ -325,11 +325,17 @@ impl AppState {
             },
         )
         .await?;
+        // Every log taking appends, when asked: after an online rotation, the new Rekor v1
+        // shard (a takeover promotes it; a witness that shows a restore refuses it).
+        let taking_appends: crate::witnessing::LogsTakingAppends = {
+            let (v1_now, v2, ct_log) = (rekor_v1.active_log_source(), v2.clone(), ct_log.clone());
+            Arc::new(move || vec![v1_now(), v2.clone(), ct_log.clone()])
+        };
         // On PostgreSQL the TUF repository is the database's too (crate::tuf).
         let tuf_pg = shared.as_ref().map(|(pg, _)| pg.clone());
         if let Some((pg, Role::Follower)) = shared {
-            let (v1_now, v2, ct_log) = (rekor_v1.active_log_source(), v2.clone(), ct_log.clone());
-            crate::lease::take_over_when_free(pg, holder, move || vec![v1_now(), v2.clone(), ct_log.clone()]);
+            let logs = taking_appends.clone();
+            crate::lease::take_over_when_free(pg, holder, move || logs());
         }
         // The root key signs the TSA's certificate once, when it is made (under --dev); a
         // production root key may be offline (`signet init --root-key-out`).
@@ -424,10 +430,6 @@ impl AppState {
             }
         }
         // Started once every log is open: a witness that holds more than storage refuses them all.
-        let taking_appends: crate::witnessing::LogsTakingAppends = {
-            let (v1_now, v2, ct_log) = (rekor_v1.active_log_source(), v2.clone(), ca.ct.log().clone());
-            Arc::new(move || vec![v1_now(), v2.clone(), ct_log.clone()])
-        };
         let cosigning = crate::witnessing::start_cosigning(cfg, &v2, taking_appends)?;
         Ok(AppState {
             watermarks: crate::watermark::Keeper::new(cfg.data_dir.clone(), marks),
