@@ -73,7 +73,8 @@ pub struct Issued {
 #[derive(Clone)]
 pub struct Issuer {
     pub authority: Arc<Authority>,
-    pub ct: CtLog,
+    /// The CT log the SCTs come from; a rotation of the CT log swaps a new one in.
+    ct: Arc<arc_swap::ArcSwap<CtLog>>,
     pub tokens: Arc<TokenVerifier>,
     issuer_key_hash: [u8; 32],
     /// Certificates issued since start, for `/metrics`.
@@ -83,7 +84,18 @@ pub struct Issuer {
 impl Issuer {
     pub fn new(authority: Arc<Authority>, ct: CtLog, tokens: Arc<TokenVerifier>) -> Issuer {
         let issuer_key_hash = sha256(authority.issuer_spki_der());
-        Issuer { authority, ct, tokens, issuer_key_hash, issued: Default::default() }
+        Issuer { authority, ct: Arc::new(arc_swap::ArcSwap::from_pointee(ct)), tokens, issuer_key_hash, issued: Default::default() }
+    }
+
+    /// The CT log that signs SCTs now.
+    pub fn ct(&self) -> Arc<CtLog> {
+        self.ct.load_full()
+    }
+
+    /// From now on, SCTs come from `ct` (a rotated CT log). A certificate under way keeps the
+    /// log it started with.
+    pub fn replace_ct(&self, ct: CtLog) {
+        self.ct.store(Arc::new(ct));
     }
 
     /// Certificates issued since start.
@@ -113,7 +125,7 @@ impl Issuer {
         // One verification and one signature on each side of the CT log: short jobs, run
         // where they are (signet_core::cpu); the CT log's batch goes to the pool.
         let prepared = signet_core::cpu::inline(|| self.prepare(identity, proof))??;
-        let sct = self.ct.submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
+        let sct = self.ct.load_full().submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
         signet_core::cpu::inline(|| -> Result<Issued, IssueError> {
             let Prepared { identity, mut tbs } = prepared.rest;
             // The final certificate is the precertificate's TBS with the SCT list where the

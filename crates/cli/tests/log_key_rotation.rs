@@ -1,7 +1,9 @@
-//! `signet admin log rotate --log ct|rekor-v2`: the CT log and the Rekor v2 log rotate
-//! offline into new logs. After it, the new key signs (a new SCT log ID, a new checkpoint
-//! key), the trust documents list both keys with adjoining windows (and TUF publishes them),
-//! a rotation cut short is finished by running it again, and a running server refuses it.
+//! `signet admin log rotate --log ct|rekor-v2`: the CT log and the Rekor v2 log rotate into
+//! new logs, offline or online. After it, the new key signs (a new SCT log ID, a new
+//! checkpoint key), the trust documents list both keys with adjoining windows (and TUF
+//! publishes them), and a rotation cut short is finished by running it again. Online, under
+//! writers, nothing acknowledged is lost or answered twice, on one instance (SQLite) and on
+//! two sharing PostgreSQL, where the other instance follows within seconds.
 
 use crate::common;
 
@@ -124,33 +126,12 @@ fn the_ct_and_rekor_v2_logs_rotate_offline_into_new_logs_under_new_keys() {
     let old_head = get(&agent, &format!("{}/api/v2/checkpoint", server.url)).unwrap().text();
     let trust_before = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
 
-    // Offline only: refused beside a running server (and online), which goes on serving.
+    // Offline: refused beside a running server, which goes on serving.
     for log in ["ct", "rekor-v2"] {
         let refused = rotate(&data, log);
         assert!(!refused.status.success());
         assert!(stderr(&refused).contains("stop the server first"), "{}", stderr(&refused));
     }
-    let token = {
-        let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "token", "create", "--role", "admin", "--data-dir"]).arg(&data).output().unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    // The server sees a new token within moments.
-    let online = (0..40)
-        .map(|_| {
-            let o = Command::new(env!("CARGO_BIN_EXE_signet"))
-                .args(["admin", "log", "rotate", "--log", "ct", "--url", &server.url, "--token", &token])
-                .output()
-                .unwrap();
-            if stderr(&o).contains("HTTP 401") {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            o
-        })
-        .find(|o| !stderr(o).contains("HTTP 401"))
-        .expect("the admin token was never accepted");
-    assert!(!online.status.success());
-    assert!(stderr(&online).contains("rotates offline only"), "{}", stderr(&online));
     assert_eq!(v2_append(&agent, &server, &signer, b"still before", &old_v2).0, 2);
     server.kill();
 
@@ -229,4 +210,285 @@ fn the_ct_and_rekor_v2_logs_rotate_offline_into_new_logs_under_new_keys() {
     // TUF published the new trusted root at the start (the same address: only the keys changed).
     assert_eq!(tuf_target(&agent, &server.url, "trusted_root.json"), root);
     assert_ne!(root, trust_before);
+}
+
+/// A dev OIDC token from the instance whose data dir is `data`.
+fn dev_token(data: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["dev-token", "--data-dir"]).arg(data).args(["--subject", "alice@example.com"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// An SCT as a certificate carries it: the log ID, and the signature over what it signed.
+struct Sct {
+    log_id: [u8; 32],
+    signed: Vec<u8>,
+    signature: Vec<u8>,
+}
+
+/// The SCT of a certificate the CA answered (`chain`: its PEM chain).
+fn sct_of(chain: &Value) -> Sct {
+    let pem_at = |i: usize| pem::decode_first(chain[i].as_str().unwrap().as_bytes()).unwrap().der;
+    let leaf = x509_cert::Certificate::from_der(&pem_at(0)).unwrap();
+    let issuer = x509_cert::Certificate::from_der(&pem_at(1)).unwrap();
+    let mut tbs = leaf.tbs_certificate.clone();
+    let exts = tbs.extensions.as_mut().unwrap();
+    let pos = exts.iter().position(|e| e.extn_id == signet_ca::authority::OID_CT_SCT_LIST).unwrap();
+    let list = der::asn1::OctetString::from_der(exts.remove(pos).extn_value.as_bytes()).unwrap();
+    let sct = &list.as_bytes()[4..];
+    let timestamp = u64::from_be_bytes(sct[33..41].try_into().unwrap());
+    let sig_len = u16::from_be_bytes([sct[45], sct[46]]) as usize;
+    let issuer_key_hash = sha256(&issuer.tbs_certificate.subject_public_key_info.to_der().unwrap());
+    Sct {
+        log_id: sct[1..33].try_into().unwrap(),
+        signed: signet_ca::ct::precert_leaf(timestamp, &issuer_key_hash, &tbs.to_der().unwrap()).unwrap(),
+        signature: sct[47..47 + sig_len].to_vec(),
+    }
+}
+
+/// What writers were answered while the logs rotated under them.
+#[derive(Default)]
+struct Answers {
+    /// Each v2 append's `TransparencyLogEntry`, and the instance that answered it.
+    v2: Vec<(String, Value)>,
+    scts: Vec<Sct>,
+    /// 503s retried (the moment a follower's queued entries met the frozen tree).
+    retried: usize,
+}
+
+/// On each instance (its URL and data dir: its dev OIDC issuer signs the tokens it takes), a
+/// Rekor v2 writer and a certificate writer, until the returned flag is
+/// set. `retry`: a 503 is retried, as clients do (on PostgreSQL a follower's entries queued
+/// into a tree another instance froze are told to retry); otherwise every answer must succeed.
+fn writers(instances: &[(String, &std::path::Path)], retry: bool) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, Vec<std::thread::JoinHandle<()>>, std::sync::Arc<std::sync::Mutex<Answers>>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers: Arc<Mutex<Answers>> = Arc::default();
+    let mut handles = Vec::new();
+    for (w, (url, data)) in instances.iter().enumerate() {
+        let token = dev_token(data);
+        for certs in [false, true] {
+            let (url, stop, answers, token) = (url.clone(), stop.clone(), answers.clone(), token.clone());
+            handles.push(std::thread::spawn(move || {
+                let (agent, signer) = (agent(), Signer::new());
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let mut tries = 0;
+                    let r = loop {
+                        let r = match certs {
+                            false => post_json(&agent, &format!("{url}/api/v2/log/entries"), &signer.v2_entry(format!("writer {w} entry {i}").as_bytes())),
+                            true => post_raw(&agent, &format!("{url}/api/v2/signingCert"), "application/json", cert_request(&token, "alice@example.com")),
+                        }
+                        .unwrap();
+                        tries += 1;
+                        if !retry || r.status != 503 || tries == 50 {
+                            break r;
+                        }
+                        answers.lock().unwrap().retried += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    };
+                    let mut got = answers.lock().unwrap();
+                    match certs {
+                        false => {
+                            assert_eq!(r.status, 201, "a v2 append on {url} failed during a rotation: {}", r.text());
+                            got.v2.push((url.clone(), r.json()));
+                        }
+                        true => {
+                            assert_eq!(r.status, 200, "a certificate on {url} failed during a rotation: {}", r.text());
+                            got.scts.push(sct_of(&r.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"]));
+                        }
+                    }
+                    drop(got);
+                    // Certificates cost more; they need not crowd out the appends.
+                    if certs {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
+            }));
+        }
+    }
+    (stop, handles, answers)
+}
+
+impl Answers {
+    /// Every answer verifies under the key it names, which is one of `v2_keys` / `ct_keys`
+    /// (oldest first); no two v2 answers share a log and an index. How many each key got.
+    fn check(&self, v2_keys: &[Vec<u8>], ct_keys: &[Vec<u8>]) -> (Vec<usize>, Vec<usize>) {
+        let mut v2_counts = vec![0; v2_keys.len()];
+        let mut seen = std::collections::HashSet::new();
+        for (url, e) in &self.v2 {
+            let key_id = e["logId"]["keyId"].as_str().unwrap();
+            let k = v2_keys.iter().position(|k| b64::encode(sha256(k)) == key_id).unwrap_or_else(|| panic!("{url} answered under an unknown key {key_id}"));
+            v2_counts[k] += 1;
+            let p = &e["inclusionProof"];
+            let cp = checkpoint::verify(p["checkpoint"]["envelope"].as_str().unwrap(), "127.0.0.1", &v2_keys[k]).unwrap();
+            let body = b64::decode(e["canonicalizedBody"].as_str().unwrap()).unwrap();
+            let hashes: Vec<[u8; 32]> = p["hashes"].as_array().unwrap().iter().map(|h| b64::decode(h.as_str().unwrap()).unwrap().try_into().unwrap()).collect();
+            let index: u64 = e["logIndex"].as_str().unwrap().parse().unwrap();
+            merkle::verify_inclusion(&merkle::leaf_hash(&body), index, cp.size, &hashes, &cp.root_hash).unwrap();
+            assert!(seen.insert((k, index)), "two appends answered with index {index} of v2 log {k}");
+        }
+        let mut ct_counts = vec![0; ct_keys.len()];
+        for sct in &self.scts {
+            let k = ct_keys.iter().position(|k| sha256(k) == sct.log_id).expect("an SCT from an unknown CT log");
+            assert!(signet_core::keys::verify_p256(&ct_keys[k], &sct.signed, &sct.signature), "an SCT does not verify under its log's key");
+            ct_counts[k] += 1;
+        }
+        (v2_counts, ct_counts)
+    }
+}
+
+/// Rotates `log` through the admin API at `url`, retrying while a new token is not yet seen
+/// there; the report it printed.
+fn rotate_online(url: &str, token: &str, log: &str) -> Value {
+    let out = (0..40)
+        .map(|_| {
+            let o = Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "log", "rotate", "--log", log, "--url", url, "--token", token]).output().unwrap();
+            if stderr(&o).contains("HTTP 401") {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            o
+        })
+        .find(|o| !stderr(o).contains("HTTP 401"))
+        .expect("the admin token was never accepted");
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The keys `url`'s trusted root lists under `field` (`ctlogs`, `tlogs`).
+fn listed_keys(agent: &ureq::Agent, url: &str, field: &str) -> Vec<Vec<u8>> {
+    let root = get(agent, &format!("{url}/trust/trusted_root.json")).unwrap().json();
+    root[field].as_array().unwrap().iter().map(key_of).collect()
+}
+
+/// Waits until `url` serves the new keys: its v2 checkpoint is signed by `v2`, and its trust
+/// documents list `ct`. How long that took.
+fn serving_new_keys(agent: &ureq::Agent, url: &str, v2: &[u8], ct: &[u8]) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    loop {
+        let head = get(agent, &format!("{url}/api/v2/checkpoint")).unwrap().text();
+        if checkpoint::verify(&head, "127.0.0.1", v2).is_ok() && listed_keys(agent, url, "ctlogs").iter().any(|k| k == ct) {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{url} does not serve the rotated logs 10 s after the rotation");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_ct_and_rekor_v2_logs_rotate_online_under_writers_losing_nothing() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let agent = agent();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = Server::start_on(&data, &listen, &[]);
+    let (old_ct, old_v2) = (spki(&data.join("keys/ct.pem")), spki(&data.join("keys/rekor-v2.pem")));
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), data.as_os_str()]);
+
+    let (stop, handles, answers) = writers(&[(server.url.clone(), &data)], false);
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let ct_report = rotate_online(&server.url, &token, "ct");
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let v2_report = rotate_online(&server.url, &token, "rekor-v2");
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    stop.store(true, Ordering::Relaxed);
+    handles.into_iter().for_each(|h| h.join().unwrap());
+
+    // The reports name the new logs, whose keys are private files in the data dir.
+    let (new_ct, new_v2) = (spki(&data.join("keys/ct.shard-1.pem")), spki(&data.join("keys/rekor-v2.shard-1.pem")));
+    for (report, log, key, file) in [(&ct_report, "ct", &new_ct, "ct.shard-1.pem"), (&v2_report, "rekor-v2", &new_v2, "rekor-v2.shard-1.pem")] {
+        assert_eq!((report["log"].as_str(), report["frozen"]["shard"].as_u64(), report["active"]["shard"].as_u64()), (Some(log), Some(0), Some(1)), "{report}");
+        assert_eq!(report["active"]["logID"], b64::encode(sha256(key)));
+        assert!(report["active"].get("startIndex").is_none(), "a new log counts from 0");
+        assert_eq!(std::fs::metadata(data.join("keys").join(file)).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    // Every answer verifies under its log's key; writes went to both logs of each kind.
+    let answers = answers.lock().unwrap();
+    let (v2_counts, ct_counts) = answers.check(&[old_v2.clone(), new_v2.clone()], &[old_ct.clone(), new_ct.clone()]);
+    eprintln!("v2 appends per log {v2_counts:?}, certificates per CT log {ct_counts:?}");
+    assert!(v2_counts.iter().all(|&n| n > 0) && ct_counts.iter().all(|&n| n > 0), "v2 {v2_counts:?}, CT {ct_counts:?}");
+    // The frozen log holds exactly what it acknowledged: its genesis entry, then every append.
+    let old_size = v2_report["frozen"]["treeSize"].as_u64().unwrap();
+    assert_eq!(old_size, 1 + v2_counts[0] as u64, "the frozen v2 log holds its genesis entry and every acknowledged append");
+    assert_eq!(ct_report["frozen"]["treeSize"].as_u64().unwrap(), ct_counts[0] as u64, "the frozen CT log holds every certificate it acknowledged");
+
+    // Served from now on: the new v2 log, and trust documents listing both keys of each log
+    // (TUF publishes them too).
+    serving_new_keys(&agent, &server.url, &new_v2, &new_ct);
+    assert_eq!(listed_keys(&agent, &server.url, "ctlogs"), [old_ct.clone(), new_ct.clone()]);
+    assert_eq!(listed_keys(&agent, &server.url, "tlogs")[1..], [old_v2.clone(), new_v2.clone()]);
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    assert_eq!(tuf_target(&agent, &server.url, "trusted_root.json"), root);
+
+    // A restart opens the rotated logs where they are.
+    server.kill();
+    let server = Server::start_on(&data, &listen, &[]);
+    let (index, _) = v2_append(&agent, &server, &Signer::new(), b"after the restart", &new_v2);
+    assert_eq!(index, 1 + v2_counts[1] as u64, "after the new log's genesis entry and every append it acknowledged");
+    assert_eq!(sct_of_new_cert(&agent, &server, &new_ct).0, sha256(&new_ct));
+}
+
+/// On PostgreSQL: the CT log rotated through a follower, the Rekor v2 log through the
+/// sequencer; the other instance serves each new log within seconds, with its key taken from
+/// the database, while writers on both go on.
+#[test]
+fn on_postgresql_the_ct_and_rekor_v2_logs_rotate_online_and_every_instance_follows() {
+    use std::sync::atomic::Ordering;
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent();
+    let (a, a_dir, mut b, b_dir) = crate::shards::two_instances(&db, dir.path(), |_| ());
+    let (old_ct, old_v2) = (spki(&a_dir.join("keys/ct.pem")), spki(&a_dir.join("keys/rekor-v2.pem")));
+    let token = crate::shards::admin_token(&["--storage".as_ref(), db.as_ref()]);
+
+    let (stop, handles, answers) = writers(&[(a.url.clone(), &a_dir), (b.url.clone(), &b_dir)], true);
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    rotate_online(&b.url, &token, "ct");
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let v2_report = rotate_online(&a.url, &token, "rekor-v2");
+    let new_v2 = spki(&a_dir.join("keys/rekor-v2.shard-1.pem"));
+    let new_ct = spki(&b_dir.join("keys/ct.shard-1.pem"));
+    let took = [serving_new_keys(&agent, &a.url, &new_v2, &new_ct), serving_new_keys(&agent, &b.url, &new_v2, &new_ct)];
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    stop.store(true, Ordering::Relaxed);
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    eprintln!("after the rotations the instances served the new logs within {took:?}");
+
+    // Each instance holds the other's new key, the same file, taken from the database.
+    for file in ["keys/ct.shard-1.pem", "keys/rekor-v2.shard-1.pem"] {
+        assert_eq!(std::fs::read(a_dir.join(file)).unwrap(), std::fs::read(b_dir.join(file)).unwrap(), "{file}");
+        assert_eq!(std::fs::metadata(a_dir.join(file)).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let answers = answers.lock().unwrap();
+    let (v2_counts, ct_counts) = answers.check(&[old_v2.clone(), new_v2.clone()], &[old_ct.clone(), new_ct.clone()]);
+    eprintln!("v2 appends per log {v2_counts:?}, certificates per CT log {ct_counts:?}, {} 503s retried", answers.retried);
+    assert!(v2_counts.iter().all(|&n| n > 0) && ct_counts.iter().all(|&n| n > 0), "v2 {v2_counts:?}, CT {ct_counts:?}");
+    assert_eq!(v2_report["frozen"]["treeSize"].as_u64().unwrap(), 1 + v2_counts[0] as u64, "the frozen v2 log holds its genesis entry and every acknowledged append");
+    // Both list both CT keys, and come to serve one checkpoint of the new v2 log, which holds
+    // every entry it acknowledged.
+    for url in [&a.url, &b.url] {
+        assert_eq!(listed_keys(&agent, url, "ctlogs"), [old_ct.clone(), new_ct.clone()]);
+    }
+    let heads = |agent: &ureq::Agent| [&a.url, &b.url].map(|u| checkpoint::verify(&get(agent, &format!("{u}/api/v2/checkpoint")).unwrap().text(), "127.0.0.1", &new_v2).unwrap());
+    let started = std::time::Instant::now();
+    let agreed = loop {
+        let [ha, hb] = heads(&agent);
+        if (ha.size, ha.root_hash) == (hb.size, hb.root_hash) {
+            break ha;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "the instances disagree on the new v2 log: {} and {}", ha.size, hb.size);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(agreed.size, 1 + v2_counts[1] as u64, "the new v2 log holds its genesis entry and every acknowledged append");
+
+    // B restarts on what it took from the database.
+    b.kill();
+    let b = Server::start(&b_dir, &["--storage", &db]);
+    let (index, _) = v2_append(&agent, &b, &Signer::new(), b"after the restart", &new_v2);
+    assert!(index > v2_counts[1] as u64, "{index}");
+    assert_eq!(sct_of_new_cert(&agent, &b, &new_ct).0, sha256(&new_ct));
 }

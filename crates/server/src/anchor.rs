@@ -18,6 +18,7 @@ use signet_core::{b64, hash::sha256, keys::SigningKey};
 use signet_guard::audit::{anchor, segment, Anchor, AuditLog};
 use signet_log::rekor::v2;
 use signet_log::{Log, Sequenced};
+use crate::shards::active::ActiveShard;
 
 /// The audit key, under the data dir: made on first use, 0600 in a 0700 directory.
 pub fn audit_key(data_dir: &Path) -> Result<SigningKey, String> {
@@ -100,13 +101,17 @@ pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) 
 /// Anchors every `every` until the task is dropped, and cuts a segment when one is due.
 /// Failures are logged and retried at the next turn; the records stay unanchored (and
 /// `audit verify` says so), or in the live log, until one succeeds.
-pub async fn run(audit: Arc<AuditLog>, log: Log, key: Arc<SigningKey>, every: Duration, mut after: u64, policy: segment::Policy) {
+pub async fn run(audit: Arc<AuditLog>, v2: Arc<ActiveShard>, key: Arc<SigningKey>, every: Duration, mut after: u64, policy: segment::Policy) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        match anchor_once(&audit, &log, &key, after).await {
+        // An anchor is an append like any other: a rotation of the log waits for it.
+        let appending = v2.appending().await;
+        let anchored = anchor_once(&audit, &v2.log(), &key, after).await;
+        drop(appending);
+        match anchored {
             Ok(Some(a)) => {
                 tracing::debug!(seq = a.seq, log_index = a.log_index, "audit chain anchored");
                 after = a.seq;

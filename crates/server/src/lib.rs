@@ -159,7 +159,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
     };
     let audit = state.audit.clone();
-    // The audit chain's anchors: (log, key, the Rekor v2 log) while the server runs.
+    // The audit chain's anchors: (log, key, the Rekor v2 log, whichever is active) while the server runs.
     let anchoring = match (&state.audit, &state.audit_key) {
         (Some(log), Some(key)) => Some((log.clone(), key.clone(), state.rekor_v2.clone())),
         _ => None,
@@ -184,7 +184,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         tokio::spawn(watermarks.clone().run(move || state.logs_taking_appends()))
     };
     // It reads this instance through its public routes, so it starts after the ready line.
-    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.key().spki_der(), m)) {
+    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.log().key().spki_der(), m)) {
         Some(Ok(prepared)) => prepared,
         Some(Err(e)) => {
             let _ = stop.send(true);
@@ -237,7 +237,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     if let (Some(task), Some((log, key, v2))) = (anchor_task, anchoring) {
         task.abort();
         let after = anchored_seq(&log).await;
-        if let Err(e) = anchor::anchor_once(&log, &v2, &key, after).await {
+        if let Err(e) = anchor::anchor_once(&log, &v2.log(), &key, after).await {
             tracing::warn!(error = %e, "anchoring the audit chain at shutdown failed");
         }
     }

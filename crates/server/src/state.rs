@@ -4,9 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use signet_core::keys::SigningKey;
-use signet_log::rekor::genesis;
 use signet_log::storage::{PostgresStorage, Storage};
-use signet_log::{BatchPolicy, Log, LogConfig, Role};
+use signet_log::{BatchPolicy, Log, Role};
 
 use signet_ca::oidc::dev::{self, DevIssuer, DevIssuerError};
 use signet_ca::authority::{Authority, CaError};
@@ -18,11 +17,14 @@ use signet_ca::tsa::{Tsa, TsaError};
 use crate::api::rekor_v1::RekorV1;
 use crate::config::Config;
 
+use crate::shards::active::ActiveShard;
 use crate::shards::Kind;
 
 pub struct AppState {
     pub rekor_v1: RekorV1,
-    pub rekor_v2: Log,
+    pub rekor_v2: Arc<ActiveShard>,
+    /// The CT log; the CA ([`AppState::ca`]) signs SCTs with whichever is active.
+    pub ct: Arc<ActiveShard>,
     pub max_body: usize,
     /// The validation layer's bounds (`[limits]`).
     pub input_limits: signet_guard::InputLimits,
@@ -205,27 +207,12 @@ impl AppState {
             }
             None => None,
         };
-        let open_log = |cfg: LogConfig| {
-            let (storage, shared) = (storage.clone(), shared.clone());
-            async move {
-                match shared {
-                    Some((pg, role)) => Log::open_shared(cfg, storage, pg, role).await,
-                    None => Log::open(cfg, storage).await,
-                }
-            }
-        };
         let batch = BatchPolicy { max_entries: cfg.log.batch_max_entries, max_delay: cfg.batch_delay() };
 
-        // Rekor v1: origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
         for (kind, list) in [(Kind::RekorV1, &registry), (Kind::RekorV2, &v2_list), (Kind::Ct, &ct_list)] {
             crate::shards::write_public(&cfg.data_dir, kind, list)
                 .map_err(|source| StartError::Io { what: "writing log-shards.json".into(), source })?;
         }
-        // Each Rekor log begins with a genesis entry of its own (see signet_log::rekor::genesis).
-        let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| {
-            made.map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
-                .map_err(|e| StartError::Genesis(e.to_string()))
-        };
         let opener = crate::shards::ShardOpener {
             storage: storage.clone(),
             shared: shared.as_ref().map(|(pg, _)| pg.clone()),
@@ -233,8 +220,13 @@ impl AppState {
             data_dir: cfg.data_dir.clone(),
             host: host.clone(),
             batch,
+            ct_batch: BatchPolicy {
+                max_entries: cfg.log.batch_max_entries,
+                max_delay: std::time::Duration::from_millis(cfg.log.ct_batch_max_delay_ms),
+            },
             max_pending: cfg.log.max_pending_appends,
             tile_cache: tile_cache_tiles(cfg),
+            v2_note_key: cfg.log.witnesses.note_key(&cfg.data_dir, &host)?,
         };
         let mut v1_frozen = Vec::new();
         let mut v1_active = None;
@@ -257,26 +249,13 @@ impl AppState {
             ));
         };
         let v1 = v1_active.log.clone();
+        // Rekor v2 and CT: the active log alone is served (crate::shards::active).
+        let v2_log = opener.open_kind(Kind::RekorV2, &v2_shard, v2_key.clone()).await?;
+        let v2 = v2_log.clone();
+        let ct_log = opener.open_kind(Kind::Ct, &ct_shard, ct_key.clone()).await?;
+        let rekor_v2 = Arc::new(ActiveShard::new(Kind::RekorV2, v2_log, v2_key, v2_list, opener.clone()));
+        let ct = Arc::new(ActiveShard::new(Kind::Ct, ct_log.clone(), ct_key.clone(), ct_list, opener.clone()));
         let rekor_v1 = RekorV1::new(v1_active, v1_frozen, registry, opener);
-
-        // Rekor v2: origin is the bare host of the log's base URL, in every shard: sigstore-go
-        // checks a v2 checkpoint's origin against that host. A new shard has a new key (so a
-        // new checkpoint key ID) and a tree of its own.
-        let v2 = open_log(
-            LogConfig {
-                id: v2_shard.log_id,
-                genesis: Some(genesis(genesis::v2_entry(&v2_key, &host))?),
-                origin: host.clone(),
-                key_name: host.clone(),
-                key: v2_key,
-                batch,
-                stamper: None,
-                max_pending: cfg.log.max_pending_appends,
-                tile_cache: tile_cache_tiles(cfg),
-                note_key: cfg.log.witnesses.note_key(&cfg.data_dir, &host)?,
-            },
-        )
-        .await?;
 
         // A new log's sequencer writes its genesis entry first; wait for it, so that a start
         // that cannot write one fails here rather than serve.
@@ -302,34 +281,11 @@ impl AppState {
             tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await
                 .map_err(|e| StartError::Panicked { what: "CA open", why: e.to_string() })??,
         );
-        // The CT log: its key names it (the SCTs' log ID); a new shard is a new log.
-        let ct_log = open_log(
-            LogConfig {
-                id: ct_shard.log_id,
-                origin: match ct_shard.number {
-                    0 => format!("{host}/ct"),
-                    n => format!("{host}/ct/{n}"),
-                },
-                key_name: host.clone(),
-                key: ct_key.clone(),
-                batch: BatchPolicy {
-                    max_entries: cfg.log.batch_max_entries,
-                    max_delay: std::time::Duration::from_millis(cfg.log.ct_batch_max_delay_ms),
-                },
-                stamper: None,
-                // Certificates are bounded by the CA's own admission (one CT entry each).
-                max_pending: 0,
-                genesis: None,
-                tile_cache: tile_cache_tiles(cfg),
-                note_key: None,
-            },
-        )
-        .await?;
         // Every log taking appends, when asked: after an online rotation, the new Rekor v1
         // shard (a takeover promotes it; a witness that shows a restore refuses it).
         let taking_appends: crate::witnessing::LogsTakingAppends = {
-            let (v1_now, v2, ct_log) = (rekor_v1.active_log_source(), v2.clone(), ct_log.clone());
-            Arc::new(move || vec![v1_now(), v2.clone(), ct_log.clone()])
+            let (v1_now, v2, ct) = (rekor_v1.active_log_source(), rekor_v2.clone(), ct.clone());
+            Arc::new(move || vec![v1_now(), v2.log(), ct.log()])
         };
         // On PostgreSQL the TUF repository is the database's too (crate::tuf).
         let tuf_pg = shared.as_ref().map(|(pg, _)| pg.clone());
@@ -348,6 +304,9 @@ impl AppState {
         };
         let tsa = Tsa::open(&cfg.data_dir, &root_key, authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
+        // A rotation of the CT log hands the CA the new one before any append reaches it.
+        let issuer = ca.clone();
+        ct.on_serve(move |now| issuer.replace_ct(CtLog::new(now.log.clone(), now.key.clone())));
         let (data_dir, guard_cfg) = (cfg.data_dir.clone(), cfg.guard.clone());
         // On PostgreSQL, tokens and bans are the database's, so every instance sees the same.
         let guard_db = match cfg.storage_url()? {
@@ -407,7 +366,7 @@ impl AppState {
         if let Some(marker) = logs_in_data_dir.then(|| crate::restore::marker(&cfg.data_dir)).transpose().map_err(StartError::Shards)?.flatten() {
             let why = marker.refusal(&cfg.data_dir);
             tracing::warn!("{why}");
-            for log in [&v1, &v2, ca.ct.log()] {
+            for log in [&v1, &v2, &ct.log()] {
                 log.refuse_appends(why.clone());
             }
         }
@@ -419,7 +378,7 @@ impl AppState {
                 .map_err(|e| StartError::Panicked { what: "watermarks", why: e.to_string() })?
                 .map_err(StartError::Shards)?
         };
-        for (what, log) in [("Rekor v1", &v1), ("Rekor v2", &v2), ("CT", ca.ct.log())] {
+        for (what, log) in [("Rekor v1", &v1), ("Rekor v2", &v2), ("CT", &ct.log())] {
             let (m, l, d) = (marks.clone(), log.clone(), cfg.data_dir.clone());
             let refused = tokio::task::spawn_blocking(move || m.check(&l, what, &d))
                 .await
@@ -430,11 +389,12 @@ impl AppState {
             }
         }
         // Started once every log is open: a witness that holds more than storage refuses them all.
-        let cosigning = crate::witnessing::start_cosigning(cfg, &v2, taking_appends)?;
+        let cosigning = crate::witnessing::start_cosigning(cfg, rekor_v2.clone(), taking_appends)?;
         Ok(AppState {
             watermarks: crate::watermark::Keeper::new(cfg.data_dir.clone(), marks),
             rekor_v1,
-            rekor_v2: v2,
+            rekor_v2,
+            ct,
             max_body: cfg.limits.max_body_bytes,
             input_limits: cfg.limits.input(),
             max_entry: cfg.limits.max_entry_bytes,
@@ -460,7 +420,7 @@ impl AppState {
 impl AppState {
     /// The logs that take appends now: each kind's active shard.
     pub fn logs_taking_appends(&self) -> Vec<Log> {
-        vec![self.rekor_v1.log(), self.rekor_v2.clone(), self.ca.ct.log().clone()]
+        vec![self.rekor_v1.log(), self.rekor_v2.log(), self.ct.log()]
     }
 }
 

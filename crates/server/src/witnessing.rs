@@ -184,7 +184,8 @@ pub type LogsTakingAppends = Arc<dyn Fn() -> Vec<signet_log::Log> + Send + Sync>
 
 /// The Rekor v2 log as the collector sees it, and the logs that share its storage.
 struct V2Head {
-    log: signet_log::Log,
+    /// Whichever Rekor v2 log is active (a rotation swaps it; see [`crate::api::admin`]).
+    v2: Arc<crate::shards::active::ActiveShard>,
     /// Every log taking appends in the same storage: a restored database restored them all.
     logs: LogsTakingAppends,
     data_dir: PathBuf,
@@ -192,23 +193,24 @@ struct V2Head {
 
 impl signet_witness::cosigning::Head for V2Head {
     fn latest(&self) -> (u64, Arc<str>) {
-        let head = self.log.head();
+        let head = self.v2.log().head();
         (head.checkpoint.size, head.note.as_str().into())
     }
 
     fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<signet_core::hash::Hash>, String> {
-        self.log.consistency_proof(old, new).map_err(|e| e.to_string())
+        self.v2.log().consistency_proof(old, new).map_err(|e| e.to_string())
     }
 
     /// Storage behind a witness's cosigned size is a restore (or lost committed writes): the
     /// indices between were acknowledged, and must not get a second history. (A follower's
     /// head may trail the witness; storage may not.)
     fn witness_is_ahead(&self, witness: &str, holds: u64) {
-        let stored = match self.log.stored_size() {
+        let log = self.v2.log();
+        let stored = match log.stored_size() {
             Ok(stored) => stored,
             Err(e) => return tracing::warn!(witness, holds, error = %e, "a witness holds a larger tree; cannot read the stored checkpoint to compare"),
         };
-        if stored >= holds || self.log.appends_refused().is_some() {
+        if stored >= holds || log.appends_refused().is_some() {
             return;
         }
         let why = format!(
@@ -231,7 +233,7 @@ impl signet_witness::cosigning::Head for V2Head {
 /// was restored: they are refused then).
 pub fn start_cosigning(
     cfg: &Config,
-    v2: &signet_log::Log,
+    v2: Arc<crate::shards::active::ActiveShard>,
     logs: LogsTakingAppends,
 ) -> Result<Option<Arc<signet_witness::cosigning::Cosigning>>, crate::state::StartError> {
     let settings = &cfg.log.witnesses;
@@ -241,7 +243,7 @@ pub fn start_cosigning(
     let endpoints = settings.endpoints()?;
     let tls = signet_tls::client_config(&signet_tls::Trust::Platform).map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
     let fetcher = signet_tls::Fetcher::new(tls).with_timeout(std::time::Duration::from_secs(10)).with_max_bytes(64 * 1024);
-    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head { log: v2.clone(), logs, data_dir: cfg.data_dir.clone() }), endpoints, settings.quorum, fetcher)
+    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head { v2, logs, data_dir: cfg.data_dir.clone() }), endpoints, settings.quorum, fetcher)
         .map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
     tracing::info!(members = settings.members.len(), quorum = settings.quorum, "the Rekor v2 log's checkpoints go to its witnesses");
     Ok(Some(cosigning))

@@ -38,20 +38,32 @@ pub fn roles_json(roles: &signet_guard::Roles) -> Value {
 #[serde(deny_unknown_fields)]
 #[schema(as = RotateLogRequest)]
 pub struct RotateRequest {
-    /// `"rekor-v1"`, the one log that rotates online.
+    /// `"rekor-v1"`, `"rekor-v2"` or `"ct"`.
     log: String,
 }
 
-/// `POST /api/admin/log/rotate` with `{"log": "rekor-v1"}`: rotates the log online (see
-/// [`crate::shards`]) and answers what `signet admin log rotate` prints. The trust documents
-/// served from then on list the new shard's key.
+/// `POST /api/admin/log/rotate` with `{"log": "rekor-v1"}` (or `rekor-v2`, `ct`): rotates
+/// the log online (see [`crate::shards`]) and answers what `signet admin log rotate` prints.
+/// The trust documents served from then on list the new key.
 pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Typed<RotateRequest>) -> Result<Json<Value>, ApiError> {
-    crate::shards::check_log_name(&request.log).map_err(|why| ApiError::bad_request(why).at("log"))?;
+    let kind = crate::shards::Kind::parse(&request.log).map_err(|why| ApiError::bad_request(why).at("log"))?;
+    if kind == crate::shards::Kind::RekorV2 && state.cosigning.is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the Rekor v2 log's checkpoints go to witnesses ([log.witnesses]), which know the log by its key: a new key is a new log to them, and they would refuse it. Give them the new log first, then rotate offline (signet admin log rotate --log rekor-v2 --data-dir DIR)",
+        ));
+    }
     // A task of its own: a client that hangs up must not leave the log half rotated.
     let rotating = state.clone();
-    let r = tokio::spawn(async move { rotating.rekor_v1.rotate().await })
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the rotation failed unexpectedly: {e}")))??;
+    let r = tokio::spawn(async move {
+        match kind {
+            crate::shards::Kind::RekorV1 => rotating.rekor_v1.rotate().await,
+            crate::shards::Kind::RekorV2 => rotating.rekor_v2.rotate().await,
+            crate::shards::Kind::Ct => rotating.ct.rotate().await,
+        }
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the rotation failed unexpectedly: {e}")))??;
     super::rekor_v1::republish(&state).await;
     Ok(Json(crate::shards::rotation_report(&r)))
 }

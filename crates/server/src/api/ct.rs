@@ -20,7 +20,7 @@ const MAX_ENTRIES: u64 = 256;
 const MAX_REBUILT: usize = 4;
 
 pub async fn get_sth(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
-    ct::signed_tree_head(&state.ca.ct).map(Json).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    ct::signed_tree_head(&state.ca.ct()).map(Json).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 pub async fn get_sth_consistency(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Json<Value>, ApiError> {
@@ -30,7 +30,7 @@ pub async fn get_sth_consistency(State(state): State<Arc<AppState>>, RawQuery(q)
     if first > second {
         return Err(ApiError::bad_request(format!("first {first} must not exceed second {second}")));
     }
-    let proof = state.ca.ct.log().consistency_proof(first, second)?;
+    let proof = state.ct.log().consistency_proof(first, second)?;
     Ok(Json(json!({"consistency": proof.iter().map(b64::encode).collect::<Vec<_>>()})))
 }
 
@@ -42,7 +42,7 @@ pub async fn get_proof_by_hash(State(state): State<Arc<AppState>>, RawQuery(q): 
         .ok()
         .and_then(|h| h.try_into().ok())
         .ok_or_else(|| ApiError::bad_request("hash must be 32 bytes of base64"))?;
-    let log = state.ca.ct.log();
+    let log = state.ct.log();
     let index = log.find_leaf(&leaf).await?.filter(|i| *i < size).ok_or_else(|| ApiError::not_found("no such leaf in a tree of that size"))?;
     let proof = log.inclusion_proof(index, size)?;
     Ok(Json(json!({"leaf_index": index, "audit_path": proof.iter().map(b64::encode).collect::<Vec<_>>()})))
@@ -58,14 +58,14 @@ pub async fn get_entries(State(state): State<Arc<AppState>>, RawQuery(q): RawQue
     let count = (end - start + 1).min(MAX_ENTRIES);
     let mut entries = Vec::new();
     let mut rebuilt = 0;
-    for e in state.ca.ct.log().entries_async(start, count).await? {
+    for e in state.ct.log().entries_async(start, count).await? {
         // A page ends early when it has rebuilt as many precertificates as one GET may
         // (RFC 6962 §4.6 allows a shorter page).
         let Some((leaf_input, extra_data)) = entry(&state, &e, &mut rebuilt)? else { break };
         entries.push(json!({"leaf_input": leaf_input, "extra_data": extra_data}));
     }
     if entries.is_empty() {
-        return Err(ApiError::bad_request(format!("no entries from {start}: the tree has {}", state.ca.ct.log().head().checkpoint.size)));
+        return Err(ApiError::bad_request(format!("no entries from {start}: the tree has {}", state.ct.log().head().checkpoint.size)));
     }
     Ok(Json(json!({"entries": entries})))
 }
@@ -82,7 +82,7 @@ pub async fn get_entry_and_proof(State(state): State<Arc<AppState>>, RawQuery(q)
     let q = Query::parse(q.as_deref())?;
     let index = q.u64("leaf_index", i64::MAX as u64)?.ok_or_else(|| ApiError::bad_request("leaf_index is required"))?;
     let size = q.u64("tree_size", i64::MAX as u64)?.ok_or_else(|| ApiError::bad_request("tree_size is required"))?;
-    let log = state.ca.ct.log();
+    let log = state.ct.log();
     let head = log.head().checkpoint.size;
     if index >= size || size > head {
         return Err(ApiError::bad_request(format!(

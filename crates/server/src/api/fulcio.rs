@@ -22,6 +22,16 @@ use crate::state::AppState;
 
 impl From<IssueError> for ApiError {
     fn from(e: IssueError) -> Self {
+        // The CT log's answer is the log's: a busy, rotating or full log is a 503 or 507 that a
+        // retry may get past, as on the Rekor APIs; no certificate was issued.
+        let e = match e {
+            IssueError::Ct(signet_ca::ct::CtError::Append(a)) => {
+                let mut error = ApiError::from(a);
+                error.message = format!("no certificate was issued: the CT log did not take its precertificate: {}", error.message);
+                return error;
+            }
+            e => e,
+        };
         let (status, reason) = match &e {
             IssueError::Token(t) => (StatusCode::UNAUTHORIZED, t.reason()),
             IssueError::Key(_) => (StatusCode::BAD_REQUEST, "key_unsupported"),
@@ -232,7 +242,10 @@ async fn issue(
             .map_err(|why| ApiError::from(IssueError::NotPermitted(format!("{} is out of scope: {why}", who.principal))))?;
     }
     let issuing = crate::otel::span!("ca.issue");
+    // Its precertificate is a CT append: a rotation of the CT log waits for it, or it for one.
+    let appending = state.ct.appending().await;
     let issued = state.ca.issue_for(identity, proof).instrument(issuing).await.map_err(ApiError::from)?;
+    drop(appending);
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
     chain.extend(state.ca.authority.chain_pem());
     let did = Did::Issued { serial: hex::encode(&issued.serial), identity: issued.identity.subject.clone(), issuer: issued.identity.issuer.clone() };

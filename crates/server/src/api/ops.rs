@@ -78,7 +78,7 @@ fn witnessing(state: &AppState, text: &mut String) {
             let _ = writeln!(text, "signet_log_witness_failures_total{{witness=\"{}\"}} {}", e.vkey.name, n.failures.load(Relaxed));
         }
         let served = c.served().map_or(0, |(size, _)| size);
-        let head = state.rekor_v2.head().checkpoint.size;
+        let head = state.rekor_v2.log().head().checkpoint.size;
         text.push_str("# HELP signet_log_witnessed_size Size of the newest Rekor v2 checkpoint a quorum of witnesses cosigned (0: none yet).\n# TYPE signet_log_witnessed_size gauge\n");
         let _ = writeln!(text, "signet_log_witnessed_size {served}");
         text.push_str("# HELP signet_log_unwitnessed_entries Entries of the Rekor v2 log past its newest witnessed checkpoint.\n# TYPE signet_log_unwitnessed_entries gauge\n");
@@ -102,8 +102,8 @@ fn services(state: &AppState, text: &mut String) {
     use std::sync::atomic::Ordering;
     let shards = state.rekor_v1.current();
     let mut logs: Vec<(String, signet_log::Log)> = shards.logs().map(|(tree, log)| (format!("rekor_v1/{tree}"), log)).collect();
-    logs.push(("rekor_v2".into(), state.rekor_v2.clone()));
-    logs.push(("ct".into(), state.ca.ct.log().clone()));
+    logs.push(("rekor_v2".into(), state.rekor_v2.log()));
+    logs.push(("ct".into(), state.ct.log()));
     text.push_str("# HELP signet_log_entries_appended_total Entries this instance integrated into each log since start.\n");
     text.push_str("# TYPE signet_log_entries_appended_total counter\n");
     for (name, log) in &logs {
@@ -189,8 +189,8 @@ fn tile_caches(state: &AppState, text: &mut String) {
     use std::fmt::Write;
     let shards = state.rekor_v1.current();
     let mut logs: Vec<(String, signet_log::Log)> = shards.logs().map(|(tree, log)| (format!("rekor_v1/{tree}"), log)).collect();
-    logs.push(("rekor_v2".into(), state.rekor_v2.clone()));
-    logs.push(("ct".into(), state.ca.ct.log().clone()));
+    logs.push(("rekor_v2".into(), state.rekor_v2.log()));
+    logs.push(("ct".into(), state.ct.log()));
     let stats: Vec<(String, (usize, u64, u64))> = logs.into_iter().map(|(name, log)| (name, log.tile_cache_stats())).collect();
     text.push_str("# HELP signet_log_tile_cache_bytes Bytes of full tiles a log keeps in memory for proofs (at most log.tile_cache_mb each).\n");
     text.push_str("# TYPE signet_log_tile_cache_bytes gauge\n");

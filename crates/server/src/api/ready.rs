@@ -25,12 +25,16 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
         Phase::ShuttingDown => return unready("shutting down"),
         Phase::Ready => {}
     }
-    let rekor_v1 = state.rekor_v1.log();
-    let logs = [("rekor_v1", &rekor_v1), ("rekor_v2", &state.rekor_v2), ("ct", state.ca.ct.log())];
+    let (rekor_v1, rekor_v2, ct) = (state.rekor_v1.log(), state.rekor_v2.log(), state.ct.log());
+    let logs = [("rekor_v1", &rekor_v1), ("rekor_v2", &rekor_v2), ("ct", &ct)];
     if let Some((name, _)) = logs.iter().find(|(_, log)| !log.is_running()) {
-        // A Rekor v1 shard frozen by another instance's rotation, whose successor this one
-        // cannot serve yet: say why (a seal key to copy, a sequencer that has not made it).
-        let why = (*name == "rekor_v1").then(|| state.rekor_v1.behind()).flatten();
+        // A log frozen by another instance's rotation, whose successor this one cannot serve
+        // yet: say why (a seal key to copy, a sequencer that has not made it).
+        let why = match *name {
+            "rekor_v1" => state.rekor_v1.behind(),
+            "rekor_v2" => state.rekor_v2.behind.lock().clone(),
+            _ => state.ct.behind.lock().clone(),
+        };
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name, "why": why})));
     }
     if let Some(why) = logs.iter().find_map(|(_, log)| log.appends_refused()) {
@@ -49,7 +53,7 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
                 signet_log::Role::Follower => "follower",
             },
             "rekorV1TreeSize": rekor_v1.head().checkpoint.size,
-            "rekorV2TreeSize": state.rekor_v2.head().checkpoint.size,
+            "rekorV2TreeSize": rekor_v2.head().checkpoint.size,
         })),
     )
 }

@@ -18,10 +18,12 @@ use super::input::Typed;
 use crate::state::AppState;
 
 pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Typed<v2::CreateEntryRequest>) -> Result<Response, ApiError> {
-    let _admitted = super::input::admit(&state.rekor_v2)?;
+    // Held until answered: a rotation waits for this append, or this append for it.
+    let _appending = state.rekor_v2.appending().await;
+    let log = &state.rekor_v2.log();
+    let _admitted = super::input::admit(log)?;
     let entry = crate::otel::span!("entry.verify").in_scope(|| v2::verify(request))?;
     super::input::entry_size(&entry.body, state.max_entry)?;
-    let log = &state.rekor_v2;
     let appending = crate::otel::span!("log.append", signet.log = "rekor-v2");
     let leaf = signet_log::Leaf::new(entry.body.clone());
     let entry_hash = hex::encode(leaf.hash());
@@ -66,14 +68,14 @@ pub fn entry_json(
 pub async fn checkpoint(State(state): State<Arc<AppState>>) -> Response {
     let note: String = match state.cosigning.as_ref().and_then(|c| c.served()) {
         Some((_, cosigned)) => cosigned.to_string(),
-        None => state.rekor_v2.head().note.clone(),
+        None => state.rekor_v2.log().head().note.clone(),
     };
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], note).into_response()
 }
 
 pub async fn tile(State(state): State<Arc<AppState>>, Path(path): Path<String>) -> Result<Response, ApiError> {
     let parsed = tiles::parse(&path).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let log = &state.rekor_v2;
+    let log = &state.rekor_v2.log();
     let data = match parsed {
         TilePath::Hashes { level, index, width } => log.tile(level, index, width)?,
         TilePath::Entries { index, width } => {

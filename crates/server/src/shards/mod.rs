@@ -3,17 +3,19 @@
 //! public list of shard keys that the trust documents are made from.
 //!
 //! Three logs rotate this way ([`Kind`]). A Rekor v1 log is cut into shards with log-wide
-//! indices, online or offline. The CT log and the Rekor v2 log rotate offline into a new log
-//! of their own: a new key (so a new log ID), a new storage namespace and tree, indices from 0
-//! again; the old one is frozen at its final checkpoint. Nothing holds those two behind a
-//! lock that a rotation could take while serving, so a running server never swaps them.
+//! indices, all of them served. The CT log and the Rekor v2 log rotate into a new log of
+//! their own: a new key (so a new log ID), a new storage namespace and tree, indices from 0
+//! again; the old one is frozen at its final checkpoint and only the new one is served
+//! ([`active`]).
 //!
-//! Offline means every instance of the database is stopped. On SQLite the data dir's lock
-//! proves it; on PostgreSQL the sequencer lease does, and the tree is frozen in the database
-//! too, so that nothing a follower still queues can grow it. Online, the Rekor v1 log rotates
-//! through any running instance (`api::rekor_v1::rotation`); on PostgreSQL the new shard's
-//! key reaches the other instances sealed through the database ([`sealed`]).
+//! Every log rotates online, through any running instance (`POST /api/admin/log/rotate`:
+//! `api::rekor_v1::rotation`, [`active`]); on PostgreSQL the new shard's key reaches the
+//! other instances sealed through the database ([`sealed`]). Offline means every instance
+//! of the database is stopped: on SQLite the data dir's lock proves it; on PostgreSQL the
+//! sequencer lease does, and the tree is frozen in the database too, so that nothing a
+//! follower still queues can grow it.
 
+pub mod active;
 pub mod sealed;
 
 use std::path::{Path, PathBuf};
@@ -242,7 +244,7 @@ pub fn seal_key_for(store: &dyn Storage, data_dir: &Path) -> Result<Option<Arc<s
         (None, Some(theirs)) => {
             tracing::warn!(
                 seal_key = %String::from_utf8_lossy(&theirs),
-                "this data dir has no keys/shard-seal.key, which the database's other instances share: copy it from one of them, or this instance cannot follow an online rotation of the Rekor v1 log"
+                "this data dir has no keys/shard-seal.key, which the database's other instances share: copy it from one of them, or this instance cannot follow an online rotation of a log"
             );
             Ok(None)
         }
@@ -259,7 +261,7 @@ pub fn seal_key_for(store: &dyn Storage, data_dir: &Path) -> Result<Option<Arc<s
                 tracing::warn!(
                     ours = key.id(),
                     theirs = %String::from_utf8_lossy(&shared),
-                    "this data dir's keys/shard-seal.key is not the one the database's other instances share: copy theirs here, or this instance can neither rotate the Rekor v1 log online nor follow such a rotation"
+                    "this data dir's keys/shard-seal.key is not the one the database's other instances share: copy theirs here, or this instance can neither rotate a log online nor follow such a rotation"
                 );
                 return Ok(None);
             }
@@ -451,7 +453,7 @@ pub fn rotated(list: &[Shard], data_dir: &Path) -> Option<Rotated> {
     rotated_of(Kind::RekorV1, list, data_dir)
 }
 
-fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
+pub(crate) fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
     let [.., frozen, active] = list else { return None };
     Some(Rotated { kind, frozen: frozen.clone(), active: active.clone(), key_path: key_path(kind, data_dir, active.number) })
 }
@@ -460,7 +462,7 @@ fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
 /// active shard at its size and starts the next one with a new key. The next `serve` opens it
 /// (a Rekor log with a genesis entry of its own); old shards stay in storage. Rerunning a
 /// rotation that was cut short finishes it; rerunning a finished one starts yet another
-/// shard. (A running instance rotates Rekor v1 online: `POST /api/admin/log/rotate`.)
+/// shard. (A running instance rotates online: `POST /api/admin/log/rotate`.)
 pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
     match rotate_kind(data_dir, storage, Kind::parse(log)?)? {
         Rotation::Done(rotated) => Ok(rotated),
@@ -494,10 +496,7 @@ impl Drop for HeldLease {
 /// [`rotate`] of one log, telling a log that was never created apart from a failure.
 pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result<Rotation, String> {
     let url = StorageUrl::parse(storage, data_dir)?;
-    let online = match kind {
-        Kind::RekorV1 => ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN",
-        _ => "",
-    };
+    let online = ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN";
     // Hold off every server for the whole rotation (see the module's comment).
     let (_lock, _lease, store): (Option<crate::datadir::DataDirLock>, Option<HeldLease>, Arc<dyn Storage>) = match &url {
         StorageUrl::Sqlite(_) => {
@@ -569,17 +568,6 @@ pub fn unfinished_rotations(found: &signet_log::storage::ShardRecords) -> Vec<St
     out
 }
 
-/// The logs that rotate online (`POST /api/admin/log/rotate`): Rekor v1 alone.
-pub fn check_log_name(log: &str) -> Result<(), String> {
-    match Kind::parse(log)? {
-        Kind::RekorV1 => Ok(()),
-        kind => Err(format!(
-            "--log {log:?} rotates offline only (a new {} log with a new key): stop the server, then run `signet admin log rotate --log {log} --data-dir DIR`",
-            kind.title()
-        )),
-    }
-}
-
 /// The frozen shards of `list`, checked against storage: each stored tree has the size it was
 /// frozen at. (A frozen CT or Rekor v2 log is not opened: its entries and final checkpoint
 /// stay in storage, and bundles carry their own proofs.)
@@ -600,6 +588,7 @@ pub fn check_frozen(kind: Kind, storage: &dyn Storage, list: &[Shard]) -> Result
 }
 
 /// Opens a shard's log: at start, and for the new shard of an online rotation.
+#[derive(Clone)]
 pub struct ShardOpener {
     pub storage: Arc<dyn Storage>,
     /// On PostgreSQL: the queue, for the active shard. Its role is this instance's when it
@@ -611,35 +600,90 @@ pub struct ShardOpener {
     pub data_dir: PathBuf,
     pub host: String,
     pub batch: signet_log::BatchPolicy,
+    /// The CT log's: certificates wait on their SCT, so its batches are cut sooner.
+    pub ct_batch: signet_log::BatchPolicy,
     pub max_pending: usize,
     pub tile_cache: usize,
+    /// The Rekor v2 log's checkpoints' second signature, for witnesses (`[log.witnesses]`).
+    pub v2_note_key: Option<Arc<signet_core::notekey::NoteSigner>>,
 }
 
+/// How long a follower waits for the sequencer to make a new shard, or to reach a frozen
+/// size, before it gives up for this round (the next look tries again).
+pub const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl ShardOpener {
-    /// Opens `shard` with `key`. An active shard begins with its genesis entry and is shared
-    /// with the other instances; a frozen one takes no appends, so it is opened alone.
+    /// Opens Rekor v1 `shard` with `key` ([`ShardOpener::open_kind`]).
     pub async fn open(&self, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, crate::StartError> {
-        let origin = format!("{} - {}", self.host, shard.tree_id);
-        let genesis = match shard.frozen {
-            None => Some(
-                signet_log::rekor::genesis::v1_entry(&key, &origin)
-                    .map(|(body, digest)| signet_log::Genesis { body, digest: Some(digest.into_bytes()) })
-                    .map_err(|e| crate::StartError::Genesis(e.to_string()))?,
-            ),
-            Some(_) => None,
+        self.open_kind(Kind::RekorV1, shard, key).await
+    }
+
+    /// What `kind`'s `shard` is opened with: its origin, its genesis entry (a Rekor log's
+    /// active shard begins with one) and its batches.
+    fn config(&self, kind: Kind, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::LogConfig, crate::StartError> {
+        let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| match shard.frozen {
+            None => made
+                .map(|(body, digest)| Some(signet_log::Genesis { body, digest: Some(digest.into_bytes()) }))
+                .map_err(|e| crate::StartError::Genesis(e.to_string())),
+            Some(_) => Ok(None),
         };
-        let cfg = signet_log::LogConfig {
-            id: shard.log_id,
-            genesis,
-            origin,
-            key_name: self.host.clone(),
-            key: key.clone(),
-            batch: self.batch,
-            stamper: Some(Arc::new(signet_log::rekor::v1::SetSigner::for_shard(key, shard.start))),
-            max_pending: self.max_pending,
-            tile_cache: self.tile_cache,
-            note_key: None,
-        };
+        let host = self.host.clone();
+        Ok(match kind {
+            // Origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
+            Kind::RekorV1 => {
+                let origin = format!("{host} - {}", shard.tree_id);
+                signet_log::LogConfig {
+                    id: shard.log_id,
+                    genesis: genesis(signet_log::rekor::genesis::v1_entry(&key, &origin))?,
+                    origin,
+                    key_name: host,
+                    stamper: Some(Arc::new(signet_log::rekor::v1::SetSigner::for_shard(key.clone(), shard.start))),
+                    key,
+                    batch: self.batch,
+                    max_pending: self.max_pending,
+                    tile_cache: self.tile_cache,
+                    note_key: None,
+                }
+            }
+            // The bare host of the log's base URL, in every shard: sigstore-go checks a v2
+            // checkpoint's origin against that host. A new shard is told apart by its key.
+            Kind::RekorV2 => signet_log::LogConfig {
+                id: shard.log_id,
+                genesis: genesis(signet_log::rekor::genesis::v2_entry(&key, &host))?,
+                origin: host.clone(),
+                key_name: host,
+                key,
+                batch: self.batch,
+                stamper: None,
+                max_pending: self.max_pending,
+                tile_cache: self.tile_cache,
+                note_key: self.v2_note_key.clone(),
+            },
+            // Its key names it (the SCTs' log ID); its checkpoints are internal.
+            Kind::Ct => signet_log::LogConfig {
+                id: shard.log_id,
+                origin: match shard.number {
+                    0 => format!("{host}/ct"),
+                    n => format!("{host}/ct/{n}"),
+                },
+                key_name: host,
+                key,
+                batch: self.ct_batch,
+                stamper: None,
+                // Certificates are bounded by the CA's own admission (one CT entry each).
+                max_pending: 0,
+                genesis: None,
+                tile_cache: self.tile_cache,
+                note_key: None,
+            },
+        })
+    }
+
+    /// Opens `kind`'s `shard` with `key`. An active shard is shared with the other instances
+    /// (as sequencer once this instance holds the lease); a frozen one takes no appends, so
+    /// it is opened alone, and its stored tree must have the size it was frozen at.
+    pub async fn open_kind(&self, kind: Kind, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, crate::StartError> {
+        let cfg = self.config(kind, shard, key)?;
         let log = match (&self.shared, shard.frozen) {
             (Some(pg), None) => {
                 let role = if crate::lease::holding() { signet_log::Role::Sequencer } else { signet_log::Role::Follower };
@@ -651,11 +695,39 @@ impl ShardOpener {
             let size = log.head().checkpoint.size;
             if size != frozen.size {
                 return Err(crate::StartError::Shards(format!(
-                    "Rekor v1 shard {} was frozen at size {}, but its stored tree has size {size}",
-                    shard.number, frozen.size
+                    "{} shard {} was frozen at size {}, but its stored tree has size {size}",
+                    kind.title(),
+                    shard.number,
+                    frozen.size
                 )));
             }
         }
+        Ok(log)
+    }
+
+    /// Opens a new active shard after a rotation: as its sequencer when this instance holds
+    /// the lease (which writes a Rekor log's genesis entry), else once the sequencer has made
+    /// it, waiting at most [`CATCH_UP`].
+    pub async fn open_active(&self, kind: Kind, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, String> {
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        loop {
+            if self.shared.is_none() || crate::lease::holding() {
+                break;
+            }
+            let (store, id) = (self.storage.clone(), shard.log_id);
+            let made = tokio::task::spawn_blocking(move || store.latest_checkpoint(id).map_err(|e| e.to_string()))
+                .await
+                .map_err(|e| e.to_string())??;
+            if made.is_some() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("the sequencer has not made {} shard {} within {CATCH_UP:?}", kind.title(), shard.number));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let log = self.open_kind(kind, shard, key).await.map_err(|e| e.to_string())?;
+        log.genesis_written().await.map_err(|e| e.to_string())?;
         Ok(log)
     }
 }

@@ -21,19 +21,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use signet_core::keys::SigningKey;
-use signet_log::{Log, Role};
+use signet_log::Role;
 
 use super::{RekorV1, Shard, Shards};
 use crate::api::error::ApiError;
-use crate::shards::{self, Kind, Rotated};
+use crate::shards::{self, Kind, Rotated, CATCH_UP};
 use crate::state::AppState;
 
 /// How often each instance on shared storage looks for a rotation another instance made.
 pub const WATCH_EVERY: Duration = Duration::from_millis(500);
-/// How long a follower waits to reach the frozen size, or for the sequencer to make the new
-/// shard, before it gives up for this round (the next look tries again).
-const CATCH_UP: Duration = Duration::from_secs(10);
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
     tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?
@@ -157,7 +153,8 @@ impl RekorV1 {
         let (list, key) = list.map_err(|e| internal("recording the rotation (the shard is frozen: rotate again to finish)", e))?;
         let rotated = shards::rotated(&list, &self.opener.data_dir).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
         let log = self
-            .open_active(&rotated.active, Arc::new(key))
+            .opener
+            .open_active(Kind::RekorV1, &rotated.active, Arc::new(key))
             .await
             .map_err(|e| unavailable("the rotation is recorded, but this instance could not open the new shard yet (it retries within a second)", e))?;
         let mut frozen = current.frozen.clone();
@@ -228,7 +225,7 @@ impl RekorV1 {
             };
             let log = match shard.frozen {
                 Some(_) => self.opener.open(shard, key).await.map_err(|e| e.to_string())?,
-                None => self.open_active(shard, key).await?,
+                None => self.opener.open_active(Kind::RekorV1, shard, key).await?,
             };
             let served = Shard::new(log, shard.tree_id, shard.start);
             match shard.frozen {
@@ -246,28 +243,6 @@ impl RekorV1 {
         self.serve(Shards { active, frozen: served_frozen, registry: list }).await;
         tracing::info!(active = number, frozen_size = frozen.size, "serving the Rekor v1 shard another instance rotated to");
         Ok(true)
-    }
-
-    /// Opens a new active shard: as its sequencer when this instance holds the lease (which
-    /// writes its genesis entry), else once the sequencer has made it.
-    async fn open_active(&self, shard: &signet_log::shards::Shard, key: Arc<SigningKey>) -> Result<Log, String> {
-        let deadline = tokio::time::Instant::now() + CATCH_UP;
-        loop {
-            if crate::lease::holding() {
-                break;
-            }
-            let (store, id) = (self.opener.storage.clone(), shard.log_id);
-            if blocking(move || store.latest_checkpoint(id).map_err(|e| e.to_string())).await?.is_some() {
-                break;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(format!("the sequencer has not made shard {} within {CATCH_UP:?}", shard.number));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let log = self.opener.open(shard, key).await.map_err(|e| e.to_string())?;
-        log.genesis_written().await.map_err(|e| e.to_string())?;
-        Ok(log)
     }
 
     /// Swaps `shards` in, and tidies after the shard it froze.
@@ -299,49 +274,70 @@ impl RekorV1 {
 }
 
 /// On shared storage: looks for rotations other instances made every [`WATCH_EVERY`] for as
-/// long as the server runs, and serves them ([`RekorV1::follow_rotations`]), trust documents
+/// long as the server runs, and serves them ([`RekorV1::follow_rotations`],
+/// [`crate::shards::active::ActiveShard::follow_rotations`] for the Rekor v2 and CT logs), trust documents
 /// included. `None` where this instance alone writes its logs.
 pub fn watch(state: Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
     state.rekor_v1.opener.shared.as_ref()?;
     Some(tokio::spawn(async move {
-        let mut failing: Option<String> = None;
+        let mut failing: [Option<String>; 3] = Default::default();
         loop {
             // A commit that met a tree frozen by another instance's rotation looks at once.
-            let active = state.rekor_v1.log();
+            let (v1, v2, ct) = (state.rekor_v1.log(), state.rekor_v2.log(), state.ct.log());
             let woken = tokio::select! {
                 _ = tokio::time::sleep(WATCH_EVERY) => false,
-                _ = active.frozen_in_storage() => true,
+                _ = v1.frozen_in_storage() => true,
+                _ = v2.frozen_in_storage() => true,
+                _ = ct.frozen_in_storage() => true,
             };
-            let looked = state.rekor_v1.follow_rotations().await;
-            if woken && !matches!(looked, Ok(true)) {
+            let v1_looked = state.rekor_v1.follow_rotations().await;
+            let mut changed = matches!(v1_looked, Ok(true));
+            let v1_behind = match &v1_looked {
+                Ok(_) => (!state.rekor_v1.log().is_running()).then(|| cut_short(Kind::RekorV1)),
+                Err(e) => Some(e.clone()),
+            };
+            *state.rekor_v1.behind.lock() = v1_behind;
+            let mut looks = vec![(Kind::RekorV1, v1_looked)];
+            for log in [&state.rekor_v2, &state.ct] {
+                let looked = log.follow_rotations().await;
+                changed |= matches!(looked, Ok(true));
+                *log.behind.lock() = match &looked {
+                    Ok(_) => (!log.log().is_running()).then(|| cut_short(log.kind())),
+                    Err(e) => Some(e.clone()),
+                };
+                looks.push((log.kind(), looked));
+            }
+            if woken && !changed {
                 // Frozen, but not yet recorded as rotated (the rotating instance is between
                 // the two): look again at the usual pace, not in a loop.
                 tokio::time::sleep(WATCH_EVERY).await;
             }
-            match looked {
-                Ok(true) => {
-                    failing = None;
-                    *state.rekor_v1.behind.lock() = None;
-                    republish(&state).await;
-                }
-                Ok(false) => {
-                    failing = None;
-                    // Frozen by a rotation that has not recorded its next shard (yet).
-                    *state.rekor_v1.behind.lock() = (!state.rekor_v1.log().is_running()).then(|| {
-                        "the Rekor v1 log's active shard is frozen and no shard follows it yet: a rotation is under way, or was cut short (run `signet admin log rotate --log rekor-v1` again to finish it)".to_string()
-                    });
-                }
-                // Said once per cause: the next look tries again.
-                Err(e) => {
-                    if failing.as_deref() != Some(e.as_str()) {
-                        tracing::error!(error = %e, "cannot serve the Rekor v1 log's newest shard yet; retrying");
-                        failing = Some(e.clone());
+            if changed {
+                republish(&state).await;
+            }
+            // Said once per cause: the next look tries again.
+            for ((kind, looked), failing) in looks.into_iter().zip(failing.iter_mut()) {
+                match looked {
+                    Ok(_) => *failing = None,
+                    Err(e) => {
+                        if failing.as_deref() != Some(e.as_str()) {
+                            tracing::error!(error = %e, "cannot serve the {} log's newest shard yet; retrying", kind.title());
+                            *failing = Some(e);
+                        }
                     }
-                    *state.rekor_v1.behind.lock() = Some(e);
                 }
             }
         }
     }))
+}
+
+/// Why a log takes no appends while its active shard is frozen with no successor recorded.
+fn cut_short(kind: Kind) -> String {
+    format!(
+        "the {} log's active shard is frozen and no shard follows it yet: a rotation is under way, or was cut short (run `signet admin log rotate --log {}` again to finish it)",
+        kind.title(),
+        kind.cli_name()
+    )
 }
 
 /// After a rotation: the trust documents served from now on list the new shard's key.
