@@ -126,6 +126,27 @@ fn a_signet_log_is_cosigned_by_a_signet_witness_and_served_with_the_cosignature(
     assert!(witness_key.verify(&SignedNote::parse(envelope).unwrap()).is_some(), "{envelope}");
     let met = verify(Some(&policy));
     assert!(met.status.success(), "{}", String::from_utf8_lossy(&met.stderr));
+
+    // The witness knows the log by its key: an online rotation of the v2 log to a new key is
+    // refused (409, saying why), while the CT log, which no witness follows, rotates.
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), ldir.path().as_os_str()]);
+    let log_url = log.url.clone();
+    let rotate = |which: &str| {
+        (0..40)
+            .map(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "log", "rotate", "--log", which, "--url", &log_url, "--token", &token]).output().unwrap()
+            })
+            .find(|o| !String::from_utf8_lossy(&o.stderr).contains("HTTP 401"))
+            .expect("the admin token was never accepted")
+    };
+    let refused = rotate("rekor-v2");
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("409") && why.contains("witnesses") && why.contains("by its key"), "{why}");
+    assert!(rotate("ct").status.success());
+    let r = post_json(&agent, &format!("{}/api/v2/log/entries", log.url), &signer.v2_entry(b"after the refused rotation")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
 }
 
 /// Issue 41, "Restore never forks": a copy of the data dir from before the witness cosigned

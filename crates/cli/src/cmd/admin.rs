@@ -40,16 +40,16 @@ pub enum LogCmd {
     /// shard also has its own tree ID and origin, and old shards stay readable and provable;
     /// a CT or Rekor v2 log rotates into a new log (new key, so new log ID; its own tree from
     /// index 0). The trust documents list every shard's key with its validity window.
-    /// Offline on a data dir or database (stop every instance first), or, for rekor-v1 only,
-    /// online through a running instance (--url).
+    /// Offline on a data dir or database (stop every instance first), or online through any
+    /// running instance (--url).
     Rotate {
         #[command(flatten)]
         dir: DataDir,
         /// Which log: rekor-v1, rekor-v2 or ct.
         #[arg(long)]
         log: String,
-        /// Rotate a running instance online instead (on SQLite): its base URL. Appends wait
-        /// a moment, then go to the new shard.
+        /// Rotate online instead, through this running instance (its base URL; on PostgreSQL
+        /// any instance, and the others follow). Appends wait a moment, then go to the new shard.
         #[arg(long, value_name = "URL", requires = "token", conflicts_with = "storage")]
         url: Option<String>,
         /// An admin API token for --url (or the SIGNET_TOKEN environment variable).
@@ -357,6 +357,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             }
         }
         Admin::Log(LogCmd::Rotate { dir, log, url, token }) => {
+            let online = url.is_some();
             let report = match (url, token) {
                 (Some(url), Some(token)) => {
                     let endpoint = format!("{}/api/admin/log/rotate", url.trim_end_matches('/'));
@@ -369,6 +370,11 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             outln!("{report}");
             let key = report["key"].as_str().unwrap_or("the new key");
             match report["active"].get("startIndex") {
+                _ if online => errln!(
+                    "froze the {log} log's shard {} at {} entries; shard {} (log ID {}) takes the appends now, and the trust documents \
+                     served list both keys. Instances on the same PostgreSQL take the new key from the database",
+                    report["frozen"]["shard"], report["frozen"]["treeSize"], report["active"]["shard"], report["active"]["logID"]
+                ),
                 Some(start) => errln!(
                     "froze Rekor v1 shard {} at {} entries; shard {} (tree {}) takes the appends from log index {}. \
                      Copy {key} to every instance's data dir, and export the trust documents again: they list both keys",

@@ -281,7 +281,7 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
     Some(match (method.as_str(), template) {
         ("GET", "/api/admin/tokens") => op("admin", "The API tokens (their ids, roles and scopes, never the secrets)", json!({"responses": {"200": json_of(object(), "the tokens")}})),
         ("GET", "/api/admin/roles") => op("admin", "The roles and the permissions each grants", json!({"responses": {"200": json_of(object(), "the roles")}})),
-        ("POST", "/api/admin/log/rotate") => op("admin", "Rotates the Rekor v1 log to a new shard, online", json!({"requestBody": body("RotateLogRequest"), "responses": {"200": json_of(object(), "the frozen and the new shard")}})),
+        ("POST", "/api/admin/log/rotate") => op("admin", "Rotates a log (rekor-v1, rekor-v2 or ct) to a new shard under a new key, online", json!({"requestBody": body("RotateLogRequest"), "responses": {"200": json_of(object(), "the frozen and the new shard"), "409": json_of(object(), "a rotation this instance cannot make (another instance rotated a moment ago, no shared seal key, or witnesses that know the Rekor v2 log by its key)")}})),
         ("GET", "/api/admin/bans") => op("admin", "The clients banned now", json!({"responses": {"200": json_of(object(), "the bans")}})),
         ("POST", "/api/admin/bans/lift") => op("admin", "Lifts a ban", json!({"requestBody": body("LiftBanRequest"), "responses": {"200": json_of(object(), "what was lifted")}})),
         ("GET", "/api/admin/audit/verify") => op("admin", "Verifies the audit log's hash chain", json!({"responses": {"200": json_of(object(), "the chain verifies")}})),
