@@ -244,11 +244,9 @@ async fn follow(shared: Arc<Shared>, me: Arc<Follower>, mut tree: Tree, mut prom
 /// Extends the tree and head to the stored checkpoint, after checking it, and
 /// answers the waiters whose entries it brought.
 async fn catch_up(shared: &Arc<Shared>, me: &Follower, tree: &mut Tree) -> Result<(), StorageError> {
-    let (storage, id) = (shared.storage.clone(), shared.id);
+    let id = shared.id;
     let from = shared.durable_size();
-    let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
-        .await
-        .map_err(|e| StorageError::Backend(e.to_string()))??;
+    let stored = shared.storage.latest_checkpoint_async(id).await?;
     let Some(stored) = stored.filter(|s| s.size > from) else { return Ok(()) };
     let (keys, head) = crate::reconcile::adopt_stored(shared, tree, from, stored).await?;
 
@@ -263,11 +261,8 @@ async fn catch_up(shared: &Arc<Shared>, me: &Follower, tree: &mut Tree) -> Resul
         return Ok(());
     }
     // The entries' times and stamps were made by the sequencer: read them back, in one query.
-    let (storage, indices) = (shared.storage.clone(), waiting.iter().map(|w| w.0).collect::<Vec<u64>>());
-    let receipts = tokio::task::spawn_blocking(move || storage.receipts(id, &indices))
-        .await
-        .map_err(|e| StorageError::Backend(e.to_string()))
-        .and_then(|r| r);
+    let indices = waiting.iter().map(|w| w.0).collect::<Vec<u64>>();
+    let receipts = shared.storage.receipts_async(id, indices).await;
     let receipts: Result<HashMap<u64, (i64, Option<Vec<u8>>)>, AppendError> = match receipts {
         Ok(all) => Ok(all.into_iter().map(|(i, t, s)| (i, (t, s))).collect()),
         Err(e) => Err(append_error(e)),
@@ -298,12 +293,9 @@ async fn submit_loop(shared: Arc<Shared>, me: Arc<Follower>, mut rx: mpsc::Recei
             }
         }
         let leaves: Vec<Hash> = group.iter().map(|e| e.leaf_hash).collect();
-        let (queue, id) = (me.queue.clone(), shared.id);
-        let written = tokio::task::spawn_blocking(move || queue.enqueue(id, &group)).await;
-        let failure = match written {
-            Ok(Ok(())) => continue,
-            Ok(Err(e)) => append_error(e),
-            Err(e) => AppendError::Storage(e.to_string()),
+        let failure = match me.queue.enqueue_async(shared.id, group).await {
+            Ok(()) => continue,
+            Err(e) => append_error(e),
         };
         for leaf in &leaves {
             me.answer(leaf, Err(failure.clone()));
@@ -322,10 +314,9 @@ pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue:
         if shared.closing.load(Ordering::SeqCst) || shared.frozen_in_storage.get().is_some() {
             return;
         }
-        let q = queue.clone();
-        let rows = match tokio::task::spawn_blocking(move || q.dequeue(id, DRAIN_BATCH)).await {
-            Ok(Ok(rows)) => rows,
-            Ok(Err(e)) => {
+        let rows = match queue.dequeue_async(id, DRAIN_BATCH).await {
+            Ok(rows) => rows,
+            Err(e) => {
                 if !failing {
                     tracing::warn!(log = id, error = %e, "cannot read the queue of other instances' appends; retrying");
                 }
@@ -333,7 +324,6 @@ pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue:
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 continue;
             }
-            Err(_) => return,
         };
         failing = false;
         if rows.is_empty() {
@@ -373,12 +363,9 @@ pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue:
             }
         }
         if !logged.is_empty() {
-            let q = queue.clone();
-            match tokio::task::spawn_blocking(move || q.forget(id, &logged)).await {
-                Ok(Ok(())) => {}
+            if let Err(e) = queue.forget_async(id, logged).await {
                 // Harmless: the next round finds them logged, as duplicates.
-                Ok(Err(e)) => tracing::warn!(log = id, error = %e, "cannot clear logged entries from the queue"),
-                Err(_) => return,
+                tracing::warn!(log = id, error = %e, "cannot clear logged entries from the queue");
             }
         }
         if unlogged > 0 {

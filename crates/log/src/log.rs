@@ -290,10 +290,7 @@ impl Log {
                     leaf_tiles: vec![],
                     checkpoint: StoredCheckpoint { size: 0, note: cp.note.clone() },
                 };
-                let store = storage.clone();
-                tokio::task::spawn_blocking(move || store.commit(&batch))
-                    .await
-                    .map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })??;
+                storage.clone().start_commit(batch).await.map_err(|e| OpenError::Corrupt { log: id, why: e.to_string() })?.1?;
                 cp
             }
         };

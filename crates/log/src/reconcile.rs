@@ -156,10 +156,8 @@ fn why(cause: &StorageError) -> &'static str {
 /// old durable size, and the new head.
 async fn settle(s: &mut Sequencer) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoint>), StorageError> {
     let shared = s.shared.clone();
-    let (storage, id) = (shared.storage.clone(), shared.id);
-    let stored = tokio::task::spawn_blocking(move || storage.latest_checkpoint(id))
-        .await
-        .map_err(|e| StorageError::Backend(e.to_string()))??;
+    let id = shared.id;
+    let stored = shared.storage.latest_checkpoint_async(id).await?;
     let from = shared.durable_size();
     let adopted = match stored {
         Some(stored) if stored.size < from => Err(StorageError::Corrupt(format!(
@@ -186,8 +184,7 @@ async fn settle(s: &mut Sequencer) -> Result<(Vec<EntryKeys>, Arc<SignedCheckpoi
     s.tip = Base { size: adopted.1.checkpoint.size, root: adopted.1.checkpoint.root_hash };
     // The newest stored time bounds the next one (another instance may have written it).
     if let Some(last) = adopted.1.checkpoint.size.checked_sub(1) {
-        let storage = shared.storage.clone();
-        if let Ok(Ok(Some(e))) = tokio::task::spawn_blocking(move || storage.entry(id, last)).await {
+        if let Ok(Some(e)) = shared.storage.entry_async(id, last).await {
             s.last_time = s.last_time.max(e.integrated_time);
         }
     }
@@ -214,11 +211,9 @@ pub(crate) async fn adopt_stored(
     let wanted = stored.size.saturating_sub(from);
     let mut keys = Vec::with_capacity(wanted.min(CHUNK) as usize);
     while (keys.len() as u64) < wanted {
-        let (storage, start) = (shared.storage.clone(), from + keys.len() as u64);
+        let start = from + keys.len() as u64;
         let count = CHUNK.min(stored.size - start);
-        let chunk = tokio::task::spawn_blocking(move || storage.keys(id, start, count))
-            .await
-            .map_err(|e| StorageError::Backend(e.to_string()))??;
+        let chunk = shared.storage.keys_async(id, start, count).await?;
         if chunk.is_empty() {
             break;
         }
@@ -270,11 +265,9 @@ async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[Entr
             .collect())
     } else {
         // Storage moved on past this batch: its times and stamps are read back as stored.
-        let (storage, id) = (shared.storage.clone(), shared.id);
         let indices: Vec<u64> = p.batch.entries.iter().map(|e| e.index).collect();
-        let wanted = indices.clone();
-        match tokio::task::spawn_blocking(move || storage.receipts(id, &wanted)).await {
-            Ok(Ok(found)) => indices
+        match shared.storage.receipts_async(shared.id, indices.clone()).await {
+            Ok(found) => indices
                 .iter()
                 .map(|&index| {
                     found
@@ -284,8 +277,7 @@ async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[Entr
                         .ok_or_else(|| AppendError::Storage(format!("entry {index} is covered by the checkpoint but not stored")))
                 })
                 .collect(),
-            Ok(Err(e)) => Err(sequencer::append_error(e)),
-            Err(e) => Err(AppendError::Storage(e.to_string())),
+            Err(e) => Err(sequencer::append_error(e)),
         }
     };
     match answers {

@@ -29,7 +29,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use signet_core::cpu::Panicked;
 use signet_core::hash::Hash;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
@@ -152,7 +151,7 @@ pub(crate) enum Staged {
 
 type Stage = Pin<Box<dyn Future<Output = Staged> + Send>>;
 type Gathering = Pin<Box<dyn Future<Output = (Option<Vec<Pending>>, mpsc::Receiver<Pending>)> + Send>>;
-type Commit = JoinHandle<(Batch, Result<(), StorageError>)>;
+type Commit = crate::storage::CommitTask;
 
 /// Panics caught in the sequencer since the process started (served at `/metrics`).
 static PANICS: AtomicU64 = AtomicU64::new(0);
@@ -279,14 +278,13 @@ impl Sequencer {
     /// time: integrated times never go backwards, across restarts and takeovers.
     async fn start(shared: Arc<Shared>, tree: Tree) -> Sequencer {
         let head = shared.head();
-        let (storage, id) = (shared.storage.clone(), shared.id);
+        let id = shared.id;
         let last_time = match head.checkpoint.size.checked_sub(1) {
             None => 0,
-            Some(last) => match tokio::task::spawn_blocking(move || storage.entry(id, last)).await {
-                Ok(Ok(Some(e))) => e.integrated_time,
+            Some(last) => match shared.storage.entry_async(id, last).await {
+                Ok(Some(e)) => e.integrated_time,
                 other => {
                     let why = match other {
-                        Ok(Err(e)) => e.to_string(),
                         Err(e) => e.to_string(),
                         _ => "the entry is missing".into(),
                     };
@@ -322,16 +320,9 @@ impl Sequencer {
                 land_answers(&self.shared, p, Vec::new(), size);
                 continue;
             }
-            let storage = self.shared.storage.clone();
+            // The batch comes back with the outcome, for a reconcile to compare if it is unknown.
             let batch = std::mem::replace(&mut p.batch, empty_batch(self.shared.id));
-            let handle = tokio::task::spawn_blocking(move || {
-                // A panic in the backend is a commit whose outcome is unknown, like a lost
-                // answer; the batch comes back either way, for the reconcile to compare.
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| storage.commit(&batch)))
-                    .unwrap_or_else(|_| Err(StorageError::Backend("the commit panicked".into())));
-                (batch, result)
-            });
-            work.committing = Some((p, handle));
+            work.committing = Some((p, self.shared.storage.clone().start_commit(batch)));
         }
         let room = work.prepared.len() < PIPELINE_DEPTH;
         if room && work.stage.is_none() && work.gathering.is_none() && !work.closing {

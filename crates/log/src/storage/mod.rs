@@ -2,8 +2,14 @@
 //!
 //! The contract, in Sunlight's words: when [`Storage::commit`] returns, the batch is fully
 //! persisted. A batch is the entries of one sequencer flush, the tiles they changed and the
-//! checkpoint that covers them, and it lands whole or not at all. The sequencer calls the
-//! trait from blocking threads, so implementations may block.
+//! checkpoint that covers them, and it lands whole or not at all.
+//!
+//! The log's tasks (the sequencer, a follower, a reconcile) await storage through the
+//! trait's async methods ([`Storage::start_commit`], the `*_async` reads, [`Queue`]'s): a
+//! backend whose calls are network round trips (PostgreSQL) runs them on its own runtime and
+//! no thread waits; the embedded one (SQLite) commits on a blocking thread, for its fsync,
+//! and reads in place, where a page-cache read costs less than a hand-off. The blocking
+//! methods remain for callers that are not async (`signet admin`, start-up).
 //!
 //! Storage also answers lookups by leaf hash (dedupe) and by artifact digest, signing
 //! identity or signer's key (search), from
@@ -23,6 +29,8 @@ mod url;
 pub use postgres::{read_meta as read_shared_meta, Lease, PostgresStorage, TufFile};
 pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
 pub use url::{migrate, open, schema_version, shard_records, ShardRecords, StorageUrl};
+
+use std::sync::Arc;
 
 use signet_core::hash::Hash;
 
@@ -164,10 +172,40 @@ pub trait Queue: Send + Sync + 'static {
     /// Drops every entry queued for `log`, once it is frozen: no one will log them there, and
     /// their appends were told to retry, which puts them in the next shard. Returns how many.
     fn discard(&self, log: LogId) -> Result<u64, StorageError>;
+
+    /// [`Queue::enqueue`] for the log's tasks (see [`Storage::entry_async`]).
+    fn enqueue_async(&self, log: LogId, entries: Vec<QueuedEntry>) -> ReadFuture<'_, ()> {
+        Box::pin(std::future::ready(self.enqueue(log, &entries)))
+    }
+
+    /// [`Queue::dequeue`] for the log's tasks.
+    fn dequeue_async(&self, log: LogId, limit: usize) -> ReadFuture<'_, Vec<(i64, QueuedEntry)>> {
+        Box::pin(std::future::ready(self.dequeue(log, limit)))
+    }
+
+    /// [`Queue::forget`] for the log's tasks.
+    fn forget_async(&self, log: LogId, ids: Vec<i64>) -> ReadFuture<'_, ()> {
+        Box::pin(std::future::ready(self.forget(log, &ids)))
+    }
 }
 
 /// A read as a future ([`Storage::entry_async`]).
 pub type ReadFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StorageError>> + Send + 'a>>;
+
+/// A commit under way ([`Storage::start_commit`]). The batch comes back with the outcome, so
+/// that a commit whose outcome is unknown can be compared with what storage holds. A task
+/// that ends without an answer (cancelled at shutdown) is such a commit too.
+pub type CommitTask = tokio::task::JoinHandle<(Batch, Result<(), StorageError>)>;
+
+/// [`Storage::commit`] on a blocking thread, a panic in the backend caught as a failed commit
+/// (whose outcome is unknown, like a lost answer).
+fn commit_on_blocking_thread<S: Storage + ?Sized>(storage: Arc<S>, batch: Batch) -> CommitTask {
+    tokio::task::spawn_blocking(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| storage.commit(&batch)))
+            .unwrap_or_else(|_| Err(StorageError::Backend("the commit panicked".into())));
+        (batch, result)
+    })
+}
 
 pub trait Storage: Send + Sync + 'static {
     /// Persists `batch` atomically. When this returns `Ok`, the batch survives a crash.
@@ -176,6 +214,13 @@ pub trait Storage: Send + Sync + 'static {
     /// Sunlight's is): if the stored checkpoint has another size, nothing is written and the
     /// answer is [`StorageError::Conflict`]. A log with no stored checkpoint takes any.
     fn commit(&self, batch: &Batch) -> Result<(), StorageError>;
+
+    /// Starts [`Storage::commit`] of `batch` and returns at once. The default commits on a
+    /// blocking thread (SQLite's fsync must not hold a runtime worker); a backend whose commit
+    /// is a network round trip overrides it to run on its own runtime, with no thread waiting.
+    fn start_commit(self: Arc<Self>, batch: Batch) -> CommitTask {
+        commit_on_blocking_thread(self, batch)
+    }
 
     /// Freezes `log` at its stored size, which it returns: from then on every commit to it is
     /// refused ([`StorageError::Frozen`]), whichever instance makes it, so a tree frozen by a
@@ -186,6 +231,11 @@ pub trait Storage: Send + Sync + 'static {
 
     /// The newest committed checkpoint of `log`, if it has one.
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError>;
+
+    /// [`Storage::latest_checkpoint`] for the log's tasks (see [`Storage::entry_async`]).
+    fn latest_checkpoint_async(&self, log: LogId) -> ReadFuture<'_, Option<StoredCheckpoint>> {
+        Box::pin(std::future::ready(self.latest_checkpoint(log)))
+    }
 
     /// All stored tiles of one tile level, in index order.
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError>;
@@ -234,6 +284,11 @@ pub trait Storage: Send + Sync + 'static {
     /// Keys of entries `start..start + count`, in index order (startup rebuilds from these).
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError>;
 
+    /// [`Storage::keys`] for the log's tasks (a reconcile, a follower catching up).
+    fn keys_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<EntryKeys>> {
+        Box::pin(std::future::ready(self.keys(log, start, count)))
+    }
+
     fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError>;
 
     /// Entries `start..start + count` that exist, in index order.
@@ -249,6 +304,11 @@ pub trait Storage: Send + Sync + 'static {
             }
         }
         Ok(out)
+    }
+
+    /// [`Storage::receipts`] for the log's tasks.
+    fn receipts_async(&self, log: LogId, indices: Vec<u64>) -> ReadFuture<'_, Vec<(u64, i64, Option<Vec<u8>>)>> {
+        Box::pin(std::future::ready(self.receipts(log, &indices)))
     }
 
     /// A small named value, set once and read back forever after (tree IDs and the like).

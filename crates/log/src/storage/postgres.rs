@@ -583,17 +583,24 @@ impl Storage for PostgresStorage {
     fn commit(&self, batch: &Batch) -> Result<(), StorageError> {
         let batch = batch.clone();
         let fence = self.fence.lock().clone();
-        self.block(move |pool| async move {
-            let mut slot = pool.writer.lock().await;
-            let client = writer(&pool, &mut slot).await?;
-            match tokio::time::timeout(COMMIT_DEADLINE, commit(client, &batch, fence.as_ref())).await {
-                Ok(done) => done,
-                Err(_) => {
-                    // Mid-transaction, or mid-COMMIT: the connection's state is unknown, so it goes.
-                    *slot = None;
-                    Err(StorageError::Unavailable(format!("PostgreSQL: the commit did not finish within {COMMIT_DEADLINE:?}; its outcome is unknown")))
-                }
-            }
+        self.block(move |pool| async move { commit_within_deadline(&pool, &batch, fence.as_ref()).await })
+    }
+
+    /// On the database runtime: the sequencer awaits the handle, and no thread waits.
+    fn start_commit(self: Arc<Self>, batch: Batch) -> CommitTask {
+        let fence = self.fence.lock().clone();
+        let pool = self.pool.clone();
+        self.handle.spawn(async move {
+            // Shared with the commit's own task, so that a panic there still gives it back.
+            let batch = Arc::new(batch);
+            let committing = {
+                let batch = batch.clone();
+                tokio::spawn(async move { commit_within_deadline(&pool, &batch, fence.as_ref()).await })
+            };
+            let result = committing.await.unwrap_or_else(|e| Err(StorageError::Backend(format!("the commit panicked: {e}"))));
+            // The task has ended, so this is the only reference left: no copy is made.
+            let batch = Arc::try_unwrap(batch).unwrap_or_else(|still_shared| (*still_shared).clone());
+            (batch, result)
         })
     }
 
@@ -619,10 +626,11 @@ impl Storage for PostgresStorage {
     }
 
     fn latest_checkpoint(&self, log: LogId) -> Result<Option<StoredCheckpoint>, StorageError> {
-        self.read(move |c| async move {
-            let row = c.client.query_opt(&c.st.checkpoint, &[&(log as i16)]).await?;
-            row.map(|r| Ok(StoredCheckpoint { size: r.try_get::<_, i64>(0)? as u64, note: r.try_get(1)? })).transpose()
-        })
+        self.read(move |c| read_checkpoint(c, log))
+    }
+
+    fn latest_checkpoint_async(&self, log: LogId) -> ReadFuture<'_, Option<StoredCheckpoint>> {
+        Box::pin(self.read_future(move |c| read_checkpoint(c, log)))
     }
 
     fn tiles(&self, log: LogId, level: u8) -> Result<Vec<Tile>, StorageError> {
@@ -665,17 +673,13 @@ impl Storage for PostgresStorage {
     fn keys(&self, log: LogId, start: u64, count: u64) -> Result<Vec<EntryKeys>, StorageError> {
         let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
         let rows = self.read(move |c| async move { c.client.query(&c.st.keys, &[&(log as i16), &lo, &hi]).await })?;
-        rows.iter()
-            .map(|r| {
-                let leaf: Vec<u8> = r.try_get(0).map_err(classify)?;
-                Ok(EntryKeys {
-                    leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a stored leaf hash is not 32 bytes".into()))?,
-                    digest: r.try_get(1).map_err(classify)?,
-                    identity: r.try_get(2).map_err(classify)?,
-                    public_key: r.try_get(3).map_err(classify)?,
-                })
-            })
-            .collect()
+        parse_keys(&rows)
+    }
+
+    fn keys_async(&self, log: LogId, start: u64, count: u64) -> ReadFuture<'_, Vec<EntryKeys>> {
+        let (lo, hi) = (bigint(start), bigint(start.saturating_add(count)));
+        let rows = self.read_future(move |c| async move { c.client.query(&c.st.keys, &[&(log as i16), &lo, &hi]).await });
+        Box::pin(async move { parse_keys(&rows.await?) })
     }
 
     fn entry(&self, log: LogId, index: u64) -> Result<Option<StoredEntry>, StorageError> {
@@ -721,14 +725,13 @@ impl Storage for PostgresStorage {
 
     fn receipts(&self, log: LogId, indices: &[u64]) -> Result<Vec<(u64, i64, Option<Vec<u8>>)>, StorageError> {
         let wanted: Vec<i64> = indices.iter().map(|&i| bigint(i)).collect();
-        let rows = self.read(move |c| async move {
-            c.client
-                .query("SELECT idx, integrated_time, stamp FROM entries WHERE log = $1 AND idx = ANY($2)", &[&(log as i16), &wanted])
-                .await
-        })?;
-        rows.iter()
-            .map(|r| Ok((r.try_get::<_, i64>(0).map_err(classify)? as u64, r.try_get(1).map_err(classify)?, r.try_get(2).map_err(classify)?)))
-            .collect()
+        parse_receipts(&self.read(move |c| read_receipts(c, log, wanted))?)
+    }
+
+    fn receipts_async(&self, log: LogId, indices: Vec<u64>) -> ReadFuture<'_, Vec<(u64, i64, Option<Vec<u8>>)>> {
+        let wanted: Vec<i64> = indices.iter().map(|&i| bigint(i)).collect();
+        let rows = self.read_future(move |c| read_receipts(c, log, wanted));
+        Box::pin(async move { parse_receipts(&rows.await?) })
     }
 
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
@@ -757,60 +760,147 @@ impl Queue for PostgresStorage {
         if entries.is_empty() {
             return Ok(());
         }
-        let leaf: Vec<Vec<u8>> = entries.iter().map(|e| e.leaf_hash.to_vec()).collect();
-        let digest: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.digest.clone()).collect();
-        let identity: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.identity.clone()).collect();
-        let public_key: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.public_key.clone()).collect();
-        let body: Vec<Vec<u8>> = entries.iter().map(|e| e.body.clone()).collect();
-        let extra: Vec<Option<Vec<u8>>> = entries.iter().map(|e| e.extra.clone()).collect();
-        self.read(move |c| async move {
-            c.client
-                .execute(
-                    "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity, public_key) \
-                     SELECT $1, l, d, b, x, n, k FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[]) AS t(l, d, b, x, n, k) \
-                     ON CONFLICT (log, leaf_hash) DO NOTHING",
-                    &[&(log as i16), &leaf, &digest, &body, &extra, &identity, &public_key],
-                )
-                .await
-                .map(|_| ())
-        })
+        let columns = QueueColumns::of(entries.iter().cloned());
+        self.read(move |c| insert_queued(c, log, columns))
+    }
+
+    fn enqueue_async(&self, log: LogId, entries: Vec<QueuedEntry>) -> ReadFuture<'_, ()> {
+        if entries.is_empty() {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        // Moved into the columns, not copied: the follower hands over what it queued.
+        let columns = QueueColumns::of(entries);
+        Box::pin(self.read_future(move |c| insert_queued(c, log, columns)))
     }
 
     fn dequeue(&self, log: LogId, limit: usize) -> Result<Vec<(i64, QueuedEntry)>, StorageError> {
-        let limit = limit.min(i64::MAX as usize) as i64;
-        let rows = self.read(move |c| async move {
-            c.client
-                .query(
-                    "SELECT id, leaf_hash, digest, body, extra, identity, public_key FROM queue WHERE log = $1 ORDER BY id LIMIT $2",
-                    &[&(log as i16), &limit],
-                )
-                .await
-        })?;
-        rows.iter()
-            .map(|r| {
-                let leaf: Vec<u8> = r.try_get(1).map_err(classify)?;
-                let entry = QueuedEntry {
-                    leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a queued leaf hash is not 32 bytes".into()))?,
-                    digest: r.try_get(2).map_err(classify)?,
-                    body: r.try_get(3).map_err(classify)?,
-                    extra: r.try_get(4).map_err(classify)?,
-                    identity: r.try_get(5).map_err(classify)?,
-                    public_key: r.try_get(6).map_err(classify)?,
-                };
-                Ok((r.try_get(0).map_err(classify)?, entry))
-            })
-            .collect()
+        parse_queued(&self.read(move |c| select_queued(c, log, limit))?)
+    }
+
+    fn dequeue_async(&self, log: LogId, limit: usize) -> ReadFuture<'_, Vec<(i64, QueuedEntry)>> {
+        let rows = self.read_future(move |c| select_queued(c, log, limit));
+        Box::pin(async move { parse_queued(&rows.await?) })
     }
 
     fn forget(&self, log: LogId, ids: &[i64]) -> Result<(), StorageError> {
         let ids = ids.to_vec();
-        self.read(move |c| async move {
-            c.client.execute("DELETE FROM queue WHERE log = $1 AND id = ANY($2)", &[&(log as i16), &ids]).await.map(|_| ())
-        })
+        self.read(move |c| delete_queued(c, log, ids))
+    }
+
+    fn forget_async(&self, log: LogId, ids: Vec<i64>) -> ReadFuture<'_, ()> {
+        Box::pin(self.read_future(move |c| delete_queued(c, log, ids)))
     }
 
     fn discard(&self, log: LogId) -> Result<u64, StorageError> {
         self.read(move |c| async move { c.client.execute("DELETE FROM queue WHERE log = $1", &[&(log as i16)]).await })
+    }
+}
+
+/// Queued entries as the queue's columns, one array each, for one `INSERT … UNNEST`.
+struct QueueColumns {
+    leaf: Vec<Vec<u8>>,
+    digest: Vec<Option<Vec<u8>>>,
+    identity: Vec<Option<Vec<u8>>>,
+    public_key: Vec<Option<Vec<u8>>>,
+    body: Vec<Vec<u8>>,
+    extra: Vec<Option<Vec<u8>>>,
+}
+
+impl QueueColumns {
+    fn of(entries: impl IntoIterator<Item = QueuedEntry>) -> QueueColumns {
+        let mut c = QueueColumns { leaf: vec![], digest: vec![], identity: vec![], public_key: vec![], body: vec![], extra: vec![] };
+        for e in entries {
+            c.leaf.push(e.leaf_hash.to_vec());
+            c.digest.push(e.digest);
+            c.identity.push(e.identity);
+            c.public_key.push(e.public_key);
+            c.body.push(e.body);
+            c.extra.push(e.extra);
+        }
+        c
+    }
+}
+
+async fn insert_queued(c: Arc<Conn>, log: LogId, q: QueueColumns) -> Result<(), tokio_postgres::Error> {
+    c.client
+        .execute(
+            "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity, public_key) \
+             SELECT $1, l, d, b, x, n, k FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[]) AS t(l, d, b, x, n, k) \
+             ON CONFLICT (log, leaf_hash) DO NOTHING",
+            &[&(log as i16), &q.leaf, &q.digest, &q.body, &q.extra, &q.identity, &q.public_key],
+        )
+        .await
+        .map(|_| ())
+}
+
+async fn select_queued(c: Arc<Conn>, log: LogId, limit: usize) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    let limit = limit.min(i64::MAX as usize) as i64;
+    c.client
+        .query("SELECT id, leaf_hash, digest, body, extra, identity, public_key FROM queue WHERE log = $1 ORDER BY id LIMIT $2", &[&(log as i16), &limit])
+        .await
+}
+
+fn parse_queued(rows: &[tokio_postgres::Row]) -> Result<Vec<(i64, QueuedEntry)>, StorageError> {
+    rows.iter()
+        .map(|r| {
+            let leaf: Vec<u8> = r.try_get(1).map_err(classify)?;
+            let entry = QueuedEntry {
+                leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a queued leaf hash is not 32 bytes".into()))?,
+                digest: r.try_get(2).map_err(classify)?,
+                body: r.try_get(3).map_err(classify)?,
+                extra: r.try_get(4).map_err(classify)?,
+                identity: r.try_get(5).map_err(classify)?,
+                public_key: r.try_get(6).map_err(classify)?,
+            };
+            Ok((r.try_get(0).map_err(classify)?, entry))
+        })
+        .collect()
+}
+
+async fn delete_queued(c: Arc<Conn>, log: LogId, ids: Vec<i64>) -> Result<(), tokio_postgres::Error> {
+    c.client.execute("DELETE FROM queue WHERE log = $1 AND id = ANY($2)", &[&(log as i16), &ids]).await.map(|_| ())
+}
+
+async fn read_checkpoint(c: Arc<Conn>, log: LogId) -> Result<Option<StoredCheckpoint>, tokio_postgres::Error> {
+    let row = c.client.query_opt(&c.st.checkpoint, &[&(log as i16)]).await?;
+    row.map(|r| Ok(StoredCheckpoint { size: r.try_get::<_, i64>(0)? as u64, note: r.try_get(1)? })).transpose()
+}
+
+fn parse_keys(rows: &[tokio_postgres::Row]) -> Result<Vec<EntryKeys>, StorageError> {
+    rows.iter()
+        .map(|r| {
+            let leaf: Vec<u8> = r.try_get(0).map_err(classify)?;
+            Ok(EntryKeys {
+                leaf_hash: leaf.try_into().map_err(|_| StorageError::Corrupt("a stored leaf hash is not 32 bytes".into()))?,
+                digest: r.try_get(1).map_err(classify)?,
+                identity: r.try_get(2).map_err(classify)?,
+                public_key: r.try_get(3).map_err(classify)?,
+            })
+        })
+        .collect()
+}
+
+async fn read_receipts(c: Arc<Conn>, log: LogId, wanted: Vec<i64>) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    c.client.query("SELECT idx, integrated_time, stamp FROM entries WHERE log = $1 AND idx = ANY($2)", &[&(log as i16), &wanted]).await
+}
+
+fn parse_receipts(rows: &[tokio_postgres::Row]) -> Result<Vec<(u64, i64, Option<Vec<u8>>)>, StorageError> {
+    rows.iter()
+        .map(|r| Ok((r.try_get::<_, i64>(0).map_err(classify)? as u64, r.try_get(1).map_err(classify)?, r.try_get(2).map_err(classify)?)))
+        .collect()
+}
+
+/// [`commit`] on the writer connection, bounded by [`COMMIT_DEADLINE`].
+async fn commit_within_deadline(pool: &Pool, batch: &Batch, fence: Option<&Lease>) -> Result<(), StorageError> {
+    let mut slot = pool.writer.lock().await;
+    let client = writer(pool, &mut slot).await?;
+    match tokio::time::timeout(COMMIT_DEADLINE, commit(client, batch, fence)).await {
+        Ok(done) => done,
+        Err(_) => {
+            // Mid-transaction, or mid-COMMIT: the connection's state is unknown, so it goes.
+            *slot = None;
+            Err(StorageError::Unavailable(format!("PostgreSQL: the commit did not finish within {COMMIT_DEADLINE:?}; its outcome is unknown")))
+        }
     }
 }
 
