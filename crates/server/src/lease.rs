@@ -33,20 +33,19 @@ const POLL_EVERY: Duration = Duration::from_millis(250);
 pub async fn role_at_start(store: Arc<PostgresStorage>, holder: &str, logs: &[LogId]) -> Result<Role, StorageError> {
     let mut announced = false;
     loop {
-        let (s, h) = (store.clone(), holder.to_string());
-        if let Some(lease) = blocking(move || s.acquire_lease(&h, TTL)).await? {
+        if let Some(lease) = store.acquire_lease_async(holder, TTL).await? {
             tracing::info!(holder, epoch = lease.epoch, "took the sequencer lease: this instance sequences the logs");
             HOLDING.store(true, std::sync::atomic::Ordering::SeqCst);
             // Renewed from now: opening big logs may take longer than the lease lasts.
             keep(store, lease);
             return Ok(Role::Sequencer);
         }
-        let (s, ids) = (store.clone(), logs.to_vec());
-        let made = blocking(move || ids.iter().map(|&id| s.latest_checkpoint(id).map(|c| c.is_some())).collect::<Result<Vec<_>, _>>())
-            .await?;
-        if made.iter().all(|&m| m) {
-            let s = store.clone();
-            let current = blocking(move || s.lease_holder()).await.ok().flatten();
+        let mut made = true;
+        for &id in logs {
+            made &= store.latest_checkpoint_async(id).await?.is_some();
+        }
+        if made {
+            let current = store.lease_holder_async().await.ok().flatten();
             tracing::info!(
                 sequencer = current.as_deref().unwrap_or("another instance"),
                 "following: another instance sequences this database; this one serves reads, hands its appends to it, and takes over if its lease expires"
@@ -105,19 +104,11 @@ pub fn take_over_when_free(store: Arc<PostgresStorage>, holder: String, logs: im
     });
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, StorageError> + Send + 'static) -> Result<T, StorageError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| StorageError::Backend(format!("the sequencer lease: {e}")))?
-}
-
 /// Waits until this instance holds the lease.
 pub async fn acquire(store: Arc<PostgresStorage>, holder: String) -> Result<Lease, StorageError> {
     let mut announced = false;
     loop {
-        let (s, h) = (store.clone(), holder.clone());
-        let outcome = tokio::task::spawn_blocking(move || s.acquire_lease(&h, TTL))
-            .await
-            .map_err(|e| StorageError::Backend(format!("taking the sequencer lease: {e}")))?;
-        match outcome {
+        match store.acquire_lease_async(&holder, TTL).await {
             Ok(Some(lease)) => {
                 tracing::info!(holder = %lease.holder, epoch = lease.epoch, "took the sequencer lease");
                 return Ok(lease);
@@ -152,7 +143,7 @@ pub async fn give_up() {
     let releasing = async {
         let Some((store, lease)) = held().lock().await.take() else { return Ok(None) };
         let epoch = lease.epoch;
-        blocking(move || store.release_lease(&lease)).await.map(|()| Some(epoch))
+        store.release_lease_async(&lease).await.map(|()| Some(epoch))
     };
     match tokio::time::timeout(TTL, releasing).await {
         Ok(Ok(Some(epoch))) => tracing::info!(epoch, "gave the sequencer lease up: another instance takes over at once"),
@@ -194,13 +185,13 @@ pub fn keep(store: Arc<PostgresStorage>, lease: Lease) {
             if holding.is_none() {
                 return; // given up at shutdown
             }
-            let (s, l) = (store.clone(), lease.clone());
-            let outcome = tokio::task::spawn_blocking(move || s.renew_lease(&l, TTL)).await;
-            if !matches!(outcome, Ok(Ok(true))) && renewed.elapsed() >= TTL && !STEPPED_DOWN.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            // On the database runtime: a renewal never waits for a free blocking thread.
+            let outcome = store.renew_lease_async(&lease, TTL).await;
+            if !matches!(outcome, Ok(true)) && renewed.elapsed() >= TTL && !STEPPED_DOWN.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::error!(epoch = lease.epoch, since = ?renewed.elapsed(), "the sequencer lease was not renewed for its whole lifetime: stepping down (/readyz answers 503) until a renewal succeeds");
             }
             match outcome {
-                Ok(Ok(true)) => {
+                Ok(true) => {
                     renewed = std::time::Instant::now();
                     if STEPPED_DOWN.swap(false, std::sync::atomic::Ordering::Relaxed) {
                         tracing::info!(epoch = lease.epoch, "the sequencer lease is renewed again, still this instance's: ready");
@@ -209,20 +200,16 @@ pub fn keep(store: Arc<PostgresStorage>, lease: Lease) {
                     }
                     failing = false;
                 }
-                Ok(Ok(false)) => {
+                Ok(false) => {
                     tracing::error!(epoch = lease.epoch, "another instance has taken over the sequencer lease; stopping (acknowledged entries are durable; restart to follow)");
                     std::process::exit(1);
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     RENEW_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if !failing {
                         tracing::warn!(error = %e, "cannot renew the sequencer lease; retrying");
                     }
                     failing = true;
-                }
-                Err(e) => {
-                    RENEW_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::warn!(error = %e, "renewing the sequencer lease failed");
                 }
             }
         }
