@@ -542,6 +542,10 @@ fn production_keys_come_from_init_and_are_checked_at_start() {
     let r = post_json(&agent(), &format!("{url}/api/v1/log/entries"), &Signer::new().v1_entry(b"production")).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(get(&agent(), &format!("{url}/oidc/jwks")).unwrap().status, 404, "no dev issuer");
+    // Nor metrics or the admin API on the public port: init's config gives them none of their own.
+    let metrics = get(&agent(), &format!("{url}/metrics")).unwrap();
+    assert!(metrics.status == 404 && metrics.text().contains("http.metrics_listen"), "{}", metrics.text());
+    assert_eq!(get(&agent(), &format!("{url}/api/admin/bans")).unwrap().status, 404);
     server.kill();
     assert!(!data.join("keys/ca-root.pem").exists(), "serve did not make a root key either");
 

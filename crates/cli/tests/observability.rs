@@ -181,3 +181,59 @@ fn the_alert_rules_pass_promtool() {
     let out = Command::new(promtool).args(["check", "rules", &format!("{ROOT}/deploy/prometheus/rules.yml")]).output().unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 44: `/metrics` and the admin API on ports of their own ([http] metrics_listen and
+/// admin_listen). Moved, they are gone from the public port, whose 404 says where they are;
+/// each port of its own answers the probes too, and nothing else.
+#[test]
+fn metrics_and_the_admin_api_move_to_ports_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (metrics, admin) = (free(), free());
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, format!("[http]\nmetrics_listen = \"127.0.0.1:{metrics}\"\nadmin_listen = \"127.0.0.1:{admin}\"\n")).unwrap();
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let agent = agent();
+    let (metrics_url, admin_url) = (format!("http://127.0.0.1:{metrics}"), format!("http://127.0.0.1:{admin}"));
+
+    // The public port serves the APIs, and says where the moved routes went.
+    assert_eq!(get(&agent, &format!("{}/api/v2/trustBundle", server.url)).unwrap().status, 200);
+    let gone = get(&agent, &format!("{}/metrics", server.url)).unwrap();
+    assert_eq!(gone.status, 404);
+    assert!(gone.text().contains("http.metrics_listen"), "{}", gone.text());
+    let gone = get(&agent, &format!("{}/api/admin/bans", server.url)).unwrap();
+    assert_eq!(gone.status, 404);
+    assert!(gone.text().contains("http.admin_listen"), "{}", gone.text());
+    assert!(!get(&agent, &format!("{}/api/v2/nothing", server.url)).unwrap().text().contains("_listen"), "an unknown path is just unknown");
+
+    // The metrics port: metrics and the probes, nothing else.
+    let m = get(&agent, &format!("{metrics_url}/metrics")).unwrap();
+    assert_eq!(m.status, 200);
+    assert!(m.text().contains("signet_"), "{}", m.text());
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(get(&agent, &format!("{metrics_url}{probe}")).unwrap().status, 200, "{probe}");
+    }
+    assert_eq!(get(&agent, &format!("{metrics_url}/api/v2/trustBundle")).unwrap().status, 404);
+    let not_here = get(&agent, &format!("{metrics_url}/api/admin/bans")).unwrap();
+    assert!(not_here.status == 404 && not_here.text().contains("http.admin_listen"), "{}", not_here.text());
+
+    // The admin port: the admin API, behind its token as ever; the CLI reaches it there.
+    assert_eq!(get(&agent, &format!("{admin_url}/api/admin/bans")).unwrap().status, 401);
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), data.as_os_str()]);
+    let rotated = (0..40)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "log", "rotate", "--log", "rekor-v1", "--url", &admin_url, "--token", &token]).output().unwrap()
+        })
+        .find(|o| !String::from_utf8_lossy(&o.stderr).contains("HTTP 401"))
+        .expect("the admin token was never accepted");
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    assert_eq!(get(&agent, &format!("{admin_url}/metrics")).unwrap().status, 404);
+
+    // A port of its own that is the public one is refused before anything starts.
+    std::fs::write(&config, "listen = \"127.0.0.1:9\"\n[http]\nmetrics_listen = \"127.0.0.1:9\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["config", "check", "--dev", "--config", config.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http.metrics_listen is the public address"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -504,6 +504,65 @@ pub struct HttpSettings {
     pub shutdown_grace_secs: u64,
     /// One log line per request (`signet::access`), off by default.
     pub access_log: bool,
+    /// Where `/metrics` is served, on a port of its own (with `/healthz` and `/readyz`), as
+    /// Rekor and Fulcio serve theirs. Unset: on the public port under `--dev`, and nowhere in
+    /// production, where the public port never serves it.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Where the admin API (`/api/admin/…`) is served, likewise; it may be `metrics_listen`'s
+    /// address. Unset: on the public port under `--dev`, and nowhere in production.
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// Which listener serves a route ([`HttpSettings::surfaces`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// The Sigstore APIs, the trust documents, the explorer.
+    Public,
+    /// `/metrics`.
+    Metrics,
+    /// `/api/admin/…`.
+    Admin,
+}
+
+impl Surface {
+    /// The surface a route template belongs to.
+    pub fn of(path: &str) -> Surface {
+        match path {
+            "/metrics" => Surface::Metrics,
+            p if p.starts_with("/api/admin/") => Surface::Admin,
+            _ => Surface::Public,
+        }
+    }
+
+    /// The setting that moves this surface to a port of its own.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Surface::Public => "listen",
+            Surface::Metrics => "http.metrics_listen",
+            Surface::Admin => "http.admin_listen",
+        }
+    }
+}
+
+impl HttpSettings {
+    /// What each listener serves: the public one (`None`) first, then each address of its
+    /// own (`metrics_listen` and `admin_listen` share one when they name the same address).
+    /// A surface with no address of its own is on the public port under `--dev`, else served
+    /// nowhere.
+    pub fn surfaces(&self, dev: bool) -> Vec<(Option<SocketAddr>, Vec<Surface>)> {
+        let mut out = vec![(None, vec![Surface::Public])];
+        for (surface, addr) in [(Surface::Metrics, self.metrics_listen), (Surface::Admin, self.admin_listen)] {
+            match addr {
+                None if dev => out[0].1.push(surface),
+                None => {}
+                Some(a) => match out.iter_mut().find(|(at, _)| *at == Some(a)) {
+                    Some((_, list)) => list.push(surface),
+                    None => out.push((Some(a), vec![surface])),
+                },
+            }
+        }
+        out
+    }
 }
 
 impl Default for HttpSettings {
@@ -514,6 +573,8 @@ impl Default for HttpSettings {
             max_connections: 10_000,
             shutdown_grace_secs: 10,
             access_log: false,
+            metrics_listen: None,
+            admin_listen: None,
         }
     }
 }
@@ -615,6 +676,12 @@ impl Config {
         if let Some(v) = get("SIGNET_LISTEN") {
             self.listen = parse("SIGNET_LISTEN", v)?;
         }
+        if let Some(v) = get("SIGNET_HTTP_METRICS_LISTEN") {
+            self.http.metrics_listen = Some(parse("SIGNET_HTTP_METRICS_LISTEN", v)?);
+        }
+        if let Some(v) = get("SIGNET_HTTP_ADMIN_LISTEN") {
+            self.http.admin_listen = Some(parse("SIGNET_HTTP_ADMIN_LISTEN", v)?);
+        }
         if let Some(v) = get("SIGNET_DATA_DIR") {
             self.data_dir = PathBuf::from(v);
         }
@@ -678,6 +745,11 @@ impl Config {
         self.tracing.validate().map_err(ConfigError::Invalid)?;
         // Only read here, not opened: `config check` must refuse a backend signet lacks.
         self.storage_url()?;
+        for (name, addr) in [("http.metrics_listen", self.http.metrics_listen), ("http.admin_listen", self.http.admin_listen)] {
+            if addr.is_some_and(|a| a == self.listen && a.port() != 0) {
+                return Err(ConfigError::Invalid(format!("{name} is the public address ({}): give it a port of its own, or leave it unset", self.listen)));
+            }
+        }
         if self.log.batch_max_entries == 0 || self.log.batch_max_entries > 65_536 {
             return Err(ConfigError::Invalid("log.batch_max_entries must be 1..=65536".into()));
         }
@@ -833,6 +905,27 @@ mod tests {
         assert!(err.message().contains("lsiten"), "{}", err.message());
         let err = toml::from_str::<Config>("[log]\nbatch_size = 3\n").unwrap_err();
         assert!(err.message().contains("batch_size"), "{}", err.message());
+    }
+
+    #[test]
+    fn metrics_and_admin_are_on_the_public_port_only_under_dev() {
+        use Surface::*;
+        let mut h = HttpSettings::default();
+        assert_eq!(h.surfaces(true), vec![(None, vec![Public, Metrics, Admin])]);
+        assert_eq!(h.surfaces(false), vec![(None, vec![Public])], "production: nowhere until given a port");
+        let (m, a): (SocketAddr, SocketAddr) = ("127.0.0.1:9464".parse().unwrap(), "127.0.0.1:9465".parse().unwrap());
+        h.metrics_listen = Some(m);
+        assert_eq!(h.surfaces(true), vec![(None, vec![Public, Admin]), (Some(m), vec![Metrics])]);
+        h.admin_listen = Some(a);
+        assert_eq!(h.surfaces(false), vec![(None, vec![Public]), (Some(m), vec![Metrics]), (Some(a), vec![Admin])]);
+        h.admin_listen = Some(m);
+        assert_eq!(h.surfaces(false), vec![(None, vec![Public]), (Some(m), vec![Metrics, Admin])], "one port for both");
+        let mut c = Config::default();
+        c.apply_env(|k| (k == "SIGNET_HTTP_ADMIN_LISTEN").then(|| "127.0.0.1:9465".to_string())).unwrap();
+        assert_eq!(c.http.admin_listen, Some(a));
+        assert_eq!(Surface::of("/api/admin/log/rotate"), Admin);
+        assert_eq!(Surface::of("/metrics"), Metrics);
+        assert_eq!(Surface::of("/api/v1/log"), Public);
     }
 
     #[test]

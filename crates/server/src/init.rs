@@ -142,6 +142,10 @@ listen = "127.0.0.1:8080"
 # max_connections = 10000
 # shutdown_grace_secs = 10
 # access_log = false
+# /metrics and the admin API (signet admin --url) are not on the public port: give them
+# one of their own (on loopback, or behind your own access control).
+# metrics_listen = "127.0.0.1:9464"
+# admin_listen = "127.0.0.1:9464"
 
 # HTTPS: a certificate chain and its key (re-read when they change).
 [tls]

@@ -115,9 +115,20 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         cfg.public_url = Some(format!("{}://{local}", cfg.scheme()));
     }
     let url = cfg.public_url();
+    // /metrics and the admin API on ports of their own ([http] metrics_listen, admin_listen),
+    // bound now too, so that a port in use fails the start before anything opens.
+    let mut own_ports = Vec::new();
+    for (addr, serves) in cfg.http.surfaces(cfg.dev).into_iter().skip(1) {
+        let Some(addr) = addr else { continue };
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Io { what: format!("cannot listen on {addr} ({})", serves.iter().map(|s| s.setting()).collect::<Vec<_>>().join(", ")), source })?;
+        own_ports.push((listener, serves));
+    }
 
     let lifecycle = Arc::new(lifecycle::Lifecycle::default());
     let app_slot: conn::AppSlot = Default::default();
+    let public_tls = tls.as_ref().map(|(a, _, _)| a.clone());
     let stats = Arc::new(conn::ConnStats { tls_info: tls.as_ref().map(|(a, _, kind)| (a.backend(), *kind)), ..Default::default() });
     let server = conn::Server {
         settings: cfg.http.clone(),
@@ -139,7 +150,30 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         }
     });
     let (stop, stopped) = watch::channel(false);
-    let accepting = tokio::spawn(server.run(listener, wait_for(stopped)));
+    let mut listeners = vec![tokio::spawn(server.run(listener, wait_for(stopped.clone())))];
+    let mut own_apps = Vec::new();
+    for (listener, serves) in own_ports {
+        let slot: conn::AppSlot = Default::default();
+        let own = conn::Server {
+            settings: cfg.http.clone(),
+            // The public port's TLS: admin tokens travel here.
+            tls: public_tls.clone(),
+            app: slot.clone(),
+            starting: api::ready::starting_router(),
+            stats: stats.clone(),
+        };
+        if let Ok(at) = listener.local_addr() {
+            tracing::info!(listen = %at, serves = ?serves, "a port of its own");
+        }
+        listeners.push(tokio::spawn(own.run(listener, wait_for(stopped.clone()))));
+        own_apps.push((slot, serves));
+    }
+    // Every listener ends (drained) before this does.
+    let accepting = tokio::spawn(async move {
+        for l in listeners {
+            let _ = l.await;
+        }
+    });
 
     let opened = tokio::select! {
         opened = AppState::open(&cfg, lifecycle.clone(), stats) => opened,
@@ -196,7 +230,11 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
     let access = Arc::new(access::Access { log: cfg.http.access_log });
-    let _ = app_slot.set(api::router(state, access));
+    let public = cfg.http.surfaces(cfg.dev).into_iter().next().map_or_else(|| vec![config::Surface::Public], |(_, s)| s);
+    for (slot, serves) in own_apps {
+        let _ = slot.set(api::router(state.clone(), access.clone(), &serves));
+    }
+    let _ = app_slot.set(api::router(state, access, &public));
     lifecycle.ready();
     tracing::info!(
         listen = %local,

@@ -37,6 +37,7 @@ use axum::Router;
 use signet_guard::permission::Permission::{self, *};
 use signet_guard::Needs;
 
+use crate::config::Surface;
 use crate::state::AppState;
 use error::ApiError;
 
@@ -58,12 +59,15 @@ macro_rules! routes {
             }
         }
 
-        fn with_routes(mut app: Router<Arc<AppState>>, admin: &signet_guard::AuthnLayer) -> Router<Arc<AppState>> {
+        /// The routes of `serves` (and the probes, which every listener answers).
+        fn with_routes(mut app: Router<Arc<AppState>>, admin: &signet_guard::AuthnLayer, serves: &[Surface]) -> Router<Arc<AppState>> {
             $(
-                let methods = MethodRouter::new()$(.$method($handler))+;
-                // Admin routes check their permission whatever `[guard]` says.
-                let methods = if $path.starts_with("/api/admin/") { methods.layer(admin.clone()) } else { methods };
-                app = app.route($path, methods);
+                if serves.contains(&Surface::of($path)) || matches!($path, "/healthz" | "/readyz") {
+                    let methods = MethodRouter::new()$(.$method($handler))+;
+                    // Admin routes check their permission whatever `[guard]` says.
+                    let methods = if $path.starts_with("/api/admin/") { methods.layer(admin.clone()) } else { methods };
+                    app = app.route($path, methods);
+                }
             )+
             app
         }
@@ -115,6 +119,20 @@ routes! {
     // c2sp.org/tlog-witness: the log's signature on the checkpoint is the authentication.
     "/add-checkpoint" => { post crate::witnessing::add_checkpoint => Needs::Open }
     "/witness/checkpoint" => { get crate::witnessing::latest_cosigned => Perm(Read) }
+}
+
+/// Whether `path` is one `template` (a route of [`route_list`]) matches: literal segments
+/// equal, `{name}` any one segment, `{*rest}` the rest.
+fn path_matches(template: &str, path: &str) -> bool {
+    let (mut t, mut p) = (template.split('/'), path.split('/'));
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return true,
+            (Some(seg), Some(_)) if seg.starts_with("{*") => return true,
+            (Some(seg), Some(got)) if seg.starts_with('{') || seg == got => {}
+            _ => return false,
+        }
+    }
 }
 
 #[allow(non_snake_case)]
@@ -170,7 +188,8 @@ pub fn body_class(method: &Method, template: &str) -> Option<signet_guard::BodyC
     })
 }
 
-pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>) -> Router {
+/// The router of a listener that serves `serves` ([`crate::config::HttpSettings::surfaces`]).
+pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>, serves: &[Surface]) -> Router {
     let metrics = state.metrics.clone();
     let input = state.input_limits;
     let guard = state.guard.clone();
@@ -196,11 +215,35 @@ pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>) -> Route
         .layer(signet_guard::ValidateLayer::new(input, body_class))
         .option_layer(authn)
         .option_layer(limits);
-    with_routes(Router::new(), &admin_only)
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
+    let serves = serves.to_vec();
+    let elsewhere = [Surface::Metrics, Surface::Admin].into_iter().filter(|s| !serves.contains(s)).collect::<Vec<_>>();
+    with_routes(Router::new(), &admin_only, &serves)
+        .fallback(move |uri: axum::http::Uri| async move {
+            // A route of a surface this port does not serve: say where it is, or how to serve it.
+            match elsewhere.iter().find(|s| route_list().iter().any(|(_, p, _)| Surface::of(p) == **s && path_matches(p, uri.path()))) {
+                Some(s) => ApiError::not_found(format!("{} is not served on this port: it is served where {} says (unset: nowhere but under --dev)", uri.path(), s.setting())),
+                None => ApiError::not_found("no such endpoint"),
+            }
+        })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
         })
         .with_state(state)
         .layer(stack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_matches;
+
+    #[test]
+    fn a_path_matches_its_route_template() {
+        assert!(path_matches("/metrics", "/metrics"));
+        assert!(!path_matches("/metrics", "/metrics/x"));
+        assert!(path_matches("/api/admin/bans", "/api/admin/bans"));
+        assert!(path_matches("/api/v1/log/entries/{uuid}", "/api/v1/log/entries/abc"));
+        assert!(!path_matches("/api/v1/log/entries/{uuid}", "/api/v1/log/entries"));
+        assert!(path_matches("/tuf/{*file}", "/tuf/targets/a.json"));
+        assert!(!path_matches("/api/admin/bans", "/api/admin/tokens"));
+    }
 }
