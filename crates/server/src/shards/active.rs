@@ -53,15 +53,34 @@ pub struct ActiveShard {
     pub behind: parking_lot::Mutex<Option<String>>,
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+/// Runs `f` on a blocking thread (the registry's and the keys' files and queries).
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
     tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?
 }
 
-fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
+/// A rotation on shared storage without the seal key the other instances share (409).
+pub(crate) fn no_shared_seal() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "this instance cannot hand a new shard's key to the others: its keys/shard-seal.key is missing, or is not the one the database's other instances share (its start-up log says which); copy theirs here and restart, or rotate through another instance",
+    )
+}
+
+/// A rotation that found the registry longer than what this instance serves (409).
+pub(crate) fn rotated_meanwhile() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "another instance rotated the log a moment ago; this instance serves its new shard within a second. Rotate again if you meant to rotate twice",
+    )
+}
+
+/// A rotation step that failed here (500).
+pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
 }
 
-fn unavailable(what: &str, e: impl std::fmt::Display) -> ApiError {
+/// A rotation step that may succeed when retried (503).
+pub(crate) fn unavailable(what: &str, e: impl std::fmt::Display) -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{what}: {e}"))
 }
 
@@ -151,12 +170,7 @@ impl ActiveShard {
     /// seals the new key there and records the next shard; the others follow within a look.
     async fn rotate_shared(&self) -> Result<Rotated, ApiError> {
         let kind = self.kind;
-        let Some(seal) = self.opener.seal.clone() else {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "this instance cannot hand a new log's key to the others: its keys/shard-seal.key is missing, or is not the one the database's other instances share (its start-up log says which); copy theirs here and restart, or rotate through another instance",
-            ));
-        };
+        let Some(seal) = self.opener.seal.clone() else { return Err(no_shared_seal()) };
         // Serve whatever another instance rotated to first, so that this rotation starts there.
         self.follow_rotations().await.map_err(|e| unavailable("serving an earlier rotation first", e))?;
         let _exclusive = self.appending.write().await;
@@ -164,10 +178,7 @@ impl ActiveShard {
         let store = self.opener.storage.clone();
         let list = self.stored_registry(&current).await.map_err(|e| unavailable("reading the shard registry", e))?;
         if list.len() != current.registry.len() {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "another instance rotated the log a moment ago; this instance serves the new one within a second. Rotate again if you meant to rotate twice",
-            ));
+            return Err(rotated_meanwhile());
         }
         let (_, key) = {
             let (store, data_dir, list) = (store.clone(), self.opener.data_dir.clone(), list.clone());

@@ -20,28 +20,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use signet_log::Role;
 
 use super::{RekorV1, Shard, Shards};
 use crate::api::error::ApiError;
+use crate::shards::active::{blocking, internal, no_shared_seal, rotated_meanwhile, unavailable};
 use crate::shards::{self, Kind, Rotated, CATCH_UP};
 use crate::state::AppState;
 
 /// How often each instance on shared storage looks for a rotation another instance made.
 pub const WATCH_EVERY: Duration = Duration::from_millis(500);
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?
-}
-
-fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
-}
-
-fn unavailable(what: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{what}: {e}"))
-}
 
 impl RekorV1 {
     /// Rotates the log online: freezes the active shard and starts the next, with a new key.
@@ -96,12 +84,7 @@ impl RekorV1 {
     /// On storage several instances share. This instance freezes the tree in the database,
     /// seals the new key there and records the next shard; the others follow within a look.
     async fn rotate_shared(&self) -> Result<Rotated, ApiError> {
-        let Some(seal) = self.opener.seal.clone() else {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "this instance cannot hand a new shard's key to the others: its keys/shard-seal.key is missing, or is not the one the database's other instances share (its start-up log says which); copy theirs here and restart, or rotate through another instance",
-            ));
-        };
+        let Some(seal) = self.opener.seal.clone() else { return Err(no_shared_seal()) };
         // Serve whatever another instance rotated to first, so that this rotation starts from
         // the newest shard.
         self.follow_rotations().await.map_err(|e| unavailable("serving an earlier rotation first", e))?;
@@ -110,7 +93,7 @@ impl RekorV1 {
         let store = self.opener.storage.clone();
         let list = self.stored_registry(&current).await.map_err(|e| unavailable("reading the shard registry", e))?;
         if list.len() != current.registry.len() {
-            return Err(ApiError::new(StatusCode::CONFLICT, "another instance rotated the log a moment ago; this instance serves its shard within a second. Rotate again if you meant to rotate twice"));
+            return Err(rotated_meanwhile());
         }
         let number = {
             let (store, data_dir, list) = (store.clone(), self.opener.data_dir.clone(), list.clone());
