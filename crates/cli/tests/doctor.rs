@@ -114,6 +114,14 @@ fn a_production_instance_is_warned_of_no_issuers_and_an_online_root_key() {
     assert!(!text.contains("is online"), "{text}");
     let checked = Command::new(env!("CARGO_BIN_EXE_signet")).args(["config", "check", "--config", c]).output().unwrap();
     assert!(checked.status.success() && checked.stderr.is_empty(), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(line(&text, "/metrics is not served").starts_with("ok    "), "{text}");
+
+    // Metrics off loopback are warned of; the admin API on loopback is fine.
+    let text = std::fs::read_to_string(&config).unwrap().replacen("[http]\n", "[http]\nmetrics_listen = \"0.0.0.0:9464\"\nadmin_listen = \"127.0.0.1:9465\"\n", 1);
+    std::fs::write(&config, text).unwrap();
+    let (_, text) = doctor(&["--config", c, "--offline"]);
+    assert!(line(&text, "http.metrics_listen = 0.0.0.0:9464").starts_with("warn  "), "{text}");
+    assert!(line(&text, "the admin API on 127.0.0.1:9465").starts_with("ok    "), "{text}");
 }
 
 #[test]

@@ -154,6 +154,17 @@ fn production(cfg: &signet_server::config::Config, report: &mut Report) {
     if redis.starts_with("redis://") && !on_loopback(redis) {
         report.warn("guard.redis.url: Redis off this machine in plain text; use rediss:// (and guard.redis.ca_file for a private CA)");
     }
+    // The ports of their own: metrics answer whoever reaches them, and the admin API is a
+    // target worth keeping off the network even behind its tokens.
+    for (setting, addr, what) in [("http.metrics_listen", cfg.http.metrics_listen, "/metrics"), ("http.admin_listen", cfg.http.admin_listen, "the admin API")] {
+        match addr {
+            Some(a) if !a.ip().is_loopback() => report.warn(&format!(
+                "{setting} = {a}: {what} is reachable off this machine; keep that address on an internal network or behind access control"
+            )),
+            Some(a) => report.ok(&format!("{what} on {a}, on loopback")),
+            None => report.ok(&format!("{what} is not served ({setting} is not set)")),
+        }
+    }
 }
 
 /// Whether a `scheme://[user[:password]@]host[:port]/…` URL names this machine.
