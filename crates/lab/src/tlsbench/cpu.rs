@@ -51,23 +51,29 @@ mod tests {
     #[test]
     fn a_busy_thread_is_seen_busy_and_an_unknown_one_is_none() {
         let (ready, started) = std::sync::mpsc::channel::<u32>();
+        let (spun, spinning_done) = std::sync::mpsc::channel::<()>();
         let (finish, finished) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::Builder::new()
             .name("cpu-test-spin".into())
             .spawn(move || {
-                ready.send(current_tid().unwrap()).unwrap();
-                let t = std::time::Instant::now();
-                let mut x = 0u64;
-                while t.elapsed() < std::time::Duration::from_millis(50) {
-                    x = x.wrapping_mul(31).wrapping_add(7);
+                let me = current_tid().unwrap();
+                ready.send(me).unwrap();
+                // Until the kernel has counted 30 ms on a CPU for this thread, however long a
+                // loaded machine makes that take (a wall-clock spin came short under load).
+                let (mut x, give_up) = (0u64, std::time::Instant::now() + std::time::Duration::from_secs(20));
+                while CpuSource::Thread(me).ns().unwrap_or(0) < 30_000_000 && std::time::Instant::now() < give_up {
+                    for _ in 0..100_000 {
+                        x = x.wrapping_mul(31).wrapping_add(7);
+                    }
                 }
                 std::hint::black_box(x);
+                spun.send(()).unwrap();
                 finished.recv().unwrap();
             })
             .unwrap();
         let tid = started.recv().unwrap();
         assert_ne!(Some(tid), current_tid());
-        std::thread::sleep(std::time::Duration::from_millis(80));
+        spinning_done.recv().unwrap();
         let spent = CpuSource::Thread(tid).ns().unwrap();
         assert!(spent >= 20_000_000, "{spent} ns");
         // The process's sum counts its live threads, the spinning one among them.
