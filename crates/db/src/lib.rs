@@ -6,7 +6,10 @@
 //!   that is safe from any thread.
 //! - [`migrations`]: the PostgreSQL schema's one sequence of versions, which every crate adds
 //!   its own tables to.
+//! - [`sqlite`]: opening the embedded stores' files: private from their first byte, WAL, a
+//!   busy timeout, errors that name the file, and each file's versioned schema changes.
 
 pub mod migrations;
 pub mod pg;
 pub mod runtime;
+pub mod sqlite;

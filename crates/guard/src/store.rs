@@ -39,6 +39,12 @@ pub enum StoreError {
     Postgres(String),
 }
 
+impl From<signet_db::sqlite::SqliteError> for StoreError {
+    fn from(e: signet_db::sqlite::SqliteError) -> StoreError {
+        StoreError::Sqlite { path: e.path, source: e.source }
+    }
+}
+
 mod postgres;
 
 /// The guard's tables on PostgreSQL ([`signet_db::migrations`]).
@@ -193,22 +199,14 @@ impl SqliteStore {
         let shown = file.display().to_string();
         let io = |source| StoreError::Io { path: shown.clone(), source };
         signet_core::files::ensure_private_dir(data_dir).map_err(io)?;
-        // Create the file with its final mode before SQLite opens it: SQLite would create it
-        // 0644, and its journal files copy the database file's mode.
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        opts.open(&file).map_err(io)?;
-        let conn = Connection::open(&file).map_err(|source| StoreError::Sqlite { path: shown.clone(), source })?;
+        // WAL: the server's ban writes and `signet admin`'s token writes do not lock each
+        // other's readers out, and a commit costs one fsync, not a journal's three.
+        let conn = signet_db::sqlite::open_writer(&file, &signet_db::sqlite::Writer::durable())?;
         let store = SqliteStore { conn, path: shown };
         store
             .conn
             .execute_batch(
-                // WAL: the server's ban writes and `signet admin`'s token writes do not lock
-                // each other's readers out, and a commit costs one fsync, not a journal's three.
-                "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
-                 CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL,
+                "CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL,
                      hash BLOB NOT NULL, created INTEGER NOT NULL, expires INTEGER, revoked INTEGER);
                  CREATE TABLE IF NOT EXISTS bans (client TEXT PRIMARY KEY, reason TEXT NOT NULL,
                      since INTEGER NOT NULL, until INTEGER NOT NULL);",

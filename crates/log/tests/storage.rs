@@ -400,6 +400,11 @@ fn a_taken_over_lease_fences_the_old_holder() {
     assert_eq!(a.lease_holder().unwrap().as_deref(), Some("b"));
 }
 
+/// A storage future, waited for from a test's thread.
+fn block<T: Send + 'static>(f: impl std::future::Future<Output = T> + Send + 'static) -> T {
+    signet_db::runtime::block(f).unwrap()
+}
+
 /// The shared TUF repository's table: a write is one new generation holding all its files,
 /// read back whole or from a generation on; only the lease holder writes, a stale epoch or a
 /// stale generation writes nothing, and a published version never changes its bytes.
@@ -411,47 +416,47 @@ fn tuf_files_are_written_whole_by_the_lease_holder_only() {
     let a = signet_log::storage::PostgresStorage::open(&db).unwrap();
     let b = signet_log::storage::PostgresStorage::open(&db).unwrap();
     let file = |name: &str, bytes: &[u8]| TufFile { name: name.into(), bytes: bytes.to_vec() };
-    assert_eq!(a.tuf_generation().unwrap(), 0);
-    assert_eq!(a.tuf_files_since(0).unwrap(), (0, vec![]));
+    assert_eq!(block(a.tuf_generation()).unwrap(), 0);
+    assert_eq!(block(a.tuf_files_since(0)).unwrap(), (0, vec![]));
     // Without the lease, nothing is written.
-    match a.write_tuf_files(0, &[file("1.root.json", b"r1")]) {
+    match block(a.write_tuf_files(0, &[file("1.root.json", b"r1")])) {
         Err(StorageError::Fenced(why)) => assert!(why.contains("does not hold the sequencer lease"), "{why}"),
         other => panic!("a write without the lease was not refused: {other:?}"),
     }
 
     let la = a.acquire_lease("a", Duration::from_millis(300)).unwrap().unwrap();
     let first = [file("1.root.json", b"r1"), file("1.snapshot.json", b"s1"), file("timestamp.json", b"t1"), file("targets/ab.trusted_root.json", b"x")];
-    assert_eq!(a.write_tuf_files(0, &first).unwrap(), 1);
-    let (generation, mut read) = b.tuf_files_since(0).unwrap();
+    assert_eq!(block(a.write_tuf_files(0, &first)).unwrap(), 1);
+    let (generation, mut read) = block(b.tuf_files_since(0)).unwrap();
     read.sort_by(|x, y| x.name.cmp(&y.name));
     let mut want = first.to_vec();
     want.sort_by(|x, y| x.name.cmp(&y.name));
     assert_eq!((generation, read), (1, want));
     // A stale generation (a writer that did not read the last write) writes nothing.
-    assert!(matches!(a.write_tuf_files(0, &[file("timestamp.json", b"t-stale")]), Err(StorageError::Fenced(_))));
+    assert!(matches!(block(a.write_tuf_files(0, &[file("timestamp.json", b"t-stale")])), Err(StorageError::Fenced(_))));
     // The timestamp is replaced; a version already published is never given other bytes.
-    assert_eq!(a.write_tuf_files(1, &[file("2.snapshot.json", b"s2"), file("timestamp.json", b"t2"), file("1.root.json", b"r1")]).unwrap(), 2);
-    match a.write_tuf_files(2, &[file("1.snapshot.json", b"other"), file("timestamp.json", b"t3")]) {
+    assert_eq!(block(a.write_tuf_files(1, &[file("2.snapshot.json", b"s2"), file("timestamp.json", b"t2"), file("1.root.json", b"r1")])).unwrap(), 2);
+    match block(a.write_tuf_files(2, &[file("1.snapshot.json", b"other"), file("timestamp.json", b"t3")])) {
         Err(StorageError::Corrupt(why)) => assert!(why.contains("1.snapshot.json"), "{why}"),
         other => panic!("a published version was rewritten: {other:?}"),
     }
     // A reader at generation 1 gets only what generation 2 changed.
-    let (generation, mut since) = b.tuf_files_since(1).unwrap();
+    let (generation, mut since) = block(b.tuf_files_since(1)).unwrap();
     since.sort_by(|x, y| x.name.cmp(&y.name));
     assert_eq!((generation, since), (2, vec![file("2.snapshot.json", b"s2"), file("timestamp.json", b"t2")]));
-    assert_eq!(b.tuf_generation().unwrap(), 2, "the refused writes left nothing");
+    assert_eq!(block(b.tuf_generation()).unwrap(), 2, "the refused writes left nothing");
 
     // After a takeover, the old holder's write is fenced by its epoch; the new holder's lands.
     drop(la);
     std::thread::sleep(Duration::from_millis(400));
     let lb = b.acquire_lease("b", Duration::from_secs(5)).unwrap().unwrap();
     assert_eq!(lb.epoch, 2);
-    match a.write_tuf_files(2, &[file("3.snapshot.json", b"s3-old"), file("timestamp.json", b"t3-old")]) {
+    match block(a.write_tuf_files(2, &[file("3.snapshot.json", b"s3-old"), file("timestamp.json", b"t3-old")])) {
         Err(StorageError::Fenced(why)) => assert!(why.contains("b (epoch 2)"), "{why}"),
         other => panic!("the old holder's TUF write was not fenced: {other:?}"),
     }
-    assert_eq!(b.write_tuf_files(2, &[file("3.snapshot.json", b"s3"), file("timestamp.json", b"t3")]).unwrap(), 3);
-    let (_, all) = a.tuf_files_since(0).unwrap();
+    assert_eq!(block(b.write_tuf_files(2, &[file("3.snapshot.json", b"s3"), file("timestamp.json", b"t3")])).unwrap(), 3);
+    let (_, all) = block(a.tuf_files_since(0)).unwrap();
     assert_eq!(all.iter().find(|f| f.name == "timestamp.json").unwrap().bytes, b"t3");
     assert_eq!(all.iter().find(|f| f.name == "3.snapshot.json").unwrap().bytes, b"s3");
 }

@@ -111,8 +111,7 @@ fn backup_database(src: &Path, dst: &Path) -> Result<(), BackupError> {
         let path = path.display().to_string();
         move |source| BackupError::Sqlite { path, source }
     };
-    let from = rusqlite::Connection::open_with_flags(src, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(sqlite(src))?;
-    from.busy_timeout(std::time::Duration::from_secs(5)).map_err(sqlite(src))?;
+    let from = signet_db::sqlite::open_inspect(src).map_err(|e| sqlite(src)(e.source))?;
     let mut to = rusqlite::Connection::open(dst).map_err(sqlite(dst))?;
     {
         use rusqlite::backup::StepResult;

@@ -64,8 +64,7 @@ const SQLITE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS witness_logs(origin TEXT
 impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let fail = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()));
-        let conn = rusqlite::Connection::open(path).map_err(fail)?;
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;").map_err(fail)?;
+        let conn = signet_db::sqlite::open_writer(path, &signet_db::sqlite::Writer::durable()).map_err(|e| StoreError::Backend(e.to_string()))?;
         conn.execute_batch(SQLITE_SCHEMA).map_err(fail)?;
         Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
     }

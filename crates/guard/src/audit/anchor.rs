@@ -9,7 +9,7 @@
 //! that each anchored head is still the chain's hash at that record, that the entry is in
 //! the log, and that records after the last anchor are not yet covered by any.
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::place::Place;
 use crate::store::StoreError;
@@ -44,8 +44,7 @@ pub fn store(place: &Place, anchor: &Anchor) -> Result<(), StoreError> {
         Place::Sqlite { data_dir } => {
             let path = data_dir.join(super::FILE);
             let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-            let conn = Connection::open(&path).map_err(err)?;
-            conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+            let conn = signet_db::sqlite::open_beside(&path)?;
             conn.execute(
                 "INSERT OR REPLACE INTO anchors(seq, head, log_index, entry) VALUES (?1, ?2, ?3, ?4)",
                 params![anchor.seq as i64, anchor.head.as_slice(), anchor.log_index as i64, anchor.entry],
@@ -86,7 +85,7 @@ pub fn last_seq(place: &Place) -> Result<u64, StoreError> {
         Place::Sqlite { data_dir } => {
             let path = data_dir.join(super::FILE);
             let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-            let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+            let conn = signet_db::sqlite::open_inspect(&path)?;
             Ok(load(&conn).map_err(err)?.last().map_or(0, |a| a.seq))
         }
         Place::Postgres { db, .. } => Ok(db.anchors(u64::MAX)?.last().map_or(0, |a| a.seq)),

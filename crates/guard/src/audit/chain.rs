@@ -29,6 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex};
 use rusqlite::{params, Connection, OptionalExtension};
+use signet_db::sqlite as db;
 
 use http::Method;
 
@@ -483,28 +484,23 @@ impl AuditLog {
 /// Opens (or creates, 0600) the live log at `path`: the writer's connection, the
 /// checkpointer's, and the chain's head.
 fn open_sqlite(path: &Path, mode: AuditMode, place: &Place) -> Result<(Connection, Connection, (u64, [u8; 32])), StoreError> {
-    let conn = Connection::open(path).map_err(sqlite(path))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
-    }
-    // FULL fsyncs the WAL at each commit: a record is durable when its answer goes out.
-    let synchronous = match mode {
-        AuditMode::Closed => "FULL",
-        AuditMode::BestEffort => "NORMAL",
+    let how = db::Writer {
+        // FULL fsyncs the WAL at each commit: a record is durable when its answer goes out.
+        durability: match mode {
+            AuditMode::Closed => db::Durability::Full,
+            AuditMode::BestEffort => db::Durability::Normal,
+        },
+        checkpoints: db::Checkpoints::Manual,
+        // 64 KiB pages (only a new file takes them): a batch of a hundred records is one or
+        // two WAL frames rather than a dozen 4 KiB ones, each its own pwrite on commit and
+        // again in the checkpoint.
+        page_size: Some(65536),
+        cache_kib: None,
+        mmap: false,
+        journal_size_limit: Some(WAL_SIZE_LIMIT),
     };
-    // 64 KiB pages (set before WAL, so only a new file takes them): a batch of a hundred
-    // records is one or two WAL frames rather than a dozen 4 KiB ones, each its own pwrite on
-    // commit and again in the checkpoint.
-    conn.execute_batch(&format!(
-        "PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; PRAGMA wal_autocheckpoint=0; \
-         PRAGMA journal_size_limit={WAL_SIZE_LIMIT};"
-    ))
-    .map_err(sqlite(path))?;
-    let checkpointer = Connection::open(path).map_err(sqlite(path))?;
-    checkpointer.execute_batch("PRAGMA busy_timeout=5000;").map_err(sqlite(path))?;
+    let conn = db::open_writer(path, &how)?;
+    let checkpointer = db::open_beside(path)?;
     conn.execute_batch(SCHEMA).map_err(sqlite(path))?;
     conn.execute_batch(super::anchor::SCHEMA).map_err(sqlite(path))?;
     let start = super::segment::start(&conn).map_err(sqlite(path))?;
@@ -531,7 +527,7 @@ impl Drop for AuditLog {
 fn checkpoint(conn: Connection, shared: Arc<Shared>) {
     while !shared.closed.load(Ordering::Relaxed) {
         std::thread::sleep(CHECKPOINT_EVERY);
-        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        match db::checkpoint(&conn) {
             Ok(()) => shared.checkpointed.store(true, Ordering::Relaxed),
             Err(e) => tracing::warn!(error = %e, "audit log WAL checkpoint failed"),
         }
@@ -629,7 +625,7 @@ impl Writer {
     fn finish_checkpoint(&mut self) {
         if let Sink::Sqlite(conn) = &self.sink {
             // Busy (a reader, or another checkpoint) only means this turn's WAL goes on growing.
-            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            if let Err(e) = db::checkpoint(conn) {
                 tracing::debug!(audit = %self.what, error = %e, "finishing the audit log WAL checkpoint");
             }
         }

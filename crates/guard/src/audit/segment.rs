@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::place::Place;
 use super::postgres::ChainDb;
@@ -71,7 +71,7 @@ pub fn due(place: &Place, policy: Policy, now_ms: u64) -> Result<bool, StoreErro
         Place::Sqlite { data_dir } => {
             let path = data_dir.join(super::FILE);
             let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-            let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(err)?;
+            let conn = signet_db::sqlite::open_inspect(&path)?;
             // Used pages, not the file's length: pages freed by a cut are reused, not returned.
             let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).map_err(err)?;
             let free: u64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).map_err(err)?;
@@ -263,8 +263,7 @@ fn cut_file(data_dir: &Path, at: &Anchor) -> Result<Option<PathBuf>, StoreError>
 fn cut_file_in_chunks(data_dir: &Path, at: &Anchor, chunk: u64, between: impl FnMut()) -> Result<Option<PathBuf>, StoreError> {
     let path = data_dir.join(super::FILE);
     let err = |source| StoreError::Sqlite { path: path.display().to_string(), source };
-    let conn = Connection::open(&path).map_err(err)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+    let conn = signet_db::sqlite::open_beside(&path)?;
     conn.execute_batch(SCHEMA).map_err(err)?;
     let (start_seq, _) = start(&conn).map_err(err)?;
     // What a cut that crashed after moving the start left behind.

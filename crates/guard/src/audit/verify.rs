@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 use super::anchor::{self, Anchor};
 use super::place::Place;
@@ -108,8 +108,7 @@ fn open_read_only(path: &Path) -> Result<Connection, VerifyError> {
     if !path.exists() {
         return Err(VerifyError::Missing(path.display().to_string()));
     }
-    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|source| VerifyError::Sqlite { path: path.display().to_string(), source })
+    signet_db::sqlite::open_inspect(path).map_err(|e| VerifyError::Sqlite { path: e.path, source: e.source })
 }
 
 fn postgres(db: &ChainDb, e: crate::store::StoreError) -> VerifyError {

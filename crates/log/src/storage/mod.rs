@@ -18,10 +18,8 @@
 //!
 //! - [`sqlite`]: the embedded default.
 //! - [`postgres`]: PostgreSQL, for many instances on one database (and their [`Queue`]).
-//! - [`migrations`]: the versioned schema changes both run at open (`signet migrate`).
 //! - [`StorageUrl`]: which backend a `storage = "…"` setting names.
 
-pub mod migrations;
 pub mod postgres;
 mod sqlite;
 mod url;

@@ -714,10 +714,7 @@ impl ShardOpener {
             if self.shared.is_none() || crate::lease::holding() {
                 break;
             }
-            let (store, id) = (self.storage.clone(), shard.log_id);
-            let made = tokio::task::spawn_blocking(move || store.latest_checkpoint(id).map_err(|e| e.to_string()))
-                .await
-                .map_err(|e| e.to_string())??;
+            let made = self.storage.latest_checkpoint_async(shard.log_id).await.map_err(|e| e.to_string())?;
             if made.is_some() {
                 break;
             }

@@ -50,17 +50,10 @@ impl Shared {
     /// Reads what was stored since the last read, if anything was; the files as they now are.
     async fn pull(&self) -> Result<Option<Arc<Files>>, String> {
         let (held, files) = self.table();
-        let pg = self.pg.clone();
-        let read = tokio::task::spawn_blocking(move || -> Result<Option<(i64, Vec<TufFile>)>, StorageError> {
-            if pg.tuf_generation()? == held {
-                return Ok(None);
-            }
-            pg.tuf_files_since(held).map(Some)
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-        let Some((generation, changed)) = read else { return Ok(None) };
+        if self.pg.tuf_generation().await.map_err(|e| e.to_string())? == held {
+            return Ok(None);
+        }
+        let (generation, changed) = self.pg.tuf_files_since(held).await.map_err(|e| e.to_string())?;
         let mut files = (*files).clone();
         for f in changed {
             files.insert(&f.name, Bytes::from(f.bytes)).map_err(|e| format!("the database's TUF repository: {e}"))?;
@@ -74,10 +67,7 @@ impl Shared {
     async fn store(&self, files: Vec<(String, Bytes)>) -> Result<Arc<Files>, StorageError> {
         let (held, table) = self.table();
         let rows: Vec<TufFile> = files.iter().map(|(n, b)| TufFile { name: n.clone(), bytes: b.to_vec() }).collect();
-        let pg = self.pg.clone();
-        let generation = tokio::task::spawn_blocking(move || pg.write_tuf_files(held, &rows))
-            .await
-            .map_err(|e| StorageError::Backend(format!("storing the TUF repository: {e}")))??;
+        let generation = self.pg.write_tuf_files(held, &rows).await?;
         let mut now = (*table).clone();
         for (name, bytes) in files {
             now.insert(&name, bytes).map_err(|e| StorageError::Corrupt(e.to_string()))?;

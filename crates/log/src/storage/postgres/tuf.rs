@@ -24,33 +24,23 @@ fn replaceable(name: &str) -> bool {
 impl PostgresStorage {
     /// The generation of the stored repository: 0 until the first write, one more per write.
     /// One primary-key read, cheap enough to poll every second.
-    pub fn tuf_generation(&self) -> Result<i64, StorageError> {
-        self.read(|c| async move { c.client.query_one("SELECT generation FROM tuf_meta WHERE id = 1", &[]).await?.try_get(0) })
+    pub fn tuf_generation(&self) -> impl Future<Output = Result<i64, StorageError>> + Send + 'static {
+        self.read_future(|c| async move { c.client.query_one("SELECT generation FROM tuf_meta WHERE id = 1", &[]).await?.try_get(0) })
     }
 
     /// The files written after generation `after` (every file, with 0), and the generation
     /// they bring a reader to. One statement, so one snapshot: the files and the generation
     /// agree even while a write commits.
-    pub fn tuf_files_since(&self, after: i64) -> Result<(i64, Vec<TufFile>), StorageError> {
-        let rows = self.read(move |c| async move {
+    pub fn tuf_files_since(&self, after: i64) -> impl Future<Output = Result<(i64, Vec<TufFile>), StorageError>> + Send + 'static {
+        let rows = self.read_future(move |c| async move {
             c.client
                 .query(
                     "SELECT m.generation, f.name, f.bytes FROM tuf_meta m LEFT JOIN tuf_files f ON f.generation > $1 WHERE m.id = 1",
                     &[&after],
                 )
                 .await
-        })?;
-        let mut generation = None;
-        let mut files = Vec::new();
-        for r in &rows {
-            generation = Some(r.try_get::<_, i64>(0).map_err(classify)?);
-            let (name, bytes): (Option<String>, Option<Vec<u8>>) = (r.try_get(1).map_err(classify)?, r.try_get(2).map_err(classify)?);
-            if let (Some(name), Some(bytes)) = (name, bytes) {
-                files.push(TufFile { name, bytes });
-            }
-        }
-        let generation = generation.ok_or_else(|| StorageError::Corrupt("tuf_meta has no row 1 (the schema's migration 9 makes it)".into()))?;
-        Ok((generation, files))
+        });
+        async move { files_of(&rows.await?) }
     }
 
     /// Stores `files` as one new state of the repository, in one transaction, and returns the
@@ -60,17 +50,38 @@ impl PostgresStorage {
     /// up to; if another write landed since, nothing is written ([`StorageError::Fenced`]).
     /// A versioned file that is stored with other bytes is refused ([`StorageError::Corrupt`]):
     /// a version, once published, is never reused.
-    pub fn write_tuf_files(&self, expected: i64, files: &[TufFile]) -> Result<i64, StorageError> {
-        let Some(lease) = self.fence.lock().clone() else {
-            return Err(StorageError::Fenced("this instance does not hold the sequencer lease, and only its holder publishes TUF metadata".into()));
-        };
+    pub fn write_tuf_files(&self, expected: i64, files: &[TufFile]) -> impl Future<Output = Result<i64, StorageError>> + Send + 'static {
+        let lease = self.fence.lock().clone();
         let files = files.to_vec();
-        self.block(move |pool| async move {
-            let mut slot = pool.writer.lock().await;
-            let client = writer(&pool, &mut slot).await?;
-            write(client, &lease, expected, &files).await
-        })
+        let task = lease.map(|lease| {
+            self.spawn(Some(COMMIT_DEADLINE), move |pool| async move {
+                let mut slot = pool.writer.lock().await;
+                let client = writer(&pool, &mut slot).await?;
+                write(client, &lease, expected, &files).await
+            })
+        });
+        async move {
+            let Some(task) = task else {
+                return Err(StorageError::Fenced("this instance does not hold the sequencer lease, and only its holder publishes TUF metadata".into()));
+            };
+            task.await.map_err(|e| StorageError::Backend(format!("storing the TUF repository: {e}")))?
+        }
     }
+}
+
+/// The generation and the files of one read of [`PostgresStorage::tuf_files_since`].
+fn files_of(rows: &[tokio_postgres::Row]) -> Result<(i64, Vec<TufFile>), StorageError> {
+    let mut generation = None;
+    let mut files = Vec::new();
+    for r in rows {
+        generation = Some(r.try_get::<_, i64>(0).map_err(classify)?);
+        let (name, bytes): (Option<String>, Option<Vec<u8>>) = (r.try_get(1).map_err(classify)?, r.try_get(2).map_err(classify)?);
+        if let (Some(name), Some(bytes)) = (name, bytes) {
+            files.push(TufFile { name, bytes });
+        }
+    }
+    let generation = generation.ok_or_else(|| StorageError::Corrupt("tuf_meta has no row 1 (the schema's migration 9 makes it)".into()))?;
+    Ok((generation, files))
 }
 
 async fn write(client: &mut tokio_postgres::Client, lease: &Lease, expected: i64, files: &[TufFile]) -> Result<i64, StorageError> {

@@ -28,6 +28,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use rusqlite::{params, Connection, OptionalExtension};
 use signet_core::hash::{sha256, Hash};
 
+use signet_db::sqlite as db;
+
 use super::{backend, LogId, StorageError};
 
 /// How often the writer thread moves recent keys to the file. The keys are random, so a flush
@@ -39,8 +41,6 @@ const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 const FLUSH_AT: usize = 65_536;
 
 const SCHEMA: &str = "
-PRAGMA journal_mode=WAL;
-PRAGMA synchronous=NORMAL;
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leaves(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS digests(log INTEGER NOT NULL, prefix INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY(log, prefix, idx)) WITHOUT ROWID;
@@ -178,14 +178,11 @@ impl KeyIndex {
 
     /// The file's connection, or `None` if the file was made for another database.
     fn open_file(path: &Path, db_id: &[u8]) -> Result<Option<Connection>, StorageError> {
-        let c = Connection::open(path).map_err(backend)?;
-        c.execute_batch("PRAGMA busy_timeout=5000; PRAGMA page_size=1024;").map_err(backend)?;
+        // Rebuilt from the log's own rows after a crash (`catch_up`), so its commits need
+        // not wait for the disk; small pages, as its keys land on random pages.
+        let how = db::Writer { durability: db::Durability::Normal, page_size: Some(1024), ..db::Writer::durable() };
+        let c = db::open_writer(path, &how).map_err(super::from_db)?;
         c.execute_batch(SCHEMA).map_err(backend)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        }
         c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('database', ?1)", [db_id]).map_err(backend)?;
         let owner: Vec<u8> = c.query_row("SELECT value FROM meta WHERE key = 'database'", [], |r| r.get(0)).map_err(backend)?;
         Ok((owner == db_id).then_some(c))
@@ -461,15 +458,9 @@ impl KeyIndex {
     }
 
     fn open_reader(&self) -> Result<Connection, StorageError> {
-        let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(backend)?;
         // Mapped, with a small cache, as the log's own readers are: lookups land on random
         // pages, and each pooled connection would otherwise fill 2 MB with them.
-        c.execute_batch(&format!(
-            "PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184; PRAGMA cache_size=-{};",
-            super::READER_CACHE_KIB
-        ))
-        .map_err(backend)?;
+        let c = db::open_reader(&self.path, &db::Reader { cache_kib: super::READER_CACHE_KIB }).map_err(super::from_db)?;
         super::stable_plans(&c).map_err(backend)?;
         Ok(c)
     }

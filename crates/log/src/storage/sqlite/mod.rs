@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
+use signet_db::sqlite::{self as db, Checkpoints, Durability, Migration};
 
-use super::migrations::{self, SqliteMigration};
 use super::*;
 use keys::{KeyIndex, SearchKind};
 
@@ -97,14 +97,13 @@ struct Readers {
 }
 
 impl Readers {
-    fn open(&self) -> rusqlite::Result<Reader> {
-        let conn = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    fn open(&self) -> Result<Reader, StorageError> {
         // Memory-mapped pages skip the copy into SQLite's page cache; measured against a
         // 64 MiB page cache without mmap, they cost less CPU per entry read. Only pages still in
         // the WAL go through the cache, so it is kept small: each pooled reader would otherwise
         // fill SQLite's default 2 MB with them, slowly, for most of an hour (the soak's growth).
-        conn.execute_batch(&format!("PRAGMA busy_timeout=5000; PRAGMA mmap_size=17179869184; PRAGMA cache_size=-{READER_CACHE_KIB};"))?;
-        stable_plans(&conn)?;
+        let conn = db::open_reader(&self.path, &db::Reader { cache_kib: READER_CACHE_KIB }).map_err(from_db)?;
+        stable_plans(&conn).map_err(backend)?;
         Ok(Reader { conn, snapshot: None })
     }
 
@@ -115,7 +114,7 @@ impl Readers {
         let pooled = self.idle.lock().pop();
         let mut reader = match pooled {
             Some(r) => r,
-            None => self.open().map_err(backend)?,
+            None => self.open()?,
         };
         let fresh = reader.begin(max_age).map_err(backend)?;
         let out = f(&reader.conn, fresh).map_err(backend)?;
@@ -162,6 +161,14 @@ impl Readers {
 /// The plans here are the primary keys' whatever the values, so nothing is lost.
 fn stable_plans(c: &Connection) -> rusqlite::Result<()> {
     c.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map(|_| ())
+}
+
+/// The connection layer's errors name the file; a full disk stays [`StorageError::Full`].
+fn from_db(e: db::SqliteError) -> StorageError {
+    match e.source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => StorageError::Full(format!("SQLite: {e}")),
+        _ => StorageError::Backend(format!("SQLite: {e}")),
+    }
 }
 
 fn backend(e: rusqlite::Error) -> StorageError {
@@ -211,10 +218,8 @@ pub fn schema_version(path: &Path) -> Result<(i32, i32), StorageError> {
     if !path.exists() {
         return Err(StorageError::Backend(format!("{} does not exist; `signet serve` or `signet migrate` creates it", path.display())));
     }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| StorageError::Backend(format!("{}: {e}", path.display())))?;
-    let have: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| StorageError::Backend(format!("{}: {e}", path.display())))?;
-    Ok((have, MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0)))
+    let have = db::schema_version(path).map_err(from_db)?;
+    Ok((have, db::newest(MIGRATIONS)))
 }
 
 /// [`super::shard_records`] on SQLite: the records alone (it freezes nothing in storage).
@@ -223,26 +228,26 @@ pub fn shard_records(path: &Path) -> Result<super::ShardRecords, StorageError> {
         return Ok(super::ShardRecords::default());
     }
     let fail = |e: rusqlite::Error| StorageError::Backend(format!("{}: {e}", path.display()));
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(fail)?;
+    let conn = db::open_inspect(path).map_err(from_db)?;
     let mut st = conn.prepare("SELECT key, value FROM meta WHERE key LIKE '%.shard.%' ORDER BY key").map_err(fail)?;
     let records = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(fail)?.collect::<rusqlite::Result<_>>().map_err(fail)?;
     Ok(super::ShardRecords { records, frozen: Vec::new() })
 }
 
-const MIGRATIONS: &[SqliteMigration] = &[
-    SqliteMigration { version: 1, apply: |tx| {
+const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, apply: |tx| {
         tx.execute_batch(SCHEMA)?;
         add_integrated_time(tx)
     } },
     // Full leaf tiles with their inner levels ([`LeafTile`]), keyed like the entries (row_id of
     // the tile's index). A rowid table: each row is 16 KiB, and they are only ever appended.
-    SqliteMigration { version: 2, apply: |tx| tx.execute_batch("CREATE TABLE IF NOT EXISTS leaf_tiles(id INTEGER PRIMARY KEY, nodes BLOB NOT NULL);") },
+    Migration { version: 2, apply: |tx| tx.execute_batch("CREATE TABLE IF NOT EXISTS leaf_tiles(id INTEGER PRIMARY KEY, nodes BLOB NOT NULL);") },
     // The signing identity an entry is searchable by. Entries logged before have NULL there:
     // they are found by digest only (nothing re-reads old bodies to fill it in).
-    SqliteMigration { version: 3, apply: |tx| add_key_column(tx, "identity") },
+    Migration { version: 3, apply: |tx| add_key_column(tx, "identity") },
     // The signer's key an entry is searchable by (rekor-cli `search --public-key`), likewise
     // NULL for the entries before.
-    SqliteMigration { version: 4, apply: |tx| add_key_column(tx, "public_key") },
+    Migration { version: 4, apply: |tx| add_key_column(tx, "public_key") },
 ];
 
 /// Adds the search key column `entry_keys.<column>` (schema versions 3 and 4).
@@ -280,8 +285,7 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
 /// auto-checkpoint, that copy (and its fsync) would run inside a commit every few thousand
 /// entries and stall the sequencer; PASSIVE checkpoints never block the writer.
 fn spawn_checkpointer(path: &Path, readers: Arc<Readers>, stop: Arc<AtomicBool>) -> Result<(), StorageError> {
-    let conn = Connection::open(path).map_err(backend)?;
-    conn.execute_batch("PRAGMA busy_timeout=5000;").map_err(backend)?;
+    let conn = db::open_beside(path).map_err(from_db)?;
     std::thread::Builder::new()
         .name("sqlite-checkpoint".into())
         .spawn(move || loop {
@@ -290,7 +294,7 @@ fn spawn_checkpointer(path: &Path, readers: Arc<Readers>, stop: Arc<AtomicBool>)
                 return;
             }
             readers.expire();
-            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            if let Err(e) = db::checkpoint(&conn) {
                 tracing::warn!(error = %e, "WAL checkpoint failed");
             }
         })
@@ -300,20 +304,16 @@ fn spawn_checkpointer(path: &Path, readers: Arc<Readers>, stop: Arc<AtomicBool>)
 
 impl SqliteStorage {
     pub fn open(path: &Path) -> Result<Self, StorageError> {
-        let writer = Connection::open(path).map_err(backend)?;
-        writer
-            .execute_batch(&format!(
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; \
-                 PRAGMA cache_size=-{WRITER_CACHE_KIB}; PRAGMA mmap_size=17179869184; PRAGMA wal_autocheckpoint=0;",
-            ))
-            .map_err(backend)?;
-        let mut writer = writer;
-        let applied_migrations = migrations::apply_sqlite(&mut writer, MIGRATIONS)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        }
+        let how = db::Writer {
+            durability: Durability::Full,
+            checkpoints: Checkpoints::Manual,
+            page_size: None,
+            cache_kib: Some(WRITER_CACHE_KIB),
+            mmap: true,
+            journal_size_limit: None,
+        };
+        let mut writer = db::open_writer(path, &how).map_err(from_db)?;
+        let applied_migrations = db::migrate(&mut writer, path, MIGRATIONS).map_err(|e| StorageError::Backend(e.to_string()))?;
         let keys = KeyIndex::open(path, &database_id(&writer)?)?;
         catch_up(&writer, &keys)?;
         keys.spawn_writer()?;
