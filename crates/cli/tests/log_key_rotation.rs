@@ -342,7 +342,7 @@ impl Answers {
 
 /// Rotates `log` through the admin API at `url`, retrying while a new token is not yet seen
 /// there; the report it printed.
-fn rotate_online(url: &str, token: &str, log: &str) -> Value {
+pub(crate) fn rotate_online(url: &str, token: &str, log: &str) -> Value {
     let out = (0..40)
         .map(|_| {
             let o = Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "log", "rotate", "--log", log, "--url", url, "--token", token]).output().unwrap();

@@ -339,6 +339,9 @@ fn a_witness_polls_a_log_that_does_not_submit_and_follows_it_through_its_tiles()
     assert!(!metrics.contains("outcome=\"bad_proof\"} 1"), "{metrics}");
 }
 
+/// The monitor inside `serve` follows the instance's own Rekor v2 log, and goes on following
+/// it across an online rotation: the new tree under the new key is a new range, not a tree
+/// that shrank or a checkpoint signed by a stranger.
 #[test]
 fn serve_runs_the_monitor_over_its_own_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -347,13 +350,14 @@ fn serve_runs_the_monitor_over_its_own_log() {
     let conf = write_config(dir.path(), &format!("[monitor]\nwatch = \"{}\"\ninterval_secs = 1\n", watch.display()));
     let server = Server::start(&dir.path().join("data"), &["--config", &conf]);
     let agent = agent();
-    let matches = || {
+    let alerts = |kind: &str| {
         let metrics = get(&agent, &format!("{}/metrics", server.url)).unwrap().text();
         metrics
             .lines()
-            .find(|l| l.starts_with("signet_monitor_alerts_total{") && l.contains("kind=\"match\""))
+            .find(|l| l.starts_with("signet_monitor_alerts_total{") && l.contains(&format!("kind=\"{kind}\"")))
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
     };
+    let matches = || alerts("match");
     let work = tempfile::tempdir().unwrap();
     sign_v2(&server, work.path(), &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -365,4 +369,27 @@ fn serve_runs_the_monitor_over_its_own_log() {
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(matches(), Some(1));
     assert!(dir.path().join("data/monitor").is_dir());
+
+    // Rotated online: the next signature lands in the new tree, and is found there.
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), dir.path().join("data").as_os_str()]);
+    crate::log_key_rotation::rotate_online(&server.url, &token, "rekor-v2");
+    let work = tempfile::tempdir().unwrap();
+    sign_v2(&server, work.path(), &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches() != Some(2) {
+        assert!(Instant::now() < deadline, "no match alert in the rotated log in 30 s: {:?}", matches());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(alerts("rotated"), Some(1));
+    for kind in ["bad_signature", "inconsistent", "origin_changed", "entries_mismatch"] {
+        assert_eq!(alerts(kind), Some(0), "the monitor raised {kind} over an online rotation");
+    }
+    let state: serde_json::Value = std::fs::read_dir(dir.path().join("data/monitor"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .unwrap();
+    assert_eq!(state["retired"].as_array().map(Vec::len), Some(1), "{state}");
+    assert!(state["broken"].is_null(), "{state}");
 }

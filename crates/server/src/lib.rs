@@ -218,7 +218,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         tokio::spawn(watermarks.clone().run(move || state.logs_taking_appends()))
     };
     // It reads this instance through its public routes, so it starts after the ready line.
-    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.log().key().spki_der(), m)) {
+    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.clone(), m)) {
         Some(Ok(prepared)) => prepared,
         Some(Err(e)) => {
             let _ = stop.send(true);

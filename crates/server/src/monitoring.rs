@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use signet_core::pubkey::PublicKey;
-use signet_witness::monitor::{self, metrics::Metrics, Alerts, Api, Followed, Monitor, Source, WatchList};
+use signet_witness::monitor::{self, metrics::Metrics, Alerts, Api, Followed, Keys, Monitor, Source, WatchList};
 
 use crate::config::{Config, ConfigError, TlsMode};
 
@@ -50,7 +50,9 @@ pub fn metrics(cfg: &Config) -> Option<Arc<Metrics>> {
 /// ready line, so that a bad watch list stops the start, and run after it ([`Prepared::spawn`]).
 pub struct Prepared(Monitor);
 
-pub fn prepare(cfg: &Config, url: &str, v2_key: &[u8], metrics: Arc<Metrics>) -> Result<Option<Prepared>, ConfigError> {
+/// `v2` is the instance's Rekor v2 log: its keys are read at every poll, so that the monitor
+/// follows it across online rotations (each shard's key, the retired ones included).
+pub fn prepare(cfg: &Config, url: &str, v2: Arc<crate::shards::active::ActiveShard>, metrics: Arc<Metrics>) -> Result<Option<Prepared>, ConfigError> {
     let s = &cfg.monitor;
     let Some(watch_path) = &s.watch else { return Ok(None) };
     let invalid = |what: &str, e: String| ConfigError::Invalid(format!("monitor.{what}: {e}"));
@@ -65,11 +67,12 @@ pub fn prepare(cfg: &Config, url: &str, v2_key: &[u8], metrics: Arc<Metrics>) ->
     };
     let tls = signet_tls::client_config(&trust).map_err(|e| invalid("ca_file", e.to_string()))?;
     let fetcher = signet_tls::Fetcher::new(tls).with_timeout(Duration::from_secs(30));
-    let key = PublicKey::from_spki(v2_key).map_err(|e| invalid("watch", format!("the Rekor v2 key: {e}")))?;
+    PublicKey::from_spki(v2.log().key().spki_der()).map_err(|e| invalid("watch", format!("the Rekor v2 key: {e}")))?;
+    let keys = Keys::Live(Arc::new(move || v2_keys(&v2)));
     let store = monitor::state::Store::open(&cfg.data_dir.join("monitor")).map_err(|e| invalid("watch", e))?;
     let source = Source::new(&format!("{}/api/v2", url.trim_end_matches('/')), Api::Tiles, fetcher.clone());
     let monitor = Monitor {
-        logs: vec![Followed { source, keys: vec![key] }],
+        logs: vec![Followed { source, keys }],
         watch,
         store,
         alerts: Alerts::new(s.webhook.clone().map(|u| (u, fetcher.with_timeout(Duration::from_secs(10)))), metrics),
@@ -77,6 +80,21 @@ pub fn prepare(cfg: &Config, url: &str, v2_key: &[u8], metrics: Arc<Metrics>) ->
         interval: Duration::from_secs(s.interval_secs),
     };
     Ok(Some(Prepared(monitor)))
+}
+
+/// Every key the Rekor v2 log has signed with: each shard's, and the one serving now.
+fn v2_keys(v2: &crate::shards::active::ActiveShard) -> Vec<PublicKey> {
+    let current = v2.current();
+    let spkis = current.registry.iter().map(|s| s.spki.as_slice()).chain([current.key.spki_der()]);
+    let mut keys: Vec<PublicKey> = Vec::new();
+    for spki in spkis {
+        if let Ok(key) = PublicKey::from_spki(spki) {
+            if !keys.iter().any(|k| k.spki_der == key.spki_der) {
+                keys.push(key);
+            }
+        }
+    }
+    keys
 }
 
 impl Prepared {

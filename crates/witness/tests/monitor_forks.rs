@@ -139,6 +139,13 @@ impl Double {
         *self.now.lock().unwrap() = Serving { log, note: None, entries_from: None };
     }
 
+    /// Serves a tree of `entries` signed by `key` from now on (same origin).
+    fn switch_to_key(&self, name: &str, key: &Arc<SigningKey>, entries: &[Vec<u8>]) {
+        std::fs::create_dir_all(self.dir.join(name)).unwrap();
+        let log = build(&self.rt, &self.dir.join(name), key, entries);
+        *self.now.lock().unwrap() = Serving { log, note: None, entries_from: None };
+    }
+
     fn run(&self) -> Run {
         monitor(&self.args.iter().map(String::as_str).collect::<Vec<_>>())
     }
@@ -258,3 +265,39 @@ fn entries_other_than_the_signed_ones_are_caught() {
     assert!(run.alerts[0]["detail"].as_str().unwrap().contains("0..700"), "{}", run.alerts[0]);
 }
 
+
+/// A shard rotation as Rekor v2's: a new tree from entry 0 under another of the log's trusted
+/// keys, with the same origin. It is followed as a new tree, not taken for a tree that shrank;
+/// and the tree it left never grows again unnoticed.
+#[test]
+fn a_rotation_to_another_trusted_key_is_followed_and_the_old_tree_stays_frozen() {
+    let mut d = Double::new(&bodies("a", 300));
+    let new_key = Arc::new(SigningKey::generate().unwrap());
+    let pem = d.dir.join("new.pem");
+    std::fs::write(&pem, new_key.public_pem()).unwrap();
+    d.args.extend(["--log-key".to_string(), format!("{}={}", d.url, pem.display())]);
+    assert_eq!(d.run().code, 0);
+
+    d.switch_to_key("b", &new_key, &bodies("b", 20));
+    let run = d.run();
+    assert_eq!((run.code, run.alerts.len()), (0, 1), "{}", run.stderr);
+    assert_eq!(run.alerts[0]["kind"], "rotated", "{}", run.alerts[0]);
+    assert!(run.stderr.contains("20 entries read"), "{}", run.stderr);
+    d.switch_to_key("b2", &new_key, &[bodies("b", 20), bodies("b2", 10)].concat());
+    let grown = d.run();
+    assert_eq!((grown.code, grown.alerts.len()), (0, 0), "{}", grown.stderr);
+    assert!(grown.stderr.contains("10 entries read"), "{}", grown.stderr);
+
+    // The old tree's last checkpoint again (a cache, a lagging replica) is no news.
+    let old_key = d.key.clone();
+    d.switch_to_key("a-again", &old_key, &bodies("a", 300));
+    let stale = d.run();
+    assert_eq!((stale.code, stale.alerts.len()), (0, 0), "{}", stale.stderr);
+
+    // The old key signing a grown tree is a second history under that key.
+    d.switch_to_key("a-grown", &old_key, &bodies("a", 310));
+    let forked = d.run();
+    assert_eq!((forked.code, forked.alerts.len()), (1, 1), "{}", forked.stderr);
+    assert_eq!(forked.alerts[0]["kind"], "inconsistent");
+    assert!(forked.alerts[0]["detail"].as_str().unwrap().contains("rotated away from"), "{}", forked.alerts[0]);
+}

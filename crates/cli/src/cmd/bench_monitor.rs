@@ -290,7 +290,7 @@ fn bench(a: &Args) -> Result<(), String> {
         port = url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
         let public = signet_core::pubkey::PublicKey::from_spki(log_key.spki_der()).map_err(|e| e.to_string())?;
         let m = Monitor {
-            logs: vec![Followed { source: Source::new(&url, Api::Tiles, fetcher.clone()), keys: vec![public] }],
+            logs: vec![Followed { source: Source::new(&url, Api::Tiles, fetcher.clone()), keys: vec![public].into() }],
             watch: watch_list()?,
             store: monitor::state::Store::open(&state)?,
             alerts: Alerts::new(None, Arc::new(Metrics::default())),

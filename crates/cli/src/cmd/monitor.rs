@@ -116,7 +116,7 @@ fn build(a: &Args) -> Result<Monitor, String> {
                 source.url, source.url
             ));
         }
-        logs.push(Followed { source, keys });
+        logs.push(Followed { source, keys: keys.into() });
     }
     let metrics = Arc::new(Metrics::default());
     if let Some(addr) = a.metrics_listen {

@@ -32,6 +32,9 @@ pub enum Kind {
     EntriesMismatch,
     /// The checkpoint names another log than the one followed so far.
     OriginChanged,
+    /// The log moved to a new tree under another of its trusted keys (a shard rotation):
+    /// followed from the new tree's start, the old tree's last checkpoint kept as retired.
+    Rotated,
 }
 
 impl Kind {
@@ -42,6 +45,7 @@ impl Kind {
             Kind::BadSignature => "bad_signature",
             Kind::EntriesMismatch => "entries_mismatch",
             Kind::OriginChanged => "origin_changed",
+            Kind::Rotated => "rotated",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! evidence, and nothing more it serves can be believed. A bad signature is not that: anyone
 //! on the path can forge a bad note, so it alerts (once per note) and the next poll retries.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use signet_core::hash::sha256;
@@ -25,7 +26,31 @@ const SAVE_EVERY: Duration = Duration::from_secs(2);
 /// A log to follow.
 pub struct Followed {
     pub source: Source,
-    pub keys: Vec<PublicKey>,
+    pub keys: Keys,
+}
+
+/// The keys a log's checkpoints may be signed by.
+#[derive(Clone)]
+pub enum Keys {
+    /// Given once (a trusted root, the command line).
+    Fixed(Vec<PublicKey>),
+    /// Asked for at every poll: a log inside this process, whose keys change when it rotates.
+    Live(Arc<dyn Fn() -> Vec<PublicKey> + Send + Sync>),
+}
+
+impl Keys {
+    fn now(&self) -> std::borrow::Cow<'_, [PublicKey]> {
+        match self {
+            Keys::Fixed(keys) => std::borrow::Cow::Borrowed(keys),
+            Keys::Live(keys) => std::borrow::Cow::Owned(keys()),
+        }
+    }
+}
+
+impl From<Vec<PublicKey>> for Keys {
+    fn from(keys: Vec<PublicKey>) -> Keys {
+        Keys::Fixed(keys)
+    }
 }
 
 /// What one poll did.
@@ -65,8 +90,9 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
         ctx.alerts.emit(&a);
     };
 
-    let cp = match super::keys::verify(&note, &log.keys) {
-        Ok(cp) => cp,
+    let keys = log.keys.now();
+    let (cp, signer) = match super::keys::verify(&note, &keys) {
+        Ok((cp, key)) => (cp, hex::encode(sha256(&key.spki_der))),
         Err(why) => {
             let id = hex::encode(sha256(note.as_bytes()));
             if state.last_bad.as_deref() != Some(id.as_str()) {
@@ -77,6 +103,30 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
             return Ok(Polled { problem: true, ..Polled::default() });
         }
     };
+    if let Some(retired) = state.retired.iter().find(|r| r.key == signer) {
+        // A tree the log left: it never grows again. Its last checkpoint again (a cache, a
+        // lagging replica) is no news; anything else is a second history under that key.
+        let same = retired.checkpoint.as_ref().is_some_and(|s| s.size == cp.size && s.root == hex::encode(cp.root_hash));
+        if same {
+            return Ok(Polled { size: cp.size, ..Polled::default() });
+        }
+        let why = format!("a checkpoint of size {} by the key of a tree the log rotated away from, which never grows again", cp.size);
+        let evidence = retired.checkpoint.iter().map(|s| s.note.clone()).chain([note.clone()]).collect();
+        alert(Kind::Inconsistent, why.clone(), Some(&cp.origin), evidence);
+        state.broken = Some(why);
+        ctx.store.save(&state)?;
+        return Ok(Polled { problem: true, ..Polled::default() });
+    }
+    if let Some(old) = state.key.clone().filter(|k| *k != signer) {
+        // Another of the log's trusted keys: the log rotated to a new tree (a new shard,
+        // with an origin of its own or, for Rekor v2, the same one). Its entries start a new
+        // range; the old tree is kept as retired, so that it can never grow unnoticed.
+        let detail = format!("the log rotated to a new tree: checkpoints are now signed by key sha256:{signer}, not sha256:{old}");
+        alert(Kind::Rotated, detail, Some(&cp.origin), state.checkpoint.iter().map(|s| s.note.clone()).chain([note.clone()]).collect());
+        state.retired.push(super::state::Retired { key: old, origin: state.origin.take(), checkpoint: state.checkpoint.take() });
+        state.set_range(&super::range::Range::default());
+    }
+    state.key = Some(signer);
     if let Some(why) = check_against(&state, &cp, log)? {
         let evidence = state.checkpoint.iter().map(|s| s.note.clone()).chain([note.clone()]).collect();
         let kind = if why.starts_with("origin") { Kind::OriginChanged } else { Kind::Inconsistent };

@@ -41,14 +41,15 @@ fn signer_name(origin: &str) -> &str {
     }
 }
 
-/// Verifies `note` with any of `keys`; the checkpoint it holds, or why it is not trusted.
-pub fn verify(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, String> {
+/// Verifies `note` with any of `keys`; the checkpoint it holds and the key that signed it,
+/// or why it is not trusted.
+pub fn verify<'k>(note: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, &'k PublicKey), String> {
     let parsed = SignedNote::parse(note).map_err(|e| e.to_string())?;
     let name = signer_name(&parsed.checkpoint.origin);
     let mut bad = false;
     for key in keys {
         match parsed.verify(name, key) {
-            Ok(cp) => return Ok(cp.clone()),
+            Ok(cp) => return Ok((cp.clone(), key)),
             Err(NoteError::BadSignature) => bad = true,
             Err(_) => {}
         }

@@ -80,7 +80,7 @@ impl Metrics {
         }
         let _ = writeln!(out, "# HELP signet_monitor_alerts_total Alerts raised, by kind.\n# TYPE signet_monitor_alerts_total counter");
         for (log, l) in logs.iter() {
-            for kind in [Kind::Match, Kind::Inconsistent, Kind::BadSignature, Kind::EntriesMismatch, Kind::OriginChanged] {
+            for kind in [Kind::Match, Kind::Inconsistent, Kind::BadSignature, Kind::EntriesMismatch, Kind::OriginChanged, Kind::Rotated] {
                 let n = l.alerts.get(kind.name()).copied().unwrap_or(0);
                 let _ = writeln!(out, "signet_monitor_alerts_total{{log=\"{}\",kind=\"{}\"}} {n}", escape(log), kind.name());
             }

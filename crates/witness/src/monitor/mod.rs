@@ -29,7 +29,7 @@ pub mod watch;
 use std::time::Duration;
 
 pub use alert::{Alert, Alerts, Kind};
-pub use follow::Followed;
+pub use follow::{Followed, Keys};
 pub use source::{Api, Source};
 pub use watch::WatchList;
 

@@ -29,6 +29,22 @@ pub struct LogState {
     pub broken: Option<String>,
     /// SHA-256 of the last bad checkpoint alerted on, so one bad note alerts once.
     pub last_bad: Option<String>,
+    /// SHA-256 (hex) of the SubjectPublicKeyInfo of the key that signed `checkpoint`: a
+    /// checkpoint by another trusted key is a new tree (a shard rotation).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The trees the log rotated away from: each one's key and its last checkpoint seen.
+    #[serde(default)]
+    pub retired: Vec<Retired>,
+}
+
+/// A tree the log left for a new one: it never grows again.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Retired {
+    pub key: String,
+    pub origin: Option<String>,
+    pub checkpoint: Option<Seen>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
