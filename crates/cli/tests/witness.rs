@@ -393,3 +393,63 @@ fn serve_runs_the_monitor_over_its_own_log() {
     assert_eq!(state["retired"].as_array().map(Vec::len), Some(1), "{state}");
     assert!(state["broken"].is_null(), "{state}");
 }
+
+/// `signet monitor --rekor-v1` follows a Rekor v1 log into its next shard: the online rotation
+/// (a new tree, key and origin) raises `rotated`, not `origin_changed`, and the entries of the
+/// new shard are matched at their log-wide indices.
+#[test]
+fn the_monitor_follows_a_rekor_v1_shard_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let agent = agent();
+    let signer = Signer::new();
+    let watch = dir.path().join("watch.toml");
+    std::fs::write(&watch, format!("keys = [\"sha256:{}\"]\n", hex::encode(signet_core::hash::sha256(&signer.spki)))).unwrap();
+    let append = |i: u32| {
+        let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(format!("m{i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        r.json().as_object().unwrap().values().next().unwrap()["logIndex"].as_u64().unwrap()
+    };
+    let monitor = |n: u32| {
+        let trust = dir.path().join(format!("trust-{n}"));
+        let export = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["trust", "export", "--data-dir", data.to_str().unwrap(), "--out", trust.to_str().unwrap(), "--url", &server.url])
+            .output()
+            .unwrap();
+        assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+        let out = Command::new(env!("CARGO_BIN_EXE_signet"))
+            .args(["monitor", "--once", "--rekor-v1", &server.url, "--watch", watch.to_str().unwrap()])
+            .args(["--state", dir.path().join("state").to_str().unwrap()])
+            .args(["--trusted-root", trust.join("trusted_root.json").to_str().unwrap()])
+            .env("SIGNET_LOG", "warn")
+            .output()
+            .unwrap();
+        let alerts: Vec<serde_json::Value> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (out.status.code(), alerts, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let matched = |alerts: &[serde_json::Value]| -> Vec<u64> {
+        alerts.iter().filter(|a| a["kind"] == "match").map(|a| a["entry"]["index"].as_u64().unwrap()).collect()
+    };
+
+    let before = vec![append(0), append(1)];
+    let (code, alerts, stderr) = monitor(0);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(matched(&alerts), before, "{alerts:?}");
+
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), data.as_os_str()]);
+    crate::log_key_rotation::rotate_online(&server.url, &token, "rekor-v1");
+    let after = vec![append(2), append(3)];
+    assert!(after[0] > before[1]);
+    let (code, alerts, stderr) = monitor(1);
+    assert_eq!(code, Some(0), "{stderr}\n{alerts:?}");
+    let kinds: Vec<&str> = alerts.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "rotated").count(), 1, "{alerts:?}");
+    assert!(kinds.iter().all(|k| *k == "rotated" || *k == "match"), "{alerts:?}");
+    assert_eq!(matched(&alerts), after, "the new shard's entries at their log-wide indices: {alerts:?}");
+
+    // Followed from there on: nothing new, nothing raised.
+    let (code, alerts, stderr) = monitor(2);
+    assert_eq!((code, alerts.len()), (Some(0), 0), "{stderr}\n{alerts:?}");
+}
