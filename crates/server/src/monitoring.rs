@@ -67,6 +67,8 @@ pub fn prepare(cfg: &Config, url: &str, v2: Arc<crate::shards::active::ActiveSha
     };
     let tls = signet_tls::client_config(&trust).map_err(|e| invalid("ca_file", e.to_string()))?;
     let fetcher = signet_tls::Fetcher::new(tls).with_timeout(Duration::from_secs(30));
+    // Checked once here, so that a key the monitor cannot read stops the start; the polls
+    // then ask for the keys as they are ([`v2_keys`]).
     PublicKey::from_spki(v2.log().key().spki_der()).map_err(|e| invalid("watch", format!("the Rekor v2 key: {e}")))?;
     let keys = Keys::Live(Arc::new(move || v2_keys(&v2)));
     let store = monitor::state::Store::open(&cfg.data_dir.join("monitor")).map_err(|e| invalid("watch", e))?;

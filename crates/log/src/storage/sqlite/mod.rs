@@ -165,17 +165,19 @@ fn stable_plans(c: &Connection) -> rusqlite::Result<()> {
 
 /// The connection layer's errors name the file; a full disk stays [`StorageError::Full`].
 fn from_db(e: db::SqliteError) -> StorageError {
-    match e.source.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DiskFull) => StorageError::Full(format!("SQLite: {e}")),
-        _ => StorageError::Backend(format!("SQLite: {e}")),
-    }
+    classify(&e.source, &e)
 }
 
 fn backend(e: rusqlite::Error) -> StorageError {
+    classify(&e, &e)
+}
+
+/// `e`, shown as `shown`: a full disk is [`StorageError::Full`] (SQLITE_FULL; SQLITE_IOERR with
+/// ENOSPC underneath shows up as a write error), anything else the backend's failure.
+fn classify(e: &rusqlite::Error, shown: &dyn std::fmt::Display) -> StorageError {
     match e.sqlite_error_code() {
-        // SQLITE_FULL; and SQLITE_IOERR with ENOSPC underneath shows up as a write error.
-        Some(rusqlite::ErrorCode::DiskFull) => StorageError::Full(format!("SQLite: {e}")),
-        _ => StorageError::Backend(format!("SQLite: {e}")),
+        Some(rusqlite::ErrorCode::DiskFull) => StorageError::Full(format!("SQLite: {shown}")),
+        _ => StorageError::Backend(format!("SQLite: {shown}")),
     }
 }
 
