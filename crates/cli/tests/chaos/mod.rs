@@ -403,8 +403,25 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
     let (v1_served, v2_served): (Vec<(bool, String)>, Vec<(bool, String)>) = served.into_iter().partition(|s| !s.0);
     let v1_served: Vec<String> = v1_served.into_iter().map(|s| s.1).collect();
     let v2_served: Vec<String> = v2_served.into_iter().map(|s| s.1).collect();
-    check(&agent, &urls, &v1_acks, &v1_served);
-    check_v2(&agent, &urls, &v2_acks, &v2_served, &v2_spki);
+    // The harness is the instances' process manager (systemd's `Restart=` in production): a
+    // sequencer fenced while the log is checked stops, and is restarted as a follower. One that
+    // runs but does not answer still fails the check.
+    let checked = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let _done = SetOnDrop(&checked);
+        scope.spawn(|| {
+            while !checked.load(Ordering::Relaxed) {
+                for (i, instance) in instances.iter_mut().enumerate() {
+                    if instance.revive() {
+                        eprintln!("seed {seed}: instance {i} stopped while the log was checked (fenced?); restarted");
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        check(&agent, &urls, &v1_acks, &v1_served);
+        check_v2(&agent, &urls, &v2_acks, &v2_served, &v2_spki);
+    });
     let acks: Vec<Ack> = v1_acks.into_iter().chain(v2_acks).collect();
     let reconciles = reconciles(&agent, &urls);
     // A sequencer under write load commits many times a second: a proxy that never finds its
@@ -534,19 +551,53 @@ fn inject(instance: &mut Instance, database: &Database<'_>, fault: Fault) -> (In
     (Instant::now(), hit)
 }
 
+/// Sets its flag when dropped, a panic included: the supervisor of [`run`]'s check stops then.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// GET `url`, retried while the instance does not answer at all (it may be restarting):
+/// the check reads what the log serves, whichever process serves it.
+fn read(agent: &ureq::Agent, url: &str) -> Reply {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match get(agent, url) {
+            Ok(r) => return r,
+            Err(e) if Instant::now() > deadline => panic!("{url} does not answer: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// What each instance answers at `path`: `Ok(body)` for a 200, else what went wrong.
+fn answers(agent: &ureq::Agent, urls: &[String], path: &str) -> Vec<Result<String, String>> {
+    urls.iter()
+        .map(|u| match get(agent, &format!("{u}{path}")) {
+            Ok(r) if r.status == 200 => Ok(r.text()),
+            Ok(r) => Err(format!("{u}: {} {}", r.status, r.text())),
+            Err(e) => Err(format!("{u}: {e}")),
+        })
+        .collect()
+}
+
 /// The log's promises, checked from outside against every instance.
 fn check(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String]) {
     // The instances agree on the head once the followers have caught up.
     let deadline = Instant::now() + Duration::from_secs(15);
     let head = loop {
-        let heads: Vec<(u64, String)> = urls
-            .iter()
-            .filter_map(|u| get(agent, &format!("{u}/api/v1/log")).ok())
-            .map(|r| r.json())
-            .map(|h| (h["treeSize"].as_u64().unwrap_or(0), h["rootHash"].as_str().unwrap_or("").to_string()))
+        let heads: Vec<Result<(u64, String), String>> = answers(agent, urls, "/api/v1/log")
+            .into_iter()
+            .map(|a| a.map(|text| serde_json::from_str::<Value>(&text).unwrap_or_default()))
+            .map(|h| h.map(|h| (h["treeSize"].as_u64().unwrap_or(0), h["rootHash"].as_str().unwrap_or("").to_string())))
             .collect();
-        if heads.len() == urls.len() && heads.iter().all(|h| *h == heads[0]) {
-            break heads[0].clone();
+        if let [Ok(first), rest @ ..] = heads.as_slice() {
+            if rest.iter().all(|h| h.as_ref() == Ok(first)) {
+                break first.clone();
+            }
         }
         assert!(Instant::now() < deadline, "the instances do not agree on the head: {heads:?}");
         std::thread::sleep(Duration::from_millis(200));
@@ -559,7 +610,7 @@ fn check(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String]) 
     let mut bodies: Vec<String> = Vec::with_capacity(size as usize);
     let mut last_time = i64::MIN;
     for index in 0..size {
-        let r = get(agent, &format!("{}/api/v1/log/entries?logIndex={index}", urls[0])).unwrap();
+        let r = read(agent, &format!("{}/api/v1/log/entries?logIndex={index}", urls[0]));
         assert_eq!(r.status, 200, "entry {index} of {size} is not served: {}", r.text());
         let e = r.json().as_object().unwrap().values().next().unwrap().clone();
         let body = e["body"].as_str().unwrap().to_string();
@@ -590,7 +641,7 @@ fn check(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String]) 
     // On the other instances too.
     for url in &urls[1..] {
         for ack in acks {
-            let r = get(agent, &format!("{url}/api/v1/log/entries?logIndex={}", ack.index)).unwrap();
+            let r = read(agent, &format!("{url}/api/v1/log/entries?logIndex={}", ack.index));
             assert_eq!(r.status, 200, "{url} lost acknowledged entry {}", ack.index);
             let e = r.json().as_object().unwrap().values().next().unwrap().clone();
             assert_eq!(e["body"].as_str(), Some(ack.body.as_str()), "{url} serves another entry at {}", ack.index);
@@ -599,7 +650,7 @@ fn check(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String]) 
 
     // Every checkpoint anyone was given: signed by the log, no size with two roots, and the
     // root of that many leaves of the final tree.
-    let pem = get(agent, &format!("{}/api/v1/log/publicKey", urls[0])).unwrap().text();
+    let pem = read(agent, &format!("{}/api/v1/log/publicKey", urls[0])).text();
     let spki = signet_core::pem::decode_first(pem.as_bytes()).unwrap().der;
     let mut roots: BTreeMap<u64, Hash> = BTreeMap::new();
     let notes = acks.iter().map(|a| a.checkpoint.as_str()).chain(served.iter().map(String::as_str));
@@ -640,14 +691,14 @@ fn check_v2(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String
     };
     let deadline = Instant::now() + Duration::from_secs(15);
     let head = loop {
-        let heads: Vec<(u64, Hash)> = urls
-            .iter()
-            .filter_map(|u| get(agent, &format!("{u}/api/v2/checkpoint")).ok().filter(|r| r.status == 200))
-            .map(|r| verify(&r.text()))
-            .map(|cp| (cp.size, cp.root_hash))
+        let heads: Vec<Result<(u64, Hash), String>> = answers(agent, urls, "/api/v2/checkpoint")
+            .into_iter()
+            .map(|a| a.map(|note| verify(&note)).map(|cp| (cp.size, cp.root_hash)))
             .collect();
-        if heads.len() == urls.len() && heads.iter().all(|h| *h == heads[0]) {
-            break heads[0];
+        if let [Ok(first), rest @ ..] = heads.as_slice() {
+            if rest.iter().all(|h| h.as_ref() == Ok(first)) {
+                break *first;
+            }
         }
         assert!(Instant::now() < deadline, "the instances do not agree on the v2 head: {heads:?}");
         std::thread::sleep(Duration::from_millis(200));
@@ -663,7 +714,7 @@ fn check_v2(agent: &ureq::Agent, urls: &[String], acks: &[Ack], served: &[String
             256 => tile_index(tile),
             w => format!("{}.p/{w}", tile_index(tile)),
         };
-        let r = get(agent, &format!("{}/api/v2/tile/entries/{path}", urls[0])).unwrap();
+        let r = read(agent, &format!("{}/api/v2/tile/entries/{path}", urls[0]));
         assert_eq!(r.status, 200, "v2 entry bundle {path}: {}", r.text());
         let mut rest = r.body.as_slice();
         while let [hi, lo, tail @ ..] = rest {
