@@ -35,10 +35,20 @@ pub enum CtError {
     Append(#[from] AppendError),
     #[error("signing the SCT failed")]
     Sign,
+    /// The CT log's key is on a token that did not sign now: 503, try again.
+    #[error("the CT log's key cannot sign now: {0}")]
+    KeyUnavailable(String),
     #[error("signing for the CT log: {0}")]
     Panicked(#[from] signet_core::cpu::Panicked),
     #[error("TBS certificate of {0} bytes is too large for a CT entry")]
     TooLarge(usize),
+}
+
+fn sct_failed(e: signet_core::keys::KeyError) -> CtError {
+    match e.is_transient() {
+        true => CtError::KeyUnavailable(e.to_string()),
+        false => CtError::Sign,
+    }
 }
 
 /// RFC 6962 §3.4 `MerkleTreeLeaf` of a precert entry, which is also the §3.2 signed data.
@@ -129,7 +139,7 @@ impl CtLog {
         let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let leaf = precert_leaf(timestamp_ms, issuer_key_hash, tbs)?;
         // One signature: a short job, run in place with its panic caught (signet_core::cpu).
-        let signature = signet_core::cpu::inline(|| self.key.sign(&leaf))?.map_err(|_| CtError::Sign)?;
+        let signature = signet_core::cpu::inline(|| self.key.sign(&leaf))?.map_err(sct_failed)?;
         match self.log.append_with_extra(leaf, None, Some(precertificate)).await? {
             Sequenced::New { .. } | Sequenced::Duplicate { .. } => {}
         }
@@ -153,7 +163,7 @@ pub fn signed_tree_head(ct: &CtLog) -> Result<serde_json::Value, CtError> {
     data.extend_from_slice(&timestamp_ms.to_be_bytes());
     data.extend_from_slice(&head.checkpoint.size.to_be_bytes());
     data.extend_from_slice(&head.checkpoint.root_hash);
-    let sig = signet_core::cpu::inline(|| ct.key.sign(&data))?.map_err(|_| CtError::Sign)?;
+    let sig = signet_core::cpu::inline(|| ct.key.sign(&data))?.map_err(sct_failed)?;
     let json = serde_json::json!({
         "tree_size": head.checkpoint.size,
         "timestamp": timestamp_ms,

@@ -137,7 +137,8 @@ fn timestamp_request() -> Vec<u8> {
 fn timestamp(c: &mut Criterion, bench: &Bench) {
     let ca = ca();
     let root_key = keys::load_or_generate_pkcs8_for(&ca.dir.path().join("keys").join("ca-root.pem"), CaCurve::P384.signing()).expect("root key");
-    let tsa = Tsa::open(ca.dir.path(), &root_key, ca.authority.root_der()).expect("the TSA opens");
+    let key = signet_core::keys::SigningKey::load_or_generate(&ca.dir.path().join("keys").join("tsa.pem")).expect("TSA key");
+    let tsa = Tsa::open(ca.dir.path(), std::sync::Arc::new(key), &root_key, ca.authority.root_der()).expect("the TSA opens");
     let req = timestamp_request();
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| tsa.timestamp(&Tsa::parse_der(black_box(&req)).expect("parses")).expect("grants"))

@@ -7,14 +7,14 @@
 //! code-signing intermediate, whose EKU would not nest) with a critical EKU of timeStamping.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use der::asn1::{GeneralizedTime, Int, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
-use signet_core::{files, keys, pem};
+use signet_core::keys::SigningKey;
+use signet_core::{files, pem};
 use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages, SubjectKeyIdentifier};
 use x509_cert::name::Name;
 use x509_cert::Certificate;
@@ -56,6 +56,9 @@ pub enum TsaError {
     Ca(#[from] CaError),
     #[error("building the timestamp failed: {0}")]
     Build(String),
+    /// The key's token did not sign now: 503, try again.
+    #[error("the TSA's key cannot sign now: {0}")]
+    KeyUnavailable(String),
 }
 
 impl From<der::Error> for TsaError {
@@ -74,27 +77,21 @@ pub struct Request {
 }
 
 pub struct Tsa {
-    key: EcdsaKeyPair,
+    key: Arc<SigningKey>,
     /// Every part of a token that is the same for every stamp, as DER.
     token: token::Template,
     cert_der: Vec<u8>,
     root_der: Vec<u8>,
-    rng: SystemRandom,
     /// Timestamps issued since start, for `/metrics`.
     stamped: std::sync::atomic::AtomicU64,
 }
 
 impl Tsa {
-    /// Loads (or creates) the TSA key and certificate under `data_dir`, issued by `root`.
-    pub fn open(data_dir: &Path, root_key_pkcs8: &[u8], root_der: &[u8]) -> Result<Tsa, TsaError> {
-        let key_path = data_dir.join("keys").join("tsa.pem");
+    /// The TSA signing with `key` (a file's or a token's), with its certificate under
+    /// `data_dir`, issued by `root` when missing.
+    pub fn open(data_dir: &Path, key: Arc<SigningKey>, root_key_pkcs8: &[u8], root_der: &[u8]) -> Result<Tsa, TsaError> {
         let cert_path = data_dir.join("ca").join("tsa.pem");
-        let pkcs8 = keys::load_or_generate_pkcs8(&key_path).map_err(CaError::from)?;
-        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &pkcs8).map_err(|e| TsaError::Build(e.to_string()))?;
-        let spki_der = aws_lc_rs::encoding::AsDer::as_der(aws_lc_rs::signature::KeyPair::public_key(&key))
-            .map_err(|_| TsaError::Build("TSA public key".into()))?
-            .as_ref()
-            .to_vec();
+        let spki_der = key.spki_der().to_vec();
         let cert_der = match std::fs::read(&cert_path) {
             Ok(b) => pem::decode_first(&b).map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?.der,
             Err(_) => {
@@ -106,10 +103,10 @@ impl Tsa {
         };
         let cert = Certificate::from_der(&cert_der)?;
         if cert.tbs_certificate.subject_public_key_info.to_der()? != spki_der {
-            return Err(TsaError::Build(format!("{} does not match {}", cert_path.display(), key_path.display())));
+            return Err(TsaError::Build(format!("{} does not match the TSA key {key:?}", cert_path.display())));
         }
         let token = token::Template::new(&cert, &cert_der)?;
-        Ok(Tsa { key, token, cert_der, root_der: root_der.to_vec(), rng: SystemRandom::new(), stamped: Default::default() })
+        Ok(Tsa { key, token, cert_der, root_der: root_der.to_vec(), stamped: Default::default() })
     }
 
     /// PEMs of the TSA's chain: its certificate, then the root.
@@ -210,9 +207,11 @@ impl Tsa {
             extensions: None,
         };
         let der = self.token.response(&tst.to_der()?, req.cert_req, |signed_attributes| {
-            signet_core::keys::count_signature();
-            let signature = self.key.sign(&self.rng, signed_attributes).map_err(|_| TsaError::Build("signing failed".into()))?;
-            Ok::<_, TsaError>(signature.as_ref().to_vec())
+            let signature = self.key.sign(signed_attributes).map_err(|e| match e.is_transient() {
+                true => TsaError::KeyUnavailable(e.to_string()),
+                false => TsaError::Build(format!("signing failed: {e}")),
+            })?;
+            Ok::<_, TsaError>(signature)
         })?;
         self.stamped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok((der, serial))

@@ -21,6 +21,7 @@ mod failures;
 mod fulcio_api;
 mod guard;
 mod haproxy;
+mod hsm;
 mod hardening;
 mod identity_search;
 mod log_key_rotation;

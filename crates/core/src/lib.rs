@@ -6,7 +6,7 @@
 //! - [`b64`]: the base64 flavours the Sigstore wire formats use.
 //! - [`jcs`]: RFC 8785 canonical JSON, the form Rekor stores and signs.
 //! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
-//! - [`keys`]: the ECDSA P-256 signing keys of the logs, and how they are kept on disk.
+//! - [`keys`]: the ECDSA P-256 signing keys of the logs and the TSA: in files, or on a PKCS#11 token.
 //! - [`cpu`]: CPU-heavy work on a bounded blocking pool, off the async runtime.
 //! - [`files`]: atomic, permission-aware file writes.
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.

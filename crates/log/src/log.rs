@@ -69,6 +69,9 @@ pub enum AppendError {
     Unavailable(String),
     #[error("signing failed; the entry was not logged: {0}")]
     Signing(String),
+    /// The log's key is on a token that did not sign now (unplugged, restarting).
+    #[error("the log's signing key cannot sign now; the entry was not logged, retry later ({0})")]
+    KeyUnavailable(String),
     /// The log takes no more entries here: signet is shutting down, or the log rotated to a
     /// new shard (a retry lands there).
     #[error("this log takes no more entries (shutting down, or rotated to a new shard); the entry was not logged, retry")]

@@ -578,6 +578,14 @@ fn sign(shared: &Shared, b: Built) -> Result<Prepared, ()> {
     })
 }
 
+/// A key that cannot sign now (its token is away) is a 503, not a failure of the log.
+fn signing_failed(e: signet_core::keys::KeyError) -> AppendError {
+    match e.is_transient() {
+        true => AppendError::KeyUnavailable(e.to_string()),
+        false => AppendError::Signing(e.to_string()),
+    }
+}
+
 /// Signs the checkpoint and stamps each entry, taking the entries out of `fresh`.
 fn sign_batch(
     shared: &Shared,
@@ -590,11 +598,11 @@ fn sign_batch(
     let checkpoint = shared
         .signer
         .sign(Checkpoint { origin: shared.origin.clone(), size: new_size, root_hash: root })
-        .map_err(|e| AppendError::Signing(e.to_string()))?;
+        .map_err(signing_failed)?;
     let mut stamps = Vec::with_capacity(fresh.len());
     for (i, p) in fresh.iter().enumerate() {
         stamps.push(match &shared.stamper {
-            Some(s) => Some(s.stamp(old_size + i as u64, integrated_time, &p.body).map_err(|e| AppendError::Signing(e.to_string()))?),
+            Some(s) => Some(s.stamp(old_size + i as u64, integrated_time, &p.body).map_err(signing_failed)?),
             None => p.extra.clone(),
         });
     }

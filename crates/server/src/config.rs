@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use signet_core::keys::{KeySource, Pkcs11Settings};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -448,13 +449,46 @@ impl CaSettings {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Where the ECDSA P-256 signing keys are: each a file path (PKCS#8 PEM) or a PKCS#11 URI
+/// (`pkcs11:token=…;object=…`, RFC 7512; docs/operations.md "Keys on a token").
+#[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KeyPaths {
-    /// PKCS#8 PEM ECDSA P-256 key of the Rekor v1 log; default `<data_dir>/keys/rekor-v1.pem`.
-    pub rekor_v1: Option<PathBuf>,
-    /// PKCS#8 PEM ECDSA P-256 key of the Rekor v2 log; default `<data_dir>/keys/rekor-v2.pem`.
-    pub rekor_v2: Option<PathBuf>,
+    /// The Rekor v1 log's key; default `<data_dir>/keys/rekor-v1.pem`.
+    pub rekor_v1: Option<KeySource>,
+    /// The Rekor v2 log's key; default `<data_dir>/keys/rekor-v2.pem`.
+    pub rekor_v2: Option<KeySource>,
+    /// The CT log's key; default `<data_dir>/keys/ct.pem`.
+    pub ct: Option<KeySource>,
+    /// The timestamp authority's key; default `<data_dir>/keys/tsa.pem`.
+    pub tsa: Option<KeySource>,
+    /// The PKCS#11 module for URIs that give no `module-path`.
+    pub pkcs11_module: Option<PathBuf>,
+    /// The tokens' user PIN for URIs that give none; better from `SIGNET_PKCS11_PIN`.
+    pub pkcs11_pin: Option<String>,
+    /// Sessions each key on a token keeps open; 0: the default (4).
+    pub pkcs11_sessions: usize,
+}
+
+impl std::fmt::Debug for KeyPaths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPaths")
+            .field("rekor_v1", &self.rekor_v1)
+            .field("rekor_v2", &self.rekor_v2)
+            .field("ct", &self.ct)
+            .field("tsa", &self.tsa)
+            .field("pkcs11_module", &self.pkcs11_module)
+            .field("pkcs11_pin", &self.pkcs11_pin.as_ref().map(|_| "<hidden>"))
+            .field("pkcs11_sessions", &self.pkcs11_sessions)
+            .finish()
+    }
+}
+
+impl KeyPaths {
+    /// What every PKCS#11 URI may leave out.
+    pub fn pkcs11(&self) -> Pkcs11Settings {
+        Pkcs11Settings { module: self.pkcs11_module.clone(), pin: self.pkcs11_pin.clone(), sessions: self.pkcs11_sessions }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -720,6 +754,22 @@ impl Config {
         }
         if let Some(v) = get("SIGNET_CA_INTERMEDIATE_KEY") {
             self.ca.intermediate_key = Some(v);
+        }
+        for (name, slot) in [
+            ("SIGNET_KEYS_REKOR_V1", &mut self.keys.rekor_v1),
+            ("SIGNET_KEYS_REKOR_V2", &mut self.keys.rekor_v2),
+            ("SIGNET_KEYS_CT", &mut self.keys.ct),
+            ("SIGNET_KEYS_TSA", &mut self.keys.tsa),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = Some(parse(name, v)?);
+            }
+        }
+        if let Some(v) = get("SIGNET_PKCS11_MODULE") {
+            self.keys.pkcs11_module = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("SIGNET_PKCS11_PIN") {
+            self.keys.pkcs11_pin = Some(v);
         }
         if let Some(v) = get("SIGNET_LOG_BATCH_MAX_ENTRIES") {
             self.log.batch_max_entries = parse("SIGNET_LOG_BATCH_MAX_ENTRIES", v)?;

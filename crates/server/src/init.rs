@@ -13,8 +13,9 @@
 use std::path::{Path, PathBuf};
 
 use signet_core::files;
-use signet_core::keys::SigningKey;
+use signet_core::keys::{pkcs11, KeySource, Pkcs11Settings, Pkcs11Uri, SigningKey};
 
+use crate::shards::Kind;
 use crate::state::StartError;
 
 pub struct InitOptions {
@@ -24,7 +25,20 @@ pub struct InitOptions {
     /// Where to write the root CA key instead of `<data dir>/keys/ca-root.pem`.
     pub root_key_out: Option<PathBuf>,
     pub intermediate_curve: Option<signet_ca::x509::CaCurve>,
+    /// A PKCS#11 token to keep the log and TSA keys on ([`TOKEN_KEYS`]), made there unless
+    /// it holds them already; only their certificates and public keys reach the data dir.
+    pub token: Option<Pkcs11Uri>,
+    /// The module and PIN for `token` where its URI gives none.
+    pub pkcs11: Pkcs11Settings,
 }
+
+/// The keys `--keys pkcs11:…` keeps on a token: (config key, object label, the file it replaces).
+pub const TOKEN_KEYS: [(&str, &str, &str); 4] = [
+    ("rekor_v1", "signet-rekor-v1", "keys/rekor-v1.pem"),
+    ("rekor_v2", "signet-rekor-v2", "keys/rekor-v2.pem"),
+    ("ct", "signet-ct", "keys/ct.pem"),
+    ("tsa", "signet-tsa", "keys/tsa.pem"),
+];
 
 /// What `init` made, for the command to print.
 pub struct Initialised {
@@ -68,8 +82,26 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     let data_dir_err = |source| StartError::DataDir { path: dir.display().to_string(), source };
     files::ensure_private_dir(&dir.join("keys")).map_err(data_dir_err)?;
 
-    for k in LOG_KEYS {
-        SigningKey::load_or_generate(&dir.join(k)).map_err(StartError::from)?;
+    // Keys on a token first: a wrong PIN or a missing module fails before any file is written.
+    let mut on_token: Vec<(&str, Pkcs11Uri)> = Vec::new();
+    if let Some(token) = &opts.token {
+        for (name, label, _) in TOKEN_KEYS {
+            let uri = token.with_object(label);
+            pkcs11::Key::ensure(&uri, &opts.pkcs11).map_err(StartError::from)?;
+            on_token.push((name, uri));
+        }
+    }
+    let token_key = |file: &str| {
+        let (name, _, _) = TOKEN_KEYS.iter().find(|(_, _, f)| *f == file)?;
+        on_token.iter().find(|(n, _)| n == name).map(|(_, uri)| uri.clone())
+    };
+    for (k, kind) in LOG_KEYS.into_iter().zip([Kind::RekorV1, Kind::RekorV2, Kind::Ct]) {
+        let key = match token_key(k) {
+            Some(uri) => SigningKey::open(&KeySource::Pkcs11(uri), &opts.pkcs11, false),
+            None => SigningKey::load_or_generate(&dir.join(k)),
+        }
+        .map_err(StartError::from)?;
+        crate::shards::keep_zero_public(kind, dir, &key).map_err(StartError::Shards)?;
     }
     // Made with the first data dir so that the copies `signet backup` makes share it.
     crate::shards::sealed::SealKey::load_or_make(dir).map_err(StartError::Shards)?;
@@ -77,7 +109,12 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     let root_in_dir = dir.join("keys").join("ca-root.pem");
     let root_pkcs8 = signet_core::keys::load_or_generate_pkcs8_for(&root_in_dir, &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING)
         .map_err(StartError::from)?;
-    signet_ca::tsa::Tsa::open(dir, &root_pkcs8, authority.root_der()).map_err(StartError::from)?;
+    let tsa_key = match token_key("keys/tsa.pem") {
+        Some(uri) => SigningKey::open(&KeySource::Pkcs11(uri), &opts.pkcs11, false),
+        None => SigningKey::load_or_generate(&dir.join("keys/tsa.pem")),
+    }
+    .map_err(StartError::from)?;
+    signet_ca::tsa::Tsa::open(dir, std::sync::Arc::new(tsa_key), &root_pkcs8, authority.root_der()).map_err(StartError::from)?;
 
     let root_key = match &opts.root_key_out {
         None => root_in_dir,
@@ -90,16 +127,31 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
         }
     };
     let config = dir.join("signet.toml");
-    files::write_atomic(&config, config_text(dir, &opts.public_url).as_bytes(), 0o600)
+    let keys = keys_table(&on_token, opts.pkcs11.module.as_deref());
+    files::write_atomic(&config, config_text(dir, &opts.public_url, &keys).as_bytes(), 0o600)
         .map_err(|source| StartError::Io { what: format!("writing {}", config.display()), source })?;
-    let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(crate::state::PRODUCTION_FILES.iter()).map(|f| dir.join(f)).collect();
+    let on_disk = |f: &&&str| token_key(f).is_none();
+    let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(crate::state::PRODUCTION_FILES.iter()).filter(on_disk).map(|f| dir.join(f)).collect();
     made.sort();
     made.dedup();
     Ok(Initialised { config, root_key, files: made })
 }
 
+/// The config's `[keys]` table: the keys on a token, by URI, or the defaults commented out.
+fn keys_table(on_token: &[(&str, Pkcs11Uri)], module: Option<&Path>) -> String {
+    if on_token.is_empty() {
+        return "# rekor_v1 = \"pkcs11:token=…;object=…\"   # each key a file (default: under keys/) or on a token\n".into();
+    }
+    let mut table: String = on_token.iter().map(|(name, uri)| format!("{name} = {}\n", toml_string(&uri.to_string()))).collect();
+    if let Some(m) = module {
+        table.push_str(&format!("pkcs11_module = {}\n", toml_string(&m.display().to_string())));
+    }
+    table.push_str("# The token's PIN is not written here: give it as SIGNET_PKCS11_PIN.\n");
+    table
+}
+
 /// A production config: every section, its defaults commented out, no dev issuer.
-fn config_text(data_dir: &Path, public_url: &str) -> String {
+fn config_text(data_dir: &Path, public_url: &str, keys: &str) -> String {
     let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
     let quote = |s: &str| toml_string(s);
     format!(
@@ -123,6 +175,9 @@ listen = "127.0.0.1:8080"
 # url = "https://accounts.example.com"
 # audience = "sigstore"
 # type = "email"
+
+[keys]
+{keys}
 
 [log]
 # batch_max_entries = 256
@@ -162,6 +217,7 @@ listen = "127.0.0.1:8080"
         config = data_dir.join("signet.toml").display(),
         data_dir = quote(&data_dir.display().to_string()),
         public_url = quote(public_url),
+        keys = keys.trim_end(),
     )
 }
 
@@ -187,7 +243,7 @@ mod tests {
     #[test]
     fn the_written_config_loads_and_names_the_instance() {
         let dir = tempfile::tempdir().unwrap();
-        let text = config_text(dir.path(), "https://signet.example.com");
+        let text = config_text(dir.path(), "https://signet.example.com", &keys_table(&[], None));
         let path = dir.path().join("c.toml");
         std::fs::write(&path, text).unwrap();
         let cfg = crate::Config::load(Some(&path)).unwrap();

@@ -1,9 +1,8 @@
 //! Startup: open storage, load or create keys, open the logs.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use signet_core::keys::SigningKey;
+use signet_core::keys::{KeySource, SigningKey};
 use signet_log::storage::{PostgresStorage, Storage};
 use signet_log::{BatchPolicy, Log, Role};
 
@@ -107,21 +106,25 @@ pub enum StartError {
     Panicked { what: &'static str, why: String },
 }
 
-fn key(cfg: &Config, configured: &Option<PathBuf>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
-    let path = configured.clone().unwrap_or_else(|| cfg.data_dir.join("keys").join(default_name));
-    if !cfg.dev && !path.exists() {
-        return Err(StartError::MissingKey { path: path.display().to_string(), data_dir: cfg.data_dir.display().to_string() });
+/// The key configured (a file or a token's object), or the data dir's file `default_name`.
+/// Under `--dev` a missing file is made; a token's key is never made here (`signet init --keys`).
+pub(crate) fn key(cfg: &Config, configured: &Option<KeySource>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
+    let source = configured.clone().unwrap_or_else(|| KeySource::File(cfg.data_dir.join("keys").join(default_name)));
+    if let KeySource::File(path) = &source {
+        if !cfg.dev && !path.exists() {
+            return Err(StartError::MissingKey { path: path.display().to_string(), data_dir: cfg.data_dir.display().to_string() });
+        }
+        if let Some(dir) = path.parent() {
+            signet_core::files::ensure_private_dir(dir)
+                .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
+        }
     }
-    if let Some(dir) = path.parent() {
-        signet_core::files::ensure_private_dir(dir)
-            .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
-    }
-    Ok(Arc::new(SigningKey::load_or_generate(&path)?))
+    Ok(Arc::new(SigningKey::open(&source, &cfg.keys.pkcs11(), cfg.dev)?))
 }
 
 /// What a production instance needs on disk, made by `signet init` (under `--dev`, `serve`
-/// makes whatever is missing). Log keys configured elsewhere (`keys.*`) are checked by
-/// [`key`]; the root CA key may be offline.
+/// makes whatever is missing). Keys configured elsewhere (`keys.*`, a file or a token) are
+/// checked by [`key`] instead; the root CA key may be offline.
 pub const PRODUCTION_FILES: [&str; 6] =
     ["keys/ct.pem", "keys/ca-intermediate.pem", "keys/tsa.pem", "ca/root.pem", "ca/intermediate.pem", "ca/tsa.pem"];
 
@@ -129,7 +132,12 @@ fn check_initialised(cfg: &Config) -> Result<(), StartError> {
     if cfg.dev {
         return Ok(());
     }
-    let missing: Vec<&str> = PRODUCTION_FILES.iter().copied().filter(|f| !cfg.data_dir.join(f).exists()).collect();
+    let configured = |f: &str| match f {
+        "keys/ct.pem" => cfg.keys.ct.is_some(),
+        "keys/tsa.pem" => cfg.keys.tsa.is_some(),
+        _ => false,
+    };
+    let missing: Vec<&str> = PRODUCTION_FILES.iter().copied().filter(|f| !configured(f) && !cfg.data_dir.join(f).exists()).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -188,7 +196,10 @@ impl AppState {
         // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
         let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), &v1_key)?;
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
-        let ct_key = key(cfg, &None, "ct.pem")?;
+        let ct_key = key(cfg, &cfg.keys.ct, "ct.pem")?;
+        for (kind, zero) in [(Kind::RekorV1, &v1_key), (Kind::RekorV2, &v2_key), (Kind::Ct, &ct_key)] {
+            crate::shards::keep_zero_public(kind, &cfg.data_dir, zero).map_err(StartError::Shards)?;
+        }
         let v2_list = crate::shards::registry(Kind::RekorV2, storage.as_ref(), &v2_key)?;
         let ct_list = crate::shards::registry(Kind::Ct, storage.as_ref(), &ct_key)?;
         let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &v2_list, &v2_key).map_err(StartError::Shards)?;
@@ -302,7 +313,8 @@ impl AppState {
                 &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
             )?,
         };
-        let tsa = Tsa::open(&cfg.data_dir, &root_key, authority.root_der())?;
+        let tsa_key = key(cfg, &cfg.keys.tsa, "tsa.pem")?;
+        let tsa = Tsa::open(&cfg.data_dir, tsa_key, &root_key, authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
         // A rotation of the CT log hands the CA the new one before any append reaches it.
         let issuer = ca.clone();

@@ -22,11 +22,22 @@ fn read_cert(path: &Path) -> Result<Vec<u8>, String> {
     Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", path.display()))?.der)
 }
 
-fn read_key_spki(path: &Path) -> Result<Vec<u8>, String> {
+/// Shard 0's public key: from the public file every start writes, else (a data dir from
+/// before it did) from the private key file.
+fn zero_key_spki(data_dir: &Path, kind: Kind) -> Result<Vec<u8>, String> {
+    let public = kind.zero_public_path(data_dir);
+    if let Ok(bytes) = std::fs::read(&public) {
+        let block = pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", public.display()))?;
+        return match block.label.as_str() {
+            "PUBLIC KEY" => Ok(block.der),
+            other => Err(format!("{}: expected a PUBLIC KEY block, found {other}", public.display())),
+        };
+    }
+    let path = kind.zero_key_path(data_dir);
     if !path.exists() {
         return Err(format!("{} does not exist; start `signet serve` on this data dir first", path.display()));
     }
-    Ok(SigningKey::load_or_generate(path).map_err(|e| e.to_string())?.spki_der().to_vec())
+    Ok(SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?.spki_der().to_vec())
 }
 
 /// Builds the instance description; `url`, if given, must have the instance's host.
@@ -62,7 +73,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
                     valid_to: s.valid_to.map(unix_rfc3339),
                 })
                 .collect(),
-            None => vec![ShardKey { spki: read_key_spki(&kind.zero_key_path(data_dir))?, valid_from: valid_from.clone(), valid_to: None }],
+            None => vec![ShardKey { spki: zero_key_spki(data_dir, kind)?, valid_from: valid_from.clone(), valid_to: None }],
         })
     };
     let (rekor_v1, rekor_v2, ct) = (shard_keys(Kind::RekorV1)?, shard_keys(Kind::RekorV2)?, shard_keys(Kind::Ct)?);

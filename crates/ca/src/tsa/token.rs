@@ -265,7 +265,8 @@ mod tests {
         let root_key =
             signet_core::keys::load_or_generate_pkcs8_for(&dir.path().join("keys").join("ca-root.pem"), CaCurve::P384.signing())
                 .unwrap();
-        let tsa = Tsa::open(dir.path(), &root_key, authority.root_der()).unwrap();
+        let key = signet_core::keys::SigningKey::load_or_generate(&dir.path().join("keys").join("tsa.pem")).unwrap();
+        let tsa = Tsa::open(dir.path(), std::sync::Arc::new(key), &root_key, authority.root_der()).unwrap();
         let cert = Certificate::from_der(&tsa.cert_der).unwrap();
         (tsa, cert, dir)
     }

@@ -20,6 +20,12 @@ pub struct Args {
     /// Curve of the CA intermediate: p256 (default) or p384.
     #[arg(long, value_name = "p256|p384")]
     intermediate_key: Option<String>,
+    /// Keep the log and TSA keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL), made
+    /// there unless it holds them already (objects signet-rekor-v1, signet-rekor-v2,
+    /// signet-ct, signet-tsa). The module and PIN: SIGNET_PKCS11_MODULE and
+    /// SIGNET_PKCS11_PIN, or module-path and pin-source in the URI.
+    #[arg(long, value_name = "PKCS11_URI")]
+    keys: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -30,7 +36,26 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let opts = InitOptions { data_dir: args.data_dir, public_url: args.public_url, root_key_out: args.root_key_out, intermediate_curve };
+    let token = match args.keys.as_deref().map(signet_core::keys::Pkcs11Uri::parse_token).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("signet: --keys: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pkcs11 = signet_core::keys::Pkcs11Settings {
+        module: std::env::var_os("SIGNET_PKCS11_MODULE").map(PathBuf::from),
+        pin: std::env::var("SIGNET_PKCS11_PIN").ok(),
+        sessions: 1,
+    };
+    let opts = InitOptions {
+        data_dir: args.data_dir,
+        public_url: args.public_url,
+        root_key_out: args.root_key_out,
+        intermediate_curve,
+        token,
+        pkcs11,
+    };
     match init(&opts) {
         Ok(made) => {
             outln!("initialised {}", opts.data_dir.display());
@@ -38,6 +63,9 @@ pub fn run(args: Args) -> ExitCode {
                 outln!("  {}", f.display());
             }
             outln!("root CA key: {}{}", made.root_key.display(), if opts.root_key_out.is_some() { " (keep it offline)" } else { "" });
+            if let Some(token) = &opts.token {
+                outln!("on the token {token}: {}", signet_server::init::TOKEN_KEYS.map(|(_, label, _)| label).join(", "));
+            }
             outln!("config: {} (list your OIDC issuers in it)", made.config.display());
             outln!("start: signet serve --config {}", made.config.display());
             ExitCode::SUCCESS

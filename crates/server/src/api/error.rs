@@ -136,7 +136,11 @@ impl From<AppendError> for ApiError {
             return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why).because("appends_refused");
         }
         let status = match e {
-            AppendError::Closed | AppendError::Aborted | AppendError::Unavailable(_) | AppendError::Overloaded { .. } => {
+            AppendError::Closed
+            | AppendError::Aborted
+            | AppendError::Unavailable(_)
+            | AppendError::KeyUnavailable(_)
+            | AppendError::Overloaded { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             AppendError::Full(_) => StatusCode::INSUFFICIENT_STORAGE,

@@ -18,6 +18,10 @@ use crate::state::AppState;
 impl From<TsaError> for ApiError {
     fn from(e: TsaError) -> Self {
         let status = match e {
+            // The key's token is away (unplugged, restarting): the stamp may succeed in a moment.
+            TsaError::KeyUnavailable(_) => {
+                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).with_header("retry-after", "1").because("key_unavailable")
+            }
             TsaError::Ca(_) | TsaError::Build(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };

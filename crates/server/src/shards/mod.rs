@@ -97,6 +97,22 @@ impl Kind {
     pub fn zero_key_path(self, data_dir: &Path) -> PathBuf {
         data_dir.join("keys").join(format!("{}.pem", self.cli_name()))
     }
+
+    /// Shard 0's public key, `keys/<name>.pub.pem`, written at every start: what the trust
+    /// documents name, wherever the private key is (a file elsewhere, a token).
+    pub fn zero_public_path(self, data_dir: &Path) -> PathBuf {
+        data_dir.join("keys").join(format!("{}.pub.pem", self.cli_name()))
+    }
+}
+
+/// Writes shard 0's public key beside the keys, unless it is there already as it is.
+pub fn keep_zero_public(kind: Kind, data_dir: &Path, key: &SigningKey) -> Result<(), String> {
+    let path = kind.zero_public_path(data_dir);
+    let pem = key.public_pem();
+    if std::fs::read_to_string(&path).is_ok_and(|there| there == pem) {
+        return Ok(());
+    }
+    signet_core::files::write_atomic(&path, pem.as_bytes(), 0o644).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 /// The registry's name for the Rekor v1 log.

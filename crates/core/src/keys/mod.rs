@@ -1,8 +1,12 @@
-//! The signing keys of signet's logs: ECDSA P-256 with SHA-256.
+//! The signing keys of signet's logs and TSA: ECDSA P-256 with SHA-256.
 //!
 //! P-256 is not a free choice: sigstore-go verifies Rekor SETs and checkpoints only with
 //! ECDSA P-256/SHA-256, and a key ID is SHA-256 of the SubjectPublicKeyInfo DER.
-//! Keys live on disk as PKCS#8 PEM with mode 0600.
+//!
+//! - [`source`]: where a key is kept, as configured: a file or a PKCS#11 URI.
+//! - [`pkcs11`]: keys on a token, signed with through a pool of sessions.
+//!
+//! A key in a file is PKCS#8 PEM with mode 0600; one on a token never leaves it.
 
 use std::path::Path;
 
@@ -11,6 +15,11 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair};
 
 use crate::{files, hash, pem};
+
+pub mod pkcs11;
+pub mod source;
+
+pub use source::{KeySource, Pkcs11Settings, Pkcs11Uri};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -22,14 +31,34 @@ pub enum KeyError {
     Invalid { path: String, why: String },
     #[error("signing failed")]
     Sign,
+    /// The key on a token cannot be used as configured (at start, or when made).
+    #[error("key {key}: {why}")]
+    Hsm { key: String, why: String },
+    /// The token did not sign now (unplugged, busy, restarting); a later try may succeed.
+    #[error("key {key} cannot sign now: {why}")]
+    Unavailable { key: String, why: String },
 }
 
-/// An ECDSA P-256 key that signs checkpoints, SETs and SCTs.
+impl KeyError {
+    /// Whether the key may sign again later without anyone changing anything: the request is
+    /// answered 503 with Retry-After, not 500.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, KeyError::Unavailable { .. })
+    }
+}
+
+/// An ECDSA P-256 key that signs checkpoints, SETs, SCTs and timestamps.
 pub struct SigningKey {
-    pair: EcdsaKeyPair,
+    backend: Backend,
     spki_der: Vec<u8>,
     key_id: hash::Hash,
-    rng: SystemRandom,
+}
+
+enum Backend {
+    /// In this process's memory, from a file or generated.
+    Memory { pair: EcdsaKeyPair, rng: SystemRandom },
+    /// On a PKCS#11 token.
+    Pkcs11(pkcs11::Key),
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -60,7 +89,39 @@ impl SigningKey {
             .as_ref()
             .to_vec();
         let key_id = hash::sha256(&spki_der);
-        Ok(SigningKey { pair, spki_der, key_id, rng: SystemRandom::new() })
+        Ok(SigningKey { backend: Backend::Memory { pair, rng: SystemRandom::new() }, spki_der, key_id })
+    }
+
+    /// The key `source` names: a file is read (or, when `generate` is set, made 0600 where it
+    /// is missing); a token's key is looked up, never made (that is `signet init --keys`).
+    pub fn open(source: &KeySource, settings: &Pkcs11Settings, generate: bool) -> Result<Self, KeyError> {
+        match source {
+            KeySource::File(path) if generate => Self::load_or_generate(path),
+            KeySource::File(path) => {
+                let shown = path.display().to_string();
+                let bytes = std::fs::read(path).map_err(|source| KeyError::Read { path: shown.clone(), source })?;
+                let block = pem::decode_first(&bytes).map_err(|e| KeyError::Invalid { path: shown.clone(), why: e.to_string() })?;
+                if block.label != "PRIVATE KEY" {
+                    return Err(KeyError::Invalid { path: shown, why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label) });
+                }
+                Self::from_pkcs8(&block.der, &shown)
+            }
+            KeySource::Pkcs11(uri) => {
+                let (key, spki_der) = pkcs11::Key::open(uri, settings)?;
+                let key = SigningKey { key_id: hash::sha256(&spki_der), spki_der, backend: Backend::Pkcs11(key) };
+                // A key whose public half is not its private half's would sign what nobody verifies.
+                let probe = key.sign(b"signet: does this token's key pair match?")?;
+                if !verify_p256(&key.spki_der, b"signet: does this token's key pair match?", &probe) {
+                    return Err(KeyError::Hsm { key: uri.to_string(), why: "its private key's signatures do not verify with its public key".into() });
+                }
+                Ok(key)
+            }
+        }
+    }
+
+    /// Whether the private key is on a token (it cannot be copied).
+    pub fn on_token(&self) -> bool {
+        matches!(self.backend, Backend::Pkcs11(_))
     }
 
     /// Loads the key at `path`, or generates one there (0600) if the file does not exist.
@@ -72,10 +133,10 @@ impl SigningKey {
     /// ASN.1 DER ECDSA signature over SHA-256(`message`).
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
         count_signature();
-        self.pair
-            .sign(&self.rng, message)
-            .map(|s| s.as_ref().to_vec())
-            .map_err(|_| KeyError::Sign)
+        match &self.backend {
+            Backend::Memory { pair, rng } => pair.sign(rng, message).map(|s| s.as_ref().to_vec()).map_err(|_| KeyError::Sign),
+            Backend::Pkcs11(key) => key.sign(message),
+        }
     }
 
     /// SubjectPublicKeyInfo DER of the public key.

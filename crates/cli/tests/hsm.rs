@@ -1,0 +1,233 @@
+//! Issue 43: the log and TSA keys on a PKCS#11 token, a real SoftHSM2 one (Debian's
+//! `softhsm2`, installed by scripts/install-deps), made by each test in a directory of its
+//! own. Real clients verify what such an instance signs in interop/python/test_hsm.py.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+const PIN: &str = "246810";
+const KEY_FILES: [&str; 4] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem", "keys/tsa.pem"];
+
+/// A SoftHSM2 configuration with one token, `signet`, in a temporary directory.
+struct SoftHsm {
+    dir: tempfile::TempDir,
+}
+
+fn softhsm_module() -> PathBuf {
+    ["/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("SoftHSM2 is not installed: run scripts/install-deps (Debian's softhsm2)")
+}
+
+impl SoftHsm {
+    fn new() -> SoftHsm {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tokens")).unwrap();
+        let conf = format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", dir.path().join("tokens").display());
+        std::fs::write(dir.path().join("softhsm2.conf"), conf).unwrap();
+        let hsm = SoftHsm { dir };
+        let out = Command::new("softhsm2-util")
+            .env("SOFTHSM2_CONF", hsm.conf())
+            .args(["--init-token", "--free", "--label", "signet", "--pin", PIN, "--so-pin", "13579"])
+            .output()
+            .expect("softhsm2-util runs (scripts/install-deps installs softhsm2)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        hsm
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("softhsm2.conf")
+    }
+
+    /// `signet …` with this token's configuration, its module and its PIN.
+    fn signet(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_signet"));
+        c.env("SOFTHSM2_CONF", self.conf()).env("SIGNET_PKCS11_MODULE", softhsm_module()).env("SIGNET_PKCS11_PIN", PIN).args(args);
+        c
+    }
+
+    /// Takes the token away, as an unplugged HSM (SoftHSM keeps it in files); puts it back on drop.
+    fn unplug(&self) -> Unplugged<'_> {
+        std::fs::rename(self.dir.path().join("tokens"), self.dir.path().join("away")).unwrap();
+        Unplugged(self)
+    }
+}
+
+struct Unplugged<'a>(&'a SoftHsm);
+
+impl Drop for Unplugged<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::rename(self.0.dir.path().join("away"), self.0.dir.path().join("tokens"));
+    }
+}
+
+fn init(hsm: &SoftHsm, data: &Path, port: u16) -> std::process::Output {
+    let url = format!("http://127.0.0.1:{port}");
+    hsm.signet(&["init", "--data-dir", data.to_str().unwrap(), "--public-url", &url, "--keys", "pkcs11:token=signet"]).output().unwrap()
+}
+
+fn serve(hsm: &SoftHsm, data: &Path, port: u16) -> Server {
+    let mut command = hsm.signet(&["serve", "--config"]);
+    command.arg(data.join("signet.toml")).args(["--listen", &format!("127.0.0.1:{port}"), "--plain-http"]);
+    Server::spawn(command, data)
+}
+
+fn spki_of(pem_file: &Path) -> Vec<u8> {
+    let block = signet_core::pem::decode_first(&std::fs::read(pem_file).unwrap()).unwrap();
+    assert_eq!(block.label, "PUBLIC KEY");
+    block.der
+}
+
+fn timestamp(agent: &ureq::Agent, url: &str) -> Reply {
+    let digest = signet_core::hash::sha256(b"stamped on a token");
+    let body = serde_json::json!({"artifactHash": signet_core::b64::encode(digest), "hashAlgorithm": "sha256", "certificates": true});
+    post_json(agent, &format!("{url}/api/v1/timestamp"), &body).unwrap()
+}
+
+#[test]
+fn init_keeps_the_log_and_tsa_keys_on_the_token_and_they_sign() {
+    let hsm = SoftHsm::new();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+    let made = init(&hsm, &data, port);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(said.contains("signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa"), "{said}");
+    // Only public halves reach the disk; the config names the token and holds no PIN.
+    for f in KEY_FILES {
+        assert!(!data.join(f).exists(), "{f} was written: the key is on the token");
+    }
+    let config = std::fs::read_to_string(data.join("signet.toml")).unwrap();
+    assert!(config.contains("tsa = \"pkcs11:token=signet;object=signet-tsa\""), "{config}");
+    assert!(!config.contains(PIN), "the PIN was written to the config");
+
+    // A second data dir on the same token uses the keys already there.
+    let again = top.path().join("again");
+    assert!(init(&hsm, &again, port).status.success());
+    for name in ["rekor-v1", "rekor-v2", "ct"] {
+        let public = format!("keys/{name}.pub.pem");
+        assert_eq!(spki_of(&data.join(&public)), spki_of(&again.join(&public)), "{name}: a second init made another key");
+    }
+
+    let server = serve(&hsm, &data, port);
+    let agent = agent();
+    // Every log's checkpoint verifies with the token's public key, and the APIs serve that key.
+    let v1 = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
+    let note = v1["signedTreeHead"].as_str().unwrap();
+    signet_log::checkpoint::verify(note, "127.0.0.1", &spki_of(&data.join("keys/rekor-v1.pub.pem"))).expect("the v1 checkpoint verifies with the token's key");
+    let served = get(&agent, &format!("{}/api/v1/log/publicKey", server.url)).unwrap().text();
+    assert_eq!(signet_core::pem::decode_first(served.as_bytes()).unwrap().der, spki_of(&data.join("keys/rekor-v1.pub.pem")));
+    let v2 = get(&agent, &format!("{}/api/v2/checkpoint", server.url)).unwrap().text();
+    signet_log::checkpoint::verify(&v2, "127.0.0.1", &spki_of(&data.join("keys/rekor-v2.pub.pem"))).expect("the v2 checkpoint verifies with the token's key");
+
+    // An append is signed on the token: its SET and the checkpoint it comes with.
+    let signer = Signer::new();
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"appended on a token")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = post_json(&agent, &format!("{}/api/v2/log/entries", server.url), &signer.v2_entry(b"appended on a token")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let cp = r.json()["inclusionProof"]["checkpoint"]["envelope"].as_str().unwrap().to_string();
+    signet_log::checkpoint::verify(&cp, "127.0.0.1", &spki_of(&data.join("keys/rekor-v2.pub.pem"))).expect("the batch's checkpoint verifies");
+
+    // The TSA's certificate certifies the token's key, and its stamps verify (openssl).
+    let r = timestamp(&agent, &server.url);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let dir = top.path();
+    std::fs::write(dir.join("resp.tsr"), &r.body).unwrap();
+    std::fs::write(dir.join("artifact"), b"stamped on a token").unwrap();
+    let chain = get(&agent, &format!("{}/api/v1/timestamp/certchain", server.url)).unwrap().text();
+    let blocks = signet_core::pem::decode_all(chain.as_bytes()).unwrap();
+    std::fs::write(dir.join("root.pem"), signet_core::pem::encode("CERTIFICATE", &blocks[1].der)).unwrap();
+    let out = Command::new("openssl")
+        .args(["ts", "-verify", "-data"])
+        .arg(dir.join("artifact"))
+        .arg("-in")
+        .arg(dir.join("resp.tsr"))
+        .arg("-CAfile")
+        .arg(dir.join("root.pem"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_token_that_goes_away_is_a_503_and_the_instance_recovers_when_it_is_back() {
+    let hsm = SoftHsm::new();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+    assert!(init(&hsm, &data, port).status.success());
+    let server = serve(&hsm, &data, port);
+    let agent = agent();
+    let signer = Signer::new();
+    assert_eq!(timestamp(&agent, &server.url).status, 200);
+    let size = |agent: &ureq::Agent| get(agent, &format!("{}/api/v1/log", server.url)).unwrap().json()["treeSize"].as_u64().unwrap();
+    let before = size(&agent);
+
+    let away = hsm.unplug();
+    let r = timestamp(&agent, &server.url);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(r.text().contains("pkcs11:token=signet;object=signet-tsa") && !r.text().contains(PIN), "{}", r.text());
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"while the token is away")).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("cannot sign now"), "{}", r.text());
+    // Nothing half-written: the log did not grow, and reads go on.
+    assert_eq!(size(&agent), before);
+
+    drop(away);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"while the token is away")).unwrap();
+        if r.status == 201 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "appends did not resume after the token came back: {} {}", r.status, r.text());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(timestamp(&agent, &server.url).status, 200);
+    assert_eq!(size(&agent), before + 1);
+}
+
+#[test]
+fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
+    let hsm = SoftHsm::new();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+
+    // init with a wrong PIN writes nothing.
+    let mut wrong = hsm.signet(&["init", "--data-dir", data.to_str().unwrap(), "--public-url", "http://127.0.0.1:1", "--keys", "pkcs11:token=signet"]);
+    let out = wrong.env("SIGNET_PKCS11_PIN", "999999").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("the PIN is wrong") && !said.contains("999999"), "{said}");
+    assert!(!data.join("signet.toml").exists(), "init wrote a config after failing");
+    assert!(init(&hsm, &data, port).status.success());
+
+    let start = |extra: &[(&str, &str)]| {
+        let mut c = hsm.signet(&["serve", "--config"]);
+        c.arg(data.join("signet.toml")).args(["--listen", &format!("127.0.0.1:{port}"), "--plain-http"]);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "started with {extra:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let said = start(&[("SIGNET_PKCS11_PIN", "111111")]);
+    assert!(said.contains("the PIN is wrong") && !said.contains("111111"), "{said}");
+    let said = start(&[("SIGNET_KEYS_TSA", "pkcs11:token=signet;object=no-such-key")]);
+    assert!(said.contains("object=no-such-key") && said.contains("holds no EC"), "{said}");
+    let said = start(&[("SIGNET_KEYS_CT", "pkcs11:token=elsewhere;object=signet-ct")]);
+    assert!(said.contains("no token matches") && said.contains("\"signet\""), "{said}");
+    let said = start(&[("SIGNET_PKCS11_MODULE", "/nonexistent/libpkcs11.so")]);
+    assert!(said.contains("cannot load the PKCS#11 module /nonexistent/libpkcs11.so"), "{said}");
+    let said = start(&[("SIGNET_KEYS_REKOR_V1", "pkcs11:token=signet;objekt=x")]);
+    assert!(said.contains("SIGNET_KEYS_REKOR_V1") && said.contains("unknown attribute \"objekt\""), "{said}");
+}

@@ -1,0 +1,430 @@
+//! ECDSA P-256 keys that never leave a PKCS#11 token (an HSM, SoftHSM2, a smart card).
+//!
+//! Each key keeps a small pool of logged-in sessions: a PKCS#11 session does one operation
+//! at a time, and tokens allow few of them, so signers wait for a free one rather than open
+//! one per signature. The digest is computed here and only it crosses to the token
+//! (`CKM_ECDSA`), whatever the message's length.
+//!
+//! A token can go away (unplugged, its daemon restarted) and come back: a signature that
+//! fails drops its session, and the next one opens a fresh session, logs in and looks the
+//! object up again. Until then signing fails with [`KeyError::Unavailable`], which callers
+//! answer with 503.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::error::{Error as CkError, RvError};
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
+use cryptoki::session::{Session, UserType};
+use cryptoki::slot::Slot;
+use cryptoki::types::AuthPin;
+use der::asn1::{BitString, ObjectIdentifier, OctetString, UintRef};
+use der::{Decode, Encode, Sequence};
+use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
+
+use super::source::{Pkcs11Settings, Pkcs11Uri};
+use super::KeyError;
+use crate::hash;
+
+const ID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+const PRIME256V1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+/// Sessions per key unless configured: enough for both cores to sign at once, and a
+/// checkpoint beside them.
+const DEFAULT_SESSIONS: usize = 4;
+/// How long a signer waits for a free session before the request is answered 503.
+const SESSION_WAIT: Duration = Duration::from_secs(5);
+
+/// A P-256 private key on a token.
+pub struct Key {
+    uri: Pkcs11Uri,
+    module: Arc<Module>,
+    pin: AuthPin,
+    sessions: Pool,
+}
+
+/// A loaded PKCS#11 module, shared by every key that uses it. Signing holds `generation`
+/// for reading; a reset (C_Finalize, C_Initialize: how a module sees a token that went away
+/// come back) holds it for writing, and bumps it, so that no call runs across a reset and
+/// sessions opened before one are forgotten, never closed (their handles may name new ones).
+struct Module {
+    path: PathBuf,
+    context: Pkcs11,
+    generation: RwLock<u64>,
+    last_reset: Mutex<Option<Instant>>,
+    /// Why the last reset's C_Initialize failed (SoftHSM's fails while its token directory
+    /// is gone), until one succeeds: what a signer is told instead of "not initialised".
+    uninitialised: Mutex<Option<String>>,
+}
+
+/// A module is reset at most this often, however many keys and signers fail at once.
+const RESET_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
+impl Module {
+    fn reset(&self, seen: u64) {
+        let Ok(mut generation) = self.generation.write() else { return };
+        if *generation != seen {
+            return; // someone else reset it since this signer failed
+        }
+        let Ok(mut last) = self.last_reset.lock() else { return };
+        if last.is_some_and(|t| t.elapsed() < RESET_AT_MOST_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let _ = self.context.clone().finalize();
+        let outcome = self.context.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK));
+        if let Ok(mut why) = self.uninitialised.lock() {
+            *why = outcome.err().map(|e| format!("the PKCS#11 module {} does not initialise again: {e}", self.path.display()));
+        }
+        *generation += 1;
+    }
+}
+
+struct Pool {
+    state: Mutex<PoolState>,
+    freed: Condvar,
+    max: usize,
+}
+
+#[derive(Default)]
+struct PoolState {
+    /// Logged-in sessions with the key's handle, and the module generation they were opened in.
+    idle: Vec<(Session, ObjectHandle, u64)>,
+    open: usize,
+}
+
+/// One module per path per process: `C_Initialize` runs once, and every key shares it.
+fn module(path: &Path) -> Result<Arc<Module>, String> {
+    static MODULES: OnceLock<Mutex<HashMap<PathBuf, Arc<Module>>>> = OnceLock::new();
+    let mut modules = MODULES.get_or_init(Default::default).lock().map_err(|_| "the PKCS#11 module table is poisoned".to_string())?;
+    if let Some(m) = modules.get(path) {
+        return Ok(m.clone());
+    }
+    let context = Pkcs11::new(path).map_err(|e| format!("cannot load the PKCS#11 module {}: {e}", path.display()))?;
+    match context.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
+        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
+        Err(e) => return Err(format!("the PKCS#11 module {} does not initialise: {e}", path.display())),
+    }
+    let m = Arc::new(Module {
+        path: path.to_path_buf(),
+        context,
+        generation: RwLock::new(0),
+        last_reset: Mutex::new(None),
+        uninitialised: Mutex::new(None),
+    });
+    modules.insert(path.to_path_buf(), m.clone());
+    Ok(m)
+}
+
+/// The module and PIN `uri` names, with `settings` filling what it leaves out.
+fn locate(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Arc<Module>, AuthPin), String> {
+    let path = uri
+        .module_path
+        .clone()
+        .or_else(|| settings.module.clone())
+        .ok_or("no PKCS#11 module: give module-path in the URI, pkcs11_module in [keys], or SIGNET_PKCS11_MODULE")?;
+    let module = module(&path)?;
+    let pin = match (&uri.pin_value, &uri.pin_source, &settings.pin) {
+        (Some(p), _, _) => p.clone(),
+        (None, Some(file), _) => std::fs::read_to_string(file)
+            .map_err(|e| format!("reading the PIN from {}: {e}", file.display()))?
+            .trim_end_matches(['\r', '\n'])
+            .to_string(),
+        (None, None, Some(p)) => p.clone(),
+        (None, None, None) => return Err("no PIN: give pkcs11_pin in [keys], SIGNET_PKCS11_PIN, or pin-source in the URI".into()),
+    };
+    Ok((module, AuthPin::from(pin)))
+}
+
+/// The slot holding `uri`'s token, looked up on every login: a slot's number may change
+/// when its token comes back.
+fn slot(module: &Module, uri: &Pkcs11Uri) -> Result<Slot, String> {
+    if let Some(why) = module.uninitialised.lock().ok().and_then(|w| w.clone()) {
+        return Err(why);
+    }
+    let slots = module.context.get_slots_with_token().map_err(|e| format!("listing the slots of {}: {e}", module.path.display()))?;
+    let mut seen = Vec::new();
+    for slot in slots {
+        let Ok(info) = module.context.get_token_info(slot) else { continue };
+        let (label, serial) = (info.label().trim_end().to_string(), info.serial_number().trim_end().to_string());
+        let wanted = uri.token.as_ref().is_none_or(|t| *t == label)
+            && uri.serial.as_ref().is_none_or(|s| *s == serial)
+            && uri.slot_id.is_none_or(|id| id == slot.id());
+        if wanted {
+            return Ok(slot);
+        }
+        seen.push(format!("{label:?} (serial {serial}, slot {})", slot.id()));
+    }
+    Err(format!("no token matches (tokens present: {})", if seen.is_empty() { "none".to_string() } else { seen.join(", ") }))
+}
+
+impl Key {
+    fn new(uri: &Pkcs11Uri, settings: &Pkcs11Settings, max: usize) -> Result<Key, String> {
+        let (module, pin) = locate(uri, settings)?;
+        Ok(Key { uri: uri.clone(), module, pin, sessions: Pool { state: Mutex::default(), freed: Condvar::new(), max } })
+    }
+
+    /// Opens the key pair `uri` names. Returns it with its SubjectPublicKeyInfo DER.
+    pub fn open(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Key, Vec<u8>), KeyError> {
+        let fail = |why: String| KeyError::Hsm { key: uri.to_string(), why };
+        let max = if settings.sessions == 0 { DEFAULT_SESSIONS } else { settings.sessions };
+        let key = Key::new(uri, settings, max).map_err(fail)?;
+        let generation = key.module.generation.read().map(|g| *g).map_err(|_| fail("the module lock is poisoned".into()))?;
+        let session = key.login().map_err(fail)?;
+        let found = public_key(&session, uri).and_then(|spki| find(&session, uri, ObjectClass::PRIVATE_KEY).map(|h| (spki, h)));
+        let (spki, handle) = match found {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = session.close();
+                return Err(fail(e));
+            }
+        };
+        if let Ok(mut pool) = key.sessions.state.lock() {
+            pool.open += 1;
+            pool.idle.push((session, handle, generation));
+        }
+        Ok((key, spki))
+    }
+
+    /// Makes a P-256 key pair labelled as `uri`'s object on its token, its private half
+    /// sensitive and never extractable, unless the token holds it already. Returns whether
+    /// it made one.
+    pub fn ensure(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<bool, KeyError> {
+        let fail = |why: String| KeyError::Hsm { key: uri.to_string(), why };
+        let label = uri.object.clone().ok_or_else(|| fail("a key to make needs object= (its label)".into()))?;
+        let key = Key::new(uri, settings, 1).map_err(fail)?;
+        let session = key.login().map_err(fail)?;
+        let made = make(&session, uri, &label);
+        let _ = session.close();
+        made.map_err(fail)
+    }
+
+    /// An ASN.1 DER ECDSA signature over SHA-256(`message`), made on the token.
+    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let digest = hash::sha256(message);
+        let unavailable = |why: String| KeyError::Unavailable { key: self.uri.to_string(), why };
+        // A failure is retried on a fresh session (one can go stale while the token is fine),
+        // then once more after resetting the module (the token went away and came back).
+        let mut last = String::new();
+        for attempt in 0..3 {
+            let generation = self.module.generation.read().map_err(|_| unavailable("the module lock is poisoned".into()))?;
+            let outcome = self.take(*generation).and_then(|(session, handle)| match session.sign(&Mechanism::Ecdsa, handle, &digest) {
+                Ok(raw) => {
+                    self.give_back(session, handle, *generation);
+                    Ok(raw)
+                }
+                Err(e) => {
+                    let _ = session.close();
+                    self.forget_one();
+                    Err(format!("signing: {e}"))
+                }
+            });
+            match outcome {
+                Ok(raw) => return der_signature(&raw).ok_or(KeyError::Sign),
+                Err(e) => last = e,
+            }
+            let seen = *generation;
+            drop(generation);
+            if attempt == 1 {
+                self.module.reset(seen);
+            }
+        }
+        Err(unavailable(last))
+    }
+
+    /// A logged-in session of this generation: idle, newly opened under the cap, or the
+    /// next one freed.
+    fn take(&self, generation: u64) -> Result<(Session, ObjectHandle), String> {
+        let pool = &self.sessions;
+        let mut state = pool.state.lock().map_err(|_| "the session pool is poisoned".to_string())?;
+        let deadline = Instant::now() + SESSION_WAIT;
+        loop {
+            // Opened before a reset: their handles are void (and may name new sessions).
+            let before = state.idle.len();
+            state.idle.retain(|(_, _, g)| *g == generation);
+            state.open = state.open.saturating_sub(before - state.idle.len());
+            if let Some((session, handle, _)) = state.idle.pop() {
+                return Ok((session, handle));
+            }
+            if state.open < pool.max {
+                state.open += 1;
+                drop(state);
+                let opened = self.login().and_then(|s| match find(&s, &self.uri, ObjectClass::PRIVATE_KEY) {
+                    Ok(h) => Ok((s, h)),
+                    Err(e) => {
+                        let _ = s.close();
+                        Err(e)
+                    }
+                });
+                if opened.is_err() {
+                    self.forget_one();
+                }
+                return opened;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("all {} sessions stayed busy for {SESSION_WAIT:?}", pool.max));
+            }
+            state = pool.freed.wait_timeout(state, left).map_err(|_| "the session pool is poisoned".to_string())?.0;
+        }
+    }
+
+    fn give_back(&self, session: Session, handle: ObjectHandle, generation: u64) {
+        if let Ok(mut state) = self.sessions.state.lock() {
+            state.idle.push((session, handle, generation));
+        }
+        self.sessions.freed.notify_one();
+    }
+
+    fn forget_one(&self) {
+        if let Ok(mut state) = self.sessions.state.lock() {
+            state.open = state.open.saturating_sub(1);
+        }
+        self.sessions.freed.notify_one();
+    }
+
+    /// A new session on the key's token, logged in.
+    fn login(&self) -> Result<Session, String> {
+        let slot = slot(&self.module, &self.uri)?;
+        // Closed explicitly, never on drop: after a reset an old handle may name a new session.
+        let session = self
+            .module
+            .context
+            .open_rw_session_no_drop(slot)
+            .map_err(|e| format!("opening a session on the token: {e}"))?;
+        let login = match session.login(UserType::User, Some(&self.pin)) {
+            // Login is per token, not per session: the second session finds it done.
+            Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(()),
+            Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => Err("the PIN is wrong (CKR_PIN_INCORRECT)".to_string()),
+            Err(CkError::Pkcs11(RvError::PinLocked, _)) => Err("the token's user PIN is locked (CKR_PIN_LOCKED)".to_string()),
+            Err(e) => Err(format!("logging in to the token: {e}")),
+        };
+        match login {
+            Ok(()) => Ok(session),
+            Err(e) => {
+                let _ = session.close();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Makes `uri`'s key pair labelled `label` unless the token holds it; whether it made one.
+fn make(session: &Session, uri: &Pkcs11Uri, label: &str) -> Result<bool, String> {
+    let held = |class| session.find_objects(&template(uri, class)).map(|found| !found.is_empty());
+    match (held(ObjectClass::PRIVATE_KEY), held(ObjectClass::PUBLIC_KEY)) {
+        (Ok(false), Ok(false)) => {}
+        (Ok(true), Ok(true)) => return Ok(false),
+        (Ok(_), Ok(_)) => return Err("the token holds only one half of this key pair; remove it or name another object".into()),
+        (Err(e), _) | (_, Err(e)) => return Err(format!("looking the key up: {e}")),
+    }
+    let id = uri.id.clone().unwrap_or_else(|| hash::sha256(label.as_bytes())[..8].to_vec());
+    let params = PRIME256V1.to_der().map_err(|e| e.to_string())?;
+    let public = [
+        Attribute::Token(true),
+        Attribute::Verify(true),
+        Attribute::EcParams(params),
+        Attribute::Label(label.as_bytes().to_vec()),
+        Attribute::Id(id.clone()),
+    ];
+    let private = [
+        Attribute::Token(true),
+        Attribute::Private(true),
+        Attribute::Sensitive(true),
+        Attribute::Extractable(false),
+        Attribute::Sign(true),
+        Attribute::Label(label.as_bytes().to_vec()),
+        Attribute::Id(id),
+    ];
+    session
+        .generate_key_pair(&Mechanism::EccKeyPairGen, &public, &private)
+        .map_err(|e| format!("making the key pair: {e}"))?;
+    Ok(true)
+}
+
+/// What finds `uri`'s EC key of `class`.
+fn template(uri: &Pkcs11Uri, class: ObjectClass) -> Vec<Attribute> {
+    let mut template = vec![Attribute::Class(class), Attribute::KeyType(KeyType::EC)];
+    if let Some(label) = &uri.object {
+        template.push(Attribute::Label(label.as_bytes().to_vec()));
+    }
+    if let Some(id) = &uri.id {
+        template.push(Attribute::Id(id.clone()));
+    }
+    template
+}
+
+/// The one object of `class` that `uri` names.
+fn find(session: &Session, uri: &Pkcs11Uri, class: ObjectClass) -> Result<ObjectHandle, String> {
+    let what = if class == ObjectClass::PRIVATE_KEY { "EC private key" } else { "EC public key" };
+    match session.find_objects(&template(uri, class)).map_err(|e| format!("looking the key up: {e}"))?.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(format!("the token holds no {what} with this label/id (make one with `signet init --keys`)")),
+        many => Err(format!("the token holds {} {what}s with this label/id; name one by id=", many.len())),
+    }
+}
+
+/// The SPKI DER of `uri`'s public key, refused unless it is P-256.
+fn public_key(session: &Session, uri: &Pkcs11Uri) -> Result<Vec<u8>, String> {
+    let handle = find(session, uri, ObjectClass::PUBLIC_KEY)?;
+    let attrs = session
+        .get_attributes(handle, &[AttributeType::EcParams, AttributeType::EcPoint])
+        .map_err(|e| format!("reading the public key: {e}"))?;
+    let (mut params, mut point) = (None, None);
+    for a in attrs {
+        match a {
+            Attribute::EcParams(p) => params = Some(p),
+            Attribute::EcPoint(p) => point = Some(p),
+            _ => {}
+        }
+    }
+    let curve = params.and_then(|p| ObjectIdentifier::from_der(&p).ok());
+    if curve != Some(PRIME256V1) {
+        return Err(format!("the key is not on P-256 (its curve: {})", curve.map_or("unknown".into(), |c| c.to_string())));
+    }
+    let point = point.ok_or("the public key has no CKA_EC_POINT")?;
+    // PKCS#11 wraps the point in an OCTET STRING; some modules give it bare.
+    let point = OctetString::from_der(&point).map(|o| o.into_bytes()).unwrap_or(point);
+    if point.len() != 65 || point[0] != 4 {
+        return Err("the public key's point is not an uncompressed P-256 point".into());
+    }
+    let spki = SubjectPublicKeyInfoOwned {
+        algorithm: AlgorithmIdentifierOwned { oid: ID_EC_PUBLIC_KEY, parameters: Some(der::Any::encode_from(&PRIME256V1).map_err(|e| e.to_string())?) },
+        subject_public_key: BitString::from_bytes(&point).map_err(|e| e.to_string())?,
+    };
+    spki.to_der().map_err(|e| e.to_string())
+}
+
+#[derive(Sequence)]
+struct EcdsaSignature<'a> {
+    r: UintRef<'a>,
+    s: UintRef<'a>,
+}
+
+/// PKCS#11's r‖s as the ASN.1 DER that X.509, CMS and Sigstore carry.
+fn der_signature(raw: &[u8]) -> Option<Vec<u8>> {
+    if raw.len() != 64 {
+        return None;
+    }
+    let (r, s) = raw.split_at(32);
+    EcdsaSignature { r: UintRef::new(r).ok()?, s: UintRef::new(s).ok()? }.to_der().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_signatures_become_der_with_minimal_integers() {
+        let mut raw = [0u8; 64];
+        raw[31] = 1; // r = 1
+        raw[32] = 0x80; // s has its top bit set: needs a leading zero
+        let der = der_signature(&raw).unwrap();
+        assert_eq!(&der[..5], &[0x30, 0x26, 0x02, 0x01, 0x01]);
+        assert_eq!(&der[5..8], &[0x02, 0x21, 0x00]);
+        assert!(der_signature(&raw[..63]).is_none());
+    }
+}

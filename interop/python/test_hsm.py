@@ -1,0 +1,98 @@
+"""Issue 43: an instance whose log, CT and TSA keys are on a PKCS#11 token (a SoftHSM2 token
+made here, in a temporary directory). cosign signs over Rekor v1 (its SET by the Rekor v1
+key, the certificate's SCT by the CT key) and sigstore-python over Rekor v2 (the checkpoint
+by the v2 key, the RFC 3161 timestamp by the TSA key); each bundle verifies with the
+instance's trusted root, in both clients."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+COSIGN = os.environ.get("COSIGN_BIN", os.path.join(ROOT, ".tools", "bin", "cosign"))
+MODULES = ["/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so"]
+PIN = "135790"
+
+
+def run(*args, env=None):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture()
+def token_instance(signet_bin, tmp_path):
+    module = next((m for m in MODULES if os.path.exists(m)), None)
+    if module is None:
+        pytest.fail("SoftHSM2 is not installed: scripts/install-deps installs Debian's softhsm2")
+    (tmp_path / "tokens").mkdir()
+    conf = tmp_path / "softhsm2.conf"
+    conf.write_text(f"directories.tokendir = {tmp_path / 'tokens'}\nobjectstore.backend = file\nlog.level = ERROR\n")
+    env = dict(os.environ, SOFTHSM2_CONF=str(conf), SIGNET_PKCS11_MODULE=module, SIGNET_PKCS11_PIN=PIN)
+    made = run("softhsm2-util", "--init-token", "--free", "--label", "signet", "--pin", PIN, "--so-pin", "97531", env=env)
+    assert made.returncode == 0, made.stderr
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "data"
+    init = run(signet_bin, "init", "--data-dir", data, "--public-url", f"http://127.0.0.1:{port}", "--keys", "pkcs11:token=signet", env=env)
+    assert init.returncode == 0, init.stderr
+    for key in ["rekor-v1", "rekor-v2", "ct", "tsa"]:
+        assert not (data / "keys" / f"{key}.pem").exists(), f"the {key} key was written to the data dir"
+
+    # --dev for its OIDC issuer; the keys are the config's, on the token.
+    proc = subprocess.Popen([signet_bin, "serve", "--dev", "--config", str(data / "signet.toml"), "--listen", f"127.0.0.1:{port}",
+                             "--plain-http"], stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    match = re.match(r"signet listening on (\S+)", line)
+    assert match, f"unexpected first line from signet: {line!r}"
+    try:
+        trust = tmp_path / "trust"
+        exported = run(signet_bin, "trust", "export", "--data-dir", data, "--out", trust)
+        assert exported.returncode == 0, exported.stderr
+        token = run(signet_bin, "dev-token", "--data-dir", data, "--subject", "hsm@example.com").stdout.strip()
+        yield {"url": match.group(1), "trust": trust, "token": token}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_clients_sign_and_verify_with_keys_on_a_token(token_instance, tmp_path):
+    if not os.path.exists(COSIGN):
+        pytest.fail(f"cosign not found at {COSIGN}; scripts/test installs it")
+    trust, issuer = token_instance["trust"], token_instance["url"] + "/oidc"
+    artifact = tmp_path / "artifact.txt"
+    artifact.write_text("signed with keys on a token\n")
+
+    # cosign over Rekor v1: the SET and the SCT come from the token.
+    token_file = tmp_path / "token"
+    token_file.write_text(token_instance["token"])
+    bundle = tmp_path / "cosign.sigstore.json"
+    signed = run(COSIGN, "sign-blob", "--yes", "--signing-config", trust / "signing_config.json", "--trusted-root",
+                 trust / "trusted_root.json", "--bundle", bundle, "--identity-token", token_file, artifact)
+    assert signed.returncode == 0, signed.stderr
+    verify = [COSIGN, "verify-blob", "--trusted-root", trust / "trusted_root.json", "--certificate-identity", "hsm@example.com",
+              "--certificate-oidc-issuer", issuer]
+    ok = run(*verify, "--bundle", bundle, artifact)
+    assert ok.returncode == 0, ok.stderr
+
+    # sigstore-python over Rekor v2: the checkpoint and the RFC 3161 timestamp come from the token.
+    py_bundle = tmp_path / "python.sigstore.json"
+    signed = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "sign", "--identity-token",
+                 token_instance["token"], "--rekor-version", "2", "--bundle", py_bundle, artifact)
+    assert signed.returncode == 0, signed.stderr
+    for b in [bundle, py_bundle]:
+        py = run(sys.executable, "-m", "sigstore", "--trust-config", trust / "client_trust_config.json", "verify", "identity", "--offline",
+                 "--bundle", b, "--cert-identity", "hsm@example.com", "--cert-oidc-issuer", issuer, artifact)
+        assert py.returncode == 0, f"{b.name}: {py.stderr}"
+    ok = run(*verify, "--bundle", py_bundle, artifact)
+    assert ok.returncode == 0, ok.stderr
+
+    # Another artifact fails with the same bundles.
+    other = tmp_path / "other.txt"
+    other.write_text("not signed\n")
+    assert run(*verify, "--bundle", bundle, other).returncode != 0
