@@ -31,7 +31,7 @@ def token_instance(signet_bin, tmp_path):
     (tmp_path / "tokens").mkdir()
     conf = tmp_path / "softhsm2.conf"
     conf.write_text(f"directories.tokendir = {tmp_path / 'tokens'}\nobjectstore.backend = file\nlog.level = ERROR\n")
-    env = dict(os.environ, SOFTHSM2_CONF=str(conf), SIGNET_PKCS11_MODULE=module, SIGNET_PKCS11_PIN=PIN)
+    env = dict(os.environ, SOFTHSM2_CONF=str(conf), SIGNET_KEYS_PKCS11_MODULE=module, SIGNET_KEYS_PKCS11_PIN=PIN)
     made = run("softhsm2-util", "--init-token", "--free", "--label", "signet", "--pin", PIN, "--so-pin", "97531", env=env)
     assert made.returncode == 0, made.stderr
 

@@ -47,7 +47,7 @@ impl SoftHsm {
     /// `signet …` with this token's configuration, its module and its PIN.
     fn signet(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_signet"));
-        c.env("SOFTHSM2_CONF", self.conf()).env("SIGNET_PKCS11_MODULE", softhsm_module()).env("SIGNET_PKCS11_PIN", PIN).args(args);
+        c.env("SOFTHSM2_CONF", self.conf()).env("SIGNET_KEYS_PKCS11_MODULE", softhsm_module()).env("SIGNET_KEYS_PKCS11_PIN", PIN).args(args);
         c
     }
 
@@ -204,7 +204,7 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
 
     // init with a wrong PIN writes nothing.
     let mut wrong = hsm.signet(&["init", "--data-dir", data.to_str().unwrap(), "--public-url", "http://127.0.0.1:1", "--keys", "pkcs11:token=signet"]);
-    let out = wrong.env("SIGNET_PKCS11_PIN", "999999").output().unwrap();
+    let out = wrong.env("SIGNET_KEYS_PKCS11_PIN", "999999").output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && said.contains("the PIN is wrong") && !said.contains("999999"), "{said}");
     assert!(!data.join("signet.toml").exists(), "init wrote a config after failing");
@@ -220,13 +220,13 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
         assert!(!out.status.success(), "started with {extra:?}");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let said = start(&[("SIGNET_PKCS11_PIN", "111111")]);
+    let said = start(&[("SIGNET_KEYS_PKCS11_PIN", "111111")]);
     assert!(said.contains("the PIN is wrong") && !said.contains("111111"), "{said}");
     let said = start(&[("SIGNET_KEYS_TSA", "pkcs11:token=signet;object=no-such-key")]);
     assert!(said.contains("object=no-such-key") && said.contains("holds no EC"), "{said}");
     let said = start(&[("SIGNET_KEYS_CT", "pkcs11:token=elsewhere;object=signet-ct")]);
     assert!(said.contains("no token matches") && said.contains("\"signet\""), "{said}");
-    let said = start(&[("SIGNET_PKCS11_MODULE", "/nonexistent/libpkcs11.so")]);
+    let said = start(&[("SIGNET_KEYS_PKCS11_MODULE", "/nonexistent/libpkcs11.so")]);
     assert!(said.contains("cannot load the PKCS#11 module /nonexistent/libpkcs11.so"), "{said}");
     let said = start(&[("SIGNET_KEYS_REKOR_V1", "pkcs11:token=signet;objekt=x")]);
     assert!(said.contains("SIGNET_KEYS_REKOR_V1") && said.contains("unknown attribute \"objekt\""), "{said}");

@@ -464,7 +464,7 @@ pub struct KeyPaths {
     pub tsa: Option<KeySource>,
     /// The PKCS#11 module for URIs that give no `module-path`.
     pub pkcs11_module: Option<PathBuf>,
-    /// The tokens' user PIN for URIs that give none; better from `SIGNET_PKCS11_PIN`.
+    /// The tokens' user PIN for URIs that give none; better from `SIGNET_KEYS_PKCS11_PIN`.
     pub pkcs11_pin: Option<String>,
     /// Sessions each key on a token keeps open; 0: the default (4).
     pub pkcs11_sessions: usize,
@@ -765,11 +765,14 @@ impl Config {
                 *slot = Some(parse(name, v)?);
             }
         }
-        if let Some(v) = get("SIGNET_PKCS11_MODULE") {
+        if let Some(v) = get("SIGNET_KEYS_PKCS11_MODULE") {
             self.keys.pkcs11_module = Some(PathBuf::from(v));
         }
-        if let Some(v) = get("SIGNET_PKCS11_PIN") {
+        if let Some(v) = get("SIGNET_KEYS_PKCS11_PIN") {
             self.keys.pkcs11_pin = Some(v);
+        }
+        if let Some(v) = get("SIGNET_KEYS_PKCS11_SESSIONS") {
+            self.keys.pkcs11_sessions = parse("SIGNET_KEYS_PKCS11_SESSIONS", v)?;
         }
         if let Some(v) = get("SIGNET_LOG_BATCH_MAX_ENTRIES") {
             self.log.batch_max_entries = parse("SIGNET_LOG_BATCH_MAX_ENTRIES", v)?;

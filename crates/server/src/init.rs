@@ -146,7 +146,7 @@ fn keys_table(on_token: &[(&str, Pkcs11Uri)], module: Option<&Path>) -> String {
     if let Some(m) = module {
         table.push_str(&format!("pkcs11_module = {}\n", toml_string(&m.display().to_string())));
     }
-    table.push_str("# The token's PIN is not written here: give it as SIGNET_PKCS11_PIN.\n");
+    table.push_str("# The token's PIN is not written here: give it as SIGNET_KEYS_PKCS11_PIN.\n");
     table
 }
 

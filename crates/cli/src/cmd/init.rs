@@ -22,8 +22,8 @@ pub struct Args {
     intermediate_key: Option<String>,
     /// Keep the log and TSA keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL), made
     /// there unless it holds them already (objects signet-rekor-v1, signet-rekor-v2,
-    /// signet-ct, signet-tsa). The module and PIN: SIGNET_PKCS11_MODULE and
-    /// SIGNET_PKCS11_PIN, or module-path and pin-source in the URI.
+    /// signet-ct, signet-tsa). The module and PIN: SIGNET_KEYS_PKCS11_MODULE and
+    /// SIGNET_KEYS_PKCS11_PIN, or module-path and pin-source in the URI.
     #[arg(long, value_name = "PKCS11_URI")]
     keys: Option<String>,
 }
@@ -44,8 +44,8 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let pkcs11 = signet_core::keys::Pkcs11Settings {
-        module: std::env::var_os("SIGNET_PKCS11_MODULE").map(PathBuf::from),
-        pin: std::env::var("SIGNET_PKCS11_PIN").ok(),
+        module: std::env::var_os("SIGNET_KEYS_PKCS11_MODULE").map(PathBuf::from),
+        pin: std::env::var("SIGNET_KEYS_PKCS11_PIN").ok(),
         sessions: 1,
     };
     let opts = InitOptions {

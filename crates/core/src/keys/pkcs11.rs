@@ -125,7 +125,7 @@ fn locate(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Arc<Module>, Au
         .module_path
         .clone()
         .or_else(|| settings.module.clone())
-        .ok_or("no PKCS#11 module: give module-path in the URI, pkcs11_module in [keys], or SIGNET_PKCS11_MODULE")?;
+        .ok_or("no PKCS#11 module: give module-path in the URI, pkcs11_module in [keys], or SIGNET_KEYS_PKCS11_MODULE")?;
     let module = module(&path)?;
     let pin = match (&uri.pin_value, &uri.pin_source, &settings.pin) {
         (Some(p), _, _) => p.clone(),
@@ -134,7 +134,7 @@ fn locate(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Arc<Module>, Au
             .trim_end_matches(['\r', '\n'])
             .to_string(),
         (None, None, Some(p)) => p.clone(),
-        (None, None, None) => return Err("no PIN: give pkcs11_pin in [keys], SIGNET_PKCS11_PIN, or pin-source in the URI".into()),
+        (None, None, None) => return Err("no PIN: give pkcs11_pin in [keys], SIGNET_KEYS_PKCS11_PIN, or pin-source in the URI".into()),
     };
     Ok((module, AuthPin::from(pin)))
 }

@@ -3,7 +3,7 @@
 //!
 //! The URI is the key's whole address, so that one config line moves a key into an HSM.
 //! What is secret (the PIN) may come in it (`pin-value`, `pin-source`), but is better given
-//! apart ([`Pkcs11Settings`], from the config or `SIGNET_PKCS11_PIN`): a URI is shown in
+//! apart ([`Pkcs11Settings`], from the config or `SIGNET_KEYS_PKCS11_PIN`): a URI is shown in
 //! errors and logs, and its [`Display`](std::fmt::Display) never shows a PIN.
 
 use std::fmt;
