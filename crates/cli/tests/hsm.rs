@@ -230,4 +230,19 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
     assert!(said.contains("cannot load the PKCS#11 module /nonexistent/libpkcs11.so"), "{said}");
     let said = start(&[("SIGNET_KEYS_REKOR_V1", "pkcs11:token=signet;objekt=x")]);
     assert!(said.contains("SIGNET_KEYS_REKOR_V1") && said.contains("unknown attribute \"objekt\""), "{said}");
+
+    // doctor checks the TSA certificate against the key on the token, and names what fails.
+    let config = data.join("signet.toml");
+    let doctor = |pin: &str| {
+        let out = hsm.signet(&["doctor", "--offline", "--config"]).arg(&config).env("SIGNET_KEYS_PKCS11_PIN", pin).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (_, text) = doctor(PIN);
+    let tsa = text.lines().find(|l| l.contains("tsa.pem")).unwrap_or_else(|| panic!("no TSA line:\n{text}"));
+    assert!(tsa.starts_with("ok    ") && tsa.contains("matches its key"), "{text}");
+    assert!(!text.contains("is not a readable PKCS#8 key"), "a public key file was taken for a broken private key:\n{text}");
+    let (code, text) = doctor("000000");
+    assert_eq!(code, Some(1), "{text}");
+    let tsa = text.lines().find(|l| l.contains("the TSA key pkcs11:")).unwrap_or_else(|| panic!("no TSA line:\n{text}"));
+    assert!(tsa.starts_with("FAIL  ") && tsa.contains("the PIN is wrong") && !text.contains("000000"), "{text}");
 }

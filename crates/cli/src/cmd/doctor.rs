@@ -87,7 +87,7 @@ pub fn run(args: Args) -> ExitCode {
     }
     keys(&data, &mut report);
     production(&cfg, &mut report);
-    certificates(&data, &mut report);
+    certificates(&cfg, &mut report);
     storage(&cfg, &mut report);
     restored(&cfg, &mut report);
     tuf(&data, &mut report);
@@ -111,6 +111,12 @@ fn finish(report: Report) -> ExitCode {
 }
 
 /// The public key of a PKCS#8 key of any kind signet keeps (P-256, P-384, Ed25519).
+/// The public point of an SPKI, as [`public_key`] gives it.
+fn spki_point(spki_der: &[u8]) -> Option<Vec<u8>> {
+    use der::Decode;
+    x509_cert::spki::SubjectPublicKeyInfoRef::from_der(spki_der).ok().map(|s| s.subject_public_key.raw_bytes().to_vec())
+}
+
 fn public_key(pkcs8: &[u8]) -> Option<Vec<u8>> {
     for alg in [&ECDSA_P256_SHA256_ASN1_SIGNING, &ECDSA_P384_SHA384_ASN1_SIGNING] {
         if let Ok(k) = EcdsaKeyPair::from_pkcs8(alg, pkcs8) {
@@ -198,7 +204,12 @@ fn keys(data: &Path, report: &mut Report) {
         if path.extension().is_none_or(|x| x != "pem") {
             continue;
         }
-        let parsed = std::fs::read(&path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
+        let block = std::fs::read(&path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok());
+        // A key kept elsewhere (a token) leaves its public half here, for the trust documents.
+        if block.as_ref().is_some_and(|b| b.label == "PUBLIC KEY") {
+            continue;
+        }
+        let parsed = block.and_then(|b| public_key(&b.der));
         match parsed {
             Some(_) => good += 1,
             None => report.fail(&format!("{} is not a readable PKCS#8 key (P-256, P-384 or Ed25519)", path.display())),
@@ -214,7 +225,8 @@ fn cert_der(path: &Path) -> Option<Vec<u8>> {
 }
 
 /// Each certificate matches its key (when the key is here) and is not near its end.
-fn certificates(data: &Path, report: &mut Report) {
+fn certificates(cfg: &signet_server::config::Config, report: &mut Report) {
+    let data = &cfg.data_dir;
     for (cert, key) in [("root.pem", "ca-root.pem"), ("intermediate.pem", "ca-intermediate.pem"), ("tsa.pem", "tsa.pem")] {
         let cert_path = data.join("ca").join(cert);
         let Some(der) = cert_der(&cert_path) else {
@@ -225,8 +237,19 @@ fn certificates(data: &Path, report: &mut Report) {
             report.fail(&format!("{} does not parse as X.509", cert_path.display()));
             continue;
         };
-        let key_path = data.join("keys").join(key);
-        let key_public = std::fs::read(&key_path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
+        let mut key_path = data.join("keys").join(key);
+        let mut key_public = std::fs::read(&key_path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
+        // The TSA's key as configured: a file elsewhere, or a token's (opened, as `serve` would).
+        if let (Some(source), "tsa.pem") = (&cfg.keys.tsa, key) {
+            key_path = PathBuf::from(source.to_string());
+            match signet_core::keys::SigningKey::open(source, &cfg.keys.pkcs11(), false) {
+                Ok(k) => key_public = spki_point(k.spki_der()),
+                Err(e) => {
+                    report.fail(&format!("the TSA key {source}: {e}"));
+                    continue;
+                }
+            }
+        }
         let cert_public = parsed.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
         match key_public {
             Some(k) if k == cert_public => {}
