@@ -246,3 +246,31 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
     let tsa = text.lines().find(|l| l.contains("the TSA key pkcs11:")).unwrap_or_else(|| panic!("no TSA line:\n{text}"));
     assert!(tsa.starts_with("FAIL  ") && tsa.contains("the PIN is wrong") && !text.contains("000000"), "{text}");
 }
+
+#[test]
+fn a_restore_rotates_the_logs_whose_keys_are_on_the_token() {
+    // A restored log may be behind what it acknowledged: `signet restore` moves every log to a
+    // new shard, and a key on a token (no private key file here) must not hide a log from it.
+    let hsm = SoftHsm::new();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+    assert!(init(&hsm, &data, port).status.success());
+    let (agent, signer) = (agent(), Signer::new());
+    let server = serve(&hsm, &data, port);
+    assert_eq!(post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"before the restore")).unwrap().status, 201);
+    drop(server);
+
+    let restored = hsm.signet(&["restore", "--force", "--data-dir"]).arg(&data).output().unwrap();
+    assert!(restored.status.success(), "{}", String::from_utf8_lossy(&restored.stderr));
+    let said = String::from_utf8_lossy(&restored.stdout);
+    for log in ["rekor-v1", "rekor-v2", "ct"] {
+        assert!(said.contains(&format!("\"log\":\"{log}\"")), "{log} was not rotated: {said}");
+    }
+    let server = serve(&hsm, &data, port);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"after the restore")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let token_key = hex::encode(signet_core::hash::sha256(&spki_of(&data.join("keys/rekor-v1.pub.pem"))));
+    let e = r.json().as_object().unwrap().values().next().unwrap().clone();
+    assert_ne!(e["logID"].as_str().unwrap(), token_key, "the restored log went on under the old shard's key");
+}

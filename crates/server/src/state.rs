@@ -194,14 +194,14 @@ impl AppState {
         };
         // Every log is a list of shards (crate::shards); the newest takes the appends. Rekor
         // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
-        let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), &v1_key)?;
+        let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), v1_key.spki_der())?;
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
         let ct_key = key(cfg, &cfg.keys.ct, "ct.pem")?;
         for (kind, zero) in [(Kind::RekorV1, &v1_key), (Kind::RekorV2, &v2_key), (Kind::Ct, &ct_key)] {
             crate::shards::keep_zero_public(kind, &cfg.data_dir, zero).map_err(StartError::Shards)?;
         }
-        let v2_list = crate::shards::registry(Kind::RekorV2, storage.as_ref(), &v2_key)?;
-        let ct_list = crate::shards::registry(Kind::Ct, storage.as_ref(), &ct_key)?;
+        let v2_list = crate::shards::registry(Kind::RekorV2, storage.as_ref(), v2_key.spki_der())?;
+        let ct_list = crate::shards::registry(Kind::Ct, storage.as_ref(), ct_key.spki_der())?;
         let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &v2_list, &v2_key).map_err(StartError::Shards)?;
         let (ct_shard, ct_key) = crate::shards::active_key(Kind::Ct, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &ct_list, &ct_key).map_err(StartError::Shards)?;
         crate::shards::check_frozen(Kind::RekorV2, storage.as_ref(), &v2_list).map_err(StartError::Shards)?;

@@ -22,22 +22,10 @@ fn read_cert(path: &Path) -> Result<Vec<u8>, String> {
     Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", path.display()))?.der)
 }
 
-/// Shard 0's public key: from the public file every start writes, else (a data dir from
-/// before it did) from the private key file.
+/// Shard 0's public key ([`crate::shards::zero_spki`]).
 fn zero_key_spki(data_dir: &Path, kind: Kind) -> Result<Vec<u8>, String> {
-    let public = kind.zero_public_path(data_dir);
-    if let Ok(bytes) = std::fs::read(&public) {
-        let block = pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", public.display()))?;
-        return match block.label.as_str() {
-            "PUBLIC KEY" => Ok(block.der),
-            other => Err(format!("{}: expected a PUBLIC KEY block, found {other}", public.display())),
-        };
-    }
-    let path = kind.zero_key_path(data_dir);
-    if !path.exists() {
-        return Err(format!("{} does not exist; start `signet serve` on this data dir first", path.display()));
-    }
-    Ok(SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?.spki_der().to_vec())
+    crate::shards::zero_spki(kind, data_dir)?
+        .ok_or_else(|| format!("{} does not exist; start `signet serve` on this data dir first", kind.zero_key_path(data_dir).display()))
 }
 
 /// Builds the instance description; `url`, if given, must have the instance's host.

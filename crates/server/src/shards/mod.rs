@@ -105,6 +105,25 @@ impl Kind {
     }
 }
 
+/// Shard 0's public key as this data dir knows it: the public file every start writes (the
+/// private key may be on a token, or a file elsewhere), else the private key file of a data
+/// dir from before; `None` if neither is here.
+pub fn zero_spki(kind: Kind, data_dir: &Path) -> Result<Option<Vec<u8>>, String> {
+    let public = kind.zero_public_path(data_dir);
+    if let Ok(bytes) = std::fs::read(&public) {
+        let block = signet_core::pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", public.display()))?;
+        return match block.label.as_str() {
+            "PUBLIC KEY" => Ok(Some(block.der)),
+            other => Err(format!("{}: expected a PUBLIC KEY block, found {other}", public.display())),
+        };
+    }
+    let path = kind.zero_key_path(data_dir);
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?.spki_der().to_vec()))
+}
+
 /// Writes shard 0's public key beside the keys, unless it is there already as it is.
 pub fn keep_zero_public(kind: Kind, data_dir: &Path, key: &SigningKey) -> Result<(), String> {
     let path = kind.zero_public_path(data_dir);
@@ -145,8 +164,8 @@ pub fn tree_id_zero(storage: &dyn Storage) -> Result<i64, StorageError> {
     ))
 }
 
-/// Every shard of a log, oldest first, given shard 0's key.
-pub fn registry(kind: Kind, storage: &dyn Storage, zero_key: &SigningKey) -> Result<Vec<Shard>, StorageError> {
+/// Every shard of a log, oldest first, given shard 0's public key (SPKI DER).
+pub fn registry(kind: Kind, storage: &dyn Storage, zero_spki: &[u8]) -> Result<Vec<Shard>, StorageError> {
     let zero = Shard {
         number: 0,
         log_id: kind.zero_log(),
@@ -156,7 +175,7 @@ pub fn registry(kind: Kind, storage: &dyn Storage, zero_key: &SigningKey) -> Res
             _ => 0,
         },
         start: 0,
-        spki: zero_key.spki_der().to_vec(),
+        spki: zero_spki.to_vec(),
         valid_from: None,
         frozen: None,
     };
@@ -528,15 +547,15 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
             (None, Some(HeldLease { pg: pg.clone(), lease }), pg)
         }
     };
-    let zero_path = kind.zero_key_path(data_dir);
-    if !zero_path.exists() {
+    // Its public half is enough: shard 0's private key may be on a token.
+    let Some(zero_spki) = zero_spki(kind, data_dir)? else {
         return Ok(Rotation::NotCreated(format!(
-            "{} does not exist: rotate on the data dir of the instance that made the log",
-            zero_path.display()
+            "neither {} nor {} exists: rotate on the data dir of the instance that made the log",
+            kind.zero_public_path(data_dir).display(),
+            kind.zero_key_path(data_dir).display()
         )));
-    }
-    let zero_key = SigningKey::load_or_generate(&zero_path).map_err(|e| e.to_string())?;
-    let list = registry(kind, store.as_ref(), &zero_key).map_err(|e| e.to_string())?;
+    };
+    let list = registry(kind, store.as_ref(), &zero_spki).map_err(|e| e.to_string())?;
     let Some(active) = list.last() else { return Err("the log has no shards".into()) };
     if active.frozen.is_none() && store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())?.is_none() {
         return Ok(Rotation::NotCreated(format!("the {} log has not been created yet: start `signet serve` on it once first", kind.title())));
