@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use der::Decode;
-use signet_core::{keys::SigningKey, pem};
+use signet_core::pem;
 use signet_trust::root::{Instance, ShardKey};
 
 use crate::config::host_of;

@@ -550,9 +550,9 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
     // Its public half is enough: shard 0's private key may be on a token.
     let Some(zero_spki) = zero_spki(kind, data_dir)? else {
         return Ok(Rotation::NotCreated(format!(
-            "neither {} nor {} exists: rotate on the data dir of the instance that made the log",
-            kind.zero_public_path(data_dir).display(),
-            kind.zero_key_path(data_dir).display()
+            "{} does not exist, nor its public half {}: rotate on the data dir of the instance that made the log",
+            kind.zero_key_path(data_dir).display(),
+            kind.zero_public_path(data_dir).display()
         )));
     };
     let list = registry(kind, store.as_ref(), &zero_spki).map_err(|e| e.to_string())?;
