@@ -66,6 +66,17 @@ impl Drop for Unplugged<'_> {
     }
 }
 
+/// A token, and a data dir initialised with its keys on it (at `<top>/data`), for a port of its own.
+fn initialised() -> (SoftHsm, tempfile::TempDir, PathBuf, u16) {
+    let hsm = SoftHsm::new();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+    let made = init(&hsm, &data, port);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    (hsm, top, data, port)
+}
+
 fn init(hsm: &SoftHsm, data: &Path, port: u16) -> std::process::Output {
     let url = format!("http://127.0.0.1:{port}");
     hsm.signet(&["init", "--data-dir", data.to_str().unwrap(), "--public-url", &url, "--keys", "pkcs11:token=signet"]).output().unwrap()
@@ -158,11 +169,7 @@ fn init_keeps_the_log_and_tsa_keys_on_the_token_and_they_sign() {
 
 #[test]
 fn a_token_that_goes_away_is_a_503_and_the_instance_recovers_when_it_is_back() {
-    let hsm = SoftHsm::new();
-    let top = tempfile::tempdir().unwrap();
-    let data = top.path().join("data");
-    let port = crate::haproxy::free_port();
-    assert!(init(&hsm, &data, port).status.success());
+    let (hsm, _top, data, port) = initialised();
     let server = serve(&hsm, &data, port);
     let agent = agent();
     let signer = Signer::new();
@@ -251,11 +258,7 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
 fn a_restore_rotates_the_logs_whose_keys_are_on_the_token() {
     // A restored log may be behind what it acknowledged: `signet restore` moves every log to a
     // new shard, and a key on a token (no private key file here) must not hide a log from it.
-    let hsm = SoftHsm::new();
-    let top = tempfile::tempdir().unwrap();
-    let data = top.path().join("data");
-    let port = crate::haproxy::free_port();
-    assert!(init(&hsm, &data, port).status.success());
+    let (hsm, _top, data, port) = initialised();
     let (agent, signer) = (agent(), Signer::new());
     let server = serve(&hsm, &data, port);
     assert_eq!(post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"before the restore")).unwrap().status, 201);

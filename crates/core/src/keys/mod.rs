@@ -98,13 +98,8 @@ impl SigningKey {
         match source {
             KeySource::File(path) if generate => Self::load_or_generate(path),
             KeySource::File(path) => {
-                let shown = path.display().to_string();
-                let bytes = std::fs::read(path).map_err(|source| KeyError::Read { path: shown.clone(), source })?;
-                let block = pem::decode_first(&bytes).map_err(|e| KeyError::Invalid { path: shown.clone(), why: e.to_string() })?;
-                if block.label != "PRIVATE KEY" {
-                    return Err(KeyError::Invalid { path: shown, why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label) });
-                }
-                Self::from_pkcs8(&block.der, &shown)
+                let bytes = std::fs::read(path).map_err(|source| KeyError::Read { path: path.display().to_string(), source })?;
+                Self::from_pkcs8(&pkcs8_of(path, &bytes)?, &path.display().to_string())
             }
             KeySource::Pkcs11(uri) => {
                 let (key, spki_der) = pkcs11::Key::open(uri, settings)?;
@@ -178,16 +173,7 @@ pub fn load_or_generate_pkcs8(path: &Path) -> Result<Vec<u8>, KeyError> {
 pub fn load_or_generate_pkcs8_for(path: &Path, alg: &'static signature::EcdsaSigningAlgorithm) -> Result<Vec<u8>, KeyError> {
     let shown = path.display().to_string();
     match std::fs::read(path) {
-        Ok(bytes) => {
-            let block = pem::decode_first(&bytes).map_err(|e| KeyError::Invalid { path: shown.clone(), why: e.to_string() })?;
-            if block.label != "PRIVATE KEY" {
-                return Err(KeyError::Invalid {
-                    path: shown,
-                    why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label),
-                });
-            }
-            Ok(block.der)
-        }
+        Ok(bytes) => pkcs8_of(path, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let rng = SystemRandom::new();
             let doc = EcdsaKeyPair::generate_pkcs8(alg, &rng).map_err(|_| KeyError::Sign)?;
@@ -197,6 +183,16 @@ pub fn load_or_generate_pkcs8_for(path: &Path, alg: &'static signature::EcdsaSig
         }
         Err(source) => Err(KeyError::Read { path: shown, source }),
     }
+}
+
+/// The PKCS#8 DER in the PEM `bytes` read from `path`.
+fn pkcs8_of(path: &Path, bytes: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let shown = || path.display().to_string();
+    let block = pem::decode_first(bytes).map_err(|e| KeyError::Invalid { path: shown(), why: e.to_string() })?;
+    if block.label != "PRIVATE KEY" {
+        return Err(KeyError::Invalid { path: shown(), why: format!("expected a PRIVATE KEY (PKCS#8) block, found {}", block.label) });
+    }
+    Ok(block.der)
 }
 
 /// Verifies an ASN.1 ECDSA P-256/SHA-256 signature against an SPKI DER public key.
