@@ -3,11 +3,11 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use signet_core::keys::SigningKey;
+use signet_keys::{Algorithm, Signer};
 
-fn key() -> &'static SigningKey {
-    static K: OnceLock<SigningKey> = OnceLock::new();
-    K.get_or_init(|| SigningKey::generate().expect("key"))
+fn key() -> &'static Signer {
+    static K: OnceLock<Signer> = OnceLock::new();
+    K.get_or_init(|| Signer::generate(Algorithm::EcdsaP256Sha256).expect("key"))
 }
 
 fuzz_target!(|data: &[u8]| {

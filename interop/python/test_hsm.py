@@ -1,8 +1,9 @@
-"""Issue 43: an instance whose log, CT and TSA keys are on a PKCS#11 token (a SoftHSM2 token
-made here, in a temporary directory). cosign signs over Rekor v1 (its SET by the Rekor v1
-key, the certificate's SCT by the CT key) and sigstore-python over Rekor v2 (the checkpoint
-by the v2 key, the RFC 3161 timestamp by the TSA key); each bundle verifies with the
-instance's trusted root, in both clients."""
+"""Issue 43: an instance whose every key is on a PKCS#11 token (SoftHSM2 tokens made here, in
+a temporary directory): the log, CT, TSA and CA intermediate keys on one, the CA root on
+another that the instance never opens. cosign signs over Rekor v1 (its SET by the Rekor v1
+key, the certificate by the intermediate, its SCT by the CT key) and sigstore-python over
+Rekor v2 (the checkpoint by the v2 key, the RFC 3161 timestamp by the TSA key); each bundle
+verifies with the instance's trusted root, in both clients."""
 
 import os
 import re
@@ -32,16 +33,18 @@ def token_instance(signet_bin, tmp_path):
     conf = tmp_path / "softhsm2.conf"
     conf.write_text(f"directories.tokendir = {tmp_path / 'tokens'}\nobjectstore.backend = file\nlog.level = ERROR\n")
     env = dict(os.environ, SOFTHSM2_CONF=str(conf), SIGNET_KEYS_PKCS11_MODULE=module, SIGNET_KEYS_PKCS11_PIN=PIN)
-    made = run("softhsm2-util", "--init-token", "--free", "--label", "signet", "--pin", PIN, "--so-pin", "97531", env=env)
-    assert made.returncode == 0, made.stderr
+    for label in ["signet", "offline-root"]:
+        made = run("softhsm2-util", "--init-token", "--free", "--label", label, "--pin", PIN, "--so-pin", "97531", env=env)
+        assert made.returncode == 0, made.stderr
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     data = tmp_path / "data"
-    init = run(signet_bin, "init", "--data-dir", data, "--public-url", f"http://127.0.0.1:{port}", "--keys", "pkcs11:token=signet", env=env)
+    init = run(signet_bin, "init", "--data-dir", data, "--public-url", f"http://127.0.0.1:{port}", "--keys", "pkcs11:token=signet",
+               "--root-key", "pkcs11:token=offline-root", env=env)
     assert init.returncode == 0, init.stderr
-    for key in ["rekor-v1", "rekor-v2", "ct", "tsa"]:
+    for key in ["rekor-v1", "rekor-v2", "ct", "tsa", "ca-intermediate", "ca-root"]:
         assert not (data / "keys" / f"{key}.pem").exists(), f"the {key} key was written to the data dir"
 
     # --dev for its OIDC issuer; the keys are the config's, on the token.

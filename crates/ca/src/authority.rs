@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use der::asn1::{Ia5String, ObjectIdentifier, OctetString, Utf8StringRef};
 use der::{Decode, Encode};
-use signet_core::{files, keys, pem};
+use signet_core::{files, pem};
+use signet_keys::{self as keys, KeySource, Pkcs11Settings};
 use spki::SubjectPublicKeyInfoOwned;
 use x509_cert::certificate::{Certificate, TbsCertificate};
 use x509_cert::ext::pkix::name::GeneralName;
@@ -64,9 +65,56 @@ pub enum CaError {
     CurveMismatch { path: String, found: CaCurve, wanted: CaCurve },
 }
 
+impl CaError {
+    /// Whether a CA key on a token did not sign now (unplugged, busy): a retry may succeed.
+    pub fn key_unavailable(&self) -> bool {
+        match self {
+            CaError::X509(X509Error::Signer(k)) | CaError::Key(k) => k.is_transient(),
+            _ => false,
+        }
+    }
+}
+
 impl From<der::Error> for CaError {
     fn from(e: der::Error) -> Self {
         CaError::X509(X509Error::Der(e))
+    }
+}
+
+/// Where the CA's two keys are kept, as configured.
+#[derive(Clone, Debug, Default)]
+pub struct CaKeys {
+    /// The curve of a new intermediate key (P-256 when `None`); an existing key keeps its
+    /// curve, and must match this when it is given.
+    pub intermediate_curve: Option<CaCurve>,
+    /// The intermediate key, which signs every leaf (default: `keys/ca-intermediate.pem`,
+    /// made on first start).
+    pub intermediate: Option<KeySource>,
+    /// The root key (default: `keys/ca-root.pem`). Needed only while certificates are made:
+    /// at the first start, and when the TSA or intermediate certificate is renewed.
+    pub root: Option<KeySource>,
+    /// The module and PIN for keys on a token.
+    pub pkcs11: Pkcs11Settings,
+}
+
+impl CaKeys {
+    /// File keys under the data dir, a new intermediate on `curve`.
+    pub fn curve(curve: Option<CaCurve>) -> CaKeys {
+        CaKeys { intermediate_curve: curve, ..CaKeys::default() }
+    }
+
+    fn intermediate_source(&self, data_dir: &Path) -> KeySource {
+        self.intermediate.clone().unwrap_or_else(|| KeySource::File(data_dir.join("keys").join("ca-intermediate.pem")))
+    }
+
+    /// Where the root key is: configured, or `keys/ca-root.pem`.
+    pub fn root_source(&self, data_dir: &Path) -> KeySource {
+        self.root.clone().unwrap_or_else(|| KeySource::File(data_dir.join("keys").join("ca-root.pem")))
+    }
+
+    /// The root key, made (P-384) where it is a file that does not exist yet.
+    pub fn root_key(&self, data_dir: &Path) -> Result<CaKey, CaError> {
+        Ok(CaKey::open(&self.root_source(data_dir), &self.pkcs11, CaCurve::P384, true)?)
     }
 }
 
@@ -83,23 +131,20 @@ fn file_err(path: &Path, e: impl std::fmt::Display) -> CaError {
 }
 
 impl Authority {
-    /// Loads the CA from `data_dir`, creating the root and intermediate on first start.
-    /// `intermediate_curve` is the curve of a new intermediate key (P-256 when `None`); an
-    /// existing key keeps its curve, and must match `intermediate_curve` when one is given.
-    pub fn open(data_dir: &Path, intermediate_curve: Option<CaCurve>) -> Result<Authority, CaError> {
+    /// Loads the CA from `data_dir` and `keys`, creating the root and intermediate
+    /// certificates (and the keys, where they are files) on first start.
+    pub fn open(data_dir: &Path, keys: &CaKeys) -> Result<Authority, CaError> {
         let keys_dir = data_dir.join("keys");
         let ca_dir = data_dir.join("ca");
         for d in [&keys_dir, &ca_dir] {
             files::ensure_private_dir(d).map_err(|e| file_err(d, e))?;
         }
-        // The root key is needed only to make the certificates. Once they exist it may live
-        // offline (`signet init --root-key-out`); if it is here, it must match root.pem.
-        let root_key_path = keys_dir.join("ca-root.pem");
-        let inter_path = keys_dir.join("ca-intermediate.pem");
-        let wanted = intermediate_curve.unwrap_or(CaCurve::P256);
-        let inter_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&inter_path, wanted.signing())?)?;
-        if intermediate_curve.is_some_and(|c| c != inter_key.curve()) {
-            return Err(CaError::CurveMismatch { path: inter_path.display().to_string(), found: inter_key.curve(), wanted });
+        let inter_source = keys.intermediate_source(data_dir);
+        let wanted = keys.intermediate_curve.unwrap_or(CaCurve::P256);
+        let generate = matches!(inter_source, KeySource::File(_));
+        let inter_key = CaKey::open(&inter_source, &keys.pkcs11, wanted, generate)?;
+        if keys.intermediate_curve.is_some_and(|c| c != inter_key.curve()) {
+            return Err(CaError::CurveMismatch { path: inter_source.to_string(), found: inter_key.curve(), wanted });
         }
         let (root_path, inter_path) = (ca_dir.join("root.pem"), ca_dir.join("intermediate.pem"));
 
@@ -110,10 +155,14 @@ impl Authority {
                 Err(e) => Err(file_err(p, e)),
             }
         };
+        // The root key is needed only to make the certificates. Once they exist it may live
+        // offline (`signet init --root-key-out`, or a token kept apart); a root key file
+        // still here must match root.pem.
+        let root_source = keys.root_source(data_dir);
         let (root_der, inter_der) = match (read(&root_path)?, read(&inter_path)?) {
             (Some(r), Some(i)) => (r, i),
             _ => {
-                let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&root_key_path, CaCurve::P384.signing())?)?;
+                let root_key = keys.root_key(data_dir)?;
                 let root_name = Name::from_str("CN=signet root,O=signet").map_err(X509Error::from)?;
                 let inter_name = Name::from_str("CN=signet intermediate,O=signet").map_err(X509Error::from)?;
                 let now = SystemTime::now();
@@ -124,16 +173,18 @@ impl Authority {
                 (root, inter)
             }
         };
-        if root_key_path.exists() {
-            let root_key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8_for(&root_key_path, CaCurve::P384.signing())?)?;
-            let root = Certificate::from_der(&root_der)?;
-            if root.tbs_certificate.subject_public_key_info.to_der()? != root_key.spki_der() {
-                return Err(file_err(&root_path, "the root certificate does not match keys/ca-root.pem"));
+        if let KeySource::File(root_key_path) = &root_source {
+            if root_key_path.exists() {
+                let root_key = CaKey::open(&root_source, &keys.pkcs11, CaCurve::P384, false)?;
+                let root = Certificate::from_der(&root_der)?;
+                if root.tbs_certificate.subject_public_key_info.to_der()? != root_key.spki_der() {
+                    return Err(file_err(&root_path, format!("the root certificate does not match {}", root_key_path.display())));
+                }
             }
         }
         let intermediate = Certificate::from_der(&inter_der)?;
         if intermediate.tbs_certificate.subject_public_key_info.to_der()? != inter_key.spki_der() {
-            return Err(file_err(&inter_path, "the intermediate certificate does not match keys/ca-intermediate.pem"));
+            return Err(file_err(&inter_path, format!("the intermediate certificate does not match the intermediate key {inter_source}")));
         }
         Ok(Authority { intermediate_key: inter_key, intermediate, intermediate_der: inter_der, root_der })
     }
@@ -242,25 +293,23 @@ pub fn poison() -> Result<Extension, CaError> {
     Ok(x509::raw_extension(OID_CT_POISON, true, vec![0x05, 0x00])?)
 }
 
-/// A certificate for a new intermediate key (`new_key_pkcs8`), signed by the root: what
+/// A certificate for a new intermediate key (`new_key`), signed by the root: what
 /// `signet trust rotate --intermediate` installs. The root key is the one of `root_der`
 /// (kept offline after `signet init`, brought back for the rotation). The subject is the
 /// first intermediate's: clients tell the two apart by key identifier, and by the windows
 /// the trusted root gives each.
-pub fn issue_intermediate(root_key_pkcs8: &[u8], root_der: &[u8], new_key_pkcs8: &[u8]) -> Result<Vec<u8>, CaError> {
+pub fn issue_intermediate(root_key: &CaKey, root_der: &[u8], new_key: &CaKey) -> Result<Vec<u8>, CaError> {
     let root = Certificate::from_der(root_der)?;
-    let root_key = CaKey::from_pkcs8(root_key_pkcs8)?;
     if root.tbs_certificate.subject_public_key_info.to_der()? != root_key.spki_der() {
         return Err(CaError::File { path: "the root key".into(), why: "it is not the key of ca/root.pem".into() });
     }
-    let new_key = CaKey::from_pkcs8(new_key_pkcs8)?;
     let name = Name::from_str("CN=signet intermediate,O=signet").map_err(X509Error::from)?;
-    let mut tbs = ca_tbs(&new_key, &root_key, name, root.tbs_certificate.subject.clone(), Some(0), SystemTime::now())?;
+    let mut tbs = ca_tbs(new_key, root_key, name, root.tbs_certificate.subject.clone(), Some(0), SystemTime::now())?;
     // Not past the root: a chain is valid only while every certificate in it is.
     if tbs.validity.not_after.to_system_time() > root.tbs_certificate.validity.not_after.to_system_time() {
         tbs.validity.not_after = root.tbs_certificate.validity.not_after;
     }
-    Ok(x509::sign(tbs, &root_key)?)
+    Ok(x509::sign(tbs, root_key)?)
 }
 
 pub(crate) fn ca_tbs(
@@ -332,8 +381,8 @@ mod tests {
     fn chain_and_leaf_verify_in_openssl() {
         for (curve, leaf_sig) in [(None, "ecdsa-with-SHA256"), (Some(CaCurve::P384), "ecdsa-with-SHA384")] {
             let dir = tempfile::tempdir().unwrap();
-            let ca = Authority::open(dir.path(), curve).unwrap();
-            let again = Authority::open(dir.path(), None).unwrap();
+            let ca = Authority::open(dir.path(), &CaKeys::curve(curve)).unwrap();
+            let again = Authority::open(dir.path(), &CaKeys::curve(None)).unwrap();
             assert_eq!(ca.root_der(), again.root_der(), "the CA persists across restarts");
             assert_eq!(ca.intermediate_curve(), curve.unwrap_or(CaCurve::P256));
             #[cfg(unix)]
@@ -367,13 +416,13 @@ mod tests {
     #[test]
     fn an_existing_intermediate_keeps_its_curve_and_a_mismatch_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Authority::open(dir.path(), Some(CaCurve::P384)).unwrap();
-        let reopened = Authority::open(dir.path(), None).unwrap();
+        let first = Authority::open(dir.path(), &CaKeys::curve(Some(CaCurve::P384))).unwrap();
+        let reopened = Authority::open(dir.path(), &CaKeys::curve(None)).unwrap();
         assert_eq!(reopened.intermediate_curve(), CaCurve::P384, "no setting keeps the key on disk");
         assert_eq!(reopened.intermediate_der(), first.intermediate_der());
-        let err = Authority::open(dir.path(), Some(CaCurve::P256)).err().expect("a P-256 setting over a P-384 key is refused");
+        let err = Authority::open(dir.path(), &CaKeys::curve(Some(CaCurve::P256))).err().expect("a P-256 setting over a P-384 key is refused");
         let msg = err.to_string();
         assert!(msg.contains("ca-intermediate.pem is a P-384 key") && msg.contains("ca.intermediate_key = \"p384\""), "{msg}");
-        assert_eq!(Authority::open(dir.path(), Some(CaCurve::P384)).unwrap().intermediate_der(), first.intermediate_der());
+        assert_eq!(Authority::open(dir.path(), &CaKeys::curve(Some(CaCurve::P384))).unwrap().intermediate_der(), first.intermediate_der());
     }
 }

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use der::asn1::OctetString;
 use der::Encode;
-use signet_core::keys::{self, SigningKey};
+use signet_keys::Signer;
 use signet_log::{AppendError, Log, Sequenced};
 use x509_cert::ext::Extension;
 
@@ -44,7 +44,7 @@ pub enum CtError {
     TooLarge(usize),
 }
 
-fn sct_failed(e: signet_core::keys::KeyError) -> CtError {
+fn sct_failed(e: signet_keys::KeyError) -> CtError {
     match e.is_transient() {
         true => CtError::KeyUnavailable(e.to_string()),
         false => CtError::Sign,
@@ -84,7 +84,7 @@ impl Sct {
     /// Checks the SCT over a precert entry against the log's SPKI.
     pub fn verify(&self, log_spki: &[u8], issuer_key_hash: &[u8; 32], tbs: &[u8]) -> bool {
         let Ok(data) = precert_leaf(self.timestamp_ms, issuer_key_hash, tbs) else { return false };
-        signet_core::hash::sha256(log_spki) == self.log_id && keys::verify_p256(log_spki, &data, &self.signature)
+        signet_core::hash::sha256(log_spki) == self.log_id && signet_keys::Algorithm::EcdsaP256Sha256.verify(log_spki, &data, &self.signature)
     }
 }
 
@@ -106,7 +106,7 @@ pub fn sct_list_extension(scts: &[Sct]) -> Result<Extension, der::Error> {
 #[derive(Clone)]
 pub struct CtLog {
     log: Log,
-    key: Arc<SigningKey>,
+    key: Arc<Signer>,
     /// The signed tree head of the newest checkpoint, made once per tree head: `get-sth`
     /// is unauthenticated, and must not cost a signature per request.
     sth: Arc<parking_lot::Mutex<Option<SignedTreeHead>>>,
@@ -120,7 +120,7 @@ struct SignedTreeHead {
 }
 
 impl CtLog {
-    pub fn new(log: Log, key: Arc<SigningKey>) -> CtLog {
+    pub fn new(log: Log, key: Arc<Signer>) -> CtLog {
         CtLog { log, key, sth: Default::default() }
     }
 
@@ -128,7 +128,7 @@ impl CtLog {
         &self.log
     }
 
-    pub fn key(&self) -> &SigningKey {
+    pub fn key(&self) -> &Signer {
         &self.key
     }
 
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn sct_signs_the_precert_leaf_and_encodes_per_rfc6962() {
-        let key = SigningKey::generate().unwrap();
+        let key = Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
         let ikh = [7u8; 32];
         let tbs = b"tbs bytes";
         let leaf = precert_leaf(1_700_000_000_123, &ikh, tbs).unwrap();

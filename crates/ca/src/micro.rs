@@ -10,14 +10,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use der::asn1::{Int, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
-use signet_core::keys::{self, SigningKey};
+use signet_keys::Signer;
 use signet_core::micro::criterion::Criterion;
 use signet_core::micro::fixture::SignedArtifact;
 use signet_core::micro::{measure, Bench, Opts, Suite};
 use spki::SubjectPublicKeyInfoOwned;
 use x509_tsp::{MessageImprint, TimeStampReq, TspVersion};
 
-use crate::authority::Authority;
+use crate::authority::{Authority, CaKeys};
 use crate::ct::{self, Sct};
 use crate::oidc::{Identity, SanKind};
 use crate::tsa::Tsa;
@@ -49,7 +49,7 @@ fn ca() -> Ca {
 
 fn ca_with(intermediate: CaCurve) -> Ca {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let authority = Authority::open(dir.path(), Some(intermediate)).expect("the CA opens");
+    let authority = Authority::open(dir.path(), &CaKeys::curve(Some(intermediate))).expect("the CA opens");
     Ca { authority, dir }
 }
 
@@ -87,7 +87,7 @@ fn issue_leaf_by_p384(c: &mut Criterion, bench: &Bench) {
 fn issue_leaf_with(c: &mut Criterion, bench: &Bench, intermediate: CaCurve) {
     let ca = ca_with(intermediate);
     let (spki, tbs) = leaf_inputs(&ca);
-    let ct_key = SigningKey::generate().expect("P-256 key");
+    let ct_key = Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).expect("P-256 key");
     let ikh = signet_core::hash::sha256(ca.authority.issuer_spki_der());
     let leaf = ct::precert_leaf(now_ms(), &ikh, &tbs).expect("precert entry");
     let sct = Sct { log_id: *ct_key.key_id(), timestamp_ms: now_ms(), signature: ct_key.sign(&leaf).expect("signs") };
@@ -105,7 +105,7 @@ fn issue_leaf_with(c: &mut Criterion, bench: &Bench, intermediate: CaCurve) {
 fn sct_sign(c: &mut Criterion, bench: &Bench) {
     let ca = ca();
     let (_, tbs) = leaf_inputs(&ca);
-    let key = SigningKey::generate().expect("P-256 key");
+    let key = Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).expect("P-256 key");
     let ikh = signet_core::hash::sha256(ca.authority.issuer_spki_der());
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| {
@@ -136,9 +136,9 @@ fn timestamp_request() -> Vec<u8> {
 
 fn timestamp(c: &mut Criterion, bench: &Bench) {
     let ca = ca();
-    let root_key = keys::load_or_generate_pkcs8_for(&ca.dir.path().join("keys").join("ca-root.pem"), CaCurve::P384.signing()).expect("root key");
-    let key = signet_core::keys::SigningKey::load_or_generate(&ca.dir.path().join("keys").join("tsa.pem")).expect("TSA key");
-    let tsa = Tsa::open(ca.dir.path(), std::sync::Arc::new(key), &root_key, ca.authority.root_der()).expect("the TSA opens");
+    let key = signet_keys::Signer::load_or_generate(&ca.dir.path().join("keys").join("tsa.pem"), signet_keys::Algorithm::EcdsaP256Sha256).expect("TSA key");
+    let root_key = || CaKeys::default().root_key(ca.dir.path());
+    let tsa = Tsa::open(ca.dir.path(), std::sync::Arc::new(key), root_key, ca.authority.root_der()).expect("the TSA opens");
     let req = timestamp_request();
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| tsa.timestamp(&Tsa::parse_der(black_box(&req)).expect("parses")).expect("grants"))

@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use der::asn1::{Ia5String, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
-use signet_core::{files, keys, pem};
+use signet_core::{files, pem};
+use signet_keys::{self as keys, Algorithm};
 use x509_cert::certificate::Certificate;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{AuthorityKeyIdentifier, ExtendedKeyUsage, KeyUsage, KeyUsages, SubjectAltName, SubjectKeyIdentifier};
@@ -91,7 +90,7 @@ impl ServingCa {
             files::ensure_private_dir(d).map_err(|e| file_err(d, e))?;
         }
         let key_path = keys_dir.join("tls-ca.pem");
-        let key = CaKey::from_pkcs8(&keys::load_or_generate_pkcs8(&key_path)?)?;
+        let key = CaKey::from_pkcs8(&keys::file::load_or_generate_pkcs8(&key_path, Algorithm::EcdsaP256Sha256)?)?;
         let cert_path = certificate_path(data_dir);
         let der = match std::fs::read(&cert_path) {
             Ok(bytes) => pem::decode_first(&bytes).map_err(|e| file_err(&cert_path, e))?.der,
@@ -118,9 +117,8 @@ impl ServingCa {
     /// A new key and a certificate for `names`, valid from a minute ago (clock skew) for
     /// `lifetime`: ECDSA P-256, serverAuth only.
     pub fn issue(&self, names: &ServingNames, lifetime: Duration) -> Result<Serving, CaError> {
-        let rng = SystemRandom::new();
-        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).map_err(|_| X509Error::Sign)?;
-        let spki = CaKey::from_pkcs8(pkcs8.as_ref())?.spki();
+        let pkcs8 = keys::file::generate_pkcs8(Algorithm::EcdsaP256Sha256)?;
+        let spki = CaKey::from_pkcs8(&pkcs8)?.spki();
         let mut sans = Vec::with_capacity(names.dns.len() + names.ips.len());
         for dns in &names.dns {
             sans.push(GeneralName::DnsName(Ia5String::new(dns).map_err(|e| CaError::Identity(dns.clone(), e.to_string()))?));

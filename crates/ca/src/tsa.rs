@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use der::asn1::{GeneralizedTime, Int, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_core::{files, pem};
 use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages, SubjectKeyIdentifier};
 use x509_cert::name::Name;
@@ -77,7 +77,7 @@ pub struct Request {
 }
 
 pub struct Tsa {
-    key: Arc<SigningKey>,
+    key: Arc<Signer>,
     /// Every part of a token that is the same for every stamp, as DER.
     token: token::Template,
     cert_der: Vec<u8>,
@@ -88,14 +88,14 @@ pub struct Tsa {
 
 impl Tsa {
     /// The TSA signing with `key` (a file's or a token's), with its certificate under
-    /// `data_dir`, issued by `root` when missing.
-    pub fn open(data_dir: &Path, key: Arc<SigningKey>, root_key_pkcs8: &[u8], root_der: &[u8]) -> Result<Tsa, TsaError> {
+    /// `data_dir`, issued by the root (`root_key`, asked for only then) when missing.
+    pub fn open(data_dir: &Path, key: Arc<Signer>, root_key: impl FnOnce() -> Result<CaKey, CaError>, root_der: &[u8]) -> Result<Tsa, TsaError> {
         let cert_path = data_dir.join("ca").join("tsa.pem");
         let spki_der = key.spki_der().to_vec();
         let cert_der = match std::fs::read(&cert_path) {
             Ok(b) => pem::decode_first(&b).map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?.der,
             Err(_) => {
-                let der = Tsa::issue_certificate(root_key_pkcs8, root_der, &spki_der)?;
+                let der = Tsa::issue_certificate(&root_key()?, root_der, &spki_der)?;
                 files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &der).as_bytes(), 0o644)
                     .map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?;
                 der
@@ -132,11 +132,10 @@ impl Tsa {
         })
     }
 
-    /// A TSA certificate for the key `spki_der`, issued by the root (`root_key_pkcs8`,
-    /// `root_der`), valid until the root expires: at the first start, and at a rotation.
-    pub fn issue_certificate(root_key_pkcs8: &[u8], root_der: &[u8], spki_der: &[u8]) -> Result<Vec<u8>, TsaError> {
+    /// A TSA certificate for the key `spki_der`, issued by the root (`root_key`, `root_der`),
+    /// valid until the root expires: at the first start, and at a rotation.
+    pub fn issue_certificate(root_key: &CaKey, root_der: &[u8], spki_der: &[u8]) -> Result<Vec<u8>, TsaError> {
         let root = Certificate::from_der(root_der)?;
-        let root_key = CaKey::from_pkcs8(root_key_pkcs8).map_err(CaError::from)?;
         let spki = spki::SubjectPublicKeyInfoOwned::from_der(spki_der)?;
         let now = SystemTime::now();
         let extensions = vec![
@@ -157,7 +156,7 @@ impl Tsa {
             extensions,
         })
         .map_err(CaError::from)?;
-        Ok(x509::sign(tbs, &root_key).map_err(CaError::from)?)
+        Ok(x509::sign(tbs, root_key).map_err(CaError::from)?)
     }
 
     /// Timestamps issued since start.

@@ -6,13 +6,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{
-    EcdsaKeyPair, EcdsaSigningAlgorithm, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING,
-};
 use der::asn1::{BitString, ObjectIdentifier, OctetString};
 use der::{Decode, Encode};
 use signet_core::hash::sha256;
+use signet_keys::{Algorithm, KeyError, KeySource, Pkcs11Settings, Signer};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 use x509_cert::certificate::{Certificate, TbsCertificate, Version};
 use x509_cert::ext::Extension;
@@ -36,11 +33,15 @@ pub enum CaCurve {
 }
 
 impl CaCurve {
-    pub fn signing(self) -> &'static EcdsaSigningAlgorithm {
+    pub fn algorithm(self) -> Algorithm {
         match self {
-            CaCurve::P256 => &ECDSA_P256_SHA256_ASN1_SIGNING,
-            CaCurve::P384 => &ECDSA_P384_SHA384_ASN1_SIGNING,
+            CaCurve::P256 => Algorithm::EcdsaP256Sha256,
+            CaCurve::P384 => Algorithm::EcdsaP384Sha384,
         }
+    }
+
+    fn of(algorithm: Algorithm) -> Option<CaCurve> {
+        [CaCurve::P256, CaCurve::P384].into_iter().find(|c| c.algorithm() == algorithm)
     }
 
     pub fn signature_oid(self) -> ObjectIdentifier {
@@ -90,6 +91,9 @@ pub enum X509Error {
     Der(#[from] der::Error),
     #[error("signing certificate failed")]
     Sign,
+    /// The CA key did not sign: a token that is away answers 503, anything else 500.
+    #[error("signing certificate: {0}")]
+    Signer(#[from] KeyError),
     #[error("CA key is not a PKCS#8 ECDSA P-256 or P-384 key: {0}")]
     Key(String),
     #[error("the TBS names signature algorithm {tbs}, but the signing key is {key}")]
@@ -112,46 +116,59 @@ mod tests {
     #[test]
     fn a_ca_key_knows_its_curve_and_signs_with_its_hash() {
         for curve in [CaCurve::P256, CaCurve::P384] {
-            let pkcs8 = EcdsaKeyPair::generate_pkcs8(curve.signing(), &SystemRandom::new()).unwrap();
-            let key = CaKey::from_pkcs8(pkcs8.as_ref()).unwrap();
+            let pkcs8 = signet_keys::file::generate_pkcs8(curve.algorithm()).unwrap();
+            let key = CaKey::from_pkcs8(&pkcs8).unwrap();
             assert_eq!(key.curve(), curve);
             assert_eq!(key.signature_algorithm().oid, curve.signature_oid());
         }
         assert!(CaKey::from_pkcs8(b"not a key").is_err());
+        let ed25519 = signet_keys::file::generate_pkcs8(Algorithm::Ed25519).unwrap();
+        assert!(CaKey::from_pkcs8(&ed25519).err().unwrap().to_string().contains("must be ECDSA P-256 or ECDSA P-384"));
         assert_eq!("P-256".parse::<CaCurve>(), Ok(CaCurve::P256));
         assert_eq!("p384".parse::<CaCurve>(), Ok(CaCurve::P384));
         assert!("p521".parse::<CaCurve>().unwrap_err().contains("expected p256 or p384"));
     }
 }
 
-/// A CA signing key: ECDSA on P-256 or P-384, the curve read from the key itself.
+/// A CA signing key: ECDSA on P-256 or P-384, the curve read from the key itself, in a file
+/// or on a token.
 pub struct CaKey {
-    pair: EcdsaKeyPair,
+    key: Signer,
     curve: CaCurve,
-    spki_der: Vec<u8>,
     spki: SubjectPublicKeyInfoOwned,
-    rng: SystemRandom,
 }
 
+/// What a CA key may be.
+const CA_ALGORITHMS: [Algorithm; 2] = [Algorithm::EcdsaP256Sha256, Algorithm::EcdsaP384Sha384];
+
 impl CaKey {
+    pub fn new(key: Signer) -> Result<CaKey, X509Error> {
+        let curve = CaCurve::of(key.algorithm()).ok_or_else(|| X509Error::Key(format!("a CA key must be ECDSA P-256 or P-384, not {}", key.algorithm())))?;
+        let spki = SubjectPublicKeyInfoOwned::from_der(key.spki_der())?;
+        Ok(CaKey { key, curve, spki })
+    }
+
     pub fn from_pkcs8(der: &[u8]) -> Result<CaKey, X509Error> {
-        // AWS-LC refuses a key on another curve, so the first curve that parses is the key's.
-        let mut last = None;
-        for curve in [CaCurve::P256, CaCurve::P384] {
-            match EcdsaKeyPair::from_pkcs8(curve.signing(), der) {
-                Ok(pair) => {
-                    let spki_der = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| X509Error::Sign)?.as_ref().to_vec();
-                    let spki = SubjectPublicKeyInfoOwned::from_der(&spki_der)?;
-                    return Ok(CaKey { pair, curve, spki_der, spki, rng: SystemRandom::new() });
-                }
-                Err(e) => last = Some(e.to_string()),
-            }
-        }
-        Err(X509Error::Key(last.unwrap_or_default()))
+        CaKey::new(Signer::from_pkcs8(der, "the CA key", &CA_ALGORITHMS).map_err(|e| X509Error::Key(e.to_string()))?)
+    }
+
+    /// The key `source` names. A missing file is made on `curve` when `generate` is set; a key
+    /// on a token is never made here (`signet init --keys`).
+    pub fn open(source: &KeySource, settings: &Pkcs11Settings, curve: CaCurve, generate: bool) -> Result<CaKey, X509Error> {
+        let wanted = match curve {
+            CaCurve::P256 => [Algorithm::EcdsaP256Sha256, Algorithm::EcdsaP384Sha384],
+            CaCurve::P384 => [Algorithm::EcdsaP384Sha384, Algorithm::EcdsaP256Sha256],
+        };
+        CaKey::new(Signer::open(source, settings, &wanted, generate)?)
     }
 
     pub fn curve(&self) -> CaCurve {
         self.curve
+    }
+
+    /// Whether the private key is on a token.
+    pub fn on_token(&self) -> bool {
+        self.key.on_token()
     }
 
     /// The AlgorithmIdentifier of this key's signatures, for a TBS's `signature` field.
@@ -160,7 +177,7 @@ impl CaKey {
     }
 
     pub fn spki_der(&self) -> &[u8] {
-        &self.spki_der
+        self.key.spki_der()
     }
 
     pub fn spki(&self) -> SubjectPublicKeyInfoOwned {
@@ -168,8 +185,7 @@ impl CaKey {
     }
 
     fn sign(&self, data: &[u8]) -> Result<Vec<u8>, X509Error> {
-        signet_core::keys::count_signature();
-        self.pair.sign(&self.rng, data).map(|s| s.as_ref().to_vec()).map_err(|_| X509Error::Sign)
+        Ok(self.key.sign(data)?)
     }
 }
 

@@ -97,14 +97,14 @@ fn issues_a_certificate_with_an_embedded_sct() {
     let list = list.as_bytes();
     assert_eq!(u16::from_be_bytes([list[0], list[1]]) as usize, list.len() - 2);
     let sct = &list[4..];
-    let ct_key = signet_core::keys::SigningKey::load_or_generate(&dir.path().join("keys/ct.pem")).unwrap();
+    let ct_key = signet_keys::Signer::load_or_generate(&dir.path().join("keys/ct.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
     assert_eq!(&sct[1..33], ct_key.key_id());
     let timestamp = u64::from_be_bytes(sct[33..41].try_into().unwrap());
     let sig_len = u16::from_be_bytes([sct[45], sct[46]]) as usize;
     let inter = x509_cert::Certificate::from_der(&pem::decode_first(chain[1].as_bytes()).unwrap().der).unwrap();
     let ikh = signet_core::hash::sha256(&inter.tbs_certificate.subject_public_key_info.to_der().unwrap());
     let signed = signet_ca::ct::precert_leaf(timestamp, &ikh, &tbs.to_der().unwrap()).unwrap();
-    assert!(signet_core::keys::verify_p256(ct_key.spki_der(), &signed, &sct[47..47 + sig_len]));
+    assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(ct_key.spki_der(), &signed, &sct[47..47 + sig_len]));
 
     // The CT read API: the signed tree head, the entry, and its inclusion proof.
     let sth = get(&agent, &format!("{}/ct/v1/get-sth", server.url)).unwrap().json();
@@ -117,7 +117,7 @@ fn issues_a_certificate_with_an_embedded_sct() {
     signed_head.extend_from_slice(&root);
     let ths = b64::decode(sth["tree_head_signature"].as_str().unwrap()).unwrap();
     assert_eq!(&ths[..2], &[4, 3]);
-    assert!(signet_core::keys::verify_p256(ct_key.spki_der(), &signed_head, &ths[4..]));
+    assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(ct_key.spki_der(), &signed_head, &ths[4..]));
     let entries = get(&agent, &format!("{}/ct/v1/get-entries?start=0&end=0", server.url)).unwrap().json();
     let leaf_input = b64::decode(entries["entries"][0]["leaf_input"].as_str().unwrap()).unwrap();
     assert_eq!(leaf_input, signed, "the logged leaf is the data the SCT signs");

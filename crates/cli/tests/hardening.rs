@@ -551,7 +551,7 @@ fn production_keys_come_from_init_and_are_checked_at_start() {
 
     // A TSA key that does not match the published TSA certificate stops the start.
     let other = tempfile::tempdir().unwrap();
-    signet_core::keys::SigningKey::load_or_generate(&other.path().join("k.pem")).unwrap();
+    signet_keys::Signer::load_or_generate(&other.path().join("k.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
     std::fs::copy(other.path().join("k.pem"), data.join("keys/tsa.pem")).unwrap();
     let (mut child, first) = start();
     assert_eq!(first, None, "no ready line");

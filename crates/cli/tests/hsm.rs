@@ -1,4 +1,4 @@
-//! Issue 43: the log and TSA keys on a PKCS#11 token, a real SoftHSM2 one (Debian's
+//! Issue 43: the log, TSA and CA keys on a PKCS#11 token, a real SoftHSM2 one (Debian's
 //! `softhsm2`, installed by scripts/install-deps), made by each test in a directory of its
 //! own. Real clients verify what such an instance signs in interop/python/test_hsm.py.
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 const PIN: &str = "246810";
-const KEY_FILES: [&str; 4] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem", "keys/tsa.pem"];
+const KEY_FILES: [&str; 5] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem", "keys/tsa.pem", "keys/ca-intermediate.pem"];
 
 /// A SoftHSM2 configuration with one token, `signet`, in a temporary directory.
 struct SoftHsm {
@@ -31,13 +31,18 @@ impl SoftHsm {
         let conf = format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", dir.path().join("tokens").display());
         std::fs::write(dir.path().join("softhsm2.conf"), conf).unwrap();
         let hsm = SoftHsm { dir };
+        hsm.add_token("signet");
+        hsm
+    }
+
+    /// Another token in the same module (a second HSM, or a second smart card).
+    fn add_token(&self, label: &str) {
         let out = Command::new("softhsm2-util")
-            .env("SOFTHSM2_CONF", hsm.conf())
-            .args(["--init-token", "--free", "--label", "signet", "--pin", PIN, "--so-pin", "13579"])
+            .env("SOFTHSM2_CONF", self.conf())
+            .args(["--init-token", "--free", "--label", label, "--pin", PIN, "--so-pin", "13579"])
             .output()
             .expect("softhsm2-util runs (scripts/install-deps installs softhsm2)");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        hsm
     }
 
     fn conf(&self) -> PathBuf {
@@ -109,7 +114,7 @@ fn init_keeps_the_log_and_tsa_keys_on_the_token_and_they_sign() {
     let made = init(&hsm, &data, port);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let said = String::from_utf8_lossy(&made.stdout);
-    assert!(said.contains("signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa"), "{said}");
+    assert!(said.contains("signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate"), "{said}");
     // Only public halves reach the disk; the config names the token and holds no PIN.
     for f in KEY_FILES {
         assert!(!data.join(f).exists(), "{f} was written: the key is on the token");
@@ -230,7 +235,7 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
     let said = start(&[("SIGNET_KEYS_PKCS11_PIN", "111111")]);
     assert!(said.contains("the PIN is wrong") && !said.contains("111111"), "{said}");
     let said = start(&[("SIGNET_KEYS_TSA", "pkcs11:token=signet;object=no-such-key")]);
-    assert!(said.contains("object=no-such-key") && said.contains("holds no EC"), "{said}");
+    assert!(said.contains("object=no-such-key") && said.contains("holds no public key with this label"), "{said}");
     let said = start(&[("SIGNET_KEYS_CT", "pkcs11:token=elsewhere;object=signet-ct")]);
     assert!(said.contains("no token matches") && said.contains("\"signet\""), "{said}");
     let said = start(&[("SIGNET_KEYS_PKCS11_MODULE", "/nonexistent/libpkcs11.so")]);
@@ -250,7 +255,7 @@ fn a_wrong_pin_a_missing_object_or_module_stop_the_start_and_say_which() {
     assert!(!text.contains("is not a readable PKCS#8 key"), "a public key file was taken for a broken private key:\n{text}");
     let (code, text) = doctor("000000");
     assert_eq!(code, Some(1), "{text}");
-    let tsa = text.lines().find(|l| l.contains("the TSA key pkcs11:")).unwrap_or_else(|| panic!("no TSA line:\n{text}"));
+    let tsa = text.lines().find(|l| l.contains("the key pkcs11:token=signet;object=signet-tsa")).unwrap_or_else(|| panic!("no TSA line:\n{text}"));
     assert!(tsa.starts_with("FAIL  ") && tsa.contains("the PIN is wrong") && !text.contains("000000"), "{text}");
 }
 
@@ -276,4 +281,80 @@ fn a_restore_rotates_the_logs_whose_keys_are_on_the_token() {
     let token_key = hex::encode(signet_core::hash::sha256(&spki_of(&data.join("keys/rekor-v1.pub.pem"))));
     let e = r.json().as_object().unwrap().values().next().unwrap().clone();
     assert_ne!(e["logID"].as_str().unwrap(), token_key, "the restored log went on under the old shard's key");
+}
+
+/// Runs openssl; its output when it fails.
+fn openssl(args: &[&str], files: &[&Path]) -> Result<String, String> {
+    let out = Command::new("openssl").args(args).args(files).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() { Ok(text) } else { Err(text) }
+}
+
+#[test]
+fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
+    let hsm = SoftHsm::new();
+    hsm.add_token("offline-root");
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let d = data.to_str().unwrap();
+    let made = hsm.signet(&["init", "--data-dir", d, "--public-url", &url, "--keys", "pkcs11:token=signet", "--root-key", "pkcs11:token=offline-root"]).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(said.contains("root CA key: pkcs11:token=offline-root;object=signet-ca-root (keep it offline)"), "{said}");
+    for f in ["keys/ca-root.pem", "keys/ca-intermediate.pem"] {
+        assert!(!data.join(f).exists(), "{f} was written: the key is on a token");
+    }
+    let config = std::fs::read_to_string(data.join("signet.toml")).unwrap();
+    assert!(config.contains("ca_intermediate = \"pkcs11:token=signet;object=signet-ca-intermediate\""), "{config}");
+    assert!(!config.contains("offline-root"), "the config names the root's token, so it would be needed online:\n{config}");
+    // The root on one token signed the intermediate on the other, and the TSA certificate.
+    let (root, inter, tsa) = (data.join("ca/root.pem"), data.join("ca/intermediate.pem"), data.join("ca/tsa.pem"));
+    let text = openssl(&["x509", "-noout", "-text", "-in"], &[&root]).unwrap();
+    assert!(text.contains("NIST CURVE: P-384") || text.contains("secp384r1"), "the root is not P-384:\n{text}");
+    openssl(&["verify", "-CAfile"], &[&root, &inter]).unwrap();
+    openssl(&["verify", "-CAfile"], &[&root, &tsa]).unwrap();
+    // --root-key-out writes a file; a root on a token stays there: not both.
+    let both = hsm.signet(&["init", "--data-dir", top.path().join("both").to_str().unwrap(), "--public-url", &url, "--root-key", "pkcs11:token=offline-root", "--root-key-out"]).arg(top.path().join("root.pem")).output().unwrap();
+    assert_eq!(both.status.code(), Some(2), "{}", String::from_utf8_lossy(&both.stderr));
+
+    // The offline root's token is not needed to serve: take it away, as it would be.
+    std::fs::rename(hsm.dir.path().join("tokens"), hsm.dir.path().join("all")).unwrap();
+    std::fs::create_dir(hsm.dir.path().join("tokens")).unwrap();
+    for entry in std::fs::read_dir(hsm.dir.path().join("all")).unwrap() {
+        let entry = entry.unwrap();
+        let token_info = std::fs::read(entry.path().join("token.object")).unwrap_or_default();
+        if !token_info.windows(12).any(|w| w == b"offline-root") {
+            std::fs::rename(entry.path(), hsm.dir.path().join("tokens").join(entry.file_name())).unwrap();
+        }
+    }
+    // --dev for its OIDC issuer; the keys are the config's.
+    let mut command = hsm.signet(&["serve", "--dev", "--config"]);
+    command.arg(data.join("signet.toml")).args(["--listen", &format!("127.0.0.1:{port}"), "--plain-http"]);
+    let server = Server::spawn(command, &data);
+    assert!(!data.join("keys/ca-root.pem").exists() && !data.join("keys/ca-intermediate.pem").exists(), "serve --dev made a CA key file");
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["dev-token", "--data-dir", d, "--subject", "ca@example.com"]).output().unwrap();
+    let oidc = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let agent = agent();
+    let issue = || post_raw(&agent, &format!("{}/api/v2/signingCert", server.url), "application/json", cert_request(&oidc, "ca@example.com")).unwrap();
+    let r = issue();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let chain: Vec<String> = r.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
+    let leaf = top.path().join("leaf.pem");
+    std::fs::write(&leaf, &chain[0]).unwrap();
+    openssl(&["verify", "-purpose", "any", "-CAfile"], &[&root, Path::new("-untrusted"), &inter, &leaf]).unwrap();
+
+    // The token with the intermediate goes away: no certificate, a 503 that names the key.
+    let away = hsm.unplug();
+    let r = issue();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(r.text().contains("pkcs11:token=signet;object=signet-ca-intermediate") && !r.text().contains(PIN), "{}", r.text());
+    drop(away);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while issue().status != 200 {
+        assert!(Instant::now() < deadline, "certificates did not resume after the token came back");
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }

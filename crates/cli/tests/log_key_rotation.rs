@@ -33,7 +33,7 @@ fn free_port() -> u16 {
 }
 
 fn spki(path: &std::path::Path) -> Vec<u8> {
-    signet_core::keys::SigningKey::load_or_generate(path).unwrap().spki_der().to_vec()
+    signet_keys::Signer::load_or_generate(path, signet_keys::Algorithm::EcdsaP256Sha256).unwrap().spki_der().to_vec()
 }
 
 /// A certificate from the CA; returns its SCT's log ID and timestamp (ms), having checked the
@@ -63,7 +63,7 @@ fn sct_of_new_cert(agent: &ureq::Agent, server: &Server, ct_spki: &[u8]) -> ([u8
     let sig_len = u16::from_be_bytes([sct[45], sct[46]]) as usize;
     let issuer_key_hash = sha256(&issuer.tbs_certificate.subject_public_key_info.to_der().unwrap());
     let signed = signet_ca::ct::precert_leaf(timestamp, &issuer_key_hash, &tbs.to_der().unwrap()).unwrap();
-    assert!(signet_core::keys::verify_p256(ct_spki, &signed, &sct[47..47 + sig_len]), "the SCT does not verify with the CT key expected");
+    assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(ct_spki, &signed, &sct[47..47 + sig_len]), "the SCT does not verify with the CT key expected");
     (log_id, timestamp)
 }
 
@@ -333,7 +333,7 @@ impl Answers {
         let mut ct_counts = vec![0; ct_keys.len()];
         for sct in &self.scts {
             let k = ct_keys.iter().position(|k| sha256(k) == sct.log_id).expect("an SCT from an unknown CT log");
-            assert!(signet_core::keys::verify_p256(&ct_keys[k], &sct.signed, &sct.signature), "an SCT does not verify under its log's key");
+            assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(&ct_keys[k], &sct.signed, &sct.signature), "an SCT does not verify under its log's key");
             ct_counts[k] += 1;
         }
         (v2_counts, ct_counts)

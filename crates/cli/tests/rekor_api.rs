@@ -4,7 +4,7 @@ use crate::common;
 
 use common::*;
 use serde_json::{json, Value};
-use signet_core::{b64, jcs, keys};
+use signet_core::{b64, jcs};
 use signet_log::{checkpoint, merkle};
 
 fn v1_key(server: &Server, agent: &ureq::Agent) -> Vec<u8> {
@@ -13,7 +13,7 @@ fn v1_key(server: &Server, agent: &ureq::Agent) -> Vec<u8> {
 }
 
 fn v2_key(server: &Server) -> Vec<u8> {
-    keys::SigningKey::load_or_generate(&server.data_dir.join("keys/rekor-v2.pem")).unwrap().spki_der().to_vec()
+    signet_keys::Signer::load_or_generate(&server.data_dir.join("keys/rekor-v2.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap().spki_der().to_vec()
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn v1_entries_are_durable_provable_and_signed() {
     // The SET signs the canonical {body, integratedTime, logID, logIndex}.
     let set = b64::decode(e["verification"]["signedEntryTimestamp"].as_str().unwrap()).unwrap();
     let payload = jcs::to_vec(&json!({"body": e["body"], "integratedTime": e["integratedTime"], "logID": e["logID"], "logIndex": e["logIndex"]}));
-    assert!(keys::verify_p256(&spki, &payload, &set));
+    assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(&spki, &payload, &set));
 
     // The same entry again is a 409 pointing at the first.
     let dup = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &entry).unwrap();

@@ -42,7 +42,7 @@ fn check(e: &Value, spki: &[u8]) -> (u64, u64, String) {
     let index = e["logIndex"].as_u64().unwrap();
     let payload = set_payload(&body, e["integratedTime"].as_i64().unwrap(), e["logID"].as_str().unwrap(), index);
     let set = b64::decode(e["verification"]["signedEntryTimestamp"].as_str().unwrap()).unwrap();
-    assert!(signet_core::keys::verify_p256(spki, &payload, &set), "SET does not verify over logIndex {index}");
+    assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(spki, &payload, &set), "SET does not verify over logIndex {index}");
     let p = &e["verification"]["inclusionProof"];
     let cp = checkpoint::verify(p["checkpoint"].as_str().unwrap(), "127.0.0.1", spki).unwrap();
     let hashes: Vec<[u8; 32]> = p["hashes"].as_array().unwrap().iter().map(|h| hex32(h.as_str().unwrap())).collect();
@@ -407,7 +407,7 @@ fn on_postgresql_any_instance_rotates_online_and_every_instance_follows() {
     let spki_1 = {
         let pem = std::fs::read(a_dir.join("keys/rekor-v1.shard-1.pem")).unwrap();
         let der = signet_core::pem::decode_first(&pem).unwrap().der;
-        signet_core::keys::SigningKey::from_pkcs8(&der, "shard 1").unwrap().spki_der().to_vec()
+        signet_keys::Signer::from_pkcs8(&der, "shard 1", &[signet_keys::Algorithm::EcdsaP256Sha256]).unwrap().spki_der().to_vec()
     };
     let (start_1, start_2) = (first["active"]["startIndex"].as_u64().unwrap(), second["active"]["startIndex"].as_u64().unwrap());
 

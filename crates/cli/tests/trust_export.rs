@@ -58,7 +58,7 @@ fn exported_documents_match_the_instance() {
     let tsa: Vec<Vec<u8>> = pem::decode_all(tsa_chain.as_bytes()).unwrap().into_iter().map(|b| b.der).collect();
     let exported: Vec<Vec<u8>> = root["timestampAuthorities"][0]["certChain"]["certificates"].as_array().unwrap().iter().map(|c| b64::decode(c["rawBytes"].as_str().unwrap()).unwrap()).collect();
     assert_eq!(tsa, exported);
-    let ct_spki = signet_core::keys::SigningKey::load_or_generate(&dir.path().join("keys/ct.pem")).unwrap().spki_der().to_vec();
+    let ct_spki = signet_keys::Signer::load_or_generate(&dir.path().join("keys/ct.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap().spki_der().to_vec();
     assert_eq!(spki_of(&root["ctlogs"][0]), ct_spki);
 
     // The signing config points every service at this instance.
@@ -98,7 +98,7 @@ fn a_tsa_rotation_is_offline_keeps_the_old_certificate_for_its_window_and_refuse
 
     // Not with a key that is not the root's; nothing changes.
     let wrong = dir.path().join("wrong.pem");
-    signet_core::keys::SigningKey::load_or_generate(&wrong).unwrap();
+    signet_keys::Signer::load_or_generate(&wrong, signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
     let refused = signet(&["trust", "rotate", "--tsa", "--data-dir", d, "--root-key", wrong.to_str().unwrap()]);
     assert!(!refused.status.success(), "a P-256 key is not the P-384 root's");
     assert!(!data.join("ca").join("rotations.json").exists() && !data.join("ca").join("retired").exists());

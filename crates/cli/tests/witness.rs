@@ -256,10 +256,10 @@ fn the_witness_answers_as_the_spec_says() {
     let post = |body: &str, ct: &str| post_raw(&agent, &format!("{}/add-checkpoint", witness.url), ct, body.as_bytes().to_vec()).unwrap();
 
     // The log's key signs a checkpoint here (signet witness vkey made it; the test signs with it).
-    let key = signet_core::notekey::NoteSigner::load_or_generate(&other.path().join("log.pem"), "log.test", signet_core::notekey::NoteKeyType::Ed25519).unwrap();
+    let key = signet_keys::NoteSigner::load_or_generate(&other.path().join("log.pem"), "log.test", signet_core::notekey::NoteKeyType::Ed25519).unwrap();
     let note = |size: u64, root: [u8; 32]| {
         let text = signet_core::note::Checkpoint { origin: "log.test".into(), size, root_hash: root }.body();
-        format!("{text}\n{}", signet_core::notekey::signature_line(&key.sign(&text, 0)))
+        format!("{text}\n{}", signet_core::notekey::signature_line(&key.sign(&text, 0).unwrap()))
     };
     let r = post(&format!("old 0\n\n{}", note(3, [1; 32])), "text/plain");
     assert_eq!(r.status, 200, "{}", r.text());
@@ -295,7 +295,7 @@ fn a_witness_polls_a_log_that_does_not_submit_and_follows_it_through_its_tiles()
     let (wdir, ldir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = Server::start(ldir.path(), &[]);
     // The log's ECDSA key, as a PEM file: the Rekor v2 way of signing checkpoints.
-    let spki = signet_core::keys::SigningKey::load_or_generate(&ldir.path().join("keys/rekor-v2.pem")).unwrap().spki_der().to_vec();
+    let spki = signet_keys::Signer::load_or_generate(&ldir.path().join("keys/rekor-v2.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap().spki_der().to_vec();
     let pem_path = wdir.path().join("log.pem");
     std::fs::write(&pem_path, signet_core::pem::encode("PUBLIC KEY", &spki)).unwrap();
     let conf = write_config(

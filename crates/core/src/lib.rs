@@ -6,14 +6,13 @@
 //! - [`b64`]: the base64 flavours the Sigstore wire formats use.
 //! - [`jcs`]: RFC 8785 canonical JSON, the form Rekor stores and signs.
 //! - [`pem`]: PEM armour in the exact layout Go's `encoding/pem` writes.
-//! - [`keys`]: the ECDSA P-256 signing keys of the logs and the TSA: in files, or on a PKCS#11 token.
 //! - [`cpu`]: CPU-heavy work on a bounded blocking pool, off the async runtime.
 //! - [`files`]: atomic, permission-aware file writes.
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
 //! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
-//! - [`notekey`]: Ed25519 note verifier keys and witness cosignatures (c2sp.org/tlog-cosignature).
+//! - [`notekey`]: Ed25519 note verifier keys and what a cosignature signs (c2sp.org/tlog-cosignature).
 //! - [`wire`]: strictly typed JSON input, whose errors name the JSON path of the field.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
@@ -24,7 +23,6 @@ pub mod hash;
 pub mod hexfmt;
 pub mod histogram;
 pub mod jcs;
-pub mod keys;
 pub mod merkle;
 #[cfg(feature = "micro")]
 pub mod micro;

@@ -11,16 +11,12 @@
 //! Ed25519 signature` over `cosignature/v1\ntime <timestamp>\n<checkpoint text>`.
 
 use std::fmt;
-use std::path::Path;
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
+use aws_lc_rs::signature::{UnparsedPublicKey, ED25519};
 
 use crate::b64;
 use crate::hash::sha256;
-use crate::keys::KeyError;
 use crate::note::{NoteSignature, SignedNote};
-use crate::{files, pem};
 
 /// What a key signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,80 +146,6 @@ fn hex4(id: [u8; 4]) -> String {
     crate::hexfmt::encode(&id)
 }
 
-/// An Ed25519 private key that signs notes under one name: a witness's cosignatures, or a
-/// log's Ed25519 checkpoint signature. Kept on disk as PKCS#8 PEM, mode 0600.
-pub struct NoteSigner {
-    pair: Ed25519KeyPair,
-    vkey: VerifierKey,
-}
-
-impl fmt::Debug for NoteSigner {
-    // Never print key material, only the public identity.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NoteSigner({})", self.vkey)
-    }
-}
-
-impl NoteSigner {
-    /// The key at `path` (PKCS#8 PEM), or a new one written there with mode 0600.
-    pub fn load_or_generate(path: &Path, name: &str, kind: NoteKeyType) -> Result<NoteSigner, KeyError> {
-        let shown = path.display().to_string();
-        let invalid = |why: String| KeyError::Invalid { path: shown.clone(), why };
-        let der = match std::fs::read(path) {
-            Ok(bytes) => {
-                let block = pem::decode_first(&bytes).map_err(|e| invalid(e.to_string()))?;
-                if block.label != "PRIVATE KEY" {
-                    return Err(invalid(format!("expected a PRIVATE KEY (PKCS#8 Ed25519) block, found {}", block.label)));
-                }
-                block.der
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let doc = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).map_err(|_| KeyError::Sign)?;
-                let text = pem::encode("PRIVATE KEY", doc.as_ref());
-                files::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| KeyError::Write { path: shown.clone(), source })?;
-                doc.as_ref().to_vec()
-            }
-            Err(source) => return Err(KeyError::Read { path: shown, source }),
-        };
-        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der).map_err(|e| invalid(format!("expected a PKCS#8 Ed25519 private key ({e})")))?;
-        NoteSigner::from_pair(pair, name, kind).map_err(|e| invalid(e.to_string()))
-    }
-
-    /// A new key held in memory only (tests, benches).
-    pub fn generate(name: &str, kind: NoteKeyType) -> Result<NoteSigner, NoteKeyError> {
-        let pair = Ed25519KeyPair::generate().map_err(|_| NoteKeyError::Malformed(name.to_string(), "key generation failed"))?;
-        NoteSigner::from_pair(pair, name, kind)
-    }
-
-    fn from_pair(pair: Ed25519KeyPair, name: &str, kind: NoteKeyType) -> Result<NoteSigner, NoteKeyError> {
-        let key: [u8; 32] = pair
-            .public_key()
-            .as_ref()
-            .try_into()
-            .map_err(|_| NoteKeyError::Malformed(name.to_string(), "the Ed25519 key is not 32 bytes"))?;
-        let vkey = VerifierKey::new(name, kind, key)?;
-        Ok(NoteSigner { pair, vkey })
-    }
-
-    pub fn vkey(&self) -> &VerifierKey {
-        &self.vkey
-    }
-
-    /// Signs a checkpoint's text: a log signature, or a cosignature made at `time` (seconds).
-    pub fn sign(&self, text: &str, time: u64) -> NoteSignature {
-        crate::keys::count_signature();
-        let signature = match self.vkey.kind {
-            NoteKeyType::Ed25519 => self.pair.sign(text.as_bytes()).as_ref().to_vec(),
-            NoteKeyType::Cosignature => {
-                let mut sig = time.to_be_bytes().to_vec();
-                sig.extend_from_slice(self.pair.sign(cosigned_message(time, text).as_bytes()).as_ref());
-                sig
-            }
-        };
-        NoteSignature { name: self.vkey.name.clone(), hint: self.vkey.id(), signature }
-    }
-}
-
 /// A signature line as a note carries it: `— name base64(key ID ‖ signature)\n`.
 pub fn signature_line(sig: &NoteSignature) -> String {
     let mut blob = sig.hint.to_vec();
@@ -240,9 +162,9 @@ pub fn cosigned_message(time: u64, checkpoint_text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn key(kind: NoteKeyType) -> (Ed25519KeyPair, VerifierKey) {
+    fn key(kind: NoteKeyType) -> (aws_lc_rs::signature::Ed25519KeyPair, VerifierKey) {
         use aws_lc_rs::signature::KeyPair;
-        let pair = Ed25519KeyPair::generate().unwrap();
+        let pair = aws_lc_rs::signature::Ed25519KeyPair::generate().unwrap();
         let public: [u8; 32] = pair.public_key().as_ref().try_into().unwrap();
         (pair, VerifierKey::new("example.com/w1", kind, public).unwrap())
     }
@@ -284,24 +206,5 @@ mod tests {
         assert_eq!(vkey.check("example.com/log\n6\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n", &line), None);
         let as_log = VerifierKey { kind: NoteKeyType::Ed25519, ..vkey };
         assert_eq!(as_log.check(text, &line), None);
-    }
-
-    #[test]
-    fn a_signer_kept_on_disk_signs_lines_its_vkey_verifies() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("witness.pem");
-        let signer = NoteSigner::load_or_generate(&path, "w.example/1", NoteKeyType::Cosignature).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        let again = NoteSigner::load_or_generate(&path, "w.example/1", NoteKeyType::Cosignature).unwrap();
-        assert_eq!(again.vkey(), signer.vkey());
-        let text = "example.com/log\n5\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n";
-        let note = format!("{text}\n{}", signature_line(&signer.sign(text, 42)));
-        let parsed = SignedNote::parse(&note).unwrap();
-        assert_eq!(signer.vkey().verify(&parsed), Some(42));
-        let log = NoteSigner::generate("example.com/log", NoteKeyType::Ed25519).unwrap();
-        let note = format!("{text}\n{}", signature_line(&log.sign(text, 0)));
-        assert_eq!(log.vkey().verify(&SignedNote::parse(&note).unwrap()), Some(0));
-        assert_eq!(signer.vkey().verify(&SignedNote::parse(&note).unwrap()), None);
     }
 }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use signet_core::b64;
-use signet_core::keys::{KeyError, SigningKey};
+use signet_keys::{KeyError, Signer};
 pub use signet_core::note::{verify, Checkpoint, NoteError, SignedNote};
 
 /// A checkpoint together with its signed-note serialization.
@@ -25,22 +25,22 @@ pub struct SignedCheckpoint {
 /// Signs checkpoints under one key name (the log's hostname).
 pub struct NoteSigner {
     name: String,
-    key: Arc<SigningKey>,
+    key: Arc<Signer>,
     /// A second, Ed25519 signature line for witnesses (c2sp.org/tlog-witness), when set.
-    note_key: Option<Arc<signet_core::notekey::NoteSigner>>,
+    note_key: Option<Arc<signet_keys::NoteSigner>>,
 }
 
 impl NoteSigner {
-    pub fn new(name: impl Into<String>, key: Arc<SigningKey>) -> Self {
+    pub fn new(name: impl Into<String>, key: Arc<Signer>) -> Self {
         NoteSigner { name: name.into(), key, note_key: None }
     }
 
-    pub fn with_note_key(mut self, note_key: Option<Arc<signet_core::notekey::NoteSigner>>) -> Self {
+    pub fn with_note_key(mut self, note_key: Option<Arc<signet_keys::NoteSigner>>) -> Self {
         self.note_key = note_key;
         self
     }
 
-    pub fn key(&self) -> &SigningKey {
+    pub fn key(&self) -> &Signer {
         &self.key
     }
 
@@ -57,7 +57,7 @@ impl NoteSigner {
         blob.extend_from_slice(&sig);
         let mut note = format!("{body}\n\u{2014} {} {}\n", self.name, b64::encode(blob));
         if let Some(k) = &self.note_key {
-            note.push_str(&signet_core::notekey::signature_line(&k.sign(&body, 0)));
+            note.push_str(&signet_core::notekey::signature_line(&k.sign(&body, 0)?));
         }
         Ok(SignedCheckpoint { checkpoint, note })
     }
@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn signs_and_verifies_c2sp_layout() {
-        let key = Arc::new(SigningKey::generate().unwrap());
+        let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
         let signer = NoteSigner::new("log.example", key.clone());
         let cp = Checkpoint { origin: "log.example - 42".into(), size: 7, root_hash: [9u8; 32] };
         let signed = signer.sign(cp.clone()).unwrap();
@@ -83,13 +83,13 @@ mod tests {
 
         let tampered = signed.note.replacen("\n7\n", "\n8\n", 1);
         assert_eq!(verify(&tampered, "log.example", key.spki_der()), Err(NoteError::BadSignature));
-        let other = SigningKey::generate().unwrap();
+        let other = Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
         assert!(matches!(verify(&signed.note, "log.example", other.spki_der()), Err(NoteError::NoSignature(_))));
     }
 
     #[test]
     fn tolerates_cosignatures() {
-        let key = Arc::new(SigningKey::generate().unwrap());
+        let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
         let signed = NoteSigner::new("a", key.clone())
             .sign(Checkpoint { origin: "a".into(), size: 1, root_hash: [1; 32] })
             .unwrap();

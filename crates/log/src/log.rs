@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 use signet_core::hash::Hash;
-use signet_core::keys::{KeyError, SigningKey};
+use signet_keys::{KeyError, Signer};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
@@ -29,7 +29,7 @@ pub struct LogConfig {
     pub origin: String,
     /// Name on the checkpoint signature line.
     pub key_name: String,
-    pub key: Arc<SigningKey>,
+    pub key: Arc<Signer>,
     pub batch: BatchPolicy,
     pub stamper: Option<Arc<dyn Stamper>>,
     /// How many appends may be admitted and not yet answered ([`Log::admit`]); 0 is no bound.
@@ -38,7 +38,7 @@ pub struct LogConfig {
     pub tile_cache: usize,
     /// An Ed25519 key that signs every checkpoint too, under the origin, for C2SP witnesses
     /// that verify only Ed25519 log keys (`[log.witnesses]`).
-    pub note_key: Option<Arc<signet_core::notekey::NoteSigner>>,
+    pub note_key: Option<Arc<signet_keys::NoteSigner>>,
     /// The entry the log begins with (see [`crate::rekor::genesis`]), written at index 0 by
     /// whichever instance sequences the log while it is empty: at its creation, or after a
     /// takeover from a sequencer that died before writing it.
@@ -583,7 +583,7 @@ impl Log {
         &self.shared.origin
     }
 
-    pub fn key(&self) -> &SigningKey {
+    pub fn key(&self) -> &Signer {
         self.shared.signer.key()
     }
 

@@ -579,7 +579,7 @@ fn sign(shared: &Shared, b: Built) -> Result<Prepared, ()> {
 }
 
 /// A key that cannot sign now (its token is away) is a 503, not a failure of the log.
-fn signing_failed(e: signet_core::keys::KeyError) -> AppendError {
+fn signing_failed(e: signet_keys::KeyError) -> AppendError {
     match e.is_transient() {
         true => AppendError::KeyUnavailable(e.to_string()),
         false => AppendError::Signing(e.to_string()),

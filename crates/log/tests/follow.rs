@@ -7,12 +7,12 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_log::checkpoint::{Checkpoint, NoteSigner};
 use signet_log::storage::{PostgresStorage, Queue};
 use signet_log::{BatchPolicy, Log, LogConfig, Role, Sequenced};
 
-fn config(key: &Arc<SigningKey>) -> LogConfig {
+fn config(key: &Arc<Signer>) -> LogConfig {
     LogConfig {
         id: 1,
         origin: "follow.test".into(),
@@ -27,7 +27,7 @@ fn config(key: &Arc<SigningKey>) -> LogConfig {
     }
 }
 
-async fn open(db: &str, key: &Arc<SigningKey>, role: Role) -> (Log, Arc<PostgresStorage>) {
+async fn open(db: &str, key: &Arc<Signer>, role: Role) -> (Log, Arc<PostgresStorage>) {
     let store = Arc::new(PostgresStorage::open(db).unwrap());
     let log = Log::open_shared(config(key), store.clone(), store.clone(), role).await.unwrap();
     (log, store)
@@ -44,7 +44,7 @@ fn new_index(s: &Sequenced) -> u64 {
 async fn a_follower_serves_reads_and_its_appends_are_logged_by_the_sequencer() {
     let Some(server) = common::postgres_url() else { return };
     let db = common::fresh_database(&server);
-    let key = Arc::new(SigningKey::generate().unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let (sequencer, store) = open(&db, &key, Role::Sequencer).await;
     for i in 0..3 {
         sequencer.append(format!("on the sequencer {i}").into_bytes(), None).await.unwrap();
@@ -99,7 +99,7 @@ async fn a_follower_serves_reads_and_its_appends_are_logged_by_the_sequencer() {
 async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
     let Some(server) = common::postgres_url() else { return };
     let db = common::fresh_database(&server);
-    let key = Arc::new(SigningKey::generate().unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
 
     // The first sequencer runs on a runtime of its own, so that it can die with it.
     let old = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
@@ -154,7 +154,7 @@ async fn a_promoted_follower_logs_what_waited_for_a_dead_sequencer() {
 async fn a_promoted_follower_writes_the_genesis_a_dead_sequencer_did_not() {
     let Some(server) = common::postgres_url() else { return };
     let db = common::fresh_database(&server);
-    let key = Arc::new(SigningKey::generate().unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let genesis = signet_log::Genesis { body: b"genesis".to_vec(), digest: None };
     let old = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     {
@@ -183,7 +183,7 @@ async fn a_promoted_follower_writes_the_genesis_a_dead_sequencer_did_not() {
 async fn a_follower_never_serves_a_checkpoint_that_does_not_verify() {
     let Some(server) = common::postgres_url() else { return };
     let db = common::fresh_database(&server);
-    let key = Arc::new(SigningKey::generate().unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let (sequencer, _store) = open(&db, &key, Role::Sequencer).await;
     sequencer.append(b"one".to_vec(), None).await.unwrap();
     let (follower, _) = open(&db, &key, Role::Follower).await;
@@ -197,7 +197,7 @@ async fn a_follower_never_serves_a_checkpoint_that_does_not_verify() {
     tree.push(signet_log::merkle::leaf_hash(b"one"));
     tree.push(leaf);
     let root = tree.root(2).unwrap();
-    let other = Arc::new(SigningKey::generate().unwrap());
+    let other = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let forged = NoteSigner::new("follow.test", other).sign(Checkpoint { origin: "follow.test".into(), size: 2, root_hash: root }).unwrap();
     common::psql(
         &db,

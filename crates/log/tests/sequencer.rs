@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use signet_core::keys::{KeyError, SigningKey};
+use signet_keys::{KeyError, Signer};
 use signet_log::storage::{Batch, EntryKeys, LogId, SqliteStorage, Storage, StorageError, StoredCheckpoint, StoredEntry, Tile};
 use signet_log::{AppendError, BatchPolicy, Log, LogConfig, Sequenced, Stamper};
 
@@ -142,7 +142,7 @@ fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
         id: 1,
         origin: "test.example/log".into(),
         key_name: "test.example".into(),
-        key: Arc::new(SigningKey::generate().unwrap()),
+        key: Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()),
         batch: BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
         stamper,
         max_pending: 0,
@@ -335,7 +335,7 @@ async fn a_commit_that_lands_after_its_read_back_is_adopted() {
 async fn integrated_time_never_goes_backwards_across_a_takeover() {
     let dir = tempfile::tempdir().unwrap();
     let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
-    let key = Arc::new(SigningKey::generate().unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let cfg = || LogConfig { key: key.clone(), ..config(None) };
     let log = Log::open(cfg(), storage.clone()).await.unwrap();
     // The last writer's clock was 15 minutes ahead of this one's.

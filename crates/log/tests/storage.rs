@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::backends;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_log::merkle;
 use signet_log::storage::{Batch, LeafTile, NewEntry, PostgresStorage, Queue, QueuedEntry, SqliteStorage, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
 use signet_log::tilecache::Expanded;
@@ -310,7 +310,7 @@ fn reads_during_commits_see_whole_batches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_rebuilds_from_each_backend() {
     for b in backends() {
-        let key = Arc::new(SigningKey::generate().unwrap());
+        let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
         let cfg = || LogConfig {
             id: 1,
             origin: "test.example/log".into(),
@@ -518,7 +518,7 @@ async fn the_log_pages_a_search_by_identity() {
                 id: 1,
                 origin: "test.example/log".into(),
                 key_name: "test.example".into(),
-                key: Arc::new(SigningKey::generate().unwrap()),
+                key: Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()),
                 batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
                 stamper: None,
                 max_pending: 0,

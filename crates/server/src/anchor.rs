@@ -14,23 +14,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use signet_core::{b64, hash::sha256, keys::SigningKey};
+use signet_core::{b64, hash::sha256};
+use signet_keys::Signer;
 use signet_guard::audit::{anchor, segment, Anchor, AuditLog};
 use signet_log::rekor::v2;
 use signet_log::{Log, Sequenced};
 use crate::shards::active::ActiveShard;
 
 /// The audit key, under the data dir: made on first use, 0600 in a 0700 directory.
-pub fn audit_key(data_dir: &Path) -> Result<SigningKey, String> {
+pub fn audit_key(data_dir: &Path) -> Result<Signer, String> {
     let dir = data_dir.join("keys");
     signet_core::files::ensure_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    SigningKey::load_or_generate(&dir.join("audit.pem")).map_err(|e| e.to_string())
+    Signer::load_or_generate(&dir.join("audit.pem"), signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())
 }
 
 /// The name of an instance's chain in PostgreSQL's shared audit tables: `[guard.audit]
 /// chain`, else `audit-` and the first 16 hex digits of its audit key's id. The key is the
 /// instance's own, so the name is too, and it stays the same across restarts and moves.
-pub fn chain_name(configured: Option<&str>, key: &SigningKey) -> String {
+pub fn chain_name(configured: Option<&str>, key: &Signer) -> String {
     match configured {
         Some(name) => name.to_string(),
         None => format!("audit-{}", &hex::encode(key.key_id())[..16]),
@@ -47,12 +48,12 @@ pub fn chain_name_of(data_dir: &Path, configured: Option<&str>) -> Result<String
     if !path.exists() {
         return Err(format!("{} does not exist: without the instance's audit key, name its chain with --chain", path.display()));
     }
-    Ok(chain_name(None, &SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?))
+    Ok(chain_name(None, &Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?))
 }
 
 /// Anchors the chain's current head in `log`, unless nothing was written since `after` (the
 /// last anchored seq). The new anchor, or `None`.
-pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &SigningKey, after: u64) -> Result<Option<Anchor>, String> {
+pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &Signer, after: u64) -> Result<Option<Anchor>, String> {
     let (seq, head) = audit.head();
     if seq <= after {
         return Ok(None);
@@ -101,7 +102,7 @@ pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) 
 /// Anchors every `every` until the task is dropped, and cuts a segment when one is due.
 /// Failures are logged and retried at the next turn; the records stay unanchored (and
 /// `audit verify` says so), or in the live log, until one succeeds.
-pub async fn run(audit: Arc<AuditLog>, v2: Arc<ActiveShard>, key: Arc<SigningKey>, every: Duration, mut after: u64, policy: segment::Policy) {
+pub async fn run(audit: Arc<AuditLog>, v2: Arc<ActiveShard>, key: Arc<Signer>, every: Duration, mut after: u64, policy: segment::Policy) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;

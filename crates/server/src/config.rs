@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use signet_core::keys::{KeySource, Pkcs11Settings};
+use signet_keys::{KeySource, Pkcs11Settings};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -449,7 +449,7 @@ impl CaSettings {
     }
 }
 
-/// Where the ECDSA P-256 signing keys are: each a file path (PKCS#8 PEM) or a PKCS#11 URI
+/// Where the signing keys are: each a file path (PKCS#8 PEM) or a PKCS#11 URI
 /// (`pkcs11:token=…;object=…`, RFC 7512; docs/operations.md "Keys on a token").
 #[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -462,6 +462,12 @@ pub struct KeyPaths {
     pub ct: Option<KeySource>,
     /// The timestamp authority's key; default `<data_dir>/keys/tsa.pem`.
     pub tsa: Option<KeySource>,
+    /// The CA's intermediate key (P-256 or P-384), which signs every certificate; default
+    /// `<data_dir>/keys/ca-intermediate.pem`.
+    pub ca_intermediate: Option<KeySource>,
+    /// The CA's root key (P-384), used only while certificates are made (the first start, a
+    /// renewal); default `<data_dir>/keys/ca-root.pem`, which `signet init` can keep offline.
+    pub ca_root: Option<KeySource>,
     /// The PKCS#11 module for URIs that give no `module-path`.
     pub pkcs11_module: Option<PathBuf>,
     /// The tokens' user PIN for URIs that give none; better from `SIGNET_KEYS_PKCS11_PIN`.
@@ -477,6 +483,8 @@ impl std::fmt::Debug for KeyPaths {
             .field("rekor_v2", &self.rekor_v2)
             .field("ct", &self.ct)
             .field("tsa", &self.tsa)
+            .field("ca_intermediate", &self.ca_intermediate)
+            .field("ca_root", &self.ca_root)
             .field("pkcs11_module", &self.pkcs11_module)
             .field("pkcs11_pin", &self.pkcs11_pin.as_ref().map(|_| "<hidden>"))
             .field("pkcs11_sessions", &self.pkcs11_sessions)
@@ -488,6 +496,16 @@ impl KeyPaths {
     /// What every PKCS#11 URI may leave out.
     pub fn pkcs11(&self) -> Pkcs11Settings {
         Pkcs11Settings { module: self.pkcs11_module.clone(), pin: self.pkcs11_pin.clone(), sessions: self.pkcs11_sessions }
+    }
+
+    /// Where the CA's keys are, and the curve of a new intermediate.
+    pub fn ca(&self, ca: &CaSettings) -> Result<signet_ca::authority::CaKeys, ConfigError> {
+        Ok(signet_ca::authority::CaKeys {
+            intermediate_curve: ca.intermediate_curve()?,
+            intermediate: self.ca_intermediate.clone(),
+            root: self.ca_root.clone(),
+            pkcs11: self.pkcs11(),
+        })
     }
 }
 
@@ -760,6 +778,8 @@ impl Config {
             ("SIGNET_KEYS_REKOR_V2", &mut self.keys.rekor_v2),
             ("SIGNET_KEYS_CT", &mut self.keys.ct),
             ("SIGNET_KEYS_TSA", &mut self.keys.tsa),
+            ("SIGNET_KEYS_CA_INTERMEDIATE", &mut self.keys.ca_intermediate),
+            ("SIGNET_KEYS_CA_ROOT", &mut self.keys.ca_root),
         ] {
             if let Some(v) = get(name) {
                 *slot = Some(parse(name, v)?);

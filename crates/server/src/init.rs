@@ -5,15 +5,18 @@
 //! restarted on an empty volume, is a new identity nobody decided on. So production keys are
 //! made here, once, on purpose; `serve` without `--dev` refuses to start without them.
 //!
-//! The root CA key can be written outside the data dir (`--root-key-out`), to be kept
-//! offline: it signs the intermediate and the TSA certificate here and is not needed again
-//! until they are renewed. Only the intermediate (which signs leaves), the TSA key and the
-//! log keys stay online.
+//! The root CA key can be written outside the data dir (`--root-key-out`), or made on a
+//! token that the config does not name (`--root-key pkcs11:…`), to be kept offline: it signs
+//! the intermediate and the TSA certificate here and is not needed again until they are
+//! renewed. Only the intermediate (which signs leaves), the TSA key and the log keys stay
+//! online, in files or on a token (`--keys pkcs11:…`).
 
 use std::path::{Path, PathBuf};
 
 use signet_core::files;
-use signet_core::keys::{pkcs11, KeySource, Pkcs11Settings, Pkcs11Uri, SigningKey};
+use signet_ca::authority::CaKeys;
+use signet_ca::x509::CaCurve;
+use signet_keys::{pkcs11, Algorithm, KeySource, Pkcs11Settings, Pkcs11Uri, Signer};
 
 use crate::shards::Kind;
 use crate::state::StartError;
@@ -25,25 +28,33 @@ pub struct InitOptions {
     /// Where to write the root CA key instead of `<data dir>/keys/ca-root.pem`.
     pub root_key_out: Option<PathBuf>,
     pub intermediate_curve: Option<signet_ca::x509::CaCurve>,
-    /// A PKCS#11 token to keep the log and TSA keys on ([`TOKEN_KEYS`]), made there unless
-    /// it holds them already; only their certificates and public keys reach the data dir.
+    /// A PKCS#11 token to keep the online keys on ([`TOKEN_KEYS`]), made there unless it
+    /// holds them already; only their certificates and public keys reach the data dir.
     pub token: Option<Pkcs11Uri>,
+    /// A PKCS#11 token (and object, default `signet-ca-root`) for the root CA key, made there
+    /// unless it holds it; the config does not name it, so the token can be kept offline.
+    pub root_token: Option<Pkcs11Uri>,
     /// The module and PIN for `token` where its URI gives none.
     pub pkcs11: Pkcs11Settings,
 }
 
 /// The keys `--keys pkcs11:…` keeps on a token: (config key, object label, the file it replaces).
-pub const TOKEN_KEYS: [(&str, &str, &str); 4] = [
+pub const TOKEN_KEYS: [(&str, &str, &str); 5] = [
     ("rekor_v1", "signet-rekor-v1", "keys/rekor-v1.pem"),
     ("rekor_v2", "signet-rekor-v2", "keys/rekor-v2.pem"),
     ("ct", "signet-ct", "keys/ct.pem"),
     ("tsa", "signet-tsa", "keys/tsa.pem"),
+    ("ca_intermediate", "signet-ca-intermediate", "keys/ca-intermediate.pem"),
 ];
+
+/// The root CA key's object on a token, unless `--root-key` names another.
+pub const ROOT_OBJECT: &str = "signet-ca-root";
 
 /// What `init` made, for the command to print.
 pub struct Initialised {
     pub config: PathBuf,
-    pub root_key: PathBuf,
+    /// Where the root CA key is: a file, or a token's object.
+    pub root_key: KeySource,
     pub files: Vec<PathBuf>,
 }
 
@@ -53,6 +64,8 @@ pub enum InitError {
     Exists { data_dir: String, existing: String },
     #[error("{path} already exists; init never overwrites a key")]
     RootKeyExists { path: String },
+    #[error("--root-key-out writes a root key file; a root key on a token (--root-key pkcs11:…) stays there: give one of them")]
+    RootTwice,
     #[error(transparent)]
     Start(#[from] StartError),
 }
@@ -71,6 +84,9 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     if !existing.is_empty() {
         return Err(InitError::Exists { data_dir: dir.display().to_string(), existing: existing.join(", ") });
     }
+    if opts.root_key_out.is_some() && opts.root_token.is_some() {
+        return Err(InitError::RootTwice);
+    }
     if let Some(out) = opts.root_key_out.as_ref().filter(|p| p.exists()) {
         return Err(InitError::RootKeyExists { path: out.display().to_string() });
     }
@@ -83,13 +99,19 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     files::ensure_private_dir(&dir.join("keys")).map_err(data_dir_err)?;
 
     // Keys on a token first: a wrong PIN or a missing module fails before any file is written.
+    let intermediate_curve = opts.intermediate_curve.unwrap_or(CaCurve::P256);
     let mut on_token: Vec<(&str, Pkcs11Uri)> = Vec::new();
     if let Some(token) = &opts.token {
         for (name, label, _) in TOKEN_KEYS {
             let uri = token.with_object(label);
-            pkcs11::Key::ensure(&uri, &opts.pkcs11).map_err(StartError::from)?;
+            let algorithm = if name == "ca_intermediate" { intermediate_curve.algorithm() } else { Algorithm::EcdsaP256Sha256 };
+            pkcs11::Key::ensure(&uri, &opts.pkcs11, algorithm).map_err(StartError::from)?;
             on_token.push((name, uri));
         }
+    }
+    let root_uri = opts.root_token.as_ref().map(|t| if t.object.is_some() || t.id.is_some() { t.clone() } else { t.with_object(ROOT_OBJECT) });
+    if let Some(uri) = &root_uri {
+        pkcs11::Key::ensure(uri, &opts.pkcs11, Algorithm::EcdsaP384Sha384).map_err(StartError::from)?;
     }
     let token_key = |file: &str| {
         let (name, _, _) = TOKEN_KEYS.iter().find(|(_, _, f)| *f == file)?;
@@ -97,33 +119,37 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     };
     for (k, kind) in LOG_KEYS.into_iter().zip([Kind::RekorV1, Kind::RekorV2, Kind::Ct]) {
         let key = match token_key(k) {
-            Some(uri) => SigningKey::open(&KeySource::Pkcs11(uri), &opts.pkcs11, false),
-            None => SigningKey::load_or_generate(&dir.join(k)),
+            Some(uri) => Signer::open(&KeySource::Pkcs11(uri), &opts.pkcs11, &[Algorithm::EcdsaP256Sha256], false),
+            None => Signer::load_or_generate(&dir.join(k), Algorithm::EcdsaP256Sha256),
         }
         .map_err(StartError::from)?;
         crate::shards::keep_zero_public(kind, dir, &key).map_err(StartError::Shards)?;
     }
     // Made with the first data dir so that the copies `signet backup` makes share it.
     crate::shards::sealed::SealKey::load_or_make(dir).map_err(StartError::Shards)?;
-    let authority = signet_ca::authority::Authority::open(dir, opts.intermediate_curve).map_err(StartError::from)?;
+    let ca_keys = CaKeys {
+        intermediate_curve: opts.intermediate_curve,
+        intermediate: token_key("keys/ca-intermediate.pem").map(KeySource::Pkcs11),
+        root: root_uri.map(KeySource::Pkcs11),
+        pkcs11: opts.pkcs11.clone(),
+    };
+    let authority = signet_ca::authority::Authority::open(dir, &ca_keys).map_err(StartError::from)?;
     let root_in_dir = dir.join("keys").join("ca-root.pem");
-    let root_pkcs8 = signet_core::keys::load_or_generate_pkcs8_for(&root_in_dir, &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING)
-        .map_err(StartError::from)?;
     let tsa_key = match token_key("keys/tsa.pem") {
-        Some(uri) => SigningKey::open(&KeySource::Pkcs11(uri), &opts.pkcs11, false),
-        None => SigningKey::load_or_generate(&dir.join("keys/tsa.pem")),
+        Some(uri) => Signer::open(&KeySource::Pkcs11(uri), &opts.pkcs11, &[Algorithm::EcdsaP256Sha256], false),
+        None => Signer::load_or_generate(&dir.join("keys/tsa.pem"), Algorithm::EcdsaP256Sha256),
     }
     .map_err(StartError::from)?;
-    signet_ca::tsa::Tsa::open(dir, std::sync::Arc::new(tsa_key), &root_pkcs8, authority.root_der()).map_err(StartError::from)?;
+    signet_ca::tsa::Tsa::open(dir, std::sync::Arc::new(tsa_key), || ca_keys.root_key(dir), authority.root_der()).map_err(StartError::from)?;
 
     let root_key = match &opts.root_key_out {
-        None => root_in_dir,
+        None => ca_keys.root_source(dir),
         Some(out) => {
             let pem = std::fs::read(&root_in_dir).map_err(|source| StartError::Io { what: format!("reading {}", root_in_dir.display()), source })?;
             files::write_atomic(out, &pem, 0o600).map_err(|source| StartError::Io { what: format!("writing {}", out.display()), source })?;
             // Only once the copy is durable does the online one go.
             std::fs::remove_file(&root_in_dir).map_err(|source| StartError::Io { what: format!("removing {}", root_in_dir.display()), source })?;
-            out.clone()
+            KeySource::File(out.clone())
         }
     };
     let config = dir.join("signet.toml");

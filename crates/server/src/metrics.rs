@@ -205,7 +205,7 @@ impl Metrics {
         let _ = writeln!(out, "signet_log_lines_dropped_total {}", crate::logging::dropped());
         out.push_str("# HELP signet_signatures_total Signatures made with signet's keys (logs, CA, TSA).\n");
         out.push_str("# TYPE signet_signatures_total counter\n");
-        let _ = writeln!(out, "signet_signatures_total {}", signet_core::keys::signatures_made());
+        let _ = writeln!(out, "signet_signatures_total {}", signet_keys::signatures_made());
         out.push_str("# HELP signet_sqlite_memory_bytes Bytes SQLite has allocated in this process (page caches, statements).\n");
         out.push_str("# TYPE signet_sqlite_memory_bytes gauge\n");
         let _ = writeln!(out, "signet_sqlite_memory_bytes {}", signet_log::storage::sqlite_memory_used());

@@ -119,10 +119,11 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Res
     // The key must be the root certificate's, or the new certificate would not chain.
     let root_cert = <x509_cert::Certificate as der::Decode>::from_der(&root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
     let root_spki = root_cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
-    let key_public = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(&aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING, &root_key)
-        .map(|k| aws_lc_rs::signature::KeyPair::public_key(&k).as_ref().to_vec())
-        .map_err(|_| "the root key is not an ECDSA P-384 PKCS#8 key (what `signet init` makes)".to_string())?;
-    if key_public != root_spki {
+    let root_key = signet_ca::x509::CaKey::from_pkcs8(&root_key)
+        .ok()
+        .filter(|k| k.curve() == signet_ca::x509::CaCurve::P384)
+        .ok_or_else(|| "the root key is not an ECDSA P-384 PKCS#8 key (what `signet init` makes)".to_string())?;
+    if root_key.spki().subject_public_key.raw_bytes() != root_spki {
         return Err("the root key given is not the key of ca/root.pem".into());
     }
 
@@ -160,26 +161,24 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Res
 }
 
 /// A new TSA key (P-256) and its certificate: `(PKCS#8, certificate DER)`.
-fn new_tsa(root_key: &[u8], root_der: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
-    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
-    let key = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &aws_lc_rs::rand::SystemRandom::new())
-        .map_err(|e| format!("generating the new TSA key: {e}"))?;
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, key.as_ref()).map_err(|e| format!("the new TSA key: {e}"))?;
-    let spki = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).map_err(|_| "the new TSA public key".to_string())?.as_ref().to_vec();
+fn new_tsa(root_key: &signet_ca::x509::CaKey, root_der: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let algorithm = signet_keys::Algorithm::EcdsaP256Sha256;
+    let key = signet_keys::file::generate_pkcs8(algorithm).map_err(|e| format!("generating the new TSA key: {e}"))?;
+    let spki = signet_keys::Signer::from_pkcs8(&key, "the new TSA key", &[algorithm]).map_err(|e| e.to_string())?.spki_der().to_vec();
     let cert = signet_ca::tsa::Tsa::issue_certificate(root_key, root_der, &spki).map_err(|e| e.to_string())?;
-    Ok((key.as_ref().to_vec(), cert))
+    Ok((key, cert))
 }
 
 /// A new intermediate key, on the old one's curve (so `ca.intermediate_key` stays true), and
 /// its certificate: `(PKCS#8, certificate DER)`.
-fn new_intermediate(root_key: &[u8], root_der: &[u8], old_key_path: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
+fn new_intermediate(root_key: &signet_ca::x509::CaKey, root_der: &[u8], old_key_path: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
     let old = std::fs::read(old_key_path)
         .map_err(|e| e.to_string())
         .and_then(|pem| pem::decode_first(&pem).map_err(|e| e.to_string()))
         .and_then(|b| signet_ca::x509::CaKey::from_pkcs8(&b.der).map_err(|e| e.to_string()))
         .map_err(|e| format!("{}: {e}", old_key_path.display()))?;
-    let key = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(old.curve().signing(), &aws_lc_rs::rand::SystemRandom::new())
-        .map_err(|e| format!("generating the new intermediate key: {e}"))?;
-    let cert = signet_ca::authority::issue_intermediate(root_key, root_der, key.as_ref()).map_err(|e| e.to_string())?;
-    Ok((key.as_ref().to_vec(), cert))
+    let key = signet_keys::file::generate_pkcs8(old.curve().algorithm()).map_err(|e| format!("generating the new intermediate key: {e}"))?;
+    let new_key = signet_ca::x509::CaKey::from_pkcs8(&key).map_err(|e| e.to_string())?;
+    let cert = signet_ca::authority::issue_intermediate(root_key, root_der, &new_key).map_err(|e| e.to_string())?;
+    Ok((key, cert))
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use signet_core::keys::{KeySource, SigningKey};
+use signet_keys::{KeySource, Signer};
 use signet_log::storage::{PostgresStorage, Storage};
 use signet_log::{BatchPolicy, Log, Role};
 
@@ -49,7 +49,7 @@ pub struct AppState {
     /// The audit log, unless `[guard.audit] enabled = false`.
     pub audit: Option<Arc<signet_guard::audit::AuditLog>>,
     /// The key that signs the audit chain's anchors, when the log is on ([`crate::anchor`]).
-    pub audit_key: Option<Arc<SigningKey>>,
+    pub audit_key: Option<Arc<Signer>>,
     /// Starting, ready or shutting down (`/readyz`).
     pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
     /// Where the explorer finds the lab's HTML reports (`<data dir>/reports`).
@@ -75,7 +75,7 @@ pub enum StartError {
     #[error("{data_dir} has no {missing}; create this instance's keys and certificates with `signet init --data-dir {data_dir}` (or start with --dev for a development instance)")]
     NotInitialised { data_dir: String, missing: String },
     #[error(transparent)]
-    Key(#[from] signet_core::keys::KeyError),
+    Key(#[from] signet_keys::KeyError),
     #[error(transparent)]
     Storage(#[from] signet_log::storage::StorageError),
     #[error(transparent)]
@@ -108,7 +108,7 @@ pub enum StartError {
 
 /// The key configured (a file or a token's object), or the data dir's file `default_name`.
 /// Under `--dev` a missing file is made; a token's key is never made here (`signet init --keys`).
-pub(crate) fn key(cfg: &Config, configured: &Option<KeySource>, default_name: &str) -> Result<Arc<SigningKey>, StartError> {
+pub(crate) fn key(cfg: &Config, configured: &Option<KeySource>, default_name: &str) -> Result<Arc<Signer>, StartError> {
     let source = configured.clone().unwrap_or_else(|| KeySource::File(cfg.data_dir.join("keys").join(default_name)));
     if let KeySource::File(path) = &source {
         if !cfg.dev && !path.exists() {
@@ -119,7 +119,7 @@ pub(crate) fn key(cfg: &Config, configured: &Option<KeySource>, default_name: &s
                 .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
         }
     }
-    Ok(Arc::new(SigningKey::open(&source, &cfg.keys.pkcs11(), cfg.dev)?))
+    Ok(Arc::new(Signer::open(&source, &cfg.keys.pkcs11(), &[signet_keys::Algorithm::EcdsaP256Sha256], cfg.dev)?))
 }
 
 /// What a production instance needs on disk, made by `signet init` (under `--dev`, `serve`
@@ -135,6 +135,7 @@ fn check_initialised(cfg: &Config) -> Result<(), StartError> {
     let configured = |f: &str| match f {
         "keys/ct.pem" => cfg.keys.ct.is_some(),
         "keys/tsa.pem" => cfg.keys.tsa.is_some(),
+        "keys/ca-intermediate.pem" => cfg.keys.ca_intermediate.is_some(),
         _ => false,
     };
     let missing: Vec<&str> = PRODUCTION_FILES.iter().copied().filter(|f| !configured(f) && !cfg.data_dir.join(f).exists()).collect();
@@ -287,9 +288,13 @@ impl AppState {
         let tokens = Arc::new(crate::issuers::verifier(&cfg.oidc, dev_issuers)?);
 
         // The CA and its CT log.
-        let (data_dir, curve) = (cfg.data_dir.clone(), cfg.ca.intermediate_curve()?);
+        let (data_dir, ca_keys) = (cfg.data_dir.clone(), cfg.keys.ca(&cfg.ca)?);
         let authority = Arc::new(
-            tokio::task::spawn_blocking(move || Authority::open(&data_dir, curve)).await
+            tokio::task::spawn_blocking({
+                let ca_keys = ca_keys.clone();
+                move || Authority::open(&data_dir, &ca_keys)
+            })
+            .await
                 .map_err(|e| StartError::Panicked { what: "CA open", why: e.to_string() })??,
         );
         // Every log taking appends, when asked: after an online rotation, the new Rekor v1
@@ -306,15 +311,8 @@ impl AppState {
         }
         // The root key signs the TSA's certificate once, when it is made (under --dev); a
         // production root key may be offline (`signet init --root-key-out`).
-        let root_key = match cfg.data_dir.join("ca").join("tsa.pem").exists() {
-            true => Vec::new(),
-            false => signet_core::keys::load_or_generate_pkcs8_for(
-                &cfg.data_dir.join("keys").join("ca-root.pem"),
-                &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
-            )?,
-        };
         let tsa_key = key(cfg, &cfg.keys.tsa, "tsa.pem")?;
-        let tsa = Tsa::open(&cfg.data_dir, tsa_key, &root_key, authority.root_der())?;
+        let tsa = Tsa::open(&cfg.data_dir, tsa_key, || ca_keys.root_key(&cfg.data_dir), authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
         // A rotation of the CT log hands the CA the new one before any append reaches it.
         let issuer = ca.clone();

@@ -186,7 +186,7 @@ mod tests {
             id: 1,
             origin: "test.example/log".into(),
             key_name: "test.example".into(),
-            key: Arc::new(signet_core::keys::SigningKey::generate().unwrap()),
+            key: Arc::new(signet_keys::Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()),
             batch: signet_log::BatchPolicy { max_entries: 16, max_delay: Duration::from_millis(1) },
             stamper: None,
             max_pending: 0,

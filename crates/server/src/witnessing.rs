@@ -14,7 +14,8 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use signet_core::notekey::{NoteKeyType, NoteSigner, VerifierKey};
+use signet_core::notekey::{NoteKeyType, VerifierKey};
+use signet_keys::NoteSigner;
 use signet_core::pubkey::PublicKey;
 use signet_witness::{LogKey, Witness, WitnessStore, WitnessedLog};
 

@@ -176,15 +176,16 @@ fn witness_key(name: &str, key: &str) -> Result<VerifierKey, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use signet_core::notekey::{signature_line, NoteSigner};
+    use signet_core::notekey::signature_line;
+    use signet_keys::NoteSigner;
 
     const TEXT: &str = "log.example\n7\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n";
 
     fn note(cosigners: &[&NoteSigner]) -> SignedNote {
         let log = NoteSigner::generate("log.example", NoteKeyType::Ed25519).unwrap();
-        let mut n = format!("{TEXT}\n{}", signature_line(&log.sign(TEXT, 0)));
+        let mut n = format!("{TEXT}\n{}", signature_line(&log.sign(TEXT, 0).unwrap()));
         for c in cosigners {
-            n.push_str(&signature_line(&c.sign(TEXT, 1_700_000_000)));
+            n.push_str(&signature_line(&c.sign(TEXT, 1_700_000_000).unwrap()));
         }
         SignedNote::parse(&n).unwrap()
     }

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use signet_core::merkle::verify_consistency;
 use signet_core::note::SignedNote;
-use signet_core::notekey::{signature_line, NoteKeyType, NoteSigner, VerifierKey};
+use signet_core::notekey::{signature_line, NoteKeyType, VerifierKey};
+use signet_keys::NoteSigner;
 use signet_core::pubkey::PublicKey;
 
 use crate::request::{AddCheckpoint, Malformed};
@@ -68,6 +69,10 @@ pub enum Refused {
     BadProof { old: u64, new: u64, why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The witness's key did not sign (a token away): the checkpoint was checked and its
+    /// state kept, so the same request with the size now held succeeds later.
+    #[error("the witness key did not sign: {0}")]
+    KeyUnavailable(String),
 }
 
 impl Refused {
@@ -79,7 +84,7 @@ impl Refused {
             Refused::UnknownLog(_) => 404,
             Refused::Conflict { .. } | Refused::Fork { .. } => 409,
             Refused::BadProof { .. } => 422,
-            Refused::Store(_) => 503,
+            Refused::Store(_) | Refused::KeyUnavailable(_) => 503,
         }
     }
 
@@ -103,6 +108,7 @@ impl Refused {
             Refused::Fork { .. } => "fork",
             Refused::BadProof { .. } => "bad_proof",
             Refused::Store(_) => "store_unavailable",
+            Refused::KeyUnavailable(_) => "key_unavailable",
         }
     }
 }
@@ -188,7 +194,8 @@ impl Witness {
             // checked against a state that is gone, so it is stale whatever it says.
             Advanced::Moved(now) => return Err(Refused::Conflict { known: now.map_or(0, |h| h.size), old }),
         }
-        let line = signature_line(&self.signer.sign(&request.note.text, now_secs()));
+        let cosignature = self.signer.sign(&request.note.text, now_secs()).map_err(|e| Refused::KeyUnavailable(e.to_string()))?;
+        let line = signature_line(&cosignature);
         let lines: String = request.note.signatures.iter().map(signature_line).collect();
         let note: Arc<str> = format!("{}\n{lines}{line}", request.note.text).into();
         let mut cosigned = self.cosigned.lock();

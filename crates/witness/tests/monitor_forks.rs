@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use monitor_common::*;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_log::checkpoint::{Checkpoint, NoteSigner};
 use signet_log::merkle;
 use signet_log::storage::{Batch, NewEntry, SqliteStorage, Storage, StoredCheckpoint};
@@ -21,7 +21,7 @@ const ORIGIN: &str = "double.example/log";
 /// A log holding `bodies`, on SQLite under `dir`, signed by `key`: written in one batch
 /// through the storage API as the sequencer would (entries, tiles, a signed checkpoint),
 /// then opened as a `Log` to serve.
-fn build(rt: &tokio::runtime::Runtime, dir: &Path, key: &Arc<SigningKey>, bodies: &[Vec<u8>]) -> Log {
+fn build(rt: &tokio::runtime::Runtime, dir: &Path, key: &Arc<Signer>, bodies: &[Vec<u8>]) -> Log {
     let storage = Arc::new(SqliteStorage::open(&dir.join("log.sqlite")).unwrap());
     let signer = NoteSigner::new(ORIGIN, key.clone());
     let mut tree = Tree::open(Box::new(StoredNodes { storage: storage.clone(), log: 1 }), 0, 0).unwrap();
@@ -97,7 +97,7 @@ fn bodies(tag: &str, n: usize) -> Vec<Vec<u8>> {
 struct Double {
     _tmp: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
-    key: Arc<SigningKey>,
+    key: Arc<Signer>,
     now: Arc<Mutex<Serving>>,
     url: String,
     args: Vec<String>,
@@ -110,7 +110,7 @@ impl Double {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let key = Arc::new(SigningKey::generate().unwrap());
+        let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
         std::fs::create_dir_all(dir.join("a")).unwrap();
         let log = build(&rt, &dir.join("a"), &key, first);
         let now = Arc::new(Mutex::new(Serving { log, note: None, entries_from: None }));
@@ -140,7 +140,7 @@ impl Double {
     }
 
     /// Serves a tree of `entries` signed by `key` from now on (same origin).
-    fn switch_to_key(&self, name: &str, key: &Arc<SigningKey>, entries: &[Vec<u8>]) {
+    fn switch_to_key(&self, name: &str, key: &Arc<Signer>, entries: &[Vec<u8>]) {
         std::fs::create_dir_all(self.dir.join(name)).unwrap();
         let log = build(&self.rt, &self.dir.join(name), key, entries);
         *self.now.lock().unwrap() = Serving { log, note: None, entries_from: None };
@@ -232,7 +232,7 @@ fn a_bad_checkpoint_signature_raises_an_alert() {
     assert_eq!((again.code, again.alerts.len()), (1, 0), "{}", again.stderr);
 
     // A checkpoint signed by another key under the log's name is refused the same way.
-    let other = SigningKey::generate().unwrap();
+    let other = Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
     let forged = signet_log::checkpoint::NoteSigner::new(ORIGIN, Arc::new(other))
         .sign(d.now.lock().unwrap().log.head().checkpoint.clone())
         .unwrap();
@@ -272,7 +272,7 @@ fn entries_other_than_the_signed_ones_are_caught() {
 #[test]
 fn a_rotation_to_another_trusted_key_is_followed_and_the_old_tree_stays_frozen() {
     let mut d = Double::new(&bodies("a", 300));
-    let new_key = Arc::new(SigningKey::generate().unwrap());
+    let new_key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let pem = d.dir.join("new.pem");
     std::fs::write(&pem, new_key.public_pem()).unwrap();
     d.args.extend(["--log-key".to_string(), format!("{}={}", d.url, pem.display())]);

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use signet_core::hash::Hash;
 use signet_core::note::{Checkpoint, SignedNote};
-use signet_core::notekey::{signature_line, NoteKeyType, NoteSigner};
+use signet_core::notekey::{signature_line, NoteKeyType};
+use signet_keys::NoteSigner;
 use signet_log::merkle::{self, Nodes};
 use signet_witness::request::format;
 use signet_witness::{LogKey, Refused, SqliteStore, Witness, WitnessedLog};
@@ -43,7 +44,7 @@ impl Log {
     }
     fn checkpoint(&self, t: &Tree, size: usize) -> String {
         let text = Checkpoint { origin: ORIGIN.into(), size: size as u64, root_hash: mth(&t.0[..size]) }.body();
-        format!("{text}\n{}", signature_line(&self.key.sign(&text, 0)))
+        format!("{text}\n{}", signature_line(&self.key.sign(&text, 0).unwrap()))
     }
     fn body(&self, t: &Tree, old: usize, new: usize) -> String {
         let proof = if old == 0 { vec![] } else { merkle::consistency_proof(t, old as u64, new as u64).unwrap() };
@@ -93,7 +94,7 @@ async fn a_growing_log_is_cosigned_and_refusals_follow_the_spec() {
     assert!(matches!(err, Refused::OldAboveNew { old: 257, new: 200 }) && err.status() == 400, "{err}");
     let stranger = NoteSigner::generate("example.com/other", NoteKeyType::Ed25519).unwrap();
     let text = Checkpoint { origin: "example.com/other".into(), size: 1, root_hash: [0; 32] }.body();
-    let unknown = format(0, &[], &format!("{text}\n{}", signature_line(&stranger.sign(&text, 0))));
+    let unknown = format(0, &[], &format!("{text}\n{}", signature_line(&stranger.sign(&text, 0).unwrap())));
     assert_eq!(w.add_checkpoint(unknown.as_bytes()).await.unwrap_err().status(), 404);
     let impostor = Log { key: NoteSigner::generate(ORIGIN, NoteKeyType::Ed25519).unwrap() };
     assert_eq!(w.add_checkpoint(impostor.body(&t, 257, 300).as_bytes()).await.unwrap_err().status(), 403);
@@ -200,10 +201,10 @@ async fn witnesses_sharing_postgres_never_cosign_two_roots_for_one_size() {
 
 #[tokio::test]
 async fn a_log_signing_the_rekor_v2_way_is_witnessed_by_its_ecdsa_key() {
-    use signet_core::keys::SigningKey;
+    use signet_keys::Signer;
     use signet_log::checkpoint::NoteSigner as LogSigner;
     let dir = tempfile::tempdir().unwrap();
-    let key = Arc::new(SigningKey::generate().unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
     let spki = signet_core::pubkey::PublicKey::from_spki(key.spki_der()).unwrap();
     let store = Arc::new(SqliteStore::open(&dir.path().join("witness.sqlite")).unwrap());
     let signer = NoteSigner::generate("witness.example/w1", NoteKeyType::Cosignature).unwrap();
@@ -216,7 +217,7 @@ async fn a_log_signing_the_rekor_v2_way_is_witnessed_by_its_ecdsa_key() {
     let proof = merkle::consistency_proof(&t, 10, 20).unwrap();
     assert_cosigned(&w, &note(20), &w.add_checkpoint(format(10, &proof, &note(20)).as_bytes()).await.unwrap());
     // Another ECDSA key under the same name is not the log's.
-    let other = LogSigner::new("rekor.example", Arc::new(SigningKey::generate().unwrap()));
+    let other = LogSigner::new("rekor.example", Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()));
     let forged = other.sign(Checkpoint { origin: "rekor.example".into(), size: 20, root_hash: mth(&t.0[..20]) }).unwrap().note;
     assert_eq!(w.add_checkpoint(format(20, &[], &forged).as_bytes()).await.unwrap_err().status(), 403);
 }

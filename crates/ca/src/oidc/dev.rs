@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
-use signet_core::keys::{self, KeyError, SigningKey};
+use signet_keys::{self as keys, KeyError, Signer};
 
 use super::jwks::KeySet;
 use super::kind::IssuerKind;
@@ -54,8 +54,8 @@ impl DevIssuer {
             signet_core::files::ensure_private_dir(dir)
                 .map_err(|e| DevIssuerError::File { path: dir.display().to_string(), why: e.to_string() })?;
         }
-        let pkcs8 = keys::load_or_generate_pkcs8(&path)?;
-        let signing = SigningKey::from_pkcs8(&pkcs8, &path.display().to_string())?;
+        let pkcs8 = keys::file::load_or_generate_pkcs8(&path, signet_keys::Algorithm::EcdsaP256Sha256)?;
+        let signing = Signer::from_pkcs8(&pkcs8, &path.display().to_string(), &[signet_keys::Algorithm::EcdsaP256Sha256])?;
         let encoding = EncodingKey::from_ec_der(&pkcs8);
         // An uncompressed P-256 point is the last 65 bytes of its SPKI: 0x04 ‖ x ‖ y.
         let spki = signing.spki_der();

@@ -261,12 +261,10 @@ mod tests {
 
     fn a_tsa() -> (Tsa, Certificate, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let authority = Authority::open(dir.path(), Some(CaCurve::P256)).unwrap();
-        let root_key =
-            signet_core::keys::load_or_generate_pkcs8_for(&dir.path().join("keys").join("ca-root.pem"), CaCurve::P384.signing())
-                .unwrap();
-        let key = signet_core::keys::SigningKey::load_or_generate(&dir.path().join("keys").join("tsa.pem")).unwrap();
-        let tsa = Tsa::open(dir.path(), std::sync::Arc::new(key), &root_key, authority.root_der()).unwrap();
+        let ca_keys = crate::authority::CaKeys::curve(Some(CaCurve::P256));
+        let authority = Authority::open(dir.path(), &ca_keys).unwrap();
+        let key = signet_keys::Signer::load_or_generate(&dir.path().join("keys").join("tsa.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
+        let tsa = Tsa::open(dir.path(), std::sync::Arc::new(key), || ca_keys.root_key(dir.path()), authority.root_der()).unwrap();
         let cert = Certificate::from_der(&tsa.cert_der).unwrap();
         (tsa, cert, dir)
     }

@@ -191,7 +191,7 @@ fn anchors_hold(data_dir: &Path, root: &TrustedRoot, anchors: &[(&Path, &Anchor)
     let key_path = data_dir.join("keys").join("audit.pem");
     let pkcs8 = std::fs::read(&key_path).map_err(|e| format!("{}: {e} (the audit key that signed the anchors)", key_path.display()))?;
     let block = signet_core::pem::decode_first(&pkcs8).map_err(|e| format!("{}: {e}", key_path.display()))?;
-    let key = signet_core::keys::SigningKey::from_pkcs8(&block.der, &key_path.display().to_string()).map_err(|e| e.to_string())?;
+    let key = signet_keys::Signer::from_pkcs8(&block.der, &key_path.display().to_string(), &[signet_keys::Algorithm::EcdsaP256Sha256]).map_err(|e| e.to_string())?;
     for (file, a) in anchors {
         anchor_holds(root, key.spki_der(), a).map_err(|why| {
             format!("{}: audit anchor at record {} (Rekor v2 log index {}) does not hold: {why}", file.display(), a.seq, a.log_index)

@@ -21,7 +21,7 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use serde_json::json;
 use signet_core::hash::sha256;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer as LogKey;
 use signet_core::{b64, jcs};
 use signet_log::checkpoint::NoteSigner;
 use signet_log::merkle;
@@ -158,8 +158,8 @@ fn body(i: u64, signer: &Signer) -> Result<Vec<u8>, String> {
     })))
 }
 
-fn key(dir: &Path) -> Result<Arc<SigningKey>, String> {
-    SigningKey::load_or_generate(&dir.join("log.pem")).map(Arc::new).map_err(|e| e.to_string())
+fn key(dir: &Path) -> Result<Arc<LogKey>, String> {
+    LogKey::load_or_generate(&dir.join("log.pem"), signet_keys::Algorithm::EcdsaP256Sha256).map(Arc::new).map_err(|e| e.to_string())
 }
 
 /// Appends entries until the log in `dir` holds `target` (or `grow` more than it holds,
@@ -209,7 +209,7 @@ fn fill(dir: &Path, target: u64, grow: u64, certs: usize) -> Result<u64, String>
 /// Serves the log's checkpoint and tiles on loopback, as signet's `/api/v2` does; its URL.
 /// The log is reopened for each phase, so that it serves what `fill` wrote since, on the
 /// same port (`port`, or any free one the first time): the monitor's state is per URL.
-async fn serve(dir: &Path, port: u16) -> Result<(String, tokio::task::JoinHandle<()>, Arc<SigningKey>), String> {
+async fn serve(dir: &Path, port: u16) -> Result<(String, tokio::task::JoinHandle<()>, Arc<LogKey>), String> {
     use axum::extract::{Path as UrlPath, State};
     use axum::http::StatusCode;
     use axum::routing::get;

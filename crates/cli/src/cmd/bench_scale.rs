@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use signet_core::hash::sha256;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_log::checkpoint::{Checkpoint, NoteSigner};
 use signet_log::merkle;
 use signet_log::storage::{Batch, NewEntry, SqliteStorage, Storage, StoredCheckpoint};
@@ -82,8 +82,8 @@ fn db_path(dir: &Path) -> PathBuf {
     dir.join("log.sqlite")
 }
 
-fn key(dir: &Path) -> Result<Arc<SigningKey>, String> {
-    SigningKey::load_or_generate(&dir.join("log.pem")).map(Arc::new).map_err(|e| e.to_string())
+fn key(dir: &Path) -> Result<Arc<Signer>, String> {
+    Signer::load_or_generate(&dir.join("log.pem"), signet_keys::Algorithm::EcdsaP256Sha256).map(Arc::new).map_err(|e| e.to_string())
 }
 
 /// Appends entries until the log holds `a.entries`, 4,096 per commit, as the sequencer would

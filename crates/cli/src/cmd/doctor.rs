@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use aws_lc_rs::signature::{EcdsaKeyPair, Ed25519KeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING};
 use der::Decode;
 
 #[derive(clap::Args)]
@@ -118,12 +117,8 @@ fn spki_point(spki_der: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn public_key(pkcs8: &[u8]) -> Option<Vec<u8>> {
-    for alg in [&ECDSA_P256_SHA256_ASN1_SIGNING, &ECDSA_P384_SHA384_ASN1_SIGNING] {
-        if let Ok(k) = EcdsaKeyPair::from_pkcs8(alg, pkcs8) {
-            return Some(k.public_key().as_ref().to_vec());
-        }
-    }
-    Ed25519KeyPair::from_pkcs8(pkcs8).ok().map(|k| k.public_key().as_ref().to_vec())
+    let key = signet_keys::Signer::from_pkcs8(pkcs8, "", &signet_keys::Algorithm::ALL).ok()?;
+    spki_point(key.spki_der())
 }
 
 /// What a production instance should have and not have: OIDC issuers (without one the CA
@@ -239,13 +234,18 @@ fn certificates(cfg: &signet_server::config::Config, report: &mut Report) {
         };
         let mut key_path = data.join("keys").join(key);
         let mut key_public = std::fs::read(&key_path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
-        // The TSA's key as configured: a file elsewhere, or a token's (opened, as `serve` would).
-        if let (Some(source), "tsa.pem") = (&cfg.keys.tsa, key) {
+        // The key as configured: a file elsewhere, or a token's (opened, as `serve` would).
+        let configured = match key {
+            "tsa.pem" => &cfg.keys.tsa,
+            "ca-intermediate.pem" => &cfg.keys.ca_intermediate,
+            _ => &cfg.keys.ca_root,
+        };
+        if let Some(source) = configured {
             key_path = PathBuf::from(source.to_string());
-            match signet_core::keys::SigningKey::open(source, &cfg.keys.pkcs11(), false) {
+            match signet_keys::Signer::open(source, &cfg.keys.pkcs11(), &signet_keys::Algorithm::ALL, false) {
                 Ok(k) => key_public = spki_point(k.spki_der()),
                 Err(e) => {
-                    report.fail(&format!("the TSA key {source}: {e}"));
+                    report.fail(&format!("the key {source}: {e}"));
                     continue;
                 }
             }

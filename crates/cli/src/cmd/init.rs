@@ -20,12 +20,17 @@ pub struct Args {
     /// Curve of the CA intermediate: p256 (default) or p384.
     #[arg(long, value_name = "p256|p384")]
     intermediate_key: Option<String>,
-    /// Keep the log and TSA keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL), made
-    /// there unless it holds them already (objects signet-rekor-v1, signet-rekor-v2,
-    /// signet-ct, signet-tsa). The module and PIN: SIGNET_KEYS_PKCS11_MODULE and
+    /// Keep the online keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL), made there
+    /// unless it holds them already (objects signet-rekor-v1, signet-rekor-v2, signet-ct,
+    /// signet-tsa, signet-ca-intermediate). The module and PIN: SIGNET_KEYS_PKCS11_MODULE and
     /// SIGNET_KEYS_PKCS11_PIN, or module-path and pin-source in the URI.
     #[arg(long, value_name = "PKCS11_URI")]
     keys: Option<String>,
+    /// Make (or use) the root CA key on this PKCS#11 token (object signet-ca-root unless the
+    /// URI names one). The config does not name it: keep the token offline; it is needed
+    /// again only to renew the intermediate or TSA certificates.
+    #[arg(long, value_name = "PKCS11_URI", conflicts_with = "root_key_out")]
+    root_key: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -36,14 +41,26 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let token = match args.keys.as_deref().map(signet_core::keys::Pkcs11Uri::parse_token).transpose() {
+    let token = match args.keys.as_deref().map(signet_keys::Pkcs11Uri::parse_token).transpose() {
         Ok(t) => t,
         Err(e) => {
             errln!("signet: --keys: {e}");
             return ExitCode::from(2);
         }
     };
-    let pkcs11 = signet_core::keys::Pkcs11Settings {
+    // The root may name its object; without one it is signet-ca-root.
+    let root_uri = |s: &str| match s.parse::<signet_keys::KeySource>() {
+        Ok(signet_keys::KeySource::Pkcs11(uri)) => Ok(uri),
+        _ => signet_keys::Pkcs11Uri::parse_token(s).map_err(|e| e.to_string()),
+    };
+    let root_token = match args.root_key.as_deref().map(root_uri).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("signet: --root-key: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pkcs11 = signet_keys::Pkcs11Settings {
         module: std::env::var_os("SIGNET_KEYS_PKCS11_MODULE").map(PathBuf::from),
         pin: std::env::var("SIGNET_KEYS_PKCS11_PIN").ok(),
         sessions: 1,
@@ -54,6 +71,7 @@ pub fn run(args: Args) -> ExitCode {
         root_key_out: args.root_key_out,
         intermediate_curve,
         token,
+        root_token,
         pkcs11,
     };
     match init(&opts) {
@@ -62,7 +80,8 @@ pub fn run(args: Args) -> ExitCode {
             for f in &made.files {
                 outln!("  {}", f.display());
             }
-            outln!("root CA key: {}{}", made.root_key.display(), if opts.root_key_out.is_some() { " (keep it offline)" } else { "" });
+            let offline = opts.root_key_out.is_some() || opts.root_token.is_some();
+            outln!("root CA key: {}{}", made.root_key, if offline { " (keep it offline)" } else { "" });
             if let Some(token) = &opts.token {
                 outln!("on the token {token}: {}", signet_server::init::TOKEN_KEYS.map(|(_, label, _)| label).join(", "));
             }
@@ -70,7 +89,7 @@ pub fn run(args: Args) -> ExitCode {
             outln!("start: signet serve --config {}", made.config.display());
             ExitCode::SUCCESS
         }
-        Err(e @ (InitError::Exists { .. } | InitError::RootKeyExists { .. })) => {
+        Err(e @ (InitError::Exists { .. } | InitError::RootKeyExists { .. } | InitError::RootTwice)) => {
             errln!("signet: {e}");
             ExitCode::from(2)
         }

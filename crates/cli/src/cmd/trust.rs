@@ -89,7 +89,7 @@ pub fn run(args: Args) -> ExitCode {
         let public = std::fs::read(&audit_key)
             .map_err(|e| e.to_string())
             .and_then(|pem| signet_core::pem::decode_first(&pem).map_err(|e| e.to_string()))
-            .and_then(|b| signet_core::keys::SigningKey::from_pkcs8(&b.der, "keys/audit.pem").map_err(|e| e.to_string()));
+            .and_then(|b| signet_keys::Signer::from_pkcs8(&b.der, "keys/audit.pem", &[signet_keys::Algorithm::EcdsaP256Sha256]).map_err(|e| e.to_string()));
         let key = match public {
             Ok(k) => k,
             Err(e) => {

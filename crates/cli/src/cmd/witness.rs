@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use signet_core::notekey::{NoteKeyType, NoteSigner};
+use signet_core::notekey::NoteKeyType;
+use signet_keys::NoteSigner;
 
 #[derive(clap::Subcommand)]
 pub enum Witness {

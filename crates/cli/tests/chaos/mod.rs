@@ -398,7 +398,7 @@ pub fn run(database: &Database<'_>, seed: u64, length: Duration) -> Outcome {
     let acks = std::mem::take(&mut *acks.lock().unwrap());
     let served = std::mem::take(&mut *served.lock().unwrap());
     let urls: Vec<String> = instances.iter().filter_map(Instance::url).collect();
-    let v2_spki = signet_core::keys::SigningKey::load_or_generate(&instances[0].dir.join("keys/rekor-v2.pem")).unwrap().spki_der().to_vec();
+    let v2_spki = signet_keys::Signer::load_or_generate(&instances[0].dir.join("keys/rekor-v2.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap().spki_der().to_vec();
     let (v1_acks, v2_acks): (Vec<Ack>, Vec<Ack>) = acks.into_iter().partition(|a| !a.v2);
     let (v1_served, v2_served): (Vec<(bool, String)>, Vec<(bool, String)>) = served.into_iter().partition(|s| !s.0);
     let v1_served: Vec<String> = v1_served.into_iter().map(|s| s.1).collect();

@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_core::micro::criterion::Criterion;
 use signet_core::micro::fixture::SignedArtifact;
 use signet_core::micro::{measure, Bench, Opts};
@@ -20,13 +20,13 @@ fn checkpoint() -> Checkpoint {
 }
 
 pub fn checkpoint_sign(c: &mut Criterion, bench: &Bench) {
-    let signer = NoteSigner::new("log.example.org", Arc::new(SigningKey::generate().expect("P-256 key")));
+    let signer = NoteSigner::new("log.example.org", Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).expect("P-256 key")));
     let cp = checkpoint();
     measure(c, bench, Opts::default(), |b| b.iter(|| signer.sign(black_box(cp.clone())).expect("signs")));
 }
 
 pub fn checkpoint_verify(c: &mut Criterion, bench: &Bench) {
-    let key = Arc::new(SigningKey::generate().expect("P-256 key"));
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).expect("P-256 key"));
     let note = NoteSigner::new("log.example.org", key.clone()).sign(checkpoint()).expect("signs").note;
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| checkpoint::verify(black_box(&note), "log.example.org", key.spki_der()).expect("verifies"))

@@ -8,7 +8,7 @@
 //! is ever at index 0.
 
 use serde_json::json;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_core::{b64, hash::sha256, hexfmt, pem};
 
 use super::{v1, v2, EntryError};
@@ -18,7 +18,7 @@ fn statement(origin: &str) -> Vec<u8> {
 }
 
 /// The genesis entry of a Rekor v1 log: `(canonical body, digest key)`.
-pub fn v1_entry(key: &SigningKey, origin: &str) -> Result<(Vec<u8>, String), EntryError> {
+pub fn v1_entry(key: &Signer, origin: &str) -> Result<(Vec<u8>, String), EntryError> {
     let message = statement(origin);
     let sig = key.sign(&message).map_err(|e| super::rejected("genesis", e))?;
     let request = json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
@@ -29,7 +29,7 @@ pub fn v1_entry(key: &SigningKey, origin: &str) -> Result<(Vec<u8>, String), Ent
 }
 
 /// The genesis entry of a Rekor v2 log: `(canonical body, digest key)`.
-pub fn v2_entry(key: &SigningKey, origin: &str) -> Result<(Vec<u8>, String), EntryError> {
+pub fn v2_entry(key: &Signer, origin: &str) -> Result<(Vec<u8>, String), EntryError> {
     let message = statement(origin);
     let sig = key.sign(&message).map_err(|e| super::rejected("genesis", e))?;
     let request = json!({"hashedRekordRequestV002": {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use signet_core::{b64, hexfmt, jcs};
-use signet_core::keys::{KeyError, SigningKey};
+use signet_keys::{KeyError, Signer};
 use signet_core::wire::{self, Base64, Hex};
 
 use signet_core::pubkey::HashAlg;
@@ -164,7 +164,7 @@ fn canonical_body(alg: &str, hex_value: &str, sig_b64: &str, key_b64: &str) -> V
 /// Signs Signed Entry Timestamps: ECDSA over the canonical JSON of
 /// `{body, integratedTime, logID, logIndex}`, the promise Rekor v1 clients check offline.
 pub struct SetSigner {
-    key: std::sync::Arc<SigningKey>,
+    key: std::sync::Arc<Signer>,
     log_id_hex: String,
     /// The virtual index of the tree's entry 0 (see [`crate::shards`]): a SET promises the
     /// index clients see, the log-wide one.
@@ -172,12 +172,12 @@ pub struct SetSigner {
 }
 
 impl SetSigner {
-    pub fn new(key: std::sync::Arc<SigningKey>) -> Self {
+    pub fn new(key: std::sync::Arc<Signer>) -> Self {
         Self::for_shard(key, 0)
     }
 
     /// The signer of a shard whose entry 0 has virtual index `start`.
-    pub fn for_shard(key: std::sync::Arc<SigningKey>, start: u64) -> Self {
+    pub fn for_shard(key: std::sync::Arc<Signer>, start: u64) -> Self {
         let log_id_hex = hex::encode(key.key_id());
         SetSigner { key, log_id_hex, start }
     }
@@ -386,7 +386,7 @@ pub(crate) mod tests {
 
     #[test]
     fn set_verifies_over_canonical_payload() {
-        let key = std::sync::Arc::new(SigningKey::generate().unwrap());
+        let key = std::sync::Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
         let signer = SetSigner::new(key.clone());
         let set = signer.stamp(5, 1700000000, b"body").unwrap();
         let payload = set_payload(b"body", 1700000000, &hex::encode(key.key_id()), 5);
@@ -394,11 +394,11 @@ pub(crate) mod tests {
             String::from_utf8(payload.clone()).unwrap(),
             format!(r#"{{"body":"Ym9keQ==","integratedTime":1700000000,"logID":"{}","logIndex":5}}"#, hex::encode(key.key_id()))
         );
-        assert!(signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
+        assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(key.spki_der(), &payload, &set));
         // A later shard's SET promises the log-wide index.
         let set = SetSigner::for_shard(key.clone(), 100).stamp(5, 1700000000, b"body").unwrap();
-        assert!(!signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
+        assert!(!signet_keys::Algorithm::EcdsaP256Sha256.verify(key.spki_der(), &payload, &set));
         let payload = set_payload(b"body", 1700000000, &hex::encode(key.key_id()), 105);
-        assert!(signet_core::keys::verify_p256(key.spki_der(), &payload, &set));
+        assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(key.spki_der(), &payload, &set));
     }
 }

@@ -30,6 +30,11 @@ impl From<IssueError> for ApiError {
                 error.message = format!("no certificate was issued: the CT log did not take its precertificate: {}", error.message);
                 return error;
             }
+            IssueError::Ca(e) if e.key_unavailable() => {
+                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("no certificate was issued: {e}"))
+                    .with_header("retry-after", "1")
+                    .because("key_unavailable");
+            }
             IssueError::Ct(e @ signet_ca::ct::CtError::KeyUnavailable(_)) => {
                 return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("no certificate was issued: {e}"))
                     .with_header("retry-after", "1")

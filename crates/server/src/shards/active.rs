@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use axum::http::StatusCode;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_log::shards::Shard;
 use signet_log::{Log, Role};
 
@@ -30,7 +30,7 @@ use crate::api::error::ApiError;
 /// What an [`ActiveShard`] serves now.
 pub struct Current {
     pub log: Log,
-    pub key: Arc<SigningKey>,
+    pub key: Arc<Signer>,
     /// Every shard of the log, oldest first; the last is `log`'s.
     pub registry: Vec<Shard>,
 }
@@ -85,7 +85,7 @@ pub(crate) fn unavailable(what: &str, e: impl std::fmt::Display) -> ApiError {
 }
 
 impl ActiveShard {
-    pub fn new(kind: Kind, log: Log, key: Arc<SigningKey>, registry: Vec<Shard>, opener: ShardOpener) -> ActiveShard {
+    pub fn new(kind: Kind, log: Log, key: Arc<Signer>, registry: Vec<Shard>, opener: ShardOpener) -> ActiveShard {
         ActiveShard {
             kind,
             current: ArcSwap::from_pointee(Current { log, key, registry }),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use signet_core::b64;
-use signet_core::keys::SigningKey;
+use signet_keys::Signer;
 use signet_log::shards::{self, Shard};
 use signet_log::storage::{LogId, Storage, StorageError, StorageUrl};
 
@@ -121,11 +121,11 @@ pub fn zero_spki(kind: Kind, data_dir: &Path) -> Result<Option<Vec<u8>>, String>
     if !path.exists() {
         return Ok(None);
     }
-    Ok(Some(SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?.spki_der().to_vec()))
+    Ok(Some(Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?.spki_der().to_vec()))
 }
 
 /// Writes shard 0's public key beside the keys, unless it is there already as it is.
-pub fn keep_zero_public(kind: Kind, data_dir: &Path, key: &SigningKey) -> Result<(), String> {
+pub fn keep_zero_public(kind: Kind, data_dir: &Path, key: &Signer) -> Result<(), String> {
     let path = kind.zero_public_path(data_dir);
     let pem = key.public_pem();
     if std::fs::read_to_string(&path).is_ok_and(|there| there == pem) {
@@ -183,7 +183,7 @@ pub fn registry(kind: Kind, storage: &dyn Storage, zero_spki: &[u8]) -> Result<V
 }
 
 /// A later shard's key, checked against the one its record names.
-pub fn shard_key(kind: Kind, data_dir: &Path, shard: &Shard) -> Result<Arc<SigningKey>, String> {
+pub fn shard_key(kind: Kind, data_dir: &Path, shard: &Shard) -> Result<Arc<Signer>, String> {
     let path = key_path(kind, data_dir, shard.number);
     if !path.exists() {
         return Err(format!(
@@ -194,7 +194,7 @@ pub fn shard_key(kind: Kind, data_dir: &Path, shard: &Shard) -> Result<Arc<Signi
             kind.cli_name()
         ));
     }
-    let key = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
+    let key = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?;
     if key.spki_der() != shard.spki {
         return Err(format!("{} is not the key {} shard {} was started with", path.display(), kind.title(), shard.number));
     }
@@ -207,11 +207,11 @@ pub fn sealed_key_name(kind: Kind, number: u32) -> String {
 }
 
 /// Writes shard `number`'s key file from its PKCS#8, or checks the one there is the same key.
-fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Result<SigningKey, String> {
+fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Result<Signer, String> {
     let path = key_path(kind, data_dir, number);
-    let key = SigningKey::from_pkcs8(pkcs8, &path.display().to_string()).map_err(|e| e.to_string())?;
+    let key = Signer::from_pkcs8(pkcs8, &path.display().to_string(), &[signet_keys::Algorithm::EcdsaP256Sha256]).map_err(|e| e.to_string())?;
     if path.exists() {
-        let there = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
+        let there = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?;
         if there.spki_der() != key.spki_der() {
             return Err(format!("{} is not the key {} shard {number} was started with", path.display(), kind.title()));
         }
@@ -225,18 +225,15 @@ fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Resu
 /// On shared storage, the key of the shard after the last of `list`, offered to the other
 /// instances: a new key, sealed into storage, unless an earlier rotation cut short already
 /// put one there (then that one, so a rerun finishes what it began). Kept in this data dir.
-pub fn offer_next_key(kind: Kind, store: &dyn Storage, seal: &sealed::SealKey, data_dir: &Path, list: &[Shard]) -> Result<(u32, SigningKey), String> {
+pub fn offer_next_key(kind: Kind, store: &dyn Storage, seal: &sealed::SealKey, data_dir: &Path, list: &[Shard]) -> Result<(u32, Signer), String> {
     let number = list.last().map_or(1, |s| s.number + 1);
     if log_id(kind, number).is_none() {
         return Err(full(kind));
     }
-    let made = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(
-        &aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING,
-        &aws_lc_rs::rand::SystemRandom::new(),
-    )
-    .map_err(|_| "making the new shard's key failed".to_string())?;
+    let made = signet_keys::file::generate_pkcs8(signet_keys::Algorithm::EcdsaP256Sha256)
+        .map_err(|_| "making the new shard's key failed".to_string())?;
     let name = sealed_key_name(kind, number);
-    let ours = seal.seal(&name, made.as_ref())?;
+    let ours = seal.seal(&name, &made)?;
     let stored = store.get_or_init_meta(&name, &ours).map_err(|e| e.to_string())?;
     let pkcs8 = seal.open(&name, &stored)?;
     Ok((number, keep_key_file(kind, data_dir, number, &pkcs8)?))
@@ -244,7 +241,7 @@ pub fn offer_next_key(kind: Kind, store: &dyn Storage, seal: &sealed::SealKey, d
 
 /// A later shard's key on an instance that did not rotate: from this data dir, or else
 /// opened from storage, where the rotating instance sealed it, and kept here from then on.
-pub fn take_key(kind: Kind, store: &dyn Storage, seal: Option<&sealed::SealKey>, data_dir: &Path, shard: &Shard) -> Result<Arc<SigningKey>, String> {
+pub fn take_key(kind: Kind, store: &dyn Storage, seal: Option<&sealed::SealKey>, data_dir: &Path, shard: &Shard) -> Result<Arc<Signer>, String> {
     if key_path(kind, data_dir, shard.number).exists() {
         return shard_key(kind, data_dir, shard);
     }
@@ -261,7 +258,7 @@ pub fn take_key(kind: Kind, store: &dyn Storage, seal: Option<&sealed::SealKey>,
         ));
     };
     let pkcs8 = seal.open(&name, &record)?;
-    let key = SigningKey::from_pkcs8(&pkcs8, &name).map_err(|e| e.to_string())?;
+    let key = Signer::from_pkcs8(&pkcs8, &name, &[signet_keys::Algorithm::EcdsaP256Sha256]).map_err(|e| e.to_string())?;
     if key.spki_der() != shard.spki {
         return Err(format!("the sealed key {name} is not the key {} shard {} was started with", kind.title(), shard.number));
     }
@@ -315,8 +312,8 @@ pub fn active_key(
     seal: Option<&sealed::SealKey>,
     data_dir: &Path,
     list: &[Shard],
-    zero_key: &Arc<SigningKey>,
-) -> Result<(Shard, Arc<SigningKey>), String> {
+    zero_key: &Arc<Signer>,
+) -> Result<(Shard, Arc<Signer>), String> {
     let Some(active) = list.last().filter(|s| s.frozen.is_none()) else {
         return Err(format!(
             "the {} log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log {}` again to finish it",
@@ -403,24 +400,24 @@ fn full(kind: Kind) -> String {
 }
 
 /// The key of the Rekor v1 shard after the last of `list` (see [`next_key_of`]).
-pub fn next_key(data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, SigningKey), String> {
+pub fn next_key(data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, Signer), String> {
     next_key_of(Kind::RekorV1, data_dir, list)
 }
 
 /// The key of the shard after the last of `list`, made if it is not there yet (so made before
 /// anything is frozen: a failure here changes nothing).
-pub fn next_key_of(kind: Kind, data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, SigningKey), String> {
+pub fn next_key_of(kind: Kind, data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, Signer), String> {
     let number = list.last().map_or(1, |s| s.number + 1);
     if log_id(kind, number).is_none() {
         return Err(full(kind));
     }
     let path = key_path(kind, data_dir, number);
-    let key = SigningKey::load_or_generate(&path).map_err(|e| e.to_string())?;
+    let key = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?;
     Ok((number, path, key))
 }
 
 /// [`record_rotation_of`] for Rekor v1 (its online rotation).
-pub fn record_rotation(store: &dyn Storage, data_dir: &Path, list: Vec<Shard>, final_size: u64, key: &SigningKey) -> Result<Vec<Shard>, String> {
+pub fn record_rotation(store: &dyn Storage, data_dir: &Path, list: Vec<Shard>, final_size: u64, key: &Signer) -> Result<Vec<Shard>, String> {
     record_rotation_of(Kind::RekorV1, store, data_dir, list, final_size, key)
 }
 
@@ -433,7 +430,7 @@ pub fn record_rotation_of(
     data_dir: &Path,
     mut list: Vec<Shard>,
     final_size: u64,
-    key: &SigningKey,
+    key: &Signer,
 ) -> Result<Vec<Shard>, String> {
     let name = kind.registry_name();
     let Some(mut active) = list.pop() else { return Err("the log has no shards".into()) };
@@ -640,7 +637,7 @@ pub struct ShardOpener {
     pub max_pending: usize,
     pub tile_cache: usize,
     /// The Rekor v2 log's checkpoints' second signature, for witnesses (`[log.witnesses]`).
-    pub v2_note_key: Option<Arc<signet_core::notekey::NoteSigner>>,
+    pub v2_note_key: Option<Arc<signet_keys::NoteSigner>>,
 }
 
 /// How long a follower waits for the sequencer to make a new shard, or to reach a frozen
@@ -649,13 +646,13 @@ pub const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl ShardOpener {
     /// Opens Rekor v1 `shard` with `key` ([`ShardOpener::open_kind`]).
-    pub async fn open(&self, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, crate::StartError> {
+    pub async fn open(&self, shard: &Shard, key: Arc<Signer>) -> Result<signet_log::Log, crate::StartError> {
         self.open_kind(Kind::RekorV1, shard, key).await
     }
 
     /// What `kind`'s `shard` is opened with: its origin, its genesis entry (a Rekor log's
     /// active shard begins with one) and its batches.
-    fn config(&self, kind: Kind, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::LogConfig, crate::StartError> {
+    fn config(&self, kind: Kind, shard: &Shard, key: Arc<Signer>) -> Result<signet_log::LogConfig, crate::StartError> {
         let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| match shard.frozen {
             None => made
                 .map(|(body, digest)| Some(signet_log::Genesis { body, digest: Some(digest.into_bytes()) }))
@@ -717,7 +714,7 @@ impl ShardOpener {
     /// Opens `kind`'s `shard` with `key`. An active shard is shared with the other instances
     /// (as sequencer once this instance holds the lease); a frozen one takes no appends, so
     /// it is opened alone, and its stored tree must have the size it was frozen at.
-    pub async fn open_kind(&self, kind: Kind, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, crate::StartError> {
+    pub async fn open_kind(&self, kind: Kind, shard: &Shard, key: Arc<Signer>) -> Result<signet_log::Log, crate::StartError> {
         let cfg = self.config(kind, shard, key)?;
         let log = match (&self.shared, shard.frozen) {
             (Some(pg), None) => {
@@ -743,7 +740,7 @@ impl ShardOpener {
     /// Opens a new active shard after a rotation: as its sequencer when this instance holds
     /// the lease (which writes a Rekor log's genesis entry), else once the sequencer has made
     /// it, waiting at most [`CATCH_UP`].
-    pub async fn open_active(&self, kind: Kind, shard: &Shard, key: Arc<SigningKey>) -> Result<signet_log::Log, String> {
+    pub async fn open_active(&self, kind: Kind, shard: &Shard, key: Arc<Signer>) -> Result<signet_log::Log, String> {
         let deadline = tokio::time::Instant::now() + CATCH_UP;
         loop {
             if self.shared.is_none() || crate::lease::holding() {

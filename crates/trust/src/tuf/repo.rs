@@ -681,7 +681,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("keys");
         RoleKeys::generate_missing(&dir).unwrap();
-        let p256 = signet_core::keys::SigningKey::load_or_generate(&tmp.path().join("p256.pem")).unwrap();
+        let p256 = signet_keys::Signer::load_or_generate(&tmp.path().join("p256.pem"), signet_keys::Algorithm::EcdsaP256Sha256).unwrap();
         std::fs::copy(tmp.path().join("p256.pem"), RoleKeys::path(&dir, Role::Snapshot)).unwrap();
         drop(p256);
         let err = RoleKeys::load(&dir).err().unwrap().to_string();

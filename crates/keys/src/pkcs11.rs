@@ -1,9 +1,10 @@
-//! ECDSA P-256 keys that never leave a PKCS#11 token (an HSM, SoftHSM2, a smart card).
+//! Keys that never leave a PKCS#11 token (an HSM, SoftHSM2, a smart card): ECDSA P-256 and
+//! P-384, and Ed25519.
 //!
 //! Each key keeps a small pool of logged-in sessions: a PKCS#11 session does one operation
 //! at a time, and tokens allow few of them, so signers wait for a free one rather than open
-//! one per signature. The digest is computed here and only it crosses to the token
-//! (`CKM_ECDSA`), whatever the message's length.
+//! one per signature. For ECDSA the digest is computed here and only it crosses to the token
+//! (`CKM_ECDSA`), whatever the message's length; Ed25519 (`CKM_EDDSA`) signs the message.
 //!
 //! A token can go away (unplugged, its daemon restarted) and come back: a signature that
 //! fails drops its session, and the next one opens a fresh session, logs in and looks the
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::error::{Error as CkError, RvError};
+use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
 use cryptoki::session::{Session, UserType};
@@ -26,19 +28,19 @@ use der::asn1::{BitString, ObjectIdentifier, OctetString, UintRef};
 use der::{Decode, Encode, Sequence};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 
-use super::source::{Pkcs11Settings, Pkcs11Uri};
-use super::KeyError;
-use crate::hash;
+use signet_core::hash;
 
-const ID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-const PRIME256V1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+use crate::algorithm::{ID_EC_PUBLIC_KEY, ID_ED25519};
+use crate::source::{Pkcs11Settings, Pkcs11Uri};
+use crate::{Algorithm, KeyError};
+
 /// Sessions per key unless configured: enough for both cores to sign at once, and a
 /// checkpoint beside them.
 const DEFAULT_SESSIONS: usize = 4;
 /// How long a signer waits for a free session before the request is answered 503.
 const SESSION_WAIT: Duration = Duration::from_secs(5);
 
-/// A P-256 private key on a token.
+/// A private key on a token.
 pub struct Key {
     uri: Pkcs11Uri,
     module: Arc<Module>,
@@ -167,15 +169,15 @@ impl Key {
         Ok(Key { uri: uri.clone(), module, pin, sessions: Pool { state: Mutex::default(), freed: Condvar::new(), max } })
     }
 
-    /// Opens the key pair `uri` names. Returns it with its SubjectPublicKeyInfo DER.
-    pub fn open(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Key, Vec<u8>), KeyError> {
+    /// Opens the key pair `uri` names. Returns it with its algorithm and SubjectPublicKeyInfo DER.
+    pub fn open(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Key, Algorithm, Vec<u8>), KeyError> {
         let fail = |why: String| KeyError::Hsm { key: uri.to_string(), why };
         let max = if settings.sessions == 0 { DEFAULT_SESSIONS } else { settings.sessions };
         let key = Key::new(uri, settings, max).map_err(fail)?;
         let generation = key.module.generation.read().map(|g| *g).map_err(|_| fail("the module lock is poisoned".into()))?;
         let session = key.login().map_err(fail)?;
         let found = public_key(&session, uri).and_then(|spki| find(&session, uri, ObjectClass::PRIVATE_KEY).map(|h| (spki, h)));
-        let (spki, handle) = match found {
+        let ((algorithm, spki), handle) = match found {
             Ok(f) => f,
             Err(e) => {
                 let _ = session.close();
@@ -186,32 +188,38 @@ impl Key {
             pool.open += 1;
             pool.idle.push((session, handle, generation));
         }
-        Ok((key, spki))
+        Ok((key, algorithm, spki))
     }
 
-    /// Makes a P-256 key pair labelled as `uri`'s object on its token, its private half
-    /// sensitive and never extractable, unless the token holds it already. Returns whether
-    /// it made one.
-    pub fn ensure(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<bool, KeyError> {
+    /// Makes an `algorithm` key pair labelled as `uri`'s object on its token, its private
+    /// half sensitive and never extractable, unless the token holds it already. Returns
+    /// whether it made one.
+    pub fn ensure(uri: &Pkcs11Uri, settings: &Pkcs11Settings, algorithm: Algorithm) -> Result<bool, KeyError> {
         let fail = |why: String| KeyError::Hsm { key: uri.to_string(), why };
         let label = uri.object.clone().ok_or_else(|| fail("a key to make needs object= (its label)".into()))?;
         let key = Key::new(uri, settings, 1).map_err(fail)?;
         let session = key.login().map_err(fail)?;
-        let made = make(&session, uri, &label);
+        let made = make(&session, uri, &label, algorithm);
         let _ = session.close();
         made.map_err(fail)
     }
 
-    /// An ASN.1 DER ECDSA signature over SHA-256(`message`), made on the token.
-    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
-        let digest = hash::sha256(message);
+    /// A signature over `message` by this `algorithm` key, made on the token: ASN.1 DER for
+    /// ECDSA, raw for Ed25519.
+    pub fn sign(&self, algorithm: Algorithm, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let input = algorithm.to_be_signed(message);
+        let eddsa = EddsaParams::new(EddsaSignatureScheme::Pure);
+        let mechanism = match algorithm {
+            Algorithm::Ed25519 => Mechanism::Eddsa(eddsa),
+            _ => Mechanism::Ecdsa,
+        };
         let unavailable = |why: String| KeyError::Unavailable { key: self.uri.to_string(), why };
         // A failure is retried on a fresh session (one can go stale while the token is fine),
         // then once more after resetting the module (the token went away and came back).
         let mut last = String::new();
         for attempt in 0..3 {
             let generation = self.module.generation.read().map_err(|_| unavailable("the module lock is poisoned".into()))?;
-            let outcome = self.take(*generation).and_then(|(session, handle)| match session.sign(&Mechanism::Ecdsa, handle, &digest) {
+            let outcome = self.take(*generation).and_then(|(session, handle)| match session.sign(&mechanism, handle, &input) {
                 Ok(raw) => {
                     self.give_back(session, handle, *generation);
                     Ok(raw)
@@ -223,7 +231,8 @@ impl Key {
                 }
             });
             match outcome {
-                Ok(raw) => return der_signature(&raw).ok_or(KeyError::Sign),
+                Ok(raw) if algorithm == Algorithm::Ed25519 => return if raw.len() == 64 { Ok(raw) } else { Err(KeyError::Sign) },
+                Ok(raw) => return der_signature(&raw, algorithm.scalar_len()).ok_or(KeyError::Sign),
                 Err(e) => last = e,
             }
             let seen = *generation;
@@ -313,7 +322,7 @@ impl Key {
 }
 
 /// Makes `uri`'s key pair labelled `label` unless the token holds it; whether it made one.
-fn make(session: &Session, uri: &Pkcs11Uri, label: &str) -> Result<bool, String> {
+fn make(session: &Session, uri: &Pkcs11Uri, label: &str, algorithm: Algorithm) -> Result<bool, String> {
     let held = |class| session.find_objects(&template(uri, class)).map(|found| !found.is_empty());
     match (held(ObjectClass::PRIVATE_KEY), held(ObjectClass::PUBLIC_KEY)) {
         (Ok(false), Ok(false)) => {}
@@ -322,7 +331,7 @@ fn make(session: &Session, uri: &Pkcs11Uri, label: &str) -> Result<bool, String>
         (Err(e), _) | (_, Err(e)) => return Err(format!("looking the key up: {e}")),
     }
     let id = uri.id.clone().unwrap_or_else(|| hash::sha256(label.as_bytes())[..8].to_vec());
-    let params = PRIME256V1.to_der().map_err(|e| e.to_string())?;
+    let params = algorithm.curve().to_der().map_err(|e| e.to_string())?;
     let public = [
         Attribute::Token(true),
         Attribute::Verify(true),
@@ -339,15 +348,19 @@ fn make(session: &Session, uri: &Pkcs11Uri, label: &str) -> Result<bool, String>
         Attribute::Label(label.as_bytes().to_vec()),
         Attribute::Id(id),
     ];
+    let generate = match algorithm {
+        Algorithm::Ed25519 => Mechanism::EccEdwardsKeyPairGen,
+        _ => Mechanism::EccKeyPairGen,
+    };
     session
-        .generate_key_pair(&Mechanism::EccKeyPairGen, &public, &private)
+        .generate_key_pair(&generate, &public, &private)
         .map_err(|e| format!("making the key pair: {e}"))?;
     Ok(true)
 }
 
-/// What finds `uri`'s EC key of `class`.
+/// What finds `uri`'s key of `class` (its type is checked once found).
 fn template(uri: &Pkcs11Uri, class: ObjectClass) -> Vec<Attribute> {
-    let mut template = vec![Attribute::Class(class), Attribute::KeyType(KeyType::EC)];
+    let mut template = vec![Attribute::Class(class)];
     if let Some(label) = &uri.object {
         template.push(Attribute::Label(label.as_bytes().to_vec()));
     }
@@ -359,7 +372,7 @@ fn template(uri: &Pkcs11Uri, class: ObjectClass) -> Vec<Attribute> {
 
 /// The one object of `class` that `uri` names.
 fn find(session: &Session, uri: &Pkcs11Uri, class: ObjectClass) -> Result<ObjectHandle, String> {
-    let what = if class == ObjectClass::PRIVATE_KEY { "EC private key" } else { "EC public key" };
+    let what = if class == ObjectClass::PRIVATE_KEY { "private key" } else { "public key" };
     match session.find_objects(&template(uri, class)).map_err(|e| format!("looking the key up: {e}"))?.as_slice() {
         [one] => Ok(*one),
         [] => Err(format!("the token holds no {what} with this label/id (make one with `signet init --keys`)")),
@@ -367,35 +380,54 @@ fn find(session: &Session, uri: &Pkcs11Uri, class: ObjectClass) -> Result<Object
     }
 }
 
-/// The SPKI DER of `uri`'s public key, refused unless it is P-256.
-fn public_key(session: &Session, uri: &Pkcs11Uri) -> Result<Vec<u8>, String> {
+/// The algorithm and SPKI DER of `uri`'s public key: an EC key on P-256 or P-384, or an
+/// Edwards key on Ed25519.
+fn public_key(session: &Session, uri: &Pkcs11Uri) -> Result<(Algorithm, Vec<u8>), String> {
     let handle = find(session, uri, ObjectClass::PUBLIC_KEY)?;
     let attrs = session
-        .get_attributes(handle, &[AttributeType::EcParams, AttributeType::EcPoint])
+        .get_attributes(handle, &[AttributeType::KeyType, AttributeType::EcParams, AttributeType::EcPoint])
         .map_err(|e| format!("reading the public key: {e}"))?;
-    let (mut params, mut point) = (None, None);
+    let (mut kind, mut params, mut point) = (None, None, None);
     for a in attrs {
         match a {
+            Attribute::KeyType(k) => kind = Some(k),
             Attribute::EcParams(p) => params = Some(p),
             Attribute::EcPoint(p) => point = Some(p),
             _ => {}
         }
     }
-    let curve = params.and_then(|p| ObjectIdentifier::from_der(&p).ok());
-    if curve != Some(PRIME256V1) {
-        return Err(format!("the key is not on P-256 (its curve: {})", curve.map_or("unknown".into(), |c| c.to_string())));
-    }
+    let params = params.ok_or("the public key has no CKA_EC_PARAMS (signet signs with EC and Ed25519 keys only)")?;
+    let algorithm = match kind {
+        // PKCS#11 3.0 lets an Edwards key name its curve by OID or by the printable name.
+        Some(k) if k == KeyType::EC_EDWARDS => match ObjectIdentifier::from_der(&params) {
+            Ok(oid) if oid == ID_ED25519 => Algorithm::Ed25519,
+            _ if params.ends_with(b"edwards25519") => Algorithm::Ed25519,
+            _ => return Err("the Edwards key is not on Ed25519".into()),
+        },
+        Some(k) if k == KeyType::EC => {
+            let curve = ObjectIdentifier::from_der(&params).ok();
+            curve.and_then(Algorithm::of_curve).filter(|a| *a != Algorithm::Ed25519).ok_or_else(|| {
+                format!("the key is not on P-256 or P-384 (its curve: {})", curve.map_or("unknown".into(), |c| c.to_string()))
+            })?
+        }
+        other => return Err(format!("the key is of type {}; signet signs with EC and Ed25519 keys", other.map_or("unknown".into(), |k| k.to_string()))),
+    };
     let point = point.ok_or("the public key has no CKA_EC_POINT")?;
     // PKCS#11 wraps the point in an OCTET STRING; some modules give it bare.
     let point = OctetString::from_der(&point).map(|o| o.into_bytes()).unwrap_or(point);
-    if point.len() != 65 || point[0] != 4 {
-        return Err("the public key's point is not an uncompressed P-256 point".into());
-    }
+    let (oid, parameters) = match algorithm {
+        Algorithm::Ed25519 if point.len() == 32 => (ID_ED25519, None),
+        Algorithm::Ed25519 => return Err("the public key is not a 32-byte Ed25519 key".into()),
+        _ if point.len() == 1 + 2 * algorithm.scalar_len() && point[0] == 4 => {
+            (ID_EC_PUBLIC_KEY, Some(der::Any::encode_from(&algorithm.curve()).map_err(|e| e.to_string())?))
+        }
+        _ => return Err(format!("the public key's point is not an uncompressed {algorithm} point")),
+    };
     let spki = SubjectPublicKeyInfoOwned {
-        algorithm: AlgorithmIdentifierOwned { oid: ID_EC_PUBLIC_KEY, parameters: Some(der::Any::encode_from(&PRIME256V1).map_err(|e| e.to_string())?) },
+        algorithm: AlgorithmIdentifierOwned { oid, parameters },
         subject_public_key: BitString::from_bytes(&point).map_err(|e| e.to_string())?,
     };
-    spki.to_der().map_err(|e| e.to_string())
+    Ok((algorithm, spki.to_der().map_err(|e| e.to_string())?))
 }
 
 #[derive(Sequence)]
@@ -404,12 +436,12 @@ struct EcdsaSignature<'a> {
     s: UintRef<'a>,
 }
 
-/// PKCS#11's r‖s as the ASN.1 DER that X.509, CMS and Sigstore carry.
-fn der_signature(raw: &[u8]) -> Option<Vec<u8>> {
-    if raw.len() != 64 {
+/// PKCS#11's r‖s (each `scalar` bytes) as the ASN.1 DER that X.509, CMS and Sigstore carry.
+fn der_signature(raw: &[u8], scalar: usize) -> Option<Vec<u8>> {
+    if raw.len() != 2 * scalar {
         return None;
     }
-    let (r, s) = raw.split_at(32);
+    let (r, s) = raw.split_at(scalar);
     EcdsaSignature { r: UintRef::new(r).ok()?, s: UintRef::new(s).ok()? }.to_der().ok()
 }
 
@@ -422,9 +454,10 @@ mod tests {
         let mut raw = [0u8; 64];
         raw[31] = 1; // r = 1
         raw[32] = 0x80; // s has its top bit set: needs a leading zero
-        let der = der_signature(&raw).unwrap();
+        let der = der_signature(&raw, 32).unwrap();
         assert_eq!(&der[..5], &[0x30, 0x26, 0x02, 0x01, 0x01]);
         assert_eq!(&der[5..8], &[0x02, 0x21, 0x00]);
-        assert!(der_signature(&raw[..63]).is_none());
+        assert!(der_signature(&raw[..63], 32).is_none());
+        assert!(der_signature(&[1u8; 96], 48).is_some_and(|d| d.len() == 2 + 2 + 48 + 2 + 48));
     }
 }

@@ -1,5 +1,5 @@
-//! Where a signing key is kept, as configured: a file in the data dir, or an object on a
-//! PKCS#11 token named by an RFC 7512 URI.
+//! Where a signing key is kept, as configured: a file in the data dir, an object on a
+//! PKCS#11 token named by an RFC 7512 URI, or a key in AWS KMS.
 //!
 //! The URI is the key's whole address, so that one config line moves a key into an HSM.
 //! What is secret (the PIN) may come in it (`pin-value`, `pin-source`), but is better given
@@ -17,6 +17,17 @@ pub enum KeySource {
     File(PathBuf),
     /// An object on a PKCS#11 token (`pkcs11:token=…;object=…`).
     Pkcs11(Pkcs11Uri),
+    /// A key in AWS KMS (`awskms://[host[:port]]/key-id|arn|alias/NAME`, as cosign names it).
+    AwsKms(AwsKmsUri),
+}
+
+/// An AWS KMS key as cosign and sigstore-go name it: `awskms:///KEY` uses the SDK's
+/// endpoint (the region's, or `AWS_ENDPOINT_URL_KMS`); `awskms://HOST:PORT/KEY` the
+/// endpoint `https://HOST:PORT`. KEY is a key id, a key ARN or `alias/NAME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AwsKmsUri {
+    pub endpoint: Option<String>,
+    pub key: String,
 }
 
 /// An RFC 7512 PKCS#11 URI, reduced to what finds one key pair.
@@ -74,6 +85,9 @@ impl FromStr for KeySource {
         if let Some(rest) = s.strip_prefix("pkcs11:") {
             return parse_pkcs11(rest).map(KeySource::Pkcs11).map_err(|why| SourceError { given: hide_pin(s), why });
         }
+        if let Some(rest) = s.strip_prefix("awskms://") {
+            return AwsKmsUri::parse(rest).map(KeySource::AwsKms).map_err(|why| SourceError { given: s.into(), why });
+        }
         let path = match s.strip_prefix("file://") {
             Some(p) if p.starts_with('/') => p,
             Some(_) => return Err(SourceError { given: s.into(), why: "a file:// URI takes an absolute path (file:///path)".into() }),
@@ -86,7 +100,7 @@ impl FromStr for KeySource {
             let scheme = s.split("://").next().unwrap_or_default();
             return Err(SourceError {
                 given: s.into(),
-                why: format!("the {scheme}:// key backend is not supported; expected a file path, file:///path or pkcs11:token=…;object=…"),
+                why: format!("the {scheme}:// key backend is not supported; expected a file path, file:///path, pkcs11:token=…;object=… or awskms:///KEY"),
             });
         }
         Ok(KeySource::File(PathBuf::from(path)))
@@ -105,6 +119,7 @@ impl fmt::Display for KeySource {
         match self {
             KeySource::File(p) => write!(f, "{}", p.display()),
             KeySource::Pkcs11(u) => write!(f, "{u}"),
+            KeySource::AwsKms(u) => write!(f, "awskms://{}/{}", u.endpoint.as_deref().unwrap_or(""), u.key),
         }
     }
 }
@@ -170,7 +185,7 @@ impl Pkcs11Uri {
         let rest = s.strip_prefix("pkcs11:").ok_or_else(|| SourceError { given: hide_pin(s), why: "expected a pkcs11: URI naming a token (pkcs11:token=LABEL)".into() })?;
         let names_key = rest.split('?').next().unwrap_or_default().split(';').any(|a| a.starts_with("object=") || a.starts_with("id="));
         if names_key {
-            return Err(SourceError { given: hide_pin(s), why: "names a key; give only the token (init names its keys signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa)".into() });
+            return Err(SourceError { given: hide_pin(s), why: "names a key; give only the token (init names its keys signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate)".into() });
         }
         // The objects are named by init: parse with a placeholder, then drop it.
         let probe = match rest.split_once('?') {
@@ -180,6 +195,22 @@ impl Pkcs11Uri {
         let mut uri = parse_pkcs11(&probe).map_err(|why| SourceError { given: hide_pin(s), why })?;
         uri.object = None;
         Ok(uri)
+    }
+}
+
+impl AwsKmsUri {
+    fn parse(rest: &str) -> Result<AwsKmsUri, String> {
+        let (host, key) = rest.split_once('/').ok_or("expected awskms:///KEY or awskms://HOST:PORT/KEY")?;
+        let key_ok = key.starts_with("alias/") && key.len() > 6
+            || key.starts_with("arn:aws")
+            || (!key.is_empty() && key.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
+        if !key_ok {
+            return Err(format!("{key:?} is not a KMS key: expected a key id, a key ARN (arn:aws…) or alias/NAME"));
+        }
+        if host.contains(['@', '?', '#']) {
+            return Err(format!("{host:?} is not a HOST[:PORT]"));
+        }
+        Ok(AwsKmsUri { endpoint: (!host.is_empty()).then(|| host.to_string()), key: key.to_string() })
     }
 }
 
@@ -272,8 +303,23 @@ mod tests {
         assert_eq!("file:///etc/signet/tsa.pem".parse(), Ok(KeySource::File("/etc/signet/tsa.pem".into())));
         assert!("file://relative".parse::<KeySource>().unwrap_err().why.contains("absolute"));
         assert!("".parse::<KeySource>().is_err());
-        let kms = "awskms://alias/tsa".parse::<KeySource>().unwrap_err();
-        assert!(kms.why.contains("awskms:// key backend is not supported"), "{kms}");
+        let kms = "gcpkms://projects/p/keys/tsa".parse::<KeySource>().unwrap_err();
+        assert!(kms.why.contains("gcpkms:// key backend is not supported"), "{kms}");
+        // cosign's spellings of an AWS KMS key.
+        for (given, endpoint, key) in [
+            ("awskms:///alias/signet-tsa", None, "alias/signet-tsa"),
+            ("awskms://localhost:4566/alias/signet-tsa", Some("localhost:4566"), "alias/signet-tsa"),
+            ("awskms:///arn:aws:kms:eu-west-2:111122223333:key/1234abcd-12ab", None, "arn:aws:kms:eu-west-2:111122223333:key/1234abcd-12ab"),
+            ("awskms:///1234abcd-12ab-34cd-56ef-1234567890ab", None, "1234abcd-12ab-34cd-56ef-1234567890ab"),
+        ] {
+            let parsed = given.parse::<KeySource>().unwrap();
+            assert_eq!(parsed, KeySource::AwsKms(AwsKmsUri { endpoint: endpoint.map(String::from), key: key.into() }), "{given}");
+            assert_eq!(parsed.to_string(), given);
+        }
+        for bad in ["awskms://alias/tsa", "awskms:///", "awskms:///alias/", "awskms:///not a key"] {
+            let err = bad.parse::<KeySource>().unwrap_err();
+            assert!(err.why.contains("expected"), "{bad}: {err}");
+        }
     }
 
     #[test]
