@@ -24,6 +24,7 @@ mod haproxy;
 mod hsm;
 mod hardening;
 mod identity_search;
+mod kms;
 mod log_key_rotation;
 mod observability;
 mod oidc_discovery;

@@ -6,6 +6,7 @@
 //! - [`file`]: keys in PKCS#8 PEM files (mode 0600), read or made on first start.
 //! - [`pkcs11`]: keys on a token, signed with through a pool of sessions.
 //! - [`awskms`]: keys in AWS KMS, signed with by the SDK on a thread of its own.
+//! - [`home`]: [`KeyHome`], where `signet init --keys` makes every key: a token, or KMS.
 //! - [`note`]: [`NoteSigner`], an Ed25519 signer of C2SP signed notes (cosignatures).
 //! - [`error`]: [`KeyError`], and which failures are transient (503, not 500).
 
@@ -13,6 +14,7 @@ pub mod algorithm;
 pub mod awskms;
 pub mod error;
 pub mod file;
+pub mod home;
 pub mod note;
 pub mod pkcs11;
 pub mod signer;
@@ -20,6 +22,7 @@ pub mod source;
 
 pub use algorithm::Algorithm;
 pub use error::KeyError;
+pub use home::KeyHome;
 pub use note::NoteSigner;
 pub use signer::{signatures_made, Signer};
 pub use source::{AwsKmsUri, KeySource, Pkcs11Settings, Pkcs11Uri};

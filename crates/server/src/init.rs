@@ -6,17 +6,17 @@
 //! made here, once, on purpose; `serve` without `--dev` refuses to start without them.
 //!
 //! The root CA key can be written outside the data dir (`--root-key-out`), or made on a
-//! token that the config does not name (`--root-key pkcs11:…`), to be kept offline: it signs
-//! the intermediate and the TSA certificate here and is not needed again until they are
-//! renewed. Only the intermediate (which signs leaves), the TSA key and the log keys stay
-//! online, in files or on a token (`--keys pkcs11:…`).
+//! token or in a KMS that the config does not name (`--root-key pkcs11:…|awskms:…`), to be
+//! kept offline: it signs the intermediate and the TSA certificate here and is not needed
+//! again until they are renewed. Only the intermediate (which signs leaves), the TSA key and
+//! the log keys stay online, in files, on a token or in KMS (`--keys pkcs11:…|awskms:///`).
 
 use std::path::{Path, PathBuf};
 
 use signet_core::files;
 use signet_ca::authority::CaKeys;
 use signet_ca::x509::CaCurve;
-use signet_keys::{pkcs11, Algorithm, KeySource, Pkcs11Settings, Pkcs11Uri, Signer};
+use signet_keys::{Algorithm, KeyHome, KeySource, Pkcs11Settings, Signer};
 
 use crate::shards::Kind;
 use crate::state::StartError;
@@ -28,17 +28,17 @@ pub struct InitOptions {
     /// Where to write the root CA key instead of `<data dir>/keys/ca-root.pem`.
     pub root_key_out: Option<PathBuf>,
     pub intermediate_curve: Option<signet_ca::x509::CaCurve>,
-    /// A PKCS#11 token to keep the online keys on ([`TOKEN_KEYS`]), made there unless it
-    /// holds them already; only their certificates and public keys reach the data dir.
-    pub token: Option<Pkcs11Uri>,
-    /// A PKCS#11 token (and object, default `signet-ca-root`) for the root CA key, made there
-    /// unless it holds it; the config does not name it, so the token can be kept offline.
-    pub root_token: Option<Pkcs11Uri>,
+    /// A token or KMS to keep the online keys in ([`TOKEN_KEYS`]), made there unless it holds
+    /// them already; only their certificates and public keys reach the data dir.
+    pub token: Option<KeyHome>,
+    /// Where the root CA key is made (unless there already): on a token, in KMS, or a file
+    /// apart. The config does not name it, so it can be kept offline.
+    pub root_token: Option<KeySource>,
     /// The module and PIN for `token` where its URI gives none.
     pub pkcs11: Pkcs11Settings,
 }
 
-/// The keys `--keys pkcs11:…` keeps on a token: (config key, object label, the file it replaces).
+/// The keys `--keys` keeps on a token or in KMS: (config key, object label or KMS alias, the file it replaces).
 pub const TOKEN_KEYS: [(&str, &str, &str); 5] = [
     ("rekor_v1", "signet-rekor-v1", "keys/rekor-v1.pem"),
     ("rekor_v2", "signet-rekor-v2", "keys/rekor-v2.pem"),
@@ -47,7 +47,7 @@ pub const TOKEN_KEYS: [(&str, &str, &str); 5] = [
     ("ca_intermediate", "signet-ca-intermediate", "keys/ca-intermediate.pem"),
 ];
 
-/// The root CA key's object on a token, unless `--root-key` names another.
+/// The root CA key's name (an object on a token, an alias in KMS) where `--root-key` names none.
 pub const ROOT_OBJECT: &str = "signet-ca-root";
 
 /// What `init` made, for the command to print.
@@ -100,26 +100,26 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
 
     // Keys on a token first: a wrong PIN or a missing module fails before any file is written.
     let intermediate_curve = opts.intermediate_curve.unwrap_or(CaCurve::P256);
-    let mut on_token: Vec<(&str, Pkcs11Uri)> = Vec::new();
-    if let Some(token) = &opts.token {
+    let mut on_token: Vec<(&str, KeySource)> = Vec::new();
+    if let Some(home) = &opts.token {
         for (name, label, _) in TOKEN_KEYS {
-            let uri = token.with_object(label);
+            let key = home.key(label);
             let algorithm = if name == "ca_intermediate" { intermediate_curve.algorithm() } else { Algorithm::EcdsaP256Sha256 };
-            pkcs11::Key::ensure(&uri, &opts.pkcs11, algorithm).map_err(StartError::from)?;
-            on_token.push((name, uri));
+            signet_keys::home::ensure(&key, &opts.pkcs11, algorithm).map_err(StartError::from)?;
+            on_token.push((name, key));
         }
     }
-    let root_uri = opts.root_token.as_ref().map(|t| if t.object.is_some() || t.id.is_some() { t.clone() } else { t.with_object(ROOT_OBJECT) });
-    if let Some(uri) = &root_uri {
-        pkcs11::Key::ensure(uri, &opts.pkcs11, Algorithm::EcdsaP384Sha384).map_err(StartError::from)?;
+    let root_uri = opts.root_token.clone();
+    if let Some(root) = &root_uri {
+        signet_keys::home::ensure(root, &opts.pkcs11, Algorithm::EcdsaP384Sha384).map_err(StartError::from)?;
     }
     let token_key = |file: &str| {
         let (name, _, _) = TOKEN_KEYS.iter().find(|(_, _, f)| *f == file)?;
-        on_token.iter().find(|(n, _)| n == name).map(|(_, uri)| uri.clone())
+        on_token.iter().find(|(n, _)| n == name).map(|(_, key)| key.clone())
     };
     for (k, kind) in LOG_KEYS.into_iter().zip([Kind::RekorV1, Kind::RekorV2, Kind::Ct]) {
         let key = match token_key(k) {
-            Some(uri) => Signer::open(&KeySource::Pkcs11(uri), &opts.pkcs11, &[Algorithm::EcdsaP256Sha256], false),
+            Some(key) => Signer::open(&key, &opts.pkcs11, &[Algorithm::EcdsaP256Sha256], false),
             None => Signer::load_or_generate(&dir.join(k), Algorithm::EcdsaP256Sha256),
         }
         .map_err(StartError::from)?;
@@ -129,14 +129,14 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     crate::shards::sealed::SealKey::load_or_make(dir).map_err(StartError::Shards)?;
     let ca_keys = CaKeys {
         intermediate_curve: opts.intermediate_curve,
-        intermediate: token_key("keys/ca-intermediate.pem").map(KeySource::Pkcs11),
-        root: root_uri.map(KeySource::Pkcs11),
+        intermediate: token_key("keys/ca-intermediate.pem"),
+        root: root_uri,
         pkcs11: opts.pkcs11.clone(),
     };
     let authority = signet_ca::authority::Authority::open(dir, &ca_keys).map_err(StartError::from)?;
     let root_in_dir = dir.join("keys").join("ca-root.pem");
     let tsa_key = match token_key("keys/tsa.pem") {
-        Some(uri) => Signer::open(&KeySource::Pkcs11(uri), &opts.pkcs11, &[Algorithm::EcdsaP256Sha256], false),
+        Some(key) => Signer::open(&key, &opts.pkcs11, &[Algorithm::EcdsaP256Sha256], false),
         None => Signer::load_or_generate(&dir.join("keys/tsa.pem"), Algorithm::EcdsaP256Sha256),
     }
     .map_err(StartError::from)?;
@@ -153,7 +153,8 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
         }
     };
     let config = dir.join("signet.toml");
-    let keys = keys_table(&on_token, opts.pkcs11.module.as_deref());
+    let module = opts.token.as_ref().filter(|h| h.is_token()).and(opts.pkcs11.module.as_deref());
+    let keys = keys_table(&on_token, module);
     files::write_atomic(&config, config_text(dir, &opts.public_url, &keys).as_bytes(), 0o600)
         .map_err(|source| StartError::Io { what: format!("writing {}", config.display()), source })?;
     let on_disk = |f: &&&str| token_key(f).is_none();
@@ -163,16 +164,17 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     Ok(Initialised { config, root_key, files: made })
 }
 
-/// The config's `[keys]` table: the keys on a token, by URI, or the defaults commented out.
-fn keys_table(on_token: &[(&str, Pkcs11Uri)], module: Option<&Path>) -> String {
+/// The config's `[keys]` table: the keys on a token or in KMS, by URI, or the defaults
+/// commented out.
+fn keys_table(on_token: &[(&str, KeySource)], module: Option<&Path>) -> String {
     if on_token.is_empty() {
         return "# rekor_v1 = \"pkcs11:token=…;object=…\"   # each key a file (default: under keys/) or on a token\n".into();
     }
     let mut table: String = on_token.iter().map(|(name, uri)| format!("{name} = {}\n", toml_string(&uri.to_string()))).collect();
     if let Some(m) = module {
         table.push_str(&format!("pkcs11_module = {}\n", toml_string(&m.display().to_string())));
+        table.push_str("# The token's PIN is not written here: give it as SIGNET_KEYS_PKCS11_PIN.\n");
     }
-    table.push_str("# The token's PIN is not written here: give it as SIGNET_KEYS_PKCS11_PIN.\n");
     table
 }
 

@@ -20,16 +20,17 @@ pub struct Args {
     /// Curve of the CA intermediate: p256 (default) or p384.
     #[arg(long, value_name = "p256|p384")]
     intermediate_key: Option<String>,
-    /// Keep the online keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL), made there
-    /// unless it holds them already (objects signet-rekor-v1, signet-rekor-v2, signet-ct,
-    /// signet-tsa, signet-ca-intermediate). The module and PIN: SIGNET_KEYS_PKCS11_MODULE and
-    /// SIGNET_KEYS_PKCS11_PIN, or module-path and pin-source in the URI.
-    #[arg(long, value_name = "PKCS11_URI")]
+    /// Keep the online keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL) or in AWS
+    /// KMS (awskms:///, or awskms://HOST:PORT/), made there unless there already: objects or
+    /// aliases signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate.
+    /// A token's module and PIN: SIGNET_KEYS_PKCS11_MODULE and SIGNET_KEYS_PKCS11_PIN, or
+    /// module-path and pin-source in the URI. KMS: the AWS SDK's settings (AWS_REGION, …).
+    #[arg(long, value_name = "PKCS11_URI|awskms:///")]
     keys: Option<String>,
-    /// Make (or use) the root CA key on this PKCS#11 token (object signet-ca-root unless the
-    /// URI names one). The config does not name it: keep the token offline; it is needed
-    /// again only to renew the intermediate or TSA certificates.
-    #[arg(long, value_name = "PKCS11_URI", conflicts_with = "root_key_out")]
+    /// Make (or use) the root CA key here: a PKCS#11 token (object signet-ca-root unless the
+    /// URI names one) or a KMS key (awskms:///alias/NAME). The config does not name it: keep
+    /// it offline; it is needed again only to renew the intermediate or TSA certificates.
+    #[arg(long, value_name = "PKCS11_URI|awskms:///KEY", conflicts_with = "root_key_out")]
     root_key: Option<String>,
 }
 
@@ -41,17 +42,22 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let token = match args.keys.as_deref().map(signet_keys::Pkcs11Uri::parse_token).transpose() {
+    let token = match args.keys.as_deref().map(signet_keys::KeyHome::parse).transpose() {
         Ok(t) => t,
         Err(e) => {
             errln!("signet: --keys: {e}");
             return ExitCode::from(2);
         }
     };
-    // The root may name its object; without one it is signet-ca-root.
+    // The root may name its object; on a token without one it is signet-ca-root.
     let root_uri = |s: &str| match s.parse::<signet_keys::KeySource>() {
-        Ok(signet_keys::KeySource::Pkcs11(uri)) => Ok(uri),
-        _ => signet_keys::Pkcs11Uri::parse_token(s).map_err(|e| e.to_string()),
+        Ok(key @ (signet_keys::KeySource::Pkcs11(_) | signet_keys::KeySource::AwsKms(_))) => Ok(key),
+        Ok(signet_keys::KeySource::File(_)) => Err("a root key file is --root-key-out".to_string()),
+        Err(_) => signet_keys::KeyHome::parse(s)
+            .ok()
+            .filter(signet_keys::KeyHome::is_token)
+            .map(|home| home.key(signet_server::init::ROOT_OBJECT))
+            .ok_or_else(|| format!("{s:?}: expected pkcs11:token=LABEL[;object=NAME] or awskms:///KEY")),
     };
     let root_token = match args.root_key.as_deref().map(root_uri).transpose() {
         Ok(t) => t,
@@ -83,7 +89,7 @@ pub fn run(args: Args) -> ExitCode {
             let offline = opts.root_key_out.is_some() || opts.root_token.is_some();
             outln!("root CA key: {}{}", made.root_key, if offline { " (keep it offline)" } else { "" });
             if let Some(token) = &opts.token {
-                outln!("on the token {token}: {}", signet_server::init::TOKEN_KEYS.map(|(_, label, _)| label).join(", "));
+                outln!("keys in {token}: {}", signet_server::init::TOKEN_KEYS.map(|(_, label, _)| label).join(", "));
             }
             outln!("config: {} (list your OIDC issuers in it)", made.config.display());
             outln!("start: signet serve --config {}", made.config.display());
