@@ -9,7 +9,16 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 const PIN: &str = "246810";
-const KEY_FILES: [&str; 5] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem", "keys/tsa.pem", "keys/ca-intermediate.pem"];
+const KEY_FILES: [&str; 8] = [
+    "keys/rekor-v1.pem",
+    "keys/rekor-v2.pem",
+    "keys/ct.pem",
+    "keys/tsa.pem",
+    "keys/ca-intermediate.pem",
+    "keys/audit.pem",
+    "keys/tuf-snapshot.pem",
+    "keys/tuf-timestamp.pem",
+];
 
 /// A SoftHSM2 configuration with one token, `signet`, in a temporary directory.
 struct SoftHsm {
@@ -114,7 +123,7 @@ fn init_keeps_the_log_and_tsa_keys_on_the_token_and_they_sign() {
     let made = init(&hsm, &data, port);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let said = String::from_utf8_lossy(&made.stdout);
-    assert!(said.contains("signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate"), "{said}");
+    assert!(said.contains("signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate, signet-audit, signet-tuf-snapshot, signet-tuf-timestamp"), "{said}");
     // Only public halves reach the disk; the config names the token and holds no PIN.
     for f in KEY_FILES {
         assert!(!data.join(f).exists(), "{f} was written: the key is on the token");
@@ -131,8 +140,26 @@ fn init_keeps_the_log_and_tsa_keys_on_the_token_and_they_sign() {
         assert_eq!(spki_of(&data.join(&public)), spki_of(&again.join(&public)), "{name}: a second init made another key");
     }
 
+    // With the audit log on, its anchors' key is the token's too.
+    let config = config.replace("[guard.audit]\n# enabled = true", "[guard.audit]\nenabled = true");
+    std::fs::write(data.join("signet.toml"), &config).unwrap();
     let server = serve(&hsm, &data, port);
     let agent = agent();
+    // Only public halves, still: serving made no key file (the TUF snapshot and timestamp keys,
+    // Ed25519, and the audit key are the token's).
+    for f in KEY_FILES {
+        assert!(!data.join(f).exists(), "serve wrote {f}: the key is on the token");
+    }
+    // The TUF timestamp, signed on the token, verifies under the key root.json names for it.
+    let root = get(&agent, &format!("{}/tuf/1.root.json", server.url)).unwrap().json();
+    let tuf_timestamp = get(&agent, &format!("{}/tuf/timestamp.json", server.url)).unwrap().json();
+    let key_id = root["signed"]["roles"]["timestamp"]["keyids"][0].as_str().unwrap();
+    let public = hex::decode(root["signed"]["keys"][key_id]["keyval"]["public"].as_str().unwrap()).unwrap();
+    let sig = tuf_timestamp["signatures"].as_array().unwrap().iter().find(|s| s["keyid"] == key_id).expect("signed by the timestamp key");
+    let signed = signet_core::jcs::to_vec(&tuf_timestamp["signed"]);
+    aws_lc_rs::signature::UnparsedPublicKey::new(&aws_lc_rs::signature::ED25519, &public)
+        .verify(&signed, &hex::decode(sig["sig"].as_str().unwrap()).unwrap())
+        .expect("the timestamp's signature verifies with the root's timestamp key");
     // Every log's checkpoint verifies with the token's public key, and the APIs serve that key.
     let v1 = get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().json();
     let note = v1["signedTreeHead"].as_str().unwrap();

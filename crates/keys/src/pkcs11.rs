@@ -321,6 +321,22 @@ impl Key {
     }
 }
 
+impl Drop for Key {
+    /// Closes the idle sessions (they were opened never to close on drop): a key reopened
+    /// (a TUF key per signing round, a rotation) must not leave sessions behind on the token.
+    /// Those of an earlier module generation are void, and not touched.
+    fn drop(&mut self) {
+        let Ok(generation) = self.module.generation.read() else { return };
+        if let Ok(mut state) = self.sessions.state.lock() {
+            for (session, _, g) in state.idle.drain(..) {
+                if g == *generation {
+                    let _ = session.close();
+                }
+            }
+        }
+    }
+}
+
 /// Makes `uri`'s key pair labelled `label` unless the token holds it; whether it made one.
 fn make(session: &Session, uri: &Pkcs11Uri, label: &str, algorithm: Algorithm) -> Result<bool, String> {
     let held = |class| session.find_objects(&template(uri, class)).map(|found| !found.is_empty());

@@ -185,7 +185,7 @@ impl Pkcs11Uri {
         let rest = s.strip_prefix("pkcs11:").ok_or_else(|| SourceError { given: hide_pin(s), why: "expected a pkcs11: URI naming a token (pkcs11:token=LABEL)".into() })?;
         let names_key = rest.split('?').next().unwrap_or_default().split(';').any(|a| a.starts_with("object=") || a.starts_with("id="));
         if names_key {
-            return Err(SourceError { given: hide_pin(s), why: "names a key; give only the token (init names its keys signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate)".into() });
+            return Err(SourceError { given: hide_pin(s), why: "names a key; give only the token (init names each key it keeps there signet-…)".into() });
         }
         // The objects are named by init: parse with a placeholder, then drop it.
         let probe = match rest.split_once('?') {

@@ -21,11 +21,16 @@ use signet_log::rekor::v2;
 use signet_log::{Log, Sequenced};
 use crate::shards::active::ActiveShard;
 
-/// The audit key, under the data dir: made on first use, 0600 in a 0700 directory.
-pub fn audit_key(data_dir: &Path) -> Result<Signer, String> {
+/// The audit key: `configured` (a file or a token's), or under the data dir, made on first
+/// use, 0600 in a 0700 directory.
+pub fn audit_key(data_dir: &Path, configured: Option<&signet_keys::KeySource>, pkcs11: &signet_keys::Pkcs11Settings) -> Result<Signer, String> {
+    let p256 = [signet_keys::Algorithm::EcdsaP256Sha256];
+    if let Some(source) = configured {
+        return Signer::open(source, pkcs11, &p256, matches!(source, signet_keys::KeySource::File(_))).map_err(|e| e.to_string());
+    }
     let dir = data_dir.join("keys");
     signet_core::files::ensure_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Signer::load_or_generate(&dir.join("audit.pem"), signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())
+    Signer::load_or_generate(&dir.join("audit.pem"), p256[0]).map_err(|e| e.to_string())
 }
 
 /// The name of an instance's chain in PostgreSQL's shared audit tables: `[guard.audit]

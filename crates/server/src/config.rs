@@ -468,6 +468,14 @@ pub struct KeyPaths {
     /// The CA's root key (P-384), used only while certificates are made (the first start, a
     /// renewal); default `<data_dir>/keys/ca-root.pem`, which `signet init` can keep offline.
     pub ca_root: Option<KeySource>,
+    /// The key that signs the audit log's anchors (P-256); default `<data_dir>/keys/audit.pem`.
+    pub audit: Option<KeySource>,
+    /// The TUF roles' Ed25519 keys; default `<data_dir>/keys/tuf-<role>.pem`. The root and
+    /// targets keys are needed only to sign those roles (`signet tuf`), not to serve.
+    pub tuf_root: Option<KeySource>,
+    pub tuf_targets: Option<KeySource>,
+    pub tuf_snapshot: Option<KeySource>,
+    pub tuf_timestamp: Option<KeySource>,
     /// The PKCS#11 module for URIs that give no `module-path`.
     pub pkcs11_module: Option<PathBuf>,
     /// The tokens' user PIN for URIs that give none; better from `SIGNET_KEYS_PKCS11_PIN`.
@@ -485,6 +493,11 @@ impl std::fmt::Debug for KeyPaths {
             .field("tsa", &self.tsa)
             .field("ca_intermediate", &self.ca_intermediate)
             .field("ca_root", &self.ca_root)
+            .field("audit", &self.audit)
+            .field("tuf_root", &self.tuf_root)
+            .field("tuf_targets", &self.tuf_targets)
+            .field("tuf_snapshot", &self.tuf_snapshot)
+            .field("tuf_timestamp", &self.tuf_timestamp)
             .field("pkcs11_module", &self.pkcs11_module)
             .field("pkcs11_pin", &self.pkcs11_pin.as_ref().map(|_| "<hidden>"))
             .field("pkcs11_sessions", &self.pkcs11_sessions)
@@ -496,6 +509,16 @@ impl KeyPaths {
     /// What every PKCS#11 URI may leave out.
     pub fn pkcs11(&self) -> Pkcs11Settings {
         Pkcs11Settings { module: self.pkcs11_module.clone(), pin: self.pkcs11_pin.clone(), sessions: self.pkcs11_sessions }
+    }
+
+    /// Where the TUF roles' keys are: those configured, and the files of the others.
+    pub fn tuf(&self, data_dir: &Path) -> signet_trust::tuf::keys::KeyPlaces {
+        use signet_trust::tuf::Role;
+        let configured = [(Role::Root, &self.tuf_root), (Role::Targets, &self.tuf_targets), (Role::Snapshot, &self.tuf_snapshot), (Role::Timestamp, &self.tuf_timestamp)]
+            .into_iter()
+            .filter_map(|(role, source)| source.clone().map(|s| (role, s)))
+            .collect();
+        signet_trust::tuf::keys::KeyPlaces::new(data_dir.join("keys"), configured, self.pkcs11())
     }
 
     /// Where the CA's keys are, and the curve of a new intermediate.
@@ -780,6 +803,11 @@ impl Config {
             ("SIGNET_KEYS_TSA", &mut self.keys.tsa),
             ("SIGNET_KEYS_CA_INTERMEDIATE", &mut self.keys.ca_intermediate),
             ("SIGNET_KEYS_CA_ROOT", &mut self.keys.ca_root),
+            ("SIGNET_KEYS_AUDIT", &mut self.keys.audit),
+            ("SIGNET_KEYS_TUF_ROOT", &mut self.keys.tuf_root),
+            ("SIGNET_KEYS_TUF_TARGETS", &mut self.keys.tuf_targets),
+            ("SIGNET_KEYS_TUF_SNAPSHOT", &mut self.keys.tuf_snapshot),
+            ("SIGNET_KEYS_TUF_TIMESTAMP", &mut self.keys.tuf_timestamp),
         ] {
             if let Some(v) = get(name) {
                 *slot = Some(parse(name, v)?);

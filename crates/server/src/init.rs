@@ -38,14 +38,24 @@ pub struct InitOptions {
     pub pkcs11: Pkcs11Settings,
 }
 
-/// The keys `--keys` keeps on a token or in KMS: (config key, object label or KMS alias, the file it replaces).
-pub const TOKEN_KEYS: [(&str, &str, &str); 5] = [
-    ("rekor_v1", "signet-rekor-v1", "keys/rekor-v1.pem"),
-    ("rekor_v2", "signet-rekor-v2", "keys/rekor-v2.pem"),
-    ("ct", "signet-ct", "keys/ct.pem"),
-    ("tsa", "signet-tsa", "keys/tsa.pem"),
-    ("ca_intermediate", "signet-ca-intermediate", "keys/ca-intermediate.pem"),
+/// The keys `--keys` keeps on a token or in KMS: (config key, object label or KMS alias, the
+/// file it replaces, its algorithm; the intermediate's is `--intermediate-key`'s curve).
+pub const TOKEN_KEYS: [(&str, &str, &str, Algorithm); 8] = [
+    ("rekor_v1", "signet-rekor-v1", "keys/rekor-v1.pem", Algorithm::EcdsaP256Sha256),
+    ("rekor_v2", "signet-rekor-v2", "keys/rekor-v2.pem", Algorithm::EcdsaP256Sha256),
+    ("ct", "signet-ct", "keys/ct.pem", Algorithm::EcdsaP256Sha256),
+    ("tsa", "signet-tsa", "keys/tsa.pem", Algorithm::EcdsaP256Sha256),
+    ("ca_intermediate", "signet-ca-intermediate", "keys/ca-intermediate.pem", Algorithm::EcdsaP256Sha256),
+    ("audit", "signet-audit", "keys/audit.pem", Algorithm::EcdsaP256Sha256),
+    // The online TUF roles, re-signed before they expire. KMS makes no Ed25519 keys here.
+    ("tuf_snapshot", "signet-tuf-snapshot", "keys/tuf-snapshot.pem", Algorithm::Ed25519),
+    ("tuf_timestamp", "signet-tuf-timestamp", "keys/tuf-timestamp.pem", Algorithm::Ed25519),
 ];
+
+/// The keys of [`TOKEN_KEYS`] that `home` holds.
+pub fn token_keys(home: &KeyHome) -> impl Iterator<Item = (&'static str, &'static str, &'static str, Algorithm)> + '_ {
+    TOKEN_KEYS.into_iter().filter(move |(_, _, _, alg)| home.is_token() || *alg != Algorithm::Ed25519)
+}
 
 /// The root CA key's name (an object on a token, an alias in KMS) where `--root-key` names none.
 pub const ROOT_OBJECT: &str = "signet-ca-root";
@@ -102,9 +112,9 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     let intermediate_curve = opts.intermediate_curve.unwrap_or(CaCurve::P256);
     let mut on_token: Vec<(&str, KeySource)> = Vec::new();
     if let Some(home) = &opts.token {
-        for (name, label, _) in TOKEN_KEYS {
+        for (name, label, _, algorithm) in token_keys(home) {
             let key = home.key(label);
-            let algorithm = if name == "ca_intermediate" { intermediate_curve.algorithm() } else { Algorithm::EcdsaP256Sha256 };
+            let algorithm = if name == "ca_intermediate" { intermediate_curve.algorithm() } else { algorithm };
             signet_keys::home::ensure(&key, &opts.pkcs11, algorithm).map_err(StartError::from)?;
             on_token.push((name, key));
         }
@@ -114,7 +124,7 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
         signet_keys::home::ensure(root, &opts.pkcs11, Algorithm::EcdsaP384Sha384).map_err(StartError::from)?;
     }
     let token_key = |file: &str| {
-        let (name, _, _) = TOKEN_KEYS.iter().find(|(_, _, f)| *f == file)?;
+        let (name, _, _, _) = TOKEN_KEYS.iter().find(|(_, _, f, _)| *f == file)?;
         on_token.iter().find(|(n, _)| n == name).map(|(_, key)| key.clone())
     };
     for (k, kind) in LOG_KEYS.into_iter().zip([Kind::RekorV1, Kind::RekorV2, Kind::Ct]) {

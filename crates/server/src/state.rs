@@ -238,7 +238,7 @@ impl AppState {
             },
             max_pending: cfg.log.max_pending_appends,
             tile_cache: tile_cache_tiles(cfg),
-            v2_note_key: cfg.log.witnesses.note_key(&cfg.data_dir, &host)?,
+            v2_note_key: cfg.log.witnesses.note_key(&cfg.data_dir, &cfg.keys.pkcs11(), &host)?,
         };
         let mut v1_frozen = Vec::new();
         let mut v1_active = None;
@@ -332,8 +332,8 @@ impl AppState {
         // The audit key first: on PostgreSQL, it names this instance's chain.
         let audit_key = match cfg.guard.audit.enabled {
             true => {
-                let data_dir = cfg.data_dir.clone();
-                let key = tokio::task::spawn_blocking(move || crate::anchor::audit_key(&data_dir))
+                let (data_dir, source, pkcs11) = (cfg.data_dir.clone(), cfg.keys.audit.clone(), cfg.keys.pkcs11());
+                let key = tokio::task::spawn_blocking(move || crate::anchor::audit_key(&data_dir, source.as_ref(), &pkcs11))
                     .await
                     .map_err(|e| StartError::Panicked { what: "audit key", why: e.to_string() })?
                     .map_err(StartError::Trust)?;
@@ -367,7 +367,7 @@ impl AppState {
 
         let trust = Arc::new(crate::trust::instance(&cfg.data_dir, None).map_err(StartError::Trust)?);
         let tuf = match cfg.tuf.enabled {
-            true => Some(Arc::new(crate::tuf::Tuf::open(&cfg.data_dir, cfg.tuf.expiry(), &trust, tuf_pg).await?)),
+            true => Some(Arc::new(crate::tuf::Tuf::open(&cfg.data_dir, cfg.keys.tuf(&cfg.data_dir), cfg.tuf.expiry(), &trust, tuf_pg).await?)),
             false => None,
         };
         // A backup that was never restored: reads go on, appends are refused (crate::restore).

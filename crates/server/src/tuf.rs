@@ -13,13 +13,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use signet_log::storage::PostgresStorage;
 use signet_trust::root::Instance;
-use signet_trust::tuf::{Expiry, Files, Published, Repository, RoleKeys, TufError, SIGNING_CONFIG_TARGET, TRUSTED_ROOT_TARGET};
+use signet_trust::tuf::{Expiry, Files, Published, Repository, TufError, SIGNING_CONFIG_TARGET, TRUSTED_ROOT_TARGET};
 
 mod shared;
 
 pub struct Tuf {
     repo: Repository,
-    keys_dir: std::path::PathBuf,
+    keys: signet_trust::tuf::keys::KeyPlaces,
     expiry: Expiry,
     files: arc_swap::ArcSwap<Files>,
     /// One change at a time: the timer and a shard rotation may both want to sign.
@@ -63,13 +63,18 @@ impl Tuf {
     ///
     /// With `pg`, the repository is the database's: this instance signs only while it holds
     /// the sequencer lease, and otherwise serves what the holder stored.
-    pub async fn open(data_dir: &Path, expiry: Expiry, instance: &Instance, pg: Option<Arc<PostgresStorage>>) -> Result<Tuf, TufError> {
+    pub async fn open(
+        data_dir: &Path,
+        keys: signet_trust::tuf::keys::KeyPlaces,
+        expiry: Expiry,
+        instance: &Instance,
+        pg: Option<Arc<PostgresStorage>>,
+    ) -> Result<Tuf, TufError> {
         let repo = Repository::at(repo_dir(data_dir));
-        let keys_dir = data_dir.join("keys");
         let shared = pg.map(shared::Shared::new);
         if shared.is_none() && !repo.exists() {
-            let keys = RoleKeys::generate_missing(&keys_dir)?;
-            repo.create(&keys, &expiry, &documents(instance), jiff::Timestamp::now()).await?;
+            let made = keys.generate_missing()?;
+            repo.create(&made, &expiry, &documents(instance), jiff::Timestamp::now()).await?;
             tracing::info!(dir = %repo.dir().display(), "TUF repository created; its root is /tuf/1.root.json (move keys/tuf-root.pem offline)");
         }
         let files = match shared {
@@ -79,7 +84,7 @@ impl Tuf {
         let tuf = Tuf {
             files: arc_swap::ArcSwap::from_pointee(files),
             repo,
-            keys_dir,
+            keys,
             expiry,
             signing: Default::default(),
             documents: parking_lot::Mutex::new(documents(instance)),
@@ -162,7 +167,7 @@ impl Tuf {
     /// Signs the current documents as targets if they changed; true if anything was written.
     async fn sign_publish(&self) -> bool {
         let documents = self.documents.lock().clone();
-        let result = match RoleKeys::load(&self.keys_dir) {
+        let result = match self.keys.load() {
             Ok(keys) => self.repo.publish(&keys, &self.expiry, &documents, jiff::Timestamp::now()).await,
             Err(e) => Err(e),
         };
@@ -185,7 +190,7 @@ impl Tuf {
 
     /// Adopts targets signed offline and signs again what is due; true if anything was written.
     async fn sign_refresh(&self) -> bool {
-        let keys = match RoleKeys::load(&self.keys_dir) {
+        let keys = match self.keys.load() {
             Ok(keys) => keys,
             Err(e) => {
                 tracing::error!(error = %e, "the TUF keys could not be read; the metadata expires if this goes on");

@@ -15,7 +15,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use signet_core::notekey::{NoteKeyType, VerifierKey};
-use signet_keys::NoteSigner;
+use signet_keys::{KeySource, NoteSigner, Pkcs11Settings};
 use signet_core::pubkey::PublicKey;
 use signet_witness::{LogKey, Witness, WitnessStore, WitnessedLog};
 
@@ -29,8 +29,9 @@ use crate::state::AppState;
 pub struct WitnessSettings {
     /// The name in this witness's cosignature lines; default `<public host>/witness`.
     pub name: Option<String>,
-    /// Its Ed25519 key (PKCS#8 PEM); default `<data dir>/keys/witness.pem`, made 0600 if missing.
-    pub key: Option<PathBuf>,
+    /// Its Ed25519 key: a PKCS#8 PEM file (default `<data dir>/keys/witness.pem`, made 0600
+    /// if missing) or a PKCS#11 URI.
+    pub key: Option<KeySource>,
     /// How often the logs with a `url` are polled.
     pub poll_interval_secs: u64,
     pub logs: Vec<WitnessedLogSettings>,
@@ -114,8 +115,9 @@ pub struct LogWitnesses {
     pub members: Vec<WitnessMember>,
     /// The log's Ed25519 key: witnesses (litewitness among them) verify only Ed25519 log
     /// keys, so every checkpoint carries a second signature line by it, under the origin.
-    /// Default `<data dir>/keys/rekor-v2-note.pem`, made 0600 if missing.
-    pub note_key: Option<PathBuf>,
+    /// A file (default `<data dir>/keys/rekor-v2-note.pem`, made 0600 if missing) or a
+    /// PKCS#11 URI.
+    pub note_key: Option<KeySource>,
 }
 
 impl Default for LogWitnesses {
@@ -167,12 +169,12 @@ impl LogWitnesses {
     }
 
     /// The log's Ed25519 note key, named `origin`, when witnesses are configured.
-    pub fn note_key(&self, data_dir: &Path, origin: &str) -> Result<Option<Arc<NoteSigner>>, crate::state::StartError> {
+    pub fn note_key(&self, data_dir: &Path, pkcs11: &Pkcs11Settings, origin: &str) -> Result<Option<Arc<NoteSigner>>, crate::state::StartError> {
         if !self.enabled() {
             return Ok(None);
         }
-        let path = self.note_key.clone().unwrap_or_else(|| data_dir.join("keys").join("rekor-v2-note.pem"));
-        let signer = NoteSigner::load_or_generate(&path, origin, NoteKeyType::Ed25519)?;
+        let source = self.note_key.clone().unwrap_or_else(|| KeySource::File(data_dir.join("keys").join("rekor-v2-note.pem")));
+        let signer = NoteSigner::open(&source, pkcs11, origin, NoteKeyType::Ed25519, matches!(source, KeySource::File(_)))?;
         publish_vkey(data_dir, "rekor-v2-note.vkey", &signer)?;
         tracing::info!(vkey = %signer.vkey(), "the Rekor v2 log's checkpoints carry an Ed25519 signature for its witnesses");
         Ok(Some(Arc::new(signer)))
@@ -265,12 +267,14 @@ pub fn open(cfg: &Config) -> Result<Option<Arc<Witness>>, crate::state::StartErr
     if !signet_core::notekey::valid_name(&name) {
         return Err(ConfigError::Invalid(format!("witness.name {name:?} must be non-empty, without spaces or '+'")).into());
     }
-    let key_path = settings.key.clone().unwrap_or_else(|| cfg.data_dir.join("keys").join("witness.pem"));
-    if let Some(dir) = key_path.parent() {
-        signet_core::files::ensure_private_dir(dir)
-            .map_err(|source| crate::state::StartError::Io { what: format!("creating {}", dir.display()), source })?;
+    let key = settings.key.clone().unwrap_or_else(|| KeySource::File(cfg.data_dir.join("keys").join("witness.pem")));
+    if let KeySource::File(dir) = &key {
+        if let Some(dir) = dir.parent() {
+            signet_core::files::ensure_private_dir(dir)
+                .map_err(|source| crate::state::StartError::Io { what: format!("creating {}", dir.display()), source })?;
+        }
     }
-    let signer = NoteSigner::load_or_generate(&key_path, &name, NoteKeyType::Cosignature)?;
+    let signer = NoteSigner::open(&key, &cfg.keys.pkcs11(), &name, NoteKeyType::Cosignature, matches!(key, KeySource::File(_)))?;
     publish_vkey(&cfg.data_dir, "witness.vkey", &signer)?;
     let store: Arc<dyn WitnessStore> = match cfg.storage_url()? {
         signet_log::storage::StorageUrl::Postgres(url) => {

@@ -22,7 +22,8 @@ pub struct Args {
     intermediate_key: Option<String>,
     /// Keep the online keys on this PKCS#11 token (RFC 7512: pkcs11:token=LABEL) or in AWS
     /// KMS (awskms:///, or awskms://HOST:PORT/), made there unless there already: objects or
-    /// aliases signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate.
+    /// aliases signet-rekor-v1, signet-rekor-v2, signet-ct, signet-tsa, signet-ca-intermediate,
+    /// signet-audit, and on a token signet-tuf-snapshot and signet-tuf-timestamp (Ed25519).
     /// A token's module and PIN: SIGNET_KEYS_PKCS11_MODULE and SIGNET_KEYS_PKCS11_PIN, or
     /// module-path and pin-source in the URI. KMS: the AWS SDK's settings (AWS_REGION, …).
     #[arg(long, value_name = "PKCS11_URI|awskms:///")]
@@ -89,7 +90,8 @@ pub fn run(args: Args) -> ExitCode {
             let offline = opts.root_key_out.is_some() || opts.root_token.is_some();
             outln!("root CA key: {}{}", made.root_key, if offline { " (keep it offline)" } else { "" });
             if let Some(token) = &opts.token {
-                outln!("keys in {token}: {}", signet_server::init::TOKEN_KEYS.map(|(_, label, _)| label).join(", "));
+                let labels: Vec<&str> = signet_server::init::token_keys(token).map(|(_, label, _, _)| label).collect();
+                outln!("keys in {token}: {}", labels.join(", "));
             }
             outln!("config: {} (list your OIDC issuers in it)", made.config.display());
             outln!("start: signet serve --config {}", made.config.display());

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use signet_log::storage::{PostgresStorage, StorageError, TufFile};
-use signet_trust::tuf::{Files, RoleKeys, TufError};
+use signet_trust::tuf::{Files, TufError};
 
 use super::{Tuf, Work};
 
@@ -151,7 +151,7 @@ impl Tuf {
                 }
             }
         }
-        match RoleKeys::load(&self.keys_dir).and_then(|keys| self.repo.foreign_keys(&keys)) {
+        match self.keys.load().and_then(|keys| self.repo.foreign_keys(&keys)) {
             Ok(foreign) if foreign.is_empty() => {}
             Ok(foreign) => {
                 let names: Vec<_> = foreign.iter().map(|r| r.file_name()).collect();
@@ -212,7 +212,7 @@ impl Tuf {
     /// After `signet tuf rotate` here, the copy from the database holds metadata that the
     /// new root (only here) does not accept: signs it again. True if it did.
     async fn resign_unaccepted(&self) -> bool {
-        let result = match RoleKeys::load(&self.keys_dir) {
+        let result = match self.keys.load() {
             Ok(keys) => self.repo.resign_unaccepted(&keys, &self.expiry, jiff::Timestamp::now()).await,
             Err(e) => Err(e),
         };
@@ -263,7 +263,7 @@ impl Tuf {
     /// of the first instance's, from `signet backup`), or makes one. True once stored.
     async fn start_repository(&self, s: &Shared) -> Result<bool, TufError> {
         if !self.repo.exists() {
-            let keys = RoleKeys::generate_missing(&self.keys_dir)?;
+            let keys = self.keys.generate_missing()?;
             let documents = self.documents.lock().clone();
             self.repo.create(&keys, &self.expiry, &documents, jiff::Timestamp::now()).await?;
             tracing::info!("TUF repository created; its root is /tuf/1.root.json (move keys/tuf-root.pem offline)");

@@ -1,5 +1,6 @@
-//! The four role keys of the repository: Ed25519, PKCS#8 in PEM, mode 0600, beside the
-//! instance's other keys as `tuf-<role>.pem`.
+//! The four role keys of the repository: Ed25519, each a PKCS#8 PEM file (mode 0600) beside
+//! the instance's other keys as `tuf-<role>.pem`, or a key on a PKCS#11 token named in
+//! `[keys] tuf_<role>` ([`KeyPlaces`]). Every signature goes through a [`Signer`].
 //!
 //! Ed25519 because every TUF client signet serves (python-tuf, go-tuf, tough) verifies it,
 //! and its keys print as plain hex in root.json. The snapshot and timestamp keys must stay
@@ -10,11 +11,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::Ed25519KeyPair;
+use std::sync::{Arc, Mutex};
+
+use signet_keys::{Algorithm, Pkcs11Settings, Signer};
 use tough::key_source::KeySource;
-use tough::schema::key::Key;
-use tough::sign::{parse_keypair, Sign};
+use tough::schema::key::{Ed25519Key, Ed25519Scheme, Key};
+use tough::sign::Sign;
 
 use super::TufError;
 
@@ -54,11 +56,11 @@ impl Role {
     }
 }
 
-/// One role's private key, held in memory: what tough signs with. Its `Debug` names the
-/// role only, so that no key reaches a log.
+/// One role's private key: what tough signs with. Its `Debug` names the role only, so that
+/// no key reaches a log.
 pub struct HeldKey {
     role: Role,
-    pkcs8: Vec<u8>,
+    key: Arc<Signer>,
 }
 
 impl fmt::Debug for HeldKey {
@@ -70,7 +72,7 @@ impl fmt::Debug for HeldKey {
 #[tough::async_trait]
 impl KeySource for HeldKey {
     async fn as_sign(&self) -> Result<Box<dyn Sign>, Box<dyn std::error::Error + Send + Sync + 'static>> {
-        Ok(Box::new(parse_keypair(&self.pkcs8)?))
+        Ok(Box::new(SignWith(self.key.clone())))
     }
 
     async fn write(&self, _value: &str, _key_id_hex: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync + 'static>> {
@@ -78,22 +80,58 @@ impl KeySource for HeldKey {
     }
 }
 
+/// A [`Signer`] as tough signs with it.
+struct SignWith(Arc<Signer>);
+
+/// The key as root.json lists it: Ed25519, its public key in hex.
+fn tuf_key(key: &Signer) -> Result<Key, TufError> {
+    let public = key.ed25519_public().ok_or_else(|| TufError::Tough(format!("a TUF key must be Ed25519, not {}", key.algorithm())))?;
+    Ok(Key::Ed25519 {
+        keyval: Ed25519Key { public: public.to_vec().into(), _extra: HashMap::new() },
+        scheme: Ed25519Scheme::Ed25519,
+        _extra: HashMap::new(),
+    })
+}
+
+#[tough::async_trait]
+impl Sign for SignWith {
+    fn tuf_key(&self) -> Key {
+        // A SignWith is made only of a key that tuf_key accepted (HeldKey::new).
+        tuf_key(&self.0).unwrap_or_else(|_| Key::Ed25519 {
+            keyval: Ed25519Key { public: Vec::new().into(), _extra: HashMap::new() },
+            scheme: Ed25519Scheme::Ed25519,
+            _extra: HashMap::new(),
+        })
+    }
+
+    async fn sign(&self, msg: &[u8], _rng: &(dyn aws_lc_rs::rand::SecureRandom + Sync)) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync + 'static>> {
+        Ok(self.0.sign(msg)?)
+    }
+}
+
 impl HeldKey {
+    /// `key` for `role`; it must be Ed25519.
+    pub fn new(role: Role, key: Arc<Signer>) -> Result<HeldKey, TufError> {
+        tuf_key(&key)?;
+        Ok(HeldKey { role, key })
+    }
+
     fn parse(role: Role, pem: &[u8], path: &Path) -> Result<HeldKey, TufError> {
         let bad = |msg: String| TufError::Key { path: path.to_path_buf(), msg };
         let block = signet_core::pem::decode_first(pem).map_err(|e| bad(e.to_string()))?;
         if block.label != "PRIVATE KEY" {
             return Err(bad(format!("a PEM \"PRIVATE KEY\" (PKCS#8 Ed25519) was expected, not {:?}", block.label)));
         }
-        Ed25519KeyPair::from_pkcs8(&block.der).map_err(|e| bad(format!("not an Ed25519 PKCS#8 key: {e}")))?;
-        Ok(HeldKey { role, pkcs8: block.der })
+        let key = Signer::from_pkcs8(&block.der, &path.display().to_string(), &[Algorithm::Ed25519]).map_err(|e| bad(format!("not an Ed25519 PKCS#8 key: {e}")))?;
+        Ok(HeldKey { role, key: Arc::new(key) })
     }
 
     /// A new key for `role`, in memory, and its PEM (to be written where it will live).
     pub fn generate(role: Role) -> Result<(HeldKey, String), TufError> {
-        let doc = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).map_err(|e| TufError::Tough(format!("generating an Ed25519 key: {e}")))?;
-        let pem = signet_core::pem::encode("PRIVATE KEY", doc.as_ref());
-        Ok((HeldKey { role, pkcs8: doc.as_ref().to_vec() }, pem))
+        let der = signet_keys::file::generate_pkcs8(Algorithm::Ed25519).map_err(|e| TufError::Tough(format!("generating an Ed25519 key: {e}")))?;
+        let pem = signet_core::pem::encode("PRIVATE KEY", &der);
+        let key = Signer::from_pkcs8(&der, "<generated>", &[Algorithm::Ed25519]).map_err(|e| TufError::Tough(e.to_string()))?;
+        Ok((HeldKey { role, key: Arc::new(key) }, pem))
     }
 
     /// Its key id, hex, as root.json names it.
@@ -110,8 +148,62 @@ impl HeldKey {
 
     /// The key as root.json lists it.
     pub fn public(&self) -> Result<Key, TufError> {
-        let pair = parse_keypair(&self.pkcs8).map_err(|e| TufError::Tough(e.to_string()))?;
-        Ok(pair.tuf_key())
+        tuf_key(&self.key)
+    }
+}
+
+/// Where each role's key is: `[keys] tuf_<role>` when configured (a token's object, or a
+/// file), else `tuf-<role>.pem` in the keys dir. A key on a token is opened once and kept:
+/// the repository is signed again every few minutes, and each opening logs in anew.
+#[derive(Debug, Default)]
+pub struct KeyPlaces {
+    pub dir: PathBuf,
+    pub configured: Vec<(Role, signet_keys::KeySource)>,
+    pub pkcs11: Pkcs11Settings,
+    opened: Mutex<HashMap<Role, Arc<Signer>>>,
+}
+
+impl KeyPlaces {
+    pub fn new(dir: PathBuf, configured: Vec<(Role, signet_keys::KeySource)>, pkcs11: Pkcs11Settings) -> KeyPlaces {
+        KeyPlaces { dir, configured, pkcs11, opened: Mutex::default() }
+    }
+
+    /// Only the files of `dir`.
+    pub fn in_dir(dir: &Path) -> KeyPlaces {
+        KeyPlaces::new(dir.to_path_buf(), Vec::new(), Pkcs11Settings::default())
+    }
+
+    /// The role keys there are now: the configured ones, and the files of the others.
+    pub fn load(&self) -> Result<RoleKeys, TufError> {
+        let mut keys = RoleKeys::load_except(&self.dir, &self.configured_roles())?;
+        for (role, source) in &self.configured {
+            keys = keys.with(HeldKey::new(*role, self.open(*role, source)?)?);
+        }
+        Ok(keys)
+    }
+
+    /// For a new repository: a file key for each role that has neither a file nor a
+    /// configured key, then [`load`](Self::load).
+    pub fn generate_missing(&self) -> Result<RoleKeys, TufError> {
+        RoleKeys::generate_missing_except(&self.dir, &self.configured_roles())?;
+        self.load()
+    }
+
+    fn configured_roles(&self) -> Vec<Role> {
+        self.configured.iter().map(|(r, _)| *r).collect()
+    }
+
+    fn open(&self, role: Role, source: &signet_keys::KeySource) -> Result<Arc<Signer>, TufError> {
+        let mut opened = self.opened.lock().map_err(|_| TufError::Tough("the TUF key cache is poisoned".into()))?;
+        if let Some(key) = opened.get(&role) {
+            return Ok(key.clone());
+        }
+        let generate = matches!(source, signet_keys::KeySource::File(_));
+        let key = Signer::open(source, &self.pkcs11, &[Algorithm::Ed25519], generate)
+            .map_err(|e| TufError::Key { path: PathBuf::from(source.to_string()), msg: e.to_string() })?;
+        let key = Arc::new(key);
+        opened.insert(role, key.clone());
+        Ok(key)
     }
 }
 
@@ -129,8 +221,13 @@ impl RoleKeys {
 
     /// Reads whichever role keys `dir` holds.
     pub fn load(dir: &Path) -> Result<RoleKeys, TufError> {
+        Self::load_except(dir, &[])
+    }
+
+    /// Reads whichever role keys `dir` holds, but those of `skip` (kept elsewhere).
+    fn load_except(dir: &Path, skip: &[Role]) -> Result<RoleKeys, TufError> {
         let mut held = HashMap::new();
-        for role in Role::ALL {
+        for role in Role::ALL.into_iter().filter(|r| !skip.contains(r)) {
             let path = Self::path(dir, role);
             match std::fs::read(&path) {
                 Ok(pem) => {
@@ -145,18 +242,20 @@ impl RoleKeys {
 
     /// Makes a key for each role that has none (mode 0600), for a new repository.
     pub fn generate_missing(dir: &Path) -> Result<RoleKeys, TufError> {
+        Self::generate_missing_except(dir, &[])
+    }
+
+    fn generate_missing_except(dir: &Path, skip: &[Role]) -> Result<RoleKeys, TufError> {
         signet_core::files::ensure_private_dir(dir).map_err(|source| TufError::Io { path: dir.to_path_buf(), source })?;
-        let rng = SystemRandom::new();
-        for role in Role::ALL {
+        for role in Role::ALL.into_iter().filter(|r| !skip.contains(r)) {
             let path = Self::path(dir, role);
             if path.exists() {
                 continue;
             }
-            let doc = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| TufError::Tough(format!("generating an Ed25519 key: {e}")))?;
-            let pem = signet_core::pem::encode("PRIVATE KEY", doc.as_ref());
+            let (_, pem) = HeldKey::generate(role)?;
             signet_core::files::write_atomic(&path, pem.as_bytes(), 0o600).map_err(|source| TufError::Io { path, source })?;
         }
-        Self::load(dir)
+        Self::load_except(dir, skip)
     }
 
     /// These keys, with `role`'s read from `path` (a key kept offline, brought back).
