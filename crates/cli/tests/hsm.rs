@@ -385,3 +385,48 @@ fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+#[test]
+fn a_rotation_makes_the_new_tsa_key_on_the_token_certified_by_the_root_on_another() {
+    let hsm = SoftHsm::new();
+    hsm.add_token("offline-root");
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let port = crate::haproxy::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let d = data.to_str().unwrap();
+    let made = hsm.signet(&["init", "--data-dir", d, "--public-url", &url, "--keys", "pkcs11:token=signet", "--root-key", "pkcs11:token=offline-root"]).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let old_cert = std::fs::read(data.join("ca/tsa.pem")).unwrap();
+
+    // A root key that is not the root's is refused, and nothing changes.
+    let wrong = hsm.signet(&["trust", "rotate", "--tsa", "--data-dir", d, "--root-key", "pkcs11:token=signet;object=signet-tsa", "--new-key", "pkcs11:token=signet;object=signet-tsa-2"]).output().unwrap();
+    assert!(!wrong.status.success(), "rotated with the TSA's own key as the root");
+    assert_eq!(std::fs::read(data.join("ca/tsa.pem")).unwrap(), old_cert);
+    let rotated = hsm
+        .signet(&["trust", "rotate", "--tsa", "--data-dir", d, "--root-key", "pkcs11:token=offline-root;object=signet-ca-root", "--new-key", "pkcs11:token=signet;object=signet-tsa-2"])
+        .output()
+        .unwrap();
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let told = String::from_utf8_lossy(&rotated.stderr);
+    assert!(told.contains("set [keys] tsa = \"pkcs11:token=signet;object=signet-tsa-2\""), "{told}");
+    assert!(!data.join("keys/tsa.pem").exists(), "the new key was written to the data dir");
+    openssl(&["verify", "-CAfile"], &[&data.join("ca/root.pem"), &data.join("ca/tsa.pem")]).unwrap();
+
+    // Started as told, the instance stamps with the new key, and the old certificate's
+    // window is in the trusted root.
+    let config = std::fs::read_to_string(data.join("signet.toml")).unwrap();
+    let config = config.replace("object=signet-tsa\"", "object=signet-tsa-2\"");
+    std::fs::write(data.join("signet.toml"), config).unwrap();
+    let server = serve(&hsm, &data, port);
+    let agent = agent();
+    let r = timestamp(&agent, &server.url);
+    assert_eq!(r.status, 200, "{}", r.text());
+    std::fs::write(top.path().join("resp.tsr"), &r.body).unwrap();
+    std::fs::write(top.path().join("artifact"), b"stamped on a token").unwrap();
+    openssl(&["ts", "-verify", "-data"], &[&top.path().join("artifact"), Path::new("-in"), &top.path().join("resp.tsr"), Path::new("-CAfile"), &data.join("ca/root.pem")]).unwrap();
+    let out = hsm.signet(&["trust", "export", "--data-dir", d, "--out"]).arg(top.path().join("trust")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trusted: serde_json::Value = serde_json::from_slice(&std::fs::read(top.path().join("trust/trusted_root.json")).unwrap()).unwrap();
+    assert_eq!(trusted["timestampAuthorities"].as_array().unwrap().len(), 2, "the old TSA and the new: {trusted}");
+}

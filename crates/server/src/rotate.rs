@@ -3,8 +3,10 @@
 //!
 //! A rotation makes a new key and a certificate for it from the CA root, and keeps the old
 //! certificate in `ca/retired/` with the end of its window, recorded in `ca/rotations.json`.
-//! The old key is destroyed: kept, it could still sign timestamps or certificates dated
-//! inside its old window.
+//! The old key is destroyed when it is a file: kept, it could still sign timestamps or
+//! certificates dated inside its old window (one on a token or in KMS is the operator's to
+//! destroy there). The new key is a file in the data dir, or made on a token or in KMS
+//! ([`NewKey::Elsewhere`]); the root may be either too.
 //! The trust documents then list both: the old one for what it signed before the rotation,
 //! the new one from then on. At its next start the server publishes them through TUF, so
 //! clients that update from it verify bundles from either side of the rotation.
@@ -88,10 +90,21 @@ pub fn read(data_dir: &Path) -> Result<Rotations, String> {
     }
 }
 
+/// Where a rotation's new key goes.
+pub enum NewKey<'a> {
+    /// A new PKCS#8 file in the data dir, in place of the old one.
+    File,
+    /// On a token or in KMS, made there unless `source` names a key already: only its
+    /// certificate is written. The config's `[keys]` entry must then name it.
+    Elsewhere { source: &'a signet_keys::KeySource, pkcs11: &'a signet_keys::Pkcs11Settings },
+}
+
 /// What a rotation did, as `signet trust rotate` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub authority: &'static str,
+    /// Where the new key is: its file, or its URI.
+    pub new_key: String,
     pub retired_cert: String,
     pub retired_window: (String, String),
     pub new_cert: String,
@@ -102,9 +115,10 @@ fn now_rfc3339() -> String {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
 }
 
-/// Rotates `authority`'s key. `root_key_pem` is the CA root key's PKCS#8 PEM (kept offline
-/// after `signet init`); it must be the key of `ca/root.pem`. The data dir must not be in use.
-pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Result<Report, String> {
+/// Rotates `authority`'s key. `root_key` is the CA root key (kept offline after `signet
+/// init`: a file, or on a token); it must be the key of `ca/root.pem`. The data dir must not
+/// be in use.
+pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509::CaKey, new_key: NewKey) -> Result<Report, String> {
     let _lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e}; stop the server first: a rotation is offline"))?;
     let ca = data_dir.join("ca");
     let (cert_file, key_file) = authority.files();
@@ -115,14 +129,12 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Res
     };
     let root_der = read_der(&ca.join("root.pem"))?;
     let old_cert = read_der(&cert_path)?;
-    let root_key = pem::decode_first(root_key_pem).map_err(|e| format!("the root key: {e}"))?.der;
     // The key must be the root certificate's, or the new certificate would not chain.
     let root_cert = <x509_cert::Certificate as der::Decode>::from_der(&root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
     let root_spki = root_cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
-    let root_key = signet_ca::x509::CaKey::from_pkcs8(&root_key)
-        .ok()
-        .filter(|k| k.curve() == signet_ca::x509::CaCurve::P384)
-        .ok_or_else(|| "the root key is not an ECDSA P-384 PKCS#8 key (what `signet init` makes)".to_string())?;
+    if root_key.curve() != signet_ca::x509::CaCurve::P384 {
+        return Err("the root key is not an ECDSA P-384 key (what `signet init` makes)".into());
+    }
     if root_key.spki().subject_public_key.raw_bytes() != root_spki {
         return Err("the root key given is not the key of ca/root.pem".into());
     }
@@ -133,10 +145,30 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Res
     let stamp = jiff::Timestamp::now().as_second();
     let old_from = authority.record(&mut rotations).as_ref().map_or(instance_start, |r| r.current_from.clone());
 
-    // The new pair first, in memory: nothing changes on disk if making it fails.
-    let (new_key, new_cert) = match authority {
-        Authority::Tsa => new_tsa(&root_key, &root_der)?,
-        Authority::Intermediate => new_intermediate(&root_key, &root_der, &key_path)?,
+    // The new key first (in memory, or made on its token): nothing changes on disk if making
+    // it fails. An intermediate keeps its curve, so that `ca.intermediate_key` stays true.
+    let algorithm = match authority {
+        Authority::Tsa => signet_keys::Algorithm::EcdsaP256Sha256,
+        Authority::Intermediate => curve_of(&old_cert).map_err(|e| format!("{}: {e}", cert_path.display()))?.algorithm(),
+    };
+    let (pkcs8, signer, shown) = match &new_key {
+        NewKey::File => {
+            let pkcs8 = signet_keys::file::generate_pkcs8(algorithm).map_err(|e| format!("generating the new {} key: {e}", authority.name()))?;
+            let signer = signet_keys::Signer::from_pkcs8(&pkcs8, "the new key", &[algorithm]).map_err(|e| e.to_string())?;
+            (Some(pkcs8), signer, key_path.display().to_string())
+        }
+        NewKey::Elsewhere { source, pkcs11 } => {
+            signet_keys::home::ensure(source, pkcs11, algorithm).map_err(|e| e.to_string())?;
+            let signer = signet_keys::Signer::open(source, pkcs11, &[algorithm], false).map_err(|e| e.to_string())?;
+            (None, signer, source.to_string())
+        }
+    };
+    let new_cert = match authority {
+        Authority::Tsa => signet_ca::tsa::Tsa::issue_certificate(root_key, &root_der, signer.spki_der()).map_err(|e| e.to_string())?,
+        Authority::Intermediate => {
+            let new_key = signet_ca::x509::CaKey::new(signer).map_err(|e| e.to_string())?;
+            signet_ca::authority::issue_intermediate(root_key, &root_der, &new_key).map_err(|e| e.to_string())?
+        }
     };
 
     // Then, each step atomic: the retired copy, the record of it, the new certificate and key.
@@ -150,9 +182,12 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Res
     let manifest = serde_json::to_vec_pretty(&rotations).map_err(|e| e.to_string())?;
     files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))?;
     files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &new_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", cert_path.display()))?;
-    files::write_atomic(&key_path, pem::encode("PRIVATE KEY", &new_key).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    if let Some(pkcs8) = pkcs8 {
+        files::write_atomic(&key_path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    }
     Ok(Report {
         authority: authority.name(),
+        new_key: shown,
         retired_cert: format!("ca/{retired_name}"),
         retired_window: (old_from, now.clone()),
         new_cert: format!("ca/{cert_file}"),
@@ -160,25 +195,14 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key_pem: &[u8]) -> Res
     })
 }
 
-/// A new TSA key (P-256) and its certificate: `(PKCS#8, certificate DER)`.
-fn new_tsa(root_key: &signet_ca::x509::CaKey, root_der: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let algorithm = signet_keys::Algorithm::EcdsaP256Sha256;
-    let key = signet_keys::file::generate_pkcs8(algorithm).map_err(|e| format!("generating the new TSA key: {e}"))?;
-    let spki = signet_keys::Signer::from_pkcs8(&key, "the new TSA key", &[algorithm]).map_err(|e| e.to_string())?.spki_der().to_vec();
-    let cert = signet_ca::tsa::Tsa::issue_certificate(root_key, root_der, &spki).map_err(|e| e.to_string())?;
-    Ok((key, cert))
-}
-
-/// A new intermediate key, on the old one's curve (so `ca.intermediate_key` stays true), and
-/// its certificate: `(PKCS#8, certificate DER)`.
-fn new_intermediate(root_key: &signet_ca::x509::CaKey, root_der: &[u8], old_key_path: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let old = std::fs::read(old_key_path)
-        .map_err(|e| e.to_string())
-        .and_then(|pem| pem::decode_first(&pem).map_err(|e| e.to_string()))
-        .and_then(|b| signet_ca::x509::CaKey::from_pkcs8(&b.der).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", old_key_path.display()))?;
-    let key = signet_keys::file::generate_pkcs8(old.curve().algorithm()).map_err(|e| format!("generating the new intermediate key: {e}"))?;
-    let new_key = signet_ca::x509::CaKey::from_pkcs8(&key).map_err(|e| e.to_string())?;
-    let cert = signet_ca::authority::issue_intermediate(root_key, root_der, &new_key).map_err(|e| e.to_string())?;
-    Ok((key, cert))
+/// The curve of the key a CA certificate certifies.
+fn curve_of(cert_der: &[u8]) -> Result<signet_ca::x509::CaCurve, String> {
+    let cert = <x509_cert::Certificate as der::Decode>::from_der(cert_der).map_err(|e| e.to_string())?;
+    let spki = der::Encode::to_der(&cert.tbs_certificate.subject_public_key_info).map_err(|e| e.to_string())?;
+    use signet_core::pubkey::{KeyKind, PublicKey};
+    match PublicKey::from_spki(&spki).map_err(|e| e.to_string())?.kind {
+        KeyKind::EcdsaP384 => Ok(signet_ca::x509::CaCurve::P384),
+        KeyKind::EcdsaP256 => Ok(signet_ca::x509::CaCurve::P256),
+        other => Err(format!("it certifies a {other:?} key, not a P-256 or P-384 one")),
+    }
 }

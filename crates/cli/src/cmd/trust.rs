@@ -34,10 +34,17 @@ struct RotateArgs {
     /// Rotate the CA's intermediate key, which signs leaf certificates.
     #[arg(long)]
     intermediate: bool,
-    /// The CA root key (PKCS#8 PEM), when it is kept offline (`signet init --root-key-out`);
-    /// default `<data dir>/keys/ca-root.pem`.
-    #[arg(long, value_name = "FILE")]
-    root_key: Option<PathBuf>,
+    /// The CA root key, when it is kept offline: a PKCS#8 PEM file (`signet init
+    /// --root-key-out`), a PKCS#11 URI or an AWS KMS key (`--root-key pkcs11:…|awskms:…`);
+    /// default `<data dir>/keys/ca-root.pem`. A token's module and PIN:
+    /// SIGNET_KEYS_PKCS11_MODULE, SIGNET_KEYS_PKCS11_PIN.
+    #[arg(long, value_name = "FILE|URI")]
+    root_key: Option<String>,
+    /// Make the new key here, on a token or in KMS (pkcs11:token=…;object=NEW or
+    /// awskms:///alias/NEW), instead of a file in the data dir; then name it in the config's
+    /// [keys] (tsa or ca_intermediate) before the next start.
+    #[arg(long, value_name = "URI")]
+    new_key: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -137,17 +144,48 @@ pub fn run(args: Args) -> ExitCode {
 
 fn rotate(a: RotateArgs) -> ExitCode {
     let authority = if a.intermediate { signet_server::rotate::Authority::Intermediate } else { signet_server::rotate::Authority::Tsa };
-    let key_path = a.root_key.unwrap_or_else(|| a.data_dir.join("keys").join("ca-root.pem"));
-    let key = match std::fs::read(&key_path) {
-        Ok(k) => k,
+    use signet_keys::KeySource;
+    let pkcs11 = signet_keys::Pkcs11Settings {
+        module: std::env::var_os("SIGNET_KEYS_PKCS11_MODULE").map(PathBuf::from),
+        pin: std::env::var("SIGNET_KEYS_PKCS11_PIN").ok(),
+        sessions: 1,
+    };
+    let root_source = match a.root_key.as_deref().map(str::parse::<KeySource>).transpose() {
+        Ok(source) => source.unwrap_or_else(|| KeySource::File(a.data_dir.join("keys").join("ca-root.pem"))),
         Err(e) => {
-            errln!("signet trust rotate: the CA root key {}: {e} (give --root-key where it is kept)", key_path.display());
+            errln!("signet trust rotate: --root-key: {e}");
             return ExitCode::from(2);
         }
     };
-    match signet_server::rotate::rotate(&a.data_dir, authority, &key) {
+    let new_source = match a.new_key.as_deref().map(str::parse::<KeySource>).transpose() {
+        Ok(Some(KeySource::File(_))) => {
+            errln!("signet trust rotate: --new-key names a token's object or a KMS key; without it the new key is a file in the data dir");
+            return ExitCode::from(2);
+        }
+        Ok(source) => source,
+        Err(e) => {
+            errln!("signet trust rotate: --new-key: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let root = match signet_ca::x509::CaKey::open(&root_source, &pkcs11, signet_ca::x509::CaCurve::P384, false) {
+        Ok(k) => k,
+        Err(e) => {
+            errln!("signet trust rotate: the CA root key {root_source}: {e} (give --root-key where it is kept)");
+            return ExitCode::from(2);
+        }
+    };
+    let new_key = match &new_source {
+        Some(source) => signet_server::rotate::NewKey::Elsewhere { source, pkcs11: &pkcs11 },
+        None => signet_server::rotate::NewKey::File,
+    };
+    match signet_server::rotate::rotate(&a.data_dir, authority, &root, new_key) {
         Ok(report) => {
             outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            if let Some(source) = &new_source {
+                let entry = if a.intermediate { "ca_intermediate" } else { "tsa" };
+                errln!("signet trust rotate: the new key is {source}: set [keys] {entry} = \"{source}\" (or SIGNET_KEYS_{}) before the next start", entry.to_uppercase());
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
