@@ -97,18 +97,21 @@ fn a_production_instance_is_warned_of_no_issuers_and_an_online_root_key() {
     assert!(out.status.success(), "doctor fails right after init: {text}");
     assert!(line(&text, "not made yet").starts_with("warn  "), "{text}");
     assert!(line(&text, "ca-root.pem is online").starts_with("warn  "), "{text}");
+    // init makes the TUF repository too (its root key is never made online by serve).
+    assert!(line(&text, "tuf-root.pem is online").starts_with("warn  "), "{text}");
     assert!(!text.contains("a --dev instance"), "{text}");
     let checked = Command::new(env!("CARGO_BIN_EXE_signet")).args(["config", "check", "--config", c]).output().unwrap();
     assert!(checked.status.success(), "a warning, not an error: {}", String::from_utf8_lossy(&checked.stderr));
     assert!(String::from_utf8_lossy(&checked.stderr).contains("no OIDC issuer is configured"));
 
-    // With an issuer, and the root key taken offline, both warnings go.
+    // With an issuer, and the root keys taken offline, the warnings go.
     let jwks = dir.path().join("jwks.json");
     std::fs::write(&jwks, r#"{"keys": []}"#).unwrap();
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(&format!("\n[[oidc.issuers]]\nurl = \"https://accounts.example.com\"\ntype = \"email\"\njwks_file = \"{}\"\n", jwks.display()));
     std::fs::write(&config, text).unwrap();
     std::fs::rename(data.join("keys/ca-root.pem"), dir.path().join("offline-root.pem")).unwrap();
+    std::fs::rename(data.join("keys/tuf-root.pem"), dir.path().join("offline-tuf-root.pem")).unwrap();
     let (_, text) = doctor(&["--config", c, "--offline"]);
     assert!(line(&text, "1 OIDC issuer(s) configured").starts_with("ok    "), "{text}");
     assert!(!text.contains("is online"), "{text}");

@@ -330,6 +330,10 @@ fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let said = String::from_utf8_lossy(&made.stdout);
     assert!(said.contains("root CA key: pkcs11:token=offline-root;object=signet-ca-root (keep it offline)"), "{said}");
+    assert!(said.contains("TUF root key: pkcs11:token=offline-root;object=signet-tuf-root (keep it offline)"), "{said}");
+    for f in ["keys/tuf-root.pem", "keys/tuf-targets.pem", "keys/tuf-snapshot.pem", "keys/tuf-timestamp.pem"] {
+        assert!(!data.join(f).exists(), "{f} was written: the TUF keys are on the tokens");
+    }
     for f in ["keys/ca-root.pem", "keys/ca-intermediate.pem"] {
         assert!(!data.join(f).exists(), "{f} was written: the key is on a token");
     }
@@ -361,6 +365,10 @@ fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
     command.arg(data.join("signet.toml")).args(["--listen", &format!("127.0.0.1:{port}"), "--plain-http"]);
     let server = Server::spawn(command, &data);
     assert!(!data.join("keys/ca-root.pem").exists() && !data.join("keys/ca-intermediate.pem").exists(), "serve --dev made a CA key file");
+    // The TUF repository init made on the tokens is the one served; serving made no TUF key.
+    let root_json = get(&agent(), &format!("{}/tuf/1.root.json", server.url)).unwrap().text();
+    assert_eq!(root_json.as_bytes(), std::fs::read(data.join("tuf/1.root.json")).unwrap().as_slice());
+    assert!(!data.join("keys/tuf-root.pem").exists() && !data.join("keys/tuf-timestamp.pem").exists(), "serve made a TUF key file");
     let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["dev-token", "--data-dir", d, "--subject", "ca@example.com"]).output().unwrap();
     let oidc = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let agent = agent();

@@ -65,6 +65,8 @@ pub struct Initialised {
     pub config: PathBuf,
     /// Where the root CA key is: a file, or a token's object.
     pub root_key: KeySource,
+    /// Where the TUF root key is: a file (to move offline), or the root token's object.
+    pub tuf_root: KeySource,
     pub files: Vec<PathBuf>,
 }
 
@@ -140,7 +142,7 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     let ca_keys = CaKeys {
         intermediate_curve: opts.intermediate_curve,
         intermediate: token_key("keys/ca-intermediate.pem"),
-        root: root_uri,
+        root: root_uri.clone(),
         pkcs11: opts.pkcs11.clone(),
     };
     let authority = signet_ca::authority::Authority::open(dir, &ca_keys).map_err(StartError::from)?;
@@ -151,6 +153,8 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     }
     .map_err(StartError::from)?;
     signet_ca::tsa::Tsa::open(dir, std::sync::Arc::new(tsa_key), || ca_keys.root_key(dir), authority.root_der()).map_err(StartError::from)?;
+
+    let tuf_root = make_tuf_repository(opts, &cfg, &token_key, root_uri.as_ref())?;
 
     let root_key = match &opts.root_key_out {
         None => ca_keys.root_source(dir),
@@ -171,7 +175,48 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(crate::state::PRODUCTION_FILES.iter()).filter(on_disk).map(|f| dir.join(f)).collect();
     made.sort();
     made.dedup();
-    Ok(Initialised { config, root_key, files: made })
+    Ok(Initialised { config, root_key, tuf_root, files: made })
+}
+
+/// The TUF repository, made here rather than at the first `serve`, so that its root key is
+/// never online: on the CA root's token when it has one (objects `signet-tuf-root` and
+/// `signet-tuf-targets`), else files in the data dir that `init` tells the operator to move
+/// off the machine. The snapshot and timestamp keys are the online token's, or files. Returns
+/// where the TUF root key is.
+fn make_tuf_repository(
+    opts: &InitOptions,
+    cfg: &crate::Config,
+    token_key: &dyn Fn(&str) -> Option<KeySource>,
+    root: Option<&KeySource>,
+) -> Result<KeySource, InitError> {
+    use signet_trust::tuf::{keys::KeyPlaces, Repository, Role};
+    let dir = &opts.data_dir;
+    let url_file = crate::trust::public_url_file(dir);
+    files::write_atomic(&url_file, cfg.public_url().as_bytes(), 0o644)
+        .map_err(|source| StartError::Io { what: format!("writing {}", url_file.display()), source })?;
+    let instance = crate::trust::instance(dir, None).map_err(StartError::Trust)?;
+    let mut configured: Vec<(Role, KeySource)> = [(Role::Snapshot, "keys/tuf-snapshot.pem"), (Role::Timestamp, "keys/tuf-timestamp.pem")]
+        .into_iter()
+        .filter_map(|(role, file)| token_key(file).map(|k| (role, k)))
+        .collect();
+    // Ed25519 on the root's token; a KMS root has none, so the TUF root is then a file.
+    if let Some(KeySource::Pkcs11(uri)) = root {
+        let home = KeyHome::Token(signet_keys::Pkcs11Uri { object: None, id: None, ..uri.clone() });
+        for (role, name) in [(Role::Root, "signet-tuf-root"), (Role::Targets, "signet-tuf-targets")] {
+            let key = home.key(name);
+            signet_keys::home::ensure(&key, &opts.pkcs11, Algorithm::Ed25519).map_err(StartError::from)?;
+            configured.push((role, key));
+        }
+    }
+    let tuf_root = configured.iter().find(|(r, _)| *r == Role::Root).map(|(_, k)| k.clone());
+    let places = KeyPlaces::new(dir.join("keys"), configured, opts.pkcs11.clone());
+    let keys = places.generate_missing().map_err(StartError::from)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|source| StartError::Io { what: "starting a runtime".into(), source })?;
+    let repo = Repository::at(crate::tuf::repo_dir(dir));
+    runtime
+        .block_on(repo.create(&keys, &cfg.tuf.expiry(), &crate::tuf::documents(&instance), jiff::Timestamp::now()))
+        .map_err(StartError::from)?;
+    Ok(tuf_root.unwrap_or_else(|| KeySource::File(signet_trust::tuf::RoleKeys::path(&dir.join("keys"), Role::Root))))
 }
 
 /// The config's `[keys]` table: the keys on a token or in KMS, by URI, or the defaults

@@ -89,6 +89,11 @@ pub fn run(args: Args) -> ExitCode {
             }
             let offline = opts.root_key_out.is_some() || opts.root_token.is_some();
             outln!("root CA key: {}{}", made.root_key, if offline { " (keep it offline)" } else { "" });
+            let tuf_note = match made.tuf_root {
+                signet_keys::KeySource::File(_) => " (move it and keys/tuf-targets.pem off this machine: serving needs neither)",
+                _ => " (keep it offline)",
+            };
+            outln!("TUF root key: {}{tuf_note}", made.tuf_root);
             if let Some(token) = &opts.token {
                 let labels: Vec<&str> = signet_server::init::token_keys(token).map(|(_, label, _, _)| label).collect();
                 outln!("keys in {token}: {}", labels.join(", "));
