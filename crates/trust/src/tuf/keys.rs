@@ -72,7 +72,7 @@ impl fmt::Debug for HeldKey {
 #[tough::async_trait]
 impl KeySource for HeldKey {
     async fn as_sign(&self) -> Result<Box<dyn Sign>, Box<dyn std::error::Error + Send + Sync + 'static>> {
-        Ok(Box::new(SignWith(self.key.clone())))
+        Ok(Box::new(SignWith { public: tuf_key(&self.key)?, key: self.key.clone() }))
     }
 
     async fn write(&self, _value: &str, _key_id_hex: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync + 'static>> {
@@ -80,8 +80,11 @@ impl KeySource for HeldKey {
     }
 }
 
-/// A [`Signer`] as tough signs with it.
-struct SignWith(Arc<Signer>);
+/// A [`Signer`] as tough signs with it, with its public key as root.json lists it.
+struct SignWith {
+    key: Arc<Signer>,
+    public: Key,
+}
 
 /// The key as root.json lists it: Ed25519, its public key in hex.
 fn tuf_key(key: &Signer) -> Result<Key, TufError> {
@@ -96,16 +99,11 @@ fn tuf_key(key: &Signer) -> Result<Key, TufError> {
 #[tough::async_trait]
 impl Sign for SignWith {
     fn tuf_key(&self) -> Key {
-        // A SignWith is made only of a key that tuf_key accepted (HeldKey::new).
-        tuf_key(&self.0).unwrap_or_else(|_| Key::Ed25519 {
-            keyval: Ed25519Key { public: Vec::new().into(), _extra: HashMap::new() },
-            scheme: Ed25519Scheme::Ed25519,
-            _extra: HashMap::new(),
-        })
+        self.public.clone()
     }
 
     async fn sign(&self, msg: &[u8], _rng: &(dyn aws_lc_rs::rand::SecureRandom + Sync)) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync + 'static>> {
-        Ok(self.0.sign(msg)?)
+        Ok(self.key.sign(msg)?)
     }
 }
 
