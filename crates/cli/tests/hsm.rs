@@ -317,17 +317,26 @@ fn openssl(args: &[&str], files: &[&Path]) -> Result<String, String> {
     if out.status.success() { Ok(text) } else { Err(text) }
 }
 
-#[test]
-fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
+/// Two tokens, and a data dir initialised with its online keys on `signet` and its roots on
+/// `offline-root`; init's output.
+fn initialised_with_an_offline_root() -> (SoftHsm, tempfile::TempDir, PathBuf, u16, std::process::Output) {
     let hsm = SoftHsm::new();
     hsm.add_token("offline-root");
     let top = tempfile::tempdir().unwrap();
     let data = top.path().join("data");
     let port = crate::haproxy::free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let d = data.to_str().unwrap();
-    let made = hsm.signet(&["init", "--data-dir", d, "--public-url", &url, "--keys", "pkcs11:token=signet", "--root-key", "pkcs11:token=offline-root"]).output().unwrap();
+    let args = ["init", "--data-dir", data.to_str().unwrap(), "--public-url", &url, "--keys", "pkcs11:token=signet", "--root-key", "pkcs11:token=offline-root"];
+    let made = hsm.signet(&args).output().unwrap();
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    (hsm, top, data, port, made)
+}
+
+#[test]
+fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
+    let (hsm, top, data, port, made) = initialised_with_an_offline_root();
+    let url = format!("http://127.0.0.1:{port}");
+    let d = data.to_str().unwrap();
     let said = String::from_utf8_lossy(&made.stdout);
     assert!(said.contains("root CA key: pkcs11:token=offline-root;object=signet-ca-root (keep it offline)"), "{said}");
     assert!(said.contains("TUF root key: pkcs11:token=offline-root;object=signet-tuf-root (keep it offline)"), "{said}");
@@ -396,15 +405,8 @@ fn the_ca_signs_on_tokens_and_its_root_stays_out_of_the_config() {
 
 #[test]
 fn a_rotation_makes_the_new_tsa_key_on_the_token_certified_by_the_root_on_another() {
-    let hsm = SoftHsm::new();
-    hsm.add_token("offline-root");
-    let top = tempfile::tempdir().unwrap();
-    let data = top.path().join("data");
-    let port = crate::haproxy::free_port();
-    let url = format!("http://127.0.0.1:{port}");
+    let (hsm, top, data, port, _) = initialised_with_an_offline_root();
     let d = data.to_str().unwrap();
-    let made = hsm.signet(&["init", "--data-dir", d, "--public-url", &url, "--keys", "pkcs11:token=signet", "--root-key", "pkcs11:token=offline-root"]).output().unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let old_cert = std::fs::read(data.join("ca/tsa.pem")).unwrap();
 
     // A root key that is not the root's is refused, and nothing changes.
