@@ -198,6 +198,14 @@ impl Tuf {
             }
         };
         let mut changed = false;
+        match self.repo.adopt_staged(&keys, &self.expiry, jiff::Timestamp::now()).await {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => {
+                tracing::info!(adopted = ?names, "TUF metadata signed in a ceremony is published");
+                changed = true;
+            }
+            Err(e) => tracing::error!(error = %e, "TUF metadata staged for publication was not published"),
+        }
         match self.repo.adopt(&keys, &self.expiry, jiff::Timestamp::now()).await {
             Ok(None) => {}
             Ok(Some(version)) => {
@@ -223,6 +231,9 @@ impl Tuf {
     }
 }
 
+/// How often [`run`] looks for metadata that `signet tuf publish` staged (one directory read).
+const STAGED_POLL: Duration = Duration::from_secs(2);
+
 /// How often [`run`] looks: an eighth of the timestamp's validity, from 1 s to 10 min, so a
 /// due timestamp is signed again long before it expires.
 pub fn check_every(expiry: &Expiry) -> Duration {
@@ -234,23 +245,37 @@ pub fn check_every(expiry: &Expiry) -> Duration {
 pub async fn run(tuf: Arc<Tuf>) {
     let every = tuf.check_every();
     let Some(s) = &tuf.shared else {
+        let mut next = tokio::time::Instant::now() + every;
+        let mut tried = Vec::new();
         loop {
-            tokio::time::sleep(every).await;
-            tuf.refresh().await;
+            tokio::time::sleep(STAGED_POLL.min(every)).await;
+            // Metadata staged by `signet tuf publish` is taken up within seconds, not at the
+            // next check; what stays staged (a key missing here) is tried again when it changes.
+            let staged = tuf.repo.staged_stamp();
+            let new_staged = !staged.is_empty() && staged != tried;
+            if tokio::time::Instant::now() >= next || new_staged {
+                tuf.refresh().await;
+                next = tokio::time::Instant::now() + every;
+                tried = staged;
+            }
         }
     };
     // Whether this instance published its documents as the holder, and when it signs next.
     let mut announced = s.led();
     let mut next = tokio::time::Instant::now() + every;
+    let mut tried = Vec::new();
     loop {
         tokio::time::sleep(shared::POLL_EVERY).await;
         if !s.holds_lease() {
             tuf.follow().await;
             continue;
         }
-        if s.led() && tokio::time::Instant::now() < next {
+        let staged = tuf.repo.staged_stamp();
+        let new_staged = !staged.is_empty() && staged != tried;
+        if s.led() && tokio::time::Instant::now() < next && !new_staged {
             continue;
         }
+        tried = staged;
         if !announced {
             tracing::info!("this instance holds the sequencer lease: it signs the shared TUF repository from now on");
             announced = true;

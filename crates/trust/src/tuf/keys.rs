@@ -86,14 +86,19 @@ struct SignWith {
     public: Key,
 }
 
-/// The key as root.json lists it: Ed25519, its public key in hex.
-fn tuf_key(key: &Signer) -> Result<Key, TufError> {
-    let public = key.ed25519_public().ok_or_else(|| TufError::Tough(format!("a TUF key must be Ed25519, not {}", key.algorithm())))?;
-    Ok(Key::Ed25519 {
+/// An Ed25519 public key (32 bytes) as root.json lists it.
+pub fn ed25519_key(public: &[u8]) -> Key {
+    Key::Ed25519 {
         keyval: Ed25519Key { public: public.to_vec().into(), _extra: HashMap::new() },
         scheme: Ed25519Scheme::Ed25519,
         _extra: HashMap::new(),
-    })
+    }
+}
+
+/// The key as root.json lists it: Ed25519, its public key in hex.
+pub fn tuf_key(key: &Signer) -> Result<Key, TufError> {
+    let public = key.ed25519_public().ok_or_else(|| TufError::Tough(format!("a TUF key must be Ed25519, not {}", key.algorithm())))?;
+    Ok(ed25519_key(&public))
 }
 
 #[tough::async_trait]
@@ -142,6 +147,11 @@ impl HeldKey {
     pub fn read(role: Role, path: &Path) -> Result<HeldKey, TufError> {
         let pem = std::fs::read(path).map_err(|source| TufError::Io { path: path.to_path_buf(), source })?;
         HeldKey::parse(role, &pem, path)
+    }
+
+    /// What signs for it (a ceremony signs with a held key too).
+    pub fn signer(&self) -> &Signer {
+        &self.key
     }
 
     /// The key as root.json lists it.

@@ -5,6 +5,8 @@
 //! - [`repo`]: the repository on disk: made once, its targets published again when the trust
 //!   documents change, its snapshot and timestamp re-signed before they expire. Signing and
 //!   the metadata format are `tough`'s.
+//! - [`ceremony`]: root and targets signed k of n, offline: proposed, signed by each holder,
+//!   staged, and adopted once their thresholds are met.
 //! - [`files`]: the published files, held in memory for `GET /tuf/…`.
 //! - [`mirror`]: the repository as a copy of one published elsewhere (a database shared by
 //!   several instances): brought up to date from it, and what a signing changed, to store back.
@@ -18,6 +20,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod ceremony;
 pub mod files;
 pub mod keys;
 pub mod mirror;
@@ -77,4 +80,7 @@ pub enum TufError {
     Corrupt { path: PathBuf, msg: String },
     #[error("TUF: {0}")]
     Tough(String),
+    /// Metadata brought to the repository that it does not take up, and why.
+    #[error("{name} is refused: {why}")]
+    Refused { name: String, why: String },
 }

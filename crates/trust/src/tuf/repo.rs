@@ -70,17 +70,17 @@ pub struct Repository {
     dir: PathBuf,
 }
 
-fn tough_err(e: impl std::fmt::Display) -> TufError {
+pub(super) fn tough_err(e: impl std::fmt::Display) -> TufError {
     TufError::Tough(e.to_string())
 }
 
-fn expires(now: jiff::Timestamp, role: Role, expiry: &Expiry) -> Result<jiff::Timestamp, TufError> {
+pub(super) fn expires(now: jiff::Timestamp, role: Role, expiry: &Expiry) -> Result<jiff::Timestamp, TufError> {
     // Whole seconds: python-tuf parses `expires` as %Y-%m-%dT%H:%M:%SZ, with no fraction.
     let secs = now.as_second().saturating_add(i64::try_from(expiry.of(role).as_secs()).unwrap_or(i64::MAX / 2));
     jiff::Timestamp::from_second(secs).map_err(tough_err)
 }
 
-fn next(version: NonZeroU64) -> NonZeroU64 {
+pub(super) fn next(version: NonZeroU64) -> NonZeroU64 {
     version.saturating_add(1)
 }
 
@@ -95,7 +95,36 @@ fn metafile(version: NonZeroU64, bytes: &[u8]) -> Metafile {
 
 async fn sign<T: tough::schema::Role + Serialize>(role: T, root: &Root, keys: &RoleKeys, who: Role) -> Result<SignedRole<T>, TufError> {
     let key = keys.source(who)?;
+    if let Some(needed) = root.roles.get(&who.tough()).map(|r| r.threshold.get()).filter(|t| *t > 1) {
+        // One key here can never meet it: say where the signatures come from.
+        return Err(TufError::Tough(format!(
+            "the {} role needs {needed} signatures (the root names {} keys for it), more than the one key held here: sign it in a \
+             ceremony (`signet tuf propose {}`, `signet tuf sign --key` by {needed} holders, `signet tuf publish`)",
+            who.name(),
+            root.roles.get(&who.tough()).map_or(0, |r| r.keyids.len()),
+            who.name()
+        )));
+    }
     SignedRole::new(role, &KeyHolder::Root(root.clone()), &[key], &SystemRandom::new()).await.map_err(tough_err)
+}
+
+/// Targets metadata listing `documents`, each written (by its hash) into `dir`.
+pub(super) fn targets_of(documents: &[(&str, Vec<u8>)], version: NonZeroU64, expires: jiff::Timestamp, dir: &Path) -> Result<Targets, TufError> {
+    let mut targets = Targets::new(SPEC_VERSION.into(), version, expires);
+    std::fs::create_dir_all(dir).map_err(|source| TufError::Io { path: dir.to_path_buf(), source })?;
+    for (name, bytes) in documents {
+        let digest = signet_core::hash::sha256(bytes);
+        let path = dir.join(format!("{}.{name}", hex::encode(digest)));
+        signet_core::files::write_atomic(&path, bytes, 0o644).map_err(|source| TufError::Io { path, source })?;
+        let target = Target {
+            length: bytes.len() as u64,
+            hashes: Hashes { sha256: Decoded::<Hex>::from(digest.to_vec()), _extra: HashMap::new() },
+            custom: HashMap::new(),
+            _extra: HashMap::new(),
+        };
+        targets.targets.insert(TargetName::new(*name).map_err(tough_err)?, target);
+    }
+    Ok(targets)
 }
 
 impl Repository {
@@ -117,7 +146,7 @@ impl Repository {
         signet_core::files::write_atomic(&path, bytes, 0o644).map_err(|source| TufError::Io { path, source })
     }
 
-    fn read<T: DeserializeOwned>(&self, name: &str) -> Result<(T, Vec<u8>), TufError> {
+    pub(super) fn read<T: DeserializeOwned>(&self, name: &str) -> Result<(T, Vec<u8>), TufError> {
         let path = self.dir.join(name);
         let bytes = std::fs::read(&path).map_err(|source| TufError::Io { path: path.clone(), source })?;
         let parsed = serde_json::from_slice(&bytes).map_err(|e| TufError::Corrupt { path, msg: e.to_string() })?;
@@ -164,18 +193,7 @@ impl Repository {
         now: jiff::Timestamp,
         version: NonZeroU64,
     ) -> Result<SignedRole<Targets>, TufError> {
-        let mut targets = Targets::new(SPEC_VERSION.into(), version, expires(now, Role::Targets, expiry)?);
-        for (name, bytes) in documents {
-            let digest = signet_core::hash::sha256(bytes);
-            self.write(&format!("targets/{}.{name}", hex::encode(digest)), bytes)?;
-            let target = Target {
-                length: bytes.len() as u64,
-                hashes: Hashes { sha256: Decoded::<Hex>::from(digest.to_vec()), _extra: HashMap::new() },
-                custom: HashMap::new(),
-                _extra: HashMap::new(),
-            };
-            targets.targets.insert(TargetName::new(*name).map_err(tough_err)?, target);
-        }
+        let targets = targets_of(documents, version, expires(now, Role::Targets, expiry)?, &self.dir.join("targets"))?;
         let signed = sign(targets, root, keys, Role::Targets).await?;
         self.write(&signed.signed().signed.filename(true), signed.buffer())?;
         Ok(signed)
@@ -197,7 +215,7 @@ impl Repository {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn write_snapshot_chain(
+    pub(super) async fn write_snapshot_chain(
         &self,
         root: &Root,
         keys: &RoleKeys,
@@ -307,7 +325,7 @@ impl Repository {
 
     /// Past every targets version on disk, so that a targets file signed offline and not
     /// yet adopted is never overwritten.
-    fn next_targets_version(&self, c: &Current) -> Result<NonZeroU64, TufError> {
+    pub(super) fn next_targets_version(&self, c: &Current) -> Result<NonZeroU64, TufError> {
         let newest = self.newest_targets_version()?.max(c.targets.signed.version.get());
         Ok(NonZeroU64::new(newest.saturating_add(1)).unwrap_or(NonZeroU64::MIN))
     }
@@ -364,6 +382,15 @@ impl Repository {
     /// destroys the old one after: the root that lists the new key is written only here.
     pub async fn rotate_key(&self, role: Role, keys: &RoleKeys, new_key: HeldKey, expiry: &Expiry, now: jiff::Timestamp) -> Result<u64, TufError> {
         let c = self.current()?;
+        if let Some(shared) = c.root.signed.roles.get(&role.tough()).filter(|r| r.keyids.len() > 1 || r.threshold.get() > 1) {
+            // Replacing one key of several would silently drop the others and the threshold.
+            return Err(TufError::Tough(format!(
+                "the {} role has {} keys with a threshold of {}: change its keys in a ceremony (`signet tuf propose root`), not by rotating one",
+                role.name(),
+                shared.keyids.len(),
+                shared.threshold
+            )));
+        }
         let old_root_key = keys.source(Role::Root)?;
         let new_public = new_key.public()?;
         let new_id = new_public.key_id().map_err(tough_err)?;
@@ -436,6 +463,15 @@ impl Repository {
             Role::Timestamp => self.write_timestamp(root, new_keys, expiry, now, snapshot_v, &c.snapshot_bytes, next(timestamp_v)).await?,
         }
         Ok(())
+    }
+
+    /// Every key id the newest root names for `role`, hex, and its threshold.
+    pub fn role_key_ids(&self, role: Role) -> Result<(Vec<String>, u64), TufError> {
+        let c = self.current()?;
+        Ok(match c.root.signed.roles.get(&role.tough()) {
+            Some(r) => (r.keyids.iter().map(|id| hex::encode(id.as_ref())).collect(), r.threshold.get()),
+            None => (Vec::new(), 1),
+        })
     }
 
     /// The key id the newest root names for `role`, if exactly one.

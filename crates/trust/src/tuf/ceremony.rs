@@ -1,0 +1,657 @@
+//! The offline ceremony for the roles whose keys people hold: the root and the targets, each
+//! signed by k of n keys, as Sigstore's own root is.
+//!
+//! 1. Propose ([`Repository::propose_root`], [`Repository::propose_targets`]): the next
+//!    version, with no signature.
+//! 2. Sign ([`Proposal::sign`]): each holder adds one signature, with a key in a file, on a
+//!    token or in KMS, on any machine.
+//! 3. Stage ([`Repository::stage`], after [`Repository::check`]): into `staged/`, which no
+//!    client sees. The server's next round adopts what checks out ([`Repository::adopt_staged`]).
+//!
+//! A new root is taken up only with the threshold of the root it follows and its own (TUF
+//! 5.3.4: that is what lets a client holding the old root walk to it); targets with the
+//! threshold the root names for them.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use signet_keys::Signer;
+use tough::schema::key::Key;
+use tough::schema::{Role as _, RoleKeys as ToughRoleKeys, Root, Signature, Signed, Targets};
+
+use super::keys::{tuf_key, Role, RoleKeys};
+use super::repo::{expires, next, targets_of, tough_err, Repository};
+use super::{Expiry, TufError};
+
+/// Where staged metadata waits, inside the repository's directory.
+const STAGED: &str = "staged";
+
+/// Metadata proposed for signing: the next root, or the next targets.
+#[derive(Debug, Clone)]
+pub enum Proposal {
+    Root(Signed<Root>),
+    Targets(Signed<Targets>),
+}
+
+impl Proposal {
+    /// Reads a root or targets file; `origin` names it in errors.
+    pub fn parse(bytes: &[u8], origin: &str) -> Result<Proposal, TufError> {
+        let bad = |msg: String| TufError::Corrupt { path: PathBuf::from(origin), msg };
+        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+        match value["signed"]["_type"].as_str() {
+            Some("root") => serde_json::from_value(value).map(Proposal::Root).map_err(|e| bad(e.to_string())),
+            Some("targets") => serde_json::from_value(value).map(Proposal::Targets).map_err(|e| bad(e.to_string())),
+            other => Err(bad(format!("signed._type is {other:?}; only root and targets are signed in a ceremony"))),
+        }
+    }
+
+    pub fn read(path: &Path) -> Result<Proposal, TufError> {
+        let bytes = std::fs::read(path).map_err(|source| TufError::Io { path: path.to_path_buf(), source })?;
+        Proposal::parse(&bytes, &path.display().to_string())
+    }
+
+    /// The file as written: tough's layout (pretty JSON and a newline), as the repository writes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, TufError> {
+        let mut bytes = match self {
+            Proposal::Root(r) => serde_json::to_vec_pretty(r),
+            Proposal::Targets(t) => serde_json::to_vec_pretty(t),
+        }
+        .map_err(tough_err)?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+
+    pub fn role(&self) -> Role {
+        match self {
+            Proposal::Root(_) => Role::Root,
+            Proposal::Targets(_) => Role::Targets,
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        match self {
+            Proposal::Root(r) => r.signed.version.get(),
+            Proposal::Targets(t) => t.signed.version.get(),
+        }
+    }
+
+    /// Its name in the repository: `N.root.json` or `N.targets.json`.
+    pub fn file_name(&self) -> String {
+        format!("{}.{}.json", self.version(), self.role().name())
+    }
+
+    fn signatures(&mut self) -> &mut Vec<Signature> {
+        match self {
+            Proposal::Root(r) => &mut r.signatures,
+            Proposal::Targets(t) => &mut t.signatures,
+        }
+    }
+
+    /// Adds `key`'s signature over the canonical form of what is signed, in place of any
+    /// earlier one by the same key. Returns the key id, hex.
+    pub fn sign(&mut self, key: &Signer) -> Result<String, TufError> {
+        let public = tuf_key(key)?;
+        let id = public.key_id().map_err(tough_err)?;
+        let message = match self {
+            Proposal::Root(r) => r.signed.canonical_form(),
+            Proposal::Targets(t) => t.signed.canonical_form(),
+        }
+        .map_err(tough_err)?;
+        let sig = key.sign(&message).map_err(|e| TufError::Tough(format!("signing {}: {e}", self.file_name())))?;
+        let signatures = self.signatures();
+        signatures.retain(|s| s.keyid != id);
+        signatures.push(Signature { keyid: id.clone(), sig: sig.into() });
+        Ok(hex::encode(id.as_ref()))
+    }
+}
+
+/// How many of a role's keys validly signed, against its threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub role: &'static str,
+    /// The key ids (hex) whose signatures verify and that the root names for the role.
+    pub valid: Vec<String>,
+    pub threshold: u64,
+    /// How many keys the root names for the role.
+    pub keys: usize,
+}
+
+impl Tally {
+    pub fn met(&self) -> bool {
+        self.valid.len() as u64 >= self.threshold
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} valid signatures of the {} needed from the {} {} keys", self.valid.len(), self.threshold, self.keys, self.role)
+    }
+}
+
+/// Counts the signatures on `signed` by keys `root` names for its role, each verified on its
+/// own by tough (the same check a client makes, one key at a time).
+pub fn tally<T: tough::schema::Role + Serialize + Clone>(root: &Root, signed: &Signed<T>) -> Tally {
+    let role = root.roles.get(&T::TYPE);
+    let mut valid = Vec::new();
+    for signature in &signed.signatures {
+        let id = hex::encode(signature.keyid.as_ref());
+        if !role.is_some_and(|r| r.keyids.contains(&signature.keyid)) || valid.contains(&id) {
+            continue;
+        }
+        let mut one = root.clone();
+        one.roles.insert(T::TYPE, ToughRoleKeys { keyids: vec![signature.keyid.clone()], threshold: NonZeroU64::MIN, _extra: HashMap::new() });
+        let alone = Signed { signed: signed.signed.clone(), signatures: vec![signature.clone()] };
+        if one.verify_role(&alone).is_ok() {
+            valid.push(id);
+        }
+    }
+    Tally {
+        role: match T::TYPE {
+            tough::schema::RoleType::Root => "root",
+            tough::schema::RoleType::Targets => "targets",
+            tough::schema::RoleType::Snapshot => "snapshot",
+            tough::schema::RoleType::Timestamp => "timestamp",
+            _ => "delegated",
+        },
+        valid,
+        threshold: role.map_or(1, |r| r.threshold.get()),
+        keys: role.map_or(0, |r| r.keyids.len()),
+    }
+}
+
+/// What a new root changes: each listed role's keys (replacing the ones it had) and thresholds.
+/// Nothing listed: the same root, signed again with a later expiry.
+#[derive(Debug, Default, Clone)]
+pub struct RootChange {
+    pub keys: Vec<(Role, Vec<Key>)>,
+    pub thresholds: Vec<(Role, u64)>,
+}
+
+/// A root's roles as signet can serve them: each names keys the root lists, no key twice,
+/// a threshold from 1 to its number of keys, and one key for the snapshot and timestamp (the
+/// server signs those alone, every few hours).
+fn check_roles(root: &Root) -> Result<(), String> {
+    for role in Role::ALL {
+        let Some(r) = root.roles.get(&role.tough()) else { return Err(format!("it names no {} role", role.name())) };
+        let name = role.name();
+        if r.keyids.is_empty() {
+            return Err(format!("the {name} role has no key"));
+        }
+        if let Some(id) = r.keyids.iter().find(|id| !root.keys.contains_key(*id)) {
+            return Err(format!("the {name} role names key {} that the root does not list", hex::encode(id.as_ref())));
+        }
+        let mut ids = r.keyids.clone();
+        ids.sort();
+        ids.dedup();
+        if ids.len() != r.keyids.len() {
+            return Err(format!("the {name} role names a key twice"));
+        }
+        if r.threshold.get() > r.keyids.len() as u64 {
+            return Err(format!("the {name} role's threshold is {}, but it has {} keys", r.threshold, r.keyids.len()));
+        }
+        if matches!(role, Role::Snapshot | Role::Timestamp) && (r.threshold.get() != 1 || r.keyids.len() != 1) {
+            return Err(format!("the {name} role must have one key and a threshold of 1: the server signs it alone"));
+        }
+    }
+    Ok(())
+}
+
+/// `proposed` as the root after `old`: the next version, unexpired, well formed, and signed by
+/// the thresholds of both.
+pub fn check_root_after(old: &Root, proposed: &Signed<Root>, now: jiff::Timestamp) -> Result<(), String> {
+    let new = &proposed.signed;
+    if new.version.get() != old.version.get().saturating_add(1) {
+        return Err(format!("its version is {}; after root version {} only {} can follow", new.version, old.version, old.version.saturating_add(1)));
+    }
+    if new.expires.as_second() <= now.as_second() {
+        return Err(format!("it expired at {}", new.expires));
+    }
+    if !new.consistent_snapshot {
+        return Err("consistent_snapshot is false; signet's repository and its clients need it true".into());
+    }
+    check_roles(new)?;
+    let by_old = tally(old, proposed);
+    if !by_old.met() {
+        return Err(format!("{by_old} of the root it replaces (version {})", old.version));
+    }
+    let by_new = tally(new, proposed);
+    if !by_new.met() {
+        return Err(format!("{by_new} that it names itself"));
+    }
+    // tough's own check too, as clients make it.
+    old.verify_role(proposed).map_err(|e| e.to_string())?;
+    new.verify_role(proposed).map_err(|e| e.to_string())
+}
+
+/// `proposed` as targets under `root`, past version `after`: unexpired, signed by the
+/// threshold, and each target file in `files` with its length and hash.
+pub fn check_targets_under(root: &Root, proposed: &Signed<Targets>, after: u64, files: &Path, now: jiff::Timestamp) -> Result<(), String> {
+    let t = &proposed.signed;
+    if t.version.get() <= after {
+        return Err(format!("its version is {}, not past the targets already published ({after})", t.version));
+    }
+    if t.expires.as_second() <= now.as_second() {
+        return Err(format!("it expired at {}", t.expires));
+    }
+    let by = tally(root, proposed);
+    if !by.met() {
+        return Err(format!("{by} that the root (version {}) names", root.version));
+    }
+    root.verify_role(proposed).map_err(|e| e.to_string())?;
+    for (target, meta) in &t.targets {
+        let name = format!("{}.{}", hex::encode(&meta.hashes.sha256), target.raw());
+        let held = std::fs::read(files.join(&name)).map_err(|_| format!("its target targets/{name} is missing; copy targets/ with it"))?;
+        if held.len() as u64 != meta.length || signet_core::hash::sha256(&held).as_slice() != meta.hashes.sha256.as_ref() {
+            return Err(format!("its target targets/{name} does not match its length and hash"));
+        }
+    }
+    Ok(())
+}
+
+impl Repository {
+    /// The next root: the current one with `change` made, a later expiry, and no signature.
+    pub fn propose_root(&self, change: &RootChange, expiry: &Expiry, now: jiff::Timestamp) -> Result<Signed<Root>, TufError> {
+        let c = self.current()?;
+        let mut root = c.root.signed.clone();
+        root.version = next(root.version);
+        root.expires = expires(now, Role::Root, expiry)?;
+        let before: Vec<_> = root.keys.keys().cloned().collect();
+        for (role, keys) in &change.keys {
+            let mut ids = Vec::new();
+            for key in keys {
+                let id = key.key_id().map_err(tough_err)?;
+                if !ids.contains(&id) {
+                    ids.push(id.clone());
+                }
+                root.keys.insert(id, key.clone());
+            }
+            let threshold = root.roles.get(&role.tough()).map_or(NonZeroU64::MIN, |r| r.threshold);
+            root.roles.insert(role.tough(), ToughRoleKeys { keyids: ids, threshold, _extra: HashMap::new() });
+        }
+        for (role, threshold) in &change.thresholds {
+            let threshold = NonZeroU64::new(*threshold).ok_or_else(|| TufError::Tough(format!("the {} threshold must be at least 1", role.name())))?;
+            match root.roles.get_mut(&role.tough()) {
+                Some(r) => r.threshold = threshold,
+                None => return Err(TufError::Tough(format!("the root names no {} role", role.name()))),
+            }
+        }
+        // A key no role names any more leaves the root.
+        for id in before {
+            if !root.roles.values().any(|r| r.keyids.contains(&id)) {
+                root.keys.remove(&id);
+            }
+        }
+        check_roles(&root).map_err(|why| TufError::Refused { name: format!("{}.root.json", root.version), why })?;
+        Ok(Signed { signed: root, signatures: Vec::new() })
+    }
+
+    /// The next targets, listing `documents` (written by hash into `out/targets`), unsigned.
+    pub fn propose_targets(&self, documents: &[(&str, Vec<u8>)], expiry: &Expiry, now: jiff::Timestamp, out: &Path) -> Result<Signed<Targets>, TufError> {
+        let c = self.current()?;
+        let version = self.next_targets_version(&c)?;
+        let targets = targets_of(documents, version, expires(now, Role::Targets, expiry)?, &out.join("targets"))?;
+        Ok(Signed { signed: targets, signatures: Vec::new() })
+    }
+
+    fn staged_dir(&self) -> PathBuf {
+        self.dir().join(STAGED)
+    }
+
+    /// Checks `proposals` as they would be adopted together: the roots in order after the
+    /// current one, then the targets under the last of them, their files in `targets/`.
+    pub fn check(&self, proposals: &[Proposal], now: jiff::Timestamp) -> Result<(), TufError> {
+        let c = self.current()?;
+        let mut root = c.root.signed.clone();
+        let mut sorted: Vec<&Proposal> = proposals.iter().collect();
+        sorted.sort_by_key(|p| (p.role() != Role::Root, p.version()));
+        let mut targets_given = false;
+        for p in sorted {
+            let refused = |why: String| TufError::Refused { name: p.file_name(), why };
+            match p {
+                Proposal::Root(r) => {
+                    check_root_after(&root, r, now).map_err(refused)?;
+                    root = r.signed.clone();
+                }
+                Proposal::Targets(t) => {
+                    if targets_given {
+                        return Err(refused("one targets at a time".into()));
+                    }
+                    targets_given = true;
+                    check_targets_under(&root, t, c.targets.signed.version.get(), &self.dir().join("targets"), now).map_err(refused)?;
+                }
+            }
+        }
+        if !targets_given && root.verify_role(&c.targets).is_err() {
+            return Err(TufError::Refused {
+                name: format!("{}.root.json", root.version),
+                why: format!(
+                    "the published targets (version {}) are not signed by the targets keys it names: propose targets, have them \
+                     signed by those keys, and publish both together",
+                    c.targets.signed.version
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Puts `proposal` where the server looks for metadata to adopt; clients do not see it.
+    pub fn stage(&self, proposal: &Proposal) -> Result<PathBuf, TufError> {
+        let dir = self.staged_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| TufError::Io { path: dir.clone(), source })?;
+        let path = dir.join(proposal.file_name());
+        signet_core::files::write_atomic(&path, &proposal.to_bytes()?, 0o644).map_err(|source| TufError::Io { path: path.clone(), source })?;
+        Ok(path)
+    }
+
+    /// What is staged and not yet adopted nor refused: each file's name and modification time
+    /// (empty when nothing is). The server tries again when this changes, not every poll.
+    pub fn staged_stamp(&self) -> Vec<(String, std::time::SystemTime)> {
+        let Ok(entries) = std::fs::read_dir(self.staged_dir()) else { return Vec::new() };
+        let mut stamp: Vec<_> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.to_string();
+                let staged = name.ends_with(".root.json") || name.ends_with(".targets.json");
+                Some((name, e.metadata().ok()?.modified().ok()?)).filter(|_| staged)
+            })
+            .collect();
+        stamp.sort();
+        stamp
+    }
+
+    /// The staged metadata not yet adopted nor refused.
+    pub fn staged(&self) -> Result<Vec<(PathBuf, Proposal)>, TufError> {
+        let dir = self.staged_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(TufError::Io { path: dir, source }),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|source| TufError::Io { path: dir.clone(), source })?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name.ends_with(".root.json") || name.ends_with(".targets.json") {
+                match Proposal::read(&path) {
+                    Ok(p) => out.push((path, p)),
+                    Err(e) => {
+                        let why = e.to_string();
+                        self.refuse(&path, &why);
+                        return Err(TufError::Refused { name: name.to_string(), why });
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|(_, p)| (p.role() != Role::Root, p.version()));
+        Ok(out)
+    }
+
+    /// Moves a staged file aside as `<name>.refused`, so it is not tried again every round.
+    fn refuse(&self, path: &Path, why: &str) {
+        let aside = PathBuf::from(format!("{}.refused", path.display()));
+        let _ = std::fs::rename(path, &aside);
+        let _ = std::fs::write(PathBuf::from(format!("{}.why", aside.display())), format!("{why}\n"));
+    }
+
+    /// Takes up what is staged: each root that follows the current one with both thresholds,
+    /// then the newest targets that the root's targets threshold signed, with a snapshot and
+    /// timestamp; then signs again, with `keys`, what the new root no longer accepts (a
+    /// snapshot or timestamp key it changed). Everything is checked before anything is written.
+    /// Metadata that does not check out is moved aside (`.refused`, with a `.why`) and named in
+    /// the error; staged metadata that needs a key this instance lacks stays for the next round.
+    /// Returns the names adopted.
+    pub async fn adopt_staged(&self, keys: &RoleKeys, expiry: &Expiry, now: jiff::Timestamp) -> Result<Vec<String>, TufError> {
+        let staged = self.staged()?;
+        if staged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let c = self.current()?;
+        let mut root = c.root.signed.clone();
+        let mut roots = Vec::new();
+        let mut targets = None;
+        for (path, p) in staged {
+            match &p {
+                Proposal::Root(r) if r.signed.version <= root.version => {
+                    // Already the published root or older: nothing to do with it.
+                    let _ = std::fs::remove_file(&path);
+                }
+                Proposal::Root(r) => {
+                    if let Err(why) = check_root_after(&root, r, now) {
+                        self.refuse(&path, &why);
+                        return Err(TufError::Refused { name: p.file_name(), why });
+                    }
+                    root = r.signed.clone();
+                    roots.push((path, p.to_bytes()?, r.signed.version));
+                }
+                Proposal::Targets(t) if t.signed.version <= c.targets.signed.version => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Proposal::Targets(t) => {
+                    // The newest wins; an older one staged beside it is dropped.
+                    if let Some((older, _, _)) = targets.replace((path, p.to_bytes()?, t.clone())) {
+                        let _ = std::fs::remove_file(older);
+                    }
+                }
+            }
+        }
+        if let Some((path, _, t)) = &targets {
+            if let Err(why) = check_targets_under(&root, t, c.targets.signed.version.get(), &self.dir().join("targets"), now) {
+                self.refuse(path, &why);
+                return Err(TufError::Refused { name: format!("{}.targets.json", t.signed.version), why });
+            }
+        } else if root.verify_role(&c.targets).is_err() {
+            return Err(TufError::Refused {
+                name: format!("{}.root.json", root.version),
+                why: "the published targets are not signed by the targets keys it names; stage targets signed by them with it".into(),
+            });
+        }
+        // The snapshot and timestamp are signed here, with a key the new root names: check
+        // that it is held before the root is written.
+        let snapshot = targets.is_some() || root.verify_role(&c.snapshot).is_err();
+        let timestamp = snapshot || root.verify_role(&c.timestamp).is_err();
+        for role in [Role::Snapshot, Role::Timestamp].into_iter().filter(|r| if *r == Role::Snapshot { snapshot } else { timestamp }) {
+            let named = root.roles.get(&role.tough()).map(|r| r.keyids.iter().map(|id| hex::encode(id.as_ref())).collect::<Vec<_>>()).unwrap_or_default();
+            let held = keys.get(role).map(|k| k.key_id_hex()).transpose()?;
+            if !held.is_some_and(|id| named.contains(&id)) {
+                return Err(TufError::Tough(format!(
+                    "the staged metadata needs a {} signature by the key root version {} names, which this instance does not hold; \
+                     it stays staged until the instance has it ([keys] tuf_{})",
+                    role.name(),
+                    root.version,
+                    role.name()
+                )));
+            }
+        }
+
+        let mut adopted = Vec::new();
+        for (path, bytes, version) in &roots {
+            let name = format!("{version}.root.json");
+            self.write(&name, bytes)?;
+            self.write("root.json", bytes)?;
+            let _ = std::fs::remove_file(path);
+            adopted.push(name);
+        }
+        if let Some((path, bytes, t)) = targets {
+            let name = format!("{}.targets.json", t.signed.version);
+            self.write(&name, &bytes)?;
+            self.write_snapshot_chain(&root, keys, expiry, now, t.signed.version, &bytes, next(c.snapshot.signed.version), next(c.timestamp.signed.version)).await?;
+            let _ = std::fs::remove_file(path);
+            adopted.push(name);
+        }
+        // Whatever the new root no longer accepts (its snapshot or timestamp key changed).
+        for _ in Role::ALL {
+            if self.resign_unaccepted(keys, expiry, now).await?.is_none() {
+                break;
+            }
+        }
+        Ok(adopted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signet_keys::Algorithm;
+    use tough::{IntoVec, RepositoryLoader, TargetName};
+
+    fn docs(trusted_root: &str) -> Vec<(&'static str, Vec<u8>)> {
+        vec![(crate::tuf::TRUSTED_ROOT_TARGET, trusted_root.as_bytes().to_vec())]
+    }
+
+    /// What tough's client reads from the repository, from its first root.
+    async fn client_reads(dir: &Path) -> Vec<u8> {
+        let root = std::fs::read(dir.join("1.root.json")).unwrap();
+        let meta = url::Url::from_directory_path(dir).unwrap();
+        let targets = url::Url::from_directory_path(dir.join("targets")).unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let repo = RepositoryLoader::new(&root, meta, targets).datastore(store.path()).load().await.unwrap();
+        let stream = repo.read_target(&TargetName::new(crate::tuf::TRUSTED_ROOT_TARGET).unwrap()).await.unwrap().unwrap();
+        stream.into_vec().await.unwrap()
+    }
+
+    fn holders(n: usize) -> Vec<Signer> {
+        (0..n).map(|_| Signer::generate(Algorithm::Ed25519).unwrap()).collect()
+    }
+
+    fn publics(keys: &[Signer]) -> Vec<Key> {
+        keys.iter().map(|k| tuf_key(k).unwrap()).collect()
+    }
+
+    /// Copies a proposal's target files into the repository, as `signet tuf publish` does.
+    fn carry_targets(from: &Path, repo: &Repository) {
+        for e in std::fs::read_dir(from.join("targets")).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), repo.dir().join("targets").join(e.file_name())).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn root_and_targets_move_to_three_of_five_and_a_client_follows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys = RoleKeys::generate_missing(&tmp.path().join("keys")).unwrap();
+        let repo = Repository::at(tmp.path().join("tuf"));
+        let expiry = Expiry::default();
+        let now = jiff::Timestamp::now();
+        repo.create(&keys, &expiry, &docs("{\"v\":1}"), now).await.unwrap();
+        let (root_holders, targets_holders) = (holders(5), holders(5));
+
+        let change = RootChange {
+            keys: vec![(Role::Root, publics(&root_holders)), (Role::Targets, publics(&targets_holders))],
+            thresholds: vec![(Role::Root, 3), (Role::Targets, 3)],
+        };
+        let mut root = Proposal::Root(repo.propose_root(&change, &expiry, now).unwrap());
+        assert_eq!(root.file_name(), "2.root.json");
+        let out = tmp.path().join("ceremony");
+        let mut targets = Proposal::Targets(repo.propose_targets(&docs("{\"v\":2}"), &expiry, now, &out).unwrap());
+        assert_eq!(targets.file_name(), "2.targets.json");
+        carry_targets(&out, &repo);
+
+        // The old root's key, and two of the five new ones: short of the new threshold.
+        root.sign(keys.get(Role::Root).unwrap().signer()).unwrap();
+        for k in &root_holders[..2] {
+            root.sign(k).unwrap();
+        }
+        // Signing twice with one key replaces its signature rather than counting twice.
+        root.sign(&root_holders[0]).unwrap();
+        let err = repo.check(&[root.clone(), targets.clone()], now).unwrap_err().to_string();
+        assert!(err.contains("2.root.json is refused") && err.contains("2 valid signatures of the 3 needed from the 5 root keys"), "{err}");
+        // A root whose targets keys changed needs targets signed by them beside it.
+        root.sign(&root_holders[4]).unwrap();
+        let err = repo.check(&[root.clone()], now).unwrap_err().to_string();
+        assert!(err.contains("propose targets"), "{err}");
+        let err = repo.check(&[root.clone(), targets.clone()], now).unwrap_err().to_string();
+        assert!(err.contains("2.targets.json") && err.contains("0 valid signatures of the 3 needed from the 5 targets keys"), "{err}");
+        // A signature by a key the role does not name does not count.
+        targets.sign(&root_holders[1]).unwrap();
+        for k in &targets_holders[1..4] {
+            targets.sign(k).unwrap();
+        }
+        repo.check(&[root.clone(), targets.clone()], now).unwrap();
+
+        // Carried through a file, as a holder's machine would.
+        let carried = Proposal::parse(&root.to_bytes().unwrap(), "carried").unwrap();
+        repo.stage(&carried).unwrap();
+        repo.stage(&targets).unwrap();
+        assert_eq!(client_reads(repo.dir()).await, b"{\"v\":1}", "staged metadata is not published");
+        let adopted = repo.adopt_staged(&keys, &expiry, now).await.unwrap();
+        assert_eq!(adopted, ["2.root.json", "2.targets.json"]);
+        assert!(repo.staged_stamp().is_empty());
+        assert_eq!(client_reads(repo.dir()).await, b"{\"v\":2}");
+        assert_eq!(repo.role_key_ids(Role::Root).unwrap().0.len(), 5);
+        assert_eq!(repo.role_key_ids(Role::Targets).unwrap().1, 3);
+        // The online snapshot and timestamp keys still sign (and are not taken for foreign).
+        assert!(repo.foreign_keys(&keys).unwrap().is_empty());
+
+        // One key online can no longer publish targets, and says why.
+        let err = repo.publish(&keys, &expiry, &docs("{\"v\":3}"), now).await.unwrap_err().to_string();
+        assert!(err.contains("needs 3 signatures") && err.contains("signet tuf propose targets"), "{err}");
+        let err = repo.rotate_key(Role::Targets, &keys, crate::tuf::keys::HeldKey::generate(Role::Targets).unwrap().0, &expiry, now).await.unwrap_err().to_string();
+        assert!(err.contains("in a ceremony"), "{err}");
+
+        // The root signed again before it expires, its keys unchanged: three of the five.
+        let mut resigned = Proposal::Root(repo.propose_root(&RootChange::default(), &expiry, now).unwrap());
+        for k in [&root_holders[1], &root_holders[2]] {
+            resigned.sign(k).unwrap();
+        }
+        repo.stage(&resigned).unwrap();
+        let err = repo.adopt_staged(&keys, &expiry, now).await.unwrap_err().to_string();
+        assert!(err.contains("3.root.json is refused") && err.contains("2 valid signatures of the 3"), "{err}");
+        assert!(repo.dir().join("staged/3.root.json.refused").exists() && repo.staged_stamp().is_empty());
+        assert_eq!(repo.status().unwrap().root.0, 2, "nothing adopted");
+        resigned.sign(&root_holders[3]).unwrap();
+        repo.stage(&resigned).unwrap();
+        assert_eq!(repo.adopt_staged(&keys, &expiry, now).await.unwrap(), ["3.root.json"]);
+        assert_eq!(repo.status().unwrap().root.0, 3);
+        assert_eq!(client_reads(repo.dir()).await, b"{\"v\":2}");
+    }
+
+    #[tokio::test]
+    async fn a_new_root_that_changes_the_timestamp_key_is_adopted_only_where_that_key_is_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys = RoleKeys::generate_missing(&tmp.path().join("keys")).unwrap();
+        let repo = Repository::at(tmp.path().join("tuf"));
+        let (expiry, now) = (Expiry::default(), jiff::Timestamp::now());
+        repo.create(&keys, &expiry, &docs("{}"), now).await.unwrap();
+        let (new_timestamp, pem) = crate::tuf::keys::HeldKey::generate(Role::Timestamp).unwrap();
+        let change = RootChange { keys: vec![(Role::Timestamp, vec![new_timestamp.public().unwrap()])], thresholds: vec![] };
+        let mut root = Proposal::Root(repo.propose_root(&change, &expiry, now).unwrap());
+        root.sign(keys.get(Role::Root).unwrap().signer()).unwrap();
+        repo.stage(&root).unwrap();
+        // Without the new key here, nothing is written and the root stays staged.
+        let err = repo.adopt_staged(&keys, &expiry, now).await.unwrap_err().to_string();
+        assert!(err.contains("timestamp signature") && err.contains("stays staged"), "{err}");
+        assert_eq!(repo.status().unwrap().root.0, 1);
+        assert_eq!(repo.staged_stamp().len(), 1);
+        // With it, the root is adopted and the timestamp signed again by the new key.
+        std::fs::write(tmp.path().join("new-timestamp.pem"), pem).unwrap();
+        let keys = keys.with_file(Role::Timestamp, &tmp.path().join("new-timestamp.pem")).unwrap();
+        assert_eq!(repo.adopt_staged(&keys, &expiry, now).await.unwrap(), ["2.root.json"]);
+        let status = repo.status().unwrap();
+        assert_eq!((status.root.0, status.timestamp.0), (2, 2));
+        assert_eq!(client_reads(repo.dir()).await, b"{}");
+    }
+
+    #[test]
+    fn proposals_that_signet_could_not_serve_are_refused_when_proposed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys = RoleKeys::generate_missing(&tmp.path().join("keys")).unwrap();
+        let repo = Repository::at(tmp.path().join("tuf"));
+        let (expiry, now) = (Expiry::default(), jiff::Timestamp::now());
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(repo.create(&keys, &expiry, &docs("{}"), now)).unwrap();
+        let two = publics(&holders(2));
+        for (change, expected) in [
+            (RootChange { keys: vec![(Role::Root, two.clone())], thresholds: vec![(Role::Root, 3)] }, "threshold is 3, but it has 2 keys"),
+            (RootChange { keys: vec![(Role::Snapshot, two.clone())], thresholds: vec![] }, "snapshot role must have one key"),
+            (RootChange { keys: vec![(Role::Targets, vec![])], thresholds: vec![] }, "targets role has no key"),
+            (RootChange { keys: vec![], thresholds: vec![(Role::Root, 0)] }, "at least 1"),
+        ] {
+            let err = repo.propose_root(&change, &expiry, now).unwrap_err().to_string();
+            assert!(err.contains(expected), "{err}");
+        }
+        for bad in [&b"{}"[..], b"not json", br#"{"signed":{"_type":"snapshot"},"signatures":[]}"#] {
+            assert!(Proposal::parse(bad, "x.json").is_err());
+        }
+    }
+}
