@@ -440,3 +440,108 @@ fn a_rotation_makes_the_new_tsa_key_on_the_token_certified_by_the_root_on_anothe
     let trusted: serde_json::Value = serde_json::from_slice(&std::fs::read(top.path().join("trust/trusted_root.json")).unwrap()).unwrap();
     assert_eq!(trusted["timestampAuthorities"].as_array().unwrap().len(), 2, "the old TSA and the new: {trusted}");
 }
+
+/// Issue 43: the TUF root and targets moved to 3 of 5 keys, each on a token of its own, in an
+/// offline ceremony (propose, one signature per holder, publish), then the root signed again
+/// without a key change; the running server adopts each once its thresholds are met.
+#[test]
+fn a_ceremony_moves_tuf_root_and_targets_to_three_of_five_tokens() {
+    let (hsm, top, data, port, _) = initialised_with_an_offline_root();
+    let holders: Vec<String> = (1..=5).map(|i| format!("holder{i}")).collect();
+    for h in &holders {
+        hsm.add_token(h);
+    }
+    let server = serve(&hsm, &data, port);
+    let agent = agent();
+    let dir = top.path();
+    let d = data.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = hsm.signet(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
+    };
+
+    // Each holder makes a root key and a targets key on their token and hands over the public halves.
+    let (mut root_pubs, mut targets_pubs) = (Vec::new(), Vec::new());
+    for h in &holders {
+        for (role, pubs) in [("root", &mut root_pubs), ("targets", &mut targets_pubs)] {
+            let out = hsm.signet(&["tuf", "pubkey", "--make", "--key", &format!("pkcs11:token={h};object=tuf-{role}")]).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let path = dir.join(format!("{h}-{role}.pub"));
+            std::fs::write(&path, &out.stdout).unwrap();
+            pubs.push(path.to_str().unwrap().to_string());
+        }
+    }
+    // Made once: a second --make finds the same key.
+    let again = hsm.signet(&["tuf", "pubkey", "--make", "--key", "pkcs11:token=holder1;object=tuf-root"]).output().unwrap();
+    assert_eq!(again.stdout, std::fs::read(&root_pubs[0]).unwrap());
+
+    let ceremony = dir.join("ceremony");
+    let c = ceremony.to_str().unwrap();
+    let tuf = data.join("tuf");
+    let mut args = vec!["tuf", "propose", "root", "--repo", tuf.to_str().unwrap(), "--out", c, "--root-threshold", "3", "--targets-threshold", "3"];
+    for (r, t) in root_pubs.iter().zip(&targets_pubs) {
+        args.extend(["--root-key", r, "--targets-key", t]);
+    }
+    let (code, said) = run(&args);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("to be signed by 3 of its 5 root keys and 1 of the current root's 1"), "{said}");
+    let trust = dir.join("trust");
+    assert_eq!(run(&["trust", "export", "--data-dir", d, "--out", trust.to_str().unwrap()]).0, Some(0));
+    let (code, said) = run(&["tuf", "propose", "targets", "--repo", tuf.to_str().unwrap(), "--out", c, "--trust", trust.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    let (root_file, targets_file) = (ceremony.join("2.root.json"), ceremony.join("2.targets.json"));
+    let (root_file, targets_file) = (root_file.to_str().unwrap(), targets_file.to_str().unwrap());
+
+    // The current root's key (on the offline-root token) and two holders sign the root:
+    // short of the new threshold, and publish says by how much.
+    let (code, said) = run(&["tuf", "sign", "--key", "pkcs11:token=offline-root;object=signet-tuf-root", root_file]);
+    assert_eq!(code, Some(0), "{said}");
+    for h in &holders[..2] {
+        assert_eq!(run(&["tuf", "sign", "--key", &format!("pkcs11:token={h};object=tuf-root"), root_file]).0, Some(0));
+    }
+    for h in &holders[1..4] {
+        assert_eq!(run(&["tuf", "sign", "--key", &format!("pkcs11:token={h};object=tuf-targets"), targets_file]).0, Some(0));
+    }
+    let (code, said) = run(&["tuf", "publish", "--data-dir", d, "--check", root_file, targets_file]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("2 valid signatures of the 3 needed from the 5 root keys"), "{said}");
+    assert!(!data.join("tuf/staged").exists(), "nothing is staged when a threshold is short");
+
+    // A third holder signs; the running server publishes both.
+    assert_eq!(run(&["tuf", "sign", "--key", "pkcs11:token=holder5;object=tuf-root", root_file]).0, Some(0));
+    let (code, said) = run(&["tuf", "publish", "--data-dir", d, "--wait", "30", root_file, targets_file]);
+    assert_eq!(code, Some(0), "{said}");
+    let first = get(&agent, &format!("{}/tuf/1.root.json", server.url)).unwrap().json();
+    let second = get(&agent, &format!("{}/tuf/2.root.json", server.url)).unwrap().json();
+    for role in ["root", "targets"] {
+        assert_eq!(second["signed"]["roles"][role]["threshold"], 3, "{role}");
+        assert_eq!(second["signed"]["roles"][role]["keyids"].as_array().unwrap().len(), 5, "{role}");
+    }
+    // Checked as a client does: the new root under the old and under itself, the targets under it.
+    let old_root: tough::schema::Signed<tough::schema::Root> = serde_json::from_value(first).unwrap();
+    let new_root: tough::schema::Signed<tough::schema::Root> = serde_json::from_value(second).unwrap();
+    old_root.signed.verify_role(&new_root).expect("the new root verifies under the old one");
+    new_root.signed.verify_role(&new_root).expect("the new root verifies under itself");
+    let timestamp = get(&agent, &format!("{}/tuf/timestamp.json", server.url)).unwrap().json();
+    let snapshot_v = timestamp["signed"]["meta"]["snapshot.json"]["version"].as_u64().unwrap();
+    let snapshot = get(&agent, &format!("{}/tuf/{snapshot_v}.snapshot.json", server.url)).unwrap().json();
+    assert_eq!(snapshot["signed"]["meta"]["targets.json"]["version"], 2);
+    let targets: tough::schema::Signed<tough::schema::Targets> = serde_json::from_value(get(&agent, &format!("{}/tuf/2.targets.json", server.url)).unwrap().json()).unwrap();
+    new_root.signed.verify_role(&targets).expect("the targets verify under the new root's 3 of 5");
+    let (_, status) = run(&["tuf", "status", "--data-dir", d]);
+    assert!(status.contains("keys 3 of 5"), "{status}");
+
+    // The root signed again before it expires, no key changed: three of the five holders.
+    let (code, said) = run(&["tuf", "propose", "root", "--repo", tuf.to_str().unwrap(), "--out", c]);
+    assert_eq!(code, Some(0), "{said}");
+    let third = ceremony.join("3.root.json");
+    for h in ["holder1", "holder3", "holder4"] {
+        assert_eq!(run(&["tuf", "sign", "--key", &format!("pkcs11:token={h};object=tuf-root"), third.to_str().unwrap()]).0, Some(0));
+    }
+    let (code, said) = run(&["tuf", "publish", "--data-dir", d, "--wait", "30", third.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    let third: tough::schema::Signed<tough::schema::Root> = serde_json::from_value(get(&agent, &format!("{}/tuf/3.root.json", server.url)).unwrap().json()).unwrap();
+    new_root.signed.verify_role(&third).expect("root 3 verifies under root 2");
+    assert!(third.signed.expires > new_root.signed.expires);
+    assert_eq!(third.signed.keys, new_root.signed.keys);
+}

@@ -9,6 +9,9 @@
 //! `signet tuf rotate --role R`: replaces a role's key, the server stopped; see
 //! [`rotate`].
 //!
+//! `signet tuf pubkey`, `propose`, `sign --key` and `publish`: the root and targets signed
+//! k of n in an offline ceremony; see [`ceremony`].
+//!
 //! Exit 0 on success; 1 when something is expired (status) or signing fails; 2 on a bad
 //! command line or input.
 
@@ -16,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use signet_trust::tuf::{Expiry, Published, Repository, Role, RoleKeys, SIGNING_CONFIG_TARGET, TRUSTED_ROOT_TARGET};
+
+mod ceremony;
 
 #[derive(clap::Subcommand)]
 pub enum Tuf {
@@ -25,21 +30,59 @@ pub enum Tuf {
         #[arg(long, default_value = "signet-data")]
         data_dir: PathBuf,
     },
-    /// Sign new targets holding the documents in --trust (from `signet trust export`).
+    /// With --key: add one signature to each proposed root or targets file (a ceremony).
+    /// With --repo, --keys and --trust: sign new targets holding the documents in --trust
+    /// (from `signet trust export`) with one targets key.
     Sign {
+        /// The key to sign proposals with: a PKCS#8 file, pkcs11:… or awskms:….
+        #[arg(long, conflicts_with_all = ["repo", "keys", "trust"], requires = "files")]
+        key: Option<String>,
+        /// The proposals to sign (from `signet tuf propose`), each signed in place.
+        #[arg(requires = "key")]
+        files: Vec<PathBuf>,
         /// The repository to sign in: a copy of `<data dir>/tuf`, or the directory itself.
-        #[arg(long)]
-        repo: PathBuf,
+        #[arg(long, required_unless_present = "key")]
+        repo: Option<PathBuf>,
         /// A directory holding `tuf-targets.pem`, and optionally `tuf-snapshot.pem` and
         /// `tuf-timestamp.pem` (then the new targets are published at once).
-        #[arg(long)]
-        keys: PathBuf,
+        #[arg(long, required_unless_present = "key")]
+        keys: Option<PathBuf>,
         /// The output of `signet trust export`: trusted_root.json and signing_config.json.
-        #[arg(long)]
-        trust: PathBuf,
+        #[arg(long, required_unless_present = "key")]
+        trust: Option<PathBuf>,
         /// The config whose `[tuf]` expiries to sign with (the defaults otherwise).
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Print a TUF key's public half (PEM; its key id on stderr), for a ceremony's proposal.
+    Pubkey {
+        /// The key: a PKCS#8 file, pkcs11:… or awskms:….
+        #[arg(long)]
+        key: String,
+        /// Make the key if it is not there (on a token, an Ed25519 pair that never leaves it).
+        #[arg(long)]
+        make: bool,
+        /// The config whose `[keys]` PKCS#11 settings to use.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Write the next root (new keys, thresholds, or only a later expiry) or targets, unsigned.
+    Propose(ceremony::ProposeArgs),
+    /// Check a ceremony's signed root and targets against every threshold, then stage them in
+    /// the instance's repository; the running server publishes them within seconds.
+    Publish {
+        /// The instance's data dir (on PostgreSQL: the sequencing instance's).
+        #[arg(long, default_value = "signet-data")]
+        data_dir: PathBuf,
+        /// The signed proposals; a targets file's `targets/` directory travels beside it.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Only check the thresholds; stage nothing.
+        #[arg(long)]
+        check: bool,
+        /// Wait up to this many seconds for the server to publish them (0: do not wait).
+        #[arg(long, default_value_t = 0, value_name = "SECS")]
+        wait: u64,
     },
     /// Replace a role's key, the server stopped: a new root version lists the new key, signed
     /// by the root key (for the root itself, by the old key and the new); the role's
@@ -68,7 +111,8 @@ fn runtime() -> tokio::runtime::Runtime {
 pub fn run(cmd: Tuf) -> ExitCode {
     match cmd {
         Tuf::Status { data_dir } => status(&data_dir),
-        Tuf::Sign { repo, keys, trust, config } => {
+        Tuf::Sign { key: Some(key), files, config, .. } => ceremony::sign(&key, &files, config.as_deref()),
+        Tuf::Sign { repo: Some(repo), keys: Some(keys), trust: Some(trust), config, .. } => {
             let expiry = match super::config(config.as_deref(), None, None) {
                 Ok(cfg) => match cfg.tuf.validate() {
                     Ok(()) => cfg.tuf.expiry(),
@@ -81,6 +125,13 @@ pub fn run(cmd: Tuf) -> ExitCode {
             };
             sign(&repo, &keys, &trust, &expiry)
         }
+        Tuf::Sign { .. } => {
+            errln!("signet tuf sign: give --key and the files to sign, or --repo, --keys and --trust");
+            ExitCode::from(2)
+        }
+        Tuf::Pubkey { key, make, config } => ceremony::pubkey(&key, make, config.as_deref()),
+        Tuf::Propose(args) => ceremony::propose(args),
+        Tuf::Publish { data_dir, files, check, wait } => ceremony::publish(&data_dir, &files, check, wait),
         Tuf::Rotate { data_dir, role, root_key, config } => {
             let Some(role) = Role::ALL.into_iter().find(|r| r.name() == role) else {
                 errln!("signet tuf rotate: --role {role:?}: expected root, targets, snapshot or timestamp");
@@ -177,8 +228,15 @@ fn status(data_dir: &Path) -> ExitCode {
         let left = expires - now;
         expired |= left <= 0;
         let when = if left <= 0 { "EXPIRED".to_string() } else { format!("in {:.1} days", left as f64 / 86_400.0) };
-        let key = if RoleKeys::path(&keys_dir, role).exists() { "here" } else { "offline" };
-        outln!("{:<10}  version {version:<4} expires {} ({when})  key {key}", role.name(), rfc3339(expires));
+        let key = match repo.role_key_ids(role) {
+            Ok((ids, threshold)) if ids.len() > 1 || threshold > 1 => format!("keys {threshold} of {}", ids.len()),
+            _ if RoleKeys::path(&keys_dir, role).exists() => "key here".into(),
+            _ => "key offline".into(),
+        };
+        outln!("{:<10}  version {version:<4} expires {} ({when})  {key}", role.name(), rfc3339(expires));
+    }
+    for (name, _) in repo.staged_stamp() {
+        outln!("staged      {name} (not yet published; the server's log says why if it stays)");
     }
     for (name, length) in &status.target_names {
         outln!("target      {name} ({length} bytes)");

@@ -341,6 +341,10 @@ impl Repository {
         let dir = self.staged_dir();
         std::fs::create_dir_all(&dir).map_err(|source| TufError::Io { path: dir.clone(), source })?;
         let path = dir.join(proposal.file_name());
+        // A refusal of an earlier attempt is history now.
+        for old in [format!("{}.refused", proposal.file_name()), format!("{}.refused.why", proposal.file_name())] {
+            let _ = std::fs::remove_file(dir.join(old));
+        }
         signet_core::files::write_atomic(&path, &proposal.to_bytes()?, 0o644).map_err(|source| TufError::Io { path: path.clone(), source })?;
         Ok(path)
     }
