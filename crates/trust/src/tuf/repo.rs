@@ -452,6 +452,8 @@ impl Repository {
             Role::Targets => {
                 let mut targets = c.targets.signed.clone();
                 targets.version = self.next_targets_version(&c)?;
+                // Signed now, so valid for the configured term from now, as every signing is.
+                targets.expires = expires(now, Role::Targets, expiry)?;
                 let v = targets.version;
                 let signed = sign(targets, root, new_keys, Role::Targets).await?;
                 self.write(&signed.signed().signed.filename(true), signed.buffer())?;
@@ -611,6 +613,21 @@ mod tests {
         let (new_key, _) = HeldKey::generate(Role::Timestamp).unwrap();
         assert!(matches!(repo.rotate_key(Role::Timestamp, &online, new_key, &expiry, jiff::Timestamp::now()).await, Err(TufError::MissingKey { .. })));
         assert!(!repo.dir().join("6.root.json").exists());
+    }
+
+    #[tokio::test]
+    async fn targets_signed_again_with_a_new_key_are_valid_for_the_configured_term_from_then() {
+        let (_tmp, keys, repo) = setup();
+        // Targets signed 80 days ago with a 90-day term, and a 100-day term configured now.
+        repo.create(&keys, &Expiry::default(), &docs("{}"), ago(80 * 24)).await.unwrap();
+        let expiry = Expiry { targets: std::time::Duration::from_secs(100 * 86_400), ..Expiry::default() };
+        let (new_key, _) = HeldKey::generate(Role::Targets).unwrap();
+        let now = jiff::Timestamp::now();
+        repo.rotate_key(Role::Targets, &keys, new_key, &expiry, now).await.unwrap();
+        let status = repo.status().unwrap();
+        assert_eq!(status.targets.0, 2);
+        assert_eq!(status.targets.1, now.as_second() + 100 * 86_400, "not the old targets' expiry, ten days off");
+        assert_eq!(client_reads(repo.dir(), "trusted_root.json").await, b"{}");
     }
 
     #[tokio::test]
