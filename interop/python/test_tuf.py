@@ -222,3 +222,50 @@ def test_a_root_from_another_instance_is_refused(signet_bin, tmp_path, client_en
         cached = os.path.join(client_env["TUF_ROOT"])
         assert r.returncode != 0 or "WARNING" in r.stderr, "cosign took a tampered root"
         assert not any("trusted_root.json" in f for _, _, files in os.walk(cached) for f in files)
+
+
+def test_bundles_of_an_earlier_deployment_verify_once_its_trusted_root_is_included(signet_bin, tmp_path, client_env):
+    """A team moving from an earlier deployment (here another signet; RHTAS's trusted root is
+    included the same way) keeps its old bundles verifying: `signet trust include` adds the old
+    trusted root's logs and authorities to the new instance's, which TUF publishes. Clients of
+    the new instance refuse the old bundles before, and verify them after, with no trust flag."""
+    (tmp_path / "old").mkdir()
+    old_dir = str(tmp_path / "old-data")
+    _, old_clients, old_bundles = sign_and_stop(signet_bin, old_dir, tmp_path / "old", client_env)
+    old_trust = tmp_path / "old-trust"
+    r = run(signet_bin, "trust", "export", "--data-dir", old_dir, "--out", str(old_trust))
+    assert r.returncode == 0, r.stderr
+
+    (tmp_path / "new").mkdir()
+    new_dir = str(tmp_path / "new-data")
+    with serve(signet_bin, new_dir) as server:
+        listen = server["url"].removeprefix("http://")
+        root = tmp_path / "new" / "root.json"
+        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
+        clients = Clients(signet_bin, server, root, client_env, tmp_path / "new")
+        clients.bootstrap()
+        artifact, bundle, email = old_bundles[0]
+        refused = clients.sigstore("verify", "identity", "--bundle", str(bundle), "--cert-identity", email, "--cert-oidc-issuer",
+                                   old_clients.issuer, str(artifact))
+        assert refused.returncode != 0, "the new instance's trust does not cover the old bundles yet"
+
+    r = run(signet_bin, "trust", "include", "--data-dir", new_dir, "--name", "earlier", str(old_trust / "trusted_root.json"))
+    assert r.returncode == 0, r.stderr
+    r = run(signet_bin, "trust", "include", "--data-dir", new_dir, "--list")
+    assert r.returncode == 0 and "earlier.json: 2 tlogs, 1 ctlogs" in r.stdout, r.stdout
+    bad = tmp_path / "not-a-root.json"
+    bad.write_text('{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}')
+    r = run(signet_bin, "trust", "include", "--data-dir", new_dir, str(bad))
+    assert r.returncode == 2 and "trusted root" in r.stderr, r.stderr
+
+    with serve(signet_bin, new_dir, listen) as server:
+        clients.server = server
+        sg_root = clients.sigstore_go_trusted_root()
+        assert len(json.loads(sg_root.read_text())["tlogs"]) == 4, "the new instance's two logs and the old one's two"
+        # The old bundles verify through the new instance's TUF, in every client...
+        clients.issuer = old_clients.issuer
+        clients.verify_all(old_bundles, sg_root)
+        # ...and the new instance's own still do.
+        clients.issuer = server["url"] + "/oidc"
+        new_bundles = clients.sign_both("new")
+        clients.verify_all(new_bundles, sg_root)

@@ -202,3 +202,54 @@ fn an_intermediate_rotation_keeps_bundles_signed_before_it_verifiable() {
     let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
     assert!(doctor.status.success(), "{}", String::from_utf8_lossy(&doctor.stdout));
 }
+
+/// `signet trust include`: another deployment's trusted root joins this one's (after its own
+/// entries), is listed and removed by name; what is not a trusted root, a key that does not
+/// parse, or a name with a path in it is refused and nothing is written.
+#[test]
+fn an_included_trusted_root_joins_the_exported_one_until_it_is_removed() {
+    let (old, new) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    drop(Server::start(old.path(), &[]));
+    drop(Server::start(new.path(), &[]));
+    let (old_out, new_out) = (old.path().join("trust"), new.path().join("trust"));
+    assert!(export(old.path(), &old_out, None).status.success());
+    let signet = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signet")).args(args).arg("--data-dir").arg(new.path()).output().unwrap();
+    let read = |p: &std::path::Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    assert!(export(new.path(), &new_out, None).status.success());
+    let own = read(&new_out.join("trusted_root.json"));
+
+    let old_root = old_out.join("trusted_root.json");
+    let r = signet(&["trust", "include", old_root.to_str().unwrap(), "--name", "earlier"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(export(new.path(), &new_out, None).status.success());
+    let merged = read(&new_out.join("trusted_root.json"));
+    let theirs = read(&old_root);
+    for field in ["tlogs", "ctlogs", "certificateAuthorities", "timestampAuthorities"] {
+        let (m, o, t) = (merged[field].as_array().unwrap(), own[field].as_array().unwrap(), theirs[field].as_array().unwrap());
+        assert_eq!(m.len(), o.len() + t.len(), "{field}");
+        assert_eq!(&m[..o.len()], &o[..], "{field}: the instance's own come first");
+        assert_eq!(&m[o.len()..], &t[..], "{field}");
+    }
+    let listed = String::from_utf8_lossy(&signet(&["trust", "include", "--list"]).stdout).to_string();
+    assert!(listed.contains("earlier.json: 2 tlogs, 1 ctlogs, 1 certificate authorities, 1 timestamp authorities"), "{listed}");
+
+    // Refused, and nothing written: not a trusted root; a key that does not parse; a path as a name.
+    let bad = new.path().join("bad.json");
+    let mut broken = theirs.clone();
+    broken["tlogs"][0]["logId"]["keyId"] = "not base64!".into();
+    for (doc, name, expected) in [
+        (serde_json::json!({"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}), "x", "trusted root"),
+        (broken, "x", "not base64"),
+        (theirs.clone(), "../escape", "give --name"),
+    ] {
+        std::fs::write(&bad, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let r = signet(&["trust", "include", bad.to_str().unwrap(), "--name", name]);
+        assert_eq!(r.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&r.stderr).contains(expected), "{}", String::from_utf8_lossy(&r.stderr));
+    }
+    assert_eq!(std::fs::read_dir(new.path().join("trust/include")).unwrap().count(), 1);
+
+    assert!(signet(&["trust", "include", "--remove", "earlier"]).status.success());
+    assert!(export(new.path(), &new_out, None).status.success());
+    assert_eq!(read(&new_out.join("trusted_root.json")), own);
+}

@@ -82,6 +82,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
             .collect::<Result<Vec<_>, String>>()?;
         Ok((r.current_from, retired))
     };
+    let included = included(data_dir)?.into_iter().map(|(_, doc)| doc).collect();
     let (tsa_valid_from, retired_tsas) = windows(rotations.tsa)?;
     let (ca_valid_from, retired_cas) = windows(rotations.intermediate)?;
     Ok(Instance {
@@ -97,7 +98,43 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         tsa_chain: vec![read_cert(&ca.join("tsa.pem"))?, root],
         tsa_valid_from,
         retired_tsas,
+        included,
     })
+}
+
+/// Where `signet trust include` keeps the trusted roots it was given.
+pub fn included_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("trust").join("include")
+}
+
+/// A trusted root from elsewhere, checked as a verifier reads it: its media type, every
+/// log's key id and key, every authority's certificates.
+pub fn check_included(bytes: &[u8]) -> Result<serde_json::Value, String> {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    if !doc["mediaType"].as_str().is_some_and(|m| m.starts_with("application/vnd.dev.sigstore.trustedroot")) {
+        return Err(format!("mediaType {} where a Sigstore trusted root (application/vnd.dev.sigstore.trustedroot+json) was expected", doc["mediaType"]));
+    }
+    signet_verify::trust_root::TrustedRoot::from_json(bytes).map_err(|e| e.to_string())?;
+    Ok(doc)
+}
+
+/// The trusted roots included in this instance's, by file name, in name order.
+pub fn included(data_dir: &Path) -> Result<Vec<(String, serde_json::Value)>, String> {
+    let dir = included_dir(data_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).filter(|n| n.ends_with(".json")).map(str::to_string) else { continue };
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push((name, check_included(&bytes).map_err(|e| format!("{}: {e}", path.display()))?));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
 }
 
 /// When the instance's trust starts: its root certificate's notBefore (RFC 3339).

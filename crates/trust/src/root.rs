@@ -39,6 +39,10 @@ pub struct Instance {
     /// TSA certificates rotated out, oldest first: clients still verify the timestamps each
     /// made within its window.
     pub retired_tsas: Vec<RetiredAuthority>,
+    /// Trusted roots from elsewhere (an earlier deployment, extra logs or TSAs), whose
+    /// entries follow this instance's own in its trusted root, so that what they signed keeps
+    /// verifying for clients that take trust from this instance.
+    pub included: Vec<Value>,
 }
 
 /// A certificate authority (the CA's intermediate, or a TSA) that signed until a rotation.
@@ -88,7 +92,7 @@ impl Instance {
             self.rekor_v1.iter().map(|k| log(&self.url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
         tlogs.extend(self.rekor_v2.iter().map(|k| log(&self.url, &k.spki, &k.valid_from, k.valid_to.as_deref())));
         let ct_url = format!("{}/ct", self.url);
-        let ctlogs: Vec<Value> = self.ct.iter().map(|k| log(&ct_url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
+        let mut ctlogs: Vec<Value> = self.ct.iter().map(|k| log(&ct_url, &k.spki, &k.valid_from, k.valid_to.as_deref())).collect();
         let tsa = |certs: &[Vec<u8>], valid_for: Value| {
             json!({
                 "subject": {"organization": org, "commonName": "signet timestamp authority"},
@@ -112,6 +116,16 @@ impl Instance {
         let mut cas: Vec<Value> =
             self.retired_cas.iter().map(|r| ca(&r.chain, json!({"start": r.valid_from, "end": r.valid_to}))).collect();
         cas.push(ca(&self.ca_chain, json!({"start": self.ca_valid_from})));
+        for doc in &self.included {
+            for (list, field) in [(&mut tlogs, "tlogs"), (&mut cas, "certificateAuthorities"), (&mut ctlogs, "ctlogs"), (&mut tsas, "timestampAuthorities")] {
+                for entry in doc[field].as_array().into_iter().flatten() {
+                    // The same log or authority from two places is listed once.
+                    if !list.contains(entry) {
+                        list.push(entry.clone());
+                    }
+                }
+            }
+        }
         json!({
             "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
             "tlogs": tlogs,
@@ -165,7 +179,27 @@ mod tests {
             tsa_chain: vec![vec![6], vec![5]],
             tsa_valid_from: "2026-11-22T00:00:00Z".into(),
             retired_tsas: Vec::new(),
+            included: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_included_trusted_root_s_entries_follow_the_instance_s_own_once_each() {
+        let mut i = instance();
+        let own = i.trusted_root();
+        let other = json!({
+            "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
+            "tlogs": [{"baseUrl": "https://rekor.old.example", "logId": {"keyId": "AA=="}}],
+            "ctlogs": [own["ctlogs"][0].clone(), {"baseUrl": "https://ct.old.example", "logId": {"keyId": "AQ=="}}],
+            "timestampAuthorities": [{"uri": "https://tsa.old.example"}],
+        });
+        i.included = vec![other.clone(), other];
+        let merged = i.trusted_root();
+        assert_eq!(merged["tlogs"].as_array().unwrap().len(), 3);
+        assert_eq!(merged["tlogs"][2]["baseUrl"], "https://rekor.old.example");
+        assert_eq!(merged["ctlogs"].as_array().unwrap().len(), 2, "the instance's own CT log, listed there too, once");
+        assert_eq!(merged["timestampAuthorities"].as_array().unwrap().len(), 2);
+        assert_eq!(merged["certificateAuthorities"], own["certificateAuthorities"]);
     }
 
     #[test]

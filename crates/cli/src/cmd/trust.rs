@@ -21,6 +21,29 @@ enum What {
     /// old certificate stays trusted for what it signed before now. The server publishes the
     /// new trust documents (through TUF too) at its next start.
     Rotate(RotateArgs),
+    /// Add another deployment's trusted root (an earlier signet, RHTAS, extra logs or TSAs) to
+    /// this instance's: its entries follow the instance's own in trusted_root.json, so that
+    /// what it signed keeps verifying. Published (through TUF too) at the next start.
+    Include(IncludeArgs),
+}
+
+#[derive(clap::Args)]
+struct IncludeArgs {
+    /// The instance's data dir.
+    #[arg(long, default_value = "signet-data")]
+    data_dir: PathBuf,
+    /// The trusted_root.json to include, checked as a verifier reads it.
+    #[arg(required_unless_present_any = ["remove", "list"], conflicts_with_all = ["remove", "list"])]
+    file: Option<PathBuf>,
+    /// The name to keep it under (default: the file's name).
+    #[arg(long, requires = "file")]
+    name: Option<String>,
+    /// Stop including the one kept under this name.
+    #[arg(long, value_name = "NAME", conflicts_with = "list")]
+    remove: Option<String>,
+    /// List what is included.
+    #[arg(long)]
+    list: bool,
 }
 
 #[derive(clap::Args)]
@@ -64,6 +87,7 @@ pub fn run(args: Args) -> ExitCode {
     let a = match args.what {
         What::Export(a) => a,
         What::Rotate(r) => return rotate(r),
+        What::Include(i) => return include(i),
     };
     let instance = match signet_server::trust::instance(&a.data_dir, a.url.as_deref()) {
         Ok(i) => i,
@@ -190,6 +214,85 @@ fn rotate(a: RotateArgs) -> ExitCode {
         }
         Err(e) => {
             errln!("signet trust rotate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn include(a: IncludeArgs) -> ExitCode {
+    let dir = signet_server::trust::included_dir(&a.data_dir);
+    if !a.data_dir.join("ca").join("root.pem").exists() {
+        errln!("signet trust include: {} is not an instance's data dir (no ca/root.pem); run `signet init` or `signet serve` first", a.data_dir.display());
+        return ExitCode::from(2);
+    }
+    if a.list {
+        return match signet_server::trust::included(&a.data_dir) {
+            Ok(list) => {
+                for (name, doc) in list {
+                    let count = |f: &str| doc[f].as_array().map_or(0, Vec::len);
+                    outln!(
+                        "{name}: {} tlogs, {} ctlogs, {} certificate authorities, {} timestamp authorities",
+                        count("tlogs"),
+                        count("ctlogs"),
+                        count("certificateAuthorities"),
+                        count("timestampAuthorities")
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                errln!("signet trust include: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    // A name is one plain file name in the include directory, nothing else.
+    let plain = |n: &str| !n.is_empty() && !n.starts_with('.') && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if let Some(name) = a.remove {
+        let name = if name.ends_with(".json") { name } else { format!("{name}.json") };
+        if !plain(&name) {
+            errln!("signet trust include: --remove {name:?}: a name from `signet trust include --list` was expected");
+            return ExitCode::from(2);
+        }
+        return match std::fs::remove_file(dir.join(&name)) {
+            Ok(()) => {
+                outln!("{name} is no longer included; the next start publishes the trusted root without it");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                errln!("signet trust include: {name}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let Some(file) = a.file else { return ExitCode::from(2) };
+    let name = a.name.or_else(|| file.file_name().and_then(|n| n.to_str()).map(str::to_string)).unwrap_or_default();
+    let name = if name.ends_with(".json") { name } else { format!("{name}.json") };
+    if !plain(&name) {
+        errln!("signet trust include: {name:?}: give --name with letters, digits, '.', '_' or '-'");
+        return ExitCode::from(2);
+    }
+    let bytes = match std::fs::read(&file) {
+        Ok(b) => b,
+        Err(e) => {
+            errln!("signet trust include: {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = signet_server::trust::check_included(&bytes) {
+        errln!("signet trust include: {}: {e}", file.display());
+        return ExitCode::from(2);
+    }
+    let written = std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+        .and_then(|()| signet_core::files::write_atomic(&dir.join(&name), &bytes, 0o644).map_err(|e| format!("{}: {e}", dir.join(&name).display())));
+    match written {
+        Ok(()) => {
+            outln!("included as {name}; the next start publishes the trusted root with it (through TUF too)");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            errln!("signet trust include: {e}");
             ExitCode::FAILURE
         }
     }
