@@ -296,11 +296,14 @@ fn a_restore_rotates_the_logs_whose_keys_are_on_the_token() {
     assert_eq!(post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"before the restore")).unwrap().status, 201);
     drop(server);
 
-    let restored = hsm.signet(&["restore", "--force", "--data-dir"]).arg(&data).output().unwrap();
+    let restored = hsm.signet(&["restore", "--force", "--data-dir"]).arg(&data).arg("--config").arg(data.join("signet.toml")).output().unwrap();
     assert!(restored.status.success(), "{}", String::from_utf8_lossy(&restored.stderr));
     let said = String::from_utf8_lossy(&restored.stdout);
     for log in ["rekor-v1", "rekor-v2", "ct"] {
         assert!(said.contains(&format!("\"log\":\"{log}\"")), "{log} was not rotated: {said}");
+        // Each new shard's key is made on the token beside the first, never as a file.
+        assert!(said.contains(&format!("\"key\":\"pkcs11:token=signet;object=signet-{log}-shard-1\"")), "{log}: {said}");
+        assert!(!data.join(format!("keys/{log}.shard-1.pem")).exists(), "{log}: a shard key was written to the data dir");
     }
     let server = serve(&hsm, &data, port);
     let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"after the restore")).unwrap();
@@ -544,4 +547,52 @@ fn a_ceremony_moves_tuf_root_and_targets_to_three_of_five_tokens() {
     new_root.signed.verify_role(&third).expect("root 3 verifies under root 2");
     assert!(third.signed.expires > new_root.signed.expires);
     assert_eq!(third.signed.keys, new_root.signed.keys);
+}
+
+/// Issue 43: an online rotation of each log whose key is on a token makes the new key on the
+/// token too (object `<first>-shard-<n>`), never a file; the new log signs with it, and a
+/// restart finds it there.
+#[test]
+fn an_online_log_rotation_makes_the_new_key_on_the_token_beside_the_first() {
+    let (hsm, _top, data, port) = initialised();
+    let start = |hsm: &SoftHsm| {
+        let mut command = hsm.signet(&["serve", "--dev", "--config"]);
+        command.arg(data.join("signet.toml")).args(["--listen", &format!("127.0.0.1:{port}"), "--plain-http"]);
+        Server::spawn(command, &data)
+    };
+    let server = start(&hsm);
+    let (agent, signer) = (agent(), Signer::new());
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), data.as_os_str()]);
+    let mut log_ids = std::collections::HashMap::new();
+    for log in ["ct", "rekor-v2", "rekor-v1"] {
+        let report = crate::log_key_rotation::rotate_online(&server.url, &token, log);
+        assert_eq!(report["key"], format!("pkcs11:token=signet;object=signet-{log}-shard-1"), "{report}");
+        assert!(!data.join(format!("keys/{log}.shard-1.pem")).exists(), "{log}: a shard key was written to the data dir");
+        log_ids.insert(log, signet_core::b64::decode(report["active"]["logID"].as_str().unwrap()).unwrap());
+    }
+    // The trusted root lists each new key; the new logs sign with them.
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    let key_with = |field: &str, id: &[u8]| -> Vec<u8> {
+        root[field]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| signet_core::b64::decode(l["publicKey"]["rawBytes"].as_str().unwrap()).unwrap())
+            .find(|spki| signet_core::hash::sha256(spki).as_slice() == id)
+            .expect("the new key is in the trusted root")
+    };
+    let v2_key = key_with("tlogs", &log_ids["rekor-v2"]);
+    let r = post_json(&agent, &format!("{}/api/v2/log/entries", server.url), &signer.v2_entry(b"after a rotation on a token")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let cp = r.json()["inclusionProof"]["checkpoint"]["envelope"].as_str().unwrap().to_string();
+    signet_log::checkpoint::verify(&cp, "127.0.0.1", &v2_key).expect("the new v2 log's checkpoint verifies under the token's new key");
+    key_with("ctlogs", &log_ids["ct"]);
+    drop(server);
+
+    // A restart opens every shard's key on the token.
+    let server = start(&hsm);
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", server.url), &signer.v1_entry(b"after a restart")).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let e = r.json().as_object().unwrap().values().next().unwrap().clone();
+    assert_eq!(e["logID"].as_str().unwrap(), hex::encode(&log_ids["rekor-v1"]), "the v1 append is signed by the new shard's key");
 }

@@ -106,7 +106,7 @@ pub struct Report {
 /// Without a mark, the operator's word makes it one: always on PostgreSQL (a database
 /// restored from a dump carries no mark), and with `force` on a data dir (restored from a
 /// disk snapshot, or found behind its watermarks, [`crate::watermark`]).
-pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool) -> Result<Report, String> {
+pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool, homes: &shards::KeyHomes) -> Result<Report, String> {
     let on_postgres = matches!(signet_log::storage::StorageUrl::parse(storage, data_dir)?, signet_log::storage::StorageUrl::Postgres(_));
     let marker = match marker(data_dir)? {
         Some(marker) => marker,
@@ -138,7 +138,7 @@ pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool) -> Result<Re
         if marker.rotated.iter().any(|k| k == kind.cli_name()) {
             continue;
         }
-        match shards::rotate_kind(data_dir, storage, kind)? {
+        match shards::rotate_kind(data_dir, storage, kind, homes)? {
             shards::Rotation::Done(r) => rotated.push(r),
             shards::Rotation::NotCreated(_) => absent.push(kind),
         }

@@ -201,10 +201,11 @@ impl AppState {
         for (kind, zero) in [(Kind::RekorV1, &v1_key), (Kind::RekorV2, &v2_key), (Kind::Ct, &ct_key)] {
             crate::shards::keep_zero_public(kind, &cfg.data_dir, zero).map_err(StartError::Shards)?;
         }
+        let homes = crate::shards::KeyHomes::of(&cfg.keys);
         let v2_list = crate::shards::registry(Kind::RekorV2, storage.as_ref(), v2_key.spki_der())?;
         let ct_list = crate::shards::registry(Kind::Ct, storage.as_ref(), ct_key.spki_der())?;
-        let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &v2_list, &v2_key).map_err(StartError::Shards)?;
-        let (ct_shard, ct_key) = crate::shards::active_key(Kind::Ct, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &ct_list, &ct_key).map_err(StartError::Shards)?;
+        let (v2_shard, v2_key) = crate::shards::active_key(Kind::RekorV2, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &homes, &v2_list, &v2_key).map_err(StartError::Shards)?;
+        let (ct_shard, ct_key) = crate::shards::active_key(Kind::Ct, storage.as_ref(), seal.as_deref(), &cfg.data_dir, &homes, &ct_list, &ct_key).map_err(StartError::Shards)?;
         crate::shards::check_frozen(Kind::RekorV2, storage.as_ref(), &v2_list).map_err(StartError::Shards)?;
         crate::shards::check_frozen(Kind::Ct, storage.as_ref(), &ct_list).map_err(StartError::Shards)?;
         let shared: Option<(Arc<PostgresStorage>, Role)> = match pg {
@@ -229,6 +230,7 @@ impl AppState {
             storage: storage.clone(),
             shared: shared.as_ref().map(|(pg, _)| pg.clone()),
             seal,
+            homes,
             data_dir: cfg.data_dir.clone(),
             host: host.clone(),
             batch,
@@ -245,7 +247,7 @@ impl AppState {
         for shard in &registry {
             let shard_key = match shard.number {
                 0 => v1_key.clone(),
-                _ => crate::shards::take_key(Kind::RekorV1, storage.as_ref(), opener.seal.as_deref(), &cfg.data_dir, shard)
+                _ => crate::shards::take_key(Kind::RekorV1, storage.as_ref(), opener.seal.as_deref(), &cfg.data_dir, &opener.homes, shard)
                     .map_err(StartError::Shards)?,
             };
             let log = opener.open(shard, shard_key).await?;

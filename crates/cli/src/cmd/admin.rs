@@ -55,6 +55,10 @@ pub enum LogCmd {
         /// An admin API token for --url (or the SIGNET_TOKEN environment variable).
         #[arg(long, env = "SIGNET_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// Offline: the instance's config, whose `[keys]` say where shard 0's key is (a new
+        /// shard's key is made beside it on a token or in KMS, else as a file).
+        #[arg(long, conflicts_with = "url")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -356,7 +360,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 }
             }
         }
-        Admin::Log(LogCmd::Rotate { dir, log, url, token }) => {
+        Admin::Log(LogCmd::Rotate { dir, log, url, token, config }) => {
             let online = url.is_some();
             let report = match (url, token) {
                 (Some(url), Some(token)) => {
@@ -365,7 +369,11 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                         .post_json("admin API", &endpoint, &serde_json::json!({"log": log}), Some(&token))
                         .map_err(|e| e.to_string())?
                 }
-                _ => signet_server::shards::rotation_report(&signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log)?),
+                _ => {
+                    let cfg = signet_server::Config::load(config.as_deref()).map_err(|e| e.to_string())?;
+                    let homes = signet_server::shards::KeyHomes::of(&cfg.keys);
+                    signet_server::shards::rotation_report(&signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log, &homes)?)
+                }
             };
             outln!("{report}");
             let key = report["key"].as_str().unwrap_or("the new key");

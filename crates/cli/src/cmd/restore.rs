@@ -23,7 +23,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match signet_server::restore::restore(&cfg.data_dir, cfg.storage.as_deref(), args.force) {
+    match signet_server::restore::restore(&cfg.data_dir, cfg.storage.as_deref(), args.force, &signet_server::shards::KeyHomes::of(&cfg.keys)) {
         Ok(report) => {
             for r in &report.rotated {
                 outln!("{}", signet_server::shards::rotation_report(r));

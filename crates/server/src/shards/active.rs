@@ -135,8 +135,8 @@ impl ActiveShard {
         let current = self.current();
         let (store, data_dir) = (self.opener.storage.clone(), self.opener.data_dir.clone());
         let key = {
-            let (data_dir, list) = (data_dir.clone(), current.registry.clone());
-            blocking(move || super::next_key_of(kind, &data_dir, &list).map(|(_, _, key)| key))
+            let (data_dir, list, homes) = (data_dir.clone(), current.registry.clone(), self.opener.homes.clone());
+            blocking(move || super::next_key_of(kind, &data_dir, &homes, &list).map(|(_, _, key)| key))
                 .await
                 .map_err(|e| internal("making the new log's key", e))?
         };
@@ -157,7 +157,7 @@ impl ActiveShard {
                 return Err(internal("recording the rotation", e));
             }
         };
-        let rotated = super::rotated_of(kind, &list, &data_dir).ok_or_else(|| internal("recording the rotation", "no new log"))?;
+        let rotated = super::rotated_of(kind, &list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
         let log = self.opener.open_active(kind, &rotated.active, key.clone()).await.map_err(|e| {
             unavailable("the rotation is recorded, but the new log did not open", format!("{e}; restart signet to finish it"))
         })?;
@@ -170,7 +170,10 @@ impl ActiveShard {
     /// seals the new key there and records the next shard; the others follow within a look.
     async fn rotate_shared(&self) -> Result<Rotated, ApiError> {
         let kind = self.kind;
-        let Some(seal) = self.opener.seal.clone() else { return Err(no_shared_seal()) };
+        let seal = self.opener.seal.clone();
+        if seal.is_none() && !self.opener.homes.elsewhere(kind) {
+            return Err(no_shared_seal());
+        }
         // Serve whatever another instance rotated to first, so that this rotation starts there.
         self.follow_rotations().await.map_err(|e| unavailable("serving an earlier rotation first", e))?;
         let _exclusive = self.appending.write().await;
@@ -181,8 +184,8 @@ impl ActiveShard {
             return Err(rotated_meanwhile());
         }
         let (_, key) = {
-            let (store, data_dir, list) = (store.clone(), self.opener.data_dir.clone(), list.clone());
-            blocking(move || super::offer_next_key(kind, store.as_ref(), &seal, &data_dir, &list))
+            let (store, data_dir, list, homes) = (store.clone(), self.opener.data_dir.clone(), list.clone(), self.opener.homes.clone());
+            blocking(move || super::offer_next_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &homes, &list))
                 .await
                 .map_err(|e| internal("making and sealing the new log's key", e))?
         };
@@ -219,7 +222,7 @@ impl ActiveShard {
                 .await
                 .map_err(|e| internal("recording the rotation (the log is frozen: rotate again to finish)", e))?
         };
-        let rotated = super::rotated_of(kind, &list, &self.opener.data_dir).ok_or_else(|| internal("recording the rotation", "no new log"))?;
+        let rotated = super::rotated_of(kind, &list, &self.opener.data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
         let key = Arc::new(key);
         let log = self.opener.open_active(kind, &rotated.active, key.clone()).await.map_err(|e| {
             unavailable("the rotation is recorded, but this instance could not open the new log yet (it retries within a second)", e)
@@ -291,7 +294,8 @@ impl ActiveShard {
         };
         let key = {
             let (store, seal, data_dir, shard) = (self.opener.storage.clone(), self.opener.seal.clone(), self.opener.data_dir.clone(), newest.clone());
-            blocking(move || super::take_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &shard)).await?
+            let homes = self.opener.homes.clone();
+            blocking(move || super::take_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &homes, &shard)).await?
         };
         let log = self.opener.open_active(kind, &newest, key.clone()).await?;
         self.serve(Current { log, key, registry: list }).await;

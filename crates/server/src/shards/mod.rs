@@ -16,7 +16,10 @@
 //! follower still queues can grow it.
 
 pub mod active;
+pub mod homes;
 pub mod sealed;
+
+pub use homes::KeyHomes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -182,21 +185,24 @@ pub fn registry(kind: Kind, storage: &dyn Storage, zero_spki: &[u8]) -> Result<V
     shards::load(storage, kind.registry_name(), zero)
 }
 
-/// A later shard's key, checked against the one its record names.
-pub fn shard_key(kind: Kind, data_dir: &Path, shard: &Shard) -> Result<Arc<Signer>, String> {
-    let path = key_path(kind, data_dir, shard.number);
-    if !path.exists() {
-        return Err(format!(
-            "{} is missing: the key of {} shard {} (made by `signet admin log rotate --log {}`); copy it from the instance that rotated the log",
-            path.display(),
-            kind.title(),
-            shard.number,
-            kind.cli_name()
-        ));
+/// A later shard's key (a file, or beside shard 0's: [`KeyHomes`]), checked against the one
+/// its record names.
+pub fn shard_key(kind: Kind, data_dir: &Path, homes: &KeyHomes, shard: &Shard) -> Result<Arc<Signer>, String> {
+    let place = homes.place(kind, data_dir, shard.number)?;
+    if let homes::Place::File(path) = &place {
+        if !path.exists() {
+            return Err(format!(
+                "{} is missing: the key of {} shard {} (made by `signet admin log rotate --log {}`); copy it from the instance that rotated the log",
+                path.display(),
+                kind.title(),
+                shard.number,
+                kind.cli_name()
+            ));
+        }
     }
-    let key = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?;
+    let key = homes.open(&place, false)?;
     if key.spki_der() != shard.spki {
-        return Err(format!("{} is not the key {} shard {} was started with", path.display(), kind.title(), shard.number));
+        return Err(format!("{place} is not the key {} shard {} was started with", kind.title(), shard.number));
     }
     Ok(Arc::new(key))
 }
@@ -225,7 +231,22 @@ fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Resu
 /// On shared storage, the key of the shard after the last of `list`, offered to the other
 /// instances: a new key, sealed into storage, unless an earlier rotation cut short already
 /// put one there (then that one, so a rerun finishes what it began). Kept in this data dir.
-pub fn offer_next_key(kind: Kind, store: &dyn Storage, seal: &sealed::SealKey, data_dir: &Path, list: &[Shard]) -> Result<(u32, Signer), String> {
+/// A key made beside shard 0's on a token or in KMS ([`KeyHomes`]) is not sealed: the other
+/// instances open it there.
+pub fn offer_next_key(
+    kind: Kind,
+    store: &dyn Storage,
+    seal: Option<&sealed::SealKey>,
+    data_dir: &Path,
+    homes: &KeyHomes,
+    list: &[Shard],
+) -> Result<(u32, Signer), String> {
+    if homes.elsewhere(kind) {
+        return next_key_of(kind, data_dir, homes, list).map(|(n, _, key)| (n, key));
+    }
+    let Some(seal) = seal else {
+        return Err("this data dir's keys/shard-seal.key is missing or is not the one the database's instances share".into());
+    };
     let number = list.last().map_or(1, |s| s.number + 1);
     if log_id(kind, number).is_none() {
         return Err(full(kind));
@@ -241,14 +262,21 @@ pub fn offer_next_key(kind: Kind, store: &dyn Storage, seal: &sealed::SealKey, d
 
 /// A later shard's key on an instance that did not rotate: from this data dir, or else
 /// opened from storage, where the rotating instance sealed it, and kept here from then on.
-pub fn take_key(kind: Kind, store: &dyn Storage, seal: Option<&sealed::SealKey>, data_dir: &Path, shard: &Shard) -> Result<Arc<Signer>, String> {
-    if key_path(kind, data_dir, shard.number).exists() {
-        return shard_key(kind, data_dir, shard);
+pub fn take_key(
+    kind: Kind,
+    store: &dyn Storage,
+    seal: Option<&sealed::SealKey>,
+    data_dir: &Path,
+    homes: &KeyHomes,
+    shard: &Shard,
+) -> Result<Arc<Signer>, String> {
+    if homes.elsewhere(kind) || key_path(kind, data_dir, shard.number).exists() {
+        return shard_key(kind, data_dir, homes, shard);
     }
     let name = sealed_key_name(kind, shard.number);
     let Some(record) = store.meta(&name).map_err(|e| e.to_string())? else {
         // Rotated offline, by hand: the key was never in storage.
-        return shard_key(kind, data_dir, shard);
+        return shard_key(kind, data_dir, homes, shard);
     };
     let Some(seal) = seal else {
         return Err(format!(
@@ -311,6 +339,7 @@ pub fn active_key(
     store: &dyn Storage,
     seal: Option<&sealed::SealKey>,
     data_dir: &Path,
+    homes: &KeyHomes,
     list: &[Shard],
     zero_key: &Arc<Signer>,
 ) -> Result<(Shard, Arc<Signer>), String> {
@@ -323,7 +352,7 @@ pub fn active_key(
     };
     let key = match active.number {
         0 => zero_key.clone(),
-        _ => take_key(kind, store, seal, data_dir, active)?,
+        _ => take_key(kind, store, seal, data_dir, homes, active)?,
     };
     Ok((active.clone(), key))
 }
@@ -387,7 +416,8 @@ pub struct Rotated {
     pub frozen: Shard,
     /// The shard that is active from the next start on.
     pub active: Shard,
-    pub key_path: PathBuf,
+    /// Where the active shard's key is: its file, or its URI.
+    pub key: String,
 }
 
 /// Unix seconds now (0 before 1970); the time shard windows, backups and restores record.
@@ -400,20 +430,21 @@ fn full(kind: Kind) -> String {
 }
 
 /// The key of the Rekor v1 shard after the last of `list` (see [`next_key_of`]).
-pub fn next_key(data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, Signer), String> {
-    next_key_of(Kind::RekorV1, data_dir, list)
+pub fn next_key(data_dir: &Path, homes: &KeyHomes, list: &[Shard]) -> Result<(u32, String, Signer), String> {
+    next_key_of(Kind::RekorV1, data_dir, homes, list)
 }
 
 /// The key of the shard after the last of `list`, made if it is not there yet (so made before
-/// anything is frozen: a failure here changes nothing).
-pub fn next_key_of(kind: Kind, data_dir: &Path, list: &[Shard]) -> Result<(u32, PathBuf, Signer), String> {
+/// anything is frozen: a failure here changes nothing): a file, or beside shard 0's key on
+/// its token or in KMS ([`KeyHomes`]). Returns its number, where it is, and the key.
+pub fn next_key_of(kind: Kind, data_dir: &Path, homes: &KeyHomes, list: &[Shard]) -> Result<(u32, String, Signer), String> {
     let number = list.last().map_or(1, |s| s.number + 1);
     if log_id(kind, number).is_none() {
         return Err(full(kind));
     }
-    let path = key_path(kind, data_dir, number);
-    let key = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?;
-    Ok((number, path, key))
+    let place = homes.place(kind, data_dir, number)?;
+    let key = homes.open(&place, true)?;
+    Ok((number, place.to_string(), key))
 }
 
 /// [`record_rotation_of`] for Rekor v1 (its online rotation).
@@ -471,7 +502,7 @@ pub fn rotation_report(r: &Rotated) -> Value {
         "log": r.kind.cli_name(),
         "frozen": {"shard": r.frozen.number, "treeID": r.frozen.tree_id.to_string(), "treeSize": r.frozen.frozen.map_or(0, |f| f.size)},
         "active": {"shard": r.active.number, "treeID": r.active.tree_id.to_string(), "logID": b64::encode(signet_core::hash::sha256(&r.active.spki))},
-        "key": r.key_path.display().to_string(),
+        "key": r.key,
     });
     // Only Rekor v1's indices run on across shards; a new CT or Rekor v2 log counts from 0.
     if r.kind == Kind::RekorV1 {
@@ -481,13 +512,14 @@ pub fn rotation_report(r: &Rotated) -> Value {
 }
 
 /// What a Rekor v1 rotation did, from its new shard list.
-pub fn rotated(list: &[Shard], data_dir: &Path) -> Option<Rotated> {
-    rotated_of(Kind::RekorV1, list, data_dir)
+pub fn rotated(list: &[Shard], data_dir: &Path, homes: &KeyHomes) -> Option<Rotated> {
+    rotated_of(Kind::RekorV1, list, data_dir, homes)
 }
 
-pub(crate) fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<Rotated> {
+pub(crate) fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path, homes: &KeyHomes) -> Option<Rotated> {
     let [.., frozen, active] = list else { return None };
-    Some(Rotated { kind, frozen: frozen.clone(), active: active.clone(), key_path: key_path(kind, data_dir, active.number) })
+    let key = homes.place(kind, data_dir, active.number).map_or_else(|e| e, |p| p.to_string());
+    Some(Rotated { kind, frozen: frozen.clone(), active: active.clone(), key })
 }
 
 /// `signet admin log rotate --log rekor-v1|rekor-v2|ct --data-dir …`, offline: freezes the
@@ -495,8 +527,8 @@ pub(crate) fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path) -> Option<
 /// (a Rekor log with a genesis entry of its own); old shards stay in storage. Rerunning a
 /// rotation that was cut short finishes it; rerunning a finished one starts yet another
 /// shard. (A running instance rotates online: `POST /api/admin/log/rotate`.)
-pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str) -> Result<Rotated, String> {
-    match rotate_kind(data_dir, storage, Kind::parse(log)?)? {
+pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str, homes: &KeyHomes) -> Result<Rotated, String> {
+    match rotate_kind(data_dir, storage, Kind::parse(log)?, homes)? {
         Rotation::Done(rotated) => Ok(rotated),
         Rotation::NotCreated(why) => Err(why),
     }
@@ -526,7 +558,7 @@ impl Drop for HeldLease {
 }
 
 /// [`rotate`] of one log, telling a log that was never created apart from a failure.
-pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result<Rotation, String> {
+pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind, homes: &KeyHomes) -> Result<Rotation, String> {
     let url = StorageUrl::parse(storage, data_dir)?;
     let online = ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN";
     // Hold off every server for the whole rotation (see the module's comment).
@@ -564,8 +596,8 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
         StorageUrl::Sqlite(_) => None,
     };
     let key = match &seal {
-        Some(seal) => offer_next_key(kind, store.as_ref(), seal, data_dir, &list)?.1,
-        None => next_key_of(kind, data_dir, &list)?.2,
+        Some(seal) => offer_next_key(kind, store.as_ref(), Some(seal), data_dir, homes, &list)?.1,
+        None => next_key_of(kind, data_dir, homes, &list)?.2,
     };
     // Frozen in storage too (idempotent), so that no commit can grow it past its record.
     let size = match active.frozen {
@@ -573,7 +605,7 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind) -> Result
         None => store.freeze(active.log_id).map_err(|e| e.to_string())?,
     };
     let list = record_rotation_of(kind, store.as_ref(), data_dir, list, size, &key)?;
-    rotated_of(kind, &list, data_dir).map(Rotation::Done).ok_or_else(|| "the rotation recorded no new shard".into())
+    rotated_of(kind, &list, data_dir, homes).map(Rotation::Done).ok_or_else(|| "the rotation recorded no new shard".into())
 }
 
 /// The rotations a crash (or a lost connection) cut short, one line each, from what storage
@@ -629,6 +661,8 @@ pub struct ShardOpener {
     /// On PostgreSQL: what seals new shards' keys for the other instances ([`sealed`]);
     /// `None` when this data dir's is missing or not theirs.
     pub seal: Option<Arc<sealed::SealKey>>,
+    /// Where later shards' keys are made and found.
+    pub homes: KeyHomes,
     pub data_dir: PathBuf,
     pub host: String,
     pub batch: signet_log::BatchPolicy,

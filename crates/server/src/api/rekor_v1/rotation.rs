@@ -48,8 +48,8 @@ impl RekorV1 {
         let current = self.current();
         let (store, data_dir, list) = (self.opener.storage.clone(), self.opener.data_dir.clone(), current.registry.clone());
         let key = {
-            let (data_dir, list) = (data_dir.clone(), list.clone());
-            blocking(move || shards::next_key(&data_dir, &list).map(|(_, _, key)| key)).await.map_err(|e| internal("making the new shard's key", e))?
+            let (data_dir, list, homes) = (data_dir.clone(), list.clone(), self.opener.homes.clone());
+            blocking(move || shards::next_key(&data_dir, &homes, &list).map(|(_, _, key)| key)).await.map_err(|e| internal("making the new shard's key", e))?
         };
         let old = current.active.clone();
         let size = old.log.freeze().await.map_err(|e| internal("freezing the active shard", e))?.checkpoint.size;
@@ -69,7 +69,7 @@ impl RekorV1 {
                 return Err(internal("recording the rotation", e));
             }
         };
-        let rotated = shards::rotated(&list, &data_dir).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
+        let rotated = shards::rotated(&list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
         let log = self.opener.open(&rotated.active, key).await.map_err(|e| {
             unavailable("the rotation is recorded, but the new shard did not open", format!("{e}; restart signet to finish it"))
         })?;
@@ -84,7 +84,10 @@ impl RekorV1 {
     /// On storage several instances share. This instance freezes the tree in the database,
     /// seals the new key there and records the next shard; the others follow within a look.
     async fn rotate_shared(&self) -> Result<Rotated, ApiError> {
-        let Some(seal) = self.opener.seal.clone() else { return Err(no_shared_seal()) };
+        let seal = self.opener.seal.clone();
+        if seal.is_none() && !self.opener.homes.elsewhere(Kind::RekorV1) {
+            return Err(no_shared_seal());
+        }
         // Serve whatever another instance rotated to first, so that this rotation starts from
         // the newest shard.
         self.follow_rotations().await.map_err(|e| unavailable("serving an earlier rotation first", e))?;
@@ -96,8 +99,8 @@ impl RekorV1 {
             return Err(rotated_meanwhile());
         }
         let number = {
-            let (store, data_dir, list) = (store.clone(), self.opener.data_dir.clone(), list.clone());
-            blocking(move || shards::offer_next_key(Kind::RekorV1, store.as_ref(), &seal, &data_dir, &list))
+            let (store, data_dir, list, homes) = (store.clone(), self.opener.data_dir.clone(), list.clone(), self.opener.homes.clone());
+            blocking(move || shards::offer_next_key(Kind::RekorV1, store.as_ref(), seal.as_deref(), &data_dir, &homes, &list))
         };
         let (_, key) = number.await.map_err(|e| internal("making and sealing the new shard's key", e))?;
         let old = current.active.clone();
@@ -134,7 +137,7 @@ impl RekorV1 {
             blocking(move || shards::record_rotation(store.as_ref(), &data_dir, list, size, &key).map(|l| (l, key))).await
         };
         let (list, key) = list.map_err(|e| internal("recording the rotation (the shard is frozen: rotate again to finish)", e))?;
-        let rotated = shards::rotated(&list, &self.opener.data_dir).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
+        let rotated = shards::rotated(&list, &self.opener.data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
         let log = self
             .opener
             .open_active(Kind::RekorV1, &rotated.active, Arc::new(key))
@@ -204,7 +207,8 @@ impl RekorV1 {
         for shard in &list[current.registry.len()..] {
             let key = {
                 let (store, seal, data_dir, shard) = (self.opener.storage.clone(), self.opener.seal.clone(), self.opener.data_dir.clone(), shard.clone());
-                blocking(move || shards::take_key(Kind::RekorV1, store.as_ref(), seal.as_deref(), &data_dir, &shard)).await?
+                let homes = self.opener.homes.clone();
+                blocking(move || shards::take_key(Kind::RekorV1, store.as_ref(), seal.as_deref(), &data_dir, &homes, &shard)).await?
             };
             let log = match shard.frozen {
                 Some(_) => self.opener.open(shard, key).await.map_err(|e| e.to_string())?,
