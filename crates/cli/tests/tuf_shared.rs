@@ -232,3 +232,80 @@ fn a_sequencer_with_other_tuf_keys_serves_what_is_published_and_signs_nothing() 
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(seen.timestamp(&agent, &b.url).0, v, "B signed with keys the root does not name");
 }
+
+/// Issue 43: a ceremony on a PostgreSQL cluster. Root and targets move to 2 of 3 keys (files
+/// here; tokens in `hsm.rs`), staged in the sequencer's data dir by `signet tuf publish`: the
+/// sequencer adopts them and stores them in the database, the follower serves the same bytes,
+/// and after a takeover the follower goes on signing timestamps (its old targets key, no
+/// longer named, does not stop it: targets now come from ceremonies).
+#[test]
+fn a_ceremony_published_to_the_sequencer_reaches_every_instance_and_survives_a_takeover() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 4\n").unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let args = ["--storage", db.as_str(), "--config", config.to_str().unwrap()];
+    let mut a = Server::start(&a_dir, &args);
+    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let b = Server::start(&b_dir, &args);
+    let agent = agent();
+    let mut seen = Seen::default();
+    same_on_both(&agent, &mut seen, &a.url, &b.url);
+
+    let holders = dir.path().join("holders");
+    std::fs::create_dir(&holders).unwrap();
+    let pubkey = |name: &str| -> String {
+        let key = holders.join(format!("{name}.pem"));
+        let out = signet(&["tuf", "pubkey", "--make", "--key", key.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let public = holders.join(format!("{name}.pub"));
+        std::fs::write(&public, &out.stdout).unwrap();
+        public.to_str().unwrap().to_string()
+    };
+    let ceremony = dir.path().join("ceremony");
+    let tuf = a_dir.join("tuf");
+    let mut propose = vec!["tuf".to_string(), "propose".into(), "root".into(), "--repo".into(), tuf.to_str().unwrap().into()];
+    propose.extend(["--out".into(), ceremony.to_str().unwrap().into(), "--root-threshold".into(), "2".into(), "--targets-threshold".into(), "2".into()]);
+    for i in 1..=3 {
+        propose.extend(["--root-key".into(), pubkey(&format!("root{i}")), "--targets-key".into(), pubkey(&format!("targets{i}"))]);
+    }
+    let out = signet(&propose.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trust = dir.path().join("trust");
+    assert!(signet(&["trust", "export", "--data-dir", a_dir.to_str().unwrap(), "--out", trust.to_str().unwrap()]).status.success());
+    let out = signet(&["tuf", "propose", "targets", "--repo", tuf.to_str().unwrap(), "--out", ceremony.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (root_file, targets_file) = (ceremony.join("2.root.json"), ceremony.join("2.targets.json"));
+    for (key, file) in [
+        (a_dir.join("keys/tuf-root.pem"), &root_file),
+        (holders.join("root1.pem"), &root_file),
+        (holders.join("root3.pem"), &root_file),
+        (holders.join("targets2.pem"), &targets_file),
+        (holders.join("targets3.pem"), &targets_file),
+    ] {
+        let out = signet(&["tuf", "sign", "--key", key.to_str().unwrap(), file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let published = Instant::now();
+    let out = signet(&["tuf", "publish", "--data-dir", a_dir.to_str().unwrap(), "--wait", "20", root_file.to_str().unwrap(), targets_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    wait_for("the follower serves the new root", 10, || fetch(&agent, &b.url, "2.root.json").status == 200);
+    eprintln!("a ceremony's root served by the follower {:?} after `tuf publish` began", published.elapsed());
+    assert!(fetch(&agent, &b.url, "2.root.json").body == std::fs::read(&root_file).unwrap(), "2.root.json is served with other bytes than the holders signed");
+    let targets = fetch(&agent, &b.url, "2.targets.json").json();
+    assert_eq!(targets["signatures"].as_array().unwrap().len(), 2);
+    same_on_both(&agent, &mut seen, &a.url, &b.url);
+
+    // The follower takes over and signs timestamps on, under the new root.
+    let before = seen.newest();
+    a.kill();
+    wait_for("the new sequencer signs a timestamp", 20, || seen.timestamp(&agent, &b.url).0 > before + 1);
+    let root = fetch(&agent, &b.url, "2.root.json").json();
+    let named = root["signed"]["roles"]["timestamp"]["keyids"][0].as_str().unwrap().to_string();
+    let (_, t) = seen.timestamp(&agent, &b.url);
+    let t: Value = serde_json::from_slice(&t).unwrap();
+    assert_eq!(t["signatures"][0]["keyid"].as_str(), Some(named.as_str()));
+    assert_eq!(fetch(&agent, &b.url, "3.root.json").status, 404);
+}

@@ -181,7 +181,8 @@ impl Tuf {
                 tracing::error!(
                     error = %e,
                     "the trust documents changed but their TUF targets could not be signed here; clients see the previous ones until \
-                     `signet tuf sign` signs them where the targets key is and they are copied into the repository"
+                     targets holding them are signed where the targets keys are (`signet tuf sign`, or a ceremony: `signet tuf propose \
+                     targets`) and brought to the repository"
                 );
                 false
             }

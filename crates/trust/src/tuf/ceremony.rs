@@ -52,13 +52,16 @@ impl Proposal {
         Proposal::parse(&bytes, &path.display().to_string())
     }
 
-    /// The file as written: tough's layout (pretty JSON and a newline), as the repository writes.
+    /// The file as written: pretty JSON and a newline, its keys sorted, so that the same
+    /// metadata is the same bytes on every machine it passes through (tough's maps would
+    /// come out in a different order each time): what the holders signed is what is served.
     pub fn to_bytes(&self) -> Result<Vec<u8>, TufError> {
-        let mut bytes = match self {
-            Proposal::Root(r) => serde_json::to_vec_pretty(r),
-            Proposal::Targets(t) => serde_json::to_vec_pretty(t),
+        let value = match self {
+            Proposal::Root(r) => serde_json::to_value(r),
+            Proposal::Targets(t) => serde_json::to_value(t),
         }
         .map_err(tough_err)?;
+        let mut bytes = serde_json::to_vec_pretty(&value).map_err(tough_err)?;
         bytes.push(b'\n');
         Ok(bytes)
     }
@@ -574,8 +577,9 @@ mod tests {
         }
         repo.check(&[root.clone(), targets.clone()], now).unwrap();
 
-        // Carried through a file, as a holder's machine would.
+        // Carried through a file, as a holder's machine would: the same bytes each time.
         let carried = Proposal::parse(&root.to_bytes().unwrap(), "carried").unwrap();
+        assert_eq!(carried.to_bytes().unwrap(), root.to_bytes().unwrap());
         repo.stage(&carried).unwrap();
         repo.stage(&targets).unwrap();
         assert_eq!(client_reads(repo.dir()).await, b"{\"v\":1}", "staged metadata is not published");
