@@ -237,3 +237,58 @@ fn a_key_rotation_is_offline_and_one_stopped_part_way_is_finished_by_running_it_
     assert_eq!(timestamp["signatures"][0]["keyid"], named.as_str());
     assert_eq!(get(&agent, &format!("{}/tuf/3.root.json", server.url)).unwrap().status, 404, "one rotation, one new root");
 }
+
+/// The ceremony's failure paths against a running server: an unsigned root is refused by
+/// `publish` itself; one put in `staged/` by hand is moved aside by the server with its reason,
+/// which `doctor` reports; a root naming a timestamp key the instance lacks stays staged,
+/// and `publish --wait` says it was not published.
+#[test]
+fn staged_metadata_the_server_cannot_take_up_is_refused_or_kept_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    let agent = agent();
+    let (d, tuf) = (data.to_str().unwrap(), data.join("tuf"));
+    let ceremony = dir.path().join("ceremony");
+    let c = ceremony.to_str().unwrap();
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+
+    // Unsigned: publish refuses it and stages nothing.
+    let out = signet(&["tuf", "propose", "root", "--repo", tuf.to_str().unwrap(), "--out", c]);
+    assert!(out.status.success(), "{}", text(&out));
+    let root = ceremony.join("2.root.json");
+    let out = signet(&["tuf", "publish", "--data-dir", d, root.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("0 valid signatures of the 1 needed from the 1 root keys"), "{}", text(&out));
+    assert!(!tuf.join("staged/2.root.json").exists());
+
+    // Staged by hand all the same: the server moves it aside, and doctor says why.
+    std::fs::create_dir_all(tuf.join("staged")).unwrap();
+    std::fs::copy(&root, tuf.join("staged/2.root.json")).unwrap();
+    let refused = tuf.join("staged/2.root.json.refused.why");
+    let started = std::time::Instant::now();
+    while !refused.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the server did not refuse the staged root");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(std::fs::read_to_string(&refused).unwrap().contains("0 valid signatures"));
+    assert_eq!(get(&agent, &format!("{}/tuf/2.root.json", server.url)).unwrap().status, 404);
+    let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
+    assert!(text(&doctor).contains("2.root.json staged by `signet tuf publish` was refused: "), "{}", text(&doctor));
+
+    // A new timestamp key this instance does not hold: checked and staged, never published.
+    let other = dir.path().join("other-timestamp.pem");
+    assert!(signet(&["tuf", "pubkey", "--make", "--key", other.to_str().unwrap()]).status.success());
+    let out = signet(&["tuf", "propose", "root", "--repo", tuf.to_str().unwrap(), "--out", c, "--timestamp-key", other.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(signet(&["tuf", "sign", "--key", data.join("keys/tuf-root.pem").to_str().unwrap(), root.to_str().unwrap()]).status.success());
+    let out = signet(&["tuf", "publish", "--data-dir", d, "--wait", "4", root.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("not published after 4 s"), "{}", text(&out));
+    assert!(!tuf.join("staged/2.root.json.refused").exists(), "an earlier refusal is cleared when the file is staged again");
+    let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
+    assert!(text(&doctor).contains("TUF 2.root.json is staged and not yet published"), "{}", text(&doctor));
+    let status = text(&signet(&["tuf", "status", "--data-dir", d]));
+    assert!(status.contains("staged      2.root.json"), "{status}");
+    assert_eq!(get(&agent, &format!("{}/tuf/2.root.json", server.url)).unwrap().status, 404);
+}

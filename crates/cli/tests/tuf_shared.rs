@@ -95,19 +95,25 @@ fn wait_for(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// Two instances on `db`, in `dir/a` (started first: the sequencer) and `dir/b` (a backup of
+/// a: the same keys), with a 4 s TUF timestamp, signed again every 2 s or so. (a, b, a's dir).
+fn two_instances(dir: &std::path::Path, db: &str) -> (Server, Server, std::path::PathBuf) {
+    let config = dir.join("signet.toml");
+    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 4\n").unwrap();
+    let (a_dir, b_dir) = (dir.join("a"), dir.join("b"));
+    let args = ["--storage", db, "--config", config.to_str().unwrap()];
+    let a = Server::start(&a_dir, &args);
+    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
+    assert!(copy.status.success(), "{copy:?}");
+    let b = Server::start(&b_dir, &args);
+    (a, b, a_dir)
+}
+
 #[test]
 fn instances_on_one_database_serve_one_repository_and_a_takeover_signs_on_from_it() {
     let Some(db) = postgres_database() else { return };
     let dir = tempfile::tempdir().unwrap();
-    // A 4 s timestamp is signed again every 2 s or so.
-    let config = dir.path().join("signet.toml");
-    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 4\n").unwrap();
-    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
-    let args = ["--storage", db.as_str(), "--config", config.to_str().unwrap()];
-    let mut a = Server::start(&a_dir, &args);
-    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
-    assert!(copy.status.success(), "{copy:?}");
-    let b = Server::start(&b_dir, &args);
+    let (mut a, b, a_dir) = two_instances(dir.path(), &db);
     let agent = agent();
     let mut seen = Seen::default();
 
@@ -242,14 +248,7 @@ fn a_sequencer_with_other_tuf_keys_serves_what_is_published_and_signs_nothing() 
 fn a_ceremony_published_to_the_sequencer_reaches_every_instance_and_survives_a_takeover() {
     let Some(db) = postgres_database() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("signet.toml");
-    std::fs::write(&config, "[tuf]\ntimestamp_expiry_secs = 4\n").unwrap();
-    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
-    let args = ["--storage", db.as_str(), "--config", config.to_str().unwrap()];
-    let mut a = Server::start(&a_dir, &args);
-    let copy = signet(&["backup", "--data-dir", a_dir.to_str().unwrap(), "--out", b_dir.to_str().unwrap()]);
-    assert!(copy.status.success(), "{copy:?}");
-    let b = Server::start(&b_dir, &args);
+    let (mut a, b, a_dir) = two_instances(dir.path(), &db);
     let agent = agent();
     let mut seen = Seen::default();
     same_on_both(&agent, &mut seen, &a.url, &b.url);

@@ -389,6 +389,21 @@ fn tuf(data: &Path, report: &mut Report) {
             report.fail(&format!("TUF keys: {e}"));
         }
     }
+    // A ceremony's metadata the server refused, or has not taken up (a key it lacks).
+    if let Ok(entries) = std::fs::read_dir(repo.dir().join("staged")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(refused) = name.strip_suffix(".refused.why") {
+                fine = false;
+                let why = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                report.warn(&format!("TUF {refused} staged by `signet tuf publish` was refused: {}", why.trim_end()));
+            }
+        }
+    }
+    for (name, _) in repo.staged_stamp() {
+        fine = false;
+        report.warn(&format!("TUF {name} is staged and not yet published: a running server takes it up within seconds, or logs why not"));
+    }
     if fine {
         report.ok(&format!("TUF repository current (targets version {}, timestamp version {})", status.targets.0, status.timestamp.0));
     }
