@@ -175,8 +175,8 @@ mod tests {
     #[test]
     fn a_data_dir_that_is_no_backup_is_not_restored() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(restore(dir.path(), None, false).unwrap_err().contains("not a backup"));
+        assert!(restore(dir.path(), None, false, &shards::KeyHomes::default()).unwrap_err().contains("not a backup"));
         std::fs::write(dir.path().join(RECORD), "{}").unwrap();
-        assert!(restore(dir.path(), None, false).unwrap_err().contains("restored already"));
+        assert!(restore(dir.path(), None, false, &shards::KeyHomes::default()).unwrap_err().contains("restored already"));
     }
 }

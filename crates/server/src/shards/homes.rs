@@ -23,6 +23,7 @@ pub struct KeyHomes {
 }
 
 /// Where one shard's key is.
+#[derive(Debug)]
 pub enum Place {
     File(PathBuf),
     Elsewhere(KeySource),
