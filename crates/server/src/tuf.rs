@@ -235,6 +235,24 @@ impl Tuf {
 /// How often [`run`] looks for metadata that `signet tuf publish` staged (one directory read).
 const STAGED_POLL: Duration = Duration::from_secs(2);
 
+/// What `signet tuf publish` staged, as last seen. Staged metadata is taken up within seconds,
+/// not at the next check; what stays staged (a key missing here) is tried again only when it
+/// changes, not at every poll.
+#[derive(Default)]
+struct Staged(Vec<(String, std::time::SystemTime)>);
+
+impl Staged {
+    /// True when something is staged that was not at the last call that returned true.
+    fn changed(&mut self, repo: &Repository) -> bool {
+        let now = repo.staged_stamp();
+        if now.is_empty() || now == self.0 {
+            return false;
+        }
+        self.0 = now;
+        true
+    }
+}
+
 /// How often [`run`] looks: an eighth of the timestamp's validity, from 1 s to 10 min, so a
 /// due timestamp is signed again long before it expires.
 pub fn check_every(expiry: &Expiry) -> Duration {
@@ -247,36 +265,28 @@ pub async fn run(tuf: Arc<Tuf>) {
     let every = tuf.check_every();
     let Some(s) = &tuf.shared else {
         let mut next = tokio::time::Instant::now() + every;
-        let mut tried = Vec::new();
+        let mut staged = Staged::default();
         loop {
             tokio::time::sleep(STAGED_POLL.min(every)).await;
-            // Metadata staged by `signet tuf publish` is taken up within seconds, not at the
-            // next check; what stays staged (a key missing here) is tried again when it changes.
-            let staged = tuf.repo.staged_stamp();
-            let new_staged = !staged.is_empty() && staged != tried;
-            if tokio::time::Instant::now() >= next || new_staged {
+            if staged.changed(&tuf.repo) || tokio::time::Instant::now() >= next {
                 tuf.refresh().await;
                 next = tokio::time::Instant::now() + every;
-                tried = staged;
             }
         }
     };
     // Whether this instance published its documents as the holder, and when it signs next.
     let mut announced = s.led();
     let mut next = tokio::time::Instant::now() + every;
-    let mut tried = Vec::new();
+    let mut staged = Staged::default();
     loop {
         tokio::time::sleep(shared::POLL_EVERY).await;
         if !s.holds_lease() {
             tuf.follow().await;
             continue;
         }
-        let staged = tuf.repo.staged_stamp();
-        let new_staged = !staged.is_empty() && staged != tried;
-        if s.led() && tokio::time::Instant::now() < next && !new_staged {
+        if s.led() && !staged.changed(&tuf.repo) && tokio::time::Instant::now() < next {
             continue;
         }
-        tried = staged;
         if !announced {
             tracing::info!("this instance holds the sequencer lease: it signs the shared TUF repository from now on");
             announced = true;

@@ -22,7 +22,7 @@ use tough::schema::key::Key;
 use tough::schema::{Role as _, RoleKeys as ToughRoleKeys, Root, Signature, Signed, Targets};
 
 use super::keys::{tuf_key, Role, RoleKeys};
-use super::repo::{expires, next, targets_of, tough_err, Repository};
+use super::repo::{expires, next, targets_of, tough_err, Current, Repository};
 use super::{Expiry, TufError};
 
 /// Where staged metadata waits, inside the repository's directory.
@@ -151,13 +151,7 @@ pub fn tally<T: tough::schema::Role + Serialize + Clone>(root: &Root, signed: &S
         }
     }
     Tally {
-        role: match T::TYPE {
-            tough::schema::RoleType::Root => "root",
-            tough::schema::RoleType::Targets => "targets",
-            tough::schema::RoleType::Snapshot => "snapshot",
-            tough::schema::RoleType::Timestamp => "timestamp",
-            _ => "delegated",
-        },
+        role: Role::ALL.into_iter().find(|r| r.tough() == T::TYPE).map_or("delegated", Role::name),
         valid,
         threshold: role.map_or(1, |r| r.threshold.get()),
         keys: role.map_or(0, |r| r.keyids.len()),
@@ -305,7 +299,11 @@ impl Repository {
     /// Checks `proposals` as they would be adopted together: the roots in order after the
     /// current one, then the targets under the last of them, their files in `targets/`.
     pub fn check(&self, proposals: &[Proposal], now: jiff::Timestamp) -> Result<(), TufError> {
-        let c = self.current()?;
+        self.check_after(&self.current()?, proposals, now).map(|_| ())
+    }
+
+    /// [`Repository::check`] against `c`; the root that will be current after them.
+    fn check_after(&self, c: &Current, proposals: &[Proposal], now: jiff::Timestamp) -> Result<Root, TufError> {
         let mut root = c.root.signed.clone();
         let mut sorted: Vec<&Proposal> = proposals.iter().collect();
         sorted.sort_by_key(|p| (p.role() != Role::Root, p.version()));
@@ -327,7 +325,7 @@ impl Repository {
             }
         }
         if !targets_given && root.verify_role(&c.targets).is_err() {
-            return Err(TufError::Refused {
+            return Err(TufError::NotYet {
                 name: format!("{}.root.json", root.version),
                 why: format!(
                     "the published targets (version {}) are not signed by the targets keys it names: propose targets, have them \
@@ -336,7 +334,7 @@ impl Repository {
                 ),
             });
         }
-        Ok(())
+        Ok(root)
     }
 
     /// Puts `proposal` where the server looks for metadata to adopt; clients do not see it.
@@ -415,45 +413,41 @@ impl Repository {
             return Ok(Vec::new());
         }
         let c = self.current()?;
-        let mut root = c.root.signed.clone();
-        let mut roots = Vec::new();
-        let mut targets = None;
+        // What is already published (or older) is dropped, and of several targets the newest
+        // wins; the rest is checked as `signet tuf publish` checked it.
+        let mut live: Vec<(PathBuf, Proposal)> = Vec::new();
         for (path, p) in staged {
-            match &p {
-                Proposal::Root(r) if r.signed.version <= root.version => {
-                    // Already the published root or older: nothing to do with it.
-                    let _ = std::fs::remove_file(&path);
-                }
-                Proposal::Root(r) => {
-                    if let Err(why) = check_root_after(&root, r, now) {
-                        self.refuse(&path, &why);
-                        return Err(TufError::Refused { name: p.file_name(), why });
-                    }
-                    root = r.signed.clone();
-                    roots.push((path, p.to_bytes()?, r.signed.version));
-                }
-                Proposal::Targets(t) if t.signed.version <= c.targets.signed.version => {
-                    let _ = std::fs::remove_file(&path);
-                }
-                Proposal::Targets(t) => {
-                    // The newest wins; an older one staged beside it is dropped.
-                    if let Some((older, _, _)) = targets.replace((path, p.to_bytes()?, t.clone())) {
-                        let _ = std::fs::remove_file(older);
-                    }
+            let published = match &p {
+                Proposal::Root(_) => c.root.signed.version.get(),
+                Proposal::Targets(_) => c.targets.signed.version.get(),
+            };
+            if p.version() <= published {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if let Proposal::Targets(_) = p {
+                if let Some(i) = live.iter().position(|(_, q)| q.role() == Role::Targets) {
+                    let (older, _) = live.remove(i);
+                    let _ = std::fs::remove_file(older);
                 }
             }
+            live.push((path, p));
         }
-        if let Some((path, _, t)) = &targets {
-            if let Err(why) = check_targets_under(&root, t, c.targets.signed.version.get(), &self.dir().join("targets"), now) {
-                self.refuse(path, &why);
-                return Err(TufError::Refused { name: format!("{}.targets.json", t.signed.version), why });
+        let proposals: Vec<Proposal> = live.iter().map(|(_, p)| p.clone()).collect();
+        let root = match self.check_after(&c, &proposals, now) {
+            Ok(root) => root,
+            Err(TufError::Refused { name, why }) => {
+                if let Some((path, _)) = live.iter().find(|(_, p)| p.file_name() == name) {
+                    self.refuse(path, &why);
+                }
+                return Err(TufError::Refused { name, why });
             }
-        } else if root.verify_role(&c.targets).is_err() {
-            return Err(TufError::Refused {
-                name: format!("{}.root.json", root.version),
-                why: "the published targets are not signed by the targets keys it names; stage targets signed by them with it".into(),
-            });
-        }
+            Err(e) => return Err(e),
+        };
+        let targets = live.iter().find_map(|(path, p)| match p {
+            Proposal::Targets(t) => Some((path, t)),
+            Proposal::Root(_) => None,
+        });
         // The snapshot and timestamp are signed here, with a key the new root names: check
         // that it is held before the root is written.
         let snapshot = targets.is_some() || root.verify_role(&c.snapshot).is_err();
@@ -473,15 +467,16 @@ impl Repository {
         }
 
         let mut adopted = Vec::new();
-        for (path, bytes, version) in &roots {
-            let name = format!("{version}.root.json");
-            self.write(&name, bytes)?;
-            self.write("root.json", bytes)?;
+        for (path, p) in live.iter().filter(|(_, p)| p.role() == Role::Root) {
+            let bytes = p.to_bytes()?;
+            self.write(&p.file_name(), &bytes)?;
+            self.write("root.json", &bytes)?;
             let _ = std::fs::remove_file(path);
-            adopted.push(name);
+            adopted.push(p.file_name());
         }
-        if let Some((path, bytes, t)) = targets {
+        if let Some((path, t)) = targets {
             let name = format!("{}.targets.json", t.signed.version);
+            let bytes = Proposal::Targets(t.clone()).to_bytes()?;
             self.write(&name, &bytes)?;
             self.write_snapshot_chain(&root, keys, expiry, now, t.signed.version, &bytes, next(c.snapshot.signed.version), next(c.timestamp.signed.version)).await?;
             let _ = std::fs::remove_file(path);

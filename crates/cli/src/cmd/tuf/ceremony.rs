@@ -87,17 +87,19 @@ fn public_key(spec: &str, pkcs11: &Pkcs11Settings) -> Result<Key, String> {
     tuf_key(&signer(spec, pkcs11, false)?).map_err(|e| format!("{spec}: {e}"))
 }
 
+/// `command`'s key, opened with the config's PKCS#11 settings; the exit code when it can't be.
+fn open_key(command: &str, key: &str, make: bool, config: Option<&Path>) -> Result<Signer, ExitCode> {
+    let (_, pkcs11) = settings(config)?;
+    signer(key, &pkcs11, make).map_err(|e| {
+        errln!("signet tuf {command}: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 pub fn pubkey(key: &str, make: bool, config: Option<&Path>) -> ExitCode {
-    let (_, pkcs11) = match settings(config) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let key = match signer(key, &pkcs11, make) {
+    let key = match open_key("pubkey", key, make, config) {
         Ok(k) => k,
-        Err(e) => {
-            errln!("signet tuf pubkey: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match tuf_key(&key).and_then(|k| k.key_id().map_err(|e| signet_trust::tuf::TufError::Tough(e.to_string()))) {
         Ok(id) => {
@@ -209,16 +211,9 @@ fn needs(repo: &Repository, p: &Proposal) -> String {
 }
 
 pub fn sign(key: &str, files: &[PathBuf], config: Option<&Path>) -> ExitCode {
-    let (_, pkcs11) = match settings(config) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let key = match signer(key, &pkcs11, false) {
+    let key = match open_key("sign", key, false, config) {
         Ok(k) => k,
-        Err(e) => {
-            errln!("signet tuf sign: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     for file in files {
         let signed = Proposal::read(file).map_err(|e| e.to_string()).and_then(|mut p| {
