@@ -44,7 +44,7 @@ pub const OID_CT_POISON: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.
 /// RFC 6962 §3.3: the embedded SCT list.
 pub const OID_CT_SCT_LIST: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.11129.2.4.2");
 
-const LEAF_VALIDITY: Duration = Duration::from_secs(600);
+pub const LEAF_VALIDITY: Duration = Duration::from_secs(600);
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +63,9 @@ pub enum CaError {
         .found.config_name()
     )]
     CurveMismatch { path: String, found: CaCurve, wanted: CaCurve },
+    /// A scheduled rotation's hand-over came and its successor is not loaded.
+    #[error(transparent)]
+    HandedOver(#[from] crate::handover::Ended),
 }
 
 impl CaError {
@@ -70,6 +73,7 @@ impl CaError {
     pub fn key_unavailable(&self) -> bool {
         match self {
             CaError::X509(X509Error::Signer(k)) | CaError::Key(k) => k.is_transient(),
+            CaError::HandedOver(_) => true,
             _ => false,
         }
     }
@@ -187,6 +191,20 @@ impl Authority {
             return Err(file_err(&inter_path, format!("the intermediate certificate does not match the intermediate key {inter_source}")));
         }
         Ok(Authority { intermediate_key: inter_key, intermediate, intermediate_der: inter_der, root_der })
+    }
+
+    /// The intermediate that follows this one at a scheduled rotation: `key` under
+    /// `intermediate_der`, which the same root must have issued.
+    pub fn successor(&self, key: CaKey, intermediate_der: Vec<u8>) -> Result<Authority, CaError> {
+        let intermediate = Certificate::from_der(&intermediate_der)?;
+        if intermediate.tbs_certificate.subject_public_key_info.to_der()? != key.spki_der() {
+            return Err(file_err(Path::new("the new intermediate certificate"), "it does not certify the new intermediate key"));
+        }
+        let root = Certificate::from_der(&self.root_der)?;
+        if intermediate.tbs_certificate.issuer != root.tbs_certificate.subject {
+            return Err(file_err(Path::new("the new intermediate certificate"), "it was not issued by this instance's root"));
+        }
+        Ok(Authority { intermediate_key: key, intermediate, intermediate_der, root_der: self.root_der.clone() })
     }
 
     /// PEMs of the chain above leaves: intermediate, then root.

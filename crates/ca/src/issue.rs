@@ -23,6 +23,7 @@ use x509_cert::request::CertReq;
 
 use crate::authority::{Authority, CaError};
 use crate::ct::{self, CtError, CtLog};
+use crate::handover::Handover;
 use crate::oidc::{Identity, TokenError, TokenVerifier};
 use crate::x509;
 
@@ -72,19 +73,62 @@ pub struct Issued {
 
 #[derive(Clone)]
 pub struct Issuer {
-    pub authority: Arc<Authority>,
+    /// The intermediate that signs leaves, and its successor once a rotation is scheduled.
+    signing: Arc<Handover<Signing>>,
     /// The CT log the SCTs come from; a rotation of the CT log swaps a new one in.
     ct: Arc<arc_swap::ArcSwap<CtLog>>,
     pub tokens: Arc<TokenVerifier>,
-    issuer_key_hash: [u8; 32],
     /// Certificates issued since start, for `/metrics`.
     issued: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// An intermediate and the hash of its key, which every SCT it asks for names.
+struct Signing {
+    authority: Arc<Authority>,
+    issuer_key_hash: [u8; 32],
+}
+
+impl Signing {
+    fn of(authority: Arc<Authority>) -> Signing {
+        Signing { issuer_key_hash: sha256(authority.issuer_spki_der()), authority }
+    }
+}
+
 impl Issuer {
     pub fn new(authority: Arc<Authority>, ct: CtLog, tokens: Arc<TokenVerifier>) -> Issuer {
-        let issuer_key_hash = sha256(authority.issuer_spki_der());
-        Issuer { authority, ct: Arc::new(arc_swap::ArcSwap::from_pointee(ct)), tokens, issuer_key_hash, issued: Default::default() }
+        Issuer {
+            signing: Arc::new(Handover::new(Signing::of(authority))),
+            ct: Arc::new(arc_swap::ArcSwap::from_pointee(ct)),
+            tokens,
+            issued: Default::default(),
+        }
+    }
+
+    /// The intermediate that signs now: its chain is what the CA serves.
+    pub fn authority(&self) -> Arc<Authority> {
+        self.signing.now().authority.clone()
+    }
+
+    /// A scheduled rotation: `next` signs every certificate dated from `from` (Unix seconds)
+    /// on, the current intermediate none.
+    pub fn hand_over_at(&self, from: i64, next: Arc<Authority>) {
+        self.signing.hand_over_at(from, Signing::of(next));
+    }
+
+    /// A scheduled rotation whose successor could not be loaded: the current intermediate
+    /// still stops at `until`, when its window in the trusted root ends.
+    pub fn end_at(&self, until: i64) {
+        self.signing.end_at(until);
+    }
+
+    /// Whether the successor from `from` is loaded.
+    pub fn hands_over_at(&self, from: i64) -> bool {
+        self.signing.has_next_from(from)
+    }
+
+    /// After the hand-over: the successor is the current intermediate.
+    pub fn settle(&self, unix: i64) {
+        self.signing.settle(unix);
     }
 
     /// The CT log that signs SCTs now.
@@ -124,22 +168,27 @@ impl Issuer {
     pub async fn issue_for(&self, identity: Identity, proof: KeyProof) -> Result<Issued, IssueError> {
         // One verification and one signature on each side of the CT log: short jobs, run
         // where they are (signet_core::cpu); the CT log's batch goes to the pool.
-        let prepared = signet_core::cpu::inline(|| self.prepare(identity, proof))??;
-        let sct = self.ct.load_full().submit(&self.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
+        // The certificate's notBefore chooses the intermediate (crate::handover), once for
+        // both its signatures and its SCT.
+        let now = SystemTime::now();
+        let unix = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let signing = self.signing.at(unix).map_err(CaError::from)?;
+        let prepared = signet_core::cpu::inline(|| self.prepare(&signing.authority, identity, proof, now))??;
+        let sct = self.ct.load_full().submit(&signing.issuer_key_hash, &prepared.core_der, prepared.precertificate).await?;
         signet_core::cpu::inline(|| -> Result<Issued, IssueError> {
             let Prepared { identity, mut tbs } = prepared.rest;
             // The final certificate is the precertificate's TBS with the SCT list where the
             // poison was (RFC 6962 §3.1): both are the same TBS plus one last extension.
             tbs.extensions.get_or_insert_with(Vec::new).push(ct::sct_list_extension(&[sct]).map_err(CaError::from)?);
             let serial_bytes = tbs.serial_number.as_bytes().to_vec();
-            let leaf_der = self.authority.sign(tbs)?;
+            let leaf_der = signing.authority.sign(tbs)?;
             self.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(Issued { leaf_der, identity, serial: serial_bytes })
         })?
     }
 
     /// Steps 2 and 3 up to the CT log: the key's proof, the TBS, and the signed precertificate.
-    fn prepare(&self, identity: Identity, proof: KeyProof) -> Result<ForCt, IssueError> {
+    fn prepare(&self, authority: &Authority, identity: Identity, proof: KeyProof, now: SystemTime) -> Result<ForCt, IssueError> {
         let spki_der = match proof {
             KeyProof::PublicKey { pem: key_pem, proof_of_possession } => {
                 let block = pem::decode_first(key_pem.as_bytes()).map_err(|e| IssueError::Key(e.to_string()))?;
@@ -167,9 +216,9 @@ impl Issuer {
         let spki = SubjectPublicKeyInfoOwned::from_der(&spki_der).map_err(|e| IssueError::Key(e.to_string()))?;
 
         let serial = x509::random_serial().map_err(CaError::from)?;
-        let core = self.authority.leaf_tbs(&identity, spki, serial, SystemTime::now(), None)?;
+        let core = authority.leaf_tbs(&identity, spki, serial, now, None)?;
         let core_der = core.to_der().map_err(CaError::from)?;
-        let precertificate = self.authority.precertificate_of(core.clone())?;
+        let precertificate = authority.precertificate_of(core.clone())?;
         Ok(ForCt { core_der, precertificate, rest: Prepared { identity, tbs: core } })
     }
 }

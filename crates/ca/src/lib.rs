@@ -8,6 +8,7 @@
 //! - [`ct`]: the RFC 6962 CT log and the SCTs embedded in every certificate.
 //! - [`issue`]: the `signingCert` flow that ties token, key proof, CT and CA together.
 //! - [`tsa`]: the RFC 3161 timestamp authority.
+//! - [`handover`]: a TSA or intermediate key handing over to its successor at a set second.
 //! - [`serving`]: a `--dev` instance's TLS CA, and the short-lived serving certificates it issues.
 //! - `micro` (feature `micro`): the criterion suite of issuance, SCTs and timestamps.
 
@@ -17,6 +18,7 @@
 pub mod authority;
 pub mod ci;
 pub mod ct;
+pub mod handover;
 pub mod identity;
 pub mod issue;
 #[cfg(feature = "micro")]

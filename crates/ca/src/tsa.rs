@@ -83,7 +83,7 @@ pub struct Tsa {
     cert_der: Vec<u8>,
     root_der: Vec<u8>,
     /// Timestamps issued since start, for `/metrics`.
-    stamped: std::sync::atomic::AtomicU64,
+    stamped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Tsa {
@@ -92,7 +92,7 @@ impl Tsa {
     pub fn open(data_dir: &Path, key: Arc<Signer>, root_key: impl FnOnce() -> Result<CaKey, CaError>, root_der: &[u8]) -> Result<Tsa, TsaError> {
         let cert_path = data_dir.join("ca").join("tsa.pem");
         let spki_der = key.spki_der().to_vec();
-        let cert_der = match std::fs::read(&cert_path) {
+        let cert_der: Vec<u8> = match std::fs::read(&cert_path) {
             Ok(b) => pem::decode_first(&b).map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))?.der,
             Err(_) => {
                 let der = Tsa::issue_certificate(&root_key()?, root_der, &spki_der)?;
@@ -101,12 +101,35 @@ impl Tsa {
                 der
             }
         };
+        Tsa::new(key, cert_der, root_der).map_err(|e| TsaError::Build(format!("{}: {e}", cert_path.display())))
+    }
+
+    /// The TSA signing with `key` under the certificate `cert_der`, which must certify it
+    /// (a rotation's successor, [`crate::handover`]).
+    pub fn new(key: Arc<Signer>, cert_der: Vec<u8>, root_der: &[u8]) -> Result<Tsa, TsaError> {
         let cert = Certificate::from_der(&cert_der)?;
-        if cert.tbs_certificate.subject_public_key_info.to_der()? != spki_der {
-            return Err(TsaError::Build(format!("{} does not match the TSA key {key:?}", cert_path.display())));
+        if cert.tbs_certificate.subject_public_key_info.to_der()? != key.spki_der() {
+            return Err(TsaError::Build(format!("the certificate does not match the TSA key {key:?}")));
         }
         let token = token::Template::new(&cert, &cert_der)?;
         Ok(Tsa { key, token, cert_der, root_der: root_der.to_vec(), stamped: Default::default() })
+    }
+
+    /// Counts its stamps with `other`'s counter, so that `/metrics` keeps counting across a
+    /// hand-over.
+    pub fn counting_with(mut self, other: &Tsa) -> Tsa {
+        self.stamped = other.stamped.clone();
+        self
+    }
+
+    /// The root that issued its certificate (DER).
+    pub fn root_der(&self) -> &[u8] {
+        &self.root_der
+    }
+
+    /// The TSA's certificate (DER).
+    pub fn cert_der(&self) -> &[u8] {
+        &self.cert_der
     }
 
     /// PEMs of the TSA's chain: its certificate, then the root.
@@ -171,6 +194,13 @@ impl Tsa {
 
     /// [`Tsa::timestamp`], with the token's serial number (for the audit record).
     pub fn timestamp_with_serial(&self, req: &Request) -> Result<(Vec<u8>, [u8; 16]), TsaError> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| TsaError::Build(e.to_string()))?;
+        self.timestamp_at(req, now)
+    }
+
+    /// [`Tsa::timestamp_with_serial`] with genTime `now` (since the Unix epoch): the time that
+    /// chose this TSA among a hand-over's two ([`crate::handover::Handover::at`]).
+    pub fn timestamp_at(&self, req: &Request, now: Duration) -> Result<(Vec<u8>, [u8; 16]), TsaError> {
         let (alg, want) = match req.hash_oid {
             o if o == ID_SHA256 => ("SHA-256", 32),
             o if o == ID_SHA384 => ("SHA-384", 48),
@@ -185,7 +215,6 @@ impl Tsa {
                 return Err(TsaError::Policy(p.to_string()));
             }
         }
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| TsaError::Build(e.to_string()))?;
         let mut serial = [0u8; 16];
         aws_lc_rs::rand::fill(&mut serial).map_err(|_| TsaError::Build("RNG".into()))?;
         serial[0] = (serial[0] & 0x7f) | 0x01;

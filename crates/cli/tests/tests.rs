@@ -33,6 +33,7 @@ mod postgres;
 mod principals;
 mod redis;
 mod rekor_api;
+mod scheduled_rotation;
 mod scopes;
 mod serve_tls;
 mod shards;

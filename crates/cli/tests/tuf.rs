@@ -19,7 +19,7 @@ fn snapshot_version(agent: &ureq::Agent, server: &Server) -> u64 {
 }
 
 /// The target `name` as the current targets metadata lists it, fetched by its hash.
-fn target(agent: &ureq::Agent, server: &Server, name: &str) -> Value {
+pub(crate) fn target(agent: &ureq::Agent, server: &Server, name: &str) -> Value {
     let snapshot = snapshot_version(agent, server);
     let snap = tuf_json(agent, server, &format!("{snapshot}.snapshot.json"));
     let targets_v = snap["signed"]["meta"]["targets.json"]["version"].as_u64().unwrap();

@@ -211,6 +211,13 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let tuf_task = state.tuf.clone().map(|tuf| tokio::spawn(tuf::run(tuf)));
     // On PostgreSQL: rotations of the Rekor v1 log made through other instances.
     let rotations_task = api::rekor_v1::watch_rotations(state.clone());
+    // TSA and intermediate rotations scheduled ahead (`signet trust rotate --at`).
+    let scheduled_task = {
+        let opener = state.rekor_v1.opener();
+        let shared = opener.shared.as_ref().map(|pg| (pg.clone() as Arc<dyn signet_log::storage::Storage>, opener.seal.clone()));
+        let watch = rotate::scheduled::Watch { data_dir: cfg.data_dir.clone(), pkcs11: cfg.keys.pkcs11(), shared };
+        rotate::scheduled::watch(state.clone(), watch)
+    };
     let watermarks = state.watermarks.clone();
     let marked = state.clone();
     let watermark_task = {
@@ -260,6 +267,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         task.abort();
     }
     watermark_task.abort();
+    scheduled_task.abort();
     if let Some(task) = rotations_task {
         task.abort();
     }

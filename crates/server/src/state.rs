@@ -36,7 +36,9 @@ pub struct AppState {
     /// The CA with its CT log.
     pub ca: Issuer,
     /// The RFC 3161 timestamp authority.
-    pub tsa: Tsa,
+    /// The RFC 3161 timestamp authority, and its successor once a rotation is scheduled
+    /// ([`crate::rotate::scheduled`]).
+    pub tsa: signet_ca::handover::Handover<Tsa>,
     /// The trust documents' inputs, read at startup and again after a shard rotation.
     pub trust: parking_lot::RwLock<Arc<signet_trust::root::Instance>>,
     /// The TUF repository that publishes them, unless `[tuf] enabled = false`.
@@ -96,6 +98,8 @@ pub enum StartError {
     Shards(String),
     #[error("trust documents: {0}")]
     Trust(String),
+    #[error("a key rotation: {0}")]
+    Rotation(String),
     #[error("TLS: {0}")]
     Tls(#[from] signet_tls::CertError),
     #[error(transparent)]
@@ -132,10 +136,13 @@ fn check_initialised(cfg: &Config) -> Result<(), StartError> {
     if cfg.dev {
         return Ok(());
     }
+    // A rotation onto a token or into KMS records its key (crate::rotate::Rotated::key).
+    let rotations = crate::rotate::read(&cfg.data_dir).unwrap_or_default();
+    let rotated = |r: &Option<crate::rotate::Rotated>| r.as_ref().is_some_and(|r| r.key.is_some());
     let configured = |f: &str| match f {
         "keys/ct.pem" => cfg.keys.ct.is_some(),
-        "keys/tsa.pem" => cfg.keys.tsa.is_some(),
-        "keys/ca-intermediate.pem" => cfg.keys.ca_intermediate.is_some(),
+        "keys/tsa.pem" => cfg.keys.tsa.is_some() || rotated(&rotations.tsa),
+        "keys/ca-intermediate.pem" => cfg.keys.ca_intermediate.is_some() || rotated(&rotations.intermediate),
         _ => false,
     };
     let missing: Vec<&str> = PRODUCTION_FILES.iter().copied().filter(|f| !configured(f) && !cfg.data_dir.join(f).exists()).collect();
@@ -193,6 +200,18 @@ impl AppState {
             .map_err(|e| StartError::Panicked { what: "shard seal key", why: e.to_string() })?
             .map_err(StartError::Shards)?
         };
+        // A TSA or intermediate rotation scheduled through another instance of the database,
+        // then any whose second has come, before their keys are opened (crate::rotate::scheduled).
+        {
+            let (store, seal, data_dir, on_pg) = (storage.clone(), seal.clone(), cfg.data_dir.clone(), pg.is_some());
+            tokio::task::spawn_blocking(move || {
+                let shared = on_pg.then(|| (store.as_ref(), seal.as_deref()));
+                crate::rotate::scheduled::at_start(shared, &data_dir)
+            })
+            .await
+            .map_err(|e| StartError::Panicked { what: "scheduled rotations", why: e.to_string() })?
+            .map_err(StartError::Rotation)?;
+        }
         // Every log is a list of shards (crate::shards); the newest takes the appends. Rekor
         // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
         let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), v1_key.spki_der())?;
@@ -289,8 +308,23 @@ impl AppState {
         let dev_issuers: Vec<IssuerConfig> = dev_issuer.iter().map(|d| d.config()).collect();
         let tokens = Arc::new(crate::issuers::verifier(&cfg.oidc, dev_issuers)?);
 
-        // The CA and its CT log.
-        let (data_dir, ca_keys) = (cfg.data_dir.clone(), cfg.keys.ca(&cfg.ca)?);
+        // The CA and its CT log. A key a rotation chose wins over the config's, which named the
+        // one before (crate::rotate::Rotated::key).
+        let rotated = |authority: crate::rotate::Authority, configured: &Option<KeySource>| -> Result<Option<KeySource>, StartError> {
+            let mut rotations = crate::rotate::read(&cfg.data_dir).map_err(StartError::Rotation)?;
+            let recorded = authority.record(&mut rotations).as_ref().map(|r| r.key_source(&cfg.data_dir)).transpose().map_err(StartError::Rotation)?.flatten();
+            match (recorded, configured) {
+                (Some(r), Some(c)) if &r != c => {
+                    tracing::warn!(authority = authority.name(), configured = %c, rotated_to = %r, "the config names a key the authority was rotated away from; using the rotated one: update [keys]");
+                    Ok(Some(r))
+                }
+                (Some(r), _) => Ok(Some(r)),
+                (None, c) => Ok(c.clone()),
+            }
+        };
+        let mut ca_keys = cfg.keys.ca(&cfg.ca)?;
+        ca_keys.intermediate = rotated(crate::rotate::Authority::Intermediate, &ca_keys.intermediate)?;
+        let data_dir = cfg.data_dir.clone();
         let authority = Arc::new(
             tokio::task::spawn_blocking({
                 let ca_keys = ca_keys.clone();
@@ -313,9 +347,18 @@ impl AppState {
         }
         // The root key signs the TSA's certificate once, when it is made (under --dev); a
         // production root key may be offline (`signet init --root-key-out`).
-        let tsa_key = key(cfg, &cfg.keys.tsa, "tsa.pem")?;
+        let tsa_key = key(cfg, &rotated(crate::rotate::Authority::Tsa, &cfg.keys.tsa)?, "tsa.pem")?;
         let tsa = Tsa::open(&cfg.data_dir, tsa_key, || ca_keys.root_key(&cfg.data_dir), authority.root_der())?;
         let ca = Issuer::new(authority, CtLog::new(ct_log, ct_key), tokens.clone());
+        let tsa = signet_ca::handover::Handover::new(tsa);
+        // A rotation scheduled for later: the current keys stop at its second even before the
+        // watch loads their successors (crate::rotate::scheduled).
+        for (authority, from) in crate::rotate::scheduled::pending(&cfg.data_dir).map_err(StartError::Rotation)? {
+            match authority {
+                crate::rotate::Authority::Tsa => tsa.end_at(from),
+                crate::rotate::Authority::Intermediate => ca.end_at(from),
+            }
+        }
         // A rotation of the CT log hands the CA the new one before any append reaches it.
         let issuer = ca.clone();
         ct.on_serve(move |now| issuer.replace_ct(CtLog::new(now.log.clone(), now.key.clone())));

@@ -66,10 +66,13 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     };
     let (rekor_v1, rekor_v2, ct) = (shard_keys(Kind::RekorV1)?, shard_keys(Kind::RekorV2)?, shard_keys(Kind::Ct)?);
     // Rotated authorities: each retired certificate with its window, and the current start.
+    // A scheduled rotation is published as if done: the current certificate retired at its
+    // window's end, the new one current from its first second (crate::rotate::scheduled).
     let rotations = crate::rotate::read(data_dir)?;
-    let windows = |rotated: Option<crate::rotate::Rotated>| -> Result<(String, Vec<signet_trust::root::RetiredAuthority>), String> {
-        let Some(r) = rotated else { return Ok((valid_from.clone(), Vec::new())) };
-        let retired = r
+    let windows = |rotated: Option<crate::rotate::Rotated>, current: &str| -> Result<(Vec<u8>, String, Vec<signet_trust::root::RetiredAuthority>), String> {
+        let current_cert = read_cert(&ca.join(current))?;
+        let Some(r) = rotated else { return Ok((current_cert, valid_from.clone(), Vec::new())) };
+        let mut retired = r
             .retired
             .into_iter()
             .map(|t| {
@@ -80,11 +83,17 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok((r.current_from, retired))
+        match r.next {
+            Some(next) => {
+                retired.push(signet_trust::root::RetiredAuthority { chain: vec![current_cert, root.clone()], valid_from: r.current_from, valid_to: next.old_to });
+                Ok((read_cert(&ca.join(&next.cert))?, next.from, retired))
+            }
+            None => Ok((current_cert, r.current_from, retired)),
+        }
     };
     let included = included(data_dir)?.into_iter().map(|(_, doc)| doc).collect();
-    let (tsa_valid_from, retired_tsas) = windows(rotations.tsa)?;
-    let (ca_valid_from, retired_cas) = windows(rotations.intermediate)?;
+    let (tsa_cert, tsa_valid_from, retired_tsas) = windows(rotations.tsa, "tsa.pem")?;
+    let (ca_cert, ca_valid_from, retired_cas) = windows(rotations.intermediate, "intermediate.pem")?;
     Ok(Instance {
         operator: host_of(&url).map_err(|e| e.to_string())?,
         valid_from,
@@ -92,10 +101,10 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         rekor_v1,
         rekor_v2,
         ct,
-        ca_chain: vec![read_cert(&ca.join("intermediate.pem"))?, root.clone()],
+        ca_chain: vec![ca_cert, root.clone()],
         ca_valid_from,
         retired_cas,
-        tsa_chain: vec![read_cert(&ca.join("tsa.pem"))?, root],
+        tsa_chain: vec![tsa_cert, root],
         tsa_valid_from,
         retired_tsas,
         included,

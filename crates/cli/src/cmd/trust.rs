@@ -17,9 +17,10 @@ enum What {
     /// CA of the HTTPS certificate a --dev instance issues itself, for SSL_CERT_FILE or
     /// REQUESTS_CA_BUNDLE).
     Export(ExportArgs),
-    /// Rotate an authority's key offline, the server stopped: a new key and certificate; the
-    /// old certificate stays trusted for what it signed before now. The server publishes the
-    /// new trust documents (through TUF too) at its next start.
+    /// Rotate an authority's key: a new key and certificate; the old certificate stays trusted
+    /// for what it signed before. Offline, the server stopped (it publishes the new trust
+    /// documents, through TUF too, at its next start), or with --at on a running instance or
+    /// cluster: published at once, signing from that time.
     Rotate(RotateArgs),
     /// Add another deployment's trusted root (an earlier signet, RHTAS, extra logs or TSAs) to
     /// this instance's: its entries follow the instance's own in trusted_root.json, so that
@@ -64,10 +65,37 @@ struct RotateArgs {
     #[arg(long, value_name = "FILE|URI")]
     root_key: Option<String>,
     /// Make the new key here, on a token or in KMS (pkcs11:token=…;object=NEW or
-    /// awskms:///alias/NEW), instead of a file in the data dir; then name it in the config's
-    /// [keys] (tsa or ca_intermediate) before the next start.
+    /// awskms:///alias/NEW), instead of a file in the data dir. `ca/rotations.json` records
+    /// it, and the server uses it over the config's [keys] entry (tsa or ca_intermediate).
     #[arg(long, value_name = "URI")]
     new_key: Option<String>,
+    /// Schedule the rotation on a running instance (or cluster): the trust documents and TUF
+    /// publish the new key at once, and it signs from TIME (RFC 3339, or +30m, +2h, +1d from
+    /// now; at least 10 s ahead). Give clients time to update their trusted root first.
+    #[arg(long, value_name = "TIME")]
+    at: Option<String>,
+    /// With --at: wait up to this many seconds for the running instance to publish it.
+    #[arg(long, value_name = "SECONDS", requires = "at")]
+    wait: Option<u64>,
+}
+
+/// `--at`: an RFC 3339 time, or `+N` seconds, minutes, hours or days from now.
+fn parse_at(at: &str) -> Result<jiff::Timestamp, String> {
+    let expected = "expected an RFC 3339 time (2026-12-01T12:00:00Z) or a delay from now (+90s, +30m, +2h, +1d)";
+    if let Some(rest) = at.strip_prefix('+') {
+        let split = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let (n, unit) = rest.split_at(split);
+        let n: i64 = n.parse().map_err(|_| format!("--at {at:?}: {expected}"))?;
+        let secs = match unit {
+            "s" | "" => n,
+            "m" => n.saturating_mul(60),
+            "h" => n.saturating_mul(3600),
+            "d" => n.saturating_mul(86_400),
+            _ => return Err(format!("--at {at:?}: unit {unit:?}; {expected}")),
+        };
+        return jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_secs(secs)).map_err(|e| format!("--at {at:?}: {e}"));
+    }
+    at.parse::<jiff::Timestamp>().map_err(|e| format!("--at {at:?}: {e}; {expected}"))
 }
 
 #[derive(clap::Args)]
@@ -203,18 +231,72 @@ fn rotate(a: RotateArgs) -> ExitCode {
         Some(source) => signet_server::rotate::NewKey::Elsewhere { source, pkcs11: &pkcs11 },
         None => signet_server::rotate::NewKey::File,
     };
+    if let Some(at) = &a.at {
+        let from = match parse_at(at) {
+            Ok(t) => t,
+            Err(e) => {
+                errln!("signet trust rotate: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        return match signet_server::rotate::scheduled::schedule(&a.data_dir, authority, &root, &new_key, from) {
+            Ok(report) => {
+                outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+                errln!(
+                    "signet trust rotate: scheduled; a running instance publishes the new {} within {} s, and it signs from {}",
+                    authority.title(),
+                    signet_server::rotate::scheduled::LOOK_EVERY.as_secs(),
+                    report.new_from
+                );
+                match a.wait {
+                    Some(secs) => wait_published(&a.data_dir, authority, secs),
+                    None => ExitCode::SUCCESS,
+                }
+            }
+            Err(e) => {
+                errln!("signet trust rotate: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match signet_server::rotate::rotate(&a.data_dir, authority, &root, new_key) {
         Ok(report) => {
             outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
             if let Some(source) = &new_source {
                 let entry = if a.intermediate { "ca_intermediate" } else { "tsa" };
-                errln!("signet trust rotate: the new key is {source}: set [keys] {entry} = \"{source}\" (or SIGNET_KEYS_{}) before the next start", entry.to_uppercase());
+                errln!("signet trust rotate: the new key is {source}; ca/rotations.json records it, and the server uses it over the config's: set [keys] {entry} = \"{source}\" (or SIGNET_KEYS_{}) to match", entry.to_uppercase());
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
             errln!("signet trust rotate: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Waits until the running instance has published the scheduled rotation (or it was
+/// promoted already).
+fn wait_published(data_dir: &std::path::Path, authority: signet_server::rotate::Authority, secs: u64) -> ExitCode {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let published = signet_server::rotate::read(data_dir).map(|mut r| {
+            authority.record(&mut r).as_ref().is_some_and(|r| r.next.as_ref().is_none_or(|n| n.published.is_some()))
+        });
+        match published {
+            Ok(true) => {
+                errln!("signet trust rotate: published");
+                return ExitCode::SUCCESS;
+            }
+            Ok(false) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(200)),
+            Ok(false) => {
+                errln!("signet trust rotate: no running instance published the rotation within {secs} s; is a server running on {}? It publishes it when it starts", data_dir.display());
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                errln!("signet trust rotate: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
 }

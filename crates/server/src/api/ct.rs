@@ -73,7 +73,7 @@ pub async fn get_entries(State(state): State<Arc<AppState>>, RawQuery(q): RawQue
 /// `GET /ct/v1/get-roots` (RFC 6962 §4.7): the roots this log accepts chains to. signet's CT
 /// log logs only its own CA's certificates, so that is one root.
 pub async fn get_roots(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(json!({"certificates": [b64::encode(state.ca.authority.root_der())]}))
+    Json(json!({"certificates": [b64::encode(state.ca.authority().root_der())]}))
 }
 
 /// `GET /ct/v1/get-entry-and-proof` (RFC 6962 §4.8): one entry, and its inclusion proof in
@@ -107,7 +107,7 @@ pub async fn get_entry_and_proof(State(state): State<Arc<AppState>>, RawQuery(q)
 /// [`MAX_REBUILT`] per request counted in `rebuilt`, so that one GET costs O(1) signatures.
 /// `None` once that many were rebuilt.
 fn entry(state: &AppState, e: &signet_log::storage::StoredEntry, rebuilt: &mut usize) -> Result<Option<(String, String)>, ApiError> {
-    let authority = &state.ca.authority;
+    let authority = state.ca.authority();
     let rebuild = |body: &[u8]| -> Result<Vec<u8>, ApiError> {
         let tbs = ct::leaf_tbs(body).ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "stored CT leaf is malformed"))?;
         authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))

@@ -190,7 +190,7 @@ fn legacy_to_v2(request: LegacySigningCertRequest) -> Result<SigningCertRequest,
 
 /// `GET /api/v1/rootCert`, Fulcio's legacy API: the CA's chain as PEM.
 pub async fn legacy_root_cert(State(state): State<Arc<AppState>>) -> Response {
-    ([(CONTENT_TYPE, PEM_CHAIN)], pem_chain(&state.ca.authority.chain_pem())).into_response()
+    ([(CONTENT_TYPE, PEM_CHAIN)], pem_chain(&state.ca.authority().chain_pem())).into_response()
 }
 
 const PEM_CHAIN: &str = "application/pem-certificate-chain";
@@ -257,14 +257,14 @@ async fn issue(
     let issued = state.ca.issue_for(identity, proof).instrument(issuing).await.map_err(ApiError::from)?;
     drop(appending);
     let mut chain = vec![pem::encode("CERTIFICATE", &issued.leaf_der)];
-    chain.extend(state.ca.authority.chain_pem());
+    chain.extend(state.ca.authority().chain_pem());
     let did = Did::Issued { serial: hex::encode(&issued.serial), identity: issued.identity.subject.clone(), issuer: issued.identity.issuer.clone() };
     Ok((chain, did))
 }
 
 /// `GET /api/v2/trustBundle`.
 pub async fn trust_bundle(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(json!({"chains": [{"certificates": state.ca.authority.chain_pem()}]}))
+    Json(json!({"chains": [{"certificates": state.ca.authority().chain_pem()}]}))
 }
 
 /// `GET /api/v2/configuration`: the issuers this CA accepts tokens from, in Fulcio's

@@ -155,7 +155,7 @@ fn services(state: &AppState, text: &mut String) {
          # HELP signet_sequencer_lease_renew_failures_total Renewals of the sequencer lease that failed (PostgreSQL storage).\n\
          # TYPE signet_sequencer_lease_renew_failures_total counter\nsignet_sequencer_lease_renew_failures_total {}\n",
         state.ca.issued(),
-        state.tsa.stamped(),
+        state.tsa.now().stamped(),
         crate::lease::renew_failures()
     );
     let trust = state.trust.read().clone();

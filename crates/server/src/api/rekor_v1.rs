@@ -138,6 +138,11 @@ impl RekorV1 {
     }
 
     /// The data dir that holds the shards' keys.
+    /// What opens its shards: the storage, the seal key, where keys live.
+    pub fn opener(&self) -> &crate::shards::ShardOpener {
+        &self.opener
+    }
+
     pub fn data_dir(&self) -> &std::path::Path {
         &self.opener.data_dir
     }

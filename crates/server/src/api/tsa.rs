@@ -61,11 +61,18 @@ pub async fn timestamp(State(state): State<Arc<AppState>>, headers: HeaderMap, b
     // One signature (~20 µs): a short job, signed where it is (signet_core::cpu).
     let span = crate::otel::span!("tsa.stamp");
     let (resp, serial) = span
-        .in_scope(|| signet_core::cpu::inline(|| state.tsa.timestamp_with_serial(&request)))
+        .in_scope(|| signet_core::cpu::inline(|| stamp(&state, &request)))
         .map_err(|p| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("timestamping failed unexpectedly (a bug): {}", p.0)))??;
     let mut response = ([(header::CONTENT_TYPE, "application/timestamp-reply")], resp).into_response();
     response.extensions_mut().insert(signet_guard::audit::Did::Stamped { serial: hex::encode(serial) });
     Ok(response)
+}
+
+/// One timestamp, by the TSA whose window holds its genTime ([`signet_ca::handover`]).
+fn stamp(state: &AppState, request: &signet_ca::tsa::Request) -> Result<(Vec<u8>, [u8; 16]), TsaError> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| TsaError::Build(e.to_string()))?;
+    let tsa = state.tsa.at(now.as_secs() as i64).map_err(|e| TsaError::KeyUnavailable(e.to_string()))?;
+    tsa.timestamp_at(request, now)
 }
 
 /// timestamp-authority's JSON request.
@@ -117,5 +124,5 @@ fn json_request(v: JsonRequest) -> Result<Request, ApiError> {
 }
 
 pub async fn certchain(State(state): State<Arc<AppState>>) -> Response {
-    ([(header::CONTENT_TYPE, "application/pem-certificate-chain")], state.tsa.chain_pem().concat()).into_response()
+    ([(header::CONTENT_TYPE, "application/pem-certificate-chain")], state.tsa.now().chain_pem().concat()).into_response()
 }

@@ -1,0 +1,322 @@
+//! Rotating an authority's key (`signet trust rotate --tsa | --intermediate`): offline, the
+//! server stopped, or scheduled on a running cluster ([`scheduled`], `--at`).
+//!
+//! A rotation makes a new key and a certificate for it from the CA root, and keeps the old
+//! certificate in `ca/retired/` with the end of its window, recorded in `ca/rotations.json`.
+//! The old key is destroyed when it is a file: kept, it could still sign timestamps or
+//! certificates dated inside its old window (one on a token or in KMS is the operator's to
+//! destroy there). The new key is a file in the data dir, or made on a token or in KMS
+//! ([`NewKey::Elsewhere`]); the root may be either too.
+//! The trust documents then list both: the old one for what it signed before the rotation,
+//! the new one from then on. At its next start the server publishes them through TUF, so
+//! clients that update from it verify bundles from either side of the rotation.
+
+pub mod scheduled;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use signet_core::{files, pem};
+
+/// `ca/rotations.json`: each rotated authority's retired certificates and its current start.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rotations {
+    #[serde(default)]
+    pub tsa: Option<Rotated>,
+    /// The CA's intermediate, which signs leaf certificates.
+    #[serde(default)]
+    pub intermediate: Option<Rotated>,
+}
+
+/// An authority whose key `signet trust rotate` can replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authority {
+    Tsa,
+    Intermediate,
+}
+
+impl Authority {
+    pub const ALL: [Authority; 2] = [Authority::Tsa, Authority::Intermediate];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Authority::Tsa => "tsa",
+            Authority::Intermediate => "intermediate",
+        }
+    }
+
+    /// As a sentence names it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Authority::Tsa => "timestamp authority",
+            Authority::Intermediate => "CA intermediate",
+        }
+    }
+
+    /// Its certificate under `ca/`, and its key under `keys/`.
+    pub fn files(self) -> (&'static str, &'static str) {
+        match self {
+            Authority::Tsa => ("tsa.pem", "tsa.pem"),
+            Authority::Intermediate => ("intermediate.pem", "ca-intermediate.pem"),
+        }
+    }
+
+    pub fn record(self, rotations: &mut Rotations) -> &mut Option<Rotated> {
+        match self {
+            Authority::Tsa => &mut rotations.tsa,
+            Authority::Intermediate => &mut rotations.intermediate,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rotated {
+    /// When the current certificate started to sign (RFC 3339).
+    pub current_from: String,
+    /// Oldest first.
+    pub retired: Vec<Retired>,
+    /// The current key, as a rotation made it: a path under the data dir, or a token's or
+    /// KMS key's URI. It wins over the config's `[keys]` entry, which named the one before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// A rotation scheduled for later ([`scheduled`]): published now, signing from its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<scheduled::Next>,
+}
+
+impl Rotated {
+    /// Before an authority's first rotation: its key since `from`.
+    pub fn starting(from: String) -> Rotated {
+        Rotated { current_from: from, retired: Vec::new(), key: None, next: None }
+    }
+
+    /// The current key's source, when a rotation chose it ([`Rotated::key`]).
+    pub fn key_source(&self, data_dir: &Path) -> Result<Option<signet_keys::KeySource>, String> {
+        self.key.as_deref().map(|k| key_source(data_dir, k)).transpose()
+    }
+}
+
+/// A recorded key: a URI, or a path relative to the data dir.
+fn key_source(data_dir: &Path, recorded: &str) -> Result<signet_keys::KeySource, String> {
+    match recorded.parse::<signet_keys::KeySource>().map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))? {
+        signet_keys::KeySource::File(p) if p.is_relative() => Ok(signet_keys::KeySource::File(data_dir.join(p))),
+        other => Ok(other),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Retired {
+    /// Under `ca/`.
+    pub cert: String,
+    pub valid_from: String,
+    pub valid_to: String,
+}
+
+pub fn manifest_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("ca").join("rotations.json")
+}
+
+/// The rotations so far (none when the file is absent).
+pub fn read(data_dir: &Path) -> Result<Rotations, String> {
+    let path = manifest_path(data_dir);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Rotations::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Where a rotation's new key goes.
+pub enum NewKey<'a> {
+    /// A new PKCS#8 file in the data dir, in place of the old one.
+    File,
+    /// On a token or in KMS, made there unless `source` names a key already: only its
+    /// certificate is written. The config's `[keys]` entry must then name it.
+    Elsewhere { source: &'a signet_keys::KeySource, pkcs11: &'a signet_keys::Pkcs11Settings },
+}
+
+/// What a rotation did, as `signet trust rotate` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub authority: &'static str,
+    /// Where the new key is: its file, or its URI.
+    pub new_key: String,
+    pub retired_cert: String,
+    pub retired_window: (String, String),
+    pub new_cert: String,
+    pub new_from: String,
+}
+
+fn now_rfc3339() -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
+}
+
+/// Rotates `authority`'s key. `root_key` is the CA root key (kept offline after `signet
+/// init`: a file, or on a token); it must be the key of `ca/root.pem`. The data dir must not
+/// be in use.
+pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509::CaKey, new_key: NewKey) -> Result<Report, String> {
+    let _lock = crate::datadir::DataDirLock::acquire(data_dir)
+        .map_err(|e| format!("{e}; stop the server first for an offline rotation, or schedule one on the running instance with --at TIME"))?;
+    let _manifest = ManifestLock::take(data_dir)?;
+    let ca = data_dir.join("ca");
+    let (cert_file, key_file) = authority.files();
+    let (cert_path, key_path) = (ca.join(cert_file), data_dir.join("keys").join(key_file));
+    let root_der = read_der(&ca.join("root.pem"))?;
+    let old_cert = read_der(&cert_path)?;
+    check_root_key(&root_der, root_key)?;
+
+    let mut rotations = read(data_dir)?;
+    if let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.as_ref()) {
+        return Err(format!("a rotation of the {} is scheduled for {}; start the server to finish it before rotating again", authority.title(), next.from));
+    }
+    let instance_start = crate::trust::instance_valid_from(&root_der)?;
+    let now = now_rfc3339();
+    let stamp = jiff::Timestamp::now().as_second();
+    let old_from = authority.record(&mut rotations).as_ref().map_or(instance_start, |r| r.current_from.clone());
+
+    let Successor { pkcs8, cert: new_cert } = successor(authority, root_key, &root_der, &old_cert, &new_key)?;
+    let shown = match &new_key {
+        NewKey::File => key_path.display().to_string(),
+        NewKey::Elsewhere { source, .. } => source.to_string(),
+    };
+
+    // Then, each step atomic: the retired copy, the record of it, the new certificate and key.
+    let retired_name = format!("retired/{}-{stamp}.pem", authority.name());
+    let retired_path = ca.join(&retired_name);
+    files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
+    files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
+    let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(old_from.clone()));
+    rotated.retired.push(Retired { cert: retired_name.clone(), valid_from: old_from.clone(), valid_to: now.clone() });
+    rotated.current_from = now.clone();
+    rotated.key = Some(match &new_key {
+        NewKey::File => format!("keys/{key_file}"),
+        NewKey::Elsewhere { source, .. } => source.to_string(),
+    });
+    write(data_dir, &rotations)?;
+    files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &new_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", cert_path.display()))?;
+    match pkcs8 {
+        Some(pkcs8) => files::write_atomic(&key_path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?,
+        // Onto a token or into KMS: the old key file, if it was one, could still sign.
+        None => destroy(&key_path)?,
+    }
+    Ok(Report {
+        authority: authority.name(),
+        new_key: shown,
+        retired_cert: format!("ca/{retired_name}"),
+        retired_window: (old_from, now.clone()),
+        new_cert: format!("ca/{cert_file}"),
+        new_from: now,
+    })
+}
+
+/// A rotation's new key and its certificate.
+struct Successor {
+    /// The key, when it is a file's (else it is on a token or in KMS).
+    pkcs8: Option<Vec<u8>>,
+    cert: Vec<u8>,
+}
+
+/// Makes the new key (in memory, or on its token: nothing changes on disk if making it
+/// fails) and its certificate from the root. An intermediate keeps its curve, so that
+/// `ca.intermediate_key` stays true.
+fn successor(authority: Authority, root_key: &signet_ca::x509::CaKey, root_der: &[u8], old_cert: &[u8], new_key: &NewKey) -> Result<Successor, String> {
+    let algorithm = match authority {
+        Authority::Tsa => signet_keys::Algorithm::EcdsaP256Sha256,
+        Authority::Intermediate => curve_of(old_cert).map_err(|e| format!("ca/{}: {e}", authority.files().0))?.algorithm(),
+    };
+    let (pkcs8, signer) = match new_key {
+        NewKey::File => {
+            let pkcs8 = signet_keys::file::generate_pkcs8(algorithm).map_err(|e| format!("generating the new {} key: {e}", authority.name()))?;
+            let signer = signet_keys::Signer::from_pkcs8(&pkcs8, "the new key", &[algorithm]).map_err(|e| e.to_string())?;
+            (Some(pkcs8), signer)
+        }
+        NewKey::Elsewhere { source, pkcs11 } => {
+            signet_keys::home::ensure(source, pkcs11, algorithm).map_err(|e| e.to_string())?;
+            (None, signet_keys::Signer::open(source, pkcs11, &[algorithm], false).map_err(|e| e.to_string())?)
+        }
+    };
+    let cert = match authority {
+        Authority::Tsa => signet_ca::tsa::Tsa::issue_certificate(root_key, root_der, signer.spki_der()).map_err(|e| e.to_string())?,
+        Authority::Intermediate => {
+            let new_key = signet_ca::x509::CaKey::new(signer).map_err(|e| e.to_string())?;
+            signet_ca::authority::issue_intermediate(root_key, root_der, &new_key).map_err(|e| e.to_string())?
+        }
+    };
+    Ok(Successor { pkcs8, cert })
+}
+
+/// Removes a retired key file, if there is one.
+fn destroy(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("destroying the retired key {}: {e}", path.display())),
+    }
+}
+
+/// A DER certificate from a PEM file.
+pub(crate) fn read_der(p: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", p.display()))?.der)
+}
+
+/// The key given must be the root certificate's, or what it issues would not chain.
+fn check_root_key(root_der: &[u8], root_key: &signet_ca::x509::CaKey) -> Result<(), String> {
+    let root_cert = <x509_cert::Certificate as der::Decode>::from_der(root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
+    let root_spki = root_cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
+    if root_key.curve() != signet_ca::x509::CaCurve::P384 {
+        return Err("the root key is not an ECDSA P-384 key (what `signet init` makes)".into());
+    }
+    if root_key.spki().subject_public_key.raw_bytes() != root_spki {
+        return Err("the root key given is not the key of ca/root.pem".into());
+    }
+    Ok(())
+}
+
+/// Serialises changes to `ca/rotations.json` between `signet trust rotate` and a running
+/// server, which both rewrite it: an exclusive `flock` on `ca/rotations.lock`, waited for.
+pub(crate) struct ManifestLock {
+    _file: std::fs::File,
+}
+
+impl ManifestLock {
+    pub(crate) fn take(data_dir: &Path) -> Result<ManifestLock, String> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = data_dir.join("ca").join("rotations.lock");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // SAFETY: flock only reads the descriptor, which `file` keeps open.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(format!("{}: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        Ok(ManifestLock { _file: file })
+    }
+}
+
+/// Writes `ca/rotations.json`.
+pub(crate) fn write(data_dir: &Path, rotations: &Rotations) -> Result<(), String> {
+    let manifest = serde_json::to_vec_pretty(rotations).map_err(|e| e.to_string())?;
+    files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))
+}
+
+/// The curve of the key a CA certificate certifies.
+fn curve_of(cert_der: &[u8]) -> Result<signet_ca::x509::CaCurve, String> {
+    let cert = <x509_cert::Certificate as der::Decode>::from_der(cert_der).map_err(|e| e.to_string())?;
+    let spki = der::Encode::to_der(&cert.tbs_certificate.subject_public_key_info).map_err(|e| e.to_string())?;
+    use signet_core::pubkey::{KeyKind, PublicKey};
+    match PublicKey::from_spki(&spki).map_err(|e| e.to_string())?.kind {
+        KeyKind::EcdsaP384 => Ok(signet_ca::x509::CaCurve::P384),
+        KeyKind::EcdsaP256 => Ok(signet_ca::x509::CaCurve::P256),
+        other => Err(format!("it certifies a {other:?} key, not a P-256 or P-384 one")),
+    }
+}
