@@ -444,6 +444,73 @@ fn a_rotation_makes_the_new_tsa_key_on_the_token_certified_by_the_root_on_anothe
     assert_eq!(trusted["timestampAuthorities"].as_array().unwrap().len(), 2, "the old TSA and the new: {trusted}");
 }
 
+/// A TSA rotation onto a new object of the token, scheduled on the running instance: the
+/// token is away when the second comes, so nothing is stamped (503, Retry-After) rather than
+/// stamped by a key whose window has ended; back, the new key signs. A restart with the
+/// config still naming the old object uses the one the rotation recorded.
+#[test]
+fn a_scheduled_rotation_onto_the_token_waits_for_the_token_and_never_signs_past_the_old_window() {
+    let (hsm, top, data, port, _) = initialised_with_an_offline_root();
+    let d = data.to_str().unwrap();
+    let mut server = serve(&hsm, &data, port);
+    let agent = agent();
+    let old_cert = std::fs::read(data.join("ca/tsa.pem")).unwrap();
+    let scheduled = hsm
+        .signet(&[
+            "trust", "rotate", "--tsa", "--data-dir", d, "--root-key", "pkcs11:token=offline-root;object=signet-ca-root",
+            "--new-key", "pkcs11:token=signet;object=signet-tsa-next", "--at", "+12s", "--wait", "10",
+        ])
+        .output()
+        .unwrap();
+    assert!(scheduled.status.success(), "{}", String::from_utf8_lossy(&scheduled.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&scheduled.stdout).unwrap();
+    assert_eq!(report["new_key"], "pkcs11:token=signet;object=signet-tsa-next");
+    assert!(!data.join("keys/tsa.next.pem").exists(), "a token's key was written to the data dir");
+    let from = report["new_from"].as_str().unwrap().parse::<jiff::Timestamp>().unwrap().as_second();
+    let new_cert = std::fs::read(data.join("ca/next/tsa.pem")).unwrap();
+    assert_eq!(timestamp(&agent, &server.url).status, 200);
+
+    // The token goes away before the hand-over and comes back after it.
+    let away = hsm.unplug();
+    while jiff::Timestamp::now().as_second() < from + 1 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let r = timestamp(&agent, &server.url);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    drop(away);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let r = loop {
+        let r = timestamp(&agent, &server.url);
+        if r.status == 200 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "stamps did not resume after the token came back: {}", r.text());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().body;
+    let root = signet_verify::trust_root::TrustedRoot::from_json(&root).unwrap();
+    let verified = signet_verify::timestamp::verify(&root, &r.body, b"stamped on a token").unwrap();
+    let new_der = signet_core::pem::decode_first(&new_cert).unwrap().der;
+    assert_eq!(verified.tsa.chain[0].der, new_der, "stamped by the new key");
+    assert!(verified.time >= from);
+
+    // Promoted; the config still names the old object, and the recorded key wins.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while data.join("ca/next/tsa.pem").exists() {
+        assert!(Instant::now() < deadline, "not promoted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_ne!(std::fs::read(data.join("ca/tsa.pem")).unwrap(), old_cert);
+    server.kill();
+    let server = serve(&hsm, &data, port);
+    let r = timestamp(&agent, &server.url);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let verified = signet_verify::timestamp::verify(&root, &r.body, b"stamped on a token").unwrap();
+    assert_eq!(verified.tsa.chain[0].der, new_der, "the restarted instance stamps with the rotated key");
+    drop(top);
+}
+
 /// Issue 43: the TUF root and targets moved to 3 of 5 keys, each on a token of its own, in an
 /// offline ceremony (propose, one signature per holder, publish), then the root signed again
 /// without a key change; the running server adopts each once its thresholds are met.
