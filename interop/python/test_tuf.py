@@ -175,6 +175,45 @@ def test_bundles_signed_before_an_authority_rotation_verify_after_it(signet_bin,
         clients.verify_all(before + after, sg_root)
 
 
+def test_a_rotation_scheduled_on_the_running_instance_is_followed_by_every_client(signet_bin, tmp_path, client_env):
+    """`trust rotate --tsa --at` and `--intermediate --at` on a running instance: TUF publishes
+    both new authorities before they sign; bundles (timestamped, over Rekor v2) signed before,
+    around and after the hand-over verify with every client, from what TUF gives it, with no
+    restart."""
+    import time
+    data_dir = str(tmp_path / "data")
+    with serve(signet_bin, data_dir) as server:
+        root = tmp_path / "root.json"
+        root.write_bytes(fetch(server["url"] + "/tuf/1.root.json"))
+        clients = Clients(signet_bin, server, root, client_env, tmp_path)
+        clients.bootstrap()
+        before = clients.sign_both("before", rekor_version="2")
+        reports = {}
+        for authority in ("tsa", "intermediate"):
+            at = reports["tsa"]["new_from"] if reports else "+20s"
+            r = run(signet_bin, "trust", "rotate", f"--{authority}", "--data-dir", data_dir, "--at", at, "--wait", "10")
+            assert r.returncode == 0, r.stderr
+            reports[authority] = json.loads(r.stdout)
+        sg_root = clients.sigstore_go_trusted_root()
+        published = json.loads(sg_root.read_text())
+        for authority, listed in (("tsa", "timestampAuthorities"), ("intermediate", "certificateAuthorities")):
+            assert len(published[listed]) == 2, f"TUF published the new {authority} before its hand-over"
+            assert published[listed][0]["validFor"]["end"] == reports[authority]["retired_window"][1]
+            assert published[listed][1]["validFor"]["start"] == reports[authority]["new_from"]
+        around = clients.sign_both("around", rekor_version="2")
+        hand_over = int(subprocess.run(["date", "-d", reports["tsa"]["new_from"], "+%s"], capture_output=True, text=True).stdout)
+        while time.time() < hand_over + 1:
+            time.sleep(0.2)
+        after = clients.sign_both("after", rekor_version="2")
+        chain = fetch(server["url"] + "/api/v1/timestamp/certchain").decode()
+        served = "".join(chain.split("-----END CERTIFICATE-----")[0].replace("-----BEGIN CERTIFICATE-----", "").split())
+        assert served == published["timestampAuthorities"][1]["certChain"]["certificates"][0]["rawBytes"], "the new TSA serves"
+        clients.verify_all(before + around + after, clients.sigstore_go_trusted_root())
+        stamps = [json.loads(b.read_text())["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]
+                  for _, b, _ in before + after]
+        assert all(len(s) == 1 for s in stamps), "every Rekor v2 bundle carries signet's timestamp"
+
+
 def test_clients_holding_the_first_root_follow_root_and_timestamp_key_rotations(signet_bin, tmp_path, client_env):
     """`signet tuf rotate --role root`, then `--role timestamp`, the server stopped: each
     client, bootstrapped from 1.root.json before, walks to the new roots by itself, signs and
