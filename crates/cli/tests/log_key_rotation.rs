@@ -492,3 +492,144 @@ fn on_postgresql_the_ct_and_rekor_v2_logs_rotate_online_and_every_instance_follo
     assert!(index > v2_counts[1] as u64, "{index}");
     assert_eq!(sct_of_new_cert(&agent, &b, &new_ct).0, sha256(&new_ct));
 }
+
+/// `admin log rotate --prepare` through the API, retrying while a new token is not yet seen.
+fn prepare_online(url: &str, token: &str, log: &str) -> Value {
+    let out = (0..40)
+        .map(|_| {
+            let o = Command::new(env!("CARGO_BIN_EXE_signet"))
+                .args(["admin", "log", "rotate", "--log", log, "--prepare", "--url", url, "--token", token])
+                .output()
+                .unwrap();
+            if stderr(&o).contains("HTTP 401") {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            o
+        })
+        .find(|o| !stderr(o).contains("HTTP 401"))
+        .expect("the admin token was never accepted");
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `--prepare`: the CT and Rekor v2 logs' next keys are published (trust documents and TUF)
+/// beside the active ones while these go on signing; the rotations, later, take exactly those
+/// keys, and only then do the old windows end.
+#[test]
+fn a_prepared_log_key_is_published_before_it_signs_and_the_rotation_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let agent = agent();
+    let server = Server::start(&data, &[]);
+    let (old_ct, old_v2) = (spki(&data.join("keys/ct.pem")), spki(&data.join("keys/rekor-v2.pem")));
+    let token = crate::shards::admin_token(&["--data-dir".as_ref(), data.as_os_str()]);
+
+    let ct = prepare_online(&server.url, &token, "ct");
+    let v2 = prepare_online(&server.url, &token, "rekor-v2");
+    let (new_ct, new_v2) = (spki(&data.join("keys/ct.shard-1.pem")), spki(&data.join("keys/rekor-v2.shard-1.pem")));
+    for (report, key, file) in [(&ct, &new_ct, "ct.shard-1.pem"), (&v2, &new_v2, "rekor-v2.shard-1.pem")] {
+        assert_eq!(report["prepared"]["shard"], 1, "{report}");
+        assert_eq!(b64::decode(report["prepared"]["publicKey"].as_str().unwrap()).unwrap(), *key);
+        assert_eq!(std::fs::metadata(data.join("keys").join(file)).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    // Again: the same key, published from the same time.
+    assert_eq!(prepare_online(&server.url, &token, "ct"), ct);
+
+    // Published beside the active keys, with no end to either; the old keys still sign.
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    assert_eq!(listed_keys(&agent, &server.url, "ctlogs"), [old_ct.clone(), new_ct.clone()]);
+    assert_eq!(listed_keys(&agent, &server.url, "tlogs")[1..], [old_v2.clone(), new_v2.clone()]);
+    for log in root["ctlogs"].as_array().unwrap() {
+        assert!(log["publicKey"]["validFor"].get("end").is_none(), "{log}");
+    }
+    assert_eq!(root["ctlogs"][1]["publicKey"]["validFor"]["start"], ct["prepared"]["publishedFrom"]);
+    assert_eq!(tuf_target(&agent, &server.url, "trusted_root.json"), root, "TUF publishes it too");
+    assert_eq!(sct_of_new_cert(&agent, &server, &old_ct).0, sha256(&old_ct));
+    let signer = Signer::new();
+    v2_append(&agent, &server, &signer, b"before the rotation", &old_v2);
+
+    // The rotations take the prepared keys; the old windows end there.
+    let ct_rotated = rotate_online(&server.url, &token, "ct");
+    let v2_rotated = rotate_online(&server.url, &token, "rekor-v2");
+    assert_eq!(ct_rotated["active"]["logID"], b64::encode(sha256(&new_ct)));
+    assert_eq!(v2_rotated["active"]["logID"], b64::encode(sha256(&new_v2)));
+    assert_eq!(sct_of_new_cert(&agent, &server, &new_ct).0, sha256(&new_ct));
+    v2_append(&agent, &server, &signer, b"after the rotation", &new_v2);
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    let ctlogs = root["ctlogs"].as_array().unwrap();
+    assert_eq!(ctlogs.len(), 2, "the prepared key is listed once: {root}");
+    assert!(unix(&ctlogs[0]["publicKey"]["validFor"]["end"]) >= unix(&ctlogs[1]["publicKey"]["validFor"]["start"]));
+    assert_eq!(listed_keys(&agent, &server.url, "tlogs")[1..], [old_v2.clone(), new_v2.clone()]);
+
+    // Rekor v1 likewise: its next shard's key listed first, then taken by the rotation.
+    let old_v1 = spki(&data.join("keys/rekor-v1.pem"));
+    let v1 = prepare_online(&server.url, &token, "rekor-v1");
+    let new_v1 = b64::decode(v1["prepared"]["publicKey"].as_str().unwrap()).unwrap();
+    assert_eq!(listed_keys(&agent, &server.url, "tlogs"), [old_v1.clone(), new_v1.clone(), old_v2.clone(), new_v2.clone()]);
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", server.url)).unwrap().json();
+    assert!(root["tlogs"][0]["publicKey"]["validFor"].get("end").is_none(), "the active v1 key is not ended by a prepared one");
+    rotate_online(&server.url, &token, "rekor-v1");
+    assert_eq!(spki(&data.join("keys/rekor-v1.shard-1.pem")), new_v1, "the rotation took the prepared key");
+    assert_eq!(listed_keys(&agent, &server.url, "tlogs"), [old_v1, new_v1, old_v2, new_v2]);
+}
+
+/// On PostgreSQL: a key prepared through the follower is listed by the sequencer (and its
+/// TUF) within a look; the rotation through the sequencer takes it, the follower follows.
+#[test]
+fn on_postgresql_a_key_prepared_through_one_instance_is_listed_by_every_instance() {
+    let Some(db) = postgres_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent();
+    let (a, a_dir, b, b_dir) = crate::shards::two_instances(&db, dir.path(), |_| ());
+    let old_ct = spki(&a_dir.join("keys/ct.pem"));
+    let token = crate::shards::admin_token(&["--storage".as_ref(), db.as_ref()]);
+    let prepared = prepare_online(&b.url, &token, "ct");
+    let new_ct = b64::decode(prepared["prepared"]["publicKey"].as_str().unwrap()).unwrap();
+    let started = std::time::Instant::now();
+    while listed_keys(&agent, &a.url, "ctlogs") != [old_ct.clone(), new_ct.clone()] {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the sequencer does not list the prepared key 10 s later");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!("the sequencer listed the key prepared through the follower {:?} later", started.elapsed());
+    let root = get(&agent, &format!("{}/trust/trusted_root.json", a.url)).unwrap().json();
+    let started = std::time::Instant::now();
+    while tuf_target(&agent, &a.url, "trusted_root.json")["ctlogs"] != root["ctlogs"] {
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "TUF does not list the prepared key");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(sct_of_new_cert(&agent, &a, &old_ct).0, sha256(&old_ct), "the old key signs until the rotation");
+
+    let rotated = rotate_online(&a.url, &token, "ct");
+    assert_eq!(rotated["active"]["logID"], b64::encode(sha256(&new_ct)), "the rotation took the prepared key");
+    assert_eq!(sct_of_new_cert(&agent, &a, &new_ct).0, sha256(&new_ct));
+    let started = std::time::Instant::now();
+    loop {
+        if listed_keys(&agent, &b.url, "ctlogs").len() == 2 && b_dir.join("keys/ct.shard-1.pem").exists() {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the follower does not follow the rotation");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(spki(&b_dir.join("keys/ct.shard-1.pem")), new_ct);
+    let started = std::time::Instant::now();
+    while sct_of_new_cert_log(&agent, &b) != sha256(&new_ct) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the follower does not sign SCTs with the new key");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The log ID of the SCT in a certificate `server` issues now (no signature check).
+fn sct_of_new_cert_log(agent: &ureq::Agent, server: &Server) -> [u8; 32] {
+    let out = Command::new(env!("CARGO_BIN_EXE_signet")).args(["dev-token", "--data-dir"]).arg(&server.data_dir).args(["--subject", "alice@example.com"]).output().unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let r = post_raw(agent, &format!("{}/api/v2/signingCert", server.url), "application/json", cert_request(&token, "alice@example.com")).unwrap();
+    if r.status != 200 {
+        return [0; 32];
+    }
+    let chain = r.json()["signedCertificateEmbeddedSct"]["chain"]["certificates"].clone();
+    let leaf = x509_cert::Certificate::from_der(&pem::decode_first(chain[0].as_str().unwrap().as_bytes()).unwrap().der).unwrap();
+    let exts = leaf.tbs_certificate.extensions.unwrap();
+    let ext = exts.iter().find(|e| e.extn_id == signet_ca::authority::OID_CT_SCT_LIST).unwrap();
+    let list = der::asn1::OctetString::from_der(ext.extn_value.as_bytes()).unwrap();
+    list.as_bytes()[5..37].try_into().unwrap()
+}

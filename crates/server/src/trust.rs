@@ -50,9 +50,10 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     let ca = data_dir.join("ca");
     let root = read_cert(&ca.join("root.pem"))?;
     let valid_from = instance_valid_from(&root)?;
-    // Each shard's key of each log, with its window; before any rotation, the one key.
+    // Each shard's key of each log, with its window; before any rotation, the one key. Then
+    // a key prepared for the next shard, from when it was published (crate::shards::prepared).
     let shard_keys = |kind: Kind| -> Result<Vec<ShardKey>, String> {
-        Ok(match crate::shards::read_public(data_dir, kind)? {
+        let mut keys = match crate::shards::read_public(data_dir, kind)? {
             Some(list) => list
                 .into_iter()
                 .map(|s| ShardKey {
@@ -62,7 +63,13 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
                 })
                 .collect(),
             None => vec![ShardKey { spki: zero_key_spki(data_dir, kind)?, valid_from: valid_from.clone(), valid_to: None }],
-        })
+        };
+        let last = keys.len().saturating_sub(1) as u32;
+        if let Some(next) = crate::shards::prepared::listed_after(data_dir, kind, last)? {
+            let spki = signet_core::b64::decode(&next.spki).map_err(|_| "log-prepared.json: a key that is not base64".to_string())?;
+            keys.push(ShardKey { spki, valid_from: unix_rfc3339(next.from), valid_to: None });
+        }
+        Ok(keys)
     };
     let (rekor_v1, rekor_v2, ct) = (shard_keys(Kind::RekorV1)?, shard_keys(Kind::RekorV2)?, shard_keys(Kind::Ct)?);
     // Rotated authorities: each retired certificate with its window, and the current start.

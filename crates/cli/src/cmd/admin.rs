@@ -59,6 +59,11 @@ pub enum LogCmd {
         /// shard's key is made beside it on a token or in KMS, else as a file).
         #[arg(long, conflicts_with = "url")]
         config: Option<PathBuf>,
+        /// Only make the next shard's key and publish it (trust documents, TUF) beside the
+        /// active one, signing nothing yet; rotate later, once clients have the new trusted
+        /// root, and the rotation takes this key. Online (--url).
+        #[arg(long, requires = "url")]
+        prepare: bool,
     },
 }
 
@@ -360,7 +365,19 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 }
             }
         }
-        Admin::Log(LogCmd::Rotate { dir, log, url, token, config }) => {
+        Admin::Log(LogCmd::Rotate { log, url: Some(url), token: Some(token), prepare: true, .. }) => {
+            let endpoint = format!("{}/api/admin/log/rotate", url.trim_end_matches('/'));
+            let report = signet_client::http::Http::new(std::time::Duration::from_secs(120))
+                .post_json("admin API", &endpoint, &serde_json::json!({"log": log, "prepare": true}), Some(&token))
+                .map_err(|e| e.to_string())?;
+            outln!("{report}");
+            errln!(
+                "the {log} log's next key (shard {}) is published in the trust documents and TUF from {}, and signs nothing yet. \
+                 Once clients have the new trusted root, rotate: signet admin log rotate --log {log} --url {url}",
+                report["prepared"]["shard"], report["prepared"]["publishedFrom"]
+            );
+        }
+        Admin::Log(LogCmd::Rotate { dir, log, url, token, config, .. }) => {
             let online = url.is_some();
             let report = match (url, token) {
                 (Some(url), Some(token)) => {

@@ -40,6 +40,10 @@ pub fn roles_json(roles: &signet_guard::Roles) -> Value {
 pub struct RotateRequest {
     /// `"rekor-v1"`, `"rekor-v2"` or `"ct"`.
     log: String,
+    /// Only make the next shard's key and publish it in the trust documents (and TUF) beside
+    /// the active one; the rotation, later, takes it (`crate::shards::prepared`).
+    #[serde(default)]
+    prepare: bool,
 }
 
 /// `POST /api/admin/log/rotate` with `{"log": "rekor-v1"}` (or `rekor-v2`, `ct`): rotates
@@ -47,6 +51,9 @@ pub struct RotateRequest {
 /// The trust documents served from then on list the new key.
 pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Typed<RotateRequest>) -> Result<Json<Value>, ApiError> {
     let kind = crate::shards::Kind::parse(&request.log).map_err(|why| ApiError::bad_request(why).at("log"))?;
+    if request.prepare {
+        return prepare_log(state, kind).await;
+    }
     if kind == crate::shards::Kind::RekorV2 && state.cosigning.is_some() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -66,6 +73,24 @@ pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Type
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the rotation failed unexpectedly: {e}")))??;
     super::rekor_v1::republish(&state).await;
     Ok(Json(crate::shards::rotation_report(&r)))
+}
+
+/// `{"log": …, "prepare": true}`: the next shard's key, made and published now.
+async fn prepare_log(state: Arc<AppState>, kind: crate::shards::Kind) -> Result<Json<Value>, ApiError> {
+    let list = match kind {
+        crate::shards::Kind::RekorV1 => state.rekor_v1.registry(),
+        crate::shards::Kind::RekorV2 => state.rekor_v2.current().registry.clone(),
+        crate::shards::Kind::Ct => state.ct.current().registry.clone(),
+    };
+    let opener = state.rekor_v1.opener().clone();
+    let preparing = tokio::spawn(async move { crate::shards::prepared::prepare_online(kind, &opener, list).await });
+    let prepared = preparing
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("preparing the key failed unexpectedly: {e}")))?
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("preparing the {} log's next key: {e}", kind.title())))?;
+    super::rekor_v1::republish(&state).await;
+    let from = jiff::Timestamp::from_second(prepared.from).map(|t| t.to_string()).unwrap_or_default();
+    Ok(Json(json!({"log": kind.cli_name(), "prepared": {"shard": prepared.number, "publicKey": prepared.spki, "publishedFrom": from}})))
 }
 
 /// `GET /api/admin/bans`: the bans in force on this instance (its own, and the store's).

@@ -138,6 +138,11 @@ impl RekorV1 {
     }
 
     /// The data dir that holds the shards' keys.
+    /// Every shard's record, oldest first (the active one's last).
+    pub fn registry(&self) -> Vec<signet_log::shards::Shard> {
+        self.current().registry.clone()
+    }
+
     /// What opens its shards: the storage, the seal key, where keys live.
     pub fn opener(&self) -> &crate::shards::ShardOpener {
         &self.opener

@@ -374,14 +374,26 @@ pub struct Watch {
 }
 
 /// Looks for scheduled rotations every [`LOOK_EVERY`] for as long as the server runs, and
-/// carries each through: publish, load, hand over, promote.
+/// carries each through: publish, load, hand over, promote. On PostgreSQL it also takes up
+/// the log keys other instances prepared ([`crate::shards::prepared`]).
 pub fn watch(state: Arc<AppState>, w: Watch) -> tokio::task::JoinHandle<()> {
     let w = Arc::new(w);
     tokio::spawn(async move {
         // Per authority: the rotation published (its first second), and the last failure said.
         let mut published: [Option<i64>; 2] = [None, None];
         let mut failing: [Option<String>; 2] = [None, None];
+        let mut prepared_failing: Option<String> = None;
         loop {
+            match crate::shards::prepared::follow_all(&state).await {
+                Ok(true) => crate::api::rekor_v1::republish(&state).await,
+                Ok(false) => prepared_failing = None,
+                Err(e) => {
+                    if prepared_failing.as_deref() != Some(e.as_str()) {
+                        tracing::error!(error = %e, "cannot take up a log key another instance prepared; retrying");
+                        prepared_failing = Some(e);
+                    }
+                }
+            }
             for (i, authority) in Authority::ALL.into_iter().enumerate() {
                 let looked = look(&state, &w, authority, &mut published[i]).await;
                 match looked {

@@ -17,6 +17,7 @@
 
 pub mod active;
 pub mod homes;
+pub mod prepared;
 pub mod sealed;
 
 pub use homes::KeyHomes;
