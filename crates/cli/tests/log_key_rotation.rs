@@ -343,9 +343,19 @@ impl Answers {
 /// Rotates `log` through the admin API at `url`, retrying while a new token is not yet seen
 /// there; the report it printed.
 pub(crate) fn rotate_online(url: &str, token: &str, log: &str) -> Value {
+    admin_log_rotate(url, token, log, &[])
+}
+
+/// `signet admin log rotate --log LOG --url URL --token TOKEN EXTRA…`, retried while the token
+/// is not yet seen there; what it printed.
+fn admin_log_rotate(url: &str, token: &str, log: &str, extra: &[&str]) -> Value {
     let out = (0..40)
         .map(|_| {
-            let o = Command::new(env!("CARGO_BIN_EXE_signet")).args(["admin", "log", "rotate", "--log", log, "--url", url, "--token", token]).output().unwrap();
+            let o = Command::new(env!("CARGO_BIN_EXE_signet"))
+                .args(["admin", "log", "rotate", "--log", log, "--url", url, "--token", token])
+                .args(extra)
+                .output()
+                .unwrap();
             if stderr(&o).contains("HTTP 401") {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
@@ -493,23 +503,9 @@ fn on_postgresql_the_ct_and_rekor_v2_logs_rotate_online_and_every_instance_follo
     assert_eq!(sct_of_new_cert(&agent, &b, &new_ct).0, sha256(&new_ct));
 }
 
-/// `admin log rotate --prepare` through the API, retrying while a new token is not yet seen.
+/// `admin log rotate --prepare` through the API.
 fn prepare_online(url: &str, token: &str, log: &str) -> Value {
-    let out = (0..40)
-        .map(|_| {
-            let o = Command::new(env!("CARGO_BIN_EXE_signet"))
-                .args(["admin", "log", "rotate", "--log", log, "--prepare", "--url", url, "--token", token])
-                .output()
-                .unwrap();
-            if stderr(&o).contains("HTTP 401") {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            o
-        })
-        .find(|o| !stderr(o).contains("HTTP 401"))
-        .expect("the admin token was never accepted");
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    admin_log_rotate(url, token, log, &["--prepare"])
 }
 
 /// `--prepare`: the CT and Rekor v2 logs' next keys are published (trust documents and TUF)

@@ -155,6 +155,9 @@ fn a_tsa_and_intermediate_rotation_scheduled_on_a_running_instance_is_published_
     assert_eq!(unix(&inter["retired_window"][1]), from + 600, "the old intermediate's a leaf's lifetime later");
     let (new_tsa, new_ca) = (cert_der(&data.join("ca/next/tsa.pem")), cert_der(&data.join("ca/next/intermediate.pem")));
     eprintln!("published {published_after:?} after scheduling");
+    let doctor = signet(&["doctor", "--data-dir", d, "--offline"]);
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("timestamp authority's rotation to keys/tsa.next.pem signs from") && said.contains("published at"), "{said}");
 
     // Published before it signs: the served trusted root and TUF's list both, with their windows.
     let (_, root) = listing_tsas(&agent, &server.url, 2);

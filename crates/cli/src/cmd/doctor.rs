@@ -87,6 +87,7 @@ pub fn run(args: Args) -> ExitCode {
     keys(&data, &mut report);
     production(&cfg, &mut report);
     certificates(&cfg, &mut report);
+    scheduled_rotations(&data, &mut report);
     storage(&cfg, &mut report);
     restored(&cfg, &mut report);
     tuf(&data, &mut report);
@@ -234,13 +235,21 @@ fn certificates(cfg: &signet_server::config::Config, report: &mut Report) {
         };
         let mut key_path = data.join("keys").join(key);
         let mut key_public = std::fs::read(&key_path).ok().and_then(|b| signet_core::pem::decode_first(&b).ok()).and_then(|b| public_key(&b.der));
-        // The key as configured: a file elsewhere, or a token's (opened, as `serve` would).
+        // The key as configured: a file elsewhere, or a token's (opened, as `serve` would); a
+        // key a rotation recorded wins over the config's, as it does for `serve`.
+        let mut rotations = signet_server::rotate::read(data).unwrap_or_default();
+        let recorded = match key {
+            "tsa.pem" => signet_server::rotate::Authority::Tsa.record(&mut rotations).clone(),
+            "ca-intermediate.pem" => signet_server::rotate::Authority::Intermediate.record(&mut rotations).clone(),
+            _ => None,
+        }
+        .and_then(|r| r.key_source(data).ok().flatten());
         let configured = match key {
             "tsa.pem" => &cfg.keys.tsa,
             "ca-intermediate.pem" => &cfg.keys.ca_intermediate,
             _ => &cfg.keys.ca_root,
         };
-        if let Some(source) = configured {
+        if let Some(source) = recorded.as_ref().or(configured.as_ref()) {
             key_path = PathBuf::from(source.to_string());
             match signet_keys::Signer::open(source, &cfg.keys.pkcs11(), &signet_keys::Algorithm::ALL, false) {
                 Ok(k) => key_public = spki_point(k.spki_der()),
@@ -265,6 +274,27 @@ fn certificates(cfg: &signet_server::config::Config, report: &mut Report) {
             report.warn(&format!("{} expires in {} days", cert_path.display(), left / 86_400));
         } else {
             report.ok(&format!("{} matches its key, valid for {} more days", cert_path.display(), left / 86_400));
+        }
+    }
+}
+
+/// TSA and intermediate rotations scheduled with `trust rotate --at`: when each signs, and
+/// whether a running instance has published it yet.
+fn scheduled_rotations(data: &Path, report: &mut Report) {
+    let mut rotations = match signet_server::rotate::read(data) {
+        Ok(r) => r,
+        Err(e) => return report.fail(&e),
+    };
+    for authority in signet_server::rotate::Authority::ALL {
+        let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.clone()) else { continue };
+        match &next.published {
+            Some(at) => report.ok(&format!("the {}'s rotation to {} signs from {}; published at {at}", authority.title(), next.key, next.from)),
+            None => report.warn(&format!(
+                "the {}'s rotation to {} signs from {}, and no running instance has published it yet: start one on this data dir before then",
+                authority.title(),
+                next.key,
+                next.from
+            )),
         }
     }
 }
