@@ -188,8 +188,16 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
     let retired_path = ca.join(&retired_name);
     files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
     files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
+    // An intermediate's window ends a leaf's lifetime later: a certificate issued just before
+    // the server stopped is logged, and observed, after it starts again.
+    let old_to = match authority {
+        Authority::Tsa => now.clone(),
+        Authority::Intermediate => jiff::Timestamp::from_second(stamp + signet_ca::authority::LEAF_VALIDITY.as_secs() as i64)
+            .map_err(|e| e.to_string())?
+            .to_string(),
+    };
     let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(old_from.clone()));
-    rotated.retired.push(Retired { cert: retired_name.clone(), valid_from: old_from.clone(), valid_to: now.clone() });
+    rotated.retired.push(Retired { cert: retired_name.clone(), valid_from: old_from.clone(), valid_to: old_to.clone() });
     rotated.current_from = now.clone();
     rotated.key = Some(match &new_key {
         NewKey::File => format!("keys/{key_file}"),
@@ -206,7 +214,7 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
         authority: authority.name(),
         new_key: shown,
         retired_cert: format!("ca/{retired_name}"),
-        retired_window: (old_from, now.clone()),
+        retired_window: (old_from, old_to),
         new_cert: format!("ca/{cert_file}"),
         new_from: now,
     })
