@@ -215,8 +215,8 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     let scheduled_task = {
         let opener = state.rekor_v1.opener();
         let shared = opener.shared.as_ref().map(|pg| (pg.clone() as Arc<dyn signet_log::storage::Storage>, opener.seal.clone()));
-        let watch = rotate::scheduled::Watch { data_dir: cfg.data_dir.clone(), pkcs11: cfg.keys.pkcs11(), shared };
-        rotate::scheduled::watch(state.clone(), watch)
+        let watch = rotate::watch::Watch { data_dir: cfg.data_dir.clone(), pkcs11: cfg.keys.pkcs11(), shared };
+        rotate::watch::watch(state.clone(), watch)
     };
     let watermarks = state.watermarks.clone();
     let marked = state.clone();

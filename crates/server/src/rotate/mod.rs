@@ -1,5 +1,9 @@
 //! Rotating an authority's key (`signet trust rotate --tsa | --intermediate`): offline, the
-//! server stopped, or scheduled on a running cluster ([`scheduled`], `--at`).
+//! server stopped, or scheduled on a running cluster (`--at`):
+//!
+//! - [`scheduled`]: a rotation made ahead, published at once, promoted after its second;
+//! - [`shared`]: on PostgreSQL, handed to every instance through the database;
+//! - [`watch`]: each running instance's part: publish, load, hand over, promote.
 //!
 //! A rotation makes a new key and a certificate for it from the CA root, and keeps the old
 //! certificate in `ca/retired/` with the end of its window, recorded in `ca/rotations.json`.
@@ -12,6 +16,8 @@
 //! clients that update from it verify bundles from either side of the rotation.
 
 pub mod scheduled;
+pub mod shared;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

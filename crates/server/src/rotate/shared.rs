@@ -1,0 +1,131 @@
+//! A scheduled rotation on PostgreSQL: the instance it was scheduled on puts it into the
+//! database, once, and every other instance takes it into its own data dir, as if scheduled
+//! there ([`super::scheduled`]). A file key travels sealed with `keys/shard-seal.key`, as a
+//! log's new key does; a token's or KMS key travels as its URI.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use signet_core::{files, hash::sha256, pem};
+
+use super::scheduled::{next_files, write_cert, Next};
+use super::{read, read_der, write, Authority, ManifestLock, Rotated};
+
+/// The database's record of a rotation, for the instances that did not schedule it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Shared {
+    /// SHA-256 (hex) of the certificate it replaces: an instance with another one missed a
+    /// rotation, and must not take this one.
+    follows: String,
+    /// The new certificate (PEM).
+    cert: String,
+    /// The new key's URI, or its PKCS#8 sealed with the shard seal key.
+    key: SharedKey,
+    from: String,
+    old_to: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SharedKey {
+    Uri(String),
+    Sealed(serde_json::Value),
+}
+
+/// The storage meta key of an authority's `n`th rotation (from 1).
+fn shared_name(authority: Authority, n: usize) -> String {
+    format!("trust.{}.rotation.{n}", authority.name())
+}
+
+/// The number the next rotation of `authority` gets: one more than it has retired.
+fn number(rotations: &mut super::Rotations, authority: Authority) -> usize {
+    authority.record(rotations).as_ref().map_or(0, |r| r.retired.len()) + 1
+}
+
+/// On shared storage: puts this data dir's scheduled rotation into the database for the
+/// other instances, unless it is there already. Another rotation under the same number
+/// (scheduled through another instance) is refused.
+pub fn offer_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crate::shards::sealed::SealKey>, data_dir: &Path, authority: Authority) -> Result<(), String> {
+    let mut rotations = read(data_dir)?;
+    let n = number(&mut rotations, authority);
+    let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.clone()) else { return Ok(()) };
+    let name = shared_name(authority, n);
+    let cert = read_der(&data_dir.join("ca").join(&next.cert))?;
+    let current = read_der(&data_dir.join("ca").join(authority.files().0))?;
+    let key = match super::key_source(data_dir, &next.key)? {
+        signet_keys::KeySource::File(path) => {
+            let seal = seal.ok_or_else(|| {
+                "this instance cannot hand the new key to the others: its keys/shard-seal.key is missing or is not the one the database's instances share (its start-up log says which)".to_string()
+            })?;
+            let block = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let pkcs8 = pem::decode_first(&block).map_err(|e| format!("{}: {e}", path.display()))?.der;
+            let sealed = seal.seal(&name, &pkcs8)?;
+            SharedKey::Sealed(serde_json::from_slice(&sealed).map_err(|e| e.to_string())?)
+        }
+        _ => SharedKey::Uri(next.key.clone()),
+    };
+    let ours = Shared {
+        follows: hex::encode(sha256(&current)),
+        cert: pem::encode("CERTIFICATE", &cert),
+        key,
+        from: next.from.clone(),
+        old_to: next.old_to.clone(),
+    };
+    let bytes = serde_json::to_vec(&ours).map_err(|e| e.to_string())?;
+    let stored = store.get_or_init_meta(&name, &bytes).map_err(|e| e.to_string())?;
+    let theirs: Shared = serde_json::from_slice(&stored).map_err(|e| format!("the database's {name}: {e}"))?;
+    // A seal is randomised: the same rotation offered twice differs only there.
+    if theirs.cert != ours.cert || theirs.from != ours.from {
+        return Err(format!(
+            "the database already holds rotation {n} of the {}, scheduled through another instance for {}: this data dir's, for {}, cannot be handed on; remove it (ca/rotations.json's \"next\") and let this instance take the database's",
+            authority.title(),
+            theirs.from,
+            ours.from
+        ));
+    }
+    Ok(())
+}
+
+/// On shared storage: takes a rotation another instance scheduled into this data dir, as
+/// if scheduled here. True if it took one.
+pub fn adopt_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crate::shards::sealed::SealKey>, data_dir: &Path, authority: Authority) -> Result<bool, String> {
+    let _manifest = ManifestLock::take(data_dir)?;
+    let mut rotations = read(data_dir)?;
+    if authority.record(&mut rotations).as_ref().is_some_and(|r| r.next.is_some()) {
+        return Ok(false);
+    }
+    let n = number(&mut rotations, authority);
+    let name = shared_name(authority, n);
+    let Some(bytes) = store.meta(&name).map_err(|e| e.to_string())? else { return Ok(false) };
+    let shared: Shared = serde_json::from_slice(&bytes).map_err(|e| format!("the database's {name}: {e}"))?;
+    let (cert_file, _) = authority.files();
+    let current = read_der(&data_dir.join("ca").join(cert_file))?;
+    if shared.follows != hex::encode(sha256(&current)) {
+        return Err(format!(
+            "the database holds rotation {n} of the {}, which follows another certificate than this data dir's ca/{cert_file}: this data dir missed an earlier rotation; copy ca/ and keys/ from an instance that has it",
+            authority.title()
+        ));
+    }
+    let cert = pem::decode_first(shared.cert.as_bytes()).map_err(|e| format!("the database's {name}: {e}"))?.der;
+    let (cert_name, key_file) = next_files(authority);
+    let key = match shared.key {
+        SharedKey::Uri(uri) => uri,
+        SharedKey::Sealed(record) => {
+            let seal = seal.ok_or_else(|| {
+                format!("the {}'s new key is sealed in the database, but this data dir's keys/shard-seal.key is missing or is not the one its instances share: copy theirs here", authority.title())
+            })?;
+            let pkcs8 = seal.open(&name, record.to_string().as_bytes())?;
+            let path = data_dir.join(&key_file);
+            files::write_atomic(&path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", path.display()))?;
+            key_file
+        }
+    };
+    write_cert(data_dir, &cert_name, &cert)?;
+    let root_der = read_der(&data_dir.join("ca").join("root.pem"))?;
+    let instance_start = crate::trust::instance_valid_from(&root_der)?;
+    let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(instance_start));
+    rotated.next = Some(Next { cert: cert_name, key, from: shared.from, old_to: shared.old_to, published: None });
+    write(data_dir, &rotations)?;
+    Ok(true)
+}
