@@ -156,8 +156,28 @@ pub struct Report {
     pub new_from: String,
 }
 
-fn now_rfc3339() -> String {
-    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
+/// Unix seconds of an RFC 3339 time, as `ca/rotations.json` records them.
+pub(crate) fn unix(rfc3339: &str) -> Result<i64, String> {
+    rfc3339.parse::<jiff::Timestamp>().map(|t| t.as_second()).map_err(|e| format!("{rfc3339}: not an RFC 3339 time: {e}"))
+}
+
+/// RFC 3339, whole seconds.
+pub(crate) fn rfc3339(unix: i64) -> String {
+    jiff::Timestamp::from_second(unix).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
+}
+
+pub(crate) fn now_unix() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// Where the retired key's window ends when its successor starts at `from`: there for a
+/// TSA; a leaf's lifetime later for an intermediate, whose last certificates are logged,
+/// and observed, up to then.
+fn old_window_end(authority: Authority, from: i64) -> i64 {
+    match authority {
+        Authority::Tsa => from,
+        Authority::Intermediate => from + signet_ca::authority::LEAF_VALIDITY.as_secs() as i64,
+    }
 }
 
 /// Rotates `authority`'s key. `root_key` is the CA root key (kept offline after `signet
@@ -179,8 +199,8 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
         return Err(format!("a rotation of the {} is scheduled for {}; start the server to finish it before rotating again", authority.title(), next.from));
     }
     let instance_start = crate::trust::instance_valid_from(&root_der)?;
-    let now = now_rfc3339();
-    let stamp = jiff::Timestamp::now().as_second();
+    let stamp = now_unix();
+    let now = rfc3339(stamp);
     let old_from = authority.record(&mut rotations).as_ref().map_or(instance_start, |r| r.current_from.clone());
 
     let Successor { pkcs8, cert: new_cert } = successor(authority, root_key, &root_der, &old_cert, &new_key)?;
@@ -194,14 +214,8 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
     let retired_path = ca.join(&retired_name);
     files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
     files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
-    // An intermediate's window ends a leaf's lifetime later: a certificate issued just before
-    // the server stopped is logged, and observed, after it starts again.
-    let old_to = match authority {
-        Authority::Tsa => now.clone(),
-        Authority::Intermediate => jiff::Timestamp::from_second(stamp + signet_ca::authority::LEAF_VALIDITY.as_secs() as i64)
-            .map_err(|e| e.to_string())?
-            .to_string(),
-    };
+    // A certificate issued just before the server stopped is logged after it starts again.
+    let old_to = rfc3339(old_window_end(authority, stamp));
     let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(old_from.clone()));
     rotated.retired.push(Retired { cert: retired_name.clone(), valid_from: old_from.clone(), valid_to: old_to.clone() });
     rotated.current_from = now.clone();

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use signet_core::{files, pem};
 
-use super::{read, read_der, write, Authority, ManifestLock, NewKey, Report, Rotated, Successor};
+use super::{now_unix, read, read_der, rfc3339, unix, write, Authority, ManifestLock, NewKey, Report, Rotated, Successor};
 
 /// How often each instance looks for a scheduled rotation, here and in the database.
 pub const LOOK_EVERY: Duration = Duration::from_secs(2);
@@ -57,18 +57,6 @@ impl Next {
     pub fn from_unix(&self) -> Result<i64, String> {
         unix(&self.from)
     }
-}
-
-pub(super) fn unix(rfc3339: &str) -> Result<i64, String> {
-    rfc3339.parse::<jiff::Timestamp>().map(|t| t.as_second()).map_err(|e| format!("{}: not an RFC 3339 time: {e}", rfc3339))
-}
-
-pub(super) fn rfc3339(unix: i64) -> String {
-    jiff::Timestamp::from_second(unix).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
-}
-
-pub(super) fn now_unix() -> i64 {
-    jiff::Timestamp::now().as_second()
 }
 
 /// Where a scheduled rotation keeps the new certificate and (a file) key until it is due.
@@ -101,10 +89,7 @@ pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x50
     }
     let Successor { pkcs8, cert } = super::successor(authority, root_key, &root_der, &old_cert, new_key)?;
     let (cert_name, key_file) = next_files(authority);
-    let old_to = match authority {
-        Authority::Tsa => from,
-        Authority::Intermediate => from + signet_ca::authority::LEAF_VALIDITY.as_secs() as i64,
-    };
+    let old_to = super::old_window_end(authority, from);
     let key = match (&pkcs8, new_key) {
         (Some(pkcs8), _) => {
             let path = data_dir.join(&key_file);

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use super::scheduled::{mark_published, now_unix, promote_due, Next, LOOK_EVERY};
+use super::scheduled::{mark_published, promote_due, Next, LOOK_EVERY};
 use super::shared::{adopt_shared, offer_shared};
-use super::{read, read_der, Authority};
+use super::{now_unix, read, read_der, Authority};
+use crate::shards::active::blocking;
 use crate::state::AppState;
 
 /// What the watch needs besides the state.
@@ -53,10 +54,6 @@ pub fn watch(state: Arc<AppState>, w: Watch) -> tokio::task::JoinHandle<()> {
             tokio::time::sleep(LOOK_EVERY).await;
         }
     })
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| format!("a rotation step failed unexpectedly: {e}"))?
 }
 
 async fn look(state: &Arc<AppState>, w: &Arc<Watch>, authority: Authority, published: &mut Option<i64>) -> Result<(), String> {
