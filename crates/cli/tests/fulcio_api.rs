@@ -12,7 +12,7 @@ use der::{Decode, Encode};
 use serde_json::{json, Value};
 use signet_core::{b64, pem};
 
-fn token(dir: &std::path::Path, email: &str) -> String {
+pub(crate) fn token(dir: &std::path::Path, email: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_signet"))
         .args(["dev-token", "--data-dir"])
         .arg(dir)
@@ -23,19 +23,19 @@ fn token(dir: &std::path::Path, email: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-struct Key {
+pub(crate) struct Key {
     pair: EcdsaKeyPair,
     pem: String,
 }
 
-fn key() -> Key {
+pub(crate) fn key() -> Key {
     let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
     let spki = aws_lc_rs::encoding::AsDer::as_der(pair.public_key()).unwrap();
     let pem = pem::encode("PUBLIC KEY", spki.as_ref());
     Key { pair, pem }
 }
 
-fn request(k: &Key, token: &str, challenge: &str) -> Value {
+pub(crate) fn request(k: &Key, token: &str, challenge: &str) -> Value {
     let pop = k.pair.sign(&SystemRandom::new(), challenge.as_bytes()).unwrap();
     json!({"credentials": {"oidcIdentityToken": token},
            "publicKeyRequest": {"publicKey": {"algorithm": "ECDSA", "content": k.pem}, "proofOfPossession": b64::encode(pop.as_ref())}})

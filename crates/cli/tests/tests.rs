@@ -14,6 +14,7 @@ mod bench_transport;
 mod bench_workloads;
 mod ci_identities;
 mod crash;
+mod ct_submissions;
 mod deploy;
 mod dev_token;
 mod doctor;

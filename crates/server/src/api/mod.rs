@@ -103,6 +103,8 @@ routes! {
     "/ct/v1/get-entries" in "ct" => { get ct::get_entries => Perm(Read) }
     "/ct/v1/get-roots" in "ct" => { get ct::get_roots => Perm(Read) }
     "/ct/v1/get-entry-and-proof" in "ct" => { get ct::get_entry_and_proof => Perm(Read) }
+    "/ct/v1/add-chain" in "ct" => { post ct::add::add_chain => Perm(LogAppend) }
+    "/ct/v1/add-pre-chain" in "ct" => { post ct::add::add_pre_chain => Perm(LogAppend) }
     "/api/v1/timestamp" => { post tsa::timestamp => Perm(TsaStamp) }
     "/api/v1/timestamp/certchain" => { get tsa::certchain => Perm(Read) }
     "/api/v1/log" in "rekor-v1" => { get rekor_v1::log_info => Perm(Read) }

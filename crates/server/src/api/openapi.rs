@@ -329,6 +329,18 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("GET", "/ct/v1/get-entry-and-proof") => op("ct", "One entry and its inclusion proof (RFC 6962)", json!({
             "parameters": [query("leaf_index", true, index(), "the entry's index"), query("tree_size", true, index(), "the tree size to prove against")],
             "responses": {"200": json_of(json!({"type": "object", "required": ["leaf_input", "extra_data", "audit_path"], "properties": {"leaf_input": {"type": "string"}, "extra_data": {"type": "string"}, "audit_path": {"type": "array", "items": {"type": "string"}}}}), "the entry and its proof")}})),
+        ("POST", "/ct/v1/add-chain") | ("POST", "/ct/v1/add-pre-chain") => {
+            let (what, summary) = match template {
+                "/ct/v1/add-chain" => ("a certificate", "Logs a certificate of signet's CA, and answers its SCT (RFC 6962 §4.1)"),
+                _ => ("a precertificate (critical CT poison extension)", "Logs a precertificate of signet's CA, and answers its SCT (RFC 6962 §4.2)"),
+            };
+            op("ct", summary, json!({
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["chain"], "additionalProperties": false, "properties": {
+                    "chain": {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "string", "contentEncoding": "base64"},
+                        "description": format!("{what}, the intermediate of signet's CA that issued it, and optionally the root: base64 DER")}}}}}},
+                "responses": {"200": json_of(json!({"type": "object", "required": ["sct_version", "id", "timestamp", "extensions", "signature"], "properties": {
+                    "sct_version": {"type": "integer"}, "id": {"type": "string"}, "timestamp": {"type": "integer"}, "extensions": {"type": "string"}, "signature": {"type": "string"}}}), "the SCT, once the entry is durable")}}))
+        }
         ("POST", "/api/v1/timestamp") => op("tsa", "An RFC 3161 timestamp", json!({
             "requestBody": {"required": true, "content": {
                 "application/timestamp-query": {"schema": {"type": "string", "contentMediaType": "application/timestamp-query"}},

@@ -1,5 +1,8 @@
-//! The RFC 6962 CT log read API: `/ct/v1/get-sth`, `get-sth-consistency`,
-//! `get-proof-by-hash`, `get-entries`, `get-roots` and `get-entry-and-proof`.
+//! The RFC 6962 CT log API: `/ct/v1/get-sth`, `get-sth-consistency`, `get-proof-by-hash`,
+//! `get-entries`, `get-roots` and `get-entry-and-proof` here; `add-chain` and
+//! `add-pre-chain` in [`add`].
+
+pub mod add;
 
 use std::sync::Arc;
 
@@ -102,21 +105,26 @@ pub async fn get_entry_and_proof(State(state): State<Arc<AppState>>, RawQuery(q)
     })))
 }
 
-/// An entry's `leaf_input` and `extra_data`, base64. The precertificate was stored at
-/// issuance; entries from before that have none, and it is rebuilt (a signature), at most
-/// [`MAX_REBUILT`] per request counted in `rebuilt`, so that one GET costs O(1) signatures.
-/// `None` once that many were rebuilt.
+/// An entry's `leaf_input` and `extra_data`, base64. An X.509 entry (`add-chain`) keeps its
+/// chain as its extra data. A precert entry keeps its precertificate (stored at issuance;
+/// entries from before that have none, and it is rebuilt, a signature, at most
+/// [`MAX_REBUILT`] per request counted in `rebuilt`, so that one GET costs O(1) signatures),
+/// followed by the chain. `None` once that many were rebuilt.
 fn entry(state: &AppState, e: &signet_log::storage::StoredEntry, rebuilt: &mut usize) -> Result<Option<(String, String)>, ApiError> {
+    let malformed = || ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "stored CT leaf is malformed");
     let authority = state.ca.authority();
-    let rebuild = |body: &[u8]| -> Result<Vec<u8>, ApiError> {
-        let tbs = ct::leaf_tbs(body).ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "stored CT leaf is malformed"))?;
-        authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    let tbs = match ct::leaf_entry(&e.body).ok_or_else(malformed)? {
+        ct::LeafEntry::X509(_) => {
+            let chain = e.stamp.as_deref().ok_or_else(malformed)?;
+            return Ok(Some((b64::encode(&e.body), b64::encode(chain))));
+        }
+        ct::LeafEntry::Precert { tbs } => tbs,
     };
     let precert = match &e.stamp {
         Some(precert) => precert.clone(),
         None if *rebuilt < MAX_REBUILT => {
             *rebuilt += 1;
-            rebuild(&e.body)?
+            authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
         }
         None => return Ok(None),
     };

@@ -4,6 +4,10 @@
 //! Signed Certificate Timestamp (v1, ECDSA P-256/SHA-256, the only kind sigstore-python
 //! accepts), and the SCT goes into the final certificate. The SCT is returned only once
 //! its entry is durable in the log, so it is a kept promise, not merely a promise to merge.
+//! A CT client may also submit a certificate of this CA's itself (`add-chain`, an X.509
+//! entry) or a precertificate (`add-pre-chain`): the same log, the same SCT.
+//!
+//! [`submission`] checks what `add-chain` and `add-pre-chain` are sent.
 //!
 //! The log reuses the `log` crate's engine. Its leaves are RFC 6962 `MerkleTreeLeaf`s of
 //! precertificate entries; a `MerkleTreeLeaf` and the data an SCT signs are byte-identical
@@ -19,6 +23,8 @@ use signet_log::{AppendError, Log, Sequenced};
 use x509_cert::ext::Extension;
 
 use crate::authority::OID_CT_SCT_LIST;
+
+pub mod submission;
 
 /// A Signed Certificate Timestamp for a precertificate entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +46,7 @@ pub enum CtError {
     KeyUnavailable(String),
     #[error("signing for the CT log: {0}")]
     Panicked(#[from] signet_core::cpu::Panicked),
-    #[error("TBS certificate of {0} bytes is too large for a CT entry")]
+    #[error("a certificate of {0} bytes is too large for a CT entry")]
     TooLarge(usize),
 }
 
@@ -67,7 +73,55 @@ pub fn precert_leaf(timestamp_ms: u64, issuer_key_hash: &[u8; 32], tbs: &[u8]) -
     Ok(out)
 }
 
+/// RFC 6962 §3.4 `MerkleTreeLeaf` of an X.509 entry (a final certificate, `add-chain`),
+/// which is also the §3.2 signed data.
+pub fn x509_leaf(timestamp_ms: u64, certificate: &[u8]) -> Result<Vec<u8>, CtError> {
+    if certificate.len() >= 1 << 24 {
+        return Err(CtError::TooLarge(certificate.len()));
+    }
+    let mut out = Vec::with_capacity(2 + 8 + 2 + 3 + certificate.len() + 2);
+    out.extend_from_slice(&[0, 0]); // v1; timestamped_entry (certificate_timestamp when signed)
+    out.extend_from_slice(&timestamp_ms.to_be_bytes());
+    out.extend_from_slice(&0u16.to_be_bytes()); // x509_entry
+    opaque24(&mut out, certificate);
+    out.extend_from_slice(&0u16.to_be_bytes()); // no extensions
+    Ok(out)
+}
+
+/// What a CT leaf logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeafEntry<'a> {
+    /// A final certificate (DER).
+    X509(&'a [u8]),
+    /// A precertificate: its TBS without the poison extension.
+    Precert { tbs: &'a [u8] },
+}
+
+/// The entry inside a `MerkleTreeLeaf`, or `None` if the bytes are not one.
+pub fn leaf_entry(leaf: &[u8]) -> Option<LeafEntry<'_>> {
+    match leaf.get(10..12)? {
+        [0, 0] => {
+            let len = leaf.get(12..15)?;
+            let len = u32::from_be_bytes([0, len[0], len[1], len[2]]) as usize;
+            leaf.get(15..15 + len).map(LeafEntry::X509)
+        }
+        [0, 1] => leaf_tbs(leaf).map(|tbs| LeafEntry::Precert { tbs }),
+        _ => None,
+    }
+}
+
 impl Sct {
+    /// The `add-chain`/`add-pre-chain` answer (RFC 6962 §4.1).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "sct_version": 0,
+            "id": signet_core::b64::encode(self.log_id),
+            "timestamp": self.timestamp_ms,
+            "extensions": "",
+            "signature": signet_core::b64::encode(digitally_signed(&self.signature)),
+        })
+    }
+
     /// The TLS encoding of §3.2 `SignedCertificateTimestamp`.
     pub fn to_tls(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1 + 32 + 8 + 2 + 4 + self.signature.len());
@@ -136,15 +190,45 @@ impl CtLog {
     /// returns its SCT once the entry is durable. `precertificate` (the signed precertificate
     /// DER) is stored beside the entry, for `get-entries` to serve without signing again.
     pub async fn submit(&self, issuer_key_hash: &[u8; 32], tbs: &[u8], precertificate: Vec<u8>) -> Result<Sct, CtError> {
-        let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let timestamp_ms = now_ms();
         let leaf = precert_leaf(timestamp_ms, issuer_key_hash, tbs)?;
+        Ok(self.log_leaf(timestamp_ms, leaf, precertificate).await?.sct)
+    }
+
+    /// Logs a submitted entry (`add-chain`, `add-pre-chain`): `extra` is what `get-entries`
+    /// serves beside it (the precertificate, or the chain of an X.509 entry).
+    pub async fn submit_entry(&self, entry: LeafEntry<'_>, issuer_key_hash: &[u8; 32], extra: Vec<u8>) -> Result<Logged, CtError> {
+        let timestamp_ms = now_ms();
+        let leaf = match entry {
+            LeafEntry::X509(certificate) => x509_leaf(timestamp_ms, certificate)?,
+            LeafEntry::Precert { tbs } => precert_leaf(timestamp_ms, issuer_key_hash, tbs)?,
+        };
+        self.log_leaf(timestamp_ms, leaf, extra).await
+    }
+
+    async fn log_leaf(&self, timestamp_ms: u64, leaf: Vec<u8>, extra: Vec<u8>) -> Result<Logged, CtError> {
         // One signature: a short job, run in place with its panic caught (signet_core::cpu).
         let signature = signet_core::cpu::inline(|| self.key.sign(&leaf))?.map_err(sct_failed)?;
-        match self.log.append_with_extra(leaf, None, Some(precertificate)).await? {
-            Sequenced::New { .. } | Sequenced::Duplicate { .. } => {}
-        }
-        Ok(Sct { log_id: *self.key.key_id(), timestamp_ms, signature })
+        let leaf = signet_log::Leaf::new(leaf);
+        let leaf_hash = *leaf.hash();
+        let index = match self.log.append_with_extra(leaf, None, Some(extra)).await? {
+            Sequenced::New { index, .. } | Sequenced::Duplicate { index } => index,
+        };
+        Ok(Logged { sct: Sct { log_id: *self.key.key_id(), timestamp_ms, signature }, index, leaf_hash })
     }
+}
+
+/// An entry in the CT log, durable, and its SCT.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub sct: Sct,
+    pub index: u64,
+    /// RFC 6962's leaf hash (`get-proof-by-hash` finds the entry by it).
+    pub leaf_hash: [u8; 32],
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// RFC 6962 §3.5: the signed tree head for the log's newest durable checkpoint. It is
@@ -157,7 +241,7 @@ pub fn signed_tree_head(ct: &CtLog) -> Result<serde_json::Value, CtError> {
     if let Some(sth) = cached.as_ref().filter(|s| s.size == head.checkpoint.size && s.root == head.checkpoint.root_hash) {
         return Ok(sth.json.clone());
     }
-    let timestamp_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let timestamp_ms = now_ms();
     let mut data = Vec::with_capacity(50);
     data.extend_from_slice(&[0, 1]); // v1, tree_hash
     data.extend_from_slice(&timestamp_ms.to_be_bytes());
