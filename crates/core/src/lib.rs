@@ -11,6 +11,7 @@
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
 //! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
+//! - [`ctleaf`]: RFC 6962 `MerkleTreeLeaf`s, read (which certificate a CT leaf logs).
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
 //! - [`notekey`]: Ed25519 note verifier keys and what a cosignature signs (c2sp.org/tlog-cosignature).
 //! - [`wire`]: strictly typed JSON input, whose errors name the JSON path of the field.
@@ -18,6 +19,7 @@
 
 pub mod b64;
 pub mod cpu;
+pub mod ctleaf;
 pub mod files;
 pub mod hash;
 pub mod hexfmt;

@@ -203,3 +203,45 @@ fn it_follows_a_growing_log_and_serves_metrics() {
     std::thread::sleep(Duration::from_millis(2500));
     assert!(rx.try_recv().is_err(), "no second alert");
 }
+
+#[test]
+fn the_ct_log_is_followed_too_both_kinds_of_entry() {
+    use bytes::Bytes;
+    let s = setup("emails = [\"gina@example.com\"]\n");
+    sign(&s.server, &s.dir, "hank@example.com", b"hank", true);
+    sign(&s.server, &s.dir, "gina@example.com", b"gina", false);
+    // gina's certificate logged once more, as an X.509 entry (add-chain): the CT log then
+    // holds hank's precertificate, gina's, and gina's certificate.
+    let bundle: Value = serde_json::from_slice(&std::fs::read(s.dir.join("artifact.sigstore.json")).unwrap()).unwrap();
+    let leaf = bundle["verificationMaterial"]["certificate"]["rawBytes"].as_str().unwrap().to_string();
+    let root: Value = serde_json::from_slice(&std::fs::read(&s.root).unwrap()).unwrap();
+    let intermediate = root["certificateAuthorities"][0]["certChain"]["certificates"][0]["rawBytes"].as_str().unwrap().to_string();
+    let url = format!("{}/ct/v1/add-chain", s.server.url);
+    let body = serde_json::json!({"chain": [leaf, intermediate]}).to_string();
+    let request = http::Request::post(&url).header("content-type", "application/json").body(Bytes::from(body)).unwrap();
+    let fetcher = signet_tls::Fetcher::new(signet_tls::client_config(&signet_tls::Trust::Platform).unwrap());
+    let answer = fetcher.send(&url, request).unwrap();
+    assert_eq!(answer.status(), 200, "{}", String::from_utf8_lossy(answer.body()));
+
+    // The CT log and the Rekor v1 log under the same URL are two logs, with two states.
+    let run = monitor(&["--ct", &s.server.url, "--rekor-v1", &s.server.url, "--trusted-root", &s.root, "--watch", &s.watch, "--state", &s.state]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let kinds: Vec<(&str, u64, &str)> = run
+        .alerts
+        .iter()
+        .map(|a| (a["log"].as_str().unwrap(), a["entry"]["index"].as_u64().unwrap(), a["entry"]["entry_kind"].as_str().unwrap()))
+        .collect();
+    let ct = format!("{}/ct/v1", s.server.url);
+    assert_eq!(kinds, vec![(ct.as_str(), 1, "ct precert_entry"), (ct.as_str(), 2, "ct x509_entry")], "{:?}", run.alerts);
+    for a in &run.alerts {
+        assert_eq!(a["entry"]["identities"][0]["value"], "gina@example.com", "{a}");
+        assert!(a["entry"]["issuers"][0].as_str().is_some_and(|i| i.starts_with("http")), "{a}");
+    }
+    assert!(run.stderr.contains(" entries read, 2 matched"), "{}", run.stderr);
+    // The log grows by one: the new tree head is proved consistent with the last one seen
+    // (get-sth-consistency), and only the new entry is read.
+    sign(&s.server, &s.dir, "hank@example.com", b"hank again", false);
+    let again = monitor(&["--ct", &s.server.url, "--trusted-root", &s.root, "--watch", &s.watch, "--state", &s.state]);
+    assert_eq!((again.code, again.alerts.len()), (0, 0), "{}", again.stderr);
+    assert!(again.stderr.contains("1 entries read, 0 matched"), "{}", again.stderr);
+}

@@ -26,6 +26,8 @@ use crate::authority::OID_CT_SCT_LIST;
 
 pub mod submission;
 
+pub use signet_core::ctleaf::{leaf_entry, leaf_tbs, LeafEntry};
+
 /// A Signed Certificate Timestamp for a precertificate entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sct {
@@ -86,28 +88,6 @@ pub fn x509_leaf(timestamp_ms: u64, certificate: &[u8]) -> Result<Vec<u8>, CtErr
     opaque24(&mut out, certificate);
     out.extend_from_slice(&0u16.to_be_bytes()); // no extensions
     Ok(out)
-}
-
-/// What a CT leaf logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeafEntry<'a> {
-    /// A final certificate (DER).
-    X509(&'a [u8]),
-    /// A precertificate: its TBS without the poison extension.
-    Precert { tbs: &'a [u8] },
-}
-
-/// The entry inside a `MerkleTreeLeaf`, or `None` if the bytes are not one.
-pub fn leaf_entry(leaf: &[u8]) -> Option<LeafEntry<'_>> {
-    match leaf.get(10..12)? {
-        [0, 0] => {
-            let len = leaf.get(12..15)?;
-            let len = u32::from_be_bytes([0, len[0], len[1], len[2]]) as usize;
-            leaf.get(15..15 + len).map(LeafEntry::X509)
-        }
-        [0, 1] => leaf_tbs(leaf).map(|tbs| LeafEntry::Precert { tbs }),
-        _ => None,
-    }
 }
 
 impl Sct {
@@ -264,15 +244,6 @@ fn digitally_signed(sig: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(sig.len() as u16).to_be_bytes());
     out.extend_from_slice(sig);
     out
-}
-
-/// The TBS certificate inside a precert `MerkleTreeLeaf`.
-pub fn leaf_tbs(leaf: &[u8]) -> Option<&[u8]> {
-    if leaf.len() < 49 || leaf[10..12] != [0, 1] {
-        return None;
-    }
-    let len = u32::from_be_bytes([0, leaf[44], leaf[45], leaf[46]]) as usize;
-    leaf.get(47..47 + len)
 }
 
 /// TLS `opaque<1..2^24-1>`: a 3-byte length, then the bytes.

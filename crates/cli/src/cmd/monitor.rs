@@ -18,6 +18,10 @@ pub struct Args {
     /// A Rekor v1 log to follow through its JSON API (`<URL>/api/v1/log`, …). Repeatable.
     #[arg(long = "rekor-v1", value_name = "URL")]
     v1_logs: Vec<String>,
+    /// An RFC 6962 CT log to follow (`<URL>/ct/v1/get-sth`, …): every certificate and
+    /// precertificate it logs is matched. For signet's CT log that is the instance's URL. Repeatable.
+    #[arg(long = "ct", value_name = "URL")]
+    ct_logs: Vec<String>,
     /// The watch list (TOML: emails, uris, san_regex, issuers, keys, digests).
     #[arg(long, value_name = "FILE")]
     watch: PathBuf,
@@ -82,8 +86,8 @@ pub fn run(a: Args) -> ExitCode {
 }
 
 fn build(a: &Args) -> Result<Monitor, String> {
-    if a.logs.is_empty() && a.v1_logs.is_empty() {
-        return Err("give at least one --log URL (a tile log) or --rekor-v1 URL".into());
+    if a.logs.is_empty() && a.v1_logs.is_empty() && a.ct_logs.is_empty() {
+        return Err("give at least one --log URL (a tile log), --rekor-v1 URL or --ct URL".into());
     }
     let watch = WatchList::load(&a.watch)?;
     let trust = match &a.ca_file {
@@ -105,14 +109,16 @@ fn build(a: &Args) -> Result<Monitor, String> {
         given.push((url.trim_end_matches('/').to_string(), monitor::keys::from_pem_file(std::path::Path::new(file))?));
     }
     let mut logs = Vec::new();
-    let all = a.logs.iter().map(|u| (u, Api::Tiles)).chain(a.v1_logs.iter().map(|u| (u, Api::V1)));
+    let all = a.logs.iter().map(|u| (u, Api::Tiles)).chain(a.v1_logs.iter().map(|u| (u, Api::V1))).chain(a.ct_logs.iter().map(|u| (u, Api::Ct)));
     for (url, api) in all {
         let source = Source::new(url, api, fetcher.clone());
-        let mut keys = root.as_ref().map(|r| monitor::keys::from_trusted_root(r, &source.url)).unwrap_or_default();
+        // A CT log's API is under its URL (`<url>/ct/v1`), and its trusted-root entry's baseUrl
+        // may name that (signet exports `<url>/ct`; Sigstore's name the log's prefix).
+        let mut keys = root.as_ref().map(|r| monitor::keys::from_trusted_root(r, source.id(), api == Api::Ct)).unwrap_or_default();
         keys.extend(given.iter().filter(|(u, _)| *u == source.url).map(|(_, k)| k.clone()));
         if keys.is_empty() {
             return Err(format!(
-                "no key to verify {}'s checkpoints: give --trusted-root (a tlog whose baseUrl it starts with) or --log-key {}=PEM_FILE",
+                "no key to verify {}'s checkpoints: give --trusted-root (a tlog, or for --ct a ctlog, whose baseUrl it starts with) or --log-key {}=PEM_FILE",
                 source.url, source.url
             ));
         }

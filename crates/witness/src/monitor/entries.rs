@@ -5,11 +5,14 @@
 //! Kinds read (their canonical bodies, as Rekor and signet store them):
 //! - Rekor v2 `hashedrekord` 0.0.2 and `dsse` 0.0.2 (`spec.hashedRekordV002` / `spec.dsseV002`);
 //! - Rekor v1 `hashedrekord` 0.0.1 (`spec.data.hash`, `spec.signature.publicKey.content`)
-//!   and `dsse` 0.0.1 (`spec.payloadHash`, `spec.signatures[].verifier`).
+//!   and `dsse` 0.0.1 (`spec.payloadHash`, `spec.signatures[].verifier`);
+//! - a CT log's `MerkleTreeLeaf`s: the X.509 entry's certificate, the precert entry's TBS.
 
 use der::{Decode, Encode};
 use serde::Deserialize;
+use signet_core::ctleaf::LeafEntry;
 use signet_core::{b64, hash::sha256, pem};
+use x509_cert::certificate::TbsCertificate;
 use x509_cert::der::oid::{AssociatedOid, ObjectIdentifier};
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::SubjectAltName;
@@ -210,10 +213,26 @@ fn signer_pem(content: &str) -> Result<Signer, String> {
     }
 }
 
+/// Reads a CT log's entry (an RFC 6962 `MerkleTreeLeaf`): the certificate or precertificate
+/// it logs, as the signer of a Rekor entry is read.
+pub fn parse_ct_leaf(leaf: &[u8]) -> Result<Facts, String> {
+    let (kind, signer) = match signet_core::ctleaf::leaf_entry(leaf).ok_or("not an RFC 6962 MerkleTreeLeaf of an X.509 or precert entry")? {
+        LeafEntry::X509(der) => ("ct x509_entry", certificate(der)?),
+        LeafEntry::Precert { tbs } => {
+            let tbs = TbsCertificate::from_der(tbs).map_err(|e| format!("precertificate TBS does not parse: {e}"))?;
+            ("ct precert_entry", tbs_signer(&tbs)?)
+        }
+    };
+    Ok(Facts { kind: kind.into(), signers: vec![signer], ..Facts::default() })
+}
+
 /// A certificate's identities, its Fulcio issuer, and its key's fingerprint.
 pub fn certificate(der_bytes: &[u8]) -> Result<Signer, String> {
     let cert = x509_cert::Certificate::from_der(der_bytes).map_err(|e| format!("certificate does not parse: {e}"))?;
-    let tbs = &cert.tbs_certificate;
+    tbs_signer(&cert.tbs_certificate)
+}
+
+fn tbs_signer(tbs: &TbsCertificate) -> Result<Signer, String> {
     let spki = tbs.subject_public_key_info.to_der().map_err(|e| e.to_string())?;
     let mut signer = Signer { key_sha256: sha256(&spki), is_certificate: true, ..Signer::default() };
     let mut legacy_issuer = None;

@@ -77,7 +77,7 @@ pub struct Ctx<'a> {
 /// Polls `log` once. `Err` is a failure to fetch or to keep state (retried next poll);
 /// what the log did wrong comes back as alerts and `problem`.
 pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
-    let url = log.source.url.as_str();
+    let url = log.source.id();
     let mut state = ctx.store.load(url)?;
     if let Some(why) = &state.broken {
         tracing::warn!(log = url, why, "not following this log: it was caught misbehaving (see its alert); remove its state file to start over");
@@ -91,7 +91,11 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
     };
 
     let keys = log.keys.now();
-    let (cp, signer) = match super::keys::verify(&note, &keys) {
+    let verified = match log.source.api {
+        super::source::Api::Ct => super::keys::verify_sth(&note, &keys),
+        super::source::Api::Tiles | super::source::Api::V1 => super::keys::verify(&note, &keys),
+    };
+    let (cp, signer) = match verified {
         Ok((cp, key)) => (cp, hex::encode(sha256(&key.spki_der))),
         Err(why) => {
             let id = hex::encode(sha256(note.as_bytes()));

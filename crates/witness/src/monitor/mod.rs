@@ -72,8 +72,8 @@ impl Monitor {
                     sum.problem |= p.problem;
                 }
                 Err(e) => {
-                    tracing::warn!(log = %log.source.url, error = %e, "poll failed; retrying at the next one");
-                    self.alerts.metrics().fetch_error(&log.source.url);
+                    tracing::warn!(log = %log.source.id(), error = %e, "poll failed; retrying at the next one");
+                    self.alerts.metrics().fetch_error(log.source.id());
                     sum.failed = true;
                 }
             }

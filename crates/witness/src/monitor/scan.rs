@@ -95,10 +95,14 @@ impl Scan<'_> {
         for (i, body) in bodies.iter().enumerate() {
             let leaf = leaf_hash(body);
             page.leaves.push(leaf);
-            let facts = match entries::parse(body) {
+            let parsed = match self.source.api {
+                super::source::Api::Ct => entries::parse_ct_leaf(body),
+                super::source::Api::Tiles | super::source::Api::V1 => entries::parse(body),
+            };
+            let facts = match parsed {
                 Ok(f) => f,
                 Err(why) => {
-                    tracing::debug!(log = %self.source.url, index = start + i as u64, %why, "entry not read");
+                    tracing::debug!(log = %self.source.id(), index = start + i as u64, %why, "entry not read");
                     page.unparsed += 1;
                     continue;
                 }

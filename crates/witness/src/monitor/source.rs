@@ -1,6 +1,7 @@
 //! Where a log's checkpoints, proofs and entries come from: a C2SP tile log (signet's
-//! `/api/v2`, Rekor v2, Sunlight, Tessera…) or the Rekor v1 JSON API. Everything fetched
-//! is untrusted; the follower checks it against the signed checkpoint.
+//! `/api/v2`, Rekor v2, Sunlight, Tessera…), the Rekor v1 JSON API, or an RFC 6962 CT log
+//! (signet's `/ct/v1`). Everything fetched is untrusted; the follower checks it against
+//! the signed checkpoint (for CT, the signed tree head).
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -15,6 +16,8 @@ const MAX_CHECKPOINT: usize = 64 << 10;
 const MAX_BUNDLE: usize = 256 * (2 + 65_535);
 /// Rekor v1's `POST /api/v1/log/entries/retrieve` takes at most 10 indices.
 const V1_RETRIEVE: u64 = 10;
+/// Entries asked of one CT `get-entries` (a log may answer fewer: RFC 6962 §4.6).
+const CT_PAGE: u64 = 256;
 
 /// The API a log is followed through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,11 +26,18 @@ pub enum Api {
     Tiles,
     /// Rekor v1 under the URL: `<url>/api/v1/log`, `…/log/proof`, `…/log/entries/retrieve`.
     V1,
+    /// An RFC 6962 CT log under the URL: `<url>/ct/v1/get-sth`, `…/get-sth-consistency`,
+    /// `…/get-entries`. Its entries are `MerkleTreeLeaf`s.
+    Ct,
 }
 
 pub struct Source {
     pub url: String,
     pub api: Api,
+    /// What state, alerts and metrics name the log by: the URL, and for a CT log the URL of
+    /// its API (`<url>/ct/v1`), so that an instance's CT log and its Rekor v1 log, both
+    /// under one URL, are two logs.
+    id: String,
     fetcher: Fetcher,
     bundles: Fetcher,
 }
@@ -35,8 +45,17 @@ pub struct Source {
 impl Source {
     pub fn new(url: &str, api: Api, fetcher: Fetcher) -> Source {
         let url = url.trim_end_matches('/').to_string();
+        let id = match api {
+            Api::Ct => format!("{url}/ct/v1"),
+            Api::Tiles | Api::V1 => url.clone(),
+        };
         let bundles = fetcher.clone().with_max_bytes(MAX_BUNDLE);
-        Source { url, api, fetcher: fetcher.with_max_bytes(MAX_CHECKPOINT), bundles }
+        Source { url, api, id, fetcher: fetcher.with_max_bytes(MAX_CHECKPOINT), bundles }
+    }
+
+    /// The log's name in state, alerts and metrics.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Entries fetched in one unit of work: one entry bundle, or 100 v1 entries.
@@ -44,6 +63,7 @@ impl Source {
         match self.api {
             Api::Tiles => TILE_WIDTH,
             Api::V1 => 10 * V1_RETRIEVE,
+            Api::Ct => CT_PAGE,
         }
     }
 
@@ -84,6 +104,12 @@ impl Source {
                 let offset = info.inactive_shards.iter().try_fold(0u64, |a, s| a.checked_add(s.tree_size));
                 Ok((info.signed_tree_head, offset.ok_or_else(|| format!("{}/api/v1/log: shard sizes overflow", self.url))?))
             }
+            // The signed tree head's JSON, as served: `keys::verify_sth` reads and checks it.
+            Api::Ct => {
+                let bytes = self.get(&self.fetcher, "ct/v1/get-sth")?;
+                let sth = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}/ct/v1/get-sth is not UTF-8", self.url))?;
+                Ok((sth, 0))
+            }
         }
     }
 
@@ -109,6 +135,22 @@ impl Source {
                     .map(|h| hex::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()).ok_or_else(|| format!("{path}: hash {h:?} is not 32 bytes of hex")))
                     .collect()
             }
+            Api::Ct => {
+                #[derive(Deserialize)]
+                struct Proof {
+                    consistency: Vec<String>,
+                }
+                let path = format!("ct/v1/get-sth-consistency?first={old}&second={new}");
+                let bytes = self.get(&self.fetcher, &path)?;
+                let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+                proof
+                    .consistency
+                    .iter()
+                    .map(|h| {
+                        signet_core::b64::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()).ok_or_else(|| format!("{path}: hash {h:?} is not 32 bytes of base64"))
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -127,7 +169,39 @@ impl Source {
                 }
                 Ok(out)
             }
+            Api::Ct => {
+                let mut out = Vec::with_capacity((end - start) as usize);
+                while (out.len() as u64) < end - start {
+                    let got = self.ct_entries(start + out.len() as u64, end)?;
+                    out.extend(got);
+                }
+                Ok(out)
+            }
         }
+    }
+
+    /// `get-entries` from `start` up to `end` (exclusive): the `leaf_input`s of at least one
+    /// entry, at most the page asked for.
+    fn ct_entries(&self, start: u64, end: u64) -> Result<Vec<Vec<u8>>, String> {
+        #[derive(Deserialize)]
+        struct Entries {
+            entries: Vec<Entry>,
+        }
+        #[derive(Deserialize)]
+        struct Entry {
+            leaf_input: String,
+        }
+        let path = format!("ct/v1/get-entries?start={start}&end={}", end - 1);
+        let bytes = self.get(&self.bundles, &path)?;
+        let page: Entries = serde_json::from_slice(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+        if page.entries.is_empty() || page.entries.len() as u64 > end - start {
+            return Err(format!("{}/{path}: {} entries; expected 1 to {}", self.url, page.entries.len(), end - start));
+        }
+        page.entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| signet_core::b64::decode(&e.leaf_input).map_err(|_| format!("{}/{path}: entry {}'s leaf_input is not base64", self.url, start + i as u64)))
+            .collect()
     }
 
     fn bundle(&self, start: u64, end: u64, size: u64) -> Result<Vec<Vec<u8>>, String> {
