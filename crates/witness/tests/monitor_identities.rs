@@ -245,3 +245,58 @@ fn the_ct_log_is_followed_too_both_kinds_of_entry() {
     assert_eq!((again.code, again.alerts.len()), (0, 0), "{}", again.stderr);
     assert!(again.stderr.contains("1 entries read, 0 matched"), "{}", again.stderr);
 }
+
+#[test]
+fn a_rekor_v1_shard_rotation_is_followed_to_the_new_shard_once_the_root_lists_its_key() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    let s = setup("emails = [\"ivy@example.com\"]\n");
+    sign(&s.server, &s.dir, "ivy@example.com", b"ivy before", true);
+    // The monitor's own copy of the trusted root, as an operator keeps it: sign() rewrites
+    // s.root with every export, this one changes only when copied below.
+    let root = s.dir.join("monitor_root.json");
+    std::fs::copy(&s.root, &root).unwrap();
+    let child = Command::new(signet_bin())
+        .args(["monitor", "--rekor-v1", &s.server.url, "--trusted-root", root.to_str().unwrap(), "--watch", &s.watch, "--state", &s.state, "--interval", "1"])
+        .env("SIGNET_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Running(child);
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(serde_json::from_str::<Value>(&line.unwrap()).unwrap());
+        }
+    });
+    let next = |what: &str| rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("no {what} alert within 30 s"));
+    let before = next("first match");
+    assert_eq!(before["kind"], "match", "{before}");
+
+    let data = s.server.data_dir.to_str().unwrap().to_string();
+    let token = signet(&["admin", "token", "create", "--role", "admin", "--data-dir", &data]).trim().to_string();
+    let rotated = (0..25).any(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        Command::new(signet_bin()).args(["admin", "log", "rotate", "--log", "rekor-v1", "--url", &s.server.url, "--token", &token]).output().unwrap().status.success()
+    });
+    assert!(rotated, "the rotation never went through");
+    sign(&s.server, &s.dir, "ivy@example.com", b"ivy after", true);
+    // The new shard's tree head is signed by a key the monitor's root does not list yet: it
+    // says so, and keeps polling rather than stopping.
+    let unknown = next("bad signature");
+    assert_eq!(unknown["kind"], "bad_signature", "{unknown}");
+    // The operator's root is updated (sign() exported it with the new shard's key): the running
+    // monitor reads it again, sees the rotation, and reads the new shard.
+    std::fs::copy(&s.root, &root).unwrap();
+    // (One more bad_signature may come first: one per distinct tree head seen before the copy.)
+    let rotation = std::iter::repeat_with(|| next("rotated")).find(|a| a["kind"] != "bad_signature").unwrap();
+    assert_eq!(rotation["kind"], "rotated", "{rotation}");
+    let after = next("second match");
+    assert_eq!(after["kind"], "match", "{after}");
+    assert_eq!(after["entry"]["identities"][0]["value"], "ivy@example.com");
+    assert!(after["entry"]["index"].as_u64() > before["entry"]["index"].as_u64(), "the new shard's entries come next in the virtual index: {after}");
+}

@@ -96,13 +96,7 @@ fn build(a: &Args) -> Result<Monitor, String> {
     };
     let tls = signet_tls::client_config(&trust).map_err(|e| e.to_string())?;
     let fetcher = signet_tls::Fetcher::new(tls).with_timeout(Duration::from_secs(30));
-    let root = match &a.trusted_root {
-        Some(f) => {
-            let bytes = std::fs::read(f).map_err(|e| format!("--trusted-root {}: {e}", f.display()))?;
-            Some(signet_verify::trust_root::TrustedRoot::from_json(&bytes).map_err(|e| format!("--trusted-root {}: {e}", f.display()))?)
-        }
-        None => None,
-    };
+    let root = a.trusted_root.as_ref().map(|f| RootFile::open(f)).transpose()?;
     let mut given = Vec::new();
     for k in &a.log_keys {
         let (url, file) = k.split_once('=').ok_or_else(|| format!("--log-key {k:?} is not URL=FILE"))?;
@@ -112,17 +106,31 @@ fn build(a: &Args) -> Result<Monitor, String> {
     let all = a.logs.iter().map(|u| (u, Api::Tiles)).chain(a.v1_logs.iter().map(|u| (u, Api::V1))).chain(a.ct_logs.iter().map(|u| (u, Api::Ct)));
     for (url, api) in all {
         let source = Source::new(url, api, fetcher.clone());
+        let mine: Vec<_> = given.iter().filter(|(u, _)| *u == source.url).map(|(_, k)| k.clone()).collect();
         // A CT log's API is under its URL (`<url>/ct/v1`), and its trusted-root entry's baseUrl
         // may name that (signet exports `<url>/ct`; Sigstore's name the log's prefix).
-        let mut keys = root.as_ref().map(|r| monitor::keys::from_trusted_root(r, source.id(), api == Api::Ct)).unwrap_or_default();
-        keys.extend(given.iter().filter(|(u, _)| *u == source.url).map(|(_, k)| k.clone()));
-        if keys.is_empty() {
+        let (id, ct) = (source.id().to_string(), api == Api::Ct);
+        let keys_now = {
+            let (root, mine) = (root.clone(), mine.clone());
+            move || {
+                let mut keys = root.as_ref().map(|r| monitor::keys::from_trusted_root(&r.now(), &id, ct)).unwrap_or_default();
+                keys.extend(mine.iter().cloned());
+                keys
+            }
+        };
+        if keys_now().is_empty() {
             return Err(format!(
                 "no key to verify {}'s checkpoints: give --trusted-root (a tlog, or for --ct a ctlog, whose baseUrl it starts with) or --log-key {}=PEM_FILE",
                 source.url, source.url
             ));
         }
-        logs.push(Followed { source, keys: keys.into() });
+        // The trusted root is read again when its file changes: a log that rotates to a new
+        // key (a new shard) is followed once the operator's root lists that key, without a restart.
+        let keys = match root {
+            Some(_) => monitor::Keys::Live(Arc::new(keys_now)),
+            None => mine.into(),
+        };
+        logs.push(Followed { source, keys });
     }
     let metrics = Arc::new(Metrics::default());
     if let Some(addr) = a.metrics_listen {
@@ -138,4 +146,43 @@ fn build(a: &Args) -> Result<Monitor, String> {
         workers,
         interval: Duration::from_secs(a.interval.max(1)),
     })
+}
+
+/// `--trusted-root`, read again whenever the file's modification time or length changes. A
+/// file that cannot be read or parsed keeps the last good root (with a warning).
+#[derive(Clone)]
+struct RootFile(Arc<RootFileInner>);
+
+struct RootFileInner {
+    path: PathBuf,
+    last: std::sync::Mutex<(Option<(std::time::SystemTime, u64)>, Arc<signet_verify::trust_root::TrustedRoot>)>,
+}
+
+impl RootFile {
+    fn open(path: &std::path::Path) -> Result<RootFile, String> {
+        let stamp = stamp(path);
+        let root = read_root(path).map_err(|e| format!("--trusted-root {e}"))?;
+        Ok(RootFile(Arc::new(RootFileInner { path: path.to_path_buf(), last: std::sync::Mutex::new((stamp, Arc::new(root))) })))
+    }
+
+    fn now(&self) -> Arc<signet_verify::trust_root::TrustedRoot> {
+        let mut last = self.0.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let stamp = stamp(&self.0.path);
+        if stamp.is_some() && stamp != last.0 {
+            match read_root(&self.0.path) {
+                Ok(root) => *last = (stamp, Arc::new(root)),
+                Err(e) => errln!("signet monitor: --trusted-root changed but cannot be read ({e}); the last good one stays in use"),
+            }
+        }
+        last.1.clone()
+    }
+}
+
+fn stamp(path: &std::path::Path) -> Option<(std::time::SystemTime, u64)> {
+    std::fs::metadata(path).ok().and_then(|m| Some((m.modified().ok()?, m.len())))
+}
+
+fn read_root(path: &std::path::Path) -> Result<signet_verify::trust_root::TrustedRoot, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    signet_verify::trust_root::TrustedRoot::from_json(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
