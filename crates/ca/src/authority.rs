@@ -369,11 +369,11 @@ pub(crate) fn ca_tbs(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::process::Command;
 
-    fn identity() -> Identity {
+    pub(crate) fn identity() -> Identity {
         Identity {
             issuer: "http://127.0.0.1:8080/oidc".into(),
             subject: "alice@example.com".into(),

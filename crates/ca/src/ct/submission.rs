@@ -122,7 +122,6 @@ mod tests {
 
     use super::*;
     use crate::authority::{issue_intermediate, Authority, CaKeys};
-    use crate::oidc::{Identity, SanKind};
     use crate::x509::{self, CaKey};
 
     fn authority(dir: &std::path::Path) -> Authority {
@@ -130,17 +129,9 @@ mod tests {
     }
 
     fn tbs(ca: &Authority) -> TbsCertificate {
-        let identity = Identity {
-            issuer: "http://127.0.0.1:8080/oidc".into(),
-            subject: "alice@example.com".into(),
-            kind: SanKind::Email,
-            token_subject: "alice-sub".into(),
-            extensions: Vec::new(),
-            claims: Default::default(),
-        };
         let key = Signer::generate(Algorithm::EcdsaP256Sha256).unwrap();
         let spki = SubjectPublicKeyInfoOwned::from_der(key.spki_der()).unwrap();
-        ca.leaf_tbs(&identity, spki, x509::random_serial().unwrap(), SystemTime::now(), None).unwrap()
+        ca.leaf_tbs(&crate::authority::tests::identity(), spki, x509::random_serial().unwrap(), SystemTime::now(), None).unwrap()
     }
 
     fn own(ca: &Authority) -> OwnCa<'_> {
