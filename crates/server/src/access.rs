@@ -20,6 +20,8 @@ use tracing::Instrument;
 
 pub struct Access {
     pub log: bool,
+    /// The audit log is on: its records carry the request id, which it reads from the request.
+    pub audited: bool,
 }
 
 /// The layer, written by hand: a request costs one allocation (its future), where
@@ -56,7 +58,9 @@ where
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         let id = RequestId::next();
-        request.extensions_mut().insert(id);
+        if self.access.audited {
+            request.extensions_mut().insert(id);
+        }
         let started = Instant::now();
         let line = self.access.log.then(|| {
             let peer = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string());

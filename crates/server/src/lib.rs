@@ -136,6 +136,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         app: app_slot.clone(),
         starting: api::ready::starting_router(),
         stats: stats.clone(),
+        audited: cfg.guard.audit.enabled,
     };
     // file/watch re-read the pair here; reload/cached read it at handshakes, and only the
     // client-CA bundle (if any) is re-read here.
@@ -161,6 +162,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
             app: slot.clone(),
             starting: api::ready::starting_router(),
             stats: stats.clone(),
+            audited: cfg.guard.audit.enabled,
         };
         if let Ok(at) = listener.local_addr() {
             tracing::info!(listen = %at, serves = ?serves, "a port of its own");
@@ -236,7 +238,7 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     };
     let guard = state.guard.clone();
     let startup = startup_line(&cfg, &state);
-    let access = Arc::new(access::Access { log: cfg.http.access_log });
+    let access = Arc::new(access::Access { log: cfg.http.access_log, audited: state.audit.is_some() });
     let public = cfg.http.surfaces(cfg.dev).into_iter().next().map_or_else(|| vec![config::Surface::Public], |(_, s)| s);
     for (slot, serves) in own_apps {
         let _ = slot.set(api::router(state.clone(), access.clone(), &serves));
