@@ -12,6 +12,10 @@
 //! - [`serving`]: a `--dev` instance's TLS CA, and the short-lived serving certificates it issues.
 //! - `micro` (feature `micro`): the criterion suite of issuance, SCTs and timestamps.
 
+// `ca → verify` is an arrow DESIGN.md does not draw: the CT log's `add-chain` checks a submitted
+// chain with the verifier's certificate type (`ct::submission`) rather than a second copy of it.
+// `verify` depends on `core` and `keys` only, so this makes no cycle.
+
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
