@@ -24,8 +24,8 @@ pub(crate) fn token(dir: &std::path::Path, email: &str) -> String {
 }
 
 pub(crate) struct Key {
-    pair: EcdsaKeyPair,
-    pem: String,
+    pub(crate) pair: EcdsaKeyPair,
+    pub(crate) pem: String,
 }
 
 pub(crate) fn key() -> Key {

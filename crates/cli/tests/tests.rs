@@ -20,6 +20,7 @@ mod dev_token;
 mod doctor;
 mod failures;
 mod fulcio_api;
+mod fulcio_grpc;
 mod guard;
 mod haproxy;
 mod hsm;

@@ -9,6 +9,7 @@
 //! - [`cpu`]: CPU-heavy work on a bounded blocking pool, off the async runtime.
 //! - [`files`]: atomic, permission-aware file writes.
 //! - [`pubkey`]: public keys of every kind Sigstore uses, and signature checks.
+//! - [`grpc`]: gRPC's length-prefixed messages, and Fulcio's gRPC messages.
 //! - [`request_id`]: the id that joins a request's response, access-log line and audit record.
 //! - [`merkle`]: RFC 6962 Merkle hashing and inclusion / consistency proof checks.
 //! - [`ctleaf`]: RFC 6962 `MerkleTreeLeaf`s, read (which certificate a CT leaf logs).
@@ -21,6 +22,7 @@ pub mod b64;
 pub mod cpu;
 pub mod ctleaf;
 pub mod files;
+pub mod grpc;
 pub mod hash;
 pub mod hexfmt;
 pub mod histogram;

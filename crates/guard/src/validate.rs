@@ -51,6 +51,8 @@ pub enum BodyClass {
     Stamp,
     /// A text body (c2sp.org/tlog-witness's checkpoint and proof): up to `max_small_body_bytes`.
     Note,
+    /// A unary gRPC request (one protobuf message, framed): up to `max_small_body_bytes`.
+    Grpc,
 }
 
 impl BodyClass {
@@ -60,6 +62,7 @@ impl BodyClass {
             BodyClass::Entry | BodyClass::Small => &["application/json"],
             BodyClass::Stamp => &["application/timestamp-query", "application/json"],
             BodyClass::Note => &["text/plain", "application/octet-stream"],
+            BodyClass::Grpc => &["application/grpc", "application/grpc+proto"],
         }
     }
 }
@@ -83,7 +86,7 @@ impl InputLimits {
         match class {
             BodyClass::Empty => 0,
             BodyClass::Entry => self.max_body_bytes,
-            BodyClass::Small | BodyClass::Stamp | BodyClass::Note => self.max_small_body_bytes.min(self.max_body_bytes),
+            BodyClass::Small | BodyClass::Stamp | BodyClass::Note | BodyClass::Grpc => self.max_small_body_bytes.min(self.max_body_bytes),
         }
     }
 }

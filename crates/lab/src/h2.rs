@@ -120,9 +120,40 @@ async fn round_trip(send: &mut Sender, request: Request<Full<Bytes>>) -> Result<
     // Waits while the server's SETTINGS_MAX_CONCURRENT_STREAMS are all in use.
     send.ready().await.map_err(http2_error)?;
     let response = send.send_request(request).await.map_err(http2_error)?;
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.map_err(http2_error)?.to_bytes();
-    Ok((status, body))
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await.map_err(http2_error)?;
+    let status = grpc_status(&parts.headers, collected.trailers()).map_or(parts.status.as_u16(), http_equivalent);
+    Ok((status, collected.to_bytes()))
+}
+
+/// A gRPC answer's status (`grpc-status`, in the trailers or, trailers-only, in the headers),
+/// if the answer is gRPC's: its HTTP status is 200 whatever the outcome.
+fn grpc_status(headers: &http::HeaderMap, trailers: Option<&http::HeaderMap>) -> Option<u32> {
+    let grpc = headers.get(http::header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+    let value = trailers.and_then(|t| t.get("grpc-status")).or_else(|| headers.get("grpc-status"));
+    match (grpc, value) {
+        (false, _) => None,
+        (true, Some(v)) => Some(v.to_str().ok().and_then(|s| s.parse().ok()).unwrap_or(2)),
+        // No status at all: the stream ended early, as UNKNOWN.
+        (true, None) => Some(2),
+    }
+}
+
+/// The HTTP status a refusal with gRPC `code` corresponds to, so that the lab counts it as
+/// it counts the REST API's (`status_401`, `status_429`, …).
+fn http_equivalent(code: u32) -> u16 {
+    match code {
+        0 => 200,
+        3 | 9 | 11 => 400,
+        16 => 401,
+        7 => 403,
+        5 | 12 => 404,
+        6 | 10 => 409,
+        8 => 429,
+        14 => 503,
+        4 => 504,
+        _ => 500,
+    }
 }
 
 fn http2_error(e: hyper::Error) -> ConnError {
@@ -184,6 +215,21 @@ pub fn to_request(raw: &[u8], scheme: &str) -> Result<Request<Full<Bytes>>, Conn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grpc_answers_count_by_their_grpc_status() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(grpc_status(&headers, None), None, "not gRPC: the HTTP status stands");
+        headers.insert("content-type", "application/grpc".parse().unwrap());
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", "0".parse().unwrap());
+        assert_eq!(grpc_status(&headers, Some(&trailers)).map(http_equivalent), Some(200));
+        assert_eq!(grpc_status(&headers, None).map(http_equivalent), Some(500), "a gRPC answer without a status failed");
+        headers.insert("grpc-status", "16".parse().unwrap());
+        assert_eq!(grpc_status(&headers, None).map(http_equivalent), Some(401), "trailers-only");
+        headers.insert("grpc-status", "8".parse().unwrap());
+        assert_eq!(grpc_status(&headers, None).map(http_equivalent), Some(429));
+    }
 
     #[test]
     fn http1_requests_become_http2_requests() {

@@ -185,8 +185,13 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     let warm = (spec.rate * spec.warmup.as_secs_f64()).ceil() as u64;
     let total = (warm + (spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
 
-    if spec.workload == Workload::Cert && crate::workload::token_challenge(spec.token.as_deref().unwrap_or("")).is_none() {
-        return Err(LoadError::Spec("the cert workload needs --token with an identity token (signet dev-token)".into()));
+    if matches!(spec.workload, Workload::Cert | Workload::CertGrpc)
+        && crate::workload::token_challenge(spec.token.as_deref().unwrap_or("")).is_none()
+    {
+        return Err(LoadError::Spec(format!("the {} workload needs --token with an identity token (signet dev-token)", spec.workload.name())));
+    }
+    if spec.workload == Workload::CertGrpc && spec.transport.http != crate::transport::HttpVersion::Http2 {
+        return Err(LoadError::Spec("the cert-grpc workload needs --http 2: gRPC runs over HTTP/2 only".into()));
     }
     if !matches!(spec.rekor_version, 1 | 2) {
         return Err(LoadError::Spec(format!("rekor version must be 1 or 2, got {}", spec.rekor_version)));

@@ -26,6 +26,9 @@ pub enum Workload {
     LogRead,
     /// `POST /api/v2/signingCert` with a proof of possession, as cosign's first step.
     Cert,
+    /// The same certificate through Fulcio's gRPC API (`CreateSigningCertificate`), as
+    /// sigstore-java asks for it: HTTP/2 only (`--http 2`).
+    CertGrpc,
     /// RFC 3161 `POST /api/v1/timestamp` with distinct DER requests.
     Tsa,
     /// The target URL itself, with `--method`, `--body` and `--header`.
@@ -46,6 +49,7 @@ impl std::str::FromStr for Workload {
             "log-append-v2" => Workload::LogAppendV2,
             "log-read" => Workload::LogRead,
             "cert" => Workload::Cert,
+            "cert-grpc" => Workload::CertGrpc,
             "tsa" => Workload::Tsa,
             "custom" => Workload::Custom,
             "sign" => Workload::Sign,
@@ -53,7 +57,7 @@ impl std::str::FromStr for Workload {
             "mixed" => Workload::Mixed,
             other => {
                 return Err(format!(
-                    "unknown workload {other:?}; expected sign, verify, mixed, log-append, log-append-v2, log-read, cert, tsa or custom"
+                    "unknown workload {other:?}; expected sign, verify, mixed, log-append, log-append-v2, log-read, cert, cert-grpc, tsa or custom"
                 ))
             }
         })
@@ -67,6 +71,7 @@ impl Workload {
             Workload::LogAppendV2 => "log-append-v2",
             Workload::LogRead => "log-read",
             Workload::Cert => "cert",
+            Workload::CertGrpc => "cert-grpc",
             Workload::Tsa => "tsa",
             Workload::Custom => "custom",
             Workload::Sign => "sign",
@@ -153,6 +158,16 @@ impl RequestMaker {
                     .map(|body| conn::with_headers(conn::request_bytes("POST", target, &path, Some(body)), headers))
                     .collect()
             }
+            Workload::CertGrpc => {
+                let token = token.expect("checked by the caller");
+                let path = format!("{prefix}{}", signet_core::grpc::fulcio::CREATE_SIGNING_CERTIFICATE);
+                // gRPC asks for `te: trailers`: the status comes after the message.
+                let headers: Vec<(String, String)> = headers.iter().cloned().chain([("te".to_string(), "trailers".to_string())]).collect();
+                cert_grpc_requests(token, count.min(256))
+                    .iter()
+                    .map(|body| conn::with_headers(conn::request_bytes_typed("POST", target, &path, Some(&body[..]), "application/grpc"), &headers))
+                    .collect()
+            }
         };
         Arc::new(RequestMaker { target: target.clone(), kind, prepared, read_size, headers: headers.to_vec() })
     }
@@ -189,19 +204,41 @@ pub fn token_challenge(token: &str) -> Option<String> {
     claims.get("email").or_else(|| claims.get("sub"))?.as_str().map(str::to_string)
 }
 
-/// `count` signingCert bodies, each with its own key and proof of possession.
-fn cert_requests(token: &str, count: usize) -> Vec<Bytes> {
+/// `count` fresh keys, each with its PEM public key and its proof of possession for `token`.
+fn keys_with_proofs(token: &str, count: usize) -> impl Iterator<Item = (String, Vec<u8>)> {
     let challenge = token_challenge(token).unwrap_or_default();
     let rng = SystemRandom::new();
-    (0..count.max(1))
-        .map(|_| {
-            let k = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).expect("keygen");
-            let spki = k.public_key().as_der().expect("spki").as_ref().to_vec();
-            let pop = k.sign(&rng, challenge.as_bytes()).expect("sign");
+    (0..count.max(1)).map(move |_| {
+        let k = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).expect("keygen");
+        let spki = k.public_key().as_der().expect("spki").as_ref().to_vec();
+        let pop = k.sign(&rng, challenge.as_bytes()).expect("sign");
+        (pem::encode("PUBLIC KEY", &spki), pop.as_ref().to_vec())
+    })
+}
+
+/// `count` signingCert bodies, each with its own key and proof of possession.
+fn cert_requests(token: &str, count: usize) -> Vec<Bytes> {
+    keys_with_proofs(token, count)
+        .map(|(key, pop)| {
             let body = json!({"credentials": {"oidcIdentityToken": token}, "publicKeyRequest": {
-                "publicKey": {"algorithm": "ECDSA", "content": pem::encode("PUBLIC KEY", &spki)},
-                "proofOfPossession": b64::encode(pop.as_ref())}});
+                "publicKey": {"algorithm": "ECDSA", "content": key}, "proofOfPossession": b64::encode(pop)}});
             Bytes::from(serde_json::to_vec(&body).expect("json"))
+        })
+        .collect()
+}
+
+/// The same requests as [`cert_requests`], as framed `CreateSigningCertificateRequest`s.
+fn cert_grpc_requests(token: &str, count: usize) -> Vec<Vec<u8>> {
+    use signet_core::grpc::fulcio as pb;
+    keys_with_proofs(token, count)
+        .map(|(content, proof_of_possession)| {
+            signet_core::grpc::frame(&pb::CreateSigningCertificateRequest {
+                credentials: Some(pb::Credentials { oidc_identity_token: Some(token.to_string()) }),
+                key: Some(pb::Key::PublicKeyRequest(pb::PublicKeyRequest {
+                    public_key: Some(pb::PublicKey { algorithm: pb::ALGORITHM_ECDSA, content }),
+                    proof_of_possession,
+                })),
+            })
         })
         .collect()
 }

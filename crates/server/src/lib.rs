@@ -7,6 +7,7 @@
 //! - [`issuers`]: the configured OIDC issuers and their key sources (a file, or discovery).
 //! - [`discovery`]: OIDC discovery of an issuer's key set over HTTPS.
 //! - [`api`]: the router and handlers.
+//! - [`grpc`]: unary gRPC calls on the HTTP port, and refusals written as gRPC statuses.
 //! - [`logging`]: log output that drops a line rather than fail or panic.
 //! - [`metrics`]: request and refusal counters, and the layer that keeps them.
 //! - [`otel`]: trace export over OTLP/HTTP (`[tracing]`), off by default.
@@ -37,6 +38,7 @@ pub mod config;
 pub mod conn;
 pub mod datadir;
 pub mod discovery;
+pub mod grpc;
 pub mod init;
 pub mod issuers;
 pub mod lease;

@@ -1,6 +1,6 @@
 //! The HTTP surface: one router whose routes a tower layer stack can wrap.
 //!
-//! - [`fulcio`]: the Fulcio v2 CA API.
+//! - [`fulcio`]: the Fulcio v2 CA API, REST and gRPC.
 //! - [`ct`]: the RFC 6962 CT log read API.
 //! - [`rekor_v1`]: the Rekor v1 JSON API.
 //! - [`rekor_v2`]: the Rekor v2 API and C2SP tiles.
@@ -92,6 +92,10 @@ routes! {
     "/api/v2/configuration" => { get fulcio::configuration => Perm(Read) }
     "/api/v1/signingCert" => { post fulcio::legacy_signing_cert => Perm(CertIssue) }
     "/api/v1/rootCert" => { get fulcio::legacy_root_cert => Perm(Read) }
+    // The same CA as Fulcio's gRPC service (signet_core::grpc::fulcio): every call is a POST.
+    "/dev.sigstore.fulcio.v2.CA/CreateSigningCertificate" => { post fulcio::grpc::create_signing_certificate => Perm(CertIssue) }
+    "/dev.sigstore.fulcio.v2.CA/GetTrustBundle" => { post fulcio::grpc::get_trust_bundle => Perm(Read) }
+    "/dev.sigstore.fulcio.v2.CA/GetConfiguration" => { post fulcio::grpc::get_configuration => Perm(Read) }
     "/trust/{name}" => { get trust::document => Perm(Read) }
     "/tuf/{*file}" => { get trust::tuf_file => Perm(Read) }
     "/ui" => { get ui::index => Perm(Read) }
@@ -186,6 +190,7 @@ pub fn body_class(method: &Method, template: &str) -> Option<signet_guard::BodyC
         "/api/v1/log/entries" | "/api/v2/log/entries" => Entry,
         "/api/v1/timestamp" => Stamp,
         "/add-checkpoint" => Note,
+        t if crate::grpc::is_grpc_path(t) => Grpc,
         _ => Small,
     })
 }
@@ -205,12 +210,15 @@ pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>, serves: 
     // One stack, applied once. Each `Router::layer` call wraps every route in a boxed service
     // that clones the boxes beneath it on each request: seven calls cost ~28 allocations per
     // request, this one costs one. Outermost first:
+    // - on gRPC paths, refusals rewritten as gRPC statuses (crate::grpc), after everything
+    //   inside has logged, audited and counted them as HTTP statuses;
     // - access: the request id, the access line and the trace span, around everything;
     // - audit: records what the layers inside refuse, as well as what they let through;
     // - metrics and the panic boundary, in one layer: a panic's 500 is counted and audited;
     // - validation, before any other layer reads the request;
     // - authn, then rate limits.
     let stack = tower::ServiceBuilder::new()
+        .layer(crate::grpc::GrpcStatusLayer)
         .layer(crate::access::AccessLayer(access))
         .option_layer(audit)
         .layer(crate::panic::layer(metrics))

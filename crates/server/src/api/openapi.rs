@@ -34,7 +34,8 @@ pub async fn openapi_json() -> Response {
 /// The whole description, or what is missing from it.
 pub fn document() -> Result<Value, String> {
     let mut paths = Map::new();
-    for (method, template, needs) in super::route_list() {
+    // gRPC methods are described by their .proto (fulcio.proto), not by OpenAPI.
+    for (method, template, needs) in super::route_list().into_iter().filter(|(_, t, _)| !crate::grpc::is_grpc_path(t)) {
         let method_name = method.as_str().to_ascii_lowercase();
         let mut op = operation(&method, template).ok_or_else(|| format!("{method} {template} is not described in api::openapi"))?;
         op["operationId"] = json!(operation_id(&method, template));

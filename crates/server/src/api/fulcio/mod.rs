@@ -1,5 +1,8 @@
 //! The Fulcio v2 API: `signingCert`, `trustBundle`, `configuration`; and the v1 (legacy) API's
-//! `signingCert` and `rootCert`, which gitsign and cosign before 2.0 call.
+//! `signingCert` and `rootCert`, which gitsign and cosign before 2.0 call; and, in [`grpc`], the
+//! same CA as the gRPC service `dev.sigstore.fulcio.v2.CA`, which sigstore-java calls.
+
+pub mod grpc;
 
 use tracing::Instrument;
 use std::sync::Arc;
@@ -271,17 +274,52 @@ pub async fn trust_bundle(State(state): State<Arc<AppState>>) -> Json<Value> {
 /// shape (`issuerUrl` or `wildcardIssuerUrl`, `audience`, `challengeClaim`, and the
 /// type's binding: `spiffeTrustDomain` or `subjectDomain`).
 pub async fn configuration(State(state): State<Arc<AppState>>) -> Json<Value> {
+    use signet_core::grpc::fulcio::Issuer;
+    let issuers: Vec<Value> = issuers(&state)
+        .into_iter()
+        .map(|i| {
+            let mut issuer = match i.issuer {
+                Some(Issuer::IssuerUrl(url)) => json!({"issuerUrl": url}),
+                Some(Issuer::WildcardIssuerUrl(url)) => json!({"wildcardIssuerUrl": url}),
+                None => json!({}),
+            };
+            issuer["audience"] = json!(i.audience);
+            issuer["challengeClaim"] = json!(i.challenge_claim);
+            issuer["issuerType"] = json!(i.issuer_type);
+            // protojson leaves empty strings out.
+            for (key, value) in [("spiffeTrustDomain", i.spiffe_trust_domain), ("subjectDomain", i.subject_domain)] {
+                if !value.is_empty() {
+                    issuer[key] = json!(value);
+                }
+            }
+            issuer
+        })
+        .collect();
+    Json(json!({"issuers": issuers}))
+}
+
+/// The issuers this CA accepts tokens from, configured ones first, then the meta-issuers'
+/// patterns: what both APIs' `configuration` answer.
+fn issuers(state: &AppState) -> Vec<signet_core::grpc::fulcio::OidcIssuer> {
     use signet_ca::oidc::IssuerKind;
-    let describe = |url_key: &str, url: &str, audience: &str, kind: &IssuerKind| {
-        let mut issuer = json!({url_key: url, "audience": audience, "challengeClaim": kind.challenge_claim(), "issuerType": kind.type_name()});
+    use signet_core::grpc::fulcio::{Issuer, OidcIssuer};
+    let describe = |issuer: Issuer, audience: &str, kind: &IssuerKind| {
+        let mut described = OidcIssuer {
+            issuer: Some(issuer),
+            audience: audience.to_string(),
+            challenge_claim: kind.challenge_claim().to_string(),
+            issuer_type: kind.type_name().to_string(),
+            ..Default::default()
+        };
         match kind {
-            IssuerKind::Spiffe { trust_domain } => issuer["spiffeTrustDomain"] = json!(trust_domain),
-            IssuerKind::Uri { subject_domain } | IssuerKind::Username { subject_domain } => issuer["subjectDomain"] = json!(subject_domain),
+            IssuerKind::Spiffe { trust_domain } => described.spiffe_trust_domain = trust_domain.clone(),
+            IssuerKind::Uri { subject_domain } | IssuerKind::Username { subject_domain } => described.subject_domain = subject_domain.clone(),
             _ => {}
         }
-        issuer
+        described
     };
-    let mut issuers: Vec<Value> = state.tokens.issuers().into_iter().map(|(url, aud, kind)| describe("issuerUrl", url, aud, kind)).collect();
-    issuers.extend(state.tokens.meta_issuers().map(|(url, aud, kind)| describe("wildcardIssuerUrl", url, aud, kind)));
-    Json(json!({"issuers": issuers}))
+    let mut issuers: Vec<OidcIssuer> =
+        state.tokens.issuers().into_iter().map(|(url, aud, kind)| describe(Issuer::IssuerUrl(url.to_string()), aud, kind)).collect();
+    issuers.extend(state.tokens.meta_issuers().map(|(url, aud, kind)| describe(Issuer::WildcardIssuerUrl(url.to_string()), aud, kind)));
+    issuers
 }
