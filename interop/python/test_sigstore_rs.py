@@ -9,9 +9,9 @@ verifier), against signet.
   0.0.1 it rebuilds from the bundle (sigstore-0.15.0 src/bundle/verify/models.rs:531-571) and the
   time of signing from the entry's integratedTime (src/bundle/verify/verifier.rs:244-257), and
   reads no RFC 3161 timestamp. It refuses sigstore-python's v2 bundles.
-- sigstore-rs checks none of the log's signatures (no SET, inclusion proof or checkpoint:
-  src/bundle/verify/verifier.rs:234-240): a bundle whose SET and checkpoint are garbage still
-  verifies, where sigstore-python refuses it.
+- sigstore-rs checks none of the log's proofs (no SET, checkpoint signature or inclusion proof:
+  src/bundle/verify/verifier.rs:234-240): a bundle with any one of them forged still verifies,
+  where sigstore-python refuses it.
 - sigstore-rs signs with signet: a certificate from signet's CA over Fulcio's REST v2 API (a CSR,
   as its own SigningSession asks) or over the legacy v1 API, then a hashedrekord 0.0.1 entry in
   signet's Rekor v1 log; plain HTTP, or HTTPS trusting tls_ca.pem. sigstore-rs's SigningContext
@@ -27,6 +27,7 @@ verifier), against signet.
   signet has logged the entry. While signet answers that way, the signing tests check that the
   certificate was issued and the entry logged, and are marked xfail on that one failure."""
 
+import base64
 import hashlib
 import json
 import os
@@ -80,7 +81,9 @@ def run(cmd, *args, env=None):
 
 
 def sigstore_python(*args):
-    return subprocess.run([sys.executable, "-m", "sigstore", *[str(a) for a in args]], capture_output=True, text=True, timeout=300)
+    # Wide enough that its console does not wrap a message.
+    return subprocess.run([sys.executable, "-m", "sigstore", *[str(a) for a in args]], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, COLUMNS="1000"))
 
 
 def rs_verify(sgrs, trust, bundle, artifact, identity, issuer):
@@ -184,26 +187,34 @@ def test_sigstore_rs_verifies_no_rekor_v2_bundle(sgrs, server, dev_token, trust,
     assert py.returncode == 0, py.stdout + py.stderr
 
 
-def test_sigstore_rs_checks_none_of_the_logs_signatures(sgrs, server, dev_token, trust, tmp_path):
-    """sigstore-rs 0.15 verifies neither the SET nor the inclusion proof nor the checkpoint
-    (src/bundle/verify/verifier.rs:234-240): a bundle whose SET and checkpoint signature are
-    replaced still verifies with it. sigstore-python refuses that bundle."""
+@pytest.mark.parametrize("forged", ["set", "checkpoint", "inclusion-proof"])
+def test_sigstore_rs_checks_none_of_the_logs_proofs(sgrs, server, dev_token, trust, tmp_path, forged):
+    """sigstore-rs 0.15 verifies neither the SET nor the checkpoint's signature nor the inclusion
+    proof (src/bundle/verify/verifier.rs:234-240): a bundle with any one of them forged still
+    verifies with it. sigstore-python refuses each."""
     email, issuer = "py@example.com", server["url"] + "/oidc"
     artifact = tmp_path / "artifact.txt"
-    artifact.write_text("a bundle whose log signatures are forged\n")
+    artifact.write_text(f"a bundle whose {forged} is forged\n")
     bundle = py_sign(trust, dev_token(email), artifact, "1")
     doc = json.loads(bundle.read_text())
     entry = doc["verificationMaterial"]["tlogEntries"][0]
-    entry["inclusionPromise"]["signedEntryTimestamp"] = "MEUCIQDtcmVkIGJ5IG5vYm9keQ=="  # not a signature by the log
-    note, _, signatures = entry["inclusionProof"]["checkpoint"]["envelope"].partition("\n\n")
-    entry["inclusionProof"]["checkpoint"]["envelope"] = note + "\n\n" + "\u2014 forged AAAAAAAAAAAAAAAA\n"
-    forged = tmp_path / "forged.sigstore.json"
-    forged.write_text(json.dumps(doc))
+    if forged == "set":  # a valid signature, but over other bytes and by another key
+        entry["inclusionPromise"]["signedEntryTimestamp"] = doc["messageSignature"]["signature"]
+    elif forged == "checkpoint":
+        note, _, _ = entry["inclusionProof"]["checkpoint"]["envelope"].partition("\n\n")
+        entry["inclusionProof"]["checkpoint"]["envelope"] = note + "\n\n\u2014 forged AAAAAAAAAAAAAAAA\n"
+    else:  # a leaf of another tree
+        entry["inclusionProof"]["hashes"] = [base64.b64encode(bytes(32)).decode()] * max(1, len(entry["inclusionProof"]["hashes"]))
+    forged_bundle = tmp_path / "forged.sigstore.json"
+    forged_bundle.write_text(json.dumps(doc))
 
-    rs = rs_verify(sgrs, trust, forged, artifact, email, issuer)
+    rs = rs_verify(sgrs, trust, forged_bundle, artifact, email, issuer)
     assert rs.returncode == 0 and rs.stdout.strip() == "verified", rs.stdout + rs.stderr
-    py = py_verify(trust, forged, artifact, email, issuer)
-    assert py.returncode != 0, py.stdout + py.stderr
+    py = py_verify(trust, forged_bundle, artifact, email, issuer)
+    said = " ".join((py.stdout + py.stderr).split())
+    why = {"set": "SET: invalid inclusion promise", "checkpoint": "checkpoint: Signature not found",
+           "inclusion-proof": "inclusion proof contains invalid root hash"}[forged]
+    assert py.returncode != 0 and why in said, said
 
 
 @pytest.mark.parametrize("fulcio_api", ["v2", "v1"])

@@ -194,6 +194,35 @@ pub fn key_identifier(spki: &SubjectPublicKeyInfoOwned) -> Vec<u8> {
     sha256(spki.subject_public_key.raw_bytes())[..20].to_vec()
 }
 
+/// Issuer certificates found by key: which of them issued a certificate is the one whose key
+/// identifier, as [`key_identifier`] makes it and as this CA writes it into every leaf's AKI,
+/// is the certificate's authority key identifier. (After `trust rotate --intermediate` the
+/// intermediates share their name; their keys tell them apart.)
+pub struct Issuers<'a> {
+    by_key: Vec<(Vec<u8>, &'a [u8])>,
+}
+
+impl<'a> Issuers<'a> {
+    /// The DER certificates among `candidates` that parse, each with its key identifier.
+    pub fn new(candidates: impl IntoIterator<Item = &'a [u8]>) -> Issuers<'a> {
+        let by_key = candidates
+            .into_iter()
+            .filter_map(|der| Certificate::from_der(der).ok().map(|c| (key_identifier(&c.tbs_certificate.subject_public_key_info), der)))
+            .collect();
+        Issuers { by_key }
+    }
+
+    /// The issuer of `cert` (DER), or `None` when it names no authority key or none of these.
+    pub fn of(&self, cert: &[u8]) -> Option<&'a [u8]> {
+        use x509_cert::ext::pkix::AuthorityKeyIdentifier;
+        let cert = Certificate::from_der(cert).ok()?;
+        let extensions = cert.tbs_certificate.extensions?;
+        let aki = extensions.iter().find(|e| e.extn_id == crate::authority::OID_AUTHORITY_KEY_ID)?;
+        let id = AuthorityKeyIdentifier::from_der(aki.extn_value.as_bytes()).ok()?.key_identifier?;
+        self.by_key.iter().find(|(key, _)| key == id.as_bytes()).map(|(_, der)| *der)
+    }
+}
+
 /// RFC 5280 §4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050. (webpki verifiers,
 /// `cryptography`'s among them, refuse a GeneralizedTime before 2050.)
 pub fn time(t: SystemTime) -> Result<Time, X509Error> {

@@ -143,3 +143,87 @@ fn submissions_answer_an_sct_over_the_logged_leaf_and_refuse_what_is_not_this_ca
     let size = get(&agent(), &format!("{}/ct/v1/get-sth", server.url)).unwrap().json()["tree_size"].as_u64();
     assert_eq!(size, Some(2), "no refused chain was logged");
 }
+
+/// `extra_data` of the precert entry at `index`: the precertificate and its chain (DER).
+fn precert_chain(server: &Server, index: u64) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let entries = get(&agent(), &format!("{}/ct/v1/get-entries?start={index}&end={index}", server.url)).unwrap().json();
+    let extra = b64::decode(entries["entries"][0]["extra_data"].as_str().unwrap()).unwrap();
+    let opaque24 = |b: &[u8]| -> (Vec<u8>, usize) {
+        let len = u32::from_be_bytes([0, b[0], b[1], b[2]]) as usize;
+        (b[3..3 + len].to_vec(), 3 + len)
+    };
+    let (precert, used) = opaque24(&extra);
+    let (list, _) = opaque24(&extra[used..]);
+    let mut chain = Vec::new();
+    let mut at = 0;
+    while at < list.len() {
+        let (cert, used) = opaque24(&list[at..]);
+        chain.push(cert);
+        at += used;
+    }
+    (precert, chain)
+}
+
+fn tree_size(server: &Server) -> u64 {
+    get(&agent(), &format!("{}/ct/v1/get-sth", server.url)).unwrap().json()["tree_size"].as_u64().unwrap()
+}
+
+/// After `trust rotate --intermediate`, a precertificate logged before it is served with the
+/// intermediate that signed it (the retired one), not today's: OpenSSL checks each chain.
+#[test]
+fn a_precertificate_keeps_the_intermediate_that_signed_it_after_a_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut server = Server::start(&data, &[]);
+    certificate(&server, &data);
+    let before = tree_size(&server) - 1;
+    server.kill();
+    let rotated = Command::new(env!("CARGO_BIN_EXE_signet"))
+        .args(["trust", "rotate", "--intermediate", "--data-dir", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let report: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    let retired = pem::decode_first(&std::fs::read(data.join(report["retired_cert"].as_str().unwrap())).unwrap()).unwrap().der;
+
+    let server = Server::start(&data, &[]);
+    let today = certificate(&server, &data);
+    let after = tree_size(&server) - 1;
+    let (old_precert, old_chain) = precert_chain(&server, before);
+    let (new_precert, new_chain) = precert_chain(&server, after);
+    assert_eq!(old_chain[0], retired, "the retired intermediate signed the first");
+    assert_eq!(new_chain[0], today[1], "today's intermediate the second");
+    assert_ne!(old_chain[0], new_chain[0]);
+    for (precert, chain) in [(&old_precert, &old_chain), (&new_precert, &new_chain)] {
+        assert_eq!(chain[1], today[2], "one root");
+        let path = |name: &str, der: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, pem::encode("CERTIFICATE", der)).unwrap();
+            p
+        };
+        let (root, inter, leaf) = (path("root.pem", &chain[1]), path("inter.pem", &chain[0]), path("precert.pem", precert));
+        // -ignore_critical: the precertificate's poison extension is critical by design.
+        let out = Command::new("openssl")
+            .args(["verify", "-ignore_critical", "-purpose", "any", "-CAfile"])
+            .arg(&root)
+            .arg("-untrusted")
+            .arg(&inter)
+            .arg(&leaf)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    // The chain is what decides: the old precertificate does not verify up today's intermediate.
+    let wrong = |p: &str| dir.path().join(p);
+    std::fs::write(wrong("inter.pem"), pem::encode("CERTIFICATE", &new_chain[0])).unwrap();
+    std::fs::write(wrong("precert.pem"), pem::encode("CERTIFICATE", &old_precert)).unwrap();
+    let out = Command::new("openssl")
+        .args(["verify", "-ignore_critical", "-purpose", "any", "-CAfile"])
+        .arg(wrong("root.pem"))
+        .arg("-untrusted")
+        .arg(wrong("inter.pem"))
+        .arg(wrong("precert.pem"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the old precertificate verified up today's intermediate");
+}

@@ -360,7 +360,8 @@ async fn certify_v1(fulcio_url: url::Url, jwt: &str, token: &IdentityToken, arti
         .map_err(context("Fulcio (api/v1/signingCert)"))?;
     // The answer's text whatever its status: sigstore-rs does not look at it.
     let chain = chain.to_string();
-    let (label, leaf) = x509_cert::der::pem::decode_vec(first_pem(&chain).as_bytes())
+    let first = first_pem(&chain);
+    let (label, leaf) = x509_cert::der::pem::decode_vec(first.as_bytes())
         .map_err(|e| format!("Fulcio's v1 answer is not a PEM certificate chain ({e}): {chain:.300}"))?;
     if label != "CERTIFICATE" {
         return Err(format!("Fulcio's v1 answer starts with a {label}, not a CERTIFICATE").into());

@@ -10,7 +10,9 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
+use signet_ca::authority::Authority;
 use signet_ca::ct;
+use signet_ca::x509::Issuers;
 use signet_core::b64;
 
 use super::error::ApiError;
@@ -61,10 +63,12 @@ pub async fn get_entries(State(state): State<Arc<AppState>>, RawQuery(q): RawQue
     let count = (end - start + 1).min(MAX_ENTRIES);
     let mut entries = Vec::new();
     let mut rebuilt = 0;
+    let (authority, trust) = (state.ca.authority(), state.trust.read().clone());
+    let issuers = intermediates(&authority, &trust);
     for e in state.ct.log().entries_async(start, count).await? {
         // A page ends early when it has rebuilt as many precertificates as one GET may
         // (RFC 6962 §4.6 allows a shorter page).
-        let Some((leaf_input, extra_data)) = entry(&state, &e, &mut rebuilt)? else { break };
+        let Some((leaf_input, extra_data)) = entry(&authority, &issuers, &e, &mut rebuilt)? else { break };
         entries.push(json!({"leaf_input": leaf_input, "extra_data": extra_data}));
     }
     if entries.is_empty() {
@@ -96,8 +100,9 @@ pub async fn get_entry_and_proof(State(state): State<Arc<AppState>>, RawQuery(q)
     let stored = log.entries_async(index, 1).await?;
     let e = stored.first().ok_or_else(|| ApiError::not_found(format!("no entry at {index}")))?;
     let mut rebuilt = 0;
+    let (authority, trust) = (state.ca.authority(), state.trust.read().clone());
     let (leaf_input, extra_data) =
-        entry(&state, e, &mut rebuilt)?.ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the precertificate could not be rebuilt"))?;
+        entry(&authority, &intermediates(&authority, &trust), e, &mut rebuilt)?.ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the precertificate could not be rebuilt"))?;
     Ok(Json(json!({
         "leaf_input": leaf_input,
         "extra_data": extra_data,
@@ -105,14 +110,29 @@ pub async fn get_entry_and_proof(State(state): State<Arc<AppState>>, RawQuery(q)
     })))
 }
 
+/// The intermediates a precertificate in the log may be signed by: today's, the next one a
+/// scheduled rotation published, and those `trust rotate --intermediate` retired (the trusted
+/// root keeps them all).
+fn intermediates<'a>(authority: &'a Authority, trust: &'a signet_trust::root::Instance) -> Issuers<'a> {
+    Issuers::new(
+        std::iter::once(authority.intermediate_der())
+            .chain(trust.ca_chain.first().map(Vec::as_slice))
+            .chain(trust.retired_cas.iter().filter_map(|r| r.chain.first().map(Vec::as_slice))),
+    )
+}
+
 /// An entry's `leaf_input` and `extra_data`, base64. An X.509 entry (`add-chain`) keeps its
 /// chain as its extra data. A precert entry keeps its precertificate (stored at issuance;
 /// entries from before that have none, and it is rebuilt, a signature, at most
 /// [`MAX_REBUILT`] per request counted in `rebuilt`, so that one GET costs O(1) signatures),
 /// followed by the chain. `None` once that many were rebuilt.
-fn entry(state: &AppState, e: &signet_log::storage::StoredEntry, rebuilt: &mut usize) -> Result<Option<(String, String)>, ApiError> {
+fn entry(
+    authority: &Authority,
+    issuers: &Issuers,
+    e: &signet_log::storage::StoredEntry,
+    rebuilt: &mut usize,
+) -> Result<Option<(String, String)>, ApiError> {
     let malformed = || ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "stored CT leaf is malformed");
-    let authority = state.ca.authority();
     let tbs = match ct::leaf_entry(&e.body).ok_or_else(malformed)? {
         ct::LeafEntry::X509(_) => {
             let chain = e.stamp.as_deref().ok_or_else(malformed)?;
@@ -120,19 +140,22 @@ fn entry(state: &AppState, e: &signet_log::storage::StoredEntry, rebuilt: &mut u
         }
         ct::LeafEntry::Precert { tbs } => tbs,
     };
-    let precert = match &e.stamp {
-        Some(precert) => precert.clone(),
+    // PrecertChainEntry: the precertificate, then the chain to the root from the intermediate
+    // that signed it: one retired since, for a precertificate stored at its issuance; today's,
+    // for one rebuilt now.
+    let (precert, intermediate) = match &e.stamp {
+        Some(precert) => (precert.clone(), issuers.of(precert).unwrap_or(authority.intermediate_der())),
         None if *rebuilt < MAX_REBUILT => {
             *rebuilt += 1;
-            authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            let precert = authority.precertificate(tbs).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            (precert, authority.intermediate_der())
         }
         None => return Ok(None),
     };
-    // PrecertChainEntry: the precertificate, then the chain to the root.
     let mut extra = Vec::new();
     ct::opaque24(&mut extra, &precert);
     let mut list = Vec::new();
-    for c in [authority.intermediate_der(), authority.root_der()] {
+    for c in [intermediate, authority.root_der()] {
         ct::opaque24(&mut list, c);
     }
     ct::opaque24(&mut extra, &list);
