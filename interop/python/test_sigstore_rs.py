@@ -22,10 +22,8 @@ verifier), against signet.
 
   sigstore-rs's Rekor client reads the answer to `POST /api/v1/log/entries` by byte offsets that
   assume Go's JSON encoder, which ends the body with a newline
-  (src/rekor/apis/entries_api.rs:63-68 keeps `content[85..len-2]`); signet's answer has no
-  newline, so the parse loses the closing brace and fails ("EOF while parsing an object") after
-  signet has logged the entry. While signet answers that way, the signing tests check that the
-  certificate was issued and the entry logged, and are marked xfail on that one failure."""
+  (src/rekor/apis/entries_api.rs:63-68 keeps `content[85..len-2]`). signet's entry answers end
+  with one too (before, the parse lost the closing brace, after signet had logged the entry)."""
 
 import base64
 import hashlib
@@ -42,8 +40,6 @@ from conftest import ROOT, serve
 
 RUST_DIR = os.path.join(ROOT, "interop", "rust")
 EMAIL = "rs@example.com"
-# The failure of sigstore-rs's Rekor client on an answer without Go's trailing newline.
-REKOR_NO_NEWLINE = "EOF while parsing an object"
 
 
 def newest_source(root):
@@ -112,15 +108,10 @@ def responses(url, route, status, ca=None):
 
 
 def check_signed(signed, url, fulcio_route, fulcio_status, ca=None):
-    """sgrs signed; or it failed only in reading signet's Rekor answer, after the certificate was
-    issued and the entry logged (then the test is xfail: see the module's docstring)."""
+    """sgrs signed: one certificate issued, one entry logged."""
+    assert signed.returncode == 0, signed.stdout + signed.stderr
     issued = responses(url, fulcio_route, fulcio_status, ca)
     logged = responses(url, "/api/v1/log/entries", 201, ca)
-    if signed.returncode == 1 and REKOR_NO_NEWLINE in signed.stderr:
-        assert (issued, logged) == (1, 1), (issued, logged, signed.stderr)
-        pytest.xfail("signet's Rekor v1 answer has no trailing newline, which sigstore-rs 0.15's Rekor client needs "
-                     "(src/rekor/apis/entries_api.rs:63-68); certificate issued and entry logged")
-    assert signed.returncode == 0, signed.stdout + signed.stderr
     assert (issued, logged) == (1, 1), (issued, logged)
 
 

@@ -272,7 +272,7 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
             let mut response = (
                 StatusCode::CREATED,
                 [(header::LOCATION, location), (header::ETAG, uuid.clone()), (header::CONTENT_TYPE, JSON.to_string())],
-                view.to_json_string(),
+                as_rekor_writes_it(view.to_json_string()),
             )
                 .into_response();
             let did = Did::Appended { log: "rekor-v1".into(), index: rekor.start + index, entry_hash: hex::encode(leaf_hash) };
@@ -290,7 +290,15 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
 const JSON: &str = "application/json";
 
 fn json_text(text: String) -> Response {
-    ([(header::CONTENT_TYPE, JSON)], text).into_response()
+    ([(header::CONTENT_TYPE, JSON)], as_rekor_writes_it(text)).into_response()
+}
+
+/// JSON text ended with a newline, as Rekor's Go encoder ends every answer: sigstore-rs reads
+/// an entry's answer by byte offsets that count on it (its `entries_api.rs` drops the last two
+/// bytes, the closing brace and that newline). The view's capacity leaves room for it.
+fn as_rekor_writes_it(mut text: String) -> String {
+    text.push('\n');
+    text
 }
 
 pub async fn get_entry_by_index(State(state): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
