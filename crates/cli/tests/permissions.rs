@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{agent, reply, Reply, Server};
+use common::{agent, body_for, reply, Reply, Server};
 use signet_guard::{Needs, Permission, Role, Roles};
 
 fn admin(data: &Path, config: &Path, args: &[&str]) -> String {
@@ -35,12 +35,14 @@ fn send(a: &ureq::Agent, method: &http::Method, url: &str, token: Option<&str>) 
     let sent = match method.as_str() {
         "GET" => with_token(a.get(url)).call(),
         "POST" => {
-            let r = a.post(url).header("content-type", "application/json");
+            let path = url.splitn(4, '/').nth(3).map_or(String::new(), |p| format!("/{p}"));
+            let (content_type, body) = body_for(&path, b"{}");
+            let r = a.post(url).header("content-type", content_type);
             let r = match token {
                 Some(t) => r.header("authorization", &format!("Bearer {t}")),
                 None => r,
             };
-            r.send(b"{}".as_slice())
+            r.send(body)
         }
         other => panic!("a route with method {other}: add it to this test"),
     };
@@ -49,8 +51,8 @@ fn send(a: &ureq::Agent, method: &http::Method, url: &str, token: Option<&str>) 
 
 /// Whether the guard refused: its 401 asks for a token, its 403 names the permission.
 fn refused_by_guard(r: &Reply) -> bool {
-    let text = r.text();
-    (r.status == 401 && text.contains("needs an API token")) || (r.status == 403 && text.contains("needs permission"))
+    let (status, text) = r.refusal();
+    (status == 401 && text.contains("needs an API token")) || (status == 403 && text.contains("needs permission"))
 }
 
 #[test]
@@ -283,14 +285,24 @@ fn every_route_allows_a_client_certificate_exactly_what_its_mapped_role_grants()
         let url = format!("{}{}", server.url, concrete(template));
         for (who, (crt, key), role) in &principals {
             let mut curl = Command::new("curl");
-            curl.args(["-sS", "--max-time", "10", "-w", "\n%{http_code}", "--cacert", &ca, "--cert", crt, "--key", key, "-X", method.as_str()]);
+            // The status last, after a gRPC answer's status and message (empty for the others).
+            let write_out = "\n%header{grpc-status}\n%header{grpc-message}\n%{http_code}";
+            curl.args(["-sS", "--max-time", "10", "-w", write_out, "--cacert", &ca, "--cert", crt, "--key", key, "-X", method.as_str()]);
             if method == http::Method::POST {
-                curl.args(["-H", "content-type: application/json", "--data", "{}"]);
+                let (content_type, body) = body_for(template, b"{}");
+                let file = dir.path().join("body");
+                std::fs::write(&file, body).unwrap();
+                curl.args(["-H", &format!("content-type: {content_type}"), "--data-binary", &format!("@{}", file.display())]);
             }
             let out = curl.arg(&url).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            let (body, status) = text.rsplit_once('\n').unwrap();
-            let r = Reply { status: status.trim().parse().unwrap(), headers: Vec::new(), body: body.as_bytes().to_vec() };
+            let mut parts = text.rsplitn(4, '\n');
+            let (status, message, grpc, body) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap_or(""));
+            let headers = match grpc {
+                "" => Vec::new(),
+                code => vec![("grpc-status".to_string(), code.to_string()), ("grpc-message".to_string(), message.to_string())],
+            };
+            let r = Reply { status: status.trim().parse().unwrap(), headers, body: body.as_bytes().to_vec() };
             sent += 1;
             let allowed = match (needs, role) {
                 (Needs::Open, _) => true,

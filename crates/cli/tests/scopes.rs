@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{agent, get, reply, Reply, Server};
+use common::{agent, body_for, get, reply, Reply, Server};
 use serde_json::{json, Value};
 use signet_guard::{Needs, Roles};
 
@@ -32,16 +32,19 @@ fn send(a: &ureq::Agent, method: &http::Method, url: &str, token: &str, body: &[
     let bearer = format!("Bearer {token}");
     let sent = match method.as_str() {
         "GET" => a.get(url).header("authorization", &bearer).call(),
-        "POST" => a.post(url).header("content-type", "application/json").header("authorization", &bearer).send(body),
+        "POST" => {
+            let path = url.splitn(4, '/').nth(3).map_or(String::new(), |p| format!("/{p}"));
+            let (content_type, body) = body_for(&path, body);
+            a.post(url).header("content-type", content_type).header("authorization", &bearer).send(body)
+        }
         other => panic!("a route with method {other}: add it to this test"),
     };
     reply(sent).unwrap()
 }
 
 fn refused_by_guard(r: &Reply) -> bool {
-    let text = r.text();
-    (r.status == 401 && text.contains("needs an API token"))
-        || (r.status == 403 && (text.contains("needs permission") || text.contains("out of scope")))
+    let (status, text) = r.refusal();
+    (status == 401 && text.contains("needs an API token")) || (status == 403 && (text.contains("needs permission") || text.contains("out of scope")))
 }
 
 /// Waits until the server has polled the store and knows `token`.
@@ -95,7 +98,7 @@ fn scoped_tokens_reach_exactly_their_logs_routes_and_networks_on_every_route() {
             let allowed = granted && (!scoped || in_scope(method, template));
             assert_eq!(!refused_by_guard(&r), allowed, "{method} {template} as {name}: {} {}", r.status, r.text());
             if granted && !allowed {
-                assert!(r.text().contains("out of scope"), "{method} {template} as {name}: the refusal names the scope: {}", r.text());
+                assert!(r.refusal().1.contains("out of scope"), "{method} {template} as {name}: the refusal names the scope: {:?}", r.refusal());
             }
         }
     }

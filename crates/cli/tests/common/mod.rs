@@ -95,6 +95,49 @@ impl Reply {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+
+    /// The status and message a refusal means: a gRPC answer's (`grpc-status`, `grpc-message`)
+    /// as the HTTP status signet refused with inside (its gRPC layer maps 401 to 16, 403 to 7,
+    /// 400 to 3 …), else the HTTP ones.
+    pub fn refusal(&self) -> (u16, String) {
+        let Some(code) = self.header("grpc-status").and_then(|c| c.parse::<u32>().ok()) else { return (self.status, self.text()) };
+        let status = match code {
+            0 => 200,
+            16 => 401,
+            7 => 403,
+            3 => 400,
+            8 => 429,
+            14 => 503,
+            12 => 404,
+            _ => 500,
+        };
+        (status, percent_decoded(self.header("grpc-message").unwrap_or_default()))
+    }
+}
+
+/// `grpc-message`'s percent-encoding undone.
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A request body and content type for a route: gRPC's empty message on a gRPC method, else `json`.
+pub fn body_for<'a>(template: &str, json: &'a [u8]) -> (&'static str, &'a [u8]) {
+    if template.starts_with("/dev.sigstore.") { ("application/grpc", &[0, 0, 0, 0, 0]) } else { ("application/json", json) }
 }
 
 pub fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Reply, ureq::Error> {
