@@ -70,3 +70,22 @@ def trust(server, signet_bin, tmp_path):
     out = tmp_path / "trust"
     subprocess.run([signet_bin, "trust", "export", "--data-dir", server["data_dir"], "--out", str(out)], check=True, capture_output=True)
     return out
+
+
+@pytest.fixture()
+def https_server(signet_bin, tmp_path):
+    """A `--dev` instance on HTTPS (the certificate it issues itself), with its exported trust
+    (`trust`, its `tls_ca.pem` among it) and a token minter (`token(email)`): for clients that
+    speak to Fulcio over TLS only (sigstore-java's gRPC) or are tested over HTTPS."""
+    with tempfile.TemporaryDirectory() as data_dir, serve(signet_bin, data_dir, https=True) as s:
+        trust = tmp_path / "https-trust"
+        subprocess.run([signet_bin, "trust", "export", "--data-dir", data_dir, "--out", str(trust)], check=True, capture_output=True)
+        s["trust"] = trust
+
+        def token(email):
+            out = subprocess.run([signet_bin, "dev-token", "--data-dir", data_dir, "--subject", email],
+                                 check=True, capture_output=True, text=True)
+            return out.stdout.strip()
+
+        s["token"] = token
+        yield s

@@ -19,11 +19,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from conftest import ROOT, serve
+from conftest import ROOT
 
 JAVA_DIR = os.environ.get("SIGSTORE_JAVA_DIR", os.path.join(ROOT, "interop", "java"))
 JAR = os.path.join(JAVA_DIR, "target", "signet-sigstore-java.jar")
@@ -62,24 +61,6 @@ def java(cmd, *args):
 def sigstore_python(*args, env=None):
     return subprocess.run([sys.executable, "-m", "sigstore", *[str(a) for a in args]], capture_output=True, text=True, env=env,
                           timeout=300)
-
-
-@pytest.fixture()
-def https_server(signet_bin, tmp_path):
-    """A `--dev` instance on HTTPS (sigstore-java's Fulcio client speaks gRPC over TLS only), with
-    its exported trust and a token minter."""
-    with tempfile.TemporaryDirectory() as data_dir, serve(signet_bin, data_dir, https=True) as s:
-        trust = tmp_path / "https-trust"
-        subprocess.run([signet_bin, "trust", "export", "--data-dir", data_dir, "--out", str(trust)], check=True, capture_output=True)
-        s["trust"] = trust
-
-        def token(email):
-            out = subprocess.run([signet_bin, "dev-token", "--data-dir", data_dir, "--subject", email],
-                                 check=True, capture_output=True, text=True)
-            return out.stdout.strip()
-
-        s["token"] = token
-        yield s
 
 
 def inspect_lines(result):

@@ -32,11 +32,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from conftest import ROOT, serve
+from conftest import ROOT
 
 RUST_DIR = os.path.join(ROOT, "interop", "rust")
 EMAIL = "rs@example.com"
@@ -113,23 +112,6 @@ def check_signed(signed, url, fulcio_route, fulcio_status, ca=None):
     issued = responses(url, fulcio_route, fulcio_status, ca)
     logged = responses(url, "/api/v1/log/entries", 201, ca)
     assert (issued, logged) == (1, 1), (issued, logged)
-
-
-@pytest.fixture()
-def https_server(signet_bin, tmp_path):
-    """A `--dev` instance on HTTPS, with its exported trust and a token minter."""
-    with tempfile.TemporaryDirectory() as data_dir, serve(signet_bin, data_dir, https=True) as s:
-        trust = tmp_path / "https-trust"
-        subprocess.run([signet_bin, "trust", "export", "--data-dir", data_dir, "--out", str(trust)], check=True, capture_output=True)
-        s["trust"] = trust
-
-        def token(email):
-            out = subprocess.run([signet_bin, "dev-token", "--data-dir", data_dir, "--subject", email],
-                                 check=True, capture_output=True, text=True)
-            return out.stdout.strip()
-
-        s["token"] = token
-        yield s
 
 
 def test_sgrs_usage(sgrs):
