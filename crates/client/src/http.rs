@@ -72,6 +72,17 @@ impl Http {
         self.exchange(service, url, &fetcher, req)
     }
 
+    /// A GET of a JSON document, with an API token if given.
+    pub fn get_json(&self, service: &'static str, url: &str, bearer: Option<&str>) -> Result<Value, ClientError> {
+        let mut req = http::Request::get(url).header("accept", "application/json");
+        if let Some(token) = bearer {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let req = req.body(Bytes::new()).map_err(|e| service_err(service, url, e))?;
+        let reply = self.exchange(service, url, self.fetcher(service, url)?, req)?;
+        serde_json::from_slice(&reply.body).map_err(|e| service_err(service, url, format!("reply is not JSON: {e}")))
+    }
+
     fn exchange(&self, service: &'static str, url: &str, fetcher: &Fetcher, req: http::Request<Bytes>) -> Result<Reply, ClientError> {
         let resp = fetcher.send(url, req).map_err(|e| service_err(service, url, e.failure))?;
         let status = resp.status().as_u16();

@@ -15,6 +15,7 @@
 //! - [`log`]: one log (tree + key + sequencer + storage) behind a handle.
 //! - [`shards`]: a log cut into trees (Rekor's shards): the registry and virtual indices.
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
+//! - [`reindex`]: search keys found again for entries logged before the store kept them.
 //! - `micro` (feature `micro`): the criterion suite of all of the above.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -28,6 +29,7 @@ pub mod merkle;
 pub mod micro;
 pub mod rekor;
 pub mod reconcile;
+pub mod reindex;
 pub mod remote;
 pub mod sequencer;
 pub mod shards;

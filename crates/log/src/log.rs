@@ -591,6 +591,12 @@ impl Log {
         self.shared.id
     }
 
+    /// The storage this log lives in (for [`crate::reindex`], which works on stored entries
+    /// beside the sequencer rather than through it).
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.shared.storage
+    }
+
     /// The newest durable checkpoint.
     pub fn head(&self) -> Arc<SignedCheckpoint> {
         self.shared.head()

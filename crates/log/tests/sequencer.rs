@@ -135,6 +135,12 @@ impl Storage for FlakyStorage {
     fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         self.inner.meta(key)
     }
+    fn backfill_search_keys(&self, log: LogId, keys: &[signet_log::storage::Backfill]) -> Result<(), StorageError> {
+        self.inner.backfill_search_keys(log, keys)
+    }
+    fn put_meta(&self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+        self.inner.put_meta(key, value)
+    }
 }
 
 fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {

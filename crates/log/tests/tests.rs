@@ -3,5 +3,6 @@
 
 mod common;
 mod follow;
+mod reindex;
 mod sequencer;
 mod storage;

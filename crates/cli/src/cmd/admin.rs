@@ -65,6 +65,22 @@ pub enum LogCmd {
         #[arg(long, requires = "url")]
         prepare: bool,
     },
+    /// Make the Rekor v1 entries logged before search by identity and key existed (signet
+    /// before those indexes) searchable by them: their signer's identity and key are read
+    /// from their stored bodies. Online, through a running instance: appends and searches go
+    /// on, and a run stopped midway (a restart) resumes where it stopped. Prints each
+    /// shard's count when done.
+    Reindex {
+        /// The running instance (its base URL; on PostgreSQL any instance).
+        #[arg(long, value_name = "URL")]
+        url: String,
+        /// An admin API token (or the SIGNET_TOKEN environment variable).
+        #[arg(long, env = "SIGNET_TOKEN", hide_env_values = true)]
+        token: String,
+        /// Only start it, and print its status; `GET /api/admin/log/reindex` says how far it is.
+        #[arg(long)]
+        no_wait: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -365,6 +381,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 }
             }
         }
+        Admin::Log(LogCmd::Reindex { url, token, no_wait }) => reindex(&url, &token, no_wait)?,
         Admin::Log(LogCmd::Rotate { log, url: Some(url), token: Some(token), prepare: true, .. }) => {
             let endpoint = format!("{}/api/admin/log/rotate", url.trim_end_matches('/'));
             let report = signet_client::http::Http::new(std::time::Duration::from_secs(120))
@@ -414,4 +431,38 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `signet admin log reindex`: starts the job, then (unless `no_wait`) follows it to its end,
+/// a line on stderr at most every few seconds, and prints the final status.
+fn reindex(url: &str, token: &str, no_wait: bool) -> Result<(), String> {
+    let endpoint = format!("{}/api/admin/log/reindex", url.trim_end_matches('/'));
+    let http = signet_client::http::Http::new(std::time::Duration::from_secs(60));
+    let mut status = http.post_json("admin API", &endpoint, &serde_json::json!({"log": "rekor-v1"}), Some(token)).map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    let mut said = std::time::Instant::now();
+    while !no_wait && status["state"] == "running" {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        status = http.get_json("admin API", &endpoint, Some(token)).map_err(|e| e.to_string())?;
+        if said.elapsed() >= std::time::Duration::from_secs(5) {
+            said = std::time::Instant::now();
+            let shards = status["shards"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let (through, size) = shards.iter().fold((0, 0), |(t, s), sh| (t + sh["through"].as_u64().unwrap_or(0), s + sh["treeSize"].as_u64().unwrap_or(0)));
+            errln!("reindexing: {through} of {size} entries looked at ({:.0} s)", started.elapsed().as_secs_f64());
+        }
+    }
+    outln!("{}", serde_json::to_string_pretty(&status).unwrap_or_default());
+    match status["state"].as_str() {
+        Some("failed") => Err(format!(
+            "the reindex stopped: {}. Run it again to resume where it stopped",
+            status["error"].as_str().unwrap_or("no reason given")
+        )),
+        Some("done") => {
+            let shards = status["shards"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let indexed: u64 = shards.iter().map(|sh| sh["indexed"].as_u64().unwrap_or(0)).sum();
+            errln!("done: {indexed} entries logged before search by identity and key are searchable by them now");
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }

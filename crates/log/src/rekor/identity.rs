@@ -6,6 +6,9 @@
 //! emails lower-cased, since the address's case does not name another signer:
 //! `email:<address, lower-cased>`, `uri:<uri, exactly>`, or `name:<user!domain>` for the
 //! otherName of Fulcio's `username` issuers. Entries signed with a bare key have no identity.
+//!
+//! [`stored_keys`] finds both again in a stored canonical body, for entries logged before the
+//! store kept them (`signet admin log reindex`).
 
 use x509_cert::der::oid::AssociatedOid;
 use x509_cert::der::Decode;
@@ -50,6 +53,48 @@ pub fn identity_key(value: &str) -> String {
     }
 }
 
+/// What a stored entry is searchable by, besides its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredKeys {
+    /// The identity key ([`certificate_identity`]) of the first certificate among its signers.
+    pub identity: Option<String>,
+    /// The key index ([`public_key_index`]) of its first signer.
+    pub public_key: String,
+}
+
+/// The search keys of a stored Rekor v1 canonical body: those [`super::v1::verify`] gave it at
+/// append, found again in the body alone. `None` for a body that names no signer in a form
+/// read here (signet's genesis entry; Rekor kinds other than hashedrekord, dsse, intoto and
+/// x509 rekord). A dsse body records its signatures sorted by signature, not in the order
+/// they were proposed: of an envelope signed by several keys, the first *recorded* signer is
+/// the key found here.
+pub fn stored_keys(body: &[u8]) -> Option<StoredKeys> {
+    let doc: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let spec = doc.get("spec")?;
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    // Each signer as the body holds it: base64 of a PEM key or certificate.
+    let signers: Vec<String> = match (doc.get("kind")?.as_str()?, doc.get("apiVersion")?.as_str()?) {
+        ("hashedrekord", "0.0.1") => vec![text(spec.pointer("/signature/publicKey/content")?)?],
+        ("rekord", "0.0.1") if spec.pointer("/signature/format")?.as_str()? == "x509" => {
+            vec![text(spec.pointer("/signature/publicKey/content")?)?]
+        }
+        ("dsse", "0.0.1") => spec.get("signatures")?.as_array()?.iter().filter_map(|s| text(s.get("verifier")?)).collect(),
+        ("intoto", "0.0.2") => {
+            let signatures = spec.pointer("/content/envelope/signatures")?.as_array()?;
+            signatures.iter().filter_map(|s| text(s.get("publicKey")?)).collect()
+        }
+        ("intoto", "0.0.1") => vec![text(spec.get("publicKey")?)?],
+        _ => return None,
+    };
+    let blocks: Vec<signet_core::pem::Block> = signers
+        .iter()
+        .map(|b64| signet_core::b64::decode(b64).ok().and_then(|pem| signet_core::pem::decode_first(&pem).ok()))
+        .collect::<Option<_>>()?;
+    let first = blocks.first()?;
+    let identity = blocks.iter().filter(|b| b.label == "CERTIFICATE").find_map(|b| certificate_identity(&b.der));
+    Some(StoredKeys { identity, public_key: public_key_index(&first.label, &first.der) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,4 +118,76 @@ pub fn public_key_index(label: &str, der: &[u8]) -> String {
     let mut key = String::from("sha256:");
     signet_core::hexfmt::push(&mut key, &signet_core::hash::sha256(signet_core::pem::encode(label, der).as_bytes()));
     key
+}
+
+#[cfg(test)]
+mod stored_keys_tests {
+    use super::*;
+    use crate::rekor::dsse::{pae, tests::STATEMENT};
+    use crate::rekor::v1::tests::{certified, signed_request};
+    use crate::rekor::v1::parse_value;
+    use aws_lc_rs::encoding::AsDer;
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+    use serde_json::{json, Value};
+    use signet_core::{b64, pem};
+
+    /// A signer: a bare key, or one certified for `san`; and its PEM.
+    fn signer(san: Option<&str>) -> (EcdsaKeyPair, String) {
+        match san {
+            Some(san) => {
+                let (pair, cert) = certified(san);
+                (pair, pem::encode("CERTIFICATE", &cert))
+            }
+            None => {
+                let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+                let spki = pair.public_key().as_der().unwrap().as_ref().to_vec();
+                (pair, pem::encode("PUBLIC KEY", &spki))
+            }
+        }
+    }
+
+    fn sign(pair: &EcdsaKeyPair, message: &[u8]) -> String {
+        b64::encode(pair.sign(&SystemRandom::new(), message).unwrap().as_ref())
+    }
+
+    /// One proposed entry of each kind signed by `san`'s signer.
+    fn requests(san: Option<&str>) -> Vec<Value> {
+        let (pair, signer_pem) = signer(san);
+        let mut hashedrekord = signed_request(b"artifact");
+        hashedrekord["spec"]["signature"] = json!({"content": sign(&pair, b"artifact"), "publicKey": {"content": b64::encode(&signer_pem)}});
+        let payload_type = "application/vnd.in-toto+json";
+        let signature = sign(&pair, &pae(payload_type, STATEMENT.as_bytes()));
+        let envelope = json!({"payload": b64::encode(STATEMENT), "payloadType": payload_type, "signatures": [{"keyid": "", "sig": signature}]});
+        let dsse = json!({"apiVersion": "0.0.1", "kind": "dsse", "spec": {"proposedContent": {
+            "envelope": envelope.to_string(), "verifiers": [b64::encode(&signer_pem)]}}});
+        let intoto = json!({"apiVersion": "0.0.2", "kind": "intoto", "spec": {"content": {
+            "envelope": {"payloadType": payload_type, "payload": b64::encode(b64::encode(STATEMENT)),
+                "signatures": [{"sig": b64::encode(&signature), "publicKey": b64::encode(&signer_pem)}]},
+            "hash": {"algorithm": "sha256", "value": "ab".repeat(32)}}}});
+        vec![hashedrekord, dsse, intoto]
+    }
+
+    #[test]
+    fn a_stored_body_gives_the_keys_its_append_gave() {
+        for san in [None, Some("Alice@Example.com"), Some("https://ci.example/wf@refs/heads/main")] {
+            for req in requests(san) {
+                let e = parse_value(&req).unwrap();
+                let found = stored_keys(&e.body).unwrap_or_else(|| panic!("no keys in {}", String::from_utf8_lossy(&e.body)));
+                assert_eq!(found, StoredKeys { identity: e.identity.clone(), public_key: e.public_key.clone() }, "{}", req["kind"]);
+                assert_eq!(found.identity.is_some(), san.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_without_a_signer_read_here_has_none() {
+        for body in [&b"not json"[..], br#"{"kind":"hashedrekord","apiVersion":"0.0.1","spec":{}}"#,
+            br#"{"kind":"rekord","apiVersion":"0.0.1","spec":{"signature":{"format":"pgp","publicKey":{"content":"AA=="}}}}"#,
+            br#"{"kind":"hashedrekord","apiVersion":"0.0.1","spec":{"signature":{"publicKey":{"content":"bm90IHBlbQ=="}}}}"#,
+            br#"{"kind":"alpine","apiVersion":"0.0.1","spec":{}}"#]
+        {
+            assert_eq!(stored_keys(body), None, "{}", String::from_utf8_lossy(body));
+        }
+    }
 }

@@ -17,7 +17,7 @@ pub mod intoto;
 pub mod v1;
 pub mod v2;
 
-pub use identity::{certificate_identity, email_key, identity_key, public_key_index};
+pub use identity::{certificate_identity, email_key, identity_key, public_key_index, stored_keys, StoredKeys};
 
 /// A Rekor v1 entry of any kind, verified and ready to append.
 #[derive(Debug, Clone)]

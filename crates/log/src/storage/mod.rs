@@ -73,6 +73,14 @@ pub struct EntryKeys {
     pub public_key: Option<Vec<u8>>,
 }
 
+/// The search keys found for an entry logged without them (see [`crate::reindex`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backfill {
+    pub index: u64,
+    pub identity: Option<Vec<u8>>,
+    pub public_key: Vec<u8>,
+}
+
 /// One C2SP tile as stored: the concatenated hashes of up to 256 nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tile {
@@ -308,6 +316,16 @@ pub trait Storage: Send + Sync + 'static {
     fn receipts_async(&self, log: LogId, indices: Vec<u64>) -> ReadFuture<'_, Vec<(u64, i64, Option<Vec<u8>>)>> {
         Box::pin(std::future::ready(self.receipts(log, &indices)))
     }
+
+    /// Gives each entry in `keys` that has no signer's key index the identity and key found
+    /// for it (entries logged before the store kept them: [`crate::reindex`]). An entry that
+    /// has one keeps it, so running this twice, or on two instances at once, changes nothing
+    /// more. Entries are otherwise immutable, and this changes no byte a client can verify.
+    fn backfill_search_keys(&self, log: LogId, keys: &[Backfill]) -> Result<(), StorageError>;
+
+    /// Sets the named value `key`, replacing any before: progress marks, such as the
+    /// reindex's cursor (unlike [`Storage::get_or_init_meta`]'s values, which never change).
+    fn put_meta(&self, key: &str, value: &[u8]) -> Result<(), StorageError>;
 
     /// A small named value, set once and read back forever after (tree IDs and the like).
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError>;

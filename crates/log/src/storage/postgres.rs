@@ -768,6 +768,38 @@ impl Storage for PostgresStorage {
         Box::pin(async move { parse_receipts(&rows.await?) })
     }
 
+    fn backfill_search_keys(&self, log: LogId, keys: &[Backfill]) -> Result<(), StorageError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let index: Vec<i64> = keys.iter().map(|k| bigint(k.index)).collect();
+        let identity: Vec<Option<Vec<u8>>> = keys.iter().map(|k| k.identity.clone()).collect();
+        let public_key: Vec<Vec<u8>> = keys.iter().map(|k| k.public_key.clone()).collect();
+        // One statement, atomic on its own; the partial indexes on identity and public_key
+        // take the rows in as they gain them.
+        self.read(move |c| async move {
+            c.client
+                .execute(
+                    "UPDATE entries SET identity = k.identity, public_key = k.public_key \
+                     FROM unnest($2::bigint[], $3::bytea[], $4::bytea[]) AS k(idx, identity, public_key) \
+                     WHERE entries.log = $1 AND entries.idx = k.idx AND entries.public_key IS NULL",
+                    &[&(log as i16), &index, &identity, &public_key],
+                )
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn put_meta(&self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+        let (key, value) = (key.to_string(), value.to_vec());
+        self.read(move |c| async move {
+            c.client
+                .execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", &[&key, &value])
+                .await
+                .map(|_| ())
+        })
+    }
+
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
         let (key, init) = (key.to_string(), init.to_vec());
         self.read(move |c| async move {

@@ -75,6 +75,39 @@ pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Type
     Ok(Json(crate::shards::rotation_report(&r)))
 }
 
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ReindexLogRequest)]
+pub struct ReindexRequest {
+    /// `"rekor-v1"`, the one log searched by identity and key (the default).
+    #[serde(default)]
+    log: Option<String>,
+}
+
+/// `POST /api/admin/log/reindex`: starts giving the Rekor v1 entries logged before search by
+/// identity and key existed those keys, in the background (see
+/// [`super::rekor_v1::Reindexing`]), and answers 202 with the job's status; a run already
+/// going is not started twice.
+pub async fn reindex_log(State(state): State<Arc<AppState>>, Typed(request): Typed<ReindexRequest>) -> Result<(StatusCode, Json<super::rekor_v1::ReindexStatus>), ApiError> {
+    match request.log.as_deref().unwrap_or("rekor-v1") {
+        "rekor-v1" => {}
+        log @ ("rekor-v2" | "ct") => {
+            return Err(ApiError::bad_request(format!(
+                "the {log} log has no search by identity or key to backfill; only rekor-v1 has"
+            ))
+            .at("log"))
+        }
+        other => return Err(ApiError::bad_request(format!("unknown log {other:?}; expected \"rekor-v1\"")).at("log")),
+    }
+    let shards = state.rekor_v1.current().logs().collect();
+    Ok((StatusCode::ACCEPTED, Json(state.rekor_v1.reindexing().start(shards))))
+}
+
+/// `GET /api/admin/log/reindex`: how far the reindex on this instance is.
+pub async fn reindex_status(State(state): State<Arc<AppState>>) -> Json<super::rekor_v1::ReindexStatus> {
+    Json(state.rekor_v1.reindexing().status())
+}
+
 /// `{"log": …, "prepare": true}`: the next shard's key, made and published now.
 async fn prepare_log(state: Arc<AppState>, kind: crate::shards::Kind) -> Result<Json<Value>, ApiError> {
     let list = match kind {

@@ -78,6 +78,7 @@ routes! {
     "/api/admin/tokens" => { get admin::tokens => Perm(AdminTokens) }
     "/api/admin/roles" => { get admin::roles => Perm(AdminTokens) }
     "/api/admin/log/rotate" => { post admin::rotate_log => Perm(AdminLog) }
+    "/api/admin/log/reindex" => { post admin::reindex_log => Perm(AdminLog), get admin::reindex_status => Perm(AdminLog) }
     "/api/admin/bans" => { get admin::bans => Perm(AdminBans) }
     "/api/admin/bans/lift" => { post admin::lift_ban => Perm(AdminBans) }
     "/api/admin/audit/verify" => { get admin::verify_audit => Perm(AuditRead) }

@@ -109,6 +109,7 @@ fn schemas() -> Result<Value, String> {
     add::<super::tsa::JsonRequest>(&mut derived);
     add::<super::admin::RotateRequest>(&mut derived);
     add::<super::admin::LiftRequest>(&mut derived);
+    add::<super::admin::ReindexRequest>(&mut derived);
     let mut out = Map::new();
     for (name, schema) in derived {
         out.insert(name, serde_json::to_value(schema).map_err(|e| e.to_string())?);
@@ -283,6 +284,8 @@ fn operation(method: &Method, template: &str) -> Option<Value> {
         ("GET", "/api/admin/tokens") => op("admin", "The API tokens (their ids, roles and scopes, never the secrets)", json!({"responses": {"200": json_of(object(), "the tokens")}})),
         ("GET", "/api/admin/roles") => op("admin", "The roles and the permissions each grants", json!({"responses": {"200": json_of(object(), "the roles")}})),
         ("POST", "/api/admin/log/rotate") => op("admin", "Rotates a log (rekor-v1, rekor-v2 or ct) to a new shard under a new key, online; with prepare, only makes the next shard's key and publishes it in the trust documents first", json!({"requestBody": body("RotateLogRequest"), "responses": {"200": json_of(object(), "the frozen and the new shard, or (prepare) the prepared key"), "409": json_of(object(), "a rotation this instance cannot make (another instance rotated a moment ago, no shared seal key, or witnesses that know the Rekor v2 log by its key)")}})),
+        ("POST", "/api/admin/log/reindex") => op("admin", "Starts giving the Rekor v1 entries logged before search by identity and key existed those keys, found in their stored bodies: online, in the background, resuming from where a run before stopped", json!({"requestBody": body("ReindexLogRequest"), "responses": {"202": json_of(object(), "the job's status: started, or already running")}})),
+        ("GET", "/api/admin/log/reindex") => op("admin", "How far the reindex is on this instance: each shard's cursor, size, and the entries given keys", json!({"responses": {"200": json_of(object(), "the job's status")}})),
         ("GET", "/api/admin/bans") => op("admin", "The clients banned now", json!({"responses": {"200": json_of(object(), "the bans")}})),
         ("POST", "/api/admin/bans/lift") => op("admin", "Lifts a ban", json!({"requestBody": body("LiftBanRequest"), "responses": {"200": json_of(object(), "what was lifted")}})),
         ("GET", "/api/admin/audit/verify") => op("admin", "Verifies the audit log's hash chain", json!({"responses": {"200": json_of(object(), "the chain verifies")}})),

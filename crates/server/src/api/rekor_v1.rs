@@ -23,8 +23,10 @@ use super::error::ApiError;
 use super::input::{Query, Typed};
 use crate::state::AppState;
 
+mod reindex;
 mod rotation;
 mod search;
+pub use reindex::{Reindexing, Status as ReindexStatus};
 pub use rotation::{republish, watch as watch_rotations};
 pub use search::{search_index, SearchRequest};
 
@@ -106,6 +108,8 @@ pub struct RekorV1 {
     /// Why this instance does not serve the shard another instance rotated to, while it
     /// can't (`/readyz` says it); `None` otherwise.
     behind: parking_lot::Mutex<Option<String>>,
+    /// `signet admin log reindex` on this instance.
+    reindexing: Reindexing,
 }
 
 /// The shards as served at one moment; a rotation replaces the whole set.
@@ -124,6 +128,7 @@ impl RekorV1 {
             appending: tokio::sync::RwLock::new(()),
             opener,
             behind: Default::default(),
+            reindexing: Reindexing::default(),
         }
     }
 
@@ -150,6 +155,11 @@ impl RekorV1 {
 
     pub fn data_dir(&self) -> &std::path::Path {
         &self.opener.data_dir
+    }
+
+    /// The search-key backfill of entries logged before those keys were kept.
+    pub fn reindexing(&self) -> &Reindexing {
+        &self.reindexing
     }
 
     /// The active shard's log.

@@ -229,6 +229,21 @@ impl KeyIndex {
         Ok(())
     }
 
+    /// Writes the search keys of entries the file already holds (`Storage::backfill_search_keys`)
+    /// straight to it: they are older than its mark, so neither memory nor the catch-up at
+    /// open would ever carry them there.
+    pub fn add_search_direct(&self, log: LogId, keys: &[(u64, SearchKind, &[u8])]) -> Result<(), StorageError> {
+        let mut c = self.writer.lock();
+        let tx = c.transaction().map_err(backend)?;
+        for &(index, kind, value) in keys {
+            insert_search(&tx, kind)?.execute(params![log, search_key(value), index as i64]).map_err(backend)?;
+        }
+        tx.commit().map_err(backend)?;
+        drop(c);
+        self.snapshots_outdated(|_| ());
+        Ok(())
+    }
+
     /// Adds the keys of a batch that just committed.
     pub fn add(&self, keys: &[Keys<'_>]) {
         type Hashed = (LogId, u64, i64, Vec<(SearchKind, i64)>);

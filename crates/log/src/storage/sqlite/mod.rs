@@ -691,6 +691,47 @@ impl Storage for SqliteStorage {
         )
     }
 
+    fn backfill_search_keys(&self, log: LogId, keys: &[Backfill]) -> Result<(), StorageError> {
+        let keys: Vec<&Backfill> = keys.iter().filter(|k| k.index < MAX_INDEX).collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // The key file first: its rows are only candidates, each confirmed against
+        // `entry_keys`, so a crash between the two leaves candidates that match nothing until
+        // the next run fills `entry_keys` in (the other order would leave entries whose keys
+        // are stored but can never be found, and which no later run would pick up).
+        let mut search: Vec<(u64, SearchKind, &[u8])> = Vec::with_capacity(keys.len() * 2);
+        for k in &keys {
+            search.push((k.index, SearchKind::PublicKey, &k.public_key));
+            if let Some(identity) = &k.identity {
+                search.push((k.index, SearchKind::Identity, identity));
+            }
+        }
+        self.keys.add_search_direct(log, &search)?;
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction().map_err(backend)?;
+        {
+            let mut st = tx
+                .prepare_cached("UPDATE entry_keys SET identity = ?2, public_key = ?3 WHERE id = ?1 AND public_key IS NULL")
+                .map_err(backend)?;
+            for k in &keys {
+                st.execute(params![row_id(log, k.index), k.identity.as_deref(), &k.public_key[..]]).map_err(backend)?;
+            }
+        }
+        tx.commit().map_err(backend)?;
+        drop(conn);
+        // Readers keep a snapshot up to `SNAPSHOT_TTL` on the grounds that entries never
+        // change; these did, so the idle ones start over and the next search sees them.
+        self.readers.idle.lock().retain_mut(|r| r.end_snapshot().is_ok());
+        Ok(())
+    }
+
+    fn put_meta(&self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+        let conn = self.writer.lock();
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", params![key, value]).map_err(backend)?;
+        Ok(())
+    }
+
     fn get_or_init_meta(&self, key: &str, init: &[u8]) -> Result<Vec<u8>, StorageError> {
         let conn = self.writer.lock();
         conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", params![key, init])
