@@ -16,6 +16,7 @@
 //! - [`shards`]: a log cut into trees (Rekor's shards): the registry and virtual indices.
 //! - [`rekor`]: Rekor v1 and v2 entry formats.
 //! - [`reindex`]: search keys found again for entries logged before the store kept them.
+//! - [`import`]: another log's tree copied in, entry by entry, and proven against its checkpoint.
 //! - `micro` (feature `micro`): the criterion suite of all of the above.
 
 // Nothing derived from a request may panic (issue 17): no unwrap/expect outside tests.
@@ -23,6 +24,7 @@
 
 pub mod checkpoint;
 pub mod follow;
+pub mod import;
 pub mod log;
 pub mod merkle;
 #[cfg(feature = "micro")]

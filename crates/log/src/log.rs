@@ -762,7 +762,7 @@ impl Log {
 
 /// Opens the tree at the latest durable checkpoint, from its right edge in storage: a few
 /// tiles, however long the log (see [`crate::tree`]).
-fn reopen(store: Arc<dyn Storage>, id: LogId, cache_tiles: usize) -> Result<(Tree, Option<StoredCheckpoint>), OpenError> {
+pub(crate) fn reopen(store: Arc<dyn Storage>, id: LogId, cache_tiles: usize) -> Result<(Tree, Option<StoredCheckpoint>), OpenError> {
     let stored = store.latest_checkpoint(id)?;
     let size = stored.as_ref().map_or(0, |c| c.size);
     let tree = Tree::open(Box::new(StoredNodes { storage: store, log: id }), cache_tiles, size).map_err(|e| match e {

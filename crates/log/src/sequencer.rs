@@ -609,7 +609,7 @@ fn sign_batch(
     let mut entries = Vec::with_capacity(fresh.len());
     let mut replies = Vec::with_capacity(fresh.len());
     for (i, (p, stamp)) in fresh.drain(..).zip(stamps).enumerate() {
-        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, identity: p.identity, public_key: p.public_key, body: p.body, stamp });
+        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, identity: p.identity, public_key: p.public_key, body: p.body, stamp, integrated_time: None });
         replies.push(p.reply);
     }
     Ok((checkpoint, entries, replies))

@@ -23,6 +23,7 @@ fn entry(index: u64, body: &[u8]) -> NewEntry {
         public_key: public_key(index),
         body: body.to_vec(),
         stamp: Some(vec![index as u8; 3]),
+        integrated_time: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod common;
 mod follow;
+mod import;
 mod reindex;
 mod sequencer;
 mod storage;

@@ -42,6 +42,7 @@ fn batch(start: u64, body: &[u8], set: &[u8]) -> Batch {
             public_key: None,
             body: body.to_vec(),
             stamp: Some(set.to_vec()),
+            integrated_time: None,
         })
         .collect();
     let tile1 = start / BATCH;

@@ -5,11 +5,13 @@
 //! - [`intoto`]: Rekor v1 `intoto` 0.0.2 entries (DSSE envelopes with a key per signature).
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
+//! - [`copy`]: another Rekor's entries as its API serves them, checked for `signet import rekor`.
 //! - [`identity`]: the signing identity (certificate SAN) and the signer's key that v1 entries
 //!   are searchable by.
 //!
 //! Signer keys and signature checks are `signet_core::pubkey`.
 
+pub mod copy;
 pub mod dsse;
 pub mod genesis;
 pub mod identity;

@@ -50,6 +50,9 @@ pub struct NewEntry {
     pub body: Vec<u8>,
     /// Per-entry signature made at sequencing time (the SET on the Rekor v1 log).
     pub stamp: Option<Vec<u8>>,
+    /// The entry's own integrated time, where it is not the batch's: an entry copied from
+    /// another log keeps the time that log gave it ([`crate::import`]).
+    pub integrated_time: Option<i64>,
 }
 
 /// An entry as read back.

@@ -1023,9 +1023,10 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         let n = batch.entries.len();
         let (mut idx, mut leaf, mut digest, mut body, mut stamp) =
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut identity, mut public_key) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut identity, mut public_key, mut time) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         for e in &batch.entries {
             idx.push(bigint(e.index));
+            time.push(e.integrated_time.unwrap_or(batch.integrated_time));
             leaf.push(&e.leaf_hash[..]);
             digest.push(e.digest.as_deref());
             identity.push(e.identity.as_deref());
@@ -1035,9 +1036,9 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         }
         tx.execute(
             "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp, identity, public_key) \
-             SELECT $1, i, l, d, $2, b, s, n, k FROM UNNEST($3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[], $9::BYTEA[]) \
-             AS t(i, l, d, b, s, n, k)",
-            &[&log, &batch.integrated_time, &idx, &leaf, &digest, &body, &stamp, &identity, &public_key],
+             SELECT $1, i, l, d, t, b, s, n, k FROM UNNEST($2::BIGINT[], $3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[], $9::BYTEA[]) \
+             AS u(t, i, l, d, b, s, n, k)",
+            &[&log, &time, &idx, &leaf, &digest, &body, &stamp, &identity, &public_key],
         )
         .await
         .map_err(classify)?;

@@ -543,9 +543,10 @@ impl Storage for SqliteStorage {
                 .map_err(backend)?;
             for e in &batch.entries {
                 let id = row_id(batch.log, e.index);
-                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), batch.integrated_time, e.identity.as_deref(), e.public_key.as_deref()])
+                let time = e.integrated_time.unwrap_or(batch.integrated_time);
+                keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), time, e.identity.as_deref(), e.public_key.as_deref()])
                     .map_err(backend)?;
-                bodies.execute(params![id, &e.body, e.stamp.as_deref(), batch.integrated_time]).map_err(backend)?;
+                bodies.execute(params![id, &e.body, e.stamp.as_deref(), time]).map_err(backend)?;
             }
             let mut tile = tx
                 .prepare_cached("INSERT OR REPLACE INTO tiles(log, level, idx, hashes) VALUES (?1, ?2, ?3, ?4)")
@@ -759,6 +760,7 @@ mod tests {
             public_key: None,
             body: body.to_vec(),
             stamp: None,
+            integrated_time: None,
         }
     }
 

@@ -1,0 +1,143 @@
+//! A Rekor v1 log's entries as its API serves them, checked before they are copied
+//! ([`crate::import`], `signet import rekor`). Each must be the entry the log says: at the
+//! index asked for, under the log's ID, its UUID the hash of its body, and its SET signed by
+//! the log's key over exactly those. Its place in the tree is proven for all entries at once,
+//! against the log's signed checkpoint ([`crate::import::Import::finish`]).
+
+use serde::Deserialize;
+use signet_core::pubkey::PublicKey;
+use signet_core::{b64, hash::sha256};
+
+use super::stored_keys;
+use crate::import::CopiedEntry;
+
+/// One entry of a `POST /api/v1/log/entries/retrieve` or `GET /api/v1/log/entries` answer
+/// (the value of its `{uuid: entry}` map), the fields a copy keeps.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Served {
+    pub body: String,
+    pub integrated_time: i64,
+    #[serde(rename = "logID")]
+    pub log_id: String,
+    pub log_index: u64,
+    pub verification: Option<Verification>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    pub signed_entry_timestamp: Option<String>,
+}
+
+/// `served` (under `uuid`), checked to be entry `index` of tree `tree_id` of the log whose
+/// key is `key`, as it will be stored.
+pub fn check(uuid: &str, served: &Served, index: u64, tree_id: i64, key: &PublicKey) -> Result<CopiedEntry, String> {
+    let log_id = hex::encode(sha256(&key.spki_der));
+    if !served.log_id.eq_ignore_ascii_case(&log_id) {
+        return Err(format!("entry {uuid} names log {}, not {log_id} (the key given)", served.log_id));
+    }
+    if served.log_index != index {
+        return Err(format!("asked for entry {index}, got entry {} ({uuid})", served.log_index));
+    }
+    let body = b64::decode(&served.body).map_err(|e| format!("entry {index}: its body is not base64: {e}"))?;
+    let leaf = crate::merkle::leaf_hash(&body);
+    let leaf_hex = hex::encode(leaf);
+    let named = uuid.to_ascii_lowercase();
+    if named != leaf_hex && named != super::v1::entry_uuid(tree_id, &leaf) {
+        return Err(format!("entry {index}: its UUID {uuid} is not its body's leaf hash {leaf_hex} in tree {tree_id:016x}"));
+    }
+    let set = served
+        .verification
+        .as_ref()
+        .and_then(|v| v.signed_entry_timestamp.as_deref())
+        .ok_or_else(|| format!("entry {index} ({uuid}) has no signedEntryTimestamp"))?;
+    let set = b64::decode(set).map_err(|e| format!("entry {index}: its signedEntryTimestamp is not base64: {e}"))?;
+    key.verify_message(&super::v1::set_payload(&body, served.integrated_time, &served.log_id, index), &set)
+        .map_err(|_| format!("entry {index} ({uuid}): its signedEntryTimestamp does not verify with the log's key"))?;
+    let keys = stored_keys(&body);
+    Ok(CopiedEntry {
+        digest: stored_digest(&body).map(String::into_bytes),
+        identity: keys.as_ref().and_then(|k| k.identity.clone()).map(String::into_bytes),
+        public_key: keys.map(|k| k.public_key.into_bytes()),
+        integrated_time: served.integrated_time,
+        stamp: Some(set),
+        body,
+    })
+}
+
+/// The artifact digest a stored body is searchable by, `<algorithm>:<hex>`: a hashedrekord's
+/// or rekord's data hash, a dsse or intoto entry's payload hash (the in-toto subjects an
+/// append reads are in the payload, which the body does not keep).
+pub fn stored_digest(body: &[u8]) -> Option<String> {
+    let doc: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let spec = doc.get("spec")?;
+    let hash = match doc.get("kind")?.as_str()? {
+        "hashedrekord" | "rekord" => spec.pointer("/data/hash")?,
+        "dsse" => spec.get("payloadHash")?,
+        "intoto" => spec.pointer("/content/payloadHash")?,
+        _ => return None,
+    };
+    let (alg, value) = (hash.get("algorithm")?.as_str()?, hash.get("value")?.as_str()?);
+    (value.bytes().all(|b| b.is_ascii_hexdigit()) && !alg.is_empty()).then(|| format!("{alg}:{}", value.to_ascii_lowercase()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rekor::v1::{parse_value, tests::signed_request};
+    use signet_keys::{Algorithm, Signer};
+
+    /// Entry `index` of a log with key `key`, as Rekor serves it.
+    fn served(key: &Signer, body: &[u8], index: u64) -> Served {
+        let log_id = hex::encode(key.key_id());
+        let set = key.sign(&crate::rekor::v1::set_payload(body, 1_700_000_000, &log_id, index)).unwrap();
+        Served {
+            body: b64::encode(body),
+            integrated_time: 1_700_000_000,
+            log_id,
+            log_index: index,
+            verification: Some(Verification { signed_entry_timestamp: Some(b64::encode(&set)) }),
+        }
+    }
+
+    #[test]
+    fn an_entry_is_copied_only_as_the_log_served_and_signed_it() {
+        let key = Signer::generate(Algorithm::EcdsaP256Sha256).unwrap();
+        let public = PublicKey::from_spki(key.spki_der()).unwrap();
+        let e = parse_value(&signed_request(b"artifact")).unwrap();
+        let uuid = crate::rekor::v1::entry_uuid(77, &crate::merkle::leaf_hash(&e.body));
+        let copied = check(&uuid, &served(&key, &e.body, 5), 5, 77, &public).unwrap();
+        assert_eq!(copied.body, e.body);
+        assert_eq!(copied.digest.as_deref(), Some(e.digest_key.as_bytes()));
+        assert_eq!(copied.public_key.as_deref(), Some(e.public_key.as_bytes()));
+        assert_eq!(copied.integrated_time, 1_700_000_000);
+        // The bare leaf hash names it as well.
+        assert!(check(&uuid[16..], &served(&key, &e.body, 5), 5, 77, &public).is_ok());
+
+        let other = Signer::generate(Algorithm::EcdsaP256Sha256).unwrap();
+        let mut forged = served(&other, &e.body, 5);
+        forged.log_id = hex::encode(key.key_id());
+        assert!(check(&uuid, &forged, 5, 77, &public).unwrap_err().contains("does not verify"));
+        assert!(check(&uuid, &served(&other, &e.body, 5), 5, 77, &public).unwrap_err().contains("names log"));
+        assert!(check(&uuid, &served(&key, &e.body, 6), 5, 77, &public).unwrap_err().contains("asked for entry 5"));
+        assert!(check(&uuid, &served(&key, &e.body, 5), 5, 78, &public).unwrap_err().contains("UUID"));
+        let mut moved = served(&key, &e.body, 5);
+        moved.integrated_time += 1;
+        assert!(check(&uuid, &moved, 5, 77, &public).unwrap_err().contains("does not verify"), "the SET covers the time");
+        let mut unsigned = served(&key, &e.body, 5);
+        unsigned.verification = None;
+        assert!(check(&uuid, &unsigned, 5, 77, &public).unwrap_err().contains("no signedEntryTimestamp"));
+    }
+
+    #[test]
+    fn each_kind_is_found_by_the_digest_its_body_names() {
+        let e = parse_value(&signed_request(b"artifact")).unwrap();
+        assert_eq!(stored_digest(&e.body), Some(e.digest_key));
+        assert_eq!(
+            stored_digest(br#"{"kind":"intoto","apiVersion":"0.0.2","spec":{"content":{"payloadHash":{"algorithm":"sha256","value":"AB"}}}}"#).as_deref(),
+            Some("sha256:ab")
+        );
+        assert_eq!(stored_digest(br#"{"kind":"alpine","spec":{}}"#), None);
+    }
+}
