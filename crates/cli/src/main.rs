@@ -33,6 +33,9 @@ enum Command {
     Audit(cmd::audit::Audit),
     /// Copy the data dir (--data-dir) consistently while its server runs (`restore` makes the copy take appends).
     Backup(cmd::backup::Args),
+    /// Bring a log along from another service: `import rekor`.
+    #[command(subcommand)]
+    Import(cmd::import::ImportCmd),
     /// Create a production instance's keys, certificates and config (`serve` without --dev needs them).
     Init(cmd::init::Args),
     /// Apply the storage schema's migrations and exit (`serve` also applies them at start).
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Admin(args) => cmd::admin::run(args),
         Command::Audit(args) => cmd::audit::run(args),
         Command::Backup(args) => cmd::backup::run(args),
+        Command::Import(args) => cmd::import::run(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Monitor(args) => cmd::monitor::run(args),

@@ -24,6 +24,8 @@ enum Backend {
     Pkcs11(pkcs11::Key),
     /// In AWS KMS.
     AwsKms(awskms::Key),
+    /// Nowhere: only the public half is here ([`Signer::public_only`]), and `sign` says why.
+    PublicOnly(String),
 }
 
 impl std::fmt::Debug for Signer {
@@ -78,6 +80,22 @@ impl Signer {
         }
     }
 
+    /// The public key `spki_der` alone, for what it names but never signs again: a log copied
+    /// from another service (`signet import rekor`), frozen, served under that log's key.
+    /// `sign` fails, saying `why`.
+    pub fn public_only(spki_der: &[u8], why: impl Into<String>) -> Result<Self, KeyError> {
+        use signet_core::pubkey::{KeyKind, PublicKey};
+        let invalid = |why: String| KeyError::Invalid { path: "<public key>".into(), why };
+        let key = PublicKey::from_spki(spki_der).map_err(|e| invalid(e.to_string()))?;
+        let algorithm = match key.kind {
+            KeyKind::EcdsaP256 => Algorithm::EcdsaP256Sha256,
+            KeyKind::EcdsaP384 => Algorithm::EcdsaP384Sha384,
+            KeyKind::Ed25519 => Algorithm::Ed25519,
+            KeyKind::Rsa { bits } => return Err(invalid(format!("an RSA key ({bits} bits); a log key here is ECDSA P-256 or P-384, or Ed25519"))),
+        };
+        Ok(Signer { key_id: hash::sha256(spki_der), spki_der: spki_der.to_vec(), algorithm, backend: Backend::PublicOnly(why.into()) })
+    }
+
     /// A key held elsewhere, checked to be of a `wanted` kind and to sign what its public
     /// half verifies: one that does not would sign what nobody verifies.
     fn remote(source: &KeySource, backend: Backend, algorithm: Algorithm, spki_der: Vec<u8>, wanted: &[Algorithm]) -> Result<Self, KeyError> {
@@ -100,11 +118,15 @@ impl Signer {
     /// or wait for a free session: on a runtime worker that wait is announced to tokio
     /// (`block_in_place`), which moves the worker's other tasks to another thread.
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        if let Backend::PublicOnly(why) = &self.backend {
+            return Err(KeyError::Invalid { path: format!("key {}", hex::encode(self.key_id)), why: why.clone() });
+        }
         count_signature();
         match &self.backend {
             Backend::Memory(pair) => pair.sign(message),
             Backend::Pkcs11(key) => off_runtime(|| key.sign(self.algorithm, message)),
             Backend::AwsKms(key) => off_runtime(|| key.sign(self.algorithm, message)),
+            Backend::PublicOnly(_) => Err(KeyError::Sign),
         }
     }
 
@@ -115,7 +137,7 @@ impl Signer {
     /// Whether the private key is held outside this process, on a token or in a KMS (it
     /// cannot be copied).
     pub fn on_token(&self) -> bool {
-        !matches!(self.backend, Backend::Memory(_))
+        matches!(self.backend, Backend::Pkcs11(_) | Backend::AwsKms(_))
     }
 
     /// SubjectPublicKeyInfo DER of the public key.

@@ -35,6 +35,18 @@ pub struct Shard {
     /// Unix seconds from which its key signs; `None` for shard 0 (the instance's own start).
     pub valid_from: Option<i64>,
     pub frozen: Option<Frozen>,
+    /// A tree copied from another log (`signet import rekor`), served under that log's
+    /// origin and key name; `None` for the shards this log made.
+    pub imported: Option<Imported>,
+}
+
+/// Where an imported shard came from, and the names its checkpoints carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// Its checkpoints' origin line (Rekor's `<host> - <tree ID>`).
+    pub origin: String,
+    /// The name its checkpoints are signed under.
+    pub key_name: String,
 }
 
 /// The end of a shard: no entry is ever added to it again.
@@ -84,6 +96,7 @@ fn parse_shard(key: &str, number: u32, bytes: &[u8]) -> Result<Shard, StorageErr
         spki,
         valid_from: Some(int(&v, key, "valid_from")?),
         frozen: None,
+        imported: None,
     })
 }
 
@@ -174,11 +187,11 @@ mod tests {
     use crate::storage::SqliteStorage;
 
     fn zero() -> Shard {
-        Shard { number: 0, log_id: 1, tree_id: 7, start: 0, spki: vec![1], valid_from: None, frozen: None }
+        Shard { number: 0, log_id: 1, tree_id: 7, start: 0, spki: vec![1], valid_from: None, frozen: None, imported: None }
     }
 
     fn next(log_id: LogId, tree_id: i64) -> Shard {
-        Shard { number: 0, log_id, tree_id, start: 0, spki: vec![log_id], valid_from: Some(100), frozen: None }
+        Shard { number: 0, log_id, tree_id, start: 0, spki: vec![log_id], valid_from: Some(100), frozen: None, imported: None }
     }
 
     #[test]

@@ -265,6 +265,7 @@ impl AppState {
         let mut v1_active = None;
         for shard in &registry {
             let shard_key = match shard.number {
+                0 if shard.imported.is_some() => Arc::new(crate::shards::import::public_key(shard).map_err(StartError::Shards)?),
                 0 => v1_key.clone(),
                 _ => crate::shards::take_key(Kind::RekorV1, storage.as_ref(), opener.seal.as_deref(), &cfg.data_dir, &opener.homes, shard)
                     .map_err(StartError::Shards)?,

@@ -14,6 +14,7 @@ pub mod bench_verify;
 pub mod config;
 pub mod dev_token;
 pub mod doctor;
+pub mod import;
 pub mod init;
 pub mod migrate;
 pub mod monitor;

@@ -14,9 +14,12 @@
 //! of the database is stopped: on SQLite the data dir's lock proves it; on PostgreSQL the
 //! sequencer lease does, and the tree is frozen in the database too, so that nothing a
 //! follower still queues can grow it.
+//!
+//! A Rekor v1 log may begin with a tree copied from another Rekor ([`import`]).
 
 pub mod active;
 pub mod homes;
+pub mod import;
 pub mod prepared;
 pub mod sealed;
 
@@ -168,8 +171,14 @@ pub fn tree_id_zero(storage: &dyn Storage) -> Result<i64, StorageError> {
     ))
 }
 
-/// Every shard of a log, oldest first, given shard 0's public key (SPKI DER).
+/// Every shard of a log, oldest first, given shard 0's public key (SPKI DER). A Rekor v1 log
+/// imported from another Rekor begins with the tree copied from it ([`import`]) instead.
 pub fn registry(kind: Kind, storage: &dyn Storage, zero_spki: &[u8]) -> Result<Vec<Shard>, StorageError> {
+    if kind == Kind::RekorV1 {
+        if let Some(zero) = import::shard_zero(storage)? {
+            return shards::load(storage, kind.registry_name(), zero);
+        }
+    }
     let zero = Shard {
         number: 0,
         log_id: kind.zero_log(),
@@ -182,6 +191,7 @@ pub fn registry(kind: Kind, storage: &dyn Storage, zero_spki: &[u8]) -> Result<V
         spki: zero_spki.to_vec(),
         valid_from: None,
         frozen: None,
+        imported: None,
     };
     shards::load(storage, kind.registry_name(), zero)
 }
@@ -422,7 +432,7 @@ pub struct Rotated {
 }
 
 /// Unix seconds now (0 before 1970); the time shard windows, backups and restores record.
-pub(crate) fn now() -> i64 {
+pub fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
@@ -483,6 +493,7 @@ pub fn record_rotation_of(
         // it. The overlap admits nothing more, since clients pick a shard's key by its logId.
         valid_from: Some(now()),
         frozen: None,
+        imported: None,
     };
     let next = shards::start(store, name, &active, &proposed).map_err(|e| e.to_string())?;
     if next.spki != proposed.spki {
@@ -558,27 +569,46 @@ impl Drop for HeldLease {
     }
 }
 
-/// [`rotate`] of one log, telling a log that was never created apart from a failure.
-pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind, homes: &KeyHomes) -> Result<Rotation, String> {
+/// What an offline change to the logs (a rotation, an import) holds for its whole run: the
+/// data dir's lock (SQLite) or the sequencer lease (PostgreSQL), so that no server writes
+/// meanwhile; and the store.
+pub(crate) struct Offline {
+    _lock: Option<crate::datadir::DataDirLock>,
+    _lease: Option<HeldLease>,
+    pub store: Arc<dyn Storage>,
+    pub url: StorageUrl,
+}
+
+/// Takes what [`Offline`] holds, for `command` (`signet admin log rotate`); `hint` follows
+/// "stop the server first" when a server holds the data dir.
+pub(crate) fn hold_offline(data_dir: &Path, storage: Option<&str>, command: &str, hint: &str) -> Result<Offline, String> {
     let url = StorageUrl::parse(storage, data_dir)?;
-    let online = ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN";
-    // Hold off every server for the whole rotation (see the module's comment).
-    let (_lock, _lease, store): (Option<crate::datadir::DataDirLock>, Option<HeldLease>, Arc<dyn Storage>) = match &url {
+    Ok(match &url {
         StorageUrl::Sqlite(_) => {
-            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e} (stop the server first{online})"))?;
-            (Some(lock), None, signet_log::storage::open(&url).map_err(|e| e.to_string())?)
+            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e} (stop the server first{hint})"))?;
+            Offline { _lock: Some(lock), _lease: None, store: signet_log::storage::open(&url).map_err(|e| e.to_string())?, url }
         }
         StorageUrl::Postgres(u) => {
             let pg = Arc::new(signet_log::storage::PostgresStorage::open(u).map_err(|e| e.to_string())?);
-            let Some(lease) = pg.acquire_lease("signet admin log rotate", crate::lease::TTL).map_err(|e| e.to_string())? else {
+            let Some(lease) = pg.acquire_lease(command, crate::lease::TTL).map_err(|e| e.to_string())? else {
                 let holder = pg.lease_holder().ok().flatten().unwrap_or_else(|| "another instance".into());
-                return Err(format!("{holder} holds the sequencer lease: stop every instance of this database first (rotation is offline)"));
+                return Err(format!("{holder} holds the sequencer lease: stop every instance of this database first (`{command}` runs offline)"));
             };
-            (None, Some(HeldLease { pg: pg.clone(), lease }), pg)
+            Offline { _lock: None, _lease: Some(HeldLease { pg: pg.clone(), lease }), store: pg, url }
         }
-    };
-    // Its public half is enough: shard 0's private key may be on a token.
-    let Some(zero_spki) = zero_spki(kind, data_dir)? else {
+    })
+}
+
+/// [`rotate`] of one log, telling a log that was never created apart from a failure.
+pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind, homes: &KeyHomes) -> Result<Rotation, String> {
+    let online = ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN";
+    // Hold off every server for the whole rotation (see the module's comment).
+    let offline = hold_offline(data_dir, storage, "signet admin log rotate", online)?;
+    let (store, url) = (offline.store.clone(), offline.url.clone());
+    // Its public half is enough: shard 0's private key may be on a token. An imported shard
+    // 0's is in its record.
+    let imported = kind == Kind::RekorV1 && import::record(store.as_ref()).map_err(|e| e.to_string())?.is_some();
+    let Some(zero_spki) = zero_spki(kind, data_dir)?.or_else(|| imported.then(Vec::new)) else {
         return Ok(Rotation::NotCreated(format!(
             "{} does not exist, nor its public half {}: rotate on the data dir of the instance that made the log",
             kind.zero_key_path(data_dir).display(),
@@ -695,9 +725,25 @@ impl ShardOpener {
             Some(_) => Ok(None),
         };
         let host = self.host.clone();
-        Ok(match kind {
+        Ok(match (kind, shard.imported.clone()) {
             // Origin "<host> - <tree ID>", as sigstore-go's v1 checkpoint path expects.
-            Kind::RekorV1 => {
+            // A shard copied from another Rekor keeps that log's names: its checkpoint is
+            // the one that log signed. It is frozen, so it makes no genesis entry and no SET.
+            (Kind::RekorV1, Some(names)) => {
+                signet_log::LogConfig {
+                    id: shard.log_id,
+                    genesis: None,
+                    origin: names.origin,
+                    key_name: names.key_name,
+                    stamper: None,
+                    key,
+                    batch: self.batch,
+                    max_pending: self.max_pending,
+                    tile_cache: self.tile_cache,
+                    note_key: None,
+                }
+            }
+            (Kind::RekorV1, None) => {
                 let origin = format!("{host} - {}", shard.tree_id);
                 signet_log::LogConfig {
                     id: shard.log_id,
@@ -714,7 +760,7 @@ impl ShardOpener {
             }
             // The bare host of the log's base URL, in every shard: sigstore-go checks a v2
             // checkpoint's origin against that host. A new shard is told apart by its key.
-            Kind::RekorV2 => signet_log::LogConfig {
+            (Kind::RekorV2, _) => signet_log::LogConfig {
                 id: shard.log_id,
                 genesis: genesis(signet_log::rekor::genesis::v2_entry(&key, &host))?,
                 origin: host.clone(),
@@ -727,7 +773,7 @@ impl ShardOpener {
                 note_key: self.v2_note_key.clone(),
             },
             // Its key names it (the SCTs' log ID); its checkpoints are internal.
-            Kind::Ct => signet_log::LogConfig {
+            (Kind::Ct, _) => signet_log::LogConfig {
                 id: shard.log_id,
                 origin: match shard.number {
                     0 => format!("{host}/ct"),
@@ -833,6 +879,7 @@ mod tests {
             spki: vec![spki],
             valid_from: from,
             frozen,
+            imported: None,
         };
         write_public(
             dir.path(),
