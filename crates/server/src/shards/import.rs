@@ -144,3 +144,60 @@ impl Target {
         super::rotated_of(kind, &list, data_dir, homes).ok_or_else(|| "the import recorded no shard after the copy".into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source() -> Source {
+        Source {
+            url: "http://rekor.example".into(),
+            tree_id: 42,
+            spki: b64::encode(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap().spki_der()),
+            origin: "rekor.example - 42".into(),
+            key_name: "rekor.example".into(),
+        }
+    }
+
+    #[test]
+    fn the_copy_is_shard_zero_once_frozen_and_a_server_refuses_to_start_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::hold(dir.path(), None).unwrap();
+        assert!(shard_zero(target.storage().as_ref()).unwrap().is_none(), "no import, no imported shard");
+        let source = source();
+        target.claim(&source).unwrap();
+        target.claim(&source).unwrap();
+        let other = Source { tree_id: 43, ..source.clone() };
+        assert!(target.claim(&other).unwrap_err().contains("holds an import of tree 42"));
+        let unfinished = shard_zero(target.storage().as_ref()).unwrap_err().to_string();
+        assert!(unfinished.contains("has not finished") && unfinished.contains("signet import rekor"), "{unfinished}");
+
+        let rotated = target.register(dir.path(), &KeyHomes::default(), &source, 0, 1_700_000_000).unwrap();
+        assert_eq!((rotated.frozen.number, rotated.active.number, rotated.active.start), (0, 1, 0));
+        let zero = shard_zero(target.storage().as_ref()).unwrap().unwrap();
+        assert_eq!((zero.log_id, zero.tree_id), (IMPORTED_LOG, 42));
+        assert_eq!(zero.imported, Some(Imported { origin: "rekor.example - 42".into(), key_name: "rekor.example".into() }));
+        // Registering again finds what the first did.
+        let again = target.register(dir.path(), &KeyHomes::default(), &source, 0, 1_700_000_000).unwrap();
+        assert_eq!(again.active.tree_id, rotated.active.tree_id);
+        let key = public_key(&zero).unwrap();
+        assert!(key.sign(b"x").is_err(), "an imported shard's key signs nothing");
+    }
+
+    #[test]
+    fn a_log_with_entries_of_its_own_is_not_imported_into() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::hold(dir.path(), None).unwrap();
+        let store = target.storage();
+        let batch = signet_log::storage::Batch {
+            log: Kind::RekorV1.zero_log(),
+            integrated_time: 0,
+            entries: vec![],
+            tiles: vec![],
+            leaf_tiles: vec![],
+            checkpoint: signet_log::storage::StoredCheckpoint { size: 0, note: "x\n".into() },
+        };
+        store.commit(&batch).unwrap();
+        assert!(target.claim(&source()).unwrap_err().contains("has been created"));
+    }
+}
