@@ -4,17 +4,13 @@
 
 use crate::common;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use serde_json::json;
 use signet_core::{b64, pem};
-use signet_keys::Signer;
 use signet_log::rekor::{v1, VerifiedEntry};
-use signet_log::{reindex, BatchPolicy, Log, LogConfig};
+use signet_log::{reindex, Log};
 
 /// A signer: its key pair and PEM (a certificate naming `email`, or the bare key).
 fn signer(email: Option<&str>) -> (EcdsaKeyPair, String) {
@@ -44,26 +40,6 @@ fn hashedrekord(signer: &(EcdsaKeyPair, String), artifact: &[u8]) -> VerifiedEnt
     .unwrap()
 }
 
-async fn open(storage: Arc<dyn signet_log::storage::Storage>) -> Log {
-    Log::open(
-        LogConfig {
-            id: 1,
-            origin: "test.example/log".into(),
-            key_name: "test.example".into(),
-            key: Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()),
-            batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
-            stamper: None,
-            max_pending: 0,
-            tile_cache: signet_log::DEFAULT_TILE_CACHE,
-            note_key: None,
-            genesis: None,
-        },
-        storage,
-    )
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_logged_without_keys_get_them_from_their_bodies() {
     let alice = signer(Some("Alice@Example.com"));
@@ -71,7 +47,7 @@ async fn entries_logged_without_keys_get_them_from_their_bodies() {
     let alice_key = hashedrekord(&alice, b"x").public_key;
     let bare_key = hashedrekord(&bare, b"x").public_key;
     for b in common::backends() {
-        let log = open(b.storage.clone()).await;
+        let log = common::open_log(b.storage.clone()).await;
         // Entries 0..7 logged as before the index: a digest, no identity or key.
         for i in 0..7u64 {
             let e = hashedrekord(if i % 2 == 0 { &alice } else { &bare }, format!("artifact {i}").as_bytes());

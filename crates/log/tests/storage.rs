@@ -514,23 +514,7 @@ async fn identities_are_found_in_pages_from_the_commit_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_pages_a_search_by_identity() {
     for b in backends() {
-        let log = Log::open(
-            LogConfig {
-                id: 1,
-                origin: "test.example/log".into(),
-                key_name: "test.example".into(),
-                key: Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()),
-                batch: BatchPolicy { max_entries: 32, max_delay: Duration::from_millis(2) },
-                stamper: None,
-                max_pending: 0,
-                tile_cache: signet_log::DEFAULT_TILE_CACHE,
-                note_key: None,
-                genesis: None,
-            },
-            b.storage.clone(),
-        )
-        .await
-        .unwrap();
+        let log = common::open_log(b.storage.clone()).await;
         for i in 0..7u64 {
             log.append_searchable(format!("entry {i}").into_bytes(), None, identity(i), public_key(i)).await.unwrap();
         }

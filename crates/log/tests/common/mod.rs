@@ -97,3 +97,25 @@ pub fn backends() -> Vec<Backend> {
 
 /// Only to name the type in tests that wrap SQLite.
 pub type Sqlite = SqliteStorage;
+
+/// Log 1 on `storage`, under a key of its own, in batches of up to 32 cut every 2 ms: for
+/// the tests of what a log stores and finds.
+pub async fn open_log(storage: Arc<dyn Storage>) -> signet_log::Log {
+    signet_log::Log::open(
+        signet_log::LogConfig {
+            id: 1,
+            origin: "test.example/log".into(),
+            key_name: "test.example".into(),
+            key: Arc::new(signet_keys::Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap()),
+            batch: signet_log::BatchPolicy { max_entries: 32, max_delay: std::time::Duration::from_millis(2) },
+            stamper: None,
+            max_pending: 0,
+            tile_cache: signet_log::DEFAULT_TILE_CACHE,
+            note_key: None,
+            genesis: None,
+        },
+        storage,
+    )
+    .await
+    .unwrap()
+}
