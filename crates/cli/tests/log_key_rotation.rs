@@ -152,7 +152,7 @@ fn the_ct_and_rekor_v2_logs_rotate_offline_into_new_logs_under_new_keys() {
     // finishes the rotation at the size it was frozen at.
     {
         let store = signet_log::storage::open(&signet_log::storage::StorageUrl::parse(None, &data).unwrap()).unwrap();
-        let zero = signet_log::shards::Shard { number: 0, log_id: 2, tree_id: 0, start: 0, spki: old_v2.clone(), valid_from: None, frozen: None };
+        let zero = signet_log::shards::Shard { number: 0, log_id: 2, tree_id: 0, start: 0, spki: old_v2.clone(), valid_from: None, frozen: None, imported: None };
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
         signet_log::shards::freeze(store.as_ref(), "rekor_v2", &zero, 3, now + 1).unwrap();
     }
