@@ -12,7 +12,9 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -220,3 +222,36 @@ def test_an_import_is_refused_where_it_would_mislead(signet_bin, rekor, tmp_path
         pass
     r = import_into(signet_bin, data_dir, None, rekor)
     assert r.returncode != 0 and "has been created" in r.stderr, r.stderr
+
+
+def test_an_import_cut_short_resumes_and_no_server_starts_before(signet_bin, rekor, tmp_path):
+    data_dir = tmp_path / "data"
+    args = [signet_bin, "import", "rekor", "--data-dir", str(data_dir), "--url", rekor["url"], "--tree-id", rekor["tree_id"],
+            "--public-key", rekor["pubkey"], "--concurrency", "1"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Killed once its first batch is committed (the copy's rows are log 4's: ids from 4 << 48).
+    deadline = time.monotonic() + 60
+    copied = 0
+    while copied == 0 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+        try:
+            with sqlite3.connect(f"file:{data_dir / 'signet.sqlite'}?mode=ro", uri=True, timeout=1) as db:
+                copied = db.execute("SELECT count(*) FROM entry_keys WHERE id >= ?1 AND id < ?2", (4 << 48, 5 << 48)).fetchone()[0]
+        except sqlite3.Error:
+            pass
+    proc.kill()
+    proc.wait()
+    assert 0 < copied < rekor["size"], copied
+
+    # No server starts on the half copy: it says why, and which command finishes it.
+    r = subprocess.run([signet_bin, "serve", "--dev", "--data-dir", str(data_dir), "--plain-http", "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "has not finished" in r.stderr and "signet import rekor" in r.stderr, r.stderr
+
+    # The same command goes on after what is stored, and then the server starts.
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["imported"]["treeSize"] == rekor["size"] and 0 < report["copied"] <= rekor["size"] - copied, report
+    with serve(signet_bin, str(data_dir)) as s:
+        assert get(f"{s['url']}/api/v1/log")["inactiveShards"][0]["treeSize"] == rekor["size"]

@@ -214,6 +214,10 @@ impl AppState {
         }
         // Every log is a list of shards (crate::shards); the newest takes the appends. Rekor
         // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
+        // An import of a Rekor log under way: said as it is, with the command that finishes it.
+        if let Some(why) = crate::shards::import::unfinished(storage.as_ref())? {
+            return Err(StartError::Shards(why));
+        }
         let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), v1_key.spki_der())?;
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
         let ct_key = key(cfg, &cfg.keys.ct, "ct.pem")?;

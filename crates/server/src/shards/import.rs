@@ -60,15 +60,24 @@ fn shard_of(storage: &dyn Storage, source: &Source) -> Result<Shard, StorageErro
     })
 }
 
-/// Shard 0 of the Rekor v1 log when it was imported; an error while the import is unfinished.
-pub fn shard_zero(storage: &dyn Storage) -> Result<Option<Shard>, StorageError> {
+/// Why no server may start on `storage` yet: an import under way, with the command that
+/// finishes it; `None` when there is none.
+pub fn unfinished(storage: &dyn Storage) -> Result<Option<String>, StorageError> {
     let Some(source) = record(storage)? else { return Ok(None) };
-    if !shards::is_frozen(storage, Kind::RekorV1.registry_name(), 0)? {
-        return Err(StorageError::Corrupt(format!(
+    Ok((!shards::is_frozen(storage, Kind::RekorV1.registry_name(), 0)?).then(|| {
+        format!(
             "the Rekor v1 log is being imported from {} (tree {}) and the import has not finished: run the same `signet import rekor` again to finish it",
             source.url, source.tree_id
-        )));
+        )
+    }))
+}
+
+/// Shard 0 of the Rekor v1 log when it was imported; an error while the import is unfinished.
+pub fn shard_zero(storage: &dyn Storage) -> Result<Option<Shard>, StorageError> {
+    if let Some(why) = unfinished(storage)? {
+        return Err(StorageError::Corrupt(why));
     }
+    let Some(source) = record(storage)? else { return Ok(None) };
     shard_of(storage, &source).map(Some)
 }
 
@@ -169,11 +178,13 @@ mod tests {
         target.claim(&source).unwrap();
         let other = Source { tree_id: 43, ..source.clone() };
         assert!(target.claim(&other).unwrap_err().contains("holds an import of tree 42"));
-        let unfinished = shard_zero(target.storage().as_ref()).unwrap_err().to_string();
-        assert!(unfinished.contains("has not finished") && unfinished.contains("signet import rekor"), "{unfinished}");
+        let why = unfinished(target.storage().as_ref()).unwrap().unwrap();
+        assert!(why.contains("has not finished") && why.contains("signet import rekor"), "{why}");
+        assert!(shard_zero(target.storage().as_ref()).unwrap_err().to_string().contains(&why));
 
         let rotated = target.register(dir.path(), &KeyHomes::default(), &source, 0, 1_700_000_000).unwrap();
         assert_eq!((rotated.frozen.number, rotated.active.number, rotated.active.start), (0, 1, 0));
+        assert_eq!(unfinished(target.storage().as_ref()).unwrap(), None);
         let zero = shard_zero(target.storage().as_ref()).unwrap().unwrap();
         assert_eq!((zero.log_id, zero.tree_id), (IMPORTED_LOG, 42));
         assert_eq!(zero.imported, Some(Imported { origin: "rekor.example - 42".into(), key_name: "rekor.example".into() }));
