@@ -7,7 +7,6 @@
 //! shard 0 of the Rekor v1 log, frozen, and signet's own log shard 1.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -183,13 +182,12 @@ fn fetch(http: &Http, base: &str, tree_id: i64, key: &PublicKey, from: u64, to: 
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Vec<CopiedEntry>, String>>>> = chunks.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let url = format!("{base}/api/v1/log/entries/retrieve");
-    let key = Arc::new(key.clone());
     std::thread::scope(|scope| {
         for _ in 0..concurrency.min(chunks.len() as u16).max(1) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(&(a, b)) = chunks.get(i) else { break };
-                let got = fetch_chunk(http, &url, tree_id, &key, a, b);
+                let got = fetch_chunk(http, &url, tree_id, key, a, b);
                 let failed = got.is_err();
                 if let Ok(mut slot) = results[i].lock() {
                     *slot = Some(got);

@@ -137,7 +137,7 @@ impl Target {
         let zero = shard_of(store, source).map_err(err)?;
         shards::freeze(store, kind.registry_name(), &zero, size, valid_to).map_err(err)?;
         let list = super::registry(kind, store, &[]).map_err(err)?;
-        if let Some(rotated) = super::rotated_of(kind, &list, data_dir, homes).filter(|_| list.len() > 1) {
+        if let Some(rotated) = super::rotated_of(kind, &list, data_dir, homes) {
             return Ok(rotated);
         }
         // A new data dir has no keys directory yet (the server makes it at its first start).

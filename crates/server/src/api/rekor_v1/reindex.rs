@@ -14,7 +14,7 @@ use serde::Serialize;
 use signet_log::{reindex, Log};
 
 /// The job's state on this instance, as `GET /api/admin/log/reindex` shows it.
-#[derive(Clone, Default, Serialize)]
+#[derive(Clone, Serialize)]
 pub struct Status {
     /// `idle` (never run since start), `running`, `done` or `failed`.
     state: &'static str,
@@ -23,6 +23,12 @@ pub struct Status {
     shards: Vec<ShardStatus>,
     /// Why it failed; a run started again resumes from the cursors.
     error: Option<String>,
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Status { state: "idle", started: None, finished: None, shards: Vec::new(), error: None }
+    }
 }
 
 #[derive(Clone, Serialize)]
@@ -52,8 +58,7 @@ fn now() -> String {
 
 impl Reindexing {
     pub fn status(&self) -> Status {
-        let s = self.status.lock().clone();
-        if s.state.is_empty() { Status { state: "idle", ..s } } else { s }
+        self.status.lock().clone()
     }
 
     /// Starts a run over `shards` (tree ID and log, oldest first) unless one is running, and
