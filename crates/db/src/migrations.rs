@@ -31,6 +31,7 @@ pub const REGISTRY: &[(i32, &str)] = &[
     (10, "witness"),
     (11, "log: frozen trees"),
     (12, "log: search by signer's key"),
+    (13, "log: attestations"),
 ];
 
 /// The newest version this build knows.

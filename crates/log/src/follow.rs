@@ -97,7 +97,7 @@ impl Follower {
 
     /// Queues `pending` for the sequencer; its reply comes once the entry is integrated.
     pub(crate) async fn append(&self, shared: &Shared, pending: Pending) {
-        let Pending { leaf_hash, digest, identity, public_key, body, extra, reply, .. } = pending;
+        let Pending { leaf_hash, digest, identity, public_key, body, extra, attestation, reply, .. } = pending;
         if let Some(why) = self.closed.get() {
             let _ = reply.send(Err(why.clone()));
             return;
@@ -123,7 +123,7 @@ impl Follower {
                 return;
             }
         }
-        if self.submit.send(QueuedEntry { leaf_hash, digest, identity, public_key, body, extra }).await.is_err() {
+        if self.submit.send(QueuedEntry { leaf_hash, digest, identity, public_key, body, extra, attestation }).await.is_err() {
             self.answer(&leaf_hash, Err(AppendError::Closed));
         }
         self.wake.notify_one();
@@ -341,6 +341,7 @@ pub(crate) async fn drain(shared: Arc<Shared>, tx: mpsc::Sender<Pending>, queue:
                 public_key: e.public_key,
                 body: e.body,
                 extra: e.extra,
+                attestation: e.attestation,
                 reply,
                 queued: std::time::Instant::now(),
             };

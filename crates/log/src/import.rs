@@ -95,6 +95,7 @@ impl Import {
                 body: e.body,
                 stamp: e.stamp,
                 integrated_time: Some(e.integrated_time),
+                attestation: None,
             });
         }
         let new = self.tree.size();

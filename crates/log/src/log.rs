@@ -12,7 +12,7 @@ use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
 use crate::follow::{self, Follower, Role};
 use crate::merkle::{self, ProofError};
 use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
-use crate::storage::{Batch, LogId, Queue, Storage, StorageError, StoredCheckpoint, StoredEntry};
+use crate::storage::{Attestation, Batch, LogId, Queue, Storage, StorageError, StoredCheckpoint, StoredEntry};
 use crate::tiles::TILE_WIDTH;
 use crate::snapshot::Snapshot;
 use crate::tree::{StoredNodes, Tree};
@@ -352,6 +352,7 @@ impl Log {
                 public_key: None,
                 body,
                 extra: None,
+                attestation: None,
                 reply,
                 queued: std::time::Instant::now(),
             };
@@ -510,20 +511,23 @@ impl Log {
 
     /// Submits one entry and waits until it is durable (or found to be a duplicate).
     pub async fn append(&self, body: impl Into<Leaf>, digest: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
-        self.submit(body, SearchKeys { digest, ..SearchKeys::default() }, None).await
+        self.submit(body, SearchKeys { digest, ..SearchKeys::default() }, None, None).await
     }
 
     /// [`Log::append`], searchable by the signing identity key `identity` and the signer's key
     /// index `public_key` as well ([`Log::indices_by_identity`], [`Log::indices_by_public_key`];
-    /// see [`crate::rekor::identity_key`] and [`crate::rekor::public_key_index`]).
+    /// see [`crate::rekor::identity_key`] and [`crate::rekor::public_key_index`]), and with
+    /// `attestation` kept beside it ([`crate::storage::NewEntry::attestation`]). An entry found
+    /// to be a duplicate keeps what the first one stored.
     pub async fn append_searchable(
         &self,
         body: impl Into<Leaf>,
         digest: Option<Vec<u8>>,
         identity: Option<Vec<u8>>,
         public_key: Option<Vec<u8>>,
+        attestation: Option<Attestation>,
     ) -> Result<Sequenced, AppendError> {
-        self.submit(body, SearchKeys { digest, identity, public_key }, None).await
+        self.submit(body, SearchKeys { digest, identity, public_key }, None, attestation).await
     }
 
     /// [`Log::append`], keeping `extra` as the entry's stamp (for a log without a
@@ -534,10 +538,16 @@ impl Log {
         digest: Option<Vec<u8>>,
         extra: Option<Vec<u8>>,
     ) -> Result<Sequenced, AppendError> {
-        self.submit(body, SearchKeys { digest, ..SearchKeys::default() }, extra).await
+        self.submit(body, SearchKeys { digest, ..SearchKeys::default() }, extra, None).await
     }
 
-    async fn submit(&self, leaf: impl Into<Leaf>, keys: SearchKeys, extra: Option<Vec<u8>>) -> Result<Sequenced, AppendError> {
+    async fn submit(
+        &self,
+        leaf: impl Into<Leaf>,
+        keys: SearchKeys,
+        extra: Option<Vec<u8>>,
+        attestation: Option<Attestation>,
+    ) -> Result<Sequenced, AppendError> {
         let SearchKeys { digest, identity, public_key } = keys;
         if let Some(why) = self.gate.refused.get() {
             return Err(AppendError::Refused(why.clone()));
@@ -547,7 +557,7 @@ impl Log {
         }
         let (reply, rx) = oneshot::channel();
         let Leaf { body, hash: leaf_hash } = leaf.into();
-        let pending = Pending { leaf_hash, digest, identity, public_key, body, extra, reply, queued: std::time::Instant::now() };
+        let pending = Pending { leaf_hash, digest, identity, public_key, body, extra, attestation, reply, queued: std::time::Instant::now() };
         let tx = self.tx.read().clone();
         match (tx, &self.follower) {
             (Some(tx), _) => tx.send(pending).await.map_err(|_| AppendError::Closed)?,

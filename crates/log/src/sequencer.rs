@@ -50,6 +50,8 @@ pub(crate) struct Pending {
     /// Bytes made at submission to keep beside the entry (the CT log's precertificate),
     /// stored as its stamp when the log has no [`crate::Stamper`].
     pub extra: Option<Vec<u8>>,
+    /// Kept beside the entry ([`crate::storage::NewEntry::attestation`]).
+    pub attestation: Option<crate::storage::Attestation>,
     pub reply: Reply,
     /// When it was handed to the log, for the integration latency ([`crate::stats`]).
     pub queued: std::time::Instant,
@@ -609,7 +611,7 @@ fn sign_batch(
     let mut entries = Vec::with_capacity(fresh.len());
     let mut replies = Vec::with_capacity(fresh.len());
     for (i, (p, stamp)) in fresh.drain(..).zip(stamps).enumerate() {
-        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, identity: p.identity, public_key: p.public_key, body: p.body, stamp, integrated_time: None });
+        entries.push(NewEntry { index: old_size + i as u64, leaf_hash: p.leaf_hash, digest: p.digest, identity: p.identity, public_key: p.public_key, body: p.body, stamp, integrated_time: None, attestation: p.attestation });
         replies.push(p.reply);
     }
     Ok((checkpoint, entries, replies))

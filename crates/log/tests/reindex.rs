@@ -55,7 +55,7 @@ async fn entries_logged_without_keys_get_them_from_their_bodies() {
         }
         // Entry 7 logged now, with its keys; and 8, a body that names no signer.
         let e = hashedrekord(&bare, b"artifact 7");
-        log.append_searchable(e.body, Some(e.digest_key.into_bytes()), e.identity.map(String::into_bytes), Some(e.public_key.into_bytes()))
+        log.append_searchable(e.body, Some(e.digest_key.into_bytes()), e.identity.map(String::into_bytes), Some(e.public_key.into_bytes()), None)
             .await
             .unwrap();
         log.append(b"not a rekor body".to_vec(), None).await.unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::backends;
 use signet_keys::Signer;
 use signet_log::merkle;
-use signet_log::storage::{Batch, LeafTile, NewEntry, PostgresStorage, Queue, QueuedEntry, SqliteStorage, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
+use signet_log::storage::{Attestation, Batch, LeafTile, NewEntry, PostgresStorage, Queue, QueuedEntry, SqliteStorage, Storage, StorageError, StorageUrl, StoredCheckpoint, Tile};
 use signet_log::tilecache::Expanded;
 use signet_log::{BatchPolicy, Log, LogConfig, Sequenced};
 
@@ -24,6 +24,7 @@ fn entry(index: u64, body: &[u8]) -> NewEntry {
         body: body.to_vec(),
         stamp: Some(vec![index as u8; 3]),
         integrated_time: None,
+        attestation: None,
     }
 }
 
@@ -195,6 +196,62 @@ fn optional_columns_and_large_bodies_round_trip() {
         assert_eq!((got.body.len(), got.stamp, got.integrated_time), (65_535, None, -1), "{}", b.name);
         assert_eq!(b.storage.keys(7, 0, 1).unwrap()[0].digest, None, "{}", b.name);
         assert_eq!(b.storage.latest_checkpoint(7).unwrap().unwrap().note, "ünïcode note — 1\n", "{}", b.name);
+    }
+}
+
+/// The number of rows `sql` (a `SELECT count(*)`) counts in `b`'s store.
+fn count(b: &common::Backend, sql: &str) -> i64 {
+    match &b.url {
+        StorageUrl::Sqlite(path) => rusqlite::Connection::open(path).unwrap().query_row(sql, [], |r| r.get(0)).unwrap(),
+        StorageUrl::Postgres(url) => {
+            let (url, sql) = (url.clone(), sql.to_string());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async move {
+                    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+                    tokio::spawn(conn);
+                    client.query_one(sql.as_str(), &[]).await.unwrap().get::<_, i64>(0)
+                })
+            })
+            .join()
+            .unwrap()
+        }
+    }
+}
+
+/// An attestation is stored once however many entries name it, read with each of them by
+/// every entry read, and written in its batch's transaction or not at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attestations_are_kept_once_and_read_with_their_entries() {
+    for b in backends() {
+        let s = &b.storage;
+        let (a, other) = (Attestation::new(b"statement a".to_vec()), Attestation::new(vec![7; 100 * 1024]));
+        let mut first = batch(1, 0, 4, 1);
+        first.entries[0].attestation = Some(a.clone());
+        first.entries[1].attestation = Some(a.clone());
+        first.entries[2].attestation = Some(other.clone());
+        s.commit(&first).unwrap();
+        let mut next = batch(1, 4, 5, 2);
+        next.entries[0].attestation = Some(a.clone());
+        s.commit(&next).unwrap();
+
+        let expected = [Some(&a.data), Some(&a.data), Some(&other.data), None, Some(&a.data)];
+        let all = s.entries(1, 0, 10).unwrap();
+        assert_eq!(all.iter().map(|e| e.attestation.as_ref()).collect::<Vec<_>>(), expected, "{}", b.name);
+        assert_eq!(s.entries_async(1, 0, 10).await.unwrap(), all, "{}", b.name);
+        for (i, e) in all.iter().enumerate() {
+            assert_eq!(s.entry(1, i as u64).unwrap().as_ref(), Some(e), "{}", b.name);
+            assert_eq!(s.entry_by_leaf_async(1, e.leaf_hash).await.unwrap().as_ref(), Some(e), "{}", b.name);
+        }
+        assert_eq!(count(&b, "SELECT count(*) FROM attestations"), 2, "{}: one row per content", b.name);
+
+        // A batch that fails writes no attestation either.
+        let mut bad = batch(1, 5, 6, 3);
+        bad.entries[0].attestation = Some(Attestation::new(b"statement c".to_vec()));
+        bad.entries.push(entry(0, b"a repeat of index 0"));
+        bad.checkpoint.size = 7;
+        assert!(s.commit(&bad).is_err(), "{}", b.name);
+        assert_eq!(count(&b, "SELECT count(*) FROM attestations"), 2, "{}", b.name);
     }
 }
 
@@ -516,7 +573,7 @@ async fn the_log_pages_a_search_by_identity() {
     for b in backends() {
         let log = common::open_log(b.storage.clone()).await;
         for i in 0..7u64 {
-            log.append_searchable(format!("entry {i}").into_bytes(), None, identity(i), public_key(i)).await.unwrap();
+            log.append_searchable(format!("entry {i}").into_bytes(), None, identity(i), public_key(i), None).await.unwrap();
         }
         let mut pages = Vec::new();
         let mut after = None;
@@ -556,7 +613,12 @@ fn a_store_from_before_identities_upgrades() {
         let applied = match &b.url {
             StorageUrl::Sqlite(path) => {
                 let c = rusqlite::Connection::open(path).unwrap();
-                c.execute_batch("ALTER TABLE entry_keys DROP COLUMN identity; ALTER TABLE entry_keys DROP COLUMN public_key; PRAGMA user_version = 2;").unwrap();
+                // Version 2 had no attestations either.
+                c.execute_batch(
+                    "ALTER TABLE entry_keys DROP COLUMN identity; ALTER TABLE entry_keys DROP COLUMN public_key; \
+                     ALTER TABLE entry_bodies DROP COLUMN attestation; DROP TABLE attestations; PRAGMA user_version = 2;",
+                )
+                .unwrap();
                 let index = rusqlite::Connection::open(format!("{}.keys", path.display())).unwrap();
                 index.execute_batch("DROP TABLE identities; DROP TABLE public_keys").unwrap();
                 drop((c, index));
@@ -571,7 +633,7 @@ fn a_store_from_before_identities_upgrades() {
                 PostgresStorage::open(url).unwrap().applied_migrations.clone()
             }
         };
-        assert_eq!(applied, match b.url { StorageUrl::Sqlite(_) => [3, 4], StorageUrl::Postgres(_) => [8, 12] }, "{}", b.name);
+        assert_eq!(applied, match b.url { StorageUrl::Sqlite(_) => vec![3, 4, 5], StorageUrl::Postgres(_) => vec![8, 12] }, "{}", b.name);
         let s = b.reopen();
         assert_eq!(s.keys(1, 0, 3).unwrap().iter().map(|k| k.identity.clone()).collect::<Vec<_>>(), [None, None, None], "{}", b.name);
         assert_eq!(s.keys(1, 0, 3).unwrap().iter().map(|k| k.public_key.clone()).collect::<Vec<_>>(), [None, None, None], "{}", b.name);
@@ -584,9 +646,10 @@ fn a_store_from_before_identities_upgrades() {
     }
 }
 
-/// Entries queued by an instance that does not sequence keep their identity for the one that does.
+/// Entries queued by an instance that does not sequence keep their identity and attestation
+/// for the one that does.
 #[test]
-fn the_queue_keeps_the_identity() {
+fn the_queue_keeps_the_identity_and_the_attestation() {
     let Some(server) = common::postgres_url() else { return };
     let q = PostgresStorage::open(&common::fresh_database(&server)).unwrap();
     let queued = |body: &[u8], identity: Option<&[u8]>| QueuedEntry {
@@ -596,6 +659,7 @@ fn the_queue_keeps_the_identity() {
         public_key: identity.map(|_| KEY_A.to_vec()),
         body: body.to_vec(),
         extra: None,
+        attestation: identity.map(|_| Attestation::new(b"statement".to_vec())),
     };
     let sent = vec![queued(b"a", Some(ALICE)), queued(b"b", None)];
     q.enqueue(1, &sent).unwrap();

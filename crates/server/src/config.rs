@@ -548,6 +548,10 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Deepest nesting of arrays and objects in a JSON body.
     pub max_json_depth: usize,
+    /// Largest intoto attestation (an envelope's decoded payload) kept and served with its
+    /// entry as `attestation.data`, as Rekor's `max_attestation_size`. A larger one is logged
+    /// all the same, and served without it; 0 keeps none.
+    pub max_attestation_bytes: usize,
 }
 
 impl Limits {
@@ -694,6 +698,7 @@ impl Default for Limits {
             max_header_count: 64,
             max_header_bytes: 16 * 1024,
             max_json_depth: 32,
+            max_attestation_bytes: 100 * 1024,
         }
     }
 }
@@ -874,6 +879,12 @@ impl Config {
             if !range.contains(&value) {
                 return Err(ConfigError::Invalid(format!("limits.{name} must be {}..={}, got {value}", range.start(), range.end())));
             }
+        }
+        if self.limits.max_attestation_bytes > self.limits.max_body_bytes {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_attestation_bytes must be at most limits.max_body_bytes ({}): an attestation arrives inside a request; got {}",
+                self.limits.max_body_bytes, self.limits.max_attestation_bytes
+            )));
         }
         if !(1024..=65_535).contains(&self.limits.max_entry_bytes) {
             return Err(ConfigError::Invalid(format!(

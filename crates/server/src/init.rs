@@ -273,6 +273,7 @@ listen = "127.0.0.1:8080"
 # max_header_count = 64
 # max_header_bytes = 16384
 # max_json_depth = 32
+# max_attestation_bytes = 102400
 
 [http]
 # header_read_timeout_secs = 10

@@ -29,6 +29,8 @@ pub struct AppState {
     pub input_limits: signet_guard::InputLimits,
     /// Largest entry body either Rekor log admits (`limits.max_entry_bytes`).
     pub max_entry: usize,
+    /// Largest intoto attestation kept (`limits.max_attestation_bytes`).
+    pub max_attestation: usize,
     /// The development OIDC issuer; only under `--dev`.
     pub dev_issuer: Option<Arc<DevIssuer>>,
     /// Verifies identity tokens for the CA.
@@ -458,6 +460,7 @@ impl AppState {
             max_body: cfg.limits.max_body_bytes,
             input_limits: cfg.limits.input(),
             max_entry: cfg.limits.max_entry_bytes,
+            max_attestation: cfg.limits.max_attestation_bytes,
             dev_issuer,
             tokens,
             ca,

@@ -28,7 +28,7 @@ fn build(rt: &tokio::runtime::Runtime, dir: &Path, key: &Arc<Signer>, bodies: &[
     let entries: Vec<NewEntry> = bodies
         .iter()
         .enumerate()
-        .map(|(i, b)| NewEntry { index: i as u64, leaf_hash: merkle::leaf_hash(b), digest: None, identity: None, public_key: None, body: b.clone(), stamp: None, integrated_time: None })
+        .map(|(i, b)| NewEntry { index: i as u64, leaf_hash: merkle::leaf_hash(b), digest: None, identity: None, public_key: None, body: b.clone(), stamp: None, integrated_time: None, attestation: None })
         .collect();
     for e in &entries {
         tree.push(e.leaf_hash);

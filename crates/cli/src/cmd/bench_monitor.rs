@@ -195,7 +195,7 @@ fn fill(dir: &Path, target: u64, grow: u64, certs: usize) -> Result<u64, String>
             .into_iter()
             .chain(second?)
             .zip(old..new)
-            .map(|(body, index)| NewEntry { index, leaf_hash: merkle::leaf_hash(&body), digest: None, identity: None, public_key: None, body, stamp: None, integrated_time: None })
+            .map(|(body, index)| NewEntry { index, leaf_hash: merkle::leaf_hash(&body), digest: None, identity: None, public_key: None, body, stamp: None, integrated_time: None, attestation: None })
             .collect();
         super::bench_scale::commit_entries(storage.as_ref(), &mut tree, &signer, (LOG, ORIGIN), old, entries)?;
         if new % 200_000 < 4096 {

@@ -106,7 +106,7 @@ fn fill(a: &Args) -> Result<(), String> {
             .map(|i| {
                 let body = body(i, a.body_bytes);
                 // A SET is a DER ECDSA P-256 signature, 70 to 72 bytes.
-                NewEntry { index: i, leaf_hash: merkle::leaf_hash(&body), digest: Some(digest(i)), identity: None, public_key: None, body, stamp: Some(vec![0x30; 71]), integrated_time: None }
+                NewEntry { index: i, leaf_hash: merkle::leaf_hash(&body), digest: Some(digest(i)), identity: None, public_key: None, body, stamp: Some(vec![0x30; 71]), integrated_time: None, attestation: None }
             })
             .collect();
         commit_entries(storage.as_ref(), &mut tree, &signer, (LOG, ORIGIN), old, entries)?;

@@ -43,6 +43,7 @@ fn batch(start: u64, body: &[u8], set: &[u8]) -> Batch {
             body: body.to_vec(),
             stamp: Some(set.to_vec()),
             integrated_time: None,
+            attestation: None,
         })
         .collect();
     let tile1 = start / BATCH;

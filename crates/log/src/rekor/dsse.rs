@@ -70,22 +70,8 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
 pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
     let spec: DsseSpec = wire::from_slice(spec.as_bytes()).map_err(|e| e.within("spec"))?;
     let ProposedContent { envelope: envelope_text, verifiers: verifier_values } = spec.proposed_content;
-    let envelope: Envelope = wire::from_str_at(&envelope_text, "spec.proposedContent.envelope")?;
-    let payload_type = envelope.payload_type.as_str();
-    let payload = envelope.payload.0;
-    if envelope.signatures.is_empty() {
-        return Err(malformed("spec.proposedContent.envelope.signatures", "must be a list of one or more signatures"));
-    }
-    if envelope.signatures.len() > MAX_SIGNATURES {
-        return Err(malformed("spec.proposedContent.envelope.signatures", format!("at most {MAX_SIGNATURES} signatures, got {}", envelope.signatures.len())));
-    }
-    let mut signatures = Vec::with_capacity(envelope.signatures.len());
-    for (i, s) in envelope.signatures.into_iter().enumerate() {
-        if s.sig.0.is_empty() {
-            return Err(malformed(format!("spec.proposedContent.envelope.signatures[{i}].sig"), "signature is empty"));
-        }
-        signatures.push(s.sig.0);
-    }
+    let ParsedEnvelope { payload_type, payload, signatures } = parse_envelope(&envelope_text, "spec.proposedContent.envelope")?;
+    let payload_type = payload_type.as_str();
 
     if verifier_values.is_empty() {
         return Err(malformed("spec.proposedContent.verifiers", "must be a list of one or more base64 PEM keys or certificates"));
@@ -137,7 +123,34 @@ pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
     }));
     let subject = (payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
     let identity = first_certificate.and_then(|der| super::certificate_identity(&der));
-    Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity, public_key })
+    Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hash)), identity, public_key, attestation: None })
+}
+
+/// A DSSE envelope's parts, decoded.
+pub(super) struct ParsedEnvelope {
+    pub payload_type: String,
+    pub payload: Vec<u8>,
+    /// Each signature, decoded and not empty; one to [`MAX_SIGNATURES`].
+    pub signatures: Vec<Vec<u8>>,
+}
+
+/// Reads the DSSE envelope JSON `text` (sent as a string field at `field`).
+pub(super) fn parse_envelope(text: &str, field: &str) -> Result<ParsedEnvelope, EntryError> {
+    let envelope: Envelope = wire::from_str_at(text, field)?;
+    if envelope.signatures.is_empty() {
+        return Err(malformed(format!("{field}.signatures"), "must be a list of one or more signatures"));
+    }
+    if envelope.signatures.len() > MAX_SIGNATURES {
+        return Err(malformed(format!("{field}.signatures"), format!("at most {MAX_SIGNATURES} signatures, got {}", envelope.signatures.len())));
+    }
+    let mut signatures = Vec::with_capacity(envelope.signatures.len());
+    for (i, s) in envelope.signatures.into_iter().enumerate() {
+        if s.sig.0.is_empty() {
+            return Err(malformed(format!("{field}.signatures[{i}].sig"), "signature is empty"));
+        }
+        signatures.push(s.sig.0);
+    }
+    Ok(ParsedEnvelope { payload_type: envelope.payload_type, payload: envelope.payload.0, signatures })
 }
 
 /// The first `subject[].digest.sha256` of an in-toto statement, lower-case, if well-formed.

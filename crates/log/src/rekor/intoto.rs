@@ -20,7 +20,7 @@ use signet_core::wire::{self, Base64};
 use signet_core::{b64, hash::sha256};
 
 use super::dsse::{first_sha256_subject, pae, MAX_SIGNATURES};
-use super::{malformed, pem_key, rejected, EntryError, VerifiedEntry};
+use super::{malformed, pem_key, rejected, Attestation, EntryError, VerifiedEntry};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -119,7 +119,8 @@ pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
             format!("at most {MAX_SIGNATURES} signatures, got {}", envelope.signatures.len()),
         ));
     }
-    let payload_hex = hex::encode(sha256(&payload));
+    let payload_digest = sha256(&payload);
+    let payload_hex = hex::encode(payload_digest);
     if let Some(claimed) = &payload_hash {
         if !claimed.checked("spec.content.payloadHash")?.eq_ignore_ascii_case(&payload_hex) {
             return Err(rejected("spec.content.payloadHash.value", format!("is not the SHA-256 of the envelope's payload ({payload_hex})")));
@@ -171,7 +172,8 @@ pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
 
     let body = canonical_body(&envelope, hash, &payload_hex);
     let subject = (envelope.payload_type == "application/vnd.in-toto+json").then(|| first_sha256_subject(&payload)).flatten();
-    Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity, public_key })
+    let attestation = Some(Attestation { digest: payload_digest, data: payload });
+    Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity, public_key, attestation })
 }
 
 /// Go's `json.Marshal` of the stored entry (see the module's comment).
@@ -326,7 +328,7 @@ mod tests {
         let cases: Vec<(&str, Value)> = vec![
             ("apiVersion", {
                 let mut r = good.clone();
-                r["apiVersion"] = json!("0.0.1");
+                r["apiVersion"] = json!("0.0.3");
                 r
             }),
             ("spec.content", json!({"apiVersion": "0.0.2", "kind": "intoto", "spec": {}})),

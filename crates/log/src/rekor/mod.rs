@@ -3,6 +3,7 @@
 //! - [`v1`]: Rekor v1 `hashedrekord` 0.0.1 entries, their canonical bodies and SETs.
 //! - [`dsse`]: Rekor v1 `dsse` 0.0.1 entries (DSSE envelopes, recorded by their hashes).
 //! - [`intoto`]: Rekor v1 `intoto` 0.0.2 entries (DSSE envelopes with a key per signature).
+//! - [`intoto_v001`]: Rekor v1 `intoto` 0.0.1 entries (an envelope and the one key that signed it).
 //! - [`v2`]: Rekor v2 `hashedRekordRequestV002` entries and `TransparencyLogEntry` replies.
 //! - [`genesis`]: the log's own first entry, so no client entry sits at index 0.
 //! - [`copy`]: another Rekor's entries as its API serves them, checked for `signet import rekor`.
@@ -16,9 +17,11 @@ pub mod dsse;
 pub mod genesis;
 pub mod identity;
 pub mod intoto;
+pub mod intoto_v001;
 pub mod v1;
 pub mod v2;
 
+pub use crate::storage::Attestation;
 pub use identity::{certificate_identity, email_key, identity_key, public_key_index, stored_keys, StoredKeys};
 
 /// A Rekor v1 entry of any kind, verified and ready to append.
@@ -35,6 +38,10 @@ pub struct VerifiedEntry {
     /// The key of the signer's key index ([`public_key_index`]): of the key or certificate a
     /// hashedrekord names, of an envelope's first.
     pub public_key: String,
+    /// An intoto entry's attestation: its envelope's decoded payload (the in-toto statement),
+    /// which the body leaves out. As with Rekor's optional attestation storage, it is kept
+    /// beside the log and served with the entry as `attestation.data`.
+    pub attestation: Option<Attestation>,
 }
 
 /// Why an entry was refused. Every variant names the offending field by its JSON path.

@@ -1,6 +1,6 @@
 //! Rekor v1 `hashedrekord` 0.0.1: parsing, verification, canonical bodies and SETs. The
-//! entry parser also takes `dsse` 0.0.1 and `intoto` 0.0.2, whose formats live in
-//! [`super::dsse`] and [`super::intoto`].
+//! entry parser also takes `dsse` 0.0.1 and `intoto` 0.0.2 and 0.0.1, whose formats live in
+//! [`super::dsse`], [`super::intoto`] and [`super::intoto_v001`].
 //!
 //! The canonical body is what Rekor stores and hashes into the tree: the RFC 8785 JSON of
 //! `{apiVersion, kind, spec: {data: {hash}, signature: {content, publicKey: {content}}}}`,
@@ -22,7 +22,7 @@ use crate::log::Stamper;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProposedEntry {
-    /// `0.0.1` (`0.0.2` for intoto).
+    /// `0.0.1` (`0.0.2` or `0.0.1` for intoto).
     api_version: String,
     /// `hashedrekord`, `dsse` or `intoto`.
     kind: String,
@@ -38,7 +38,8 @@ fn spec_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         .item(Ref::from_schema_name("HashedRekordV001Spec"))
         .item(Ref::from_schema_name("DsseV001Spec"))
         .item(Ref::from_schema_name("IntotoV002Spec"))
-        .description(Some("the spec of the entry's kind: hashedrekord 0.0.1, dsse 0.0.1 or intoto 0.0.2"))
+        .item(Ref::from_schema_name("IntotoV001Spec"))
+        .description(Some("the spec of the entry's kind: hashedrekord 0.0.1, dsse 0.0.1, intoto 0.0.2 or intoto 0.0.1"))
         .into()
 }
 
@@ -53,6 +54,7 @@ pub fn request_schemas(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::ope
     add::<HashedRekordSpec>(out);
     add::<super::dsse::DsseSpec>(out);
     add::<super::intoto::IntotoSpec>(out);
+    add::<super::intoto_v001::IntotoSpec>(out);
 }
 
 /// `spec` of a hashedrekord 0.0.1.
@@ -112,17 +114,20 @@ pub fn parse_value(request: &serde_json::Value) -> Result<VerifiedEntry, EntryEr
 /// Verifies a proposed entry read by [`parse`], and makes its canonical body.
 pub fn verify(request: &ProposedEntry) -> Result<VerifiedEntry, EntryError> {
     let kind = request.kind.as_str();
-    let version = match kind {
-        "hashedrekord" | "dsse" => "0.0.1",
-        "intoto" => "0.0.2",
+    let versions: &[&str] = match kind {
+        "hashedrekord" | "dsse" => &["0.0.1"],
+        "intoto" => &["0.0.2", "0.0.1"],
         _ => return Err(malformed("kind", format!("unsupported kind {kind:?}; this log accepts \"hashedrekord\", \"dsse\" and \"intoto\""))),
     };
-    if request.api_version != version {
-        return Err(malformed("apiVersion", format!("unsupported {kind} version {:?}; expected \"{version}\"", request.api_version)));
+    let version = request.api_version.as_str();
+    if !versions.contains(&version) {
+        let expected = versions.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" or ");
+        return Err(malformed("apiVersion", format!("unsupported {kind} version {version:?}; expected {expected}")));
     }
-    match kind {
-        "intoto" => return super::intoto::parse_spec(request.spec.get()),
-        "dsse" => return super::dsse::parse_spec(request.spec.get()),
+    match (kind, version) {
+        ("intoto", "0.0.2") => return super::intoto::parse_spec(request.spec.get()),
+        ("intoto", _) => return super::intoto_v001::parse_spec(request.spec.get()),
+        ("dsse", _) => return super::dsse::parse_spec(request.spec.get()),
         _ => {}
     }
     let spec: HashedRekordSpec = wire::from_slice(request.spec.get().as_bytes()).map_err(|e| e.within("spec"))?;
@@ -148,7 +153,7 @@ pub fn verify(request: &ProposedEntry) -> Result<VerifiedEntry, EntryError> {
     let canonical_key = signet_core::pem::encode(&block.label, &block.der);
     let body = canonical_body(alg_name, &hex_value, &b64::encode(sig), &b64::encode(canonical_key));
     let public_key = super::public_key_index(&block.label, &block.der);
-    Ok(VerifiedEntry { body, digest_key: format!("{alg_name}:{hex_value}"), identity, public_key })
+    Ok(VerifiedEntry { body, digest_key: format!("{alg_name}:{hex_value}"), identity, public_key, attestation: None })
 }
 
 /// The RFC 8785 form of a hashedrekord 0.0.1 body, written directly: every value is an
@@ -221,17 +226,27 @@ pub struct EntryView<'a> {
     pub root_hash: &'a [u8; 32],
     pub tree_size: u64,
     pub checkpoint: &'a str,
+    /// An intoto entry's kept attestation, served as `attestation.data` (Rekor's field).
+    pub attestation: Option<&'a [u8]>,
 }
 
 impl EntryView<'_> {
     /// The JSON text, written directly: this is the hot path of every entry read, and every
     /// field but the checkpoint is hex, base64 or a number, so only that one needs escaping.
     pub fn to_json_string(&self) -> String {
-        let mut s = String::with_capacity(self.body.len() * 4 / 3 + self.proof.len() * 70 + 600);
+        let attestation_len = self.attestation.map_or(0, |a| a.len() * 4 / 3 + 24);
+        let mut s = String::with_capacity(self.body.len() * 4 / 3 + self.proof.len() * 70 + 600 + attestation_len);
         s.push_str("{\"");
         s.push_str(self.uuid);
-        s.push_str("\":{\"body\":\"");
-        s.push_str(&b64::encode(self.body));
+        s.push_str("\":{");
+        // First, as Go orders Rekor's LogEntryAnon fields.
+        if let Some(data) = self.attestation {
+            s.push_str("\"attestation\":{\"data\":\"");
+            b64::encode_into(data, &mut s);
+            s.push_str("\"},");
+        }
+        s.push_str("\"body\":\"");
+        b64::encode_into(self.body, &mut s);
         s.push_str(&format!("\",\"integratedTime\":{},\"logID\":\"", self.integrated_time));
         s.push_str(self.log_id_hex);
         s.push_str(&format!("\",\"logIndex\":{},\"verification\":{{\"inclusionProof\":{{\"checkpoint\":", self.index));
@@ -372,6 +387,7 @@ pub(crate) mod tests {
             root_hash: &[3u8; 32],
             tree_size: 4,
             checkpoint: "o\n4\nr\n\n\u{2014} o x\n",
+            attestation: None,
         }
         .to_json_string();
         let v: Value = serde_json::from_str(&text).unwrap();

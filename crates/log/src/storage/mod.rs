@@ -53,6 +53,23 @@ pub struct NewEntry {
     /// The entry's own integrated time, where it is not the batch's: an entry copied from
     /// another log keeps the time that log gave it ([`crate::import`]).
     pub integrated_time: Option<i64>,
+    /// Kept beside the entry and read with it (an intoto entry's attestation).
+    pub attestation: Option<Attestation>,
+}
+
+/// Bytes an entry names but its body leaves out (an intoto entry's in-toto statement), kept
+/// once per content: entries with the same attestation share one stored copy, found by its
+/// SHA-256, which the entry's row records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attestation {
+    pub digest: Hash,
+    pub data: Vec<u8>,
+}
+
+impl Attestation {
+    pub fn new(data: Vec<u8>) -> Self {
+        Attestation { digest: signet_core::hash::sha256(&data), data }
+    }
 }
 
 /// An entry as read back.
@@ -63,6 +80,8 @@ pub struct StoredEntry {
     pub integrated_time: i64,
     pub body: Vec<u8>,
     pub stamp: Option<Vec<u8>>,
+    /// Its attestation's bytes, if it was logged with one ([`NewEntry::attestation`]).
+    pub attestation: Option<Vec<u8>>,
 }
 
 /// The lookup keys of one entry.
@@ -165,6 +184,7 @@ pub struct QueuedEntry {
     pub body: Vec<u8>,
     /// Bytes made at submission to keep beside the entry (the CT log's precertificate).
     pub extra: Option<Vec<u8>>,
+    pub attestation: Option<Attestation>,
 }
 
 /// Where instances that do not sequence leave their entries for the one that does: Trillian's

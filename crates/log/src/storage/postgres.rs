@@ -128,6 +128,15 @@ ALTER TABLE entries ADD COLUMN public_key BYTEA;
 CREATE INDEX entries_by_public_key ON entries(log, public_key, idx) WHERE public_key IS NOT NULL;
 ALTER TABLE queue ADD COLUMN public_key BYTEA;
 ",
+}, Migration {
+    version: 13,
+    name: "attestations",
+    // One row per content (an intoto entry's statement); an entry names its own by digest.
+    sql: "
+CREATE TABLE attestations(digest BYTEA PRIMARY KEY, data BYTEA NOT NULL);
+ALTER TABLE entries ADD COLUMN attestation BYTEA;
+ALTER TABLE queue ADD COLUMN attestation BYTEA;
+",
 }];
 
 /// The one lease: the instance holding it sequences every log in the database.
@@ -306,14 +315,11 @@ impl Pool {
         let client = self.connect_client().await?;
         let st = Statements {
             entry: client
-                .prepare("SELECT idx, body, stamp, integrated_time FROM entries WHERE log = $1 AND idx = $2")
+                .prepare(concat!(ENTRY_COLUMNS!(), " WHERE e.log = $1 AND e.idx = $2"))
                 .await
                 .map_err(classify)?,
             entries: client
-                .prepare(
-                    "SELECT idx, body, stamp, integrated_time FROM entries \
-                     WHERE log = $1 AND idx >= $2 AND idx < $3 ORDER BY idx",
-                )
+                .prepare(concat!(ENTRY_COLUMNS!(), " WHERE e.log = $1 AND e.idx >= $2 AND e.idx < $3 ORDER BY e.idx"))
                 .await
                 .map_err(classify)?,
             keys: client
@@ -594,8 +600,17 @@ fn stored_entry(r: &tokio_postgres::Row) -> Result<StoredEntry, tokio_postgres::
         integrated_time: r.try_get(3)?,
         body,
         stamp: r.try_get(2)?,
+        attestation: r.try_get(4)?,
     })
 }
+
+/// The columns [`stored_entry`] reads, in its order: an entry row and its attestation's bytes.
+macro_rules! ENTRY_COLUMNS {
+    () => {
+        "SELECT e.idx, e.body, e.stamp, e.integrated_time, a.data FROM entries e LEFT JOIN attestations a ON a.digest = e.attestation"
+    };
+}
+use ENTRY_COLUMNS;
 
 async fn read_entry(c: Arc<Conn>, log: LogId, index: u64) -> Result<Option<StoredEntry>, tokio_postgres::Error> {
     let row = c.client.query_opt(&c.st.entry, &[&(log as i16), &(index as i64)]).await?;
@@ -870,11 +885,13 @@ struct QueueColumns {
     public_key: Vec<Option<Vec<u8>>>,
     body: Vec<Vec<u8>>,
     extra: Vec<Option<Vec<u8>>>,
+    attestation: Vec<Option<Vec<u8>>>,
 }
 
 impl QueueColumns {
     fn of(entries: impl IntoIterator<Item = QueuedEntry>) -> QueueColumns {
-        let mut c = QueueColumns { leaf: vec![], digest: vec![], identity: vec![], public_key: vec![], body: vec![], extra: vec![] };
+        let mut c =
+            QueueColumns { leaf: vec![], digest: vec![], identity: vec![], public_key: vec![], body: vec![], extra: vec![], attestation: vec![] };
         for e in entries {
             c.leaf.push(e.leaf_hash.to_vec());
             c.digest.push(e.digest);
@@ -882,6 +899,7 @@ impl QueueColumns {
             c.public_key.push(e.public_key);
             c.body.push(e.body);
             c.extra.push(e.extra);
+            c.attestation.push(e.attestation.map(|a| a.data));
         }
         c
     }
@@ -890,10 +908,10 @@ impl QueueColumns {
 async fn insert_queued(c: Arc<Conn>, log: LogId, q: QueueColumns) -> Result<(), tokio_postgres::Error> {
     c.client
         .execute(
-            "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity, public_key) \
-             SELECT $1, l, d, b, x, n, k FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[]) AS t(l, d, b, x, n, k) \
-             ON CONFLICT (log, leaf_hash) DO NOTHING",
-            &[&(log as i16), &q.leaf, &q.digest, &q.body, &q.extra, &q.identity, &q.public_key],
+            "INSERT INTO queue(log, leaf_hash, digest, body, extra, identity, public_key, attestation) \
+             SELECT $1, l, d, b, x, n, k, a FROM UNNEST($2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[]) \
+             AS t(l, d, b, x, n, k, a) ON CONFLICT (log, leaf_hash) DO NOTHING",
+            &[&(log as i16), &q.leaf, &q.digest, &q.body, &q.extra, &q.identity, &q.public_key, &q.attestation],
         )
         .await
         .map(|_| ())
@@ -902,7 +920,7 @@ async fn insert_queued(c: Arc<Conn>, log: LogId, q: QueueColumns) -> Result<(), 
 async fn select_queued(c: Arc<Conn>, log: LogId, limit: usize) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
     let limit = limit.min(i64::MAX as usize) as i64;
     c.client
-        .query("SELECT id, leaf_hash, digest, body, extra, identity, public_key FROM queue WHERE log = $1 ORDER BY id LIMIT $2", &[&(log as i16), &limit])
+        .query("SELECT id, leaf_hash, digest, body, extra, identity, public_key, attestation FROM queue WHERE log = $1 ORDER BY id LIMIT $2", &[&(log as i16), &limit])
         .await
 }
 
@@ -917,6 +935,8 @@ fn parse_queued(rows: &[tokio_postgres::Row]) -> Result<Vec<(i64, QueuedEntry)>,
                 extra: r.try_get(4).map_err(classify)?,
                 identity: r.try_get(5).map_err(classify)?,
                 public_key: r.try_get(6).map_err(classify)?,
+                // The digest is made again from the bytes, not trusted from the row.
+                attestation: r.try_get::<_, Option<Vec<u8>>>(7).map_err(classify)?.map(Attestation::new),
             };
             Ok((r.try_get(0).map_err(classify)?, entry))
         })
@@ -1024,6 +1044,8 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
         let (mut idx, mut leaf, mut digest, mut body, mut stamp) =
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         let (mut identity, mut public_key, mut time) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut attestation = Vec::with_capacity(n);
+        let (mut attested_digest, mut attested_data) = (Vec::new(), Vec::new());
         for e in &batch.entries {
             idx.push(bigint(e.index));
             time.push(e.integrated_time.unwrap_or(batch.integrated_time));
@@ -1033,15 +1055,29 @@ async fn commit(client: &mut Client, batch: &Batch, fence: Option<&Lease>) -> Re
             public_key.push(e.public_key.as_deref());
             body.push(e.body.as_slice());
             stamp.push(e.stamp.as_deref());
+            attestation.push(e.attestation.as_ref().map(|a| &a.digest[..]));
+            if let Some(a) = &e.attestation {
+                attested_digest.push(&a.digest[..]);
+                attested_data.push(a.data.as_slice());
+            }
         }
         tx.execute(
-            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp, identity, public_key) \
-             SELECT $1, i, l, d, t, b, s, n, k FROM UNNEST($2::BIGINT[], $3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[], $9::BYTEA[]) \
-             AS u(t, i, l, d, b, s, n, k)",
-            &[&log, &time, &idx, &leaf, &digest, &body, &stamp, &identity, &public_key],
+            "INSERT INTO entries(log, idx, leaf_hash, digest, integrated_time, body, stamp, identity, public_key, attestation) \
+             SELECT $1, i, l, d, t, b, s, n, k, a \
+             FROM UNNEST($2::BIGINT[], $3::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BYTEA[], $8::BYTEA[], $9::BYTEA[], $10::BYTEA[]) \
+             AS u(t, i, l, d, b, s, n, k, a)",
+            &[&log, &time, &idx, &leaf, &digest, &body, &stamp, &identity, &public_key, &attestation],
         )
         .await
         .map_err(classify)?;
+        if !attested_digest.is_empty() {
+            tx.execute(
+                "INSERT INTO attestations(digest, data) SELECT d, a FROM UNNEST($1::BYTEA[], $2::BYTEA[]) AS u(d, a) ON CONFLICT (digest) DO NOTHING",
+                &[&attested_digest, &attested_data],
+            )
+            .await
+            .map_err(classify)?;
+        }
     }
     for t in &batch.tiles {
         tx.execute(

@@ -75,6 +75,7 @@ impl Shard {
             root_hash: &head.checkpoint.root_hash,
             tree_size: size,
             checkpoint: &head.note,
+            attestation: entry.attestation.as_deref(),
         }
         .to_json_string())
     }
@@ -261,8 +262,10 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
     let uuid = rekor.uuid(&leaf_hash);
     let location = format!("/api/v1/log/entries/{uuid}");
     let identity = entry.identity.map(String::into_bytes);
+    let attestation = entry.attestation.filter(|a| a.data.len() <= state.max_attestation);
     let appending = crate::otel::span!("log.append", signet.log = "rekor-v1");
-    let searchable = rekor.log.append_searchable(leaf, Some(entry.digest_key.into_bytes()), identity, Some(entry.public_key.into_bytes()));
+    let searchable =
+        rekor.log.append_searchable(leaf, Some(entry.digest_key.into_bytes()), identity, Some(entry.public_key.into_bytes()), attestation);
     match searchable.instrument(appending).await? {
         Sequenced::New { index, integrated_time, stamp, checkpoint } => {
             let proof = rekor.log.inclusion_proof(index, checkpoint.checkpoint.size)?;
@@ -278,6 +281,8 @@ pub async fn create_entry(State(state): State<Arc<AppState>>, Typed(request): Ty
                 root_hash: &checkpoint.checkpoint.root_hash,
                 tree_size: checkpoint.checkpoint.size,
                 checkpoint: &checkpoint.note,
+                // As Rekor's answer to an append: the attestation comes with reads.
+                attestation: None,
             };
             let mut response = (
                 StatusCode::CREATED,

@@ -250,6 +250,18 @@ const MIGRATIONS: &[Migration] = &[
     // The signer's key an entry is searchable by (rekor-cli `search --public-key`), likewise
     // NULL for the entries before.
     Migration { version: 4, apply: |tx| add_key_column(tx, "public_key") },
+    // intoto entries' attestations, one row per content (`NewEntry::attestation`); an entry
+    // row names its own by digest. A rowid table: rows run to the attestation limit (100 KiB
+    // by default), too long for a WITHOUT ROWID table's B-tree.
+    Migration { version: 5, apply: |tx| {
+        let has: bool = tx.query_row("SELECT count(*) FROM pragma_table_info('entry_bodies') WHERE name = 'attestation'", [], |r| {
+            r.get::<_, i64>(0).map(|n| n > 0)
+        })?;
+        if !has {
+            tx.execute_batch("ALTER TABLE entry_bodies ADD COLUMN attestation BLOB")?;
+        }
+        tx.execute_batch("CREATE TABLE IF NOT EXISTS attestations(digest BLOB NOT NULL UNIQUE, data BLOB NOT NULL)")
+    } },
 ];
 
 /// Adds the search key column `entry_keys.<column>` (schema versions 3 and 4).
@@ -475,13 +487,14 @@ impl Drop for SqliteStorage {
 }
 
 /// Entry rows from `entry_bodies` alone, except for rows older than its `integrated_time`
-/// column (COALESCE evaluates the subquery only for those). A macro, so that each statement
+/// column (COALESCE evaluates the subquery only for those) and rows with an attestation. A macro, so that each statement
 /// is a constant that the statement cache finds without formatting a string per read.
 macro_rules! entry_select {
     ($where:literal) => {
         concat!(
             "SELECT b.id, b.body, b.stamp, ",
-            "COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)) ",
+            "COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)), ",
+            "CASE WHEN b.attestation IS NULL THEN NULL ELSE (SELECT a.data FROM attestations a WHERE a.digest = b.attestation) END ",
             "FROM entry_bodies b ",
             $where
         )
@@ -516,6 +529,7 @@ fn stored_entry(log: LogId, row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredE
         integrated_time: row.get(3)?,
         body,
         stamp: row.get(2)?,
+        attestation: row.get(4)?,
     })
 }
 
@@ -539,14 +553,20 @@ impl Storage for SqliteStorage {
                 .prepare_cached("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time, identity, public_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(backend)?;
             let mut bodies = tx
-                .prepare_cached("INSERT INTO entry_bodies(id, body, stamp, integrated_time) VALUES (?1, ?2, ?3, ?4)")
+                .prepare_cached("INSERT INTO entry_bodies(id, body, stamp, integrated_time, attestation) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(backend)?;
             for e in &batch.entries {
                 let id = row_id(batch.log, e.index);
                 let time = e.integrated_time.unwrap_or(batch.integrated_time);
                 keys.execute(params![id, &e.leaf_hash[..], e.digest.as_deref(), time, e.identity.as_deref(), e.public_key.as_deref()])
                     .map_err(backend)?;
-                bodies.execute(params![id, &e.body, e.stamp.as_deref(), time]).map_err(backend)?;
+                let attestation = e.attestation.as_ref().map(|a| &a.digest[..]);
+                bodies.execute(params![id, &e.body, e.stamp.as_deref(), time, attestation]).map_err(backend)?;
+                if let Some(a) = &e.attestation {
+                    tx.prepare_cached("INSERT OR IGNORE INTO attestations(digest, data) VALUES (?1, ?2)")
+                        .and_then(|mut st| st.execute(params![&a.digest[..], &a.data]))
+                        .map_err(backend)?;
+                }
             }
             let mut tile = tx
                 .prepare_cached("INSERT OR REPLACE INTO tiles(log, level, idx, hashes) VALUES (?1, ?2, ?3, ?4)")
@@ -761,6 +781,7 @@ mod tests {
             body: body.to_vec(),
             stamp: None,
             integrated_time: None,
+            attestation: None,
         }
     }
 
