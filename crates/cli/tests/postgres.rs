@@ -365,6 +365,13 @@ fn a_follower_serves_takes_over_from_a_paused_sequencer_and_the_old_one_is_fence
     assert_eq!(r.status, 200, "the follower serves the log: {}", r.text());
     let through_b = record(append_v1(&agent, &b.url, &signer, "through the follower").unwrap());
     assert_eq!(get(&agent, &format!("{}/api/v1/log/entries?logIndex={through_b}", a.url)).unwrap().status, 200);
+    // An attestation goes through the queue with its entry: the sequencer serves it.
+    let statement = br#"{"_type":"https://in-toto.io/Statement/v1","subject":[],"predicateType":"p","predicate":{}}"#;
+    let r = post_json(&agent, &format!("{}/api/v1/log/entries", b.url), &signer.v1_intoto_entry(statement)).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uuid = r.header("etag").unwrap().to_string();
+    let read = get(&agent, &format!("{}/api/v1/log/entries/{uuid}", a.url)).unwrap().json();
+    assert_eq!(read[&uuid]["attestation"]["data"], signet_core::b64::encode(statement), "{read}");
 
     // SAFETY: signals to a child process this test started.
     unsafe { libc::kill(a.child.id() as i32, libc::SIGSTOP) };

@@ -190,11 +190,16 @@ fn v2_entries_and_tiles() {
 /// A DSSE envelope over an in-toto statement about `subject`, signed by a fresh P-256 key:
 /// `(statement, envelope JSON text, signature, SPKI)`.
 fn dsse_envelope(subject: &[u8]) -> (Vec<u8>, String, Vec<u8>, Vec<u8>) {
+    signed_envelope(subject, "")
+}
+
+/// [`dsse_envelope`], with `padding` in the statement's predicate.
+fn signed_envelope(subject: &[u8], padding: &str) -> (Vec<u8>, String, Vec<u8>, Vec<u8>) {
     use aws_lc_rs::encoding::AsDer;
     use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
     let statement = json!({"_type": "https://in-toto.io/Statement/v1",
         "subject": [{"name": "s", "digest": {"sha256": hex::encode(signet_core::hash::sha256(subject))}}],
-        "predicateType": "https://example.com/p", "predicate": {}})
+        "predicateType": "https://example.com/p", "predicate": if padding.is_empty() { json!({}) } else { json!({"padding": padding}) }})
     .to_string()
     .into_bytes();
     let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
@@ -241,7 +246,7 @@ fn dsse_envelopes_on_both_logs() {
     let retrieved = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry]})).unwrap().json();
     assert_eq!(retrieved[0][&uuid]["body"], map[&uuid]["body"]);
     // cosign's attestation lookup asks for the dsse and the intoto 0.0.1 form together; the
-    // intoto one cannot be in this log, and finds nothing without failing the other.
+    // envelope was logged as dsse, so the intoto one finds nothing, without failing the other.
     let intoto = json!({"kind": "intoto", "apiVersion": "0.0.1", "spec": {"content": {
         "envelope": envelope, "hash": {"algorithm": "sha256", "value": hex::encode(signet_core::hash::sha256(envelope.as_bytes()))}},
         "publicKey": b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))}});
@@ -300,6 +305,14 @@ fn intoto_entries_are_logged_found_and_looked_up() {
     assert_eq!(content["hash"], entry["spec"]["content"]["hash"]);
     assert_eq!(content["envelope"]["signatures"], entry["spec"]["content"]["envelope"]["signatures"]);
     assert!(map[&uuid]["verification"]["signedEntryTimestamp"].is_string());
+    // The statement is kept beside the entry and served with every read of it (not with the
+    // append's answer, as in Rekor).
+    assert!(map[&uuid].get("attestation").is_none(), "{map}");
+    let by_uuid = get(&agent, &u(&format!("/api/v1/log/entries/{uuid}"))).unwrap().json();
+    assert_eq!(by_uuid[&uuid]["attestation"], json!({"data": b64::encode(&statement)}));
+    let by_index = get(&agent, &u("/api/v1/log/entries?logIndex=1")).unwrap().json();
+    assert_eq!(by_index[&uuid]["attestation"], by_uuid[&uuid]["attestation"]);
+    assert_eq!(by_index[&uuid]["body"], map[&uuid]["body"]);
 
     // Found by the subject's digest, looked up by the proposed entry, refused as a duplicate.
     let subject = hex::encode(signet_core::hash::sha256(b"an intoto subject"));
@@ -308,6 +321,7 @@ fn intoto_entries_are_logged_found_and_looked_up() {
     let retrieved = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry]})).unwrap();
     assert_eq!(retrieved.status, 200, "{}", retrieved.text());
     assert_eq!(retrieved.json()[0][&uuid]["body"], map[&uuid]["body"]);
+    assert_eq!(retrieved.json()[0][&uuid]["attestation"], by_uuid[&uuid]["attestation"]);
     assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap().status, 409);
 
     // A signature over another payload is refused by name, and logs nothing.
@@ -319,6 +333,84 @@ fn intoto_entries_are_logged_found_and_looked_up() {
     assert!(r.text().contains("spec.content.envelope.signatures[0].sig"), "{}", r.text());
     let size = get(&agent, &u("/api/v1/log")).unwrap().json()["treeSize"].clone();
     assert_eq!(size, 2, "the genesis entry and the one intoto entry");
+}
+
+/// A proposed intoto 0.0.1 entry as cosign's `intotoEntry` makes it: the envelope's JSON
+/// text and the key that signed it.
+fn v1_intoto_v001_entry(envelope: &str, spki: &[u8]) -> Value {
+    json!({"apiVersion": "0.0.1", "kind": "intoto", "spec": {"content": {"envelope": envelope},
+        "publicKey": b64::encode(signet_core::pem::encode("PUBLIC KEY", spki))}})
+}
+
+/// intoto 0.0.1 beside 0.0.2 and dsse: logged in Rekor's stored form, its attestation served
+/// on reads up to `limits.max_attestation_bytes`, and one retrieve answering all three kinds.
+#[test]
+fn intoto_v001_entries_and_the_attestation_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    // Room for the small statements below, not for the large one.
+    std::fs::write(&config, "[limits]\nmax_attestation_bytes = 2048\n").unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--config", config.to_str().unwrap()]);
+    let agent = agent();
+    let u = |p: &str| format!("{}{p}", server.url);
+
+    let (statement, envelope, _sig, spki) = dsse_envelope(b"a cosign attestation");
+    let entry = v1_intoto_v001_entry(&envelope, &spki);
+    let r = post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let uuid = r.header("etag").unwrap().to_string();
+    let body = b64::decode(r.json()[&uuid]["body"].as_str().unwrap()).unwrap();
+    let expected = format!(
+        r#"{{"apiVersion":"0.0.1","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}},"kind":"intoto"}}"#,
+        hex::encode(signet_core::hash::sha256(envelope.as_bytes())),
+        hex::encode(signet_core::hash::sha256(&statement)),
+        b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))
+    );
+    assert_eq!(String::from_utf8(body).unwrap(), expected);
+    let read = get(&agent, &u(&format!("/api/v1/log/entries/{uuid}"))).unwrap().json();
+    assert_eq!(read[&uuid]["attestation"], json!({"data": b64::encode(&statement)}));
+    let subject = hex::encode(signet_core::hash::sha256(b"a cosign attestation"));
+    let found = post_json(&agent, &u("/api/v1/index/retrieve"), &json!({"hash": format!("sha256:{subject}")})).unwrap().json();
+    assert_eq!(found, json!([uuid]));
+    assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &entry).unwrap().status, 409);
+
+    // The same envelope signed by another key than the one named is refused, by field.
+    let (_, _, _, stranger) = dsse_envelope(b"another");
+    let r = post_json(&agent, &u("/api/v1/log/entries"), &v1_intoto_v001_entry(&envelope, &stranger)).unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("spec.content.envelope.signatures"), "{}", r.text());
+
+    // A statement over the limit: logged, but kept and served without it.
+    let (big, big_envelope, _, big_spki) = signed_envelope(b"a large attestation", &"x".repeat(4096));
+    assert!(big.len() > 4096);
+    let r = post_json(&agent, &u("/api/v1/log/entries"), &v1_intoto_v001_entry(&big_envelope, &big_spki)).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let big_uuid = r.header("etag").unwrap().to_string();
+    let read = get(&agent, &u(&format!("/api/v1/log/entries/{big_uuid}"))).unwrap().json();
+    assert!(read[&big_uuid].get("attestation").is_none(), "{read}");
+    assert!(read[&big_uuid]["body"].is_string());
+
+    // One retrieve with every kind this log holds, and a hashedrekord beside them.
+    let (dsse_statement, dsse_envelope_text, sig, dsse_spki) = dsse_envelope(b"a dsse subject");
+    let dsse = v1_dsse_entry(&dsse_envelope_text, &dsse_spki);
+    assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &dsse).unwrap().status, 201);
+    let v002 = v1_intoto_entry(&dsse_statement, &sig, &dsse_spki);
+    assert_eq!(post_json(&agent, &u("/api/v1/log/entries"), &v002).unwrap().status, 201);
+    let mixed = post_json(&agent, &u("/api/v1/log/entries/retrieve"), &json!({"entries": [entry, dsse, v002], "logIndexes": [1]})).unwrap();
+    assert_eq!(mixed.status, 200, "{}", mixed.text());
+    let mixed = mixed.json();
+    let kinds: Vec<(String, String, bool)> = mixed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let e = m.as_object().unwrap().values().next().unwrap();
+            let body: Value = serde_json::from_slice(&b64::decode(e["body"].as_str().unwrap()).unwrap()).unwrap();
+            (body["kind"].as_str().unwrap().into(), body["apiVersion"].as_str().unwrap().into(), e.get("attestation").is_some())
+        })
+        .collect();
+    let expected = [("intoto", "0.0.1", true), ("intoto", "0.0.1", true), ("dsse", "0.0.1", false), ("intoto", "0.0.2", true)];
+    assert_eq!(kinds, expected.map(|(k, v, a)| (k.to_string(), v.to_string(), a)), "{mixed}");
 }
 
 #[test]

@@ -1241,6 +1241,11 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("mysql://x\" is not supported"), "config check refuses it too");
         c.storage = Some("postgres://signet@127.0.0.1:5432/signet".into());
         assert!(matches!(c.storage_url(), Ok(signet_log::storage::StorageUrl::Postgres(_))));
+        // An attestation arrives inside a request, so it cannot be larger than one.
+        c.limits.max_attestation_bytes = c.limits.max_body_bytes + 1;
+        assert!(c.validate().unwrap_err().to_string().contains("limits.max_attestation_bytes must be at most limits.max_body_bytes"));
+        c.limits.max_attestation_bytes = 0;
+        c.validate().unwrap();
     }
 
     /// The fields a table of the config accepts, as serde names them when it refuses an

@@ -191,6 +191,18 @@ impl Signer {
             "data": {"hash": {"algorithm": "sha256", "value": hex::encode(hash::sha256(artifact))}}}})
     }
 
+    /// An intoto 0.0.1 proposed entry (cosign's `intotoEntry`) for `statement`: a DSSE
+    /// envelope of it as JSON text, and this key.
+    pub fn v1_intoto_entry(&self, statement: &[u8]) -> Value {
+        let payload_type = "application/vnd.in-toto+json";
+        let pae = format!("DSSEv1 {} {payload_type} {} ", payload_type.len(), statement.len());
+        let sig = self.pair.sign(&self.rng, &[pae.as_bytes(), statement].concat()).unwrap();
+        let envelope = json!({"payloadType": payload_type, "payload": b64::encode(statement),
+            "signatures": [{"keyid": "", "sig": b64::encode(sig.as_ref())}]});
+        json!({"apiVersion": "0.0.1", "kind": "intoto", "spec": {"content": {"envelope": envelope.to_string()},
+            "publicKey": b64::encode(pem::encode("PUBLIC KEY", &self.spki))}})
+    }
+
     /// A hashedRekordRequestV002 for `artifact`.
     pub fn v2_entry(&self, artifact: &[u8]) -> Value {
         let sig = self.pair.sign(&self.rng, artifact).unwrap();

@@ -389,26 +389,19 @@ pub async fn retrieve_entries(State(state): State<Arc<AppState>>, Typed(request)
 }
 
 /// Rekor's entry kinds that this log does not accept (it logs `hashedrekord` and `dsse`
-/// 0.0.1, and `intoto` 0.0.2).
+/// 0.0.1, and `intoto` 0.0.2 and 0.0.1).
 const OTHER_REKOR_KINDS: [&str; 8] = ["rekord", "rpm", "jar", "helm", "tuf", "alpine", "cose", "rfc3161"];
 
-/// Whether `proposed` names one of [`OTHER_REKOR_KINDS`], or an `intoto` version other than
-/// 0.0.2 (cosign's lookups send 0.0.1). Anything else, a kind no Rekor knows included, goes
-/// on to [`v1::parse`], which says what is wrong with it.
+/// Whether `proposed` names one of [`OTHER_REKOR_KINDS`]. Anything else, a kind no Rekor
+/// knows included, goes on to [`v1::parse`], which says what is wrong with it.
 fn kind_never_logged(proposed: &str) -> bool {
     #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
     struct Kind<'a> {
         #[serde(borrow)]
         kind: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow)]
-        api_version: Option<std::borrow::Cow<'a, str>>,
     }
-    let Ok(Kind { kind: Some(kind), api_version }) = serde_json::from_str::<Kind>(proposed) else { return false };
-    match kind.as_ref() {
-        "intoto" => api_version.is_some_and(|v| v != "0.0.2"),
-        other => OTHER_REKOR_KINDS.contains(&other),
-    }
+    let Ok(Kind { kind: Some(kind) }) = serde_json::from_str::<Kind>(proposed) else { return false };
+    OTHER_REKOR_KINDS.contains(&kind.as_ref())
 }
 
 /// `GET /api/v1/log`: the active shard, and (as Rekor does) the frozen ones under
