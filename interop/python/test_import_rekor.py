@@ -255,3 +255,43 @@ def test_an_import_cut_short_resumes_and_no_server_starts_before(signet_bin, rek
     assert report["imported"]["treeSize"] == rekor["size"] and 0 < report["copied"] <= rekor["size"] - copied, report
     with serve(signet_bin, str(data_dir)) as s:
         assert get(f"{s['url']}/api/v1/log")["inactiveShards"][0]["treeSize"] == rekor["size"]
+
+
+def test_signet_stores_each_kind_as_the_rekor_does(signet_bin, rekor, tmp_path):
+    # The same proposed entries, each as a client sends it, to the real Rekor and to signet:
+    # the stored bodies (the leaves) are the same bytes. Last in this module: it adds entries
+    # to the Rekor that the imports above do not expect.
+    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key], check=True)
+    subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-out", pub], check=True, capture_output=True)
+    pem_b64 = base64.b64encode(pub.read_bytes()).decode()
+    statement = json.dumps({"_type": "https://in-toto.io/Statement/v1", "subject": [{"name": "a<b>&c", "digest": {"sha256": "ab" * 32}}],
+                            "predicateType": "https://slsa.dev/provenance/v1", "predicate": {}}).encode()
+    payload_type = "application/vnd.in-toto+json"
+    pae = b"DSSEv1 %d %s %d " % (len(payload_type), payload_type.encode(), len(statement)) + statement
+
+    def sign(data):
+        return subprocess.run(["openssl", "dgst", "-sha256", "-sign", key], input=data, check=True, capture_output=True).stdout
+
+    sig = sign(pae)
+    envelope = json.dumps({"payloadType": payload_type, "payload": base64.b64encode(statement).decode(),
+                           "signatures": [{"keyid": "", "sig": base64.b64encode(sig).decode()}]})
+    artifact = os.urandom(32)
+    entries = {
+        "intoto 0.0.1 (cosign before v3)": {"apiVersion": "0.0.1", "kind": "intoto", "spec": {"content": {"envelope": envelope}, "publicKey": pem_b64}},
+        "intoto 0.0.2 (sigstore-js)": {"apiVersion": "0.0.2", "kind": "intoto", "spec": {"content": {
+            "envelope": {"payloadType": payload_type, "payload": base64.b64encode(base64.b64encode(statement)).decode(),
+                         "signatures": [{"keyid": "k<1>", "sig": base64.b64encode(base64.b64encode(sig)).decode(), "publicKey": pem_b64}]},
+            "hash": {"algorithm": "sha256", "value": hashlib.sha256(envelope.encode()).hexdigest()},
+            "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(statement).hexdigest()}}}},
+        "dsse 0.0.1": {"apiVersion": "0.0.1", "kind": "dsse", "spec": {"proposedContent": {"envelope": envelope, "verifiers": [pem_b64]}}},
+        "hashedrekord 0.0.1": {"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(artifact).hexdigest()}},
+            "signature": {"content": base64.b64encode(sign(artifact)).decode(), "publicKey": {"content": pem_b64}}}},
+    }
+    with serve(signet_bin, str(tmp_path / "data")) as s:
+        for name, entry in entries.items():
+            theirs = served_entry(post(f"{rekor['url']}/api/v1/log/entries", entry))
+            mine = served_entry(post(f"{s['url']}/api/v1/log/entries", entry))
+            assert base64.b64decode(mine[1]["body"]) == base64.b64decode(theirs[1]["body"]), name
+            assert mine[0][-64:] == theirs[0][-64:], name

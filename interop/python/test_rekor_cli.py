@@ -147,3 +147,40 @@ def test_rekor_cli_finds_an_entry_by_its_signers_email(rekor, server, dev_token,
     by_cert = rekor("search", "--public-key", str(cert), "--pki-format", "x509")
     assert by_cert.returncode == 0, by_cert.stderr
     assert re.findall(r"\b[0-9a-f]{64,80}\b", by_cert.stdout) == [uuid], by_cert.stdout
+
+
+@pytest.mark.parametrize("kind", ["intoto:0.0.1", "intoto"])
+def test_rekor_cli_logs_an_attestation_and_gets_it_back(rekor, tmp_path, kind):
+    # A DSSE envelope over an in-toto statement, signed with openssl over the PAE. rekor-cli
+    # makes the proposed entry itself: `intoto:0.0.1` as cosign before v3 does, and plain
+    # `intoto` as 0.0.2 (its default), each in the Go client's own encoding.
+    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "ec", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True)
+    subject = hashlib.sha256(os.urandom(16)).hexdigest()
+    statement = json.dumps({"_type": "https://in-toto.io/Statement/v1", "subject": [{"name": "a", "digest": {"sha256": subject}}],
+                            "predicateType": "https://slsa.dev/provenance/v1", "predicate": {"builder": {"id": "rekor-cli test"}}}).encode()
+    payload_type = "application/vnd.in-toto+json"
+    pae = b"DSSEv1 %d %s %d " % (len(payload_type), payload_type.encode(), len(statement)) + statement
+    sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(key)], input=pae, check=True, capture_output=True).stdout
+    envelope = tmp_path / "envelope.json"
+    envelope.write_text(json.dumps({"payloadType": payload_type, "payload": base64.b64encode(statement).decode(),
+                                    "signatures": [{"keyid": "", "sig": base64.b64encode(sig).decode()}]}))
+
+    up = rekor("upload", "--type", kind, "--artifact", str(envelope), "--public-key", str(pub))
+    assert up.returncode == 0, up.stdout + up.stderr
+    uuid = re.search(r"/api/v1/log/entries/([0-9a-f]+)", up.stdout).group(1)
+    got = rekor("get", "--uuid", uuid, "--format", "json")
+    assert got.returncode == 0, got.stderr
+    entry = json.loads(got.stdout)
+    # rekor-cli prints the attestation it was served, decoded.
+    assert entry["Attestation"] == statement.decode(), entry
+    body = entry["Body"]["IntotoObj"]
+    assert body["content"]["payloadHash"]["value"] == hashlib.sha256(statement).hexdigest(), body
+    # 0.0.1 names the key beside the content; 0.0.2 keeps it in the envelope's signatures.
+    assert ("publicKey" in body) == (kind == "intoto:0.0.1"), body
+    found = rekor("search", "--sha", f"sha256:{subject}")
+    assert found.returncode == 0, found.stderr
+    assert uuid in found.stdout.split(), found.stdout
+    verified = rekor("verify", "--uuid", uuid)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

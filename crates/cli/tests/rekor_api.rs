@@ -361,7 +361,7 @@ fn intoto_v001_entries_and_the_attestation_limit() {
     let uuid = r.header("etag").unwrap().to_string();
     let body = b64::decode(r.json()[&uuid]["body"].as_str().unwrap()).unwrap();
     let expected = format!(
-        r#"{{"apiVersion":"0.0.1","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}},"kind":"intoto"}}"#,
+        r#"{{"apiVersion":"0.0.1","kind":"intoto","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}}}}"#,
         hex::encode(signet_core::hash::sha256(envelope.as_bytes())),
         hex::encode(signet_core::hash::sha256(&statement)),
         b64::encode(signet_core::pem::encode("PUBLIC KEY", &spki))

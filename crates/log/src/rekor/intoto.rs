@@ -10,14 +10,15 @@
 //!
 //! Every signature must verify over the DSSE PAE with one of the keys, and every key must
 //! verify one of the signatures. The stored body drops the payload and keeps its SHA-256:
-//! Go's `json.Marshal` of `{apiVersion, spec:{content:{envelope:{payloadType, signatures},
-//! hash, payloadHash}}, kind}`, in that (struct field) order and with Go's string escaping,
-//! so that a body is byte-for-byte what Rekor would store for the same request.
+//! `{apiVersion, kind, spec:{content:{envelope:{payloadType, signatures}, hash, payloadHash}}}`,
+//! Rekor's `json.Marshal` of it put in RFC 8785 form (`types.CanonicalizeEntry`), so that a
+//! body is byte for byte what Rekor stores for the same request.
 
 use serde::Deserialize;
 use signet_core::pubkey::HashAlg;
 use signet_core::wire::{self, Base64};
-use signet_core::{b64, hash::sha256};
+use serde_json::{json, Value};
+use signet_core::{b64, hash::sha256, jcs};
 
 use super::dsse::{first_sha256_subject, pae, MAX_SIGNATURES};
 use super::{malformed, pem_key, rejected, Attestation, EntryError, VerifiedEntry};
@@ -176,48 +177,25 @@ pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
     Ok(VerifiedEntry { body, digest_key: format!("sha256:{}", subject.unwrap_or(payload_hex)), identity, public_key, attestation })
 }
 
-/// Go's `json.Marshal` of the stored entry (see the module's comment).
+/// The stored entry: the RFC 8785 form of Go's `json.Marshal` of it (see the module's comment).
 fn canonical_body(envelope: &Envelope, hash: &str, payload_hex: &str) -> Vec<u8> {
-    let mut out = String::with_capacity(512 + envelope.signatures.iter().map(|s| s.public_key.0.len() * 4 / 3 + s.sig.0.len() * 2).sum::<usize>());
-    out.push_str(r#"{"apiVersion":"0.0.2","spec":{"content":{"envelope":{"payloadType":"#);
-    out.push_str(&go_string(&envelope.payload_type));
-    out.push_str(r#","signatures":["#);
-    for (i, s) in envelope.signatures.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('{');
-        // Go's `omitempty`: an empty key ID is left out.
-        if let Some(keyid) = s.keyid.as_deref().filter(|k| !k.is_empty()) {
-            out.push_str(r#""keyid":"#);
-            out.push_str(&go_string(keyid));
-            out.push(',');
-        }
-        out.push_str(&format!(r#""publicKey":"{}","sig":"{}"}}"#, b64::encode(&s.public_key.0), b64::encode(&s.sig.0)));
-    }
-    out.push_str(&format!(
-        r#"]}},"hash":{{"algorithm":"sha256","value":"{hash}"}},"payloadHash":{{"algorithm":"sha256","value":"{payload_hex}"}}}}}},"kind":"intoto"}}"#
-    ));
-    out.into_bytes()
-}
-
-/// A JSON string as Go's `encoding/json` writes it: serde_json's escaping, plus `<`, `>`,
-/// `&`, U+2028 and U+2029 as `\u` escapes (Go's HTML-safe default).
-fn go_string(s: &str) -> String {
-    // Serializing a `&str` cannot fail.
-    let plain = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    let mut out = String::with_capacity(plain.len());
-    for c in plain.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    let signatures: Vec<Value> = envelope
+        .signatures
+        .iter()
+        .map(|s| {
+            let mut sig = json!({"publicKey": b64::encode(&s.public_key.0), "sig": b64::encode(&s.sig.0)});
+            // Go's `omitempty`: an empty key ID is left out.
+            if let Some(keyid) = s.keyid.as_deref().filter(|k| !k.is_empty()) {
+                sig["keyid"] = json!(keyid);
+            }
+            sig
+        })
+        .collect();
+    jcs::to_vec(&json!({"apiVersion": "0.0.2", "kind": "intoto", "spec": {"content": {
+        "envelope": {"payloadType": envelope.payload_type, "signatures": signatures},
+        "hash": {"algorithm": "sha256", "value": hash},
+        "payloadHash": {"algorithm": "sha256", "value": payload_hex},
+    }}}))
 }
 
 #[cfg(test)]
@@ -227,7 +205,6 @@ mod tests {
     use aws_lc_rs::encoding::AsDer;
     use aws_lc_rs::rand::SystemRandom;
     use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
-    use serde_json::{json, Value};
     use signet_core::pem;
 
     fn signed(pair: &EcdsaKeyPair, payload_type: &str, payload: &[u8]) -> String {
@@ -252,8 +229,11 @@ mod tests {
         EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap()
     }
 
+    /// Rekor's stored form: its `json.Marshal`, then RFC 8785 (which sorts the keys and
+    /// undoes Go's `\u003c` escapes). `interop/python/test_import_rekor.py` compares it with a
+    /// real Rekor's.
     #[test]
-    fn the_body_is_what_go_marshals() {
+    fn the_body_is_what_rekor_stores() {
         let pair = pair();
         let mut req = request(&pair, STATEMENT.as_bytes());
         req["spec"]["content"]["envelope"]["signatures"][0]["keyid"] = json!("k<1>&");
@@ -261,9 +241,9 @@ mod tests {
         let s = &req["spec"]["content"]["envelope"]["signatures"][0];
         let expected = format!(
             concat!(
-                r#"{{"apiVersion":"0.0.2","spec":{{"content":{{"envelope":{{"payloadType":"application/vnd.in-toto+json","#,
-                r#""signatures":[{{"keyid":"k\u003c1\u003e\u0026","publicKey":"{}","sig":"{}"}}]}},"#,
-                r#""hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}}}},"kind":"intoto"}}"#
+                r#"{{"apiVersion":"0.0.2","kind":"intoto","spec":{{"content":{{"envelope":{{"payloadType":"application/vnd.in-toto+json","#,
+                r#""signatures":[{{"keyid":"k<1>&","publicKey":"{}","sig":"{}"}}]}},"#,
+                r#""hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}}}}}}"#
             ),
             s["publicKey"].as_str().unwrap(),
             s["sig"].as_str().unwrap(),
@@ -285,11 +265,6 @@ mod tests {
         let body = String::from_utf8(super::super::v1::parse_value(&bare).unwrap().body).unwrap();
         assert!(body.contains(r#""signatures":[{"publicKey":"#), "{body}");
         assert!(body.contains(&hex::encode(sha256(STATEMENT.as_bytes()))), "{body}");
-    }
-
-    #[test]
-    fn go_escapes_what_serde_json_leaves() {
-        assert_eq!(go_string("a<b>&c\u{2028}\u{2029}\"\\\n\u{1}é"), r#""a\u003cb\u003e\u0026c\u2028\u2029\"\\\n\u0001é""#);
     }
 
     #[test]

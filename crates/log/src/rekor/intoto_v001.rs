@@ -7,9 +7,9 @@
 //! (go-securesystemslib's envelope verifier at threshold 1: the entry claims only that this key
 //! signed this envelope), and the client's `hash` and `payloadHash`, if sent, are replaced by
 //! the server's. The stored body keeps the two hashes and the key, re-armoured as Go writes
-//! PEM: Go's `json.Marshal` of
-//! `{apiVersion, spec:{content:{hash, payloadHash}, publicKey}, kind}`, byte for byte what
-//! Rekor stores for the same request.
+//! PEM: `{apiVersion, kind, spec:{content:{hash, payloadHash}, publicKey}}`, Rekor's
+//! `json.Marshal` of it put in RFC 8785 form, byte for byte what Rekor stores for the same
+//! request. Every value is hex, base64 or a fixed name, so the text is written directly.
 
 use serde::Deserialize;
 use signet_core::pubkey::HashAlg;
@@ -69,8 +69,8 @@ pub fn parse_spec(spec: &str) -> Result<VerifiedEntry, EntryError> {
     let canonical_key = b64::encode(pem::encode(&block.label, &block.der));
     let body = format!(
         concat!(
-            r#"{{"apiVersion":"0.0.1","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"#,
-            r#""payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}},"kind":"intoto"}}"#
+            r#"{{"apiVersion":"0.0.1","kind":"intoto","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"#,
+            r#""payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}}}}"#
         ),
         hex::encode(sha256(envelope_text.as_bytes())),
         payload_hex,
@@ -122,19 +122,23 @@ mod tests {
         json!({"payloadType": TYPE, "payload": b64::encode(payload), "signatures": sigs.iter().map(|s| json!({"keyid": "", "sig": s})).collect::<Vec<_>>()})
     }
 
+    /// Rekor's stored form (`interop/python/test_import_rekor.py` compares it with a real
+    /// Rekor's), and the same document as `jcs` writes it.
     #[test]
-    fn the_body_is_what_go_marshals() {
+    fn the_body_is_what_rekor_stores() {
         let a = pair();
         let env = envelope(&[sig(&a, STATEMENT.as_bytes())], STATEMENT.as_bytes());
         let req = request(&env, &key_pem(&a));
         let e = parse_value(&req).unwrap();
         let expected = format!(
-            r#"{{"apiVersion":"0.0.1","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}},"kind":"intoto"}}"#,
+            r#"{{"apiVersion":"0.0.1","kind":"intoto","spec":{{"content":{{"hash":{{"algorithm":"sha256","value":"{}"}},"payloadHash":{{"algorithm":"sha256","value":"{}"}}}},"publicKey":"{}"}}}}"#,
             hex::encode(sha256(env.to_string().as_bytes())),
             hex::encode(sha256(STATEMENT.as_bytes())),
             b64::encode(key_pem(&a))
         );
         assert_eq!(String::from_utf8(e.body.clone()).unwrap(), expected);
+        let doc: Value = serde_json::from_slice(&e.body).unwrap();
+        assert_eq!(signet_core::jcs::to_vec(&doc), e.body);
         assert_eq!(e.digest_key, "sha256:a0cfc71271d6e278e57cd332ff957c3f7043fdda354c4cbb190a30d56efa01bf", "indexed by subject");
         assert_eq!(e.identity, None, "a bare key names nobody");
         let att = e.attestation.as_ref().unwrap();
