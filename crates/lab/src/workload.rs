@@ -22,6 +22,10 @@ pub enum Workload {
     LogAppend,
     /// Distinct hashedRekordRequestV002 entries to `POST /api/v2/log/entries`.
     LogAppendV2,
+    /// Distinct intoto 0.0.2 entries to `POST /api/v1/log/entries`, as sigstore-js's `attest`
+    /// sends them: a SLSA provenance statement of about 2 KiB in a DSSE envelope, kept as an
+    /// attestation beside its entry.
+    LogAppendIntoto,
     /// Entry + inclusion proof reads, `GET /api/v1/log/entries?logIndex=` at random indices.
     LogRead,
     /// `POST /api/v2/signingCert` with a proof of possession, as cosign's first step.
@@ -47,6 +51,7 @@ impl std::str::FromStr for Workload {
         Ok(match s {
             "log-append" => Workload::LogAppend,
             "log-append-v2" => Workload::LogAppendV2,
+            "log-append-intoto" => Workload::LogAppendIntoto,
             "log-read" => Workload::LogRead,
             "cert" => Workload::Cert,
             "cert-grpc" => Workload::CertGrpc,
@@ -57,7 +62,7 @@ impl std::str::FromStr for Workload {
             "mixed" => Workload::Mixed,
             other => {
                 return Err(format!(
-                    "unknown workload {other:?}; expected sign, verify, mixed, log-append, log-append-v2, log-read, cert, cert-grpc, tsa or custom"
+                    "unknown workload {other:?}; expected sign, verify, mixed, log-append, log-append-v2, log-append-intoto, log-read, cert, cert-grpc, tsa or custom"
                 ))
             }
         })
@@ -69,6 +74,7 @@ impl Workload {
         match self {
             Workload::LogAppend => "log-append",
             Workload::LogAppendV2 => "log-append-v2",
+            Workload::LogAppendIntoto => "log-append-intoto",
             Workload::LogRead => "log-read",
             Workload::Cert => "cert",
             Workload::CertGrpc => "cert-grpc",
@@ -113,8 +119,8 @@ impl RequestMaker {
     ) -> Arc<RequestMaker> {
         let prefix = target.path().trim_end_matches('/').to_string();
         let prepared = match kind {
-            Workload::LogAppend | Workload::LogAppendV2 => {
-                let path = if kind == Workload::LogAppend { "/api/v1/log/entries" } else { "/api/v2/log/entries" };
+            Workload::LogAppend | Workload::LogAppendV2 | Workload::LogAppendIntoto => {
+                let path = if kind == Workload::LogAppendV2 { "/api/v2/log/entries" } else { "/api/v1/log/entries" };
                 signed_entries(kind, count)
                     .iter()
                     .map(|(_, body)| conn::with_headers(conn::request_bytes("POST", target, &format!("{prefix}{path}"), Some(body)), headers))
@@ -263,8 +269,11 @@ pub(crate) fn signed_entries(kind: Workload, count: usize) -> Vec<([u8; 32], Byt
                     .map(|i| {
                         let artifact: [u8; 32] = rand::random();
                         let (key, spki) = &keys[i % keys.len()];
-                        let sig = key.sign(&rng, &artifact).expect("sign");
                         let digest = hash::sha256(&artifact);
+                        if kind == Workload::LogAppendIntoto {
+                            return (digest, intoto_entry(key, spki, &rng, &digest));
+                        }
+                        let sig = key.sign(&rng, &artifact).expect("sign");
                         let body = match kind {
                             Workload::LogAppendV2 => json!({"hashedRekordRequestV002": {
                                 "digest": b64::encode(digest),
@@ -287,9 +296,54 @@ pub(crate) fn signed_entries(kind: Workload, count: usize) -> Vec<([u8; 32], Byt
     all
 }
 
+/// An intoto 0.0.2 proposed entry as sigstore-js makes it, for an artifact with SHA-256
+/// `digest`: a SLSA v1 provenance statement shaped like a CI build's (about 2 KiB), its DSSE
+/// payload and signature base64-encoded twice, the key beside the signature.
+fn intoto_entry(key: &EcdsaKeyPair, spki: &[u8], rng: &SystemRandom, digest: &[u8; 32]) -> Bytes {
+    let statement = json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "signet-lab-artifact.tar.gz", "digest": {"sha256": hex::encode(digest)}}],
+        "predicateType": "https://slsa.dev/provenance/v1",
+        "predicate": {
+            "buildDefinition": {
+                "buildType": "https://actions.github.io/buildtypes/workflow/v1",
+                "externalParameters": {"workflow": {"ref": "refs/heads/main", "repository": "https://github.com/example/project", "path": ".github/workflows/release.yml"}},
+                "internalParameters": {"github": {"event_name": "push", "repository_id": "123456789", "repository_owner_id": "987654321", "runner_environment": "github-hosted"}},
+                "resolvedDependencies": [{"uri": "git+https://github.com/example/project@refs/heads/main", "digest": {"gitCommit": hex::encode(&digest[..20])}}],
+            },
+            "runDetails": {
+                "builder": {"id": "https://github.com/example/project/.github/workflows/release.yml@refs/heads/main"},
+                "metadata": {"invocationId": format!("https://github.com/example/project/actions/runs/{}/attempts/1", u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]))},
+                "byproducts": (0..8).map(|i| json!({"name": format!("step-{i}.log"), "digest": {"sha256": hex::encode(hash::sha256(&[digest[0], i]))}})).collect::<Vec<_>>(),
+            },
+        },
+    })
+    .to_string();
+    let payload_type = "application/vnd.in-toto+json";
+    let pae = format!("DSSEv1 {} {payload_type} {} {statement}", payload_type.len(), statement.len());
+    let sig = key.sign(rng, pae.as_bytes()).expect("sign");
+    let body = json!({"apiVersion": "0.0.2", "kind": "intoto", "spec": {"content": {
+        "envelope": {"payloadType": payload_type, "payload": b64::encode(b64::encode(&statement)),
+            "signatures": [{"sig": b64::encode(b64::encode(sig.as_ref())), "publicKey": b64::encode(pem::encode("PUBLIC KEY", spki))}]},
+        "hash": {"algorithm": "sha256", "value": hex::encode(hash::sha256(pae.as_bytes()))},
+        "payloadHash": {"algorithm": "sha256", "value": hex::encode(hash::sha256(statement.as_bytes()))}}}});
+    Bytes::from(serde_json::to_vec(&body).expect("json"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intoto_entries_are_ones_the_log_accepts() {
+        let entries = signed_entries(Workload::LogAppendIntoto, 3);
+        for (digest, body) in &entries {
+            let e = signet_log::rekor::v1::parse(body).unwrap();
+            assert_eq!(e.digest_key, format!("sha256:{}", hex::encode(digest)), "indexed by the subject");
+            let statement = e.attestation.unwrap().data;
+            assert!((1500..3000).contains(&statement.len()), "{}", statement.len());
+        }
+    }
 
     #[test]
     fn a_custom_body_with_n_is_distinct_per_request() {

@@ -44,7 +44,7 @@ struct LoadArgs {
     /// Base URL of the instance (for `custom`, the full URL to request).
     #[arg(long)]
     target: String,
-    /// sign, verify, mixed (20% sign / 80% verify), log-append, log-append-v2, log-read, cert, tsa or custom.
+    /// sign, verify, mixed (20% sign / 80% verify), log-append, log-append-v2, log-append-intoto, log-read, cert, tsa or custom.
     #[arg(long)]
     workload: Workload,
     /// low, medium, high, stress (100 / 1,000 / 10,000 / 50,000 per second for 30 s), or soak
@@ -175,7 +175,7 @@ fn load(a: LoadArgs) -> ExitCode {
     }
     // A transaction's requests are made as it goes, from what earlier ones answered.
     if !headers.is_empty() && matches!(a.workload, Workload::Sign | Workload::Verify | Workload::Mixed) {
-        return usage("--header applies to single-request workloads (custom, log-append, log-append-v2, log-read, cert, tsa), not to sign, verify or mixed transactions".into());
+        return usage("--header applies to single-request workloads (custom, log-append, log-append-v2, log-append-intoto, log-read, cert, tsa), not to sign, verify or mixed transactions".into());
     }
     let transport = Transport { http: a.http, streams, new_connection: a.new_connection, ca_file: a.ca_file };
     let spec = LoadSpec {
