@@ -36,6 +36,8 @@ pub struct CopiedEntry {
     pub digest: Option<Vec<u8>>,
     pub identity: Option<Vec<u8>>,
     pub public_key: Option<Vec<u8>>,
+    /// An intoto entry's statement, where the log served it.
+    pub attestation: Option<crate::storage::Attestation>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +97,7 @@ impl Import {
                 body: e.body,
                 stamp: e.stamp,
                 integrated_time: Some(e.integrated_time),
-                attestation: None,
+                attestation: e.attestation,
             });
         }
         let new = self.tree.size();

@@ -22,6 +22,8 @@ fn entry(i: u64) -> CopiedEntry {
         digest: Some(format!("sha256:{i:064x}").into_bytes()),
         identity: None,
         public_key: None,
+        // Every third entry with a statement, which the copy keeps.
+        attestation: (i % 3 == 0).then(|| signet_log::storage::Attestation::new(format!("statement {i}").into_bytes())),
     }
 }
 
@@ -101,6 +103,7 @@ async fn a_copy_resumes_is_proven_and_serves_as_a_frozen_log() {
         for i in [0, 1, 255, 256, 511, 699] {
             let e = log.entry_async(i).await.unwrap().unwrap();
             assert_eq!((e.body.clone(), e.integrated_time, e.stamp.clone()), (entry(i).body, entry(i).integrated_time, entry(i).stamp), "{}", b.name);
+            assert_eq!(e.attestation, entry(i).attestation.map(|a| a.data), "{}: entry {i}", b.name);
             let proof = log.inclusion_proof(i, N).unwrap();
             assert!(merkle::verify_inclusion(&merkle::leaf_hash(&e.body), i, N, &proof, &root_of(N)).is_ok(), "{}: entry {i}", b.name);
         }

@@ -22,6 +22,15 @@ pub struct Served {
     pub log_id: String,
     pub log_index: u64,
     pub verification: Option<Verification>,
+    /// What a Rekor with attestation storage serves beside an intoto entry.
+    #[serde(default)]
+    pub attestation: Option<ServedAttestation>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServedAttestation {
+    /// Base64 of the statement.
+    pub data: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,14 +65,35 @@ pub fn check(uuid: &str, served: &Served, index: u64, tree_id: i64, key: &Public
     key.verify_message(&super::v1::set_payload(&body, served.integrated_time, &served.log_id, index), &set)
         .map_err(|_| format!("entry {index} ({uuid}): its signedEntryTimestamp does not verify with the log's key"))?;
     let keys = stored_keys(&body);
+    let attestation = served_attestation(served, &body);
+    // With the statement at hand, an intoto entry is found by its subject, as an append's is.
+    let digest = match attestation.as_ref().and_then(|a| super::dsse::first_sha256_subject(&a.data)) {
+        Some(subject) => Some(format!("sha256:{subject}")),
+        None => stored_digest(&body),
+    };
     Ok(CopiedEntry {
-        digest: stored_digest(&body).map(String::into_bytes),
+        digest: digest.map(String::into_bytes),
+        attestation,
         identity: keys.as_ref().and_then(|k| k.identity.clone()).map(String::into_bytes),
         public_key: keys.map(|k| k.public_key.into_bytes()),
         integrated_time: served.integrated_time,
         stamp: Some(set),
         body,
     })
+}
+
+/// The attestation a Rekor served with an intoto entry, kept only if it is the statement the
+/// body names (its SHA-256 is the body's `payloadHash`): the SET does not cover it.
+fn served_attestation(served: &Served, body: &[u8]) -> Option<super::Attestation> {
+    let data = b64::decode(served.attestation.as_ref()?.data.as_deref()?).ok()?;
+    let doc: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if doc.get("kind")?.as_str()? != "intoto" {
+        return None;
+    }
+    let named = doc.pointer("/spec/content/payloadHash")?;
+    let attestation = super::Attestation::new(data);
+    (named.get("algorithm")?.as_str()? == "sha256" && named.get("value")?.as_str()?.eq_ignore_ascii_case(&hex::encode(attestation.digest)))
+        .then_some(attestation)
 }
 
 /// The artifact digest a stored body is searchable by, `<algorithm>:<hex>`: a hashedrekord's
@@ -101,7 +131,37 @@ mod tests {
             log_id,
             log_index: index,
             verification: Some(Verification { signed_entry_timestamp: Some(b64::encode(&set)) }),
+            attestation: None,
         }
+    }
+
+    #[test]
+    fn an_attestation_is_kept_only_if_it_is_the_statement_the_body_names() {
+        use crate::rekor::dsse::tests::STATEMENT;
+        let key = Signer::generate(Algorithm::EcdsaP256Sha256).unwrap();
+        let public = PublicKey::from_spki(key.spki_der()).unwrap();
+        let (request, _) = crate::rekor::dsse::tests::request(STATEMENT.as_bytes());
+        let envelope = request["spec"]["proposedContent"]["envelope"].as_str().unwrap();
+        let verifier = &request["spec"]["proposedContent"]["verifiers"][0];
+        let e = parse_value(&serde_json::json!({"apiVersion": "0.0.1", "kind": "intoto",
+            "spec": {"content": {"envelope": envelope}, "publicKey": verifier}}))
+        .unwrap();
+        let uuid = hex::encode(crate::merkle::leaf_hash(&e.body));
+        let with = |data: &[u8]| {
+            let mut s = served(&key, &e.body, 3);
+            s.attestation = Some(ServedAttestation { data: Some(b64::encode(data)) });
+            check(&uuid, &s, 3, 1, &public).unwrap()
+        };
+        let copied = with(STATEMENT.as_bytes());
+        assert_eq!(copied.attestation.as_ref().map(|a| a.data.as_slice()), Some(STATEMENT.as_bytes()));
+        assert_eq!(copied.digest.as_deref(), Some(e.digest_key.as_bytes()), "found by its subject, as when appended");
+        let other = with(b"another statement");
+        assert_eq!(other.attestation, None);
+        assert_eq!(other.digest, stored_digest(&e.body).map(String::into_bytes), "found by the payload hash");
+        let plain = parse_value(&signed_request(b"artifact")).unwrap();
+        let mut s = served(&key, &plain.body, 3);
+        s.attestation = Some(ServedAttestation { data: Some(b64::encode(STATEMENT)) });
+        assert_eq!(check(&hex::encode(crate::merkle::leaf_hash(&plain.body)), &s, 3, 1, &public).unwrap().attestation, None);
     }
 
     #[test]
