@@ -167,6 +167,10 @@ fn response_schemas() -> Vec<(&'static str, Value)> {
         ("LogEntry", json!({
             "type": "object", "required": ["body", "integratedTime", "logID", "logIndex", "verification"],
             "properties": {
+                "attestation": {
+                    "type": "object", "description": "an intoto entry's statement, kept beside the log (limits.max_attestation_bytes); not covered by the SET",
+                    "properties": {"data": b64},
+                },
                 "body": {"type": "string", "contentEncoding": "base64", "description": "the entry's canonical body (the leaf data)"},
                 "integratedTime": {"type": "integer"},
                 "logID": {"type": "string", "pattern": HEX32},
