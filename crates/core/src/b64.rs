@@ -10,11 +10,6 @@ pub fn encode(data: impl AsRef<[u8]>) -> String {
     STANDARD.encode(data)
 }
 
-/// [`encode`], appended to `out`: no string of its own to copy from.
-pub fn encode_into(data: impl AsRef<[u8]>, out: &mut String) {
-    STANDARD.encode_string(data, out)
-}
-
 /// Decodes standard base64, padded or not. protojson readers also accept the URL-safe
 /// alphabet, so we do too.
 pub fn decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
@@ -31,9 +26,6 @@ mod tests {
     fn round_trip_and_padding() {
         let s = super::encode(b"hello");
         assert_eq!(s, "aGVsbG8=");
-        let mut out = String::from("x");
-        super::encode_into(b"hello", &mut out);
-        assert_eq!(out, "xaGVsbG8=");
         assert_eq!(super::decode(&s).unwrap(), b"hello");
         assert_eq!(super::decode("aGVsbG8").unwrap(), b"hello");
         assert!(super::decode("a$b=").is_err());

@@ -23,7 +23,7 @@ pub enum Workload {
     /// Distinct hashedRekordRequestV002 entries to `POST /api/v2/log/entries`.
     LogAppendV2,
     /// Distinct intoto 0.0.2 entries to `POST /api/v1/log/entries`, as sigstore-js's `attest`
-    /// sends them: a SLSA provenance statement of about 2 KiB in a DSSE envelope, kept as an
+    /// sends them: a SLSA provenance statement of about 1.9 KiB in a DSSE envelope, kept as an
     /// attestation beside its entry.
     LogAppendIntoto,
     /// Entry + inclusion proof reads, `GET /api/v1/log/entries?logIndex=` at random indices.

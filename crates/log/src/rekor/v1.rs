@@ -242,11 +242,11 @@ impl EntryView<'_> {
         // First, as Go orders Rekor's LogEntryAnon fields.
         if let Some(data) = self.attestation {
             s.push_str("\"attestation\":{\"data\":\"");
-            b64::encode_into(data, &mut s);
+            s.push_str(&b64::encode(data));
             s.push_str("\"},");
         }
         s.push_str("\"body\":\"");
-        b64::encode_into(self.body, &mut s);
+        s.push_str(&b64::encode(self.body));
         s.push_str(&format!("\",\"integratedTime\":{},\"logID\":\"", self.integrated_time));
         s.push_str(self.log_id_hex);
         s.push_str(&format!("\",\"logIndex\":{},\"verification\":{{\"inclusionProof\":{{\"checkpoint\":", self.index));

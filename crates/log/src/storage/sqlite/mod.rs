@@ -376,7 +376,9 @@ impl SqliteStorage {
                 let mut st = c.prepare_cached(ENTRY_BY_ID)?;
                 let mut out = Vec::with_capacity(candidates.len());
                 for &i in candidates.iter().filter(|&&i| i < MAX_INDEX) {
-                    out.extend(st.query_row([row_id(log, i)], |r| stored_entry(log, r)).optional()?);
+                    if let Some(row) = st.query_row([row_id(log, i)], |r| stored_entry(log, r)).optional()? {
+                        out.push(attach(c, row)?);
+                    }
                 }
                 Ok(out)
             },
@@ -487,14 +489,14 @@ impl Drop for SqliteStorage {
 }
 
 /// Entry rows from `entry_bodies` alone, except for rows older than its `integrated_time`
-/// column (COALESCE evaluates the subquery only for those) and rows with an attestation. A macro, so that each statement
-/// is a constant that the statement cache finds without formatting a string per read.
+/// column (COALESCE evaluates the subquery only for those); a row's attestation by [`attach`].
+/// A macro, so that each statement is a constant that the statement cache finds without
+/// formatting a string per read.
 macro_rules! entry_select {
     ($where:literal) => {
         concat!(
             "SELECT b.id, b.body, b.stamp, ",
-            "COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)), ",
-            "CASE WHEN b.attestation IS NULL THEN NULL ELSE (SELECT a.data FROM attestations a WHERE a.digest = b.attestation) END ",
+            "COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)), b.attestation ",
             "FROM entry_bodies b ",
             $where
         )
@@ -520,17 +522,29 @@ fn hash_column(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Hash> {
     v.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(i, "leaf_hash".into(), rusqlite::types::Type::Blob))
 }
 
-fn stored_entry(log: LogId, row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEntry> {
+/// An entry row, and the digest of the attestation it names, for [`attach`].
+fn stored_entry(log: LogId, row: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredEntry, Option<Vec<u8>>)> {
     let id: i64 = row.get(0)?;
     let body: Vec<u8> = row.get(1)?;
-    Ok(StoredEntry {
+    let entry = StoredEntry {
         index: (id - row_id(log, 0)) as u64,
         leaf_hash: crate::merkle::leaf_hash(&body),
         integrated_time: row.get(3)?,
         body,
         stamp: row.get(2)?,
-        attestation: row.get(4)?,
-    })
+        attestation: None,
+    };
+    Ok((entry, row.get(4)?))
+}
+
+/// The entry with the attestation its row names, read on the same snapshot. A second
+/// statement rather than a subquery in the entry's: a read of an entry without one (most)
+/// then costs nothing more than before attestations were kept.
+fn attach(c: &Connection, (mut entry, digest): (StoredEntry, Option<Vec<u8>>)) -> rusqlite::Result<StoredEntry> {
+    if let Some(digest) = digest {
+        entry.attestation = c.prepare_cached("SELECT data FROM attestations WHERE digest = ?1")?.query_row([digest], |r| r.get(0)).optional()?;
+    }
+    Ok(entry)
 }
 
 impl Storage for SqliteStorage {
@@ -692,9 +706,8 @@ impl Storage for SqliteStorage {
         }
         self.readers.read_complete(
             |c| {
-                c.prepare_cached(ENTRY_BY_ID)?
-                    .query_row([row_id(log, index)], |r| stored_entry(log, r))
-                    .optional()
+                let row = c.prepare_cached(ENTRY_BY_ID)?.query_row([row_id(log, index)], |r| stored_entry(log, r)).optional()?;
+                row.map(|row| attach(c, row)).transpose()
             },
             Option::is_some,
         )
@@ -706,7 +719,7 @@ impl Storage for SqliteStorage {
             |c| {
                 let mut st = c.prepare_cached(entry_select!("WHERE b.id >= ?1 AND b.id < ?2 ORDER BY b.id"))?;
                 let rows = st.query_map(params![row_id(log, lo), row_id(log, hi)], |r| stored_entry(log, r))?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
+                rows.map(|row| attach(c, row?)).collect::<rusqlite::Result<Vec<_>>>()
             },
             |v| v.len() as u64 == hi - lo,
         )
