@@ -37,7 +37,7 @@ fn each_store_applies_its_own_migrations() {
     assert!(text.contains(&format!("schema at version 0, this signet's is {newest}; run `signet migrate`")), "{text}");
     assert_eq!(query_text(&db, "SELECT count(*)::text FROM signet_schema"), "2", "doctor migrated nothing");
     let rest = signet(&["migrate", "--storage", &db]);
-    assert!(String::from_utf8_lossy(&rest.stdout).contains("applied schema migrations 1, 2, 3, 5, 7, 8, 9, 10, 11, 12\n"), "{rest:?}");
+    assert!(String::from_utf8_lossy(&rest.stdout).contains("applied schema migrations 1, 2, 3, 5, 7, 8, 9, 10, 11, 12, 13\n"), "{rest:?}");
     let expected: Vec<String> = signet_db::migrations::REGISTRY.iter().map(|(v, _)| v.to_string()).collect();
     assert_eq!(query_text(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM signet_schema"), expected.join(","));
 }

@@ -203,19 +203,7 @@ fn optional_columns_and_large_bodies_round_trip() {
 fn count(b: &common::Backend, sql: &str) -> i64 {
     match &b.url {
         StorageUrl::Sqlite(path) => rusqlite::Connection::open(path).unwrap().query_row(sql, [], |r| r.get(0)).unwrap(),
-        StorageUrl::Postgres(url) => {
-            let (url, sql) = (url.clone(), sql.to_string());
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                rt.block_on(async move {
-                    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-                    tokio::spawn(conn);
-                    client.query_one(sql.as_str(), &[]).await.unwrap().get::<_, i64>(0)
-                })
-            })
-            .join()
-            .unwrap()
-        }
+        StorageUrl::Postgres(url) => common::psql_i64(url, sql),
     }
 }
 

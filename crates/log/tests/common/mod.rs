@@ -68,17 +68,35 @@ fn rand_suffix() -> u64 {
 
 /// Runs SQL on `url` from a thread of its own.
 pub fn psql(url: &str, sql: &str) {
-    let (url, sql) = (url.to_string(), sql.to_string());
+    let sql = sql.to_string();
+    with_client(url, move |client| async move { client.batch_execute(&sql).await.unwrap() });
+}
+
+/// The one integer `sql` selects on `url` (a count).
+pub fn psql_i64(url: &str, sql: &str) -> i64 {
+    let sql = sql.to_string();
+    with_client(url, move |client| async move { client.query_one(sql.as_str(), &[]).await.unwrap().get::<_, i64>(0) })
+}
+
+/// `f` with a client of `url`, on a thread and runtime of its own: callers may be inside a
+/// tokio runtime already.
+fn with_client<T, F, Fut>(url: &str, f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(tokio_postgres::Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    let url = url.to_string();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async move {
             let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
             tokio::spawn(conn);
-            client.batch_execute(&sql).await.unwrap();
-        });
+            f(client).await
+        })
     })
     .join()
-    .unwrap();
+    .unwrap()
 }
 
 /// A fresh store on each backend.
