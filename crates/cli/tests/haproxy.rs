@@ -1,6 +1,7 @@
 //! Issue 18: three instances on one PostgreSQL behind haproxy with `deploy/haproxy.cfg`.
-//! Requests spread over all three (the opposite of the pick_first bug of report 004), and
-//! when the sequencer dies, haproxy and the followers carry on without a failed request.
+//! Reads spread over all three (the opposite of the pick_first bug of report 004), appends go
+//! to the sequencer (issue 41), and when the sequencer dies, haproxy and the followers carry
+//! on without a failed request.
 
 use crate::common;
 
@@ -96,42 +97,57 @@ fn three_instances_behind_haproxy_share_the_load_and_survive_the_sequencer() {
 
     let (_proxy, front, stats) = Haproxy::start(haproxy, [host_port(&servers[0].url), host_port(&servers[1].url), host_port(&servers[2].url)]);
     let agent = agent();
-    // Up once every instance has passed its /readyz checks ("UP" in haproxy's CSV).
-    let started = Instant::now();
-    loop {
-        let csv = get(&agent, &format!("http://127.0.0.1:{stats}/stats;csv")).map(|r| r.text()).unwrap_or_default();
-        if csv.lines().filter(|l| l.starts_with("signet,signet") && l.contains(",UP,")).count() == 3 {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "haproxy never saw three healthy instances:\n{csv}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
-    // Reads and writes, through the one front door.
-    let before: Vec<u64> = servers.iter().map(|s| served(&agent, &s.url)).collect();
-    let signer = Signer::new();
-    let total = 300;
-    for i in 0..total {
-        if i % 3 == 0 {
-            let r = post_json(&agent, &format!("{front}/api/v1/log/entries"), &signer.v1_entry(format!("spread {i}").as_bytes())).unwrap();
-            assert_eq!(r.status, 201, "{}", r.text());
-        } else {
-            let r = get(&agent, &format!("{front}/api/v1/log")).unwrap();
-            assert_eq!(r.status, 200, "{}", r.text());
-        }
-    }
-    let share: Vec<u64> = servers.iter().zip(&before).map(|(s, b)| served(&agent, &s.url) - b).collect();
-    eprintln!("requests served per instance: {share:?} of {total} (plus haproxy's health checks)");
-    for (i, n) in share.iter().enumerate() {
-        assert!(*n >= total as u64 / 5, "instance {i} served {n} of {total}: {share:?}");
-    }
-
-    // The sequencer dies. haproxy retries what reached it on the others, and stops sending it
-    // anything once its checks fail; the followers hold appends until one of them takes over.
     let roles: HashMap<usize, String> = (0..3)
         .filter_map(|i| Some((i, get(&agent, &format!("{}/readyz", servers[i].url)).ok()?.json()["role"].as_str()?.to_string())))
         .collect();
     let sequencer = *roles.iter().find(|(_, r)| r.as_str() == "sequencer").expect("one instance sequences").0;
+    // Up once every instance has passed its /readyz checks ("UP" in haproxy's CSV), and the
+    // appends backend has found the sequencer among them.
+    let started = Instant::now();
+    loop {
+        let csv = get(&agent, &format!("http://127.0.0.1:{stats}/stats;csv")).map(|r| r.text()).unwrap_or_default();
+        let up = |prefix: &str| csv.lines().filter(|l| l.starts_with(prefix) && l.contains(",UP,")).count();
+        if up("signet,signet") == 3 && up("appends,sequencer") == 1 {
+            assert!(up(&format!("appends,sequencer{},", sequencer + 1)) == 1, "haproxy took another instance for the sequencer:\n{csv}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "haproxy never saw three healthy instances and one sequencer:\n{csv}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Reads and writes, through the one front door: reads on every instance, appends on the
+    // sequencer alone.
+    let before: Vec<u64> = servers.iter().map(|s| served(&agent, &s.url)).collect();
+    let signer = Signer::new();
+    let reads = 200;
+    for i in 0..reads {
+        let r = get(&agent, &format!("{front}/api/v1/log")).unwrap();
+        assert_eq!(r.status, 200, "read {i}: {}", r.text());
+    }
+    let share: Vec<u64> = servers.iter().zip(&before).map(|(s, b)| served(&agent, &s.url) - b).collect();
+    eprintln!("reads served per instance: {share:?} of {reads} (plus haproxy's health checks)");
+    for (i, n) in share.iter().enumerate() {
+        assert!(*n >= reads as u64 / 5, "instance {i} served {n} of {reads} reads: {share:?}");
+    }
+    let appended = |i: usize| {
+        let text = get(&agent, &format!("{}/metrics", servers[i].url)).unwrap().text();
+        text.lines()
+            .filter(|l| l.starts_with("http_server_request_duration_seconds_count{"))
+            .filter(|l| l.contains("http_request_method=\"POST\"") && l.contains("http_route=\"/api/v1/log/entries\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let appends = 60;
+    for i in 0..appends {
+        let r = post_json(&agent, &format!("{front}/api/v1/log/entries"), &signer.v1_entry(format!("spread {i}").as_bytes())).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let per_instance: Vec<u64> = (0..3).map(appended).collect();
+    assert_eq!(per_instance[sequencer], appends, "every append on the sequencer ({sequencer}): {per_instance:?}");
+    assert_eq!(per_instance.iter().sum::<u64>(), appends, "{per_instance:?}");
+
+    // The sequencer dies. haproxy retries what reached it on the others, and stops sending it
+    // anything once its checks fail; the followers hold appends until one of them takes over.
     servers[sequencer].kill();
     let killed = Instant::now();
     let mut i = 0;

@@ -692,3 +692,32 @@ fn a_commit_behind_a_held_row_lock_fails_within_the_lock_timeout() {
     s.commit(&batch(1, 2, 4, 2)).unwrap();
     assert_eq!(s.latest_checkpoint(1).unwrap().unwrap().size, 4);
 }
+
+/// A new database's first minute: autovacuum has not analyzed `entries` yet, and with no
+/// statistics the planner once chose to scan a log's whole range for the dedupe's leaf
+/// lookup. The lookup must probe `entries_by_leaf` for every leaf whatever the planner knows.
+#[test]
+fn the_leaf_lookup_probes_its_index_on_a_table_never_analyzed() {
+    let Some(server) = common::postgres_url() else { return };
+    let db = common::fresh_database(&server);
+    let s = PostgresStorage::open(&db).unwrap();
+    common::psql(&db, "ALTER TABLE entries SET (autovacuum_enabled = false)");
+    for start in (0..4000).step_by(250) {
+        s.commit(&batch(1, start, start + 250, 1)).unwrap();
+    }
+    assert_eq!(common::psql_i64(&db, "SELECT count(*) FROM pg_stats WHERE tablename = 'entries'"), 0, "the table has statistics");
+    let wanted: Vec<Vec<u8>> = (3744..4000).map(|i| merkle::leaf_hash(format!("log 1 entry {i}").as_bytes()).to_vec()).collect();
+    let plan: Vec<String> = common::with_client(&db, move |client| async move {
+        let rows = client
+            .query(&format!("EXPLAIN {}", signet_log::storage::postgres::FIND_LEAVES), &[&1i16, &wanted])
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get::<_, String>(0)).collect()
+    });
+    let plan = plan.join("\n");
+    assert!(plan.contains("entries_by_leaf") && plan.contains("leaf_hash = w.leaf"), "not one probe per leaf:\n{plan}");
+    assert!(!plan.contains("Filter"), "rows are filtered, not found:\n{plan}");
+    let mut found = s.find_leaves(1, &[merkle::leaf_hash(b"log 1 entry 3999"), merkle::leaf_hash(b"log 1 entry 7"), [9; 32], merkle::leaf_hash(b"log 1 entry 7")]).unwrap();
+    found.sort();
+    assert_eq!(found, [(0, 3999), (1, 7), (3, 7)], "a leaf asked for twice is found for both");
+}

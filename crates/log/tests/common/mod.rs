@@ -80,7 +80,7 @@ pub fn psql_i64(url: &str, sql: &str) -> i64 {
 
 /// `f` with a client of `url`, on a thread and runtime of its own: callers may be inside a
 /// tokio runtime already.
-fn with_client<T, F, Fut>(url: &str, f: F) -> T
+pub fn with_client<T, F, Fut>(url: &str, f: F) -> T
 where
     T: Send + 'static,
     F: FnOnce(tokio_postgres::Client) -> Fut + Send + 'static,
