@@ -59,7 +59,15 @@ enum Command {
     #[command(subcommand)]
     Tuf(cmd::tuf::Tuf),
     /// The performance lab: load generation and reports.
+    #[cfg(feature = "lab")]
     Bench(cmd::bench::Args),
+    /// The performance lab, which this build leaves out (the cargo feature `lab`).
+    #[cfg(not(feature = "lab"))]
+    #[command(hide = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
+    },
     /// Sign a file keylessly into a Sigstore bundle (sigstore-conformance protocol).
     SignBundle(cmd::sign_bundle::Args),
     /// Verify a Sigstore bundle offline (sigstore-conformance protocol).
@@ -91,7 +99,13 @@ fn main() -> ExitCode {
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),
         Command::Tuf(args) => cmd::tuf::run(args),
+        #[cfg(feature = "lab")]
         Command::Bench(args) => cmd::bench::run(args),
+        #[cfg(not(feature = "lab"))]
+        Command::Bench { .. } => {
+            errln!("error: this signet was built without the performance lab (the cargo feature `lab`); a checkout's `cargo run --release -- bench …` has it");
+            ExitCode::from(2)
+        }
         Command::SignBundle(args) => cmd::sign_bundle::run(args),
         Command::VerifyBundle(args) => cmd::verify_bundle::run(args),
         Command::Witness(args) => cmd::witness::run(args),

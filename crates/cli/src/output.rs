@@ -18,7 +18,8 @@ macro_rules! errln {
     }};
 }
 
-/// `print!` that drops what stdout cannot take.
+/// `print!` that drops what stdout cannot take (the lab's progress lines).
+#[cfg(feature = "lab")]
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
