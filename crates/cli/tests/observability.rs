@@ -164,20 +164,38 @@ fn every_metric_the_dashboard_and_the_alerts_read_is_exported() {
     assert!(value("signet_certificate_expiry_timestamp_seconds{certificate=\"ca_intermediate\"}") > 1.7e9);
     // The scrape itself is the one active request.
     assert_eq!(value("http_server_active_requests{http_request_method=\"GET\"}"), 1.0);
+    // The process's own gauges under Prometheus' standard names, and the build.
+    assert_eq!(value(&format!("signet_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))), 1.0);
+    assert!(value("process_resident_memory_bytes ") > 1e6 && value("process_open_fds ") >= 3.0 && value("process_threads ") >= 2.0);
+    assert!(value("process_start_time_seconds ") > 1.7e9 && value("process_cpu_seconds_total ") > 0.0);
+    // The whole exposition passes promtool's linter.
+    if let Some(promtool) = promtool() {
+        use std::io::Write as _;
+        let piped = std::process::Stdio::piped;
+        let mut child = Command::new(promtool).args(["check", "metrics"]).stdin(piped()).stdout(piped()).stderr(piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// promtool, where it is installed (scripts/install-deps puts Debian's in .tools/bin); in CI it must be.
+fn promtool() -> Option<String> {
+    let promtool = [format!("{ROOT}/.tools/bin/promtool"), "promtool".to_string()]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()));
+    if promtool.is_none() {
+        assert!(std::env::var("CI").is_err(), "promtool is missing; scripts/install-deps installs it");
+        eprintln!("promtool not installed; skipped");
+    }
+    promtool
 }
 
 /// `promtool check rules`, where promtool is installed (scripts/install-deps puts Debian's in
 /// .tools/bin).
 #[test]
 fn the_alert_rules_pass_promtool() {
-    let promtool = [format!("{ROOT}/.tools/bin/promtool"), "promtool".to_string()]
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()));
-    let Some(promtool) = promtool else {
-        assert!(std::env::var("CI").is_err(), "promtool is missing; scripts/install-deps installs it");
-        eprintln!("promtool not installed; skipped");
-        return;
-    };
+    let Some(promtool) = promtool() else { return };
     let out = Command::new(promtool).args(["check", "rules", &format!("{ROOT}/deploy/prometheus/rules.yml")]).output().unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }

@@ -10,6 +10,8 @@
 //! (by method). Labels are bounded: a route template (unmatched paths have none), one of the
 //! standard methods or `_OTHER`, and a status code.
 
+mod process;
+
 use std::collections::HashMap;
 
 /// Keys are the server's own (route templates, methods, statuses), so no request picks them:
@@ -214,6 +216,7 @@ impl Metrics {
         let _ = writeln!(out, "signet_panics_total{{where=\"request\"}} {}", self.panics.load(Ordering::Relaxed));
         let _ = writeln!(out, "signet_panics_total{{where=\"sequencer\"}} {}", signet_log::sequencer::panics());
         crate::otel::render(&mut out);
+        process::render(&mut out);
         out
     }
 }
