@@ -103,8 +103,24 @@ fn promql_names_are_read_from_expressions() {
 fn every_metric_the_dashboard_and_the_alerts_read_is_exported() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("signet.toml");
-    // The audit log on, so that its metrics are there too.
-    std::fs::write(&config, "[guard.audit]\nenabled = true\nanchor_interval_secs = 1\n").unwrap();
+    // The audit log, a witness (one that never answers) and the monitor on, so that their
+    // metrics are there too.
+    let witness_key = dir.path().join("witness.pem");
+    assert!(Command::new("openssl").args(["genpkey", "-algorithm", "ed25519", "-out"]).arg(&witness_key).status().unwrap().success());
+    let vkey = Command::new(env!("CARGO_BIN_EXE_signet")).args(["witness", "vkey", "--name", "w.example", "--key"]).arg(&witness_key).output().unwrap();
+    assert!(vkey.status.success(), "{}", String::from_utf8_lossy(&vkey.stderr));
+    let vkey = String::from_utf8(vkey.stdout).unwrap();
+    let watch = dir.path().join("watch.toml");
+    std::fs::write(&watch, "emails = [\"you@example.com\"]\n").unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[guard.audit]\nenabled = true\nanchor_interval_secs = 1\n[log.witnesses]\nquorum = 1\nmembers = [{{ url = \"http://127.0.0.1:9\", vkey = \"{}\" }}]\n[monitor]\nwatch = \"{}\"\ninterval_secs = 1\n",
+            vkey.trim(),
+            watch.display()
+        ),
+    )
+    .unwrap();
     let server = Server::start(dir.path(), &["--config", config.to_str().unwrap()]);
     let agent = agent();
     // Work for each service: an append to each log, a certificate (and its SCT), a timestamp.
@@ -135,7 +151,8 @@ fn every_metric_the_dashboard_and_the_alerts_read_is_exported() {
     let mut missing = Vec::new();
     for expr in dashboard_exprs().into_iter().chain(rule_exprs()) {
         for name in metric_names(&expr) {
-            if !have.contains(family(&name)) {
+            // `up` is Prometheus's own, one per scrape target.
+            if name != "up" && !have.contains(family(&name)) {
                 missing.push(format!("{name} (in {expr})"));
             }
         }
@@ -146,9 +163,9 @@ fn every_metric_the_dashboard_and_the_alerts_read_is_exported() {
     // What the work above counted, under OpenTelemetry's names.
     let line = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in\n{text}")).to_string();
     let value = |prefix: &str| line(prefix).rsplit(' ').next().unwrap().parse::<f64>().unwrap();
-    assert_eq!(value("http_server_request_duration_seconds_count{http_request_method=\"POST\",http_route=\"/api/v2/signingCert\",http_response_status_code=\"200\"}"), 1.0);
-    assert_eq!(value("http_server_request_duration_seconds_count{http_request_method=\"GET\",http_response_status_code=\"404\"}"), 1.0);
-    assert!(line("http_server_request_duration_seconds_bucket{http_request_method=\"POST\",http_route=\"/api/v1/log/entries\",http_response_status_code=\"201\",le=\"0.005\"}").len() > 0);
+    assert_eq!(value("http_server_request_duration_seconds_count{http_request_method=\"POST\",http_route=\"/api/v2/signingCert\",http_response_status_code=\"200\",url_scheme=\"http\"}"), 1.0);
+    assert_eq!(value("http_server_request_duration_seconds_count{http_request_method=\"GET\",http_response_status_code=\"404\",url_scheme=\"http\"}"), 1.0);
+    assert!(line("http_server_request_duration_seconds_bucket{http_request_method=\"POST\",http_route=\"/api/v1/log/entries\",http_response_status_code=\"201\",url_scheme=\"http\",le=\"0.005\"}").len() > 0);
     assert_eq!(value("signet_ca_certificates_issued_total"), 1.0);
     assert_eq!(value("signet_tsa_timestamps_total"), 1.0);
     assert!(value("signet_log_entries_appended_total{log=\"rekor_v2\"}") >= 1.0);
@@ -164,6 +181,11 @@ fn every_metric_the_dashboard_and_the_alerts_read_is_exported() {
     assert!(value("signet_certificate_expiry_timestamp_seconds{certificate=\"ca_intermediate\"}") > 1.7e9);
     // The scrape itself is the one active request.
     assert_eq!(value("http_server_active_requests{http_request_method=\"GET\"}"), 1.0);
+    // /readyz says 200, and so does the gauge the unready alert reads.
+    assert_eq!(value("signet_ready "), 1.0);
+    // The witness that never answers has failed, so the appends wait unwitnessed.
+    assert!(value("signet_log_witness_failures_total{witness=\"w.example\"}") >= 1.0);
+    assert!(value("signet_log_unwitnessed_entries ") >= 1.0);
     // The process's own gauges under Prometheus' standard names, and the build.
     assert_eq!(value(&format!("signet_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))), 1.0);
     assert!(value("process_resident_memory_bytes ") > 1e6 && value("process_open_fds ") >= 3.0 && value("process_threads ") >= 2.0);
@@ -191,13 +213,23 @@ fn promtool() -> Option<String> {
     promtool
 }
 
-/// `promtool check rules`, where promtool is installed (scripts/install-deps puts Debian's in
-/// .tools/bin).
+/// `promtool check rules`, and the alerts' unit tests (each alert firing, and quiet where it
+/// should be), where promtool is installed (scripts/install-deps puts Debian's in .tools/bin).
 #[test]
-fn the_alert_rules_pass_promtool() {
+fn the_alert_rules_pass_promtool_and_their_unit_tests() {
     let Some(promtool) = promtool() else { return };
-    let out = Command::new(promtool).args(["check", "rules", &format!("{ROOT}/deploy/prometheus/rules.yml")]).output().unwrap();
-    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    for (verb, file) in [("check", "rules.yml"), ("test", "rules.test.yml")] {
+        let out = Command::new(&promtool).args([verb, "rules", &format!("{ROOT}/deploy/prometheus/{file}")]).output().unwrap();
+        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    // The availability, monitor and witness alerts each have a test that shows them firing.
+    let tests = std::fs::read_to_string(format!("{ROOT}/deploy/prometheus/rules.test.yml")).unwrap();
+    let rules = std::fs::read_to_string(format!("{ROOT}/deploy/prometheus/rules.yml")).unwrap();
+    let untested: Vec<&str> = ["SignetInstanceDown", "SignetInstanceUnready", "SignetMonitorIdentitySeen", "SignetMonitorLogMisbehaving", "SignetWitnessFailing", "SignetUnwitnessedBacklog"]
+        .into_iter()
+        .filter(|a| !rules.contains(&format!("alert: {a}")) || !tests.contains(&format!("alertname: {a}")))
+        .collect();
+    assert!(untested.is_empty(), "alerts missing, or without a unit test: {untested:?}");
 }
 
 /// Issue 44: `/metrics` and the admin API on ports of their own ([http] metrics_listen and

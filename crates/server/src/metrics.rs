@@ -8,7 +8,8 @@
 //! Prometheus exporter names them: `http_server_request_duration_seconds` (by route template,
 //! method and status, on OpenTelemetry's bucket boundaries) and `http_server_active_requests`
 //! (by method). Labels are bounded: a route template (unmatched paths have none), one of the
-//! standard methods or `_OTHER`, and a status code.
+//! standard methods or `_OTHER`, a status code, `error_type` (the status, on a 5xx, as the
+//! semantic conventions ask) and `url_scheme` (every listener of an instance has the same).
 
 mod process;
 
@@ -81,12 +82,15 @@ pub struct Metrics {
     pub panics: AtomicU64,
     /// The connection layer's counters.
     pub conn: Arc<crate::conn::ConnStats>,
+    /// `url.scheme`: `http` or `https` (empty: not known, and not labelled).
+    url_scheme: &'static str,
 }
 
 impl Metrics {
-    /// Counters that also report the connection layer's `conn`.
-    pub fn with_conn(conn: Arc<crate::conn::ConnStats>) -> Metrics {
-        Metrics { conn, ..Default::default() }
+    /// Counters that also report the connection layer's `conn`, for an instance whose
+    /// listeners speak `url_scheme`.
+    pub fn with_conn(conn: Arc<crate::conn::ConnStats>, url_scheme: &'static str) -> Metrics {
+        Metrics { conn, url_scheme, ..Default::default() }
     }
 
     fn route(&self, path: &str) -> Arc<RouteCounters> {
@@ -144,7 +148,13 @@ impl Metrics {
             series.sort_by_key(|((m, s), _)| (METHODS[*m], *s));
             for ((method, status), h) in series {
                 let route = if name.as_str() == UNMATCHED { String::new() } else { format!(",http_route=\"{name}\"") };
-                let labels = format!("http_request_method=\"{}\"{route},http_response_status_code=\"{status}\"", METHODS[*method]);
+                let mut labels = format!("http_request_method=\"{}\"{route},http_response_status_code=\"{status}\"", METHODS[*method]);
+                if *status >= 500 {
+                    let _ = write!(labels, ",error_type=\"{status}\"");
+                }
+                if !self.url_scheme.is_empty() {
+                    let _ = write!(labels, ",url_scheme=\"{}\"", self.url_scheme);
+                }
                 h.render(&mut out, "http_server_request_duration_seconds", &labels);
             }
         }
@@ -321,7 +331,7 @@ mod tests {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
         let conn = crate::conn::ConnStats { tls_info: Some((signet_tls::Backend::Openssl, signet_tls::SourceKind::Cached)), ..Default::default() };
         conn.tls_not_after.store(now + 3600, Ordering::Relaxed);
-        let text = Metrics::with_conn(Arc::new(conn)).render();
+        let text = Metrics::with_conn(Arc::new(conn), "https").render();
         let info = text.lines().find(|l| l.starts_with("signet_tls_info{")).unwrap_or_else(|| panic!("{text}"));
         assert!(info.starts_with("signet_tls_info{backend=\"openssl\",version=\"OpenSSL ") && info.ends_with("\",source=\"cached\"} 1"), "{info}");
         let left: i64 = text.lines().find_map(|l| l.strip_prefix("signet_tls_certificate_expiry_seconds ")).unwrap().parse().unwrap();
@@ -348,5 +358,19 @@ mod tests {
         // An unmatched path has no route label; an unknown method is _OTHER.
         assert!(text.contains("http_server_request_duration_seconds_count{http_request_method=\"_OTHER\",http_response_status_code=\"404\"} 1\n"), "{text}");
         assert!(text.contains("http_server_active_requests{http_request_method=\"GET\"} 0\n"), "{text}");
+    }
+
+    #[test]
+    fn server_errors_carry_error_type_and_every_series_the_scheme() {
+        let m = Metrics::with_conn(Default::default(), "https");
+        m.observe(Some("/api/v1/log"), method_index(&axum::http::Method::GET), 200, 0.003);
+        m.observe(Some("/api/v1/log"), method_index(&axum::http::Method::GET), 503, 0.003);
+        let text = m.render();
+        let ok = "http_request_method=\"GET\",http_route=\"/api/v1/log\",http_response_status_code=\"200\",url_scheme=\"https\"";
+        let failed = "http_request_method=\"GET\",http_route=\"/api/v1/log\",http_response_status_code=\"503\",error_type=\"503\",url_scheme=\"https\"";
+        for series in [ok, failed] {
+            assert!(text.contains(&format!("http_server_request_duration_seconds_count{{{series}}} 1\n")), "{series}: {text}");
+        }
+        assert_eq!(text.matches("error_type=").count(), text.matches("status_code=\"503\"").count(), "only the 5xx series: {text}");
     }
 }

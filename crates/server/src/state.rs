@@ -467,7 +467,7 @@ impl AppState {
             tsa,
             trust: parking_lot::RwLock::new(trust),
             tuf,
-            metrics: Arc::new(crate::metrics::Metrics::with_conn(conn)),
+            metrics: Arc::new(crate::metrics::Metrics::with_conn(conn, cfg.scheme())),
             guard,
             audit,
             audit_key,

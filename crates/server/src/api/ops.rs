@@ -32,6 +32,10 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::Heade
         text.push_str(&m.render());
     }
     services(&state, &mut text);
+    // What /readyz answers, for alerts: a load balancer's probe is not a record anyone keeps.
+    let ready = super::ready::readiness(&state).is_ok();
+    text.push_str("# HELP signet_ready Whether /readyz answers 200: this instance can take writes.\n# TYPE signet_ready gauge\n");
+    text.push_str(if ready { "signet_ready 1\n" } else { "signet_ready 0\n" });
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 

@@ -19,7 +19,16 @@ use crate::state::AppState;
 /// appends (an unrestored backup), or while the sequencer has stepped down for want of a
 /// lease renewal (PostgreSQL).
 pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
-    let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": status})));
+    match readiness(&state) {
+        Ok(ready) => (StatusCode::OK, Json(ready)),
+        Err(unready) => (StatusCode::SERVICE_UNAVAILABLE, Json(unready)),
+    }
+}
+
+/// What `/readyz` answers: `Ok` with the instance's role and tree sizes, or `Err` saying why
+/// not. `/metrics` exports the same as `signet_ready`, so that an alert needs no probe.
+pub(crate) fn readiness(state: &AppState) -> Result<Value, Value> {
+    let unready = |status: &str| Err(json!({"status": status}));
     match state.lifecycle.phase() {
         Phase::Starting => return unready("starting"),
         Phase::ShuttingDown => return unready("shutting down"),
@@ -35,27 +44,24 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Val
             "rekor_v2" => state.rekor_v2.behind.lock().clone(),
             _ => state.ct.behind.lock().clone(),
         };
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "sequencer stopped", "log": name, "why": why})));
+        return Err(json!({"status": "sequencer stopped", "log": name, "why": why}));
     }
     if let Some(why) = logs.iter().find_map(|(_, log)| log.appends_refused()) {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "appends refused", "why": why})));
+        return Err(json!({"status": "appends refused", "why": why}));
     }
     if crate::lease::stepped_down() {
         return unready("stepped down: the sequencer lease could not be renewed for its lifetime (is PostgreSQL reachable?)");
     }
-    (
-        StatusCode::OK,
-        Json(json!({
-            "status": "ready",
-            // On shared PostgreSQL: whether this instance sequences the logs or follows them.
-            "role": match rekor_v1.role() {
-                signet_log::Role::Sequencer => "sequencer",
-                signet_log::Role::Follower => "follower",
-            },
-            "rekorV1TreeSize": rekor_v1.head().checkpoint.size,
-            "rekorV2TreeSize": rekor_v2.head().checkpoint.size,
-        })),
-    )
+    Ok(json!({
+        "status": "ready",
+        // On shared PostgreSQL: whether this instance sequences the logs or follows them.
+        "role": match rekor_v1.role() {
+            signet_log::Role::Sequencer => "sequencer",
+            signet_log::Role::Follower => "follower",
+        },
+        "rekorV1TreeSize": rekor_v1.head().checkpoint.size,
+        "rekorV2TreeSize": rekor_v2.head().checkpoint.size,
+    }))
 }
 
 /// What answers before the app is open: liveness yes, readiness no, everything else 503.
