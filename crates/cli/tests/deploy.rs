@@ -71,9 +71,53 @@ fn the_shipped_command_lines_and_compose_config_are_accepted() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Every SIGNET_ variable compose sets is one signet reads.
-    let main_help = String::from_utf8(Command::new(BIN).args(["serve", "--help"]).output().unwrap().stdout).unwrap();
+    let env = String::from_utf8(Command::new(BIN).args(["config", "env"]).output().unwrap().stdout).unwrap();
     for var in ["SIGNET_PUBLIC_URL", "SIGNET_STORAGE"] {
         assert!(compose.contains(&format!("{var}:")));
-        assert!(main_help.contains(var) || read("crates/server/src/config.rs").contains(&format!("\"{var}\"")), "{var}");
+        assert!(env.lines().any(|l| l.split_whitespace().next() == Some(var)), "{var}");
     }
+}
+
+/// Issue 44: every key has its SIGNET_* variable (`config env` lists them, derived from the
+/// config types), a value that does not fit is named with its key, and a misspelled name is
+/// pointed out rather than silently ignored.
+#[test]
+fn every_option_can_be_set_from_the_environment() {
+    let env = String::from_utf8(Command::new(BIN).args(["config", "env"]).output().unwrap().stdout).unwrap();
+    let listed: Vec<(&str, &str)> = env.lines().filter_map(|l| l.split_once(' ').map(|(v, k)| (v, k.trim()))).collect();
+    assert!(listed.len() > 100, "{env}");
+    // Each variable is its key's path, upper-cased, and every key of the example has one.
+    for (var, key) in &listed {
+        assert_eq!(*var, format!("SIGNET_{}", key.replace('.', "_").to_uppercase()));
+    }
+    for key in ["log.batch_max_entries", "guard.audit.mode", "oidc.issuers", "witness.logs", "tls.client_auth", "monitor.watch"] {
+        assert!(listed.iter().any(|(_, k)| *k == key), "{key} has no variable");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("signet.toml");
+    std::fs::write(&config, "public_url = \"https://signet.example.com\"\n").unwrap();
+    let check = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["config", "check", "--config"]).arg(&config);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    // Keys that had no variable before: an issuer list, and a guard setting.
+    let issuers = r#"[{ url = "https://token.actions.githubusercontent.com", type = "github-workflow" }]"#;
+    let (code, err) = check(&[("SIGNET_OIDC_ISSUERS", issuers), ("SIGNET_GUARD_RATE_LIMIT_ENABLED", "true")]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("no OIDC issuer"), "the issuer from the environment counts: {err}");
+    // A value that does not fit names the variable and the key; the limits still apply to it.
+    let (code, err) = check(&[("SIGNET_LOG_BATCH_MAX_ENTRIES", "lots")]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("SIGNET_LOG_BATCH_MAX_ENTRIES") && err.contains("log.batch_max_entries"), "{err}");
+    let (code, err) = check(&[("SIGNET_LOG_BATCH_MAX_ENTRIES", "0")]);
+    assert!(code == Some(2) && err.contains("log.batch_max_entries must be 1..=65536"), "{err}");
+    // A misspelling does nothing, and says so.
+    let (code, err) = check(&[("SIGNET_LOG_BATCH_MAX_ENTRYS", "64"), ("SIGNET_OIDC_ISSUERS", issuers)]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("SIGNET_LOG_BATCH_MAX_ENTRYS names no option"), "{err}");
 }

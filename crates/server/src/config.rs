@@ -11,6 +11,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use signet_keys::{KeySource, Pkcs11Settings};
 
+pub mod env;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -44,6 +46,10 @@ pub struct Config {
     /// The file this was read from, if any: SIGHUP rereads its `[guard.roles]`.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// `SIGNET_*` variables set that name no key (a misspelling does nothing): `config check`
+    /// and `serve` point them out.
+    #[serde(skip)]
+    pub unknown_env: Vec<String>,
 }
 
 /// Every option, commented: what `signet config example` prints (and docs/configuration.md shows).
@@ -679,6 +685,7 @@ impl Default for Config {
             witness: crate::witnessing::WitnessSettings::default(),
             monitor: crate::monitoring::MonitorSettings::default(),
             source: None,
+            unknown_env: Vec::new(),
         }
     }
 }
@@ -731,118 +738,39 @@ fn located(text: &str, e: &toml::de::Error) -> String {
 }
 
 impl Config {
-    /// Reads `path` (if given) over the defaults, then applies `SIGNET_*` variables.
+    /// Reads `path` (if given) over the defaults, then applies `SIGNET_*` variables
+    /// ([`env`]: one for every key).
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let mut cfg = match path {
-            Some(p) => {
-                let shown = p.display().to_string();
-                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-                toml::from_str::<Config>(&text).map_err(|e| ConfigError::Parse { path: shown, message: located(&text, &e) })?
-            }
-            None => Config::default(),
+        let text = match path {
+            Some(p) => std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.display().to_string(), source })?,
+            None => String::new(),
         };
+        let shown = path.map_or_else(|| "(none)".to_string(), |p| p.display().to_string());
+        let mut cfg = Config::from_text(&text, &shown, std::env::vars())?;
         cfg.source = path.map(Path::to_path_buf);
-        cfg.apply_env(|k| std::env::var(k).ok())?;
         Ok(cfg)
     }
 
-    fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        fn parse<T: std::str::FromStr>(name: &str, v: String) -> Result<T, ConfigError>
-        where
-            T::Err: std::fmt::Display,
-        {
-            v.parse().map_err(|e: T::Err| ConfigError::Env { name: name.into(), why: e.to_string() })
-        }
-        if let Some(v) = get("SIGNET_LISTEN") {
-            self.listen = parse("SIGNET_LISTEN", v)?;
-        }
-        if let Some(v) = get("SIGNET_HTTP_METRICS_LISTEN") {
-            self.http.metrics_listen = Some(parse("SIGNET_HTTP_METRICS_LISTEN", v)?);
-        }
-        if let Some(v) = get("SIGNET_HTTP_ADMIN_LISTEN") {
-            self.http.admin_listen = Some(parse("SIGNET_HTTP_ADMIN_LISTEN", v)?);
-        }
-        if let Some(v) = get("SIGNET_DATA_DIR") {
-            self.data_dir = PathBuf::from(v);
-        }
-        if let Some(v) = get("SIGNET_PUBLIC_URL") {
-            self.public_url = Some(v);
-        }
-        if let Some(v) = get("SIGNET_STORAGE") {
-            self.storage = Some(v);
-        }
-        if let Some(v) = get("SIGNET_TLS_CERT") {
-            self.tls.cert = Some(PathBuf::from(v));
-        }
-        if let Some(v) = get("SIGNET_TLS_KEY") {
-            self.tls.key = Some(PathBuf::from(v));
-        }
-        if let Some(v) = get("SIGNET_TLS_BACKEND") {
-            self.tls.backend = Some(v);
-        }
-        if let Some(v) = get("SIGNET_TLS_SOURCE") {
-            self.tls.source = Some(v);
-        }
-        if let Some(v) = get("SIGNET_TLS_CACHE_TTL_SECS") {
-            self.tls.cache_ttl_secs = Some(parse("SIGNET_TLS_CACHE_TTL_SECS", v)?);
-        }
-        if let Some(v) = get("SIGNET_TLS_CLIENT_CA") {
-            self.tls.client_ca = Some(PathBuf::from(v));
-        }
-        if let Some(v) = get("SIGNET_TLS_CLIENT_AUTH") {
-            self.tls.client_auth = Some(v);
-        }
-        if let Some(v) = get("SIGNET_TLS_PLAIN_HTTP") {
-            self.tls.plain_http = parse("SIGNET_TLS_PLAIN_HTTP", v)?;
-        }
-        if let Some(v) = get("SIGNET_TLS_ISSUED_LIFETIME_SECS") {
-            self.tls.issued_lifetime_secs = Some(parse("SIGNET_TLS_ISSUED_LIFETIME_SECS", v)?);
-        }
-        if let Some(v) = get("SIGNET_CA_INTERMEDIATE_KEY") {
-            self.ca.intermediate_key = Some(v);
-        }
-        for (name, slot) in [
-            ("SIGNET_KEYS_REKOR_V1", &mut self.keys.rekor_v1),
-            ("SIGNET_KEYS_REKOR_V2", &mut self.keys.rekor_v2),
-            ("SIGNET_KEYS_CT", &mut self.keys.ct),
-            ("SIGNET_KEYS_TSA", &mut self.keys.tsa),
-            ("SIGNET_KEYS_CA_INTERMEDIATE", &mut self.keys.ca_intermediate),
-            ("SIGNET_KEYS_CA_ROOT", &mut self.keys.ca_root),
-            ("SIGNET_KEYS_AUDIT", &mut self.keys.audit),
-            ("SIGNET_KEYS_TUF_ROOT", &mut self.keys.tuf_root),
-            ("SIGNET_KEYS_TUF_TARGETS", &mut self.keys.tuf_targets),
-            ("SIGNET_KEYS_TUF_SNAPSHOT", &mut self.keys.tuf_snapshot),
-            ("SIGNET_KEYS_TUF_TIMESTAMP", &mut self.keys.tuf_timestamp),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(parse(name, v)?);
-            }
-        }
-        if let Some(v) = get("SIGNET_KEYS_PKCS11_MODULE") {
-            self.keys.pkcs11_module = Some(PathBuf::from(v));
-        }
-        if let Some(v) = get("SIGNET_KEYS_PKCS11_PIN") {
-            self.keys.pkcs11_pin = Some(v);
-        }
-        if let Some(v) = get("SIGNET_KEYS_PKCS11_SESSIONS") {
-            self.keys.pkcs11_sessions = parse("SIGNET_KEYS_PKCS11_SESSIONS", v)?;
-        }
-        if let Some(v) = get("SIGNET_LOG_BATCH_MAX_ENTRIES") {
-            self.log.batch_max_entries = parse("SIGNET_LOG_BATCH_MAX_ENTRIES", v)?;
-        }
-        if let Some(v) = get("SIGNET_LOG_BATCH_MAX_DELAY_MS") {
-            self.log.batch_max_delay_ms = parse("SIGNET_LOG_BATCH_MAX_DELAY_MS", v)?;
-        }
-        if let Some(v) = get("SIGNET_LOG_MAX_PENDING_APPENDS") {
-            self.log.max_pending_appends = parse("SIGNET_LOG_MAX_PENDING_APPENDS", v)?;
-        }
-        if let Some(v) = get("SIGNET_LOG_TILE_CACHE_MB") {
-            self.log.tile_cache_mb = parse("SIGNET_LOG_TILE_CACHE_MB", v)?;
-        }
-        if let Some(v) = get("SIGNET_TRACING_OTLP_ENDPOINT") {
-            self.tracing.otlp_endpoint = Some(v);
-        }
-        Ok(())
+    /// The config file's `text` (empty: none) with the `SIGNET_*` variables among `vars` over it.
+    fn from_text(text: &str, shown: &str, vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        // The file alone first, so that its errors name its lines.
+        let from_file = toml::from_str::<Config>(text).map_err(|e| ConfigError::Parse { path: shown.to_string(), message: located(text, &e) })?;
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse { path: shown.to_string(), message: located(text, &e) })?;
+        let before = table.clone();
+        let unknown = env::overlay(&mut table, vars)?;
+        let mut cfg = if table == before {
+            from_file
+        } else {
+            table.try_into::<Config>().map_err(|e| ConfigError::Invalid(format!("the config with its SIGNET_* variables: {}", e.message())))?
+        };
+        cfg.unknown_env = unknown;
+        Ok(cfg)
+    }
+
+    /// `text` as a config file with the `(name, value)` variables set.
+    #[cfg(test)]
+    fn with_env(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_text(text, "test.toml", vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
     }
 
     /// Checks the settings that have no safe default and fills in derived ones.
@@ -1032,8 +960,7 @@ mod tests {
         assert_eq!(h.surfaces(false), vec![(None, vec![Public]), (Some(m), vec![Metrics]), (Some(a), vec![Admin])]);
         h.admin_listen = Some(m);
         assert_eq!(h.surfaces(false), vec![(None, vec![Public]), (Some(m), vec![Metrics, Admin])], "one port for both");
-        let mut c = Config::default();
-        c.apply_env(|k| (k == "SIGNET_HTTP_ADMIN_LISTEN").then(|| "127.0.0.1:9465".to_string())).unwrap();
+        let c = Config::with_env("", &[("SIGNET_HTTP_ADMIN_LISTEN", "127.0.0.1:9465")]).unwrap();
         assert_eq!(c.http.admin_listen, Some(a));
         assert_eq!(Surface::of("/api/admin/log/rotate"), Admin);
         assert_eq!(Surface::of("/metrics"), Metrics);
@@ -1042,10 +969,9 @@ mod tests {
 
     #[test]
     fn env_overrides_and_errors() {
-        let mut c = Config::default();
-        c.apply_env(|k| (k == "SIGNET_LOG_BATCH_MAX_ENTRIES").then(|| "64".to_string())).unwrap();
+        let c = Config::with_env("", &[("SIGNET_LOG_BATCH_MAX_ENTRIES", "64")]).unwrap();
         assert_eq!(c.log.batch_max_entries, 64);
-        let err = c.apply_env(|k| (k == "SIGNET_LISTEN").then(|| "nope".to_string())).unwrap_err();
+        let err = Config::with_env("", &[("SIGNET_LISTEN", "nope")]).unwrap_err();
         assert!(err.to_string().contains("SIGNET_LISTEN"));
     }
 
@@ -1054,8 +980,7 @@ mod tests {
         let c: Config = toml::from_str("[ca]\nintermediate_key = \"p384\"\n").unwrap();
         assert_eq!(c.ca.intermediate_curve().unwrap(), Some(signet_ca::x509::CaCurve::P384));
         assert_eq!(Config::default().ca.intermediate_curve().unwrap(), None);
-        let mut c = Config { dev: true, ..Config::default() };
-        c.apply_env(|k| (k == "SIGNET_CA_INTERMEDIATE_KEY").then(|| "rsa".to_string())).unwrap();
+        let c = Config::with_env("dev = true\n", &[("SIGNET_CA_INTERMEDIATE_KEY", "rsa")]).unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("ca.intermediate_key") && err.contains("expected p256 or p384"), "{err}");
     }
@@ -1162,14 +1087,7 @@ mod tests {
         assert_eq!(c.tls.issued_lifetime(), std::time::Duration::from_secs(60));
         let err = toml::from_str::<Config>("[tls]\ncertificate = \"x\"\n").unwrap_err();
         assert!(err.message().contains("certificate"), "{}", err.message());
-        let mut c = Config::default();
-        c.apply_env(|k| match k {
-            "SIGNET_TLS_CERT" => Some("/c".into()),
-            "SIGNET_TLS_KEY" => Some("/k".into()),
-            "SIGNET_TLS_BACKEND" => Some("openssl".into()),
-            _ => None,
-        })
-        .unwrap();
+        let c = Config::with_env("", &[("SIGNET_TLS_CERT", "/c"), ("SIGNET_TLS_KEY", "/k"), ("SIGNET_TLS_BACKEND", "openssl")]).unwrap();
         assert_eq!((c.tls.cert.unwrap(), c.tls.backend.unwrap()), (PathBuf::from("/c"), "openssl".to_string()));
     }
 
@@ -1202,10 +1120,10 @@ mod tests {
             assert!(err.contains("tls.cache_ttl_secs") && err.contains("1..=3600"), "{bad}: {err}");
         }
 
-        let mut c = tls("source = \"cached\"\n");
-        c.apply_env(|k| (k == "SIGNET_TLS_CACHE_TTL_SECS").then(|| "30".to_string())).unwrap();
+        let cached = "dev = true\n[tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\nsource = \"cached\"\n";
+        let c = Config::with_env(cached, &[("SIGNET_TLS_CACHE_TTL_SECS", "30")]).unwrap();
         assert_eq!(c.tls.cache_ttl_secs, Some(30));
-        let err = c.apply_env(|k| (k == "SIGNET_TLS_CACHE_TTL_SECS").then(|| "soon".to_string())).unwrap_err().to_string();
+        let err = Config::with_env(cached, &[("SIGNET_TLS_CACHE_TTL_SECS", "soon")]).unwrap_err().to_string();
         assert!(err.contains("SIGNET_TLS_CACHE_TTL_SECS"), "{err}");
     }
 

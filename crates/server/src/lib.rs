@@ -76,6 +76,9 @@ pub use state::{AppState, StartError};
 /// router is served over HTTPS, and the files are re-read every `tls.reload_interval_secs`.
 pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
     cfg.validate()?;
+    for name in &cfg.unknown_env {
+        tracing::warn!(variable = %name, "a SIGNET_* variable that names no option does nothing (`signet config env` lists them)");
+    }
     let _lock = datadir::DataDirLock::acquire(&cfg.data_dir)?;
     for path in datadir::make_private(&cfg.data_dir)? {
         tracing::warn!(path = %path.display(), "was readable by other users; made private (0600 files, 0700 directories)");

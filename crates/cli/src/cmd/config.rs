@@ -1,5 +1,6 @@
-//! `signet config example`: every option, commented. `signet config check`: loads a file (and
-//! the `SIGNET_*` environment) and validates it, as `serve` would, without starting anything.
+//! `signet config example`: every option, commented. `signet config env`: the `SIGNET_*`
+//! variable of every option. `signet config check`: loads a file (and the `SIGNET_*`
+//! environment) and validates it, as `serve` would, without starting anything.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,6 +9,8 @@ use std::process::ExitCode;
 pub enum ConfigCmd {
     /// Print every option with its default or an example value, commented.
     Example,
+    /// Print the SIGNET_* environment variable of every option, with the key it sets.
+    Env,
     /// Load and validate a config file; exit 2 with the reason when it is not valid.
     Check {
         #[arg(long)]
@@ -24,6 +27,12 @@ pub fn run(cmd: ConfigCmd) -> ExitCode {
             outln!("{}", signet_server::config::EXAMPLE.trim_end());
             ExitCode::SUCCESS
         }
+        ConfigCmd::Env => {
+            for (name, path) in signet_server::config::env::keys() {
+                outln!("{name:<44} {}", path.join("."));
+            }
+            ExitCode::SUCCESS
+        }
         ConfigCmd::Check { config, dev } => {
             let mut cfg = match super::config(Some(&config), None, None) {
                 Ok(c) => c,
@@ -33,6 +42,9 @@ pub fn run(cmd: ConfigCmd) -> ExitCode {
             match cfg.validate() {
                 Ok(()) => {
                     outln!("{}: valid", config.display());
+                    for name in &cfg.unknown_env {
+                        errln!("signet config check: warning: {name} names no option and does nothing (`signet config env` lists them)");
+                    }
                     if !cfg.dev && cfg.oidc.issuers.is_empty() && cfg.oidc.fulcio_config.is_none() {
                         errln!("signet config check: warning: no OIDC issuer is configured, so the CA can certify no one; add [[oidc.issuers]] or [oidc] fulcio_config (docs/ca.md)");
                     }
