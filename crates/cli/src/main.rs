@@ -51,6 +51,8 @@ enum Command {
     Config(cmd::config::ConfigCmd),
     /// Check a config, its keys, storage and TUF metadata, and the running instance.
     Doctor(cmd::doctor::Args),
+    /// Is the instance on this machine alive (/healthz) or ready (--ready: /readyz)? Exit 0 or 1.
+    Probe(cmd::probe::Args),
     /// Print an identity token from the development OIDC issuer of a `serve --dev` data dir.
     DevToken(cmd::dev_token::Args),
     /// Trust distribution: export the documents clients verify with.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
         Command::Restore(args) => cmd::restore::run(args),
         Command::Serve(args) => cmd::serve::run(args, cli.log_format),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Probe(args) => cmd::probe::run(args),
         Command::Config(args) => cmd::config::run(args),
         Command::DevToken(args) => cmd::dev_token::run(args),
         Command::Trust(args) => cmd::trust::run(args),

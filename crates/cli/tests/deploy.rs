@@ -121,3 +121,69 @@ fn every_option_can_be_set_from_the_environment() {
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("SIGNET_LOG_BATCH_MAX_ENTRYS names no option"), "{err}");
 }
+
+/// Issue 44: `signet probe`, the image's HEALTHCHECK, finds the port that answers the probes
+/// from the config alone, over plain HTTP and over the instance's own issued HTTPS (verified
+/// against the data dir's TLS CA), and exits 1 once nothing answers.
+#[test]
+fn the_probe_finds_the_instance_from_its_config_and_fails_when_it_is_gone() {
+    use crate::common::Server;
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let probe = |config: &std::path::Path, data: &std::path::Path, ready: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["probe", "--timeout-secs", "3", "--config"]).arg(config).arg("--data-dir").arg(data);
+        if ready {
+            cmd.arg("--ready");
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    for tls in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, config) = (dir.path().join("data"), dir.path().join("signet.toml"));
+        let port = free();
+        let source = if tls { "[tls]\nsource = \"issued\"\n" } else { "" };
+        std::fs::write(&config, format!("{source}[http]\nmetrics_listen = \"127.0.0.1:{port}\"\n")).unwrap();
+        let extra: &[&str] = if tls { &["--config", config.to_str().unwrap(), "--tls-source", "issued"] } else { &["--config", config.to_str().unwrap()] };
+        let server = Server::start(&data, extra);
+        assert_eq!(server.url.starts_with("https://"), tls, "{}", server.url);
+        let scheme = if tls { "https" } else { "http" };
+        let (code, out, err) = probe(&config, &data, false);
+        assert_eq!(code, Some(0), "tls {tls}: {err}");
+        assert_eq!(out.trim(), format!("{scheme}://127.0.0.1:{port}/healthz: alive"), "the metrics port");
+        let (code, out, err) = probe(&config, &data, true);
+        assert!(code == Some(0) && out.contains("/readyz: ready"), "tls {tls}: {out}{err}");
+        drop(server);
+        let (code, _, err) = probe(&config, &data, false);
+        assert_eq!(code, Some(1), "tls {tls}: nothing answers: {err}");
+        assert!(err.starts_with("signet probe: ") && err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    }
+    // As the image runs it: a config file that says nothing, completed by the environment
+    // (SIGNET_DEV, SIGNET_LISTEN), and the HEALTHCHECK's probe reading the same.
+    let dir = tempfile::tempdir().unwrap();
+    let (data, config) = (dir.path().join("data"), dir.path().join("signet.toml"));
+    std::fs::write(&config, "# empty\n").unwrap();
+    let listen = format!("127.0.0.1:{}", free());
+    let mut serve = Command::new(BIN);
+    serve.args(["serve", "--config"]).arg(&config).arg("--data-dir").arg(&data).env("SIGNET_DEV", "true").env("SIGNET_LISTEN", &listen);
+    let server = Server::spawn(serve, &data);
+    assert!(server.url.starts_with("https://"), "--dev from the environment issues its certificate: {}", server.url);
+    let out = Command::new(BIN).args(["probe", "--config"]).arg(&config).arg("--data-dir").arg(&data).env("SIGNET_DEV", "true").env("SIGNET_LISTEN", &listen).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let healthcheck = read("deploy/Dockerfile").lines().skip_while(|l| !l.starts_with("HEALTHCHECK")).take(2).collect::<String>();
+    assert!(healthcheck.contains(r#"["/usr/local/bin/signet", "probe", "--config", "/etc/signet/signet.toml", "--data-dir", "/var/lib/signet"]"#), "{healthcheck}");
+    drop(server);
+
+    // HTTPS verified, not merely spoken: against CAs that did not issue the certificate, it fails.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--tls-source", "issued"]);
+    let other = tempfile::tempdir().unwrap();
+    let _ = Server::start(&other.path().join("data"), &["--tls-source", "issued"]);
+    let foreign = signet_ca::serving::certificate_path(&other.path().join("data"));
+    let out = Command::new(BIN).args(["probe", "--url", &server.url, "--ca-file"]).arg(&foreign).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let own = signet_ca::serving::certificate_path(&data);
+    let out = Command::new(BIN).args(["probe", "--url", &server.url, "--ca-file"]).arg(&own).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -26,6 +26,7 @@ pub mod import;
 pub mod init;
 pub mod migrate;
 pub mod monitor;
+pub mod probe;
 pub mod restore;
 pub mod serve;
 pub mod sign_bundle;
