@@ -187,3 +187,40 @@ fn the_probe_finds_the_instance_from_its_config_and_fails_when_it_is_gone() {
     let out = Command::new(BIN).args(["probe", "--url", &server.url, "--ca-file"]).arg(&own).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 44: `signet config example` is a config that starts, both for an instance `init` made
+/// (production) and under `--dev`: nothing set in it names a file or token that is not there.
+#[test]
+fn the_example_config_starts_an_instance() {
+    use crate::common::Server;
+    let dir = tempfile::tempdir().unwrap();
+    let (data, config) = (dir.path().join("data"), dir.path().join("signet.toml"));
+    let example = Command::new(BIN).args(["config", "example"]).output().unwrap();
+    assert!(example.status.success());
+    std::fs::write(&config, &example.stdout).unwrap();
+    let public_url = String::from_utf8_lossy(&example.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("public_url = \"")?.split('"').next().map(str::to_string))
+        .expect("the example sets public_url");
+    let init = Command::new(BIN).args(["init", "--public-url", &public_url, "--data-dir"]).arg(&data).output().unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    // Its public URL is not this machine: the probe finds the port from the config and the
+    // environment, as the image's HEALTHCHECK does.
+    let listen = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let mut serve = Command::new(BIN);
+    // The example's one issuer is GitHub's, found by discovery over the Internet, which tests
+    // must not reach: the environment empties the list (and shows that a list can be set so).
+    serve.args(["serve", "--config"]).arg(&config).arg("--data-dir").arg(&data).env("SIGNET_LISTEN", &listen).env("SIGNET_OIDC_ISSUERS", "[]");
+    let server = Server::spawn(serve, &data);
+    let out = Command::new(BIN).args(["probe", "--ready", "--config"]).arg(&config).arg("--data-dir").arg(&data).env("SIGNET_LISTEN", &listen).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(server);
+    // Under --dev, on a data dir of its own.
+    let listen = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let mut serve = Command::new(BIN);
+    serve.args(["serve", "--dev", "--plain-http", "--config"]).arg(&config).arg("--data-dir").arg(dir.path().join("dev"));
+    serve.env("SIGNET_LISTEN", &listen).env("SIGNET_OIDC_ISSUERS", "[]");
+    let _server = Server::spawn(serve, &dir.path().join("dev"));
+    let out = Command::new(BIN).args(["probe", "--ready", "--url", &format!("http://{listen}")]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -36,6 +36,9 @@ pub struct InitOptions {
     pub root_token: Option<KeySource>,
     /// The module and PIN for `token` where its URI gives none.
     pub pkcs11: Pkcs11Settings,
+    /// Where to write the config instead of `<data dir>/signet.toml` (a package's
+    /// `/etc/signet/signet.toml`); never over an existing file.
+    pub config_out: Option<PathBuf>,
 }
 
 /// The keys `--keys` keeps on a token or in KMS: (config key, object label or KMS alias, the
@@ -78,6 +81,8 @@ pub enum InitError {
     RootKeyExists { path: String },
     #[error("--root-key-out writes a root key file; a root key on a token (--root-key pkcs11:…) stays there: give one of them")]
     RootTwice,
+    #[error("{path} already exists; init never overwrites a config (move it aside, or give another --config-out)")]
+    ConfigExists { path: String },
     #[error(transparent)]
     Start(#[from] StartError),
 }
@@ -95,6 +100,9 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
         .collect();
     if !existing.is_empty() {
         return Err(InitError::Exists { data_dir: dir.display().to_string(), existing: existing.join(", ") });
+    }
+    if let Some(out) = opts.config_out.as_ref().filter(|p| p.exists()) {
+        return Err(InitError::ConfigExists { path: out.display().to_string() });
     }
     if opts.root_key_out.is_some() && opts.root_token.is_some() {
         return Err(InitError::RootTwice);
@@ -166,10 +174,10 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
             KeySource::File(out.clone())
         }
     };
-    let config = dir.join("signet.toml");
+    let config = opts.config_out.clone().unwrap_or_else(|| dir.join("signet.toml"));
     let module = opts.token.as_ref().filter(|h| h.is_token()).and(opts.pkcs11.module.as_deref());
     let keys = keys_table(&on_token, module);
-    files::write_atomic(&config, config_text(dir, &opts.public_url, &keys).as_bytes(), 0o600)
+    files::write_atomic(&config, config_text(dir, &config, &opts.public_url, &keys).as_bytes(), 0o600)
         .map_err(|source| StartError::Io { what: format!("writing {}", config.display()), source })?;
     let on_disk = |f: &&&str| token_key(f).is_none();
     let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(crate::state::PRODUCTION_FILES.iter()).filter(on_disk).map(|f| dir.join(f)).collect();
@@ -234,14 +242,14 @@ fn keys_table(on_token: &[(&str, KeySource)], module: Option<&Path>) -> String {
 }
 
 /// A production config: every section, its defaults commented out, no dev issuer.
-fn config_text(data_dir: &Path, public_url: &str, keys: &str) -> String {
+fn config_text(data_dir: &Path, config: &Path, public_url: &str, keys: &str) -> String {
     let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
     let quote = |s: &str| toml_string(s);
     format!(
         r#"# signet configuration, written by `signet init`. Start with:
 #   signet serve --config {config}
-# Every key can also be set by a SIGNET_* environment variable or a flag; see
-# docs/configuration.md.
+# Every key can also be set by a SIGNET_* environment variable (`signet config env` lists
+# them) or a flag; see docs/configuration.md.
 
 # Where keys and the embedded database live.
 data_dir = {data_dir}
@@ -298,7 +306,7 @@ listen = "127.0.0.1:8080"
 [guard.audit]
 # enabled = true
 "#,
-        config = data_dir.join("signet.toml").display(),
+        config = config.display(),
         data_dir = quote(&data_dir.display().to_string()),
         public_url = quote(public_url),
         keys = keys.trim_end(),
@@ -327,7 +335,7 @@ mod tests {
     #[test]
     fn the_written_config_loads_and_names_the_instance() {
         let dir = tempfile::tempdir().unwrap();
-        let text = config_text(dir.path(), "https://signet.example.com", &keys_table(&[], None));
+        let text = config_text(dir.path(), &dir.path().join("signet.toml"), "https://signet.example.com", &keys_table(&[], None));
         let path = dir.path().join("c.toml");
         std::fs::write(&path, text).unwrap();
         let cfg = crate::Config::load(Some(&path)).unwrap();

@@ -33,6 +33,10 @@ pub struct Args {
     /// it offline; it is needed again only to renew the intermediate or TSA certificates.
     #[arg(long, value_name = "PKCS11_URI|awskms:///KEY", conflicts_with = "root_key_out")]
     root_key: Option<String>,
+    /// Write the config here instead of <data dir>/signet.toml (the Debian package's
+    /// /etc/signet/signet.toml). It must not exist yet.
+    #[arg(long, value_name = "FILE")]
+    config_out: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -80,6 +84,7 @@ pub fn run(args: Args) -> ExitCode {
         token,
         root_token,
         pkcs11,
+        config_out: args.config_out,
     };
     match init(&opts) {
         Ok(made) => {
@@ -102,7 +107,7 @@ pub fn run(args: Args) -> ExitCode {
             outln!("start: signet serve --config {}", made.config.display());
             ExitCode::SUCCESS
         }
-        Err(e @ (InitError::Exists { .. } | InitError::RootKeyExists { .. } | InitError::RootTwice)) => {
+        Err(e @ (InitError::Exists { .. } | InitError::RootKeyExists { .. } | InitError::RootTwice | InitError::ConfigExists { .. })) => {
             errln!("signet: {e}");
             ExitCode::from(2)
         }

@@ -63,15 +63,16 @@ fn fields_of(path: &[String], array: bool) -> Option<Vec<String>> {
 }
 
 /// Sets each `SIGNET_*` variable that names a key into `table` (the config file's, or empty),
-/// in the variables' order. Returns the `SIGNET_*` variables that name no key and are not
-/// among [`NOT_KEYS`], for `config check` to point out (a misspelled name does nothing).
+/// in the variables' order. Returns the variables that look like a table's key but name none
+/// (`SIGNET_LOG_BATCH_MAX_ENTRYS`), for `serve` and `config check` to point out: a misspelled
+/// name does nothing. Other `SIGNET_*` names (a script's own) are not the config's business.
 pub fn overlay(table: &mut toml::Table, vars: impl IntoIterator<Item = (String, String)>) -> Result<Vec<String>, ConfigError> {
     let mut vars: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k.starts_with("SIGNET_")).collect();
     vars.sort();
     let mut unknown = Vec::new();
     for (name, raw) in vars {
         let Some(path) = keys().get(&name) else {
-            if !NOT_KEYS.contains(&name.as_str()) {
+            if !NOT_KEYS.contains(&name.as_str()) && in_a_table(&name) {
                 unknown.push(name);
             }
             continue;
@@ -95,6 +96,11 @@ pub fn overlay(table: &mut toml::Table, vars: impl IntoIterator<Item = (String, 
         }
     }
     Ok(unknown)
+}
+
+/// Whether `name` begins as a table's variables do (`SIGNET_GUARD_AUDIT_`).
+fn in_a_table(name: &str) -> bool {
+    keys().values().any(|path| (1..path.len()).any(|n| name.starts_with(&format!("{}_", variable(&path[..n])))))
 }
 
 /// `raw` as one TOML value, if it is one (and nothing more: no second key smuggled in).
@@ -192,8 +198,20 @@ mod tests {
         let err = load("", &[("SIGNET_LOG_BATCH_MAX_ENTRIES", "1\n[tls]\nplain_http = true")]).unwrap_err().to_string();
         assert!(err.contains("SIGNET_LOG_BATCH_MAX_ENTRIES"), "{err}");
         let mut table = toml::Table::new();
-        let unknown = overlay(&mut table, vars(&[("SIGNET_LOG_BATCH_MAX_ENTRYS", "1"), ("SIGNET_LOG", "debug"), ("PATH", "/bin")])).unwrap();
-        assert_eq!(unknown, ["SIGNET_LOG_BATCH_MAX_ENTRYS"]);
+        let unknown = overlay(
+            &mut table,
+            vars(&[
+                ("SIGNET_LOG_BATCH_MAX_ENTRYS", "1"),
+                ("SIGNET_GUARD_AUDIT_MODES", "closed"),
+                ("SIGNET_LOG", "debug"),
+                ("SIGNET_LOG_FORMAT", "json"),
+                // A script's own variable, in no table: not the config's.
+                ("SIGNET_TEST_POSTGRES", "postgres://"),
+                ("PATH", "/bin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(unknown, ["SIGNET_GUARD_AUDIT_MODES", "SIGNET_LOG_BATCH_MAX_ENTRYS"]);
         assert!(table.is_empty());
     }
 }
