@@ -6,7 +6,8 @@
 //! `sslrootcert=PATH`'s certificates. Encryption to a peer nobody checked protects nothing
 //! from the attacker in the middle, so signet offers no weaker mode. Without `sslmode`, or
 //! with `sslmode=disable`, connections are plain: keep the database on loopback or a
-//! private network then.
+//! private network then. libpq's own spelling of what `require` does here, `verify-full`, is
+//! accepted as the same; `verify-ca` (no host name check) is refused with the reason.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,6 +31,16 @@ impl Target {
     /// Parses `postgres://user[:password]@host[:port]/db[?sslmode=require[&sslrootcert=PATH]]`.
     pub fn parse(url: &str) -> Result<Target, String> {
         let (url_rest, root) = take_param(url, "sslrootcert");
+        let url_rest = match take_param(&url_rest, "sslmode") {
+            (rest, Some(mode)) if mode == "verify-full" => with_param(&rest, "sslmode=require"),
+            (_, Some(mode)) if mode == "verify-ca" => {
+                return Err(format!(
+                    "storage URL {}: sslmode=verify-ca skips the host name check, which signet always makes; use sslmode=verify-full (or require, the same here)",
+                    redact(url)
+                ))
+            }
+            _ => url_rest,
+        };
         let mut config: tokio_postgres::Config = url_rest.parse().map_err(|e| format!("storage URL {}: {e}", redact(url)))?;
         let tls = match config.get_ssl_mode() {
             SslMode::Require => {
@@ -117,6 +128,11 @@ fn take_param(url: &str, key: &str) -> (String, Option<String>) {
     (rest, value)
 }
 
+/// `url` with `param` (`key=value`) added to its query.
+fn with_param(url: &str, param: &str) -> String {
+    format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
+}
+
 /// The URL without its password, for messages.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -156,6 +172,11 @@ mod tests {
         assert!(!Target::parse("postgres://u@db/x").unwrap().tls());
         assert!(!Target::parse("postgres://u@db/x?sslmode=disable").unwrap().tls());
         assert!(Target::parse("postgres://u@db/x?sslmode=require").unwrap().tls());
+        // libpq's name for what require is here; its weaker verify-ca is refused.
+        assert!(Target::parse("postgres://u@db/x?sslmode=verify-full").unwrap().tls());
+        assert!(Target::parse("postgres://u@db/x?connect_timeout=5&sslmode=verify-full").unwrap().tls());
+        let e = Target::parse("postgres://u:pw@db/x?sslmode=verify-ca").err().unwrap();
+        assert!(e.contains("verify-full") && !e.contains("pw@"), "{e}");
         let e = Target::parse("postgres://u:pw@db/x?sslmode=prefer").err().unwrap();
         assert!(e.contains("sslmode=require") && !e.contains("pw@"), "{e}");
         let e = Target::parse("postgres://u@db/x?sslrootcert=/nonexistent.pem").err().unwrap();
