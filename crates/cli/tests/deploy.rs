@@ -66,14 +66,16 @@ fn the_shipped_command_lines_and_compose_config_are_accepted() {
     let out = Command::new(BIN)
         .args(["config", "check", "--config", &format!("{ROOT}/deploy/compose/signet.toml")])
         .env("SIGNET_PUBLIC_URL", "https://signet.example.com")
-        .env("SIGNET_STORAGE", "postgres://signet:secret@postgres:5432/signet")
+        .env("SIGNET_LISTEN", "0.0.0.0:8080")
+        .env("SIGNET_STORAGE", "postgres://signet:secret@postgres:5432/signet?sslmode=verify-full&sslrootcert=/etc/ssl/certs/ca-certificates.crt")
+        .env("SIGNET_GUARD_REDIS_URL", "redis://:secret@redis:6379/0")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    // Every SIGNET_ variable compose sets is one signet reads.
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Every SIGNET_ variable compose gives an instance is one signet reads.
     let env = String::from_utf8(Command::new(BIN).args(["config", "env"]).output().unwrap().stdout).unwrap();
-    for var in ["SIGNET_PUBLIC_URL", "SIGNET_STORAGE"] {
-        assert!(compose.contains(&format!("{var}:")));
+    for (var, how) in [("SIGNET_PUBLIC_URL", ":"), ("SIGNET_LISTEN", ":"), ("SIGNET_STORAGE", "=\""), ("SIGNET_GUARD_REDIS_URL", "=\"")] {
+        assert!(compose.contains(&format!("{var}{how}")), "{var}");
         assert!(env.lines().any(|l| l.split_whitespace().next() == Some(var)), "{var}");
     }
 }
