@@ -330,3 +330,61 @@ fn the_helm_chart_lints_renders_and_parses_strictly() {
     let out = check.wait_with_output().unwrap();
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unknown field \"prots\""), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 44: the runtime image is debian:bookworm-slim with libssl3 and ca-certificates
+/// (deploy/Dockerfile). The binary needs nothing more: every library it loads belongs to one of
+/// those packages (or libc6 and libgcc-s1, which the slim image has), and it serves in a root file
+/// system holding only those packages' files and itself (chroot, as root).
+#[test]
+fn the_binary_runs_on_a_root_file_system_of_the_runtime_image_packages() {
+    const PACKAGES: [&str; 4] = ["libc6", "libgcc-s1", "libssl3", "ca-certificates"];
+    let dockerfile = read("deploy/Dockerfile");
+    assert!(dockerfile.contains("FROM debian:bookworm-slim") && dockerfile.contains("libssl3 ca-certificates"), "the runtime image changed");
+    let listed = Command::new("dpkg").arg("-L").args(PACKAGES).output().ok().filter(|o| o.status.success());
+    let Some(listed) = listed else {
+        assert!(std::env::var("CI").is_err(), "dpkg cannot list the runtime packages");
+        return eprintln!("no dpkg here; skipped");
+    };
+    let files: std::collections::BTreeSet<std::path::PathBuf> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(std::path::PathBuf::from)
+        // Files and links to files; directories (and links to them) are made as needed.
+        .filter(|p| p.metadata().is_ok_and(|m| !m.is_dir()))
+        .collect();
+    // Every library the loader resolves is one of those packages' files.
+    let ldd = String::from_utf8(Command::new("ldd").arg(BIN).output().unwrap().stdout).unwrap();
+    let loaded: Vec<&str> = ldd.lines().filter_map(|l| l.split("=> ").nth(1).or(Some(l.trim())).and_then(|r| r.split_whitespace().next())).filter(|p| p.starts_with('/')).collect();
+    assert!(loaded.len() >= 4, "{ldd}");
+    for lib in &loaded {
+        let real = std::fs::canonicalize(lib).unwrap();
+        assert!(files.contains(std::path::Path::new(lib)) || files.iter().any(|f| std::fs::canonicalize(f).is_ok_and(|r| r == real)), "{lib} is in none of {PACKAGES:?}");
+    }
+    if !is_root() {
+        assert!(std::env::var("CI").is_err(), "the chroot needs root");
+        return eprintln!("not root: the chroot is skipped");
+    }
+    // A root of only those files, the binary, and a place for data.
+    let root = tempfile::tempdir().unwrap();
+    for f in &files {
+        let to = root.path().join(f.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        match std::fs::read_link(f) {
+            Ok(target) => std::os::unix::fs::symlink(target, &to).unwrap(),
+            Err(_) => drop(std::fs::copy(f, &to).unwrap()),
+        }
+    }
+    std::fs::create_dir_all(root.path().join("usr/local/bin")).unwrap();
+    std::fs::copy(BIN, root.path().join("usr/local/bin/signet")).unwrap();
+    std::fs::create_dir_all(root.path().join("data")).unwrap();
+    std::fs::create_dir_all(root.path().join("tmp")).unwrap();
+    let mut serve = Command::new("chroot");
+    serve.arg(root.path()).args(["/usr/local/bin/signet", "serve", "--dev", "--plain-http", "--data-dir", "/data", "--listen", "127.0.0.1:0"]);
+    let server = crate::common::Server::spawn(serve, &root.path().join("data"));
+    let out = Command::new(BIN).args(["probe", "--ready", "--url", &server.url]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
