@@ -388,3 +388,47 @@ fn the_binary_runs_on_a_root_file_system_of_the_runtime_image_packages() {
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
+
+/// Issue 44: the README's production quick-start ("Running it for real"), run as written, line
+/// by line, by `sh` with `signet` on the PATH: only its directories are moved into a temporary
+/// one, and the port comes from SIGNET_LISTEN. The instance it starts answers ready.
+#[test]
+fn the_readme_production_quick_start_runs_as_written() {
+    let readme = read("README.md");
+    let section = readme.split("\n## Running it for real\n").nth(1).expect("the README's production section");
+    let block = section.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("its first sh block");
+    // Continued lines joined; comments left out.
+    let commands: Vec<String> = block
+        .replace("\\\n", " ")
+        .lines()
+        .map(|l| l.split(" #").next().unwrap().trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(commands.len() >= 2 && commands[0].starts_with("signet init") && commands.last().unwrap().starts_with("signet serve"), "{commands:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(BIN, bin_dir.join("signet")).unwrap();
+    let moved = |c: &str| {
+        let mut c = c.to_string();
+        for abs in ["/var/lib/signet", "/media/offline", "/etc/signet"] {
+            c = c.replace(abs, &format!("{}{abs}", dir.path().display()));
+        }
+        c
+    };
+    for d in ["media/offline", "etc/signet"] {
+        std::fs::create_dir_all(dir.path().join(d)).unwrap();
+    }
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let listen = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let (last, first) = commands.split_last().unwrap();
+    for command in first {
+        let out = Command::new("sh").args(["-ec", &moved(command)]).env("PATH", &path).output().unwrap();
+        assert!(out.status.success(), "{command}\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut serve = Command::new("sh");
+    serve.args(["-ec", &format!("exec {}", moved(last))]).env("PATH", &path).env("SIGNET_LISTEN", &listen);
+    let _server = crate::common::Server::spawn(serve, &dir.path().join("var/lib/signet"));
+    let out = Command::new(BIN).args(["probe", "--ready", "--url", &format!("http://{listen}")]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
