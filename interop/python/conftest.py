@@ -3,12 +3,29 @@
 import contextlib
 import os
 import re
+import shlex
+import socket
 import subprocess
 import tempfile
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args, check=True, **kw):
+    """A command, its output captured; with `check`, a failure shows the command and what it said."""
+    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    if check:
+        assert out.returncode == 0, f"{shlex.join(str(a) for a in args)}\n{out.stdout}\n{out.stderr}"
+    return out
+
+
+def free_port():
+    """A free loopback TCP port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

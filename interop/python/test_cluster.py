@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,22 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, free_port, run
 
 COSIGN = os.environ.get("COSIGN_BIN", os.path.join(ROOT, ".tools", "bin", "cosign"))
 
 
-def run(*args, check=True, **kw):
-    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
-    if check:
-        assert out.returncode == 0, f"{args}\n{out.stdout}\n{out.stderr}"
-    return out
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, ready, seconds=30):

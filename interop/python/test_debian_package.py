@@ -12,7 +12,6 @@ import pwd
 import re
 import shlex
 import shutil
-import socket
 import stat
 import subprocess
 import urllib.request
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, free_port, run
 
 DEB = os.environ.get("SIGNET_DEB")
 COSIGN = os.environ.get("COSIGN_BIN", os.path.join(ROOT, ".tools", "bin", "cosign"))
@@ -29,21 +28,10 @@ CONFIG = "/etc/signet/signet.toml"
 DATA = "/var/lib/signet"
 
 
-def run(*args, check=True, **kw):
-    out = subprocess.run(list(args), capture_output=True, text=True, **kw)
-    if check:
-        assert out.returncode == 0, f"{shlex.join(args)}\n{out.stdout}\n{out.stderr}"
-    return out
-
 
 def as_signet(*args, check=True):
     return run("runuser", "-u", "signet", "--", *args, check=check, cwd="/")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def purge():

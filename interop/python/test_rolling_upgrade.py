@@ -8,29 +8,18 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from conftest import free_port, run
 from test_log_proofs import http, leaf_hash, root_from_inclusion, signed_entry, verify_consistency
 
 PREVIOUS = os.environ.get("SIGNET_PREVIOUS_BIN")
 
 
-def run(*args, check=True):
-    out = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if check:
-        assert out.returncode == 0, f"{args}\n{out.stdout}\n{out.stderr}"
-    return out
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fresh_database():

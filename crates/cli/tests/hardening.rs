@@ -560,6 +560,16 @@ fn production_keys_come_from_init_and_are_checked_at_start() {
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("tsa.pem") && stderr.contains("does not match"), "{stderr}");
+
+    // A key gone from an initialised data dir: the hint is a restore, not the init that would refuse it.
+    std::fs::remove_file(data.join("keys/tsa.pem")).unwrap();
+    let (mut child, first) = start();
+    assert_eq!(first, None, "no ready line");
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("keys/tsa.pem") && stderr.contains("already holds an instance made by `signet init`"), "{stderr}");
+    assert!(stderr.contains("restore what is missing") && !stderr.contains("create this instance's keys"), "{stderr}");
 }
 
 /// Item 20: a changed public URL at start read like corruption ("does not match the stored

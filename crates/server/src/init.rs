@@ -89,15 +89,20 @@ pub enum InitError {
 
 const LOG_KEYS: [&str; 3] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem"];
 
-pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
-    let dir = &opts.data_dir;
-    let existing: Vec<&str> = LOG_KEYS
+/// The files `init` makes that `dir` already holds: `init` refuses such a dir.
+pub fn made_by_init(dir: &Path) -> Vec<&'static str> {
+    LOG_KEYS
         .iter()
         .chain(crate::state::PRODUCTION_FILES.iter())
         .chain(["keys/ca-root.pem", "signet.toml"].iter())
         .copied()
         .filter(|f| dir.join(f).exists())
-        .collect();
+        .collect()
+}
+
+pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
+    let dir = &opts.data_dir;
+    let existing = made_by_init(dir);
     if !existing.is_empty() {
         return Err(InitError::Exists { data_dir: dir.display().to_string(), existing: existing.join(", ") });
     }

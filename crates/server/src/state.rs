@@ -74,10 +74,10 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     #[error("data dir {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
-    #[error("key {path} does not exist; create this instance's keys with `signet init --data-dir {data_dir}` (or start with --dev for a development instance), or point keys.* in the config at PEM files")]
-    MissingKey { path: String, data_dir: String },
-    #[error("{data_dir} has no {missing}; create this instance's keys and certificates with `signet init --data-dir {data_dir}` (or start with --dev for a development instance)")]
-    NotInitialised { data_dir: String, missing: String },
+    #[error("key {path} does not exist; {hint}")]
+    MissingKey { path: String, hint: String },
+    #[error("{data_dir} has no {missing}; {hint}")]
+    NotInitialised { data_dir: String, missing: String, hint: String },
     #[error(transparent)]
     Key(#[from] signet_keys::KeyError),
     #[error(transparent)]
@@ -118,7 +118,7 @@ pub(crate) fn key(cfg: &Config, configured: &Option<KeySource>, default_name: &s
     let source = configured.clone().unwrap_or_else(|| KeySource::File(cfg.data_dir.join("keys").join(default_name)));
     if let KeySource::File(path) = &source {
         if !cfg.dev && !path.exists() {
-            return Err(StartError::MissingKey { path: path.display().to_string(), data_dir: cfg.data_dir.display().to_string() });
+            return Err(StartError::MissingKey { path: path.display().to_string(), hint: init_hint(&cfg.data_dir) });
         }
         if let Some(dir) = path.parent() {
             signet_core::files::ensure_private_dir(dir)
@@ -151,7 +151,22 @@ fn check_initialised(cfg: &Config) -> Result<(), StartError> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(StartError::NotInitialised { data_dir: cfg.data_dir.display().to_string(), missing: missing.join(", ") })
+    Err(StartError::NotInitialised { data_dir: cfg.data_dir.display().to_string(), missing: missing.join(", "), hint: init_hint(&cfg.data_dir) })
+}
+
+/// What to do about a missing key or certificate: `signet init` for an empty data dir, but
+/// not for one that already holds an instance's keys, which init refuses to touch.
+fn init_hint(data_dir: &std::path::Path) -> String {
+    let shown = data_dir.display();
+    let made = crate::init::made_by_init(data_dir);
+    if made.is_empty() {
+        format!("create this instance's keys and certificates with `signet init --data-dir {shown}` (or start with --dev for a development instance), or point keys.* in the config at PEM files")
+    } else {
+        format!(
+            "{shown} already holds an instance made by `signet init` ({}), which init never overwrites: restore what is missing from this instance's backup, or point keys.* in the config at where it is",
+            made.join(", ")
+        )
+    }
 }
 
 impl AppState {
