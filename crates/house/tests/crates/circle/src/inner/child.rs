@@ -1,0 +1,3 @@
+pub fn work() {
+    let _ = super::Shared;
+}

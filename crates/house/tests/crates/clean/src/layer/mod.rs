@@ -1,0 +1,3 @@
+mod service;
+
+pub use service::Layer;

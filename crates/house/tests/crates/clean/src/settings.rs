@@ -1,0 +1,6 @@
+pub struct Settings {
+    pub limit: u32,
+}
+
+#[derive(Debug)]
+pub struct Error;
