@@ -214,10 +214,11 @@ impl<'a> Issuers<'a> {
 
     /// The issuer of `cert` (DER), or `None` when it names no authority key or none of these.
     pub fn of(&self, cert: &[u8]) -> Option<&'a [u8]> {
+        use der::oid::AssociatedOid;
         use x509_cert::ext::pkix::AuthorityKeyIdentifier;
         let cert = Certificate::from_der(cert).ok()?;
         let extensions = cert.tbs_certificate.extensions?;
-        let aki = extensions.iter().find(|e| e.extn_id == crate::authority::OID_AUTHORITY_KEY_ID)?;
+        let aki = extensions.iter().find(|e| e.extn_id == AuthorityKeyIdentifier::OID)?;
         let id = AuthorityKeyIdentifier::from_der(aki.extn_value.as_bytes()).ok()?.key_identifier?;
         self.by_key.iter().find(|(key, _)| key == id.as_bytes()).map(|(_, der)| *der)
     }

@@ -12,7 +12,7 @@ pub struct GuardConfig {
     pub auth: AuthConfig,
     pub audit: AuditConfig,
     /// Rate limits and bans shared by all instances through Redis; off when `url` is empty.
-    pub redis: crate::shared::RedisConfig,
+    pub redis: RedisConfig,
     /// Clients are keyed by network: IPv4 addresses by this prefix (default 32)...
     pub ipv4_prefix: u8,
     /// ...and IPv6 addresses by this one (default 64: one host often holds a whole /64).
@@ -220,7 +220,7 @@ impl GuardConfig {
             if !r.enabled {
                 return Err("guard.redis shares the rate limits (and the bans they lead to) between instances: set guard.rate_limit.enabled = true, or leave guard.redis.url empty".into());
             }
-            crate::shared::SharedLimits::new(&self.redis, r, b)?;
+            crate::redis_client::client(&self.redis.url, self.redis.ca_file.as_deref())?;
         }
         Ok(())
     }
@@ -257,4 +257,33 @@ mod tests {
             assert!(c.validate().is_err(), "{bad}");
         }
     }
+}
+
+/// `[guard.redis]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS; empty: limits and
+    /// bans stay per instance.
+    pub url: String,
+    /// For `rediss://`: a PEM file of the CA that signed Redis's certificate, trusted instead
+    /// of the system's roots (a private CA).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// What a request gets while Redis cannot be reached: `open` (admitted) or `closed` (503).
+    pub on_failure: OnFailure,
+    /// How long a check may wait for Redis before it counts as a failure.
+    pub timeout_ms: u64,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig { url: String::new(), ca_file: None, on_failure: OnFailure::Open, timeout_ms: 100 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    Open,
+    Closed,
 }

@@ -24,7 +24,9 @@
 //! - [`scope`]: what a token is limited to: routes, logs, networks, certificate identities.
 //! - [`token`]: the API token format and hashing (only SHA-256 hashes are stored).
 //! - [`ban`]: strikes within a window, and the active bans.
+//! - [`redis_client`]: a client of `guard.redis`'s Redis, its URL and TLS trust checked.
 //! - [`shared`]: the same limits and bans shared by many instances, in Redis.
+//! - [`error`]: what the store fails with.
 //! - [`store`]: `guard.sqlite` in the data dir, shared with `signet admin` (tokens, bans).
 //! - [`pg`]: one PostgreSQL connection for blocking callers (the store, the audit chain).
 //! - [`guard`]: [`Guard`], the in-memory snapshot the layers read, and the thread that
@@ -41,6 +43,7 @@ pub mod authn;
 pub mod ban;
 pub mod client;
 pub mod config;
+pub mod error;
 pub mod guard;
 pub mod mtls;
 #[cfg(feature = "micro")]
@@ -49,6 +52,7 @@ pub mod permission;
 pub mod pg;
 pub mod principal;
 pub mod ratelimit;
+pub mod redis_client;
 pub mod refuse;
 pub mod roles;
 pub mod scope;

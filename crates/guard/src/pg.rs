@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 /// What a fresh connection must do before it serves a call: for the audit writer, take its
 /// chain's lock (a session lock, gone with the connection it was taken on).

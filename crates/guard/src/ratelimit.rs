@@ -27,7 +27,8 @@ use crate::client::ClientKey;
 use crate::config::RateLimitConfig;
 use crate::guard::Guard;
 use crate::refuse::refuse;
-use crate::shared::{Decision, OnFailure, SharedLimits};
+use crate::config::OnFailure;
+use crate::shared::{Decision, SharedLimits};
 
 /// The read and write buckets of every tracked client.
 ///

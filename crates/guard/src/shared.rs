@@ -18,39 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use serde::Deserialize;
 
 use crate::client::ClientKey;
-use crate::config::{BanConfig, RateLimitConfig};
-
-/// `[guard.redis]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS; empty: limits and
-    /// bans stay per instance.
-    pub url: String,
-    /// For `rediss://`: a PEM file of the CA that signed Redis's certificate, trusted instead
-    /// of the system's roots (a private CA).
-    pub ca_file: Option<std::path::PathBuf>,
-    /// What a request gets while Redis cannot be reached: `open` (admitted) or `closed` (503).
-    pub on_failure: OnFailure,
-    /// How long a check may wait for Redis before it counts as a failure.
-    pub timeout_ms: u64,
-}
-
-impl Default for RedisConfig {
-    fn default() -> Self {
-        RedisConfig { url: String::new(), ca_file: None, on_failure: OnFailure::Open, timeout_ms: 100 }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnFailure {
-    Open,
-    Closed,
-}
+use crate::config::{BanConfig, OnFailure, RateLimitConfig, RedisConfig};
+use crate::redis_client::{client, redact};
 
 /// What the shared limiter decided for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +207,7 @@ impl SharedLimits {
     /// `ca_file` as `guard.redis.ca_file`.
     pub fn lift(url: &str, ca_file: Option<&std::path::Path>, client: &ClientKey) -> Result<bool, String> {
         let unreachable = |e: redis::RedisError| format!("Redis at {}: {e}", redact(url));
-        let c = self::client(url, ca_file)?;
+        let c = crate::redis_client::client(url, ca_file)?;
         let mut conn = c.get_connection_with_timeout(Duration::from_secs(5)).map_err(unreachable)?;
         let removed: i64 = redis::cmd("DEL").arg(format!("signet:ban:{client}")).query(&mut conn).map_err(unreachable)?;
         redis::cmd("DEL").arg(format!("signet:strikes:{client}")).query::<()>(&mut conn).map_err(unreachable)?;
@@ -257,34 +228,6 @@ impl SharedLimits {
     /// (checks, failures) since start, for `/metrics`.
     pub fn counts(&self) -> (u64, u64) {
         (self.checks.load(Ordering::Relaxed), self.failures.load(Ordering::Relaxed))
-    }
-}
-
-/// A client of the Redis at `url`: `redis://` in the clear, `rediss://` over TLS (rustls),
-/// trusting the CA in `ca_file` (PEM) when one is given, else the system's roots.
-pub fn client(url: &str, ca_file: Option<&std::path::Path>) -> Result<redis::Client, String> {
-    let bad = |e: redis::RedisError| {
-        format!("guard.redis.url {:?}: {e}; expected redis://[user:password@]host:port[/db], or rediss://… for TLS", redact(url))
-    };
-    let Some(path) = ca_file else { return redis::Client::open(url).map_err(bad) };
-    if !url.starts_with("rediss://") {
-        return Err(format!("guard.redis.ca_file is for TLS, but guard.redis.url {:?} is not a rediss:// URL", redact(url)));
-    }
-    let pem = std::fs::read(path).map_err(|e| format!("guard.redis.ca_file {}: {e}", path.display()))?;
-    // The redis crate would take a file with no certificate in it as an empty trust store.
-    let blocks = signet_core::pem::decode_all(&pem).unwrap_or_default();
-    if !blocks.iter().any(|b| b.label == "CERTIFICATE") {
-        return Err(format!("guard.redis.ca_file {}: no PEM CERTIFICATE in it; expected the CA certificate(s) that signed Redis's", path.display()));
-    }
-    redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(pem) })
-        .map_err(|e| format!("guard.redis.ca_file {}: {e}; expected a PEM file of CA certificates", path.display()))
-}
-
-/// The URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_string(),
     }
 }
 

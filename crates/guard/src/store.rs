@@ -9,43 +9,21 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
 
 use crate::client::ClientKey;
 use crate::roles::Role;
 use crate::scope::TokenScope;
-use crate::token::{self, NewToken, TokenId};
+use crate::token::{self, NewToken};
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("guard store {path}: {source}")]
-    Sqlite { path: String, source: rusqlite::Error },
-    #[error("guard store {path}: {source}")]
-    Io { path: String, source: std::io::Error },
-    #[error("guard store {path}: {what}")]
-    Corrupt { path: String, what: String },
-    #[error("a token named {0:?} already exists; pick another --name or revoke it first")]
-    NameTaken(String),
-    #[error("no token named or with id {0:?}")]
-    NoSuchToken(String),
-    #[error("token {0:?} is revoked; create a new one instead")]
-    Revoked(String),
-    #[error("{0}")]
-    Config(String),
-    #[error("guard store on PostgreSQL: {0}")]
-    Postgres(String),
-}
+pub use crate::error::StoreError;
+pub use record::{now, BanRecord, TokenRecord};
 
-impl From<signet_db::sqlite::SqliteError> for StoreError {
-    fn from(e: signet_db::sqlite::SqliteError) -> StoreError {
-        StoreError::Sqlite { path: e.path, source: e.source }
-    }
-}
+use record::{parse_scope, scope_column};
 
 mod postgres;
+mod record;
 
 /// The guard's tables on PostgreSQL ([`signet_db::migrations`]).
 pub use postgres::MIGRATIONS as POSTGRES_MIGRATIONS;
@@ -120,67 +98,6 @@ impl Store {
     pub fn lift(&self, client: &ClientKey) -> Result<bool, StoreError> {
         each!(self, s => s.lift(client))
     }
-}
-
-/// A stored token: everything but the secret, which is never stored.
-#[derive(Debug, Clone, Serialize)]
-pub struct TokenRecord {
-    #[serde(serialize_with = "display")]
-    pub id: TokenId,
-    pub name: String,
-    #[serde(serialize_with = "display")]
-    pub role: Role,
-    #[serde(skip)]
-    pub hash: [u8; 32],
-    /// Where it may be used (every list empty: wherever its role reaches).
-    #[serde(serialize_with = "shared")]
-    pub scope: Arc<TokenScope>,
-    pub created: u64,
-    /// Unix seconds after which the token is refused; `None`: never.
-    pub expires: Option<u64>,
-    /// Unix seconds at which it was revoked.
-    pub revoked: Option<u64>,
-}
-
-impl TokenRecord {
-    pub fn usable_at(&self, now: u64) -> bool {
-        self.revoked.is_none() && self.expires.is_none_or(|e| now < e)
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct BanRecord {
-    #[serde(serialize_with = "display")]
-    pub client: ClientKey,
-    pub reason: String,
-    pub since: u64,
-    pub until: u64,
-}
-
-fn shared<T: Serialize, S: serde::Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
-    v.as_ref().serialize(s)
-}
-
-fn display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(v)
-}
-
-/// A scope as stored: JSON, or NULL for none.
-pub(crate) fn scope_column(scope: &TokenScope) -> Option<String> {
-    (!scope.is_unlimited()).then(|| serde_json::to_string(scope).unwrap_or_default())
-}
-
-/// A stored scope. One that does not parse makes the store corrupt rather than the token
-/// unlimited.
-pub(crate) fn parse_scope(token: &str, stored: Option<&str>) -> Result<Arc<TokenScope>, String> {
-    match stored {
-        None => Ok(Arc::default()),
-        Some(text) => serde_json::from_str(text).map(Arc::new).map_err(|e| format!("token {token}: scope {text:?} does not parse: {e}")),
-    }
-}
-
-pub fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub fn path(data_dir: &Path) -> PathBuf {

@@ -58,6 +58,8 @@ impl Crate {
 
     /// `dir` is where this module's `mod x;` children live.
     fn read_items(&mut self, module: usize, items: &[syn::Item], dir: &Path) -> Result<(), Error> {
+        let mut reexported = Vec::new();
+        let mut used = BTreeSet::new();
         for item in items {
             if is_test_only(item_attrs(item)) {
                 continue;
@@ -69,11 +71,15 @@ impl Crate {
                     flatten_use(&u.tree, &mut Vec::new(), &mut leaves);
                     let line = u.use_token.span.start().line;
                     // A re-export (`pub use`) is the module's table of contents, not a dependency of
-                    // its own: resolution follows it to the owner instead.
+                    // its own (resolution follows it to the owner), unless the module uses the
+                    // name itself: that is decided once the whole module is read.
                     let reexport = !matches!(u.vis, syn::Visibility::Inherited);
                     for leaf in leaves {
-                        if !reexport {
-                            self.modules[module].references.push(Reference { segments: leaf.path.clone(), line });
+                        let reference = Reference { segments: leaf.path.clone(), line };
+                        match (&leaf.name, reexport) {
+                            (_, false) => self.modules[module].references.push(reference),
+                            (Some(name), true) => reexported.push((name.clone(), reference)),
+                            (None, true) => {}
                         }
                         match leaf.name {
                             Some(name) if name != "_" => {
@@ -91,7 +97,13 @@ impl Crate {
                     let mut names = Names::default();
                     names.visit_item(other);
                     self.modules[module].references.extend(names.found);
+                    used.extend(names.idents);
                 }
+            }
+        }
+        for (name, reference) in reexported {
+            if used.contains(&name) {
+                self.modules[module].references.push(reference);
             }
         }
         Ok(())
@@ -258,6 +270,8 @@ fn flatten_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<UseL
 #[derive(Default)]
 struct Names {
     found: Vec<Reference>,
+    /// Every identifier, to tell a re-export the module also uses from one it only passes on.
+    idents: BTreeSet<String>,
 }
 
 impl<'ast> Visit<'ast> for Names {
@@ -291,19 +305,26 @@ impl<'ast> Visit<'ast> for Names {
         syn::visit::visit_path(self, path);
     }
 
+    fn visit_ident(&mut self, ident: &'ast proc_macro2::Ident) {
+        self.idents.insert(ident.to_string());
+    }
+
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         self.visit_path(&mac.path);
-        scan_tokens(mac.tokens.clone(), &mut self.found);
+        scan_tokens(mac.tokens.clone(), &mut self.found, &mut self.idents);
     }
 }
 
 /// `a::b::c` runs in a macro's tokens that start at `crate`, `self` or `super`.
-fn scan_tokens(tokens: TokenStream, out: &mut Vec<Reference>) {
+fn scan_tokens(tokens: TokenStream, out: &mut Vec<Reference>, idents: &mut BTreeSet<String>) {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     let mut i = 0;
     while i < tokens.len() {
         match &tokens[i] {
-            TokenTree::Group(g) => scan_tokens(g.stream(), out),
+            TokenTree::Group(g) => scan_tokens(g.stream(), out, idents),
+            TokenTree::Ident(other) if other != "crate" && other != "self" && other != "super" => {
+                idents.insert(other.to_string());
+            }
             TokenTree::Ident(first) if first == "crate" || first == "self" || first == "super" => {
                 let line = first.span().start().line;
                 let mut segments = vec![first.to_string()];

@@ -15,7 +15,7 @@ fn file_names(files: &[PathBuf]) -> Vec<String> {
 }
 
 #[test]
-fn an_import_circle_between_siblings_and_one_through_super_are_both_found() {
+fn circles_between_siblings_through_super_and_behind_a_used_re_export_are_all_found() {
     let krate = Crate::read(&root("circle")).expect("the fixture crate reads");
     let found = circles::circles(&krate);
     let mut files: Vec<Vec<String>> = found.iter().map(|c| file_names(&c.files)).collect();
@@ -25,6 +25,7 @@ fn an_import_circle_between_siblings_and_one_through_super_are_both_found() {
         vec![
             vec!["circle/src/config.rs".to_string(), "circle/src/feature.rs".to_string()],
             vec!["circle/src/inner/child.rs".to_string(), "circle/src/inner/mod.rs".to_string()],
+            vec!["circle/src/reexport/mod.rs".to_string(), "circle/src/reexport/part.rs".to_string()],
         ]
     );
     let config = found.iter().find(|c| c.files.iter().any(|f| f.ends_with("config.rs"))).expect("config's circle");

@@ -15,31 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::dial::{Dialer, Setup, Stream};
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConnError {
-    #[error("connect: {0}")]
-    Connect(std::io::Error),
-    #[error("{0}")]
-    Tls(String),
-    #[error("io: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("malformed response: {0}")]
-    Protocol(&'static str),
-    #[error("HTTP/2: {0}")]
-    Http2(String),
-}
-
-impl ConnError {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ConnError::Connect(_) => "connect",
-            ConnError::Tls(_) => "tls",
-            ConnError::Io(_) => "io",
-            ConnError::Protocol(_) => "protocol",
-            ConnError::Http2(_) => "http2",
-        }
-    }
-}
+pub use crate::error::ConnError;
 
 /// A response: its status and body length (the body itself is read and dropped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::conn::ConnError;
+use crate::error::ConnError;
 
 /// What a TLS handshake negotiated, as the result JSON records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

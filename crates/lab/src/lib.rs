@@ -11,6 +11,7 @@
 //!   clients the workers send through.
 //! - [`conn`]: one HTTP/1.1 connection with a minimal, cheap client (the default path).
 //! - [`h2`]: HTTP/2 clients on hyper, streams multiplexed on shared connections.
+//! - [`error`]: what a connection, a micro-benchmark run and a TLS bench fail with.
 //! - [`dial`]: opening a connection: TCP, TLS for https (rustls on aws-lc-rs, trust from
 //!   `signet-tls`), setup times.
 //! - [`compare`]: the regression gate between two results (`signet bench compare`).
@@ -28,6 +29,7 @@ pub mod conn;
 pub mod crypto;
 pub mod dial;
 pub mod disk;
+pub mod error;
 #[cfg(test)]
 mod fixture;
 pub mod gonogo;

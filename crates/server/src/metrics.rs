@@ -201,12 +201,12 @@ impl Metrics {
         out.push_str("# HELP signet_tls_handshake_duration_seconds How long completed TLS handshakes took.\n");
         out.push_str("# TYPE signet_tls_handshake_duration_seconds histogram\n");
         conn.tls_handshake_seconds.render(&mut out, "signet_tls_handshake_duration_seconds", "");
-        let (installed, invalid) = signet_tls::file_source::reloads();
+        let (installed, invalid) = signet_tls::reloader::reloads();
         out.push_str("# HELP signet_tls_certificate_reloads_total Changed TLS files read: installed, or refused by the check (the previous pair kept serving).\n");
         out.push_str("# TYPE signet_tls_certificate_reloads_total counter\n");
         let _ = writeln!(out, "signet_tls_certificate_reloads_total{{outcome=\"installed\"}} {installed}");
         let _ = writeln!(out, "signet_tls_certificate_reloads_total{{outcome=\"invalid\"}} {invalid}");
-        if let Some(lag) = signet_tls::file_source::last_reload_lag_seconds() {
+        if let Some(lag) = signet_tls::reloader::last_reload_lag_seconds() {
             out.push_str("# HELP signet_tls_certificate_reload_lag_seconds From the newest TLS file's modification to the install of the last reload.\n");
             out.push_str("# TYPE signet_tls_certificate_reload_lag_seconds gauge\n");
             let _ = writeln!(out, "signet_tls_certificate_reload_lag_seconds {lag:.6}");

@@ -19,7 +19,8 @@ use crate::certified::{CertError, CertifiedPair};
 use crate::client_auth::ClientAuth;
 use crate::file_source::FileSource;
 use crate::openssl_acceptor::OpensslAcceptor;
-use crate::per_handshake::{Freshness, PerHandshake};
+use crate::per_handshake::PerHandshake;
+use crate::source::Freshness;
 use crate::rustls_acceptor::RustlsAcceptor;
 
 /// How long a client may take to complete its handshake before the connection is dropped:

@@ -11,10 +11,10 @@
 //! - [`acceptor`]: the backend-neutral acceptor (TCP in, TLS stream out) and its stream.
 //! - [`client_auth`]: mTLS: which client certificates a listener asks for, and the names a
 //!   verified one gives.
-//! - `rustls_acceptor`, `openssl_acceptor`: the two backends; each reads the current
+//! - `rustls_acceptor`, `openssl_acceptor`: the two backends (`openssl_pair`: a pair as OpenSSL's objects); each reads the current
 //!   certificate with one atomic load per handshake, or asks a per-handshake source.
-//! - [`file_source`]: certificates from PEM files, re-read on a timer or on an inotify event for
-//!   hot rotation.
+//! - [`file_source`]: certificates from PEM files, read and checked.
+//! - [`reloader`]: the files re-read on a timer or on an inotify event, for hot rotation.
 //! - [`issued`]: a certificate from the instance's own CA, issued in memory and renewed at
 //!   half its lifetime (`--dev` without a certificate).
 //! - [`per_handshake`]: certificates looked up at each handshake (`reload`, `cached`), report
@@ -38,7 +38,9 @@ pub mod issued;
 #[cfg(feature = "micro")]
 pub mod micro;
 mod openssl_acceptor;
+mod openssl_pair;
 pub mod per_handshake;
+pub mod reloader;
 mod rustls_acceptor;
 pub mod source;
 #[cfg(feature = "testing")]
@@ -50,6 +52,6 @@ pub use certified::{CertError, CertifiedPair};
 pub use client::{client_config, Trust, TrustError};
 pub use client_auth::{subject_alt_names, ClientAuth, ClientAuthMode};
 pub use fetch::{is_loopback_host, FetchError, Failure, Fetcher};
-pub use file_source::{FileSource, Reloader, Trigger};
-pub use per_handshake::Freshness;
-pub use source::SourceKind;
+pub use file_source::FileSource;
+pub use reloader::Reloader;
+pub use source::{Freshness, SourceKind, Trigger};

@@ -13,26 +13,17 @@
 //! or without SNI. The reads are blocking file reads on that thread; that is the cost being
 //! measured.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
 use crate::backend::Backend;
 use crate::certified::{CertError, CertifiedPair};
 use crate::file_source::FileSource;
-use crate::openssl_acceptor::OpensslPair;
-use crate::source::{self, CACHE_MISSES, LOADS, VALIDATION_ERRORS};
-
-/// When a per-handshake source reads the files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Freshness {
-    /// At every handshake (`reload`).
-    Reload,
-    /// When the copy is older than this (`cached`).
-    Cached(Duration),
-}
+use crate::openssl_pair::OpensslPair;
+use crate::source::{self, Freshness, CACHE_MISSES, HITS, LOADS, VALIDATION_ERRORS};
 
 /// A pair in the forms the backends present: rustls's `CertifiedKey` (inside the pair), and
 /// OpenSSL's objects when the acceptor is OpenSSL's.
@@ -217,33 +208,10 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// Cache hits are counted at every cached handshake: one counter per thread slot, each on its
-/// own cache line, so that 32 threads do not contend on one atomic.
-pub(crate) struct Striped([Slot; STRIPES]);
-
-const STRIPES: usize = 16;
-
-#[repr(align(128))]
-struct Slot(AtomicU64);
-
-pub(crate) static HITS: Striped = Striped([const { Slot(AtomicU64::new(0)) }; STRIPES]);
-
-impl Striped {
-    fn add(&self) {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        thread_local!(static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
-        let i = STRIPE.with(|s| *s);
-        self.0[i].0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn sum(&self) -> u64 {
-        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use crate::testing::{ServerPem, TestPki};
 
     struct Files {

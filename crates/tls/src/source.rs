@@ -8,11 +8,9 @@
 //!   than the TTL. Report 000's two modes, kept so that the comparison can be made.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::file_source::Trigger;
-use crate::per_handshake::Freshness;
 
 /// A certificate source, as `[tls] source` / `--tls-source` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -111,9 +109,52 @@ pub(crate) fn count(counter: &AtomicU64) {
 pub fn counts() -> Counts {
     Counts {
         loads: LOADS.load(Ordering::Relaxed),
-        cache_hits: crate::per_handshake::HITS.sum(),
+        cache_hits: HITS.sum(),
         cache_misses: CACHE_MISSES.load(Ordering::Relaxed),
         validation_errors: VALIDATION_ERRORS.load(Ordering::Relaxed),
+    }
+}
+
+/// What makes the files be read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trigger {
+    /// The timer only (`file`).
+    #[default]
+    Timer,
+    /// A change in the files' directories, and the timer as a fallback (`watch`).
+    Watch,
+}
+
+/// When a per-handshake source reads the files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// At every handshake (`reload`).
+    Reload,
+    /// When the copy is older than this (`cached`).
+    Cached(Duration),
+}
+
+/// Cache hits are counted at every cached handshake: one counter per thread slot, each on its
+/// own cache line, so that 32 threads do not contend on one atomic.
+pub(crate) struct Striped([Slot; STRIPES]);
+
+const STRIPES: usize = 16;
+
+#[repr(align(128))]
+struct Slot(AtomicU64);
+
+pub(crate) static HITS: Striped = Striped([const { Slot(AtomicU64::new(0)) }; STRIPES]);
+
+impl Striped {
+    pub(crate) fn add(&self) {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local!(static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
+        let i = STRIPE.with(|s| *s);
+        self.0[i].0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sum(&self) -> u64 {
+        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
     }
 }
 

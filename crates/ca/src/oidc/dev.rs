@@ -125,7 +125,7 @@ impl DevIssuer {
 
 #[cfg(test)]
 mod tests {
-    use super::super::verify::{TokenError, TokenVerifier};
+    use super::super::{error::TokenError, verify::TokenVerifier};
     use super::*;
 
     fn verifier(dev: &Arc<DevIssuer>) -> TokenVerifier {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::verify::TokenError;
+use super::error::TokenError;
 use crate::ci::{CiExtension, CiProvider};
 
 /// What kind of name goes into the certificate's SAN.

@@ -1,6 +1,7 @@
 //! OpenID Connect identity tokens.
 //!
 //! - [`verify`]: checks a token against the configured issuers and yields the identity.
+//! - [`error`]: why a token was refused.
 //! - [`kind`]: Fulcio's issuer types, and the certificate subject each makes of a token.
 //! - [`meta`]: meta-issuers, one entry for a family of issuer URLs.
 //! - [`spec`]: one issuer's settings, and the kind they make.
@@ -10,6 +11,7 @@
 //! - [`dev`]: the development issuer that `serve --dev` runs and `dev-token` mints from.
 
 pub mod dev;
+pub mod error;
 pub mod fulcio_config;
 pub mod jwks;
 pub mod kind;
@@ -20,4 +22,5 @@ pub mod verify;
 
 pub use kind::{IssuerKind, SanKind};
 pub use spec::IssuerSpec;
-pub use verify::{Identity, IssuerConfig, MetaIssuerConfig, TokenError, TokenVerifier};
+pub use error::TokenError;
+pub use verify::{Identity, IssuerConfig, MetaIssuerConfig, TokenVerifier};

@@ -19,7 +19,7 @@ use spki::AlgorithmIdentifierOwned;
 use x509_cert::attr::Attribute;
 use x509_cert::Certificate;
 
-use super::{ECDSA_WITH_SHA256, ID_CONTENT_TYPE, ID_CT_TST_INFO, ID_MESSAGE_DIGEST, ID_SHA256, ID_SIGNED_DATA, ID_SIGNING_CERTIFICATE_V2};
+use super::oid::{ECDSA_WITH_SHA256, ID_CONTENT_TYPE, ID_CT_TST_INFO, ID_MESSAGE_DIGEST, ID_SHA256, ID_SIGNED_DATA, ID_SIGNING_CERTIFICATE_V2};
 
 /// `[0]`, constructed: the tag of SignedData's certificates and SignerInfo's signedAttrs
 /// (IMPLICIT), and of ContentInfo's content and eContent (EXPLICIT).

@@ -28,15 +28,7 @@ pub fn statement(seq: u64, head: &[u8; 32]) -> Vec<u8> {
     format!("signet audit anchor v1\nseq {seq}\nhead {hex}\n").into_bytes()
 }
 
-/// One anchor as stored: the head it covers, where the log put it, and the log's answer
-/// (a Rekor v2 `TransparencyLogEntry`, JSON: the entry, its inclusion proof, the checkpoint).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Anchor {
-    pub seq: u64,
-    pub head: [u8; 32],
-    pub log_index: u64,
-    pub entry: String,
-}
+pub use super::record::Anchor;
 
 /// Adds `anchor` to the chain at `place` (a connection of its own: anchors are rare).
 pub fn store(place: &Place, anchor: &Anchor) -> Result<(), StoreError> {

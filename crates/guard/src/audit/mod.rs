@@ -28,12 +28,11 @@ pub mod record;
 pub mod segment;
 pub mod verify;
 
-pub use anchor::Anchor;
 pub use chain::{AuditLog, AuditStats};
 pub use gate::{ConnGate, OutputGate};
 pub use layer::AuditLayer;
 pub use place::Place;
-pub use record::{Did, Oidc, Record};
+pub use record::{Anchor, Did, Oidc, Record};
 pub use verify::{tail, verify, verify_all, verify_file, Verified, VerifyError};
 
 /// The file under the data dir.

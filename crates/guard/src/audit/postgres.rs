@@ -18,8 +18,7 @@ use std::sync::Arc;
 use signet_db::migrations::Migration;
 use tokio_postgres::Client;
 
-use super::record::{Batch, GENESIS};
-use super::Anchor;
+use super::record::{Anchor, Batch, GENESIS};
 use crate::pg::{pg, Hello, Pg};
 use crate::store::StoreError;
 

@@ -140,6 +140,16 @@ impl PathText {
     }
 }
 
+/// One anchor as stored: the head it covers, where the log put it, and the log's answer
+/// (a Rekor v2 `TransparencyLogEntry`, JSON: the entry, its inclusion proof, the checkpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub seq: u64,
+    pub head: [u8; 32],
+    pub log_index: u64,
+    pub entry: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use signet_db::migrations::Migration;
 use tokio_postgres::Client;
 
-use super::{now, BanRecord, StoreError, TokenRecord};
+use super::record::{now, parse_scope, scope_column, BanRecord, TokenRecord};
+use crate::error::StoreError;
 use crate::pg::{pg, Pg};
 use crate::client::ClientKey;
 use crate::roles::Role;
@@ -76,7 +77,7 @@ impl PgStore {
         let created = now();
         let expires = ttl_secs.map(|t| created.saturating_add(t));
         let (id, hash, n, r) = (new.id.to_string(), new.hash.to_vec(), name.clone(), role.name().to_string());
-        let scope_text = super::scope_column(&scope);
+        let scope_text = scope_column(&scope);
         let inserted = self.block(move |c| async move {
             let tx_sql = "WITH ins AS (INSERT INTO guard_tokens (id, name, role, hash, created, expires, scope) \
                           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1) \
@@ -107,7 +108,7 @@ impl PgStore {
                 let name: String = r.try_get(1).map_err(pg)?;
                 let hash: Vec<u8> = r.try_get(3).map_err(pg)?;
                 Ok(TokenRecord {
-                    scope: super::parse_scope(&name, r.try_get::<_, Option<String>>(7).map_err(pg)?.as_deref()).map_err(corrupt)?,
+                    scope: parse_scope(&name, r.try_get::<_, Option<String>>(7).map_err(pg)?.as_deref()).map_err(corrupt)?,
                     id: r.try_get::<_, String>(0).map_err(pg)?.parse().map_err(corrupt)?,
                     role: r.try_get::<_, String>(2).map_err(pg)?.parse().map_err(corrupt)?,
                     hash: hash.try_into().map_err(|_| corrupt(format!("token {name}: hash is not 32 bytes")))?,

@@ -16,14 +16,7 @@ use signet_core::micro::{Bench, Suite};
 
 pub use report::{BenchResult, MicroReport};
 
-#[derive(Debug, thiserror::Error)]
-pub enum MicroError {
-    /// A selector that names nothing, and the names that exist.
-    #[error("{0}")]
-    Usage(String),
-    #[error("reading criterion's results: {0}")]
-    Results(String),
-}
+pub use crate::error::MicroError;
 
 /// How long criterion measures.
 #[derive(Debug, Clone, Copy, Default)]

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::MicroError;
+use crate::error::MicroError;
 use crate::crypto::report::thousands;
 use crate::table::{Align, Table};
 

@@ -33,7 +33,7 @@ fn svg(size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
         Err(e) => format!(
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="60"><text x="10" y="30">chart failed: {}</text></svg>"#,
             size.0,
-            super::html::escape(&e.to_string())
+            super::escape::escape(&e.to_string())
         ),
     }
 }

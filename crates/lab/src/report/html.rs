@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::escape::escape;
 use super::{charts, summary};
 use crate::result::LoadResult;
 use crate::table::num;
@@ -11,22 +12,6 @@ const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222;max-width
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}\
 td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}figure{margin:1.5em 0}\
 figcaption{color:#555;font-size:90%;max-width:720px}svg{max-width:100%;height:auto}";
-
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn figure(out: &mut String, svg: &str, caption: &str) {
     let _ = write!(out, "<figure>\n{svg}\n<figcaption>{}</figcaption>\n</figure>\n", escape(caption));

@@ -4,15 +4,17 @@
 //! - [`summary`]: the table (reports 001/003 shape), printed and embedded in the page.
 //! - `charts`: one plotters SVG per chart.
 //! - `html`: the page around them.
+//! - `escape`: text made safe for both.
 
 mod charts;
+mod escape;
 mod html;
 pub mod summary;
 
 use crate::result::LoadResult;
 use crate::table::num;
 
-pub use html::escape;
+pub use escape::escape;
 
 /// Chart names: `workload @ N/s`, with the file label added where two results would share one.
 pub fn chart_names(results: &[(String, LoadResult)]) -> Vec<String> {

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::servers::Method;
-use super::BenchError;
+use crate::error::BenchError;
 
 /// What a handshake agreed on, as the client saw it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -5,7 +5,8 @@
 
 use std::str::FromStr;
 
-use super::{BenchError, Report, ServerResult};
+use super::{Report, ServerResult};
+use crate::error::BenchError;
 use crate::table::{Align, Table};
 
 /// The margins, in percent.

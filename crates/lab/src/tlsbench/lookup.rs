@@ -16,7 +16,7 @@ use serde::Serialize;
 use signet_tls::backend::HTTP_ALPN;
 use signet_tls::{Acceptor, Backend, FileSource, SourceKind};
 
-use super::BenchError;
+use crate::error::BenchError;
 use crate::table::{Align, Table};
 
 pub struct LookupSpec {
@@ -95,7 +95,7 @@ pub fn run_lookup(spec: &LookupSpec, progress: &mut dyn FnMut(String)) -> Result
             let (acceptor, reloader) = match (source.trigger(), source.freshness(spec.cache_ttl)) {
                 (Some(trigger), _) => {
                     let acceptor = Acceptor::new(backend, &files.load().map_err(|e| setup(&e))?).map_err(|e| setup(&e))?;
-                    let reloader = files.watch(acceptor.clone(), signet_tls::file_source::DEFAULT_RELOAD_INTERVAL, trigger);
+                    let reloader = files.watch(acceptor.clone(), signet_tls::reloader::DEFAULT_RELOAD_INTERVAL, trigger);
                     (acceptor, Some(reloader))
                 }
                 (None, Some(freshness)) => (Acceptor::per_handshake(backend, &files, freshness, HTTP_ALPN, None).map_err(|e| setup(&e))?, None),

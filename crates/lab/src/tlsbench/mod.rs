@@ -35,19 +35,7 @@ use crate::table::{self, Align, Table};
 use client::{quantile, Agreed, Client};
 pub use servers::Method;
 
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Setup(String),
-    #[error("{peer}: {what}: {source}")]
-    Io { peer: String, what: &'static str, source: std::io::Error },
-    #[error("{peer}: TLS handshake failed: {why}")]
-    Handshake { peer: String, why: String },
-    #[error("{peer}: {why}")]
-    Protocol { peer: String, why: String },
-}
+pub use crate::error::BenchError;
 
 /// The sizes of report 003's table, plus 64 KiB (where it saw a cliff).
 pub const REPORT_SIZES: [usize; 7] = [1, 64, 256, 1024, 4096, 16384, 65536];

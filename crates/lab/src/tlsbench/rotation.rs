@@ -17,7 +17,7 @@ use serde::Serialize;
 use signet_tls::{Acceptor, Backend, FileSource, SourceKind};
 
 use super::servers::{LocalServer, Method};
-use super::BenchError;
+use crate::error::BenchError;
 use crate::table::{Align, Table};
 
 pub struct RotationSpec {

@@ -23,7 +23,8 @@ use tough::schema::{Role as _, RoleKeys as ToughRoleKeys, Root, Signature, Signe
 
 use super::keys::{tuf_key, Role, RoleKeys};
 use super::repo::{expires, next, targets_of, tough_err, Current, Repository};
-use super::{Expiry, TufError};
+use super::error::TufError;
+use super::Expiry;
 
 /// Where staged metadata waits, inside the repository's directory.
 const STAGED: &str = "staged";

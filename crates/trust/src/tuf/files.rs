@@ -6,7 +6,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use super::TufError;
+use super::error::TufError;
 
 #[derive(Debug, Default, Clone)]
 pub struct Files {

@@ -18,7 +18,7 @@ use tough::key_source::KeySource;
 use tough::schema::key::{Ed25519Key, Ed25519Scheme, Key};
 use tough::sign::Sign;
 
-use super::TufError;
+use super::error::TufError;
 
 /// A top-level TUF role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::keys::{Role, RoleKeys};
 use super::repo::Repository;
-use super::TufError;
+use super::error::TufError;
 
 /// Where a file goes in a bottom-up write: targets, then the metadata naming them, then the
 /// roots, then `timestamp.json`, which names the rest.

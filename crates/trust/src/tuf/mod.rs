@@ -1,6 +1,7 @@
 //! The TUF repository that publishes the trust documents, the way Sigstore's clients
 //! bootstrap: from a `root.json` they were given once, they fetch and verify the rest.
 //!
+//! - [`error`]: what the repository fails with.
 //! - [`keys`]: the four role keys (Ed25519, made on first use, 0600).
 //! - [`repo`]: the repository on disk: made once, its targets published again when the trust
 //!   documents change, its snapshot and timestamp re-signed before they expire. Signing and
@@ -17,15 +18,16 @@
 //! `signing_config.v0.2.json`. A client's metadata URL is `<url>/tuf`, its targets URL
 //! `<url>/tuf/targets`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub mod ceremony;
+pub mod error;
 pub mod files;
 pub mod keys;
 pub mod mirror;
 pub mod repo;
 
+pub use error::TufError;
 pub use files::Files;
 pub use keys::{Role, RoleKeys};
 pub use repo::{Published, Repository, Status};
@@ -66,24 +68,4 @@ impl Expiry {
             Role::Timestamp => self.timestamp,
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum TufError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}: {msg}")]
-    Key { path: PathBuf, msg: String },
-    #[error("the TUF {role} key is needed and is not at {path}; put it back (it may be kept offline between signings)")]
-    MissingKey { role: &'static str, path: PathBuf },
-    #[error("{path}: not valid TUF metadata: {msg}")]
-    Corrupt { path: PathBuf, msg: String },
-    #[error("TUF: {0}")]
-    Tough(String),
-    /// Metadata brought to the repository that it does not take up, and why.
-    #[error("{name} is refused: {why}")]
-    Refused { name: String, why: String },
-    /// Metadata that checks out but cannot be taken up alone (it waits for what it needs).
-    #[error("{name} cannot be published yet: {why}")]
-    NotYet { name: String, why: String },
 }

@@ -20,7 +20,8 @@ use tough::schema::{Hashes, KeyHolder, Metafile, Role as _, RoleKeys as ToughRol
 use tough::TargetName;
 
 use super::keys::{HeldKey, Role, RoleKeys};
-use super::{Expiry, TufError};
+use super::error::TufError;
+use super::Expiry;
 
 /// The TUF specification version the metadata claims (tough's; python-tuf and go-tuf accept 1.x).
 const SPEC_VERSION: &str = "1.0.0";

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use super::alert::Kind;
+use super::kind::Kind;
 
 #[derive(Default)]
 struct PerLog {

@@ -13,12 +13,14 @@
 //! - [`scan`]: reading pages of entries in parallel, consumed in order.
 //! - [`follow`]: one log's poll: checkpoint, consistency, entries.
 //! - [`state`]: what is remembered between runs.
+//! - [`kind`]: what an alert is about.
 //! - [`alert`] and [`metrics`]: where alerts go.
 
 pub mod alert;
 pub mod entries;
 pub mod follow;
 pub mod keys;
+pub mod kind;
 pub mod metrics;
 pub mod range;
 pub mod scan;
@@ -28,7 +30,8 @@ pub mod watch;
 
 use std::time::Duration;
 
-pub use alert::{Alert, Alerts, Kind};
+pub use alert::{Alert, Alerts};
+pub use kind::Kind;
 pub use follow::{Followed, Keys};
 pub use source::{Api, Source};
 pub use watch::WatchList;

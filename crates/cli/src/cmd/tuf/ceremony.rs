@@ -159,7 +159,7 @@ pub fn propose(a: ProposeArgs) -> ExitCode {
                 errln!("signet tuf propose targets: --trust DIR (from `signet trust export`) is needed");
                 return ExitCode::from(2);
             };
-            let docs = match super::documents(trust) {
+            let docs = match super::documents::documents(trust) {
                 Ok(d) => d,
                 Err(e) => {
                     errln!("signet tuf propose targets: {e}");

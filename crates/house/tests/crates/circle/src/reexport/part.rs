@@ -1,0 +1,5 @@
+pub struct Thing;
+
+pub fn base() -> super::Base {
+    super::Base
+}
