@@ -26,7 +26,7 @@ mod url;
 
 pub use postgres::{read_meta as read_shared_meta, Lease, PostgresStorage, TufFile};
 pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
-pub use url::{migrate, open, schema_version, shard_records, ShardRecords, StorageUrl};
+pub use url::{migrate, open, schema_version, shard_records, StorageUrl};
 
 use std::sync::Arc;
 
@@ -34,6 +34,15 @@ use signet_core::hash::Hash;
 
 /// Which log a row belongs to. Several logs share one store.
 pub type LogId = u8;
+
+/// What the shard registries say, as [`shard_records`] reads them.
+#[derive(Debug, Default)]
+pub struct ShardRecords {
+    /// `(key, value)` of each shard record.
+    pub records: Vec<(String, Vec<u8>)>,
+    /// Logs frozen in storage.
+    pub frozen: Vec<LogId>,
+}
 
 /// An entry as the sequencer hands it to storage.
 #[derive(Debug, Clone)]

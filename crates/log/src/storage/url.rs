@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{PostgresStorage, SqliteStorage, Storage, StorageError};
+use super::{PostgresStorage, ShardRecords, SqliteStorage, Storage, StorageError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageUrl {
@@ -72,15 +72,6 @@ pub fn shard_records(url: &StorageUrl) -> Result<ShardRecords, StorageError> {
         StorageUrl::Sqlite(path) => super::sqlite::shard_records(path),
         StorageUrl::Postgres(u) => super::postgres::shard_records(u),
     }
-}
-
-/// See [`shard_records`].
-#[derive(Debug, Default)]
-pub struct ShardRecords {
-    /// `(key, value)` of each shard record.
-    pub records: Vec<(String, Vec<u8>)>,
-    /// Logs frozen in storage.
-    pub frozen: Vec<super::LogId>,
 }
 
 /// Brings the store `url` names up to date and returns the schema versions that this applied,

@@ -82,7 +82,7 @@ routes! {
     "/api/admin/bans" => { get admin::bans => Perm(AdminBans) }
     "/api/admin/bans/lift" => { post admin::lift_ban => Perm(AdminBans) }
     "/api/admin/audit/verify" => { get admin::verify_audit => Perm(AuditRead) }
-    "/healthz" => { get ops::healthz => Needs::Open }
+    "/healthz" => { get ready::healthz => Needs::Open }
     "/readyz" => { get ready::readyz => Needs::Open }
     "/metrics" => { get ops::metrics => Perm(Read) }
     "/api/openapi.json" => { get openapi::openapi_json => Perm(Read) }

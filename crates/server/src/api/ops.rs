@@ -4,13 +4,9 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::state::AppState;
-
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
-}
 
 /// `GET /metrics`: Prometheus text format (see [`crate::metrics`]).
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::HeaderName, &'static str); 1], String) {

@@ -4,15 +4,18 @@
 //! WAL, which is the durability the sequencer's acknowledgements promise. One connection
 //! writes; a small pool serves reads (see [`Readers`]).
 //!
+//! - `readers`: the pool of read-only connections and their snapshots, and SQLite's errors as
+//!   the store's.
 //! - [`keys`]: the lookup index by leaf hash, digest, identity and signer's key, in a file of its own.
 
 mod keys;
+mod readers;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -20,6 +23,7 @@ use signet_db::sqlite::{self as db, Checkpoints, Durability, Migration};
 
 use super::*;
 use keys::{KeyIndex, SearchKind};
+use readers::{backend, from_db, stable_plans, Reader, Readers, READER_CACHE_KIB};
 
 pub struct SqliteStorage {
     /// The schema versions this open applied (empty when the file was current).
@@ -31,155 +35,11 @@ pub struct SqliteStorage {
     stop: Arc<AtomicBool>,
 }
 
-/// The page cache of each pooled reader, in KiB (see [`Readers::open`]).
-pub(crate) const READER_CACHE_KIB: u32 = 256;
 /// The writer's page cache, in KiB. A commit touches the last pages of the append-only tables,
 /// the changed tiles and the checkpoint row: a few hundred pages, and the writer reads through
 /// the memory map too. A larger cache only kept written pages nobody reads again, filling for
 /// half an hour at the soak's rate (it was 128 MiB).
 const WRITER_CACHE_KIB: u32 = 16 * 1024;
-
-/// How long a reader may keep one read transaction (one snapshot of the database) open.
-///
-/// Beginning and ending a WAL read transaction takes file locks (fcntl) and resets the
-/// statement's pager; at tens of thousands of point reads a second that was a fifth of the
-/// read path. Entries are immutable once committed, so a snapshot a few milliseconds old
-/// returns the same bytes for everything it holds; what it lacks (entries committed since)
-/// is caught by [`Readers::read_complete`], which retries on a fresh snapshot. Snapshots
-/// are bounded in age so that WAL checkpoints can always make progress.
-const SNAPSHOT_TTL: Duration = Duration::from_millis(50);
-
-/// A pooled read-only connection and what marks its open read transaction (its snapshot),
-/// if one is open: when it began for the log's readers, the flush generation it began after
-/// for the key index's (`keys.rs`).
-struct Reader<T = Instant> {
-    conn: Connection,
-    snapshot: Option<T>,
-}
-
-impl<T> Reader<T> {
-    fn end_snapshot(&mut self) -> rusqlite::Result<()> {
-        if self.snapshot.take().is_some() {
-            // Cached: `execute_batch` would parse the statement on every snapshot (issue 40).
-            self.conn.prepare_cached("COMMIT")?.execute([])?;
-        }
-        Ok(())
-    }
-
-    /// Ends the open snapshot, if any, and opens one marked `mark`. SQLite defers it to the
-    /// first read: the snapshot is of the database as that read finds it.
-    fn begin_snapshot(&mut self, mark: T) -> rusqlite::Result<()> {
-        self.end_snapshot()?;
-        self.conn.prepare_cached("BEGIN")?.execute([])?;
-        self.snapshot = Some(mark);
-        Ok(())
-    }
-}
-
-impl Reader {
-    /// Makes sure a read transaction is open, starting a new one if the current one is
-    /// older than `max_age`. Returns whether the snapshot is newer than this call.
-    fn begin(&mut self, max_age: Duration) -> rusqlite::Result<bool> {
-        match self.snapshot {
-            Some(t) if t.elapsed() < max_age => Ok(false),
-            _ => {
-                self.begin_snapshot(Instant::now())?;
-                Ok(true)
-            }
-        }
-    }
-}
-
-/// Read-only connections, checked out one per read.
-struct Readers {
-    path: PathBuf,
-    idle: Mutex<Vec<Reader>>,
-}
-
-impl Readers {
-    fn open(&self) -> Result<Reader, StorageError> {
-        // Memory-mapped pages skip the copy into SQLite's page cache; measured against a
-        // 64 MiB page cache without mmap, they cost less CPU per entry read. Only pages still in
-        // the WAL go through the cache, so it is kept small: each pooled reader would otherwise
-        // fill SQLite's default 2 MB with them, slowly, for most of an hour (the soak's growth).
-        let conn = db::open_reader(&self.path, &db::Reader { cache_kib: READER_CACHE_KIB }).map_err(from_db)?;
-        stable_plans(&conn).map_err(backend)?;
-        Ok(Reader { conn, snapshot: None })
-    }
-
-    /// Runs `f` in a snapshot no older than `max_age` and passes it whether that snapshot
-    /// began during this call. A reader whose query failed is dropped, not reused: its
-    /// transaction state is unknown.
-    fn with<T>(&self, max_age: Duration, f: impl FnOnce(&Connection, bool) -> rusqlite::Result<T>) -> Result<T, StorageError> {
-        let pooled = self.idle.lock().pop();
-        let mut reader = match pooled {
-            Some(r) => r,
-            None => self.open()?,
-        };
-        let fresh = reader.begin(max_age).map_err(backend)?;
-        let out = f(&reader.conn, fresh).map_err(backend)?;
-        self.idle.lock().push(reader);
-        Ok(out)
-    }
-
-    /// A read whose result is only as current as the latest commit: tiles, checkpoints.
-    fn read_latest<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StorageError> {
-        self.with(Duration::ZERO, |c, _| f(c))
-    }
-
-    /// A read of immutable rows that the caller knows were committed. On a recent snapshot
-    /// a result that `complete` judges short is retried once on a fresh one.
-    fn read_complete<T>(
-        &self,
-        f: impl Fn(&Connection) -> rusqlite::Result<T>,
-        complete: impl Fn(&T) -> bool,
-    ) -> Result<T, StorageError> {
-        let (out, fresh) = self.with(SNAPSHOT_TTL, |c, fresh| Ok((f(c)?, fresh)))?;
-        if fresh || complete(&out) {
-            return Ok(out);
-        }
-        self.read_latest(f)
-    }
-
-    /// Ends the snapshots of idle readers that have outlived their TTL, so that none pins
-    /// an old part of the WAL while its thread has no reads to serve.
-    fn expire(&self) {
-        for r in self.idle.lock().iter_mut() {
-            if r.snapshot.is_some_and(|t| t.elapsed() >= SNAPSHOT_TTL) {
-                if let Err(e) = r.end_snapshot() {
-                    tracing::warn!(error = %e, "ending an idle read snapshot failed");
-                }
-            }
-        }
-    }
-}
-
-/// Keeps a cached statement's plan across new bindings. The bundled SQLite is built with
-/// STAT4, under which a statement whose plan may depend on a bound value (`LIMIT ?`, a range
-/// bound) expires at every rebind and is parsed and planned again on its next step: 50,000
-/// instructions per search by digest, more than the rest of the search (callgrind, issue 40).
-/// The plans here are the primary keys' whatever the values, so nothing is lost.
-fn stable_plans(c: &Connection) -> rusqlite::Result<()> {
-    c.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map(|_| ())
-}
-
-/// The connection layer's errors name the file; a full disk stays [`StorageError::Full`].
-fn from_db(e: db::SqliteError) -> StorageError {
-    classify(&e.source, &e)
-}
-
-fn backend(e: rusqlite::Error) -> StorageError {
-    classify(&e, &e)
-}
-
-/// `e`, shown as `shown`: a full disk is [`StorageError::Full`] (SQLITE_FULL; SQLITE_IOERR with
-/// ENOSPC underneath shows up as a write error), anything else the backend's failure.
-fn classify(e: &rusqlite::Error, shown: &dyn std::fmt::Display) -> StorageError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DiskFull) => StorageError::Full(format!("SQLite: {shown}")),
-        _ => StorageError::Backend(format!("SQLite: {shown}")),
-    }
-}
 
 /// Indices stay below 2^48 so the log id fits above them in a row id.
 const MAX_INDEX: u64 = 1 << 48;
@@ -867,7 +727,7 @@ mod tests {
         let s = SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap();
         assert_eq!(s.entry(1, 0).unwrap(), None);
         assert!(s.readers.idle.lock().iter().all(|r| r.snapshot.is_some()));
-        std::thread::sleep(SNAPSHOT_TTL + Duration::from_millis(10));
+        std::thread::sleep(readers::SNAPSHOT_TTL + Duration::from_millis(10));
         s.readers.expire();
         assert!(s.readers.idle.lock().iter().all(|r| r.snapshot.is_none()));
     }
@@ -921,7 +781,7 @@ mod tests {
     fn the_key_index_finds_every_commit_and_is_rebuilt_when_it_cannot_be_trusted() {
         let dir = tempfile::tempdir().unwrap();
         let (path, older) = (dir.path().join("db.sqlite"), dir.path().join("older.sqlite"));
-        let keys_of = |p: &Path| PathBuf::from(format!("{}.keys", p.display()));
+        let keys_of = |p: &Path| std::path::PathBuf::from(format!("{}.keys", p.display()));
         let s = SqliteStorage::open(&path).unwrap();
         s.commit(&batch(1, 0, 3)).unwrap();
         assert_eq!(found(&s, 1), [(0, 1)], "found from memory before the file has it");
