@@ -24,9 +24,11 @@ use std::time::Duration;
 use signet_core::hash::Hash;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::log::{AppendError, Shared};
+use crate::error::AppendError;
+use crate::shared::Shared;
 use crate::merkle;
-use crate::sequencer::{append_error, Pending, Sequenced};
+use crate::answers::append_error;
+use crate::pipeline::{Pending, Sequenced};
 use crate::storage::{Queue, QueuedEntry, StorageError};
 use crate::tree::Tree;
 

@@ -5,22 +5,20 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 use signet_core::hash::Hash;
-use signet_keys::{KeyError, Signer};
+use signet_keys::Signer;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::checkpoint::{self, Checkpoint, NoteSigner, SignedCheckpoint};
 use crate::follow::{self, Follower, Role};
 use crate::merkle::{self, ProofError};
-use crate::sequencer::{self, BatchPolicy, Pending, Sequenced};
+use crate::error::{AppendError, OpenError};
+use crate::pipeline::{BatchPolicy, Pending, Sequenced};
+use crate::sequencer;
+use crate::shared::{Shared, Stamper};
 use crate::storage::{Attestation, Batch, LogId, Queue, Storage, StorageError, StoredCheckpoint, StoredEntry};
 use crate::tiles::TILE_WIDTH;
 use crate::snapshot::Snapshot;
 use crate::tree::{StoredNodes, Tree};
-
-/// Signs something per entry at sequencing time, once its index and time are known.
-pub trait Stamper: Send + Sync + 'static {
-    fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError>;
-}
 
 pub struct LogConfig {
     /// Storage namespace of this log.
@@ -56,100 +54,6 @@ type Answer = oneshot::Receiver<Result<Sequenced, AppendError>>;
 
 /// [`LogConfig::tile_cache`] by default: 64 MiB, every tile of a million entries.
 pub const DEFAULT_TILE_CACHE: usize = 4096;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum AppendError {
-    #[error("storage failed; the entry was not logged: {0}")]
-    Storage(String),
-    /// The disk is full: reads go on, and writes resume by themselves once space returns.
-    #[error("storage is full; the entry was not logged. Reads go on; writes resume once space is freed ({0})")]
-    Full(String),
-    /// The database is unreachable for now; a retry may succeed.
-    #[error("storage is unavailable; the entry was not logged, retry later ({0})")]
-    Unavailable(String),
-    #[error("signing failed; the entry was not logged: {0}")]
-    Signing(String),
-    /// The log's key is on a token that did not sign now (unplugged, restarting).
-    #[error("the log's signing key cannot sign now; the entry was not logged, retry later ({0})")]
-    KeyUnavailable(String),
-    /// The log takes no more entries here: signet is shutting down, or the log rotated to a
-    /// new shard (a retry lands there).
-    #[error("this log takes no more entries (shutting down, or rotated to a new shard); the entry was not logged, retry")]
-    Closed,
-    #[error("the log failed the batch that held this entry (an internal error, logged); the entry was not logged, retry")]
-    Aborted,
-    /// More appends are waiting than the log admits (`log.max_pending_appends`): shed at
-    /// once rather than queued into a timeout.
-    #[error("the log is at capacity ({limit} appends waiting); the entry was not logged, retry after a moment")]
-    Overloaded { limit: usize },
-    /// This log takes no appends, for a reason that a retry does not change.
-    #[error("{0}")]
-    Refused(String),
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    #[error("stored log {log} is inconsistent: {why}")]
-    Corrupt { log: LogId, why: String },
-    /// The data is intact, but the configuration names the log differently: its origin
-    /// comes from the public URL's host, and was fixed when the log was created.
-    /// A follower opened a log its sequencer has not created yet.
-    #[error("log {log} has not been created yet: the instance that sequences this database makes it")]
-    NotCreated { log: LogId },
-    #[error("log {log} was created with origin {stored:?}, but this configuration gives it origin {configured:?}. The data is intact. A log's origin is fixed when it is created, because clients pin it: set public_url back to the URL the log was created with (its host is the origin), or start a new log in another data dir")]
-    OriginChanged { log: LogId, stored: String, configured: String },
-}
-
-pub(crate) struct Shared {
-    pub id: LogId,
-    pub origin: String,
-    pub signer: NoteSigner,
-    pub stamper: Option<Arc<dyn Stamper>>,
-    pub storage: Arc<dyn Storage>,
-    /// The newest durable checkpoint and the tree as of it ([`crate::snapshot`]). Readers
-    /// never see a size beyond it. Replaced only by the task that owns the tree (the
-    /// sequencer's, or a follower's poll loop), so snapshots are published in order.
-    published: ArcSwap<Snapshot>,
-    /// Leaves sequenced but not yet durable, so that duplicates are caught in flight too.
-    /// Durable ones are found through storage ([`Storage::find_leaves`]).
-    pub inflight: parking_lot::Mutex<std::collections::HashMap<Hash, u64>>,
-    /// `LogConfig::max_pending`: with it, the sequencer knows when no more entries can come.
-    pub max_pending: usize,
-    /// Entries the sequencer has taken from the pool and not yet answered.
-    pub in_pipeline: std::sync::atomic::AtomicUsize,
-    /// What `/metrics` reports of this log's sequencing.
-    pub stats: crate::stats::LogStats,
-    /// Set by [`Log::freeze`]: the queue's drain takes nothing more, so the pool can close.
-    pub closing: std::sync::atomic::AtomicBool,
-    /// Set when a commit found the tree frozen in storage (another instance rotated the
-    /// log): appends are refused at once from then on, and [`Log::frozen_in_storage`] wakes.
-    pub frozen_in_storage: std::sync::OnceLock<u64>,
-    pub frozen_notice: tokio::sync::Notify,
-}
-
-impl Shared {
-    /// What readers see now: the newest durable checkpoint and the tree as of it.
-    pub fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
-        self.published.load()
-    }
-
-    pub fn head(&self) -> Arc<SignedCheckpoint> {
-        self.published.load().head.clone()
-    }
-
-    pub fn durable_size(&self) -> u64 {
-        self.published.load().size()
-    }
-
-    /// Makes `head` what readers see, with `tree` (which the caller owns) as of it.
-    pub fn publish(&self, tree: &Tree, head: Arc<SignedCheckpoint>) {
-        self.published.store(Arc::new(Snapshot::of(tree, head)));
-    }
-}
 
 /// An entry's body with its RFC 6962 leaf hash, computed once: the API answers with the hash
 /// (a Rekor UUID, the audit record) and the sequencer orders by it, and hashing a large body

@@ -23,10 +23,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use signet_core::hash::Hash;
 use crate::checkpoint::{self, SignedCheckpoint};
-use crate::log::{AppendError, Shared};
-use crate::sequencer::{self, Prepared, Sequenced, Sequencer, Work};
+use crate::error::AppendError;
+use crate::shared::Shared;
+use crate::answers::{append_error, drop_prepared, fail_gathered, fail_staged, land_answers};
+use crate::pipeline::{gather, poll_opt, Base, Prepared, Sequenced, Sequencer, Work};
 use crate::storage::{EntryKeys, StorageError, StoredCheckpoint};
 use crate::tree::Tree;
 
@@ -35,14 +36,6 @@ use crate::tree::Tree;
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 /// The longest pause between two reads of the stored checkpoint while it cannot be read.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// A batch's base: the tree it extends. A batch is committed only if its base is the durable
-/// head, and it was prepared in the current generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Base {
-    pub size: u64,
-    pub root: Hash,
-}
 
 /// Why a waiting entry was not logged while the log reconciled; the client should retry.
 fn reconciling_error() -> AppendError {
@@ -71,10 +64,10 @@ pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Opt
     let (not_landed, dropped) = match cause {
         StorageError::Full(m) => (AppendError::Full(m.clone()), AppendError::Full(m)),
         StorageError::Conflict { .. } => (reconciling_error(), reconciling_error()),
-        other => (sequencer::append_error(other), reconciling_error()),
+        other => (append_error(other), reconciling_error()),
     };
     for p in work.prepared.drain(..) {
-        sequencer::drop_prepared(&shared, p, dropped.clone());
+        drop_prepared(&shared, p, dropped.clone());
     }
     let mut uncertain = uncertain;
     let mut backoff = Duration::from_millis(10);
@@ -97,7 +90,7 @@ pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Opt
         }
         if started.elapsed() >= ANSWER_WITHIN {
             if let Some(p) = uncertain.take() {
-                sequencer::drop_prepared(&shared, p, reconciling_error());
+                drop_prepared(&shared, p, reconciling_error());
             }
         }
         // Work begun before the reconcile, and batches gathered during it, are failed while
@@ -107,29 +100,29 @@ pub(crate) async fn reconcile(s: &mut Sequencer, work: &mut Work, uncertain: Opt
         loop {
             if work.gathering.is_none() && !work.closing {
                 if let Some(rx) = work.pool.take() {
-                    work.gathering = Some(sequencer::gather(shared.clone(), rx, work.policy));
+                    work.gathering = Some(gather(shared.clone(), rx, work.policy));
                 }
             }
             let Work { gathering, stage, .. } = &mut *work;
             tokio::select! {
                 _ = &mut pause => break,
-                staged = sequencer::poll_opt(stage) => {
+                staged = poll_opt(stage) => {
                     work.stage = None;
-                    sequencer::fail_staged(&shared, staged, dropped.clone());
+                    fail_staged(&shared, staged, dropped.clone());
                 }
-                (batch, rx) = sequencer::poll_opt(gathering) => {
+                (batch, rx) = poll_opt(gathering) => {
                     work.gathering = None;
                     match batch {
                         Some(batch) => {
                             work.pool = Some(rx);
-                            sequencer::fail_gathered(batch, dropped.clone());
+                            fail_gathered(batch, dropped.clone());
                         }
                         None => {
                             // The log is shutting down: stop here. The tree is rebuilt at the
                             // next start, from whatever storage then holds.
                             work.closing = true;
                             if let Some(p) = uncertain.take() {
-                                sequencer::drop_prepared(&shared, p, reconciling_error());
+                                drop_prepared(&shared, p, reconciling_error());
                             }
                             return;
                         }
@@ -253,7 +246,7 @@ async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[Entr
         && p.batch.entries.iter().zip(stored_keys).all(|(e, k)| e.leaf_hash == k.leaf_hash);
     if !landed {
         tracing::warn!(log = shared.id, size = p.batch.checkpoint.size, "the commit in doubt did not land; its entries are not logged");
-        sequencer::drop_prepared(shared, p, not_landed);
+        drop_prepared(shared, p, not_landed);
         return;
     }
     tracing::warn!(log = shared.id, size = p.batch.checkpoint.size, "the commit in doubt had landed; its entries are acknowledged");
@@ -277,11 +270,11 @@ async fn answer_uncertain(shared: &Arc<Shared>, p: Prepared, stored_keys: &[Entr
                         .ok_or_else(|| AppendError::Storage(format!("entry {index} is covered by the checkpoint but not stored")))
                 })
                 .collect(),
-            Err(e) => Err(sequencer::append_error(e)),
+            Err(e) => Err(append_error(e)),
         }
     };
     match answers {
-        Ok(answers) => sequencer::land_answers(shared, p, answers, head.checkpoint.size),
-        Err(e) => sequencer::drop_prepared(shared, p, e),
+        Ok(answers) => land_answers(shared, p, answers, head.checkpoint.size),
+        Err(e) => drop_prepared(shared, p, e),
     }
 }

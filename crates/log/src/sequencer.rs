@@ -1,6 +1,6 @@
 //! The sequencer: the task that grows a log's tree and assigns indices.
 //!
-//! One task owns the tree ([`Sequencer`]): it alone pushes to it, cuts it back and rebuilds
+//! One task owns the tree ([`Sequencer`](crate::pipeline::Sequencer)): it alone pushes to it, cuts it back and rebuilds
 //! it, so no path can build a batch on a state that another path changed. Readers never see
 //! it: they read the snapshots it publishes once a batch is durable ([`crate::snapshot`]). A
 //! follower's poll loop owns its tree the same way, and hands it over on promotion
@@ -20,140 +20,22 @@
 //! anything else is prepared, committed or answered, and no index is ever handed out twice.
 
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use signet_core::cpu::Panicked;
 use signet_core::hash::Hash;
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::mpsc;
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
-use crate::log::{AppendError, Shared};
-use crate::reconcile::{self, Base};
+use crate::answers::{append_error, drop_prepared, fail, fail_staged, land_answers};
+use crate::error::AppendError;
+use crate::pipeline::{gather, poll_opt, Base, BatchPolicy, Built, Commit, Deduped, Pending, Prepared, Reply, Sequenced, Sequencer, Stage, Staged, Taken, Work};
+use crate::reconcile;
+use crate::shared::Shared;
 use crate::tree::Tree;
 use crate::storage::{Batch, LeafTile, NewEntry, StorageError, StoredCheckpoint, Tile};
 use crate::tiles::TILE_WIDTH;
-
-type Reply = oneshot::Sender<Result<Sequenced, AppendError>>;
-
-/// An entry waiting to be sequenced.
-pub(crate) struct Pending {
-    pub leaf_hash: Hash,
-    pub digest: Option<Vec<u8>>,
-    pub identity: Option<Vec<u8>>,
-    pub public_key: Option<Vec<u8>>,
-    pub body: Vec<u8>,
-    /// Bytes made at submission to keep beside the entry (the CT log's precertificate),
-    /// stored as its stamp when the log has no [`crate::Stamper`].
-    pub extra: Option<Vec<u8>>,
-    /// Kept beside the entry ([`crate::storage::NewEntry::attestation`]).
-    pub attestation: Option<crate::storage::Attestation>,
-    pub reply: Reply,
-    /// When it was handed to the log, for the integration latency ([`crate::stats`]).
-    pub queued: std::time::Instant,
-}
-
-/// What the sequencer tells a waiting request.
-#[derive(Debug, Clone)]
-pub enum Sequenced {
-    /// A new entry, durable as of `checkpoint`.
-    New { index: u64, integrated_time: i64, stamp: Option<Vec<u8>>, checkpoint: Arc<SignedCheckpoint> },
-    /// The log already holds an identical entry at `index`.
-    Duplicate { index: u64 },
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct BatchPolicy {
-    pub max_entries: usize,
-    pub max_delay: Duration,
-}
-
-impl Default for BatchPolicy {
-    fn default() -> Self {
-        BatchPolicy { max_entries: 256, max_delay: Duration::from_millis(10) }
-    }
-}
-
-/// Entries taken from the pool and not yet answered, counted in `Shared::in_pipeline` for as
-/// long as this lives: whichever way a batch ends (answered, failed, or dropped by a panic),
-/// its count goes with it.
-pub(crate) struct Taken {
-    shared: Arc<Shared>,
-    count: usize,
-}
-
-impl Taken {
-    fn new(shared: &Arc<Shared>, count: usize) -> Taken {
-        shared.in_pipeline.fetch_add(count, Ordering::Relaxed);
-        Taken { shared: shared.clone(), count }
-    }
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        self.shared.in_pipeline.fetch_sub(self.count, Ordering::Relaxed);
-    }
-}
-
-/// A batch after the dedupe, before it is put on the tree.
-pub(crate) struct Deduped {
-    taken: Taken,
-    generation: u64,
-    fresh: Vec<Pending>,
-    /// Requests for entries in flight in an earlier batch (their index and leaf hash).
-    repeats: Vec<(u64, Hash, Reply)>,
-    /// Requests for an entry that came earlier in this batch (its position in `fresh`).
-    repeat_of_fresh: Vec<(usize, Hash, Reply)>,
-}
-
-/// A batch put on the tree, to be signed.
-pub(crate) struct Built {
-    taken: Taken,
-    generation: u64,
-    base: Base,
-    new_size: u64,
-    root: Hash,
-    integrated_time: i64,
-    tiles: Vec<Tile>,
-    leaf_tiles: Vec<LeafTile>,
-    fresh: Vec<Pending>,
-    repeats: Vec<(u64, Hash, Reply)>,
-    oldest: Option<std::time::Instant>,
-}
-
-/// A batch that is sequenced and signed, waiting for its durable commit.
-pub(crate) struct Prepared {
-    /// Held for its count in the pipeline, given back when the batch is done with.
-    _taken: Taken,
-    /// The tree this batch extends, and the generation of the tree it was built in.
-    base: Base,
-    generation: u64,
-    pub batch: Batch,
-    checkpoint: Arc<SignedCheckpoint>,
-    /// One reply per entry of `batch.entries`, in order.
-    fresh: Vec<Reply>,
-    /// Requests for entries that are already sequenced (their index and leaf hash); answered
-    /// once this batch is durable.
-    repeats: Vec<(u64, Hash, Reply)>,
-    /// When the batch's longest-waiting entry was handed to the log.
-    oldest: Option<std::time::Instant>,
-}
-
-/// What a stage of preparation, run on the CPU pool, hands back to the sequencer.
-pub(crate) enum Staged {
-    /// `None`: nothing of the batch is left to sequence (every entry was answered).
-    Deduped(Result<Option<Deduped>, Panicked>),
-    /// `Err`: signing failed and the batch's waiters were told; the tree is to be cut back.
-    Signed { generation: u64, base: Base, result: Result<Result<Prepared, ()>, Panicked> },
-}
-
-type Stage = Pin<Box<dyn Future<Output = Staged> + Send>>;
-type Gathering = Pin<Box<dyn Future<Output = (Option<Vec<Pending>>, mpsc::Receiver<Pending>)> + Send>>;
-type Commit = crate::storage::CommitTask;
 
 /// Panics caught in the sequencer since the process started (served at `/metrics`).
 static PANICS: AtomicU64 = AtomicU64::new(0);
@@ -164,40 +46,6 @@ pub fn panics() -> u64 {
 
 /// How many prepared batches may wait for their commit.
 const PIPELINE_DEPTH: usize = 2;
-
-/// The sequencer's state. One task owns it, and with it the tree: nothing else can push to,
-/// cut or rebuild the tree, so no batch can be built on a state another path changed.
-pub(crate) struct Sequencer {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) tree: Tree,
-    /// Bumped whenever the tree is rebuilt from storage: work begun before is stale.
-    pub(crate) generation: u64,
-    /// The tree the next batch extends: the last built batch's result, or the durable head.
-    pub(crate) tip: Base,
-    /// The latest integrated time handed out: the next batch's is never earlier, whatever
-    /// this instance's clock says (a takeover by an instance whose clock is behind).
-    pub(crate) last_time: i64,
-}
-
-/// The work in flight around the tree: at most one batch being gathered from the pool, one
-/// being deduped or signed, `PIPELINE_DEPTH` prepared, and one being committed.
-pub(crate) struct Work {
-    /// The pool, while no gathering holds it; `None` after it closed.
-    pub(crate) pool: Option<mpsc::Receiver<Pending>>,
-    pub(crate) gathering: Option<Gathering>,
-    pub(crate) stage: Option<Stage>,
-    pub(crate) prepared: VecDeque<Prepared>,
-    committing: Option<(Prepared, Commit)>,
-    pub(crate) policy: BatchPolicy,
-    /// The pool closed: finish what was taken, then stop.
-    pub(crate) closing: bool,
-}
-
-impl Work {
-    fn idle(&self) -> bool {
-        self.gathering.is_none() && self.stage.is_none() && self.prepared.is_empty() && self.committing.is_none()
-    }
-}
 
 /// The sequencer's task: runs until the pool is closed and everything taken from it is
 /// durable and answered, then hands its tree back (a frozen log may resume with it).
@@ -241,13 +89,6 @@ pub(crate) async fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Pending>, policy
     }
 }
 
-pub(crate) async fn poll_opt<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
-    match f.as_mut() {
-        Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The commit's outcome; a commit task that failed to run (cancelled at shutdown) is an
 /// outcome as unknown as a lost answer.
 async fn poll_commit(c: &mut Option<(Prepared, Commit)>) -> Result<(Batch, Result<(), StorageError>), String> {
@@ -255,24 +96,6 @@ async fn poll_commit(c: &mut Option<(Prepared, Commit)>) -> Result<(Batch, Resul
         Some((_, handle)) => handle.await.map_err(|e| e.to_string()),
         None => std::future::pending().await,
     }
-}
-
-/// Takes up to `max_entries` from the pool, or whatever arrived within `max_delay` of the
-/// first; hands the pool back with them.
-pub(crate) fn gather(shared: Arc<Shared>, mut rx: mpsc::Receiver<Pending>, policy: BatchPolicy) -> Gathering {
-    Box::pin(async move {
-        let Some(first) = rx.recv().await else { return (None, rx) };
-        let mut pool = Vec::with_capacity(policy.max_entries);
-        pool.push(first);
-        let deadline = Instant::now() + policy.max_delay;
-        while pool.len() < policy.max_entries && !all_admitted_are_here(&shared, pool.len()) {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(p)) => pool.push(p),
-                Ok(None) | Err(_) => break,
-            }
-        }
-        (Some(pool), rx)
-    })
 }
 
 impl Sequencer {
@@ -472,31 +295,6 @@ impl Sequencer {
     }
 }
 
-/// Fails the waiters of a stage's result that will not go on (a reconcile began meanwhile).
-pub(crate) fn fail_staged(shared: &Shared, staged: Staged, err: AppendError) {
-    match staged {
-        Staged::Deduped(Ok(Some(d))) => {
-            let replies = d.fresh.into_iter().map(|p| p.reply).chain(d.repeats.into_iter().map(|r| r.2)).chain(d.repeat_of_fresh.into_iter().map(|r| r.2));
-            fail::<()>(replies, err);
-        }
-        Staged::Signed { result: Ok(Ok(p)), .. } => drop_prepared(shared, p, err),
-        // Answered already, or dropped by a panic (their waiters get `AppendError::Aborted`).
-        Staged::Deduped(_) | Staged::Signed { .. } => {}
-    }
-}
-
-/// Fails a gathered batch that will not be sequenced.
-pub(crate) fn fail_gathered(batch: Vec<Pending>, err: AppendError) {
-    fail::<()>(batch.into_iter().map(|p| p.reply), err);
-}
-
-/// Whether the pool holds every append the log has admitted that is not already in a batch:
-/// then no more can arrive until some are answered, and waiting out `max_delay` would only
-/// add latency. Without a bound on admissions (`max_pending` 0) this is never known.
-fn all_admitted_are_here(shared: &Shared, in_pool: usize) -> bool {
-    shared.max_pending != 0 && in_pool + shared.in_pipeline.load(Ordering::Relaxed) >= shared.max_pending
-}
-
 /// Drops entries the log already holds or has in flight. `None` if nothing is left to
 /// sequence (every waiter was answered).
 fn dedupe(shared: &Shared, pool: Vec<Pending>, taken: Taken, generation: u64) -> Option<Deduped> {
@@ -627,66 +425,6 @@ fn builds_on_durable(shared: &Shared, p: &Prepared) -> bool {
     p.base == Base { size: snap.head.checkpoint.size, root: snap.head.checkpoint.root_hash }
 }
 
-/// Answers a batch that is durable up to `durable_size`: `answers` for its new entries, in
-/// order, and its repeats from the tree.
-pub(crate) fn land_answers(shared: &Shared, p: Prepared, answers: Vec<Sequenced>, durable_size: u64) {
-    if !p.batch.entries.is_empty() {
-        shared.stats.integrated(p.batch.entries.len(), p.oldest);
-    }
-    for (reply, answer) in p.fresh.into_iter().zip(answers) {
-        let _ = reply.send(Ok(answer));
-    }
-    if !p.repeats.is_empty() {
-        let snap = shared.snapshot();
-        for (index, leaf, reply) in p.repeats {
-            let _ = reply.send(repeat_answer(index, &leaf, durable_size, |i| snap.tree.leaf(i).ok().flatten()));
-        }
-    }
-    forget_inflight(shared, &p.batch);
-}
-
-/// Fails every waiter of a batch that will not be committed.
-pub(crate) fn drop_prepared(shared: &Shared, p: Prepared, err: AppendError) {
-    fail::<()>(p.fresh.into_iter().chain(p.repeats.into_iter().map(|r| r.2)), err);
-    forget_inflight(shared, &p.batch);
-}
-
-/// A batch is answered: its entries leave the in-flight set (and, as its [`Taken`] drops,
-/// the pipeline).
-fn forget_inflight(shared: &Shared, batch: &Batch) {
-    let mut inflight = shared.inflight.lock();
-    for e in &batch.entries {
-        // Only this batch's claim: a later batch may hold the same leaf at another index.
-        if inflight.get(&e.leaf_hash) == Some(&e.index) {
-            inflight.remove(&e.leaf_hash);
-        }
-    }
-}
-
-pub(crate) fn append_error(e: StorageError) -> AppendError {
-    match e {
-        StorageError::Full(m) => AppendError::Full(m),
-        StorageError::Unavailable(m) => AppendError::Unavailable(m),
-        // The client should retry; a load balancer sends it to the instance that sequences now.
-        e @ StorageError::Fenced(_) => AppendError::Unavailable(e.to_string()),
-        // A rotation froze the tree: a retry lands in the next shard.
-        StorageError::Frozen { .. } => AppendError::Closed,
-        other => AppendError::Storage(other.to_string()),
-    }
-}
-
-/// The answer to a request whose entry was in flight at `index` when it arrived. That batch
-/// may since have failed, and `index` been reused by another entry: only a durable leaf that
-/// is the same entry makes it a duplicate. Otherwise the entry is not logged, and a retry
-/// will log it.
-fn repeat_answer(index: u64, leaf: &Hash, durable_size: u64, leaf_at: impl Fn(u64) -> Option<Hash>) -> Result<Sequenced, AppendError> {
-    if index < durable_size && leaf_at(index).as_ref() == Some(leaf) {
-        Ok(Sequenced::Duplicate { index })
-    } else {
-        Err(AppendError::Storage("the identical entry's batch failed to commit; retry".into()))
-    }
-}
-
 /// The tiles (c2sp.org/tlog-tiles) above the leaves whose contents changed when the tree
 /// grew. Leaf tiles are not stored: the entries' own leaf hashes are that level.
 pub fn changed_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64) -> Result<Vec<Tile>, StorageError> {
@@ -720,29 +458,4 @@ pub fn filled_leaf_tiles(tree: &crate::tree::Tree, old_size: u64, new_size: u64)
         filled.push(LeafTile { index, nodes });
     }
     Ok(filled)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_repeat_is_a_duplicate_only_of_the_same_durable_leaf() {
-        let (mine, other) = ([1u8; 32], [2u8; 32]);
-        let leaves = [[0u8; 32], other, mine];
-        let at = |i: u64| leaves.get(i as usize).copied();
-        assert!(matches!(repeat_answer(2, &mine, 3, at), Ok(Sequenced::Duplicate { index: 2 })));
-        // The batch that held the entry at 1 failed, and index 1 now holds another entry.
-        assert!(repeat_answer(1, &mine, 3, at).is_err());
-        // Not durable (yet, or ever).
-        assert!(repeat_answer(2, &mine, 2, at).is_err());
-    }
-}
-
-fn fail<T>(replies: impl IntoIterator<Item = Reply>, err: AppendError) -> Option<T> {
-    tracing::error!(error = %err, "batch not committed");
-    for r in replies {
-        let _ = r.send(Err(err.clone()));
-    }
-    None
 }

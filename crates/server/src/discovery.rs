@@ -48,19 +48,8 @@ pub fn jwks_uri(document: &Value, issuer: &str) -> Result<String, String> {
         .get("jwks_uri")
         .and_then(Value::as_str)
         .ok_or("the discovery document has no jwks_uri")?;
-    check_url(uri).map_err(|why| format!("jwks_uri {uri:?}: {why}"))?;
+    crate::config::check_url(uri).map_err(|why| format!("jwks_uri {uri:?}: {why}"))?;
     Ok(uri.to_string())
-}
-
-/// An URL signet may fetch keys from: https, or http to a loopback host.
-pub fn check_url(url: &str) -> Result<(), String> {
-    let host = crate::config::host_of(url).map_err(|_| format!("{url:?} must look like https://HOST[:PORT][/PATH]"))?;
-    if url.starts_with("http://") && !signet_tls::is_loopback_host(&host) {
-        return Err(format!(
-            "{url:?} is plain http; keys are fetched over https (plain http only for loopback hosts: 127.0.0.0/8, ::1, localhost)"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ pub fn init(format: Format) {
 }
 
 /// As [`init`], and, for `signet serve` with `[tracing] otlp_endpoint`, exports spans too.
-pub fn init_serving(format: Format, tracing: &crate::otel::TracingSettings) -> Result<(), String> {
+pub fn init_serving(format: Format, tracing: &crate::config::TracingSettings) -> Result<(), String> {
     let provider = crate::otel::provider(tracing)?;
     install(format, provider);
     Ok(())

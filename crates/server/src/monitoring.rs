@@ -4,42 +4,13 @@
 //! against the watch list. Alerts go to stdout (JSON lines, after the ready line), to the
 //! webhook, and to `/metrics`; the state lives in `<data dir>/monitor`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use signet_core::pubkey::PublicKey;
 use signet_witness::monitor::{self, metrics::Metrics, Alerts, Api, Followed, Keys, Monitor, Source, WatchList};
 
 use crate::config::{Config, ConfigError, TlsMode};
-
-/// `[monitor]`: off while `watch` is unset.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MonitorSettings {
-    /// The watch list (TOML: emails, uris, san_regex, issuers, keys, digests; docs/monitor.md).
-    pub watch: Option<PathBuf>,
-    /// Seconds between polls.
-    pub interval_secs: u64,
-    /// POST each alert (JSON) here, with retries: https, or http to loopback.
-    pub webhook: Option<String>,
-    /// CA certificates (PEM) for the webhook's HTTPS and this instance's, when its certificate
-    /// is not one the system trusts (the issued certificate of `--dev` is trusted by itself).
-    pub ca_file: Option<PathBuf>,
-}
-
-impl Default for MonitorSettings {
-    fn default() -> Self {
-        MonitorSettings { watch: None, interval_secs: 30, webhook: None, ca_file: None }
-    }
-}
-
-impl MonitorSettings {
-    pub fn enabled(&self) -> bool {
-        self.watch.is_some()
-    }
-}
 
 /// The metrics the monitor keeps, when `[monitor]` is on (shown on `/metrics`).
 pub fn metrics(cfg: &Config) -> Option<Arc<Metrics>> {

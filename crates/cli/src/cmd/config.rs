@@ -28,7 +28,7 @@ pub fn run(cmd: ConfigCmd) -> ExitCode {
             ExitCode::SUCCESS
         }
         ConfigCmd::Env => {
-            for (name, path) in signet_server::config::env::keys() {
+            for (name, path) in signet_server::config::env_keys() {
                 outln!("{name:<44} {}", path.join("."));
             }
             ExitCode::SUCCESS

@@ -16,7 +16,7 @@ use signet_core::wire::{self, Base64, Hex};
 
 use signet_core::pubkey::HashAlg;
 use super::{malformed, pem_key, rejected, EntryError, VerifiedEntry};
-use crate::log::Stamper;
+use crate::shared::Stamper;
 
 /// A proposed entry as sent: its `spec` is read once `kind` says what it is.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

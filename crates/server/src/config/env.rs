@@ -11,23 +11,25 @@
 //! quotes.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
-use super::{Config, ConfigError};
+use serde::de::DeserializeOwned;
+
+use super::error::ConfigError;
+
+/// Every leaf key by its variable's name: `SIGNET_LOG_BATCH_MAX_ENTRIES` →
+/// `["log", "batch_max_entries"]`.
+pub type Keys = BTreeMap<String, Vec<String>>;
 
 /// Variables that are not config keys, read elsewhere: the log filter and format, and the
 /// admin CLI's token. They must never name a key (a test checks).
 pub const NOT_KEYS: [&str; 3] = ["SIGNET_LOG", "SIGNET_LOG_FORMAT", "SIGNET_TOKEN"];
 
-/// Every leaf key of [`Config`] by its variable's name: `SIGNET_LOG_BATCH_MAX_ENTRIES` →
-/// `["log", "batch_max_entries"]`.
-pub fn keys() -> &'static BTreeMap<String, Vec<String>> {
-    static KEYS: OnceLock<BTreeMap<String, Vec<String>>> = OnceLock::new();
-    KEYS.get_or_init(|| {
-        let mut keys = BTreeMap::new();
-        collect(&mut Vec::new(), &mut keys);
-        keys
-    })
+/// Every leaf key of the settings type `T` (the server's [`Config`](super::Config)), read from
+/// what its tables refuse.
+pub fn keys_of<T: DeserializeOwned>() -> Keys {
+    let mut keys = BTreeMap::new();
+    collect::<T>(&mut Vec::new(), &mut keys);
+    keys
 }
 
 /// The variable that sets the key at `path`.
@@ -35,12 +37,12 @@ pub fn variable(path: &[String]) -> String {
     format!("SIGNET_{}", path.join("_").to_ascii_uppercase())
 }
 
-fn collect(table: &mut Vec<String>, keys: &mut BTreeMap<String, Vec<String>>) {
-    for field in fields_of(table, false).unwrap_or_default() {
+fn collect<T: DeserializeOwned>(table: &mut Vec<String>, keys: &mut Keys) {
+    for field in fields_of::<T>(table, false).unwrap_or_default() {
         table.push(field);
         // A table of its own recurses; anything else (arrays of tables included) is a leaf.
-        if fields_of(table, false).is_some() {
-            collect(table, keys);
+        if fields_of::<T>(table, false).is_some() {
+            collect::<T>(table, keys);
         } else {
             keys.insert(variable(table), table.clone());
         }
@@ -50,29 +52,34 @@ fn collect(table: &mut Vec<String>, keys: &mut BTreeMap<String, Vec<String>>) {
 
 /// The keys the table at `path` accepts, read from the refusal of a key it cannot have;
 /// `None` if `path` is not a table that refuses unknown keys.
-fn fields_of(path: &[String], array: bool) -> Option<Vec<String>> {
+fn fields_of<T: DeserializeOwned>(path: &[String], array: bool) -> Option<Vec<String>> {
     const PROBE: &str = "zz_signet_probe";
     let text = match (path.is_empty(), array) {
         (true, _) => format!("{PROBE} = 1\n"),
         (false, false) => format!("[{}]\n{PROBE} = 1\n", path.join(".")),
         (false, true) => format!("[[{}]]\n{PROBE} = 1\n", path.join(".")),
     };
-    let err = toml::from_str::<Config>(&text).err()?.message().to_string();
+    let err = toml::from_str::<T>(&text).err()?.message().to_string();
     let list = err.strip_prefix(&format!("unknown field `{PROBE}`, expected"))?;
     Some(list.split('`').skip(1).step_by(2).map(str::to_string).collect())
 }
 
-/// Sets each `SIGNET_*` variable that names a key into `table` (the config file's, or empty),
+/// Sets each `SIGNET_*` variable that names one of `keys` into `table` (the config file's, or
+/// empty), each value as `T` takes it,
 /// in the variables' order. Returns the variables that look like a table's key but name none
 /// (`SIGNET_LOG_BATCH_MAX_ENTRYS`), for `serve` and `config check` to point out: a misspelled
 /// name does nothing. Other `SIGNET_*` names (a script's own) are not the config's business.
-pub fn overlay(table: &mut toml::Table, vars: impl IntoIterator<Item = (String, String)>) -> Result<Vec<String>, ConfigError> {
+pub fn overlay<T: DeserializeOwned>(
+    keys: &Keys,
+    table: &mut toml::Table,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<String>, ConfigError> {
     let mut vars: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k.starts_with("SIGNET_")).collect();
     vars.sort();
     let mut unknown = Vec::new();
     for (name, raw) in vars {
-        let Some(path) = keys().get(&name) else {
-            if !NOT_KEYS.contains(&name.as_str()) && in_a_table(&name) {
+        let Some(path) = keys.get(&name) else {
+            if !NOT_KEYS.contains(&name.as_str()) && in_a_table(keys, &name) {
                 unknown.push(name);
             }
             continue;
@@ -82,7 +89,7 @@ pub fn overlay(table: &mut toml::Table, vars: impl IntoIterator<Item = (String, 
         for value in [as_toml(&raw), Some(toml::Value::String(raw.clone()))].into_iter().flatten() {
             let mut candidate = table.clone();
             set(&mut candidate, path, value).map_err(|why| ConfigError::Env { name: name.clone(), why })?;
-            match candidate.clone().try_into::<Config>() {
+            match candidate.clone().try_into::<T>() {
                 Ok(_) => {
                     *table = candidate;
                     tried = None;
@@ -99,8 +106,8 @@ pub fn overlay(table: &mut toml::Table, vars: impl IntoIterator<Item = (String, 
 }
 
 /// Whether `name` begins as a table's variables do (`SIGNET_GUARD_AUDIT_`).
-fn in_a_table(name: &str) -> bool {
-    keys().values().any(|path| (1..path.len()).any(|n| name.starts_with(&format!("{}_", variable(&path[..n])))))
+fn in_a_table(keys: &Keys, name: &str) -> bool {
+    keys.values().any(|path| (1..path.len()).any(|n| name.starts_with(&format!("{}_", variable(&path[..n])))))
 }
 
 /// `raw` as one TOML value, if it is one (and nothing more: no second key smuggled in).
@@ -123,6 +130,7 @@ fn set(table: &mut toml::Table, path: &[String], value: toml::Value) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{env_keys, Config};
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -130,13 +138,13 @@ mod tests {
 
     fn load(file: &str, pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let mut table: toml::Table = toml::from_str(file).unwrap();
-        overlay(&mut table, vars(pairs))?;
+        overlay::<Config>(env_keys(), &mut table, vars(pairs))?;
         Ok(table.try_into::<Config>().unwrap())
     }
 
     #[test]
     fn every_key_of_every_table_has_a_variable() {
-        let keys = keys();
+        let keys = env_keys();
         // The names issue 44 found missing, and those that were always there, all derived.
         for name in [
             "SIGNET_LISTEN",
@@ -198,7 +206,8 @@ mod tests {
         let err = load("", &[("SIGNET_LOG_BATCH_MAX_ENTRIES", "1\n[tls]\nplain_http = true")]).unwrap_err().to_string();
         assert!(err.contains("SIGNET_LOG_BATCH_MAX_ENTRIES"), "{err}");
         let mut table = toml::Table::new();
-        let unknown = overlay(
+        let unknown = overlay::<Config>(
+            env_keys(),
             &mut table,
             vars(&[
                 ("SIGNET_LOG_BATCH_MAX_ENTRYS", "1"),
