@@ -19,7 +19,8 @@ use signet_ca::x509::CaCurve;
 use signet_keys::{Algorithm, KeyHome, KeySource, Pkcs11Settings, Signer};
 
 use crate::shards::Kind;
-use crate::state::StartError;
+use crate::error::StartError;
+use crate::layout::{made_by_init, LOG_KEYS, PRODUCTION_FILES};
 
 pub struct InitOptions {
     pub data_dir: PathBuf,
@@ -85,19 +86,6 @@ pub enum InitError {
     ConfigExists { path: String },
     #[error(transparent)]
     Start(#[from] StartError),
-}
-
-const LOG_KEYS: [&str; 3] = ["keys/rekor-v1.pem", "keys/rekor-v2.pem", "keys/ct.pem"];
-
-/// The files `init` makes that `dir` already holds: `init` refuses such a dir.
-pub fn made_by_init(dir: &Path) -> Vec<&'static str> {
-    LOG_KEYS
-        .iter()
-        .chain(crate::state::PRODUCTION_FILES.iter())
-        .chain(["keys/ca-root.pem", "signet.toml"].iter())
-        .copied()
-        .filter(|f| dir.join(f).exists())
-        .collect()
 }
 
 pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
@@ -185,7 +173,7 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
     files::write_atomic(&config, config_text(dir, &config, &opts.public_url, &keys).as_bytes(), 0o600)
         .map_err(|source| StartError::Io { what: format!("writing {}", config.display()), source })?;
     let on_disk = |f: &&&str| token_key(f).is_none();
-    let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(crate::state::PRODUCTION_FILES.iter()).filter(on_disk).map(|f| dir.join(f)).collect();
+    let mut made: Vec<PathBuf> = LOG_KEYS.iter().chain(PRODUCTION_FILES.iter()).filter(on_disk).map(|f| dir.join(f)).collect();
     made.sort();
     made.dedup();
     Ok(Initialised { config, root_key, tuf_root, files: made })

@@ -2,7 +2,10 @@
 //!
 //! - [`access`]: request ids (`x-request-id`) and the access log.
 //! - [`config`]: the TOML / environment / flag configuration.
-//! - [`state`]: opening storage, keys and logs at startup.
+//! - [`state`]: what every handler reads ([`AppState`]).
+//! - [`start`]: opening storage, keys and logs at startup, into an [`AppState`].
+//! - [`error`]: what starting fails with.
+//! - [`layout`]: the data dir's files: what `init` makes and a production start needs.
 //! - [`init`]: `signet init`: a production instance's keys, certificates and config.
 //! - [`issuers`]: the configured OIDC issuers and their key sources (a file, or discovery).
 //! - [`discovery`]: OIDC discovery of an issuer's key set over HTTPS.
@@ -38,9 +41,11 @@ pub mod config;
 pub mod conn;
 pub mod datadir;
 pub mod discovery;
+pub mod error;
 pub mod grpc;
 pub mod init;
 pub mod issuers;
+pub mod layout;
 pub mod lease;
 pub mod lifecycle;
 pub mod logging;
@@ -49,6 +54,7 @@ pub mod otel;
 pub mod panic;
 pub mod restore;
 pub mod shards;
+pub mod start;
 pub mod state;
 pub mod rotate;
 pub mod trust;
@@ -65,7 +71,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use config::{Config, TlsMode};
-pub use state::{AppState, StartError};
+pub use error::StartError;
+pub use state::AppState;
 
 /// Opens everything, binds, prints `signet listening on <URL>` and serves until SIGINT/SIGTERM.
 ///
