@@ -24,7 +24,10 @@ use signet_keys::Signer;
 use signet_log::shards::Shard;
 use signet_log::{Log, Role};
 
-use super::{Kind, Rotated, ShardOpener, CATCH_UP};
+use super::kind::Kind;
+use super::rotation::Rotated;
+use super::opener::ShardOpener;
+use super::opener::CATCH_UP;
 use crate::api::error::ApiError;
 
 /// What an [`ActiveShard`] serves now.
@@ -136,7 +139,7 @@ impl ActiveShard {
         let (store, data_dir) = (self.opener.storage.clone(), self.opener.data_dir.clone());
         let key = {
             let (data_dir, list, homes) = (data_dir.clone(), current.registry.clone(), self.opener.homes.clone());
-            blocking(move || super::next_key_of(kind, &data_dir, &homes, &list).map(|(_, _, key)| key))
+            blocking(move || super::keys::next_key_of(kind, &data_dir, &homes, &list).map(|(_, _, key)| key))
                 .await
                 .map_err(|e| internal("making the new log's key", e))?
         };
@@ -144,7 +147,7 @@ impl ActiveShard {
         let key = Arc::new(key);
         let recorded = {
             let (store, data_dir, key, list) = (store.clone(), data_dir.clone(), key.clone(), current.registry.clone());
-            blocking(move || super::record_rotation_of(kind, store.as_ref(), &data_dir, list, size, &key)).await
+            blocking(move || super::rotation::record_rotation_of(kind, store.as_ref(), &data_dir, list, size, &key)).await
         };
         let list = match recorded {
             Ok(list) => list,
@@ -157,7 +160,7 @@ impl ActiveShard {
                 return Err(internal("recording the rotation", e));
             }
         };
-        let rotated = super::rotated_of(kind, &list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
+        let rotated = super::rotation::rotated_of(kind, &list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
         let log = self.opener.open_active(kind, &rotated.active, key.clone()).await.map_err(|e| {
             unavailable("the rotation is recorded, but the new log did not open", format!("{e}; restart signet to finish it"))
         })?;
@@ -185,7 +188,7 @@ impl ActiveShard {
         }
         let (_, key) = {
             let (store, data_dir, list, homes) = (store.clone(), self.opener.data_dir.clone(), list.clone(), self.opener.homes.clone());
-            blocking(move || super::offer_next_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &homes, &list))
+            blocking(move || super::keys::offer_next_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &homes, &list))
                 .await
                 .map_err(|e| internal("making and sealing the new log's key", e))?
         };
@@ -218,11 +221,11 @@ impl ActiveShard {
         }
         let (list, key) = {
             let (store, data_dir) = (store.clone(), self.opener.data_dir.clone());
-            blocking(move || super::record_rotation_of(kind, store.as_ref(), &data_dir, list, size, &key).map(|l| (l, key)))
+            blocking(move || super::rotation::record_rotation_of(kind, store.as_ref(), &data_dir, list, size, &key).map(|l| (l, key)))
                 .await
                 .map_err(|e| internal("recording the rotation (the log is frozen: rotate again to finish)", e))?
         };
-        let rotated = super::rotated_of(kind, &list, &self.opener.data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
+        let rotated = super::rotation::rotated_of(kind, &list, &self.opener.data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
         let key = Arc::new(key);
         let log = self.opener.open_active(kind, &rotated.active, key.clone()).await.map_err(|e| {
             unavailable("the rotation is recorded, but this instance could not open the new log yet (it retries within a second)", e)
@@ -295,7 +298,7 @@ impl ActiveShard {
         let key = {
             let (store, seal, data_dir, shard) = (self.opener.storage.clone(), self.opener.seal.clone(), self.opener.data_dir.clone(), newest.clone());
             let homes = self.opener.homes.clone();
-            blocking(move || super::take_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &homes, &shard)).await?
+            blocking(move || super::keys::take_key(kind, store.as_ref(), seal.as_deref(), &data_dir, &homes, &shard)).await?
         };
         let log = self.opener.open_active(kind, &newest, key.clone()).await?;
         self.serve(Current { log, key, registry: list }).await;
@@ -318,7 +321,7 @@ impl ActiveShard {
                 std::process::exit(1);
             }
         }
-        if let Err(e) = super::write_public(&self.opener.data_dir, self.kind, &list) {
+        if let Err(e) = super::public::write_public(&self.opener.data_dir, self.kind, &list) {
             tracing::warn!(error = %e, "could not rewrite log-shards.json; signet serve rewrites it at start");
         }
         // What this instance queued into the frozen log is logged nowhere: its appends were

@@ -2,7 +2,7 @@
 //! (`[keys] rekor_v1`, `rekor_v2`, `ct`). When that is on a token or in KMS, every later
 //! shard's key is made beside it (object or alias `<shard 0's name>-shard-<n>`), so a
 //! rotation never brings a key that was kept off the disk back onto it. Otherwise each is a
-//! file in the data dir ([`super::key_path`]).
+//! file in the data dir ([`super::kind::key_path`]).
 //!
 //! Every instance of a database derives the same name from the same config, so on
 //! PostgreSQL a key made on a shared HSM or in KMS needs no sealed copy in the database: the
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use signet_keys::{Algorithm, AwsKmsUri, KeySource, Pkcs11Settings, Signer};
 
-use super::Kind;
+use super::kind::Kind;
 
 #[derive(Clone, Default)]
 pub struct KeyHomes {
@@ -57,7 +57,7 @@ impl KeyHomes {
 
     /// Where shard `number` (after 0) of `kind` keeps its key.
     pub fn place(&self, kind: Kind, data_dir: &Path, number: u32) -> Result<Place, String> {
-        let Some((_, zero)) = self.zero.iter().find(|(k, _)| *k == kind) else { return Ok(Place::File(super::key_path(kind, data_dir, number))) };
+        let Some((_, zero)) = self.zero.iter().find(|(k, _)| *k == kind) else { return Ok(Place::File(super::kind::key_path(kind, data_dir, number))) };
         let suffix = format!("-shard-{number}");
         Ok(Place::Elsewhere(match zero {
             KeySource::Pkcs11(uri) => {
@@ -74,7 +74,7 @@ impl KeyHomes {
                 let base = uri.key.strip_prefix("alias/").map_or_else(|| format!("signet-{}", kind.cli_name()), str::to_string);
                 KeySource::AwsKms(AwsKmsUri { endpoint: uri.endpoint.clone(), key: format!("alias/{base}{suffix}") })
             }
-            KeySource::File(_) => return Ok(Place::File(super::key_path(kind, data_dir, number))),
+            KeySource::File(_) => return Ok(Place::File(super::kind::key_path(kind, data_dir, number))),
         }))
     }
 

@@ -12,80 +12,16 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use signet_core::b64;
-use signet_keys::Signer;
-use signet_log::shards::{self, Imported, Shard};
-use signet_log::storage::{LogId, Storage, StorageError};
+use signet_log::shards::{self};
+use signet_log::storage::{Storage, StorageError};
 
-use super::{hold_offline, Kind, KeyHomes, Offline, Rotated};
-
-/// The copy's storage namespace: outside every log's range ([`Kind`]'s namespaces).
-pub const IMPORTED_LOG: LogId = 4;
-const RECORD: &str = "rekor_v1.imported";
-
-/// What is being imported, as its first run recorded it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Source {
-    /// The Rekor it was copied from (for the operator; nothing reads it back from there).
-    pub url: String,
-    pub tree_id: i64,
-    /// Base64 of the SPKI DER of its key.
-    pub spki: String,
-    pub origin: String,
-    pub key_name: String,
-}
-
-/// The import recorded in `storage`, finished or not.
-pub fn record(storage: &dyn Storage) -> Result<Option<Source>, StorageError> {
-    storage
-        .meta(RECORD)?
-        .map(|bytes| serde_json::from_slice(&bytes).map_err(|e| StorageError::Corrupt(format!("{RECORD}: {e}"))))
-        .transpose()
-}
-
-/// The copy as a shard, whether its import finished or not.
-fn shard_of(storage: &dyn Storage, source: &Source) -> Result<Shard, StorageError> {
-    let spki = b64::decode(&source.spki).map_err(|_| StorageError::Corrupt(format!("{RECORD}: spki is not base64")))?;
-    Ok(Shard {
-        number: 0,
-        log_id: IMPORTED_LOG,
-        tree_id: source.tree_id,
-        start: 0,
-        spki,
-        // Its key signed from the copy's first entry on (for the trust documents' window).
-        valid_from: storage.entry(IMPORTED_LOG, 0)?.map(|e| e.integrated_time),
-        frozen: None,
-        imported: Some(Imported { origin: source.origin.clone(), key_name: source.key_name.clone() }),
-    })
-}
-
-/// Why no server may start on `storage` yet: an import under way, with the command that
-/// finishes it; `None` when there is none.
-pub fn unfinished(storage: &dyn Storage) -> Result<Option<String>, StorageError> {
-    let Some(source) = record(storage)? else { return Ok(None) };
-    Ok((!shards::is_frozen(storage, Kind::RekorV1.registry_name(), 0)?).then(|| {
-        format!(
-            "the Rekor v1 log is being imported from {} (tree {}) and the import has not finished: run the same `signet import rekor` again to finish it",
-            source.url, source.tree_id
-        )
-    }))
-}
-
-/// Shard 0 of the Rekor v1 log when it was imported; an error while the import is unfinished.
-pub fn shard_zero(storage: &dyn Storage) -> Result<Option<Shard>, StorageError> {
-    if let Some(why) = unfinished(storage)? {
-        return Err(StorageError::Corrupt(why));
-    }
-    let Some(source) = record(storage)? else { return Ok(None) };
-    shard_of(storage, &source).map(Some)
-}
-
-/// The key a frozen, imported shard is served under: its public half alone.
-pub fn public_key(shard: &Shard) -> Result<Signer, String> {
-    Signer::public_only(&shard.spki, "this shard was copied from another Rekor (signet import rekor): only its public key is here, and it signs nothing")
-        .map_err(|e| format!("the imported Rekor v1 shard's key: {e}"))
-}
+use super::rotation::hold_offline;
+use super::kind::Kind;
+use super::homes::KeyHomes;
+use super::imported::{shard_of, RECORD};
+pub use super::imported::{public_key, record, shard_zero, unfinished, Source, IMPORTED_LOG};
+use super::rotation::Offline;
+use super::rotation::Rotated;
 
 /// A store held for an import ([`hold_offline`]).
 pub struct Target {
@@ -136,27 +72,31 @@ impl Target {
         let err = |e: StorageError| e.to_string();
         let zero = shard_of(store, source).map_err(err)?;
         shards::freeze(store, kind.registry_name(), &zero, size, valid_to).map_err(err)?;
-        let list = super::registry(kind, store, &[]).map_err(err)?;
-        if let Some(rotated) = super::rotated_of(kind, &list, data_dir, homes) {
+        let list = super::registry::registry(kind, store, &[]).map_err(err)?;
+        if let Some(rotated) = super::rotation::rotated_of(kind, &list, data_dir, homes) {
             return Ok(rotated);
         }
         // A new data dir has no keys directory yet (the server makes it at its first start).
         signet_core::files::ensure_private_dir(&data_dir.join("keys")).map_err(|e| format!("{}: {e}", data_dir.join("keys").display()))?;
         let key = match &self.offline.url {
             signet_log::storage::StorageUrl::Postgres(_) => {
-                let seal = super::seal_key_for(store, data_dir)?;
-                super::offer_next_key(kind, store, seal.as_deref(), data_dir, homes, &list)?.1
+                let seal = super::keys::seal_key_for(store, data_dir)?;
+                super::keys::offer_next_key(kind, store, seal.as_deref(), data_dir, homes, &list)?.1
             }
-            signet_log::storage::StorageUrl::Sqlite(_) => super::next_key_of(kind, data_dir, homes, &list)?.2,
+            signet_log::storage::StorageUrl::Sqlite(_) => super::keys::next_key_of(kind, data_dir, homes, &list)?.2,
         };
-        let list = super::record_rotation_of(kind, store, data_dir, list, size, &key)?;
-        super::rotated_of(kind, &list, data_dir, homes).ok_or_else(|| "the import recorded no shard after the copy".into())
+        let list = super::rotation::record_rotation_of(kind, store, data_dir, list, size, &key)?;
+        super::rotation::rotated_of(kind, &list, data_dir, homes).ok_or_else(|| "the import recorded no shard after the copy".into())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shards::imported::IMPORTED_LOG;
+    use signet_core::b64;
+    use signet_keys::Signer;
+    use signet_log::shards::Imported;
 
     fn source() -> Source {
         Source {

@@ -6,7 +6,7 @@
 //! first, and listed in the trust documents (and TUF) beside the active one, from now and
 //! with no end: both are this log's, and a key that signs nothing yet costs a verifier
 //! nothing. The rotation, run once clients have the new trusted root, takes the same key:
-//! where a rotation makes its key ([`super::next_key_of`], [`super::offer_next_key`]) it
+//! where a rotation makes its key ([`super::rotation::next_key_of`], [`super::keys::offer_next_key`]) it
 //! finds the prepared one there. The trust documents then end the old key's window at the
 //! rotation, and start the new one's there.
 //!
@@ -22,7 +22,8 @@ use signet_core::b64;
 use signet_log::shards::Shard;
 use signet_log::storage::Storage;
 
-use super::{Kind, KeyHomes};
+use super::kind::Kind;
+use super::homes::KeyHomes;
 
 /// A key published ahead of the shard it will sign.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +75,7 @@ fn keep_local(data_dir: &Path, kind: Kind, prepared: &Prepared) -> Result<bool, 
 /// Makes (or finds) the key of the shard after the last of `list` where its rotation will
 /// look for it, records it in storage as published from now (or from when it first was), and
 /// keeps it in this data dir. On shared storage a file key is sealed into the database, as a
-/// rotation seals it ([`super::offer_next_key`]).
+/// rotation seals it ([`super::keys::offer_next_key`]).
 pub fn prepare(
     kind: Kind,
     store: &dyn Storage,
@@ -85,10 +86,10 @@ pub fn prepare(
     list: &[Shard],
 ) -> Result<Prepared, String> {
     let (number, key) = match shared {
-        true => super::offer_next_key(kind, store, seal, data_dir, homes, list)?,
-        false => super::next_key_of(kind, data_dir, homes, list).map(|(n, _, key)| (n, key))?,
+        true => super::keys::offer_next_key(kind, store, seal, data_dir, homes, list)?,
+        false => super::keys::next_key_of(kind, data_dir, homes, list).map(|(n, _, key)| (n, key))?,
     };
-    let ours = Prepared { number, spki: b64::encode(key.spki_der()), from: super::now() };
+    let ours = Prepared { number, spki: b64::encode(key.spki_der()), from: super::kind::now() };
     let name = meta_name(kind, number);
     let stored = store.get_or_init_meta(&name, &serde_json::to_vec(&ours).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let prepared: Prepared = serde_json::from_slice(&stored).map_err(|e| format!("storage's {name}: {e}"))?;
@@ -110,7 +111,7 @@ pub fn follow(kind: Kind, store: &dyn Storage, data_dir: &Path, list: &[Shard]) 
 }
 
 /// [`prepare`] for a running instance, after `list` (the shards it serves).
-pub async fn prepare_online(kind: Kind, opener: &super::ShardOpener, list: Vec<Shard>) -> Result<Prepared, String> {
+pub async fn prepare_online(kind: Kind, opener: &super::opener::ShardOpener, list: Vec<Shard>) -> Result<Prepared, String> {
     let (store, shared, seal, data_dir, homes) =
         (opener.storage.clone(), opener.shared.is_some(), opener.seal.clone(), opener.data_dir.clone(), opener.homes.clone());
     if shared && seal.is_none() && !homes.elsewhere(kind) {
