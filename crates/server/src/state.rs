@@ -11,7 +11,7 @@ use signet_ca::oidc::dev::DevIssuer;
 use signet_ca::oidc::TokenVerifier;
 use signet_ca::tsa::Tsa;
 
-use crate::api::rekor_v1::RekorV1;
+use crate::shards::rekor_v1::RekorV1;
 use crate::shards::active::ActiveShard;
 
 pub use crate::error::StartError;

@@ -23,6 +23,8 @@ pub mod kind;
 pub mod opener;
 pub mod public;
 pub mod registry;
+pub mod reindex;
+pub mod rekor_v1;
 pub mod rotation;
 pub mod homes;
 pub mod import;
