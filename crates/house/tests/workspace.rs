@@ -8,7 +8,7 @@ use std::path::Path;
 use signet_house::{circles, crate_roots, string_errors, tree::Crate};
 
 /// Import circles inside crates, at most.
-const CIRCLES_AT_MOST: usize = 3;
+const CIRCLES_AT_MOST: usize = 2;
 /// `Result<_, String>` in library crates (everything but the binary), at most.
 const STRING_ERRORS_AT_MOST: usize = 250;
 

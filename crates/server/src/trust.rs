@@ -6,12 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use der::Decode;
 use signet_core::pem;
 use signet_trust::root::{Instance, ShardKey};
 
 use crate::config::host_of;
 use crate::shards::Kind;
+use crate::rotate::record::instance_valid_from;
 
 pub fn public_url_file(data_dir: &Path) -> PathBuf {
     data_dir.join("public-url")
@@ -151,11 +151,6 @@ pub fn included(data_dir: &Path) -> Result<Vec<(String, serde_json::Value)>, Str
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
-}
-
-/// When the instance's trust starts: its root certificate's notBefore (RFC 3339).
-pub fn instance_valid_from(root_der: &[u8]) -> Result<String, String> {
-    Ok(rfc3339(x509_cert::Certificate::from_der(root_der).map_err(|e| format!("ca/root.pem: {e}"))?.tbs_certificate.validity.not_before.to_date_time()))
 }
 
 fn rfc3339(t: der::DateTime) -> String {

@@ -1,6 +1,7 @@
 //! Rotating an authority's key (`signet trust rotate --tsa | --intermediate`): offline, the
 //! server stopped, or scheduled on a running cluster (`--at`):
 //!
+//! - [`record`]: what a rotation leaves on disk (`ca/rotations.json`), and its times;
 //! - [`scheduled`]: a rotation made ahead, published at once, promoted after its second;
 //! - [`shared`]: on PostgreSQL, handed to every instance through the database;
 //! - [`watch`]: each running instance's part: publish, load, hand over, promote.
@@ -15,125 +16,19 @@
 //! the new one from then on. At its next start the server publishes them through TUF, so
 //! clients that update from it verify bundles from either side of the rotation.
 
+pub mod record;
 pub mod scheduled;
 pub mod shared;
 pub mod watch;
 
-use std::path::{Path, PathBuf};
+pub use record::{instance_valid_from, manifest_path, read, Authority, Next, Retired, Rotated, Rotations};
 
-use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+use serde::Serialize;
 use signet_core::{files, pem};
 
-/// `ca/rotations.json`: each rotated authority's retired certificates and its current start.
-#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Rotations {
-    #[serde(default)]
-    pub tsa: Option<Rotated>,
-    /// The CA's intermediate, which signs leaf certificates.
-    #[serde(default)]
-    pub intermediate: Option<Rotated>,
-}
-
-/// An authority whose key `signet trust rotate` can replace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Authority {
-    Tsa,
-    Intermediate,
-}
-
-impl Authority {
-    pub const ALL: [Authority; 2] = [Authority::Tsa, Authority::Intermediate];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Authority::Tsa => "tsa",
-            Authority::Intermediate => "intermediate",
-        }
-    }
-
-    /// As a sentence names it.
-    pub fn title(self) -> &'static str {
-        match self {
-            Authority::Tsa => "timestamp authority",
-            Authority::Intermediate => "CA intermediate",
-        }
-    }
-
-    /// Its certificate under `ca/`, and its key under `keys/`.
-    pub fn files(self) -> (&'static str, &'static str) {
-        match self {
-            Authority::Tsa => ("tsa.pem", "tsa.pem"),
-            Authority::Intermediate => ("intermediate.pem", "ca-intermediate.pem"),
-        }
-    }
-
-    pub fn record(self, rotations: &mut Rotations) -> &mut Option<Rotated> {
-        match self {
-            Authority::Tsa => &mut rotations.tsa,
-            Authority::Intermediate => &mut rotations.intermediate,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Rotated {
-    /// When the current certificate started to sign (RFC 3339).
-    pub current_from: String,
-    /// Oldest first.
-    pub retired: Vec<Retired>,
-    /// The current key, as a rotation made it: a path under the data dir, or a token's or
-    /// KMS key's URI. It wins over the config's `[keys]` entry, which named the one before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// A rotation scheduled for later ([`scheduled`]): published now, signing from its start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<scheduled::Next>,
-}
-
-impl Rotated {
-    /// Before an authority's first rotation: its key since `from`.
-    pub fn starting(from: String) -> Rotated {
-        Rotated { current_from: from, retired: Vec::new(), key: None, next: None }
-    }
-
-    /// The current key's source, when a rotation chose it ([`Rotated::key`]).
-    pub fn key_source(&self, data_dir: &Path) -> Result<Option<signet_keys::KeySource>, String> {
-        self.key.as_deref().map(|k| key_source(data_dir, k)).transpose()
-    }
-}
-
-/// A recorded key: a URI, or a path relative to the data dir.
-fn key_source(data_dir: &Path, recorded: &str) -> Result<signet_keys::KeySource, String> {
-    match recorded.parse::<signet_keys::KeySource>().map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))? {
-        signet_keys::KeySource::File(p) if p.is_relative() => Ok(signet_keys::KeySource::File(data_dir.join(p))),
-        other => Ok(other),
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Retired {
-    /// Under `ca/`.
-    pub cert: String,
-    pub valid_from: String,
-    pub valid_to: String,
-}
-
-pub fn manifest_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("ca").join("rotations.json")
-}
-
-/// The rotations so far (none when the file is absent).
-pub fn read(data_dir: &Path) -> Result<Rotations, String> {
-    let path = manifest_path(data_dir);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Rotations::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
+use record::{now_unix, read_der, rfc3339, write, ManifestLock};
 
 /// Where a rotation's new key goes.
 pub enum NewKey<'a> {
@@ -154,20 +49,6 @@ pub struct Report {
     pub retired_window: (String, String),
     pub new_cert: String,
     pub new_from: String,
-}
-
-/// Unix seconds of an RFC 3339 time, as `ca/rotations.json` records them.
-pub(crate) fn unix(rfc3339: &str) -> Result<i64, String> {
-    rfc3339.parse::<jiff::Timestamp>().map(|t| t.as_second()).map_err(|e| format!("{rfc3339}: not an RFC 3339 time: {e}"))
-}
-
-/// RFC 3339, whole seconds.
-pub(crate) fn rfc3339(unix: i64) -> String {
-    jiff::Timestamp::from_second(unix).map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
-}
-
-pub(crate) fn now_unix() -> i64 {
-    jiff::Timestamp::now().as_second()
 }
 
 /// Where the retired key's window ends when its successor starts at `from`: there for a
@@ -198,7 +79,7 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
     if let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.as_ref()) {
         return Err(format!("a rotation of the {} is scheduled for {}; start the server to finish it before rotating again", authority.title(), next.from));
     }
-    let instance_start = crate::trust::instance_valid_from(&root_der)?;
+    let instance_start = record::instance_valid_from(&root_der)?;
     let stamp = now_unix();
     let now = rfc3339(stamp);
     let old_from = authority.record(&mut rotations).as_ref().map_or(instance_start, |r| r.current_from.clone());
@@ -285,12 +166,6 @@ fn destroy(path: &Path) -> Result<(), String> {
     }
 }
 
-/// A DER certificate from a PEM file.
-pub(crate) fn read_der(p: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", p.display()))?.der)
-}
-
 /// The key given must be the root certificate's, or what it issues would not chain.
 fn check_root_key(root_der: &[u8], root_key: &signet_ca::x509::CaKey) -> Result<(), String> {
     let root_cert = <x509_cert::Certificate as der::Decode>::from_der(root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
@@ -302,39 +177,6 @@ fn check_root_key(root_der: &[u8], root_key: &signet_ca::x509::CaKey) -> Result<
         return Err("the root key given is not the key of ca/root.pem".into());
     }
     Ok(())
-}
-
-/// Serialises changes to `ca/rotations.json` between `signet trust rotate` and a running
-/// server, which both rewrite it: an exclusive `flock` on `ca/rotations.lock`, waited for.
-pub(crate) struct ManifestLock {
-    _file: std::fs::File,
-}
-
-impl ManifestLock {
-    pub(crate) fn take(data_dir: &Path) -> Result<ManifestLock, String> {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = data_dir.join("ca").join("rotations.lock");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        // SAFETY: flock only reads the descriptor, which `file` keeps open.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(format!("{}: {}", path.display(), std::io::Error::last_os_error()));
-        }
-        Ok(ManifestLock { _file: file })
-    }
-}
-
-/// Writes `ca/rotations.json`.
-pub(crate) fn write(data_dir: &Path, rotations: &Rotations) -> Result<(), String> {
-    let manifest = serde_json::to_vec_pretty(rotations).map_err(|e| e.to_string())?;
-    files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))
 }
 
 /// The curve of the key a CA certificate certifies.

@@ -24,10 +24,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use signet_core::{files, pem};
 
-use super::{now_unix, read, read_der, rfc3339, unix, write, Authority, ManifestLock, NewKey, Report, Rotated, Successor};
+use super::{NewKey, Report, Successor};
+use super::record::{now_unix, read, read_der, rfc3339, write, Authority, ManifestLock, Rotated};
+use crate::rotate::record::Next;
+use crate::rotate::record::next_files;
+use crate::rotate::record::write_cert;
 
 /// How often each instance looks for a scheduled rotation, here and in the database.
 pub const LOOK_EVERY: Duration = Duration::from_secs(2);
@@ -35,35 +38,6 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(2);
 /// The least time ahead a rotation may be scheduled: every instance must have published
 /// the new key (its look, the database's, TUF's) before it signs.
 pub const LEAD: Duration = Duration::from_secs(10);
-
-/// A rotation published ahead of the second it starts to sign.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Next {
-    /// The new certificate, under `ca/`.
-    pub cert: String,
-    /// The new key: a path under the data dir, or a token's or KMS key's URI.
-    pub key: String,
-    /// The first second it signs (RFC 3339).
-    pub from: String,
-    /// The end of the retired key's window (RFC 3339).
-    pub old_to: String,
-    /// When this instance published it (and, on PostgreSQL, handed it to the others).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published: Option<String>,
-}
-
-impl Next {
-    pub fn from_unix(&self) -> Result<i64, String> {
-        unix(&self.from)
-    }
-}
-
-/// Where a scheduled rotation keeps the new certificate and (a file) key until it is due.
-pub(super) fn next_files(authority: Authority) -> (String, String) {
-    let key_stem = authority.files().1.trim_end_matches(".pem");
-    (format!("next/{}.pem", authority.name()), format!("keys/{key_stem}.next.pem"))
-}
 
 /// Schedules `authority`'s rotation for `from`; see the module's comment. `root_key` is the
 /// CA root key, as for [`super::rotate`]. The data dir may be in use.
@@ -100,7 +74,7 @@ pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x50
         (None, NewKey::File) => return Err("a new file key was not made (a bug)".into()),
     };
     write_cert(data_dir, &cert_name, &cert)?;
-    let instance_start = crate::trust::instance_valid_from(&root_der)?;
+    let instance_start = super::record::instance_valid_from(&root_der)?;
     let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(instance_start));
     let retired_window = (rotated.current_from.clone(), rfc3339(old_to));
     rotated.next = Some(Next { cert: cert_name.clone(), key: key.clone(), from: rfc3339(from), old_to: rfc3339(old_to), published: None });
@@ -113,14 +87,6 @@ pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x50
         new_cert: format!("ca/{cert_name}"),
         new_from: rfc3339(from),
     })
-}
-
-pub(super) fn write_cert(data_dir: &Path, name: &str, der: &[u8]) -> Result<(), String> {
-    let path = data_dir.join("ca").join(name);
-    if let Some(dir) = path.parent() {
-        files::ensure_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    files::write_atomic(&path, pem::encode("CERTIFICATE", der).as_bytes(), 0o644).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Promotes every scheduled rotation whose second has come: the old certificate to
@@ -163,7 +129,7 @@ fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &
         write_cert(data_dir, cert_file, &new)?;
     }
     let key_path = data_dir.join("keys").join(key_file);
-    let current_key = match super::key_source(data_dir, &next.key)? {
+    let current_key = match super::record::key_source(data_dir, &next.key)? {
         signet_keys::KeySource::File(from) if from.starts_with(data_dir) => {
             // The new key file takes the old one's place, which destroys it.
             if from.exists() {
@@ -179,7 +145,7 @@ fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &
             next.key.clone()
         }
     };
-    rotated.retired.push(super::Retired { cert: retired_name, valid_from: rotated.current_from.clone(), valid_to: next.old_to.clone() });
+    rotated.retired.push(super::record::Retired { cert: retired_name, valid_from: rotated.current_from.clone(), valid_to: next.old_to.clone() });
     rotated.current_from = next.from.clone();
     rotated.key = Some(current_key);
     rotated.next = None;
@@ -201,7 +167,7 @@ pub(super) fn mark_published(data_dir: &Path, authority: Authority, from: i64) -
 /// At start, before the keys are opened: a rotation another instance of the database
 /// scheduled, then every one whose second has come, promoted.
 pub fn at_start(store: Option<(&dyn signet_log::storage::Storage, Option<&crate::shards::sealed::SealKey>)>, data_dir: &Path) -> Result<(), String> {
-    if !super::manifest_path(data_dir).parent().is_some_and(Path::exists) {
+    if !super::record::manifest_path(data_dir).parent().is_some_and(Path::exists) {
         return Ok(());
     }
     if let Some((store, seal)) = store {

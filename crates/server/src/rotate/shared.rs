@@ -8,8 +8,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use signet_core::{files, hash::sha256, pem};
 
-use super::scheduled::{next_files, write_cert, Next};
-use super::{read, read_der, write, Authority, ManifestLock, Rotated};
+use super::record::{next_files, write_cert, Next};
+use super::record::{read, read_der, write, Authority, ManifestLock, Rotated};
 
 /// The database's record of a rotation, for the instances that did not schedule it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ fn shared_name(authority: Authority, n: usize) -> String {
 }
 
 /// The number the next rotation of `authority` gets: one more than it has retired.
-fn number(rotations: &mut super::Rotations, authority: Authority) -> usize {
+fn number(rotations: &mut super::record::Rotations, authority: Authority) -> usize {
     authority.record(rotations).as_ref().map_or(0, |r| r.retired.len()) + 1
 }
 
@@ -53,7 +53,7 @@ pub fn offer_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crat
     let name = shared_name(authority, n);
     let cert = read_der(&data_dir.join("ca").join(&next.cert))?;
     let current = read_der(&data_dir.join("ca").join(authority.files().0))?;
-    let key = match super::key_source(data_dir, &next.key)? {
+    let key = match super::record::key_source(data_dir, &next.key)? {
         signet_keys::KeySource::File(path) => {
             let seal = seal.ok_or_else(|| {
                 "this instance cannot hand the new key to the others: its keys/shard-seal.key is missing or is not the one the database's instances share (its start-up log says which)".to_string()
@@ -123,7 +123,7 @@ pub fn adopt_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crat
     };
     write_cert(data_dir, &cert_name, &cert)?;
     let root_der = read_der(&data_dir.join("ca").join("root.pem"))?;
-    let instance_start = crate::trust::instance_valid_from(&root_der)?;
+    let instance_start = super::record::instance_valid_from(&root_der)?;
     let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(instance_start));
     rotated.next = Some(Next { cert: cert_name, key, from: shared.from, old_to: shared.old_to, published: None });
     write(data_dir, &rotations)?;

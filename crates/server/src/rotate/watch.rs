@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use super::scheduled::{mark_published, promote_due, Next, LOOK_EVERY};
+use super::scheduled::{mark_published, promote_due, LOOK_EVERY};
+use super::record::Next;
 use super::shared::{adopt_shared, offer_shared};
-use super::{now_unix, read, read_der, Authority};
+use super::record::{now_unix, read, read_der, Authority};
 use crate::shards::active::blocking;
 use crate::state::AppState;
 
@@ -111,7 +112,7 @@ async fn look(state: &Arc<AppState>, w: &Arc<Watch>, authority: Authority, publi
 
 /// Opens the new key and hands over to it at `from`.
 fn load(state: &AppState, w: &Watch, authority: Authority, next: &Next, from: i64) -> Result<(), String> {
-    let source = super::key_source(&w.data_dir, &next.key)?;
+    let source = super::record::key_source(&w.data_dir, &next.key)?;
     let cert = read_der(&w.data_dir.join("ca").join(&next.cert))?;
     match authority {
         Authority::Tsa => {

@@ -34,11 +34,11 @@ pub mod sealed;
 
 pub use homes::KeyHomes;
 pub use keys::{active_key, next_key, next_key_of, offer_next_key, seal_key_for, sealed_key_name, shard_key, take_key};
-pub use kind::{KIND, Kind, SHARD_ZERO_LOG, keep_zero_public, key_path, log_id, now, tree_id_zero, zero_spki};
+pub use kind::{keep_zero_public, key_path, log_id, now, tree_id_zero, zero_spki, KIND, Kind, SHARD_ZERO_LOG};
 pub use opener::{CATCH_UP, ShardOpener};
-pub use public::{PublicShard, read_public, write_public};
-pub use registry::{registry};
-pub use rotation::{Rotated, Rotation, check_frozen, record_rotation, record_rotation_of, rotate, rotate_kind, rotated, rotation_report, unfinished_rotations};
+pub use public::{read_public, write_public, PublicShard};
+pub use registry::registry;
+pub use rotation::{check_frozen, record_rotation, record_rotation_of, rotate, rotate_kind, rotated, rotation_report, unfinished_rotations, Rotated, Rotation};
 
 #[cfg(test)]
 mod tests {
