@@ -23,77 +23,17 @@ use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::response::Response;
 use futures_util::future::{Either, Ready};
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use tower::{Layer, Service};
 
-use crate::client::{bearer, ClientKey};
+use crate::client::bearer;
 use crate::config::Require;
 use crate::guard::{AuthError, Guard};
+use crate::identity::{Identity, Needs, Route, RouteTable};
+use crate::refuse::banned;
 use crate::permission::{Permission, Permissions};
 use crate::refuse::refuse;
-use crate::roles::Role;
-use crate::scope::TokenScope;
-use crate::store;
 use crate::mtls::ClientCertificate;
-use crate::token::TokenId;
-
-/// An authenticated caller, put in the request's extensions for the layers and handlers
-/// after this one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub principal: Principal,
-    pub role: Role,
-    /// What the role granted when the token was checked (this request).
-    pub permissions: Permissions,
-    /// Where the token may be used ([`crate::scope`]); the CA reads its identity patterns.
-    pub scope: Arc<TokenScope>,
-}
-
-/// Who an [`Identity`] is: an API token, or a client certificate's SAN (mTLS, [`crate::mtls`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Principal {
-    Token(TokenId),
-    Certificate(Arc<str>),
-}
-
-impl Principal {
-    /// The key its rate limits and bans are kept under.
-    pub fn client_key(&self) -> ClientKey {
-        match self {
-            Principal::Token(id) => ClientKey::Token(*id),
-            Principal::Certificate(san) => ClientKey::certificate(san),
-        }
-    }
-}
-
-impl std::fmt::Display for Principal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Principal::Token(id) => write!(f, "token {id}"),
-            Principal::Certificate(san) => write!(f, "client certificate {san}"),
-        }
-    }
-}
-
-/// What a route needs, as the server's route table declares it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
-    /// Nothing, ever: health probes for load balancers.
-    Open,
-    Permission(Permission),
-}
-
-/// A route as the server's table declares it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Route {
-    pub needs: Needs,
-    /// The log it reads or writes (`rekor-v1`, `rekor-v2`, `ct`), for token scopes.
-    pub log: Option<&'static str>,
-}
-
-/// The server's route table: the route matched as (method, path template); `None` for no
-/// route (the router's 404 or 405 follows).
-pub type RouteTable = fn(&Method, &str) -> Option<Route>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -261,13 +201,4 @@ impl<S> Authn<S> {
             Require::All => false,
         }
     }
-}
-
-/// The 403 a banned client gets, with how long the ban still runs.
-pub fn banned(client: &ClientKey, until: u64) -> Response {
-    let left = until.saturating_sub(store::now()).max(1);
-    let message = format!(
-        "client {client} is banned for another {left} s after repeated refused requests; an operator can lift it with `signet admin ban lift {client}`"
-    );
-    refuse(StatusCode::FORBIDDEN, "banned", &message, Some(left))
 }

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
-use crate::authn::{Identity, Principal};
+use crate::identity::{Identity, Principal};
 use crate::mtls::ClientCertificate;
 use crate::ban::{Bans, Strikes};
 use crate::client::ClientKey;
 use crate::config::GuardConfig;
-use crate::ratelimit::Limiters;
+use crate::limiters::Limiters;
 use crate::roles::{Role, Roles};
 use crate::store::{self, BanRecord, Store, StoreError, TokenRecord};
 use crate::token::{self, TokenId};

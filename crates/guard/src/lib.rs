@@ -8,7 +8,7 @@
 //! 0. [`validate`]: header bounds, duplicated security headers, credentials in the URL, and
 //!    each route class's body size and content type, before anything else reads the request.
 //! 1. [`authn`]: a banned client IP is refused first (the cheapest answer); then an
-//!    `Authorization: Bearer sgt_…` API token is checked and becomes an [`authn::Identity`];
+//!    `Authorization: Bearer sgt_…` API token is checked and becomes an [`identity::Identity`];
 //!    then the route's [`Permission`] is checked against what the caller's role grants
 //!    (admin routes always need a token whose role grants theirs).
 //! 2. [`ratelimit`]: per-client token buckets (governor), reads and writes apart; a client
@@ -19,6 +19,9 @@
 //! The state the layers share:
 //!
 //! - [`config`]: `[guard]` in the server's TOML: what is on (nothing, by default).
+//! - [`identity`]: who a request comes from and what its route needs: the typed extensions
+//!   the layers hand on, and the route table.
+//! - [`limiters`]: the rate limits' buckets per client.
 //! - [`permission`]: what a route needs, as bits.
 //! - [`roles`]: the role table (built-in and `[guard.roles]`), names to permissions.
 //! - [`scope`]: what a token is limited to: routes, logs, networks, certificate identities.
@@ -45,6 +48,8 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod guard;
+pub mod identity;
+pub mod limiters;
 pub mod mtls;
 #[cfg(feature = "micro")]
 pub mod micro;
@@ -61,7 +66,8 @@ pub mod store;
 pub mod token;
 pub mod validate;
 
-pub use authn::{AuthnLayer, Identity, Needs, Principal, Route, RouteTable};
+pub use authn::AuthnLayer;
+pub use identity::{Identity, Needs, Principal, Route, RouteTable};
 pub use mtls::{ClientCertificate, MtlsConfig};
 pub use config::GuardConfig;
 pub use guard::Guard;

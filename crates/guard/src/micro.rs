@@ -12,7 +12,7 @@ use signet_core::micro::{measure, Bench, Opts, Suite};
 
 use crate::client::ClientKey;
 use crate::config::RateLimitConfig;
-use crate::ratelimit::Limiters;
+use crate::limiters::Limiters;
 use crate::token;
 
 pub fn suite() -> Suite {

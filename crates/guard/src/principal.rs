@@ -10,7 +10,7 @@
 
 use axum::response::Response;
 
-use crate::authn::banned;
+use crate::refuse::banned;
 use crate::client::ClientKey;
 use crate::guard::Guard;
 use crate::ratelimit::{refused, shared_check};

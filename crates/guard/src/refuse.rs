@@ -5,6 +5,9 @@ use axum::body::Body;
 use axum::response::Response;
 use http::{header, HeaderValue, StatusCode};
 
+use crate::client::ClientKey;
+use crate::store;
+
 /// Why the guard refused a request, in a few stable words (`rate_limited`, `banned`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal(pub &'static str);
@@ -23,4 +26,13 @@ pub fn refuse(status: StatusCode, reason: &'static str, message: &str, retry_aft
     }
     r.extensions_mut().insert(Refusal(reason));
     r
+}
+
+/// The 403 a banned client gets, with how long the ban still runs.
+pub fn banned(client: &ClientKey, until: u64) -> Response {
+    let left = until.saturating_sub(store::now()).max(1);
+    let message = format!(
+        "client {client} is banned for another {left} s after repeated refused requests; an operator can lift it with `signet admin ban lift {client}`"
+    );
+    refuse(StatusCode::FORBIDDEN, "banned", &message, Some(left))
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use signet_guard::client::{ClientKey, Keying};
 use signet_guard::config::{BanConfig, RateLimitConfig};
-use signet_guard::ratelimit::Limiters;
+use signet_guard::limiters::Limiters;
 use signet_guard::{Guard, GuardConfig, Role, Store};
 
 /// A ban every few milliseconds used to keep the store thread in its ban branch forever:
@@ -63,7 +63,7 @@ fn a_million_clients_leave_the_tables_bounded() {
     }
     let (reads, writes) = limiters.tracked();
     // A table is counted every CHECK_EVERY decisions per thread, so it may overshoot by that.
-    let bound = cap + signet_guard::ratelimit::CHECK_EVERY as usize + 1;
+    let bound = cap + signet_guard::limiters::CHECK_EVERY as usize + 1;
     assert!(reads <= bound && writes <= bound, "tracked {reads} reads, {writes} writes with a cap of {cap}");
 
     // A million addresses in one /64 are one client: its burst of 10 runs out.

@@ -29,7 +29,7 @@ use super::chain::{now_ms, AuditLog, Entry, QueueFull, Receipt};
 use super::gate::ConnGate;
 use super::record::PathText;
 use super::Did;
-use crate::authn::{Identity, Principal};
+use crate::identity::{Identity, Principal};
 use crate::client::{bearer, ClientKey};
 use crate::mtls::ClientCertificate;
 use crate::guard::Guard;
