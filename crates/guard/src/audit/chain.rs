@@ -20,10 +20,7 @@
 //! its own (`client` `signet`, `note` `"lost N records: …"`).
 
 use std::path::Path;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -33,7 +30,7 @@ use signet_db::sqlite as db;
 
 use http::Method;
 
-use super::gate::OutputGate;
+use super::batch::{BatchDone, Outcome, Receipt};
 use super::place::Place;
 use super::postgres::ChainDb;
 use super::record::{self, Batch, PathText, Record};
@@ -95,132 +92,6 @@ pub struct Entry {
     pub oidc: Option<super::Oidc>,
     pub did: Option<super::Did>,
     pub cert: Option<Arc<str>>,
-}
-
-/// The fate of one batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Outcome {
-    Pending = 0,
-    Durable = 1,
-    Failed = 2,
-}
-
-/// What the requests of one batch wait on: its outcome, and their wakers. Lighter than a
-/// `watch` channel, which this replaced: a request registers its waker with one push under a
-/// lock, and polls one atomic; nothing is allocated per request.
-pub(super) struct BatchSignal {
-    outcome: AtomicU8,
-    waiters: Mutex<Waiters>,
-}
-
-/// Who waits for a batch: answers held as futures, and connections holding answers' bytes.
-#[derive(Default)]
-struct Waiters {
-    wakers: Vec<Waker>,
-    gates: Vec<Arc<OutputGate>>,
-}
-
-impl BatchSignal {
-    fn outcome(&self) -> Outcome {
-        match self.outcome.load(Ordering::Acquire) {
-            0 => Outcome::Pending,
-            1 => Outcome::Durable,
-            _ => Outcome::Failed,
-        }
-    }
-
-    /// Tells the batch's fate once, and wakes its requests.
-    /// Returns how many connections' held answers it refused.
-    fn finish(&self, outcome: Outcome) -> u64 {
-        let waiters = {
-            let mut waiters = self.waiters.lock();
-            if self.outcome() != Outcome::Pending {
-                return 0;
-            }
-            self.outcome.store(outcome as u8, Ordering::Release);
-            std::mem::take(&mut *waiters)
-        };
-        let refused = if outcome == Outcome::Durable { 0 } else { waiters.gates.len() as u64 };
-        for w in waiters.wakers {
-            w.wake();
-        }
-        for g in waiters.gates {
-            g.release(self, outcome == Outcome::Durable);
-        }
-        refused
-    }
-}
-
-/// The writer's side of a batch's signal: dropped untold (the writer gone), it fails the batch.
-struct BatchDone(Arc<BatchSignal>);
-
-impl BatchDone {
-    fn new() -> BatchDone {
-        BatchDone(Arc::new(BatchSignal { outcome: AtomicU8::new(Outcome::Pending as u8), waiters: Mutex::new(Waiters::default()) }))
-    }
-
-    fn tell(self, outcome: Outcome) -> u64 {
-        self.0.finish(outcome)
-    }
-}
-
-impl Drop for BatchDone {
-    fn drop(&mut self) {
-        // Told already (then a no-op), or the writer is gone.
-        let _ = self.0.finish(Outcome::Failed);
-    }
-}
-
-/// A batch of one's receipt, and the writer's word on it (true: durable); returns what the
-/// writer's side returns (the held answers it refused).
-#[cfg(test)]
-pub(super) fn test_batch() -> (Receipt, impl FnOnce(bool) -> u64) {
-    let done = BatchDone::new();
-    (Receipt(done.0.clone()), move |durable| done.tell(if durable { Outcome::Durable } else { Outcome::Failed }))
-}
-
-/// A queued record's claim on its batch (closed mode): a future of whether it is durable.
-pub struct Receipt(Arc<BatchSignal>);
-
-impl Receipt {
-    /// True once the record is on disk; false when its batch failed, or the writer is gone.
-    pub async fn durable(self) -> bool {
-        self.await
-    }
-
-    /// Over HTTP/1: holds whatever `gate`'s connection writes from now on until the batch is
-    /// told, rather than the answer's future ([`super::gate`]). None when held; else whether
-    /// the record is already durable.
-    pub fn hold_output(&self, gate: &Arc<OutputGate>) -> Option<bool> {
-        let signal = &self.0;
-        if signal.outcome() == Outcome::Pending {
-            let mut waiters = signal.waiters.lock();
-            if signal.outcome() == Outcome::Pending {
-                gate.hold(signal.clone());
-                waiters.gates.push(gate.clone());
-                return None;
-            }
-        }
-        Some(signal.outcome() == Outcome::Durable)
-    }
-}
-
-impl Future for Receipt {
-    type Output = bool;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
-        let signal = &self.0;
-        if signal.outcome() == Outcome::Pending {
-            let mut waiters = signal.waiters.lock();
-            // Told between the check and the lock: it is not pending any more.
-            if signal.outcome() == Outcome::Pending {
-                waiters.wakers.push(cx.waker().clone());
-                return Poll::Pending;
-            }
-        }
-        Poll::Ready(signal.outcome() == Outcome::Durable)
-    }
 }
 
 /// The queue already held [`QUEUE`] records: this one is counted as lost.

@@ -23,7 +23,7 @@ use std::task::{Poll, Waker};
 
 use parking_lot::Mutex;
 
-use super::chain::BatchSignal;
+use super::batch::{BatchSignal, HeldOutput};
 
 /// A connection's gate, put into each of its HTTP/1 requests' extensions by the server.
 #[derive(Clone)]
@@ -69,7 +69,7 @@ pub const HOLD_MAX: usize = 256 * 1024;
 /// The whole answer to a request whose batch failed, for a connection that then closes: the
 /// 503 the audit layer gives ([`super::layer`]), framed by hand.
 fn refusal() -> Vec<u8> {
-    let body = serde_json::json!({"code": 503, "message": super::layer::UNAVAILABLE}).to_string();
+    let body = serde_json::json!({"code": 503, "message": super::UNAVAILABLE}).to_string();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -82,45 +82,6 @@ impl OutputGate {
     pub fn new(fd: Option<RawFd>) -> Arc<OutputGate> {
         let state = State { held: VecDeque::new(), open: true, waker: None, waiting: false, failed: false };
         Arc::new(OutputGate { state: Mutex::new(state), busy: AtomicBool::new(false), backlog: AtomicBool::new(false), fd })
-    }
-
-    /// Holds what is written from now on until `signal`'s batch is told. Called with the
-    /// batch's waiter list locked, so that it cannot be told in between.
-    pub(super) fn hold(&self, signal: Arc<BatchSignal>) {
-        let mut s = self.state.lock();
-        let clean = !self.backlog.load(Ordering::Relaxed) && s.held.is_empty();
-        s.held.push_back(Held { signal: Some(signal), bytes: Vec::new(), sent: 0, clean });
-        self.busy.store(true, Ordering::Relaxed);
-    }
-
-    /// The batch of `signal` is told: its bytes go (or the connection ends), from this thread
-    /// when the socket takes them, else from the connection task.
-    pub(super) fn release(&self, signal: &BatchSignal, durable: bool) {
-        let mut s = self.state.lock();
-        let Some(at) = s.held.iter().position(|h| h.signal.as_ref().is_some_and(|x| std::ptr::eq(Arc::as_ptr(x), signal))) else { return };
-        if durable {
-            if let Some(h) = s.held.get_mut(at) {
-                h.signal = None;
-            }
-        } else {
-            s.fail_from(at);
-        }
-        let done = match (self.fd, s.open) {
-            (Some(fd), true) => s.send(|bytes| send(fd, bytes)),
-            _ => false,
-        };
-        if let (Some(fd), true, true, true) = (self.fd, s.open, s.failed, s.held.is_empty()) {
-            // The refusal is out: the client reads the end of the connection after it.
-            // SAFETY: as for `send`.
-            unsafe { libc::shutdown(fd, libc::SHUT_WR) };
-        }
-        self.settle(&s);
-        if !done || s.failed || s.waiting {
-            s.waiting = false;
-            if let Some(w) = s.waker.take() {
-                w.wake();
-            }
-        }
     }
 
     /// Lets the stream write straight through once nothing is held. Under the state's lock.
@@ -218,6 +179,47 @@ impl OutputGate {
     }
 }
 
+impl HeldOutput for OutputGate {
+    /// Holds what is written from now on until `signal`'s batch is told. Called with the
+    /// batch's waiter list locked, so that it cannot be told in between.
+    fn hold(&self, signal: Arc<BatchSignal>) {
+        let mut s = self.state.lock();
+        let clean = !self.backlog.load(Ordering::Relaxed) && s.held.is_empty();
+        s.held.push_back(Held { signal: Some(signal), bytes: Vec::new(), sent: 0, clean });
+        self.busy.store(true, Ordering::Relaxed);
+    }
+
+    /// The batch of `signal` is told: its bytes go (or the connection ends), from this thread
+    /// when the socket takes them, else from the connection task.
+    fn release(&self, signal: &BatchSignal, durable: bool) {
+        let mut s = self.state.lock();
+        let Some(at) = s.held.iter().position(|h| h.signal.as_ref().is_some_and(|x| std::ptr::eq(Arc::as_ptr(x), signal))) else { return };
+        if durable {
+            if let Some(h) = s.held.get_mut(at) {
+                h.signal = None;
+            }
+        } else {
+            s.fail_from(at);
+        }
+        let done = match (self.fd, s.open) {
+            (Some(fd), true) => s.send(|bytes| send(fd, bytes)),
+            _ => false,
+        };
+        if let (Some(fd), true, true, true) = (self.fd, s.open, s.failed, s.held.is_empty()) {
+            // The refusal is out: the client reads the end of the connection after it.
+            // SAFETY: as for `send`.
+            unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+        }
+        self.settle(&s);
+        if !done || s.failed || s.waiting {
+            s.waiting = false;
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
 impl State {
     /// Sends released segments in order through `write` until one is held, or `write` takes
     /// no more. True when nothing releasable is left.
@@ -274,7 +276,7 @@ mod tests {
     use std::task::Waker;
 
     use super::*;
-    use crate::audit::chain::test_batch;
+    use crate::audit::batch::test_batch;
 
     /// Drains what may go into `out`; the poll's value.
     fn drain(gate: &OutputGate, out: &mut Vec<u8>) -> Poll<io::Result<bool>> {

@@ -25,7 +25,9 @@ use axum::response::Response;
 use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
-use super::chain::{now_ms, AuditLog, Entry, QueueFull, Receipt};
+use super::batch::Receipt;
+use super::chain::{now_ms, AuditLog, Entry, QueueFull};
+use super::UNAVAILABLE;
 use super::gate::ConnGate;
 use super::record::PathText;
 use super::Did;
@@ -200,9 +202,6 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
         }
     }
 }
-
-/// Why a request whose record cannot be made durable is not answered.
-pub(super) const UNAVAILABLE: &str = "the audit log cannot record this request, so it is not answered; retry when the audit store recovers";
 
 /// The answer to a request whose record cannot be made durable.
 fn unavailable(log: &AuditLog) -> Response {

@@ -4,6 +4,7 @@
 //! - [`record`]: what a record holds and how it is chained: each record's hash is
 //!   SHA-256(previous hash ‖ the record's JSON), starting from 32 zero bytes.
 //! - [`place`]: where a chain is kept: [`Place::Sqlite`] or [`Place::Postgres`] ([`postgres`]).
+//! - [`batch`]: a batch's fate and who waits on it: receipts and held connections.
 //! - [`chain`]: [`AuditLog`], which takes records from the request path through a bounded
 //!   queue and writes them in batches from a thread of its own.
 //! - [`verify`]: walks the stored chain and names the first record that does not fit
@@ -19,6 +20,7 @@
 //! anchor; records after the last anchor are reported as not yet anchored.
 
 pub mod anchor;
+pub mod batch;
 pub mod chain;
 pub mod gate;
 pub mod layer;
@@ -28,6 +30,7 @@ pub mod record;
 pub mod segment;
 pub mod verify;
 
+pub use batch::Receipt;
 pub use chain::{AuditLog, AuditStats};
 pub use gate::{ConnGate, OutputGate};
 pub use layer::AuditLayer;
@@ -37,3 +40,7 @@ pub use verify::{tail, verify, verify_all, verify_file, Verified, VerifyError};
 
 /// The file under the data dir.
 pub const FILE: &str = "audit.sqlite";
+
+/// What a request gets when its record cannot be kept (closed mode): the layer's 503, and the
+/// one a held connection is sent ([`gate`]).
+pub const UNAVAILABLE: &str = "the audit log cannot record this request, so it is not answered; retry when the audit store recovers";
