@@ -1,6 +1,7 @@
 //! Where signet's stores meet their databases, so that `core` (and with it the standalone
 //! verifier) carries no database driver.
 //!
+//! - [`error`]: what reaching a database fails with ([`DbError`]).
 //! - [`pg`]: connecting to PostgreSQL: the URL, verified TLS, redacted URLs and whole error messages.
 //! - [`runtime`]: the one runtime that drives every PostgreSQL connection, and a wait for it
 //!   that is safe from any thread.
@@ -9,7 +10,10 @@
 //! - [`sqlite`]: opening the embedded stores' files: private from their first byte, WAL, a
 //!   busy timeout, errors that name the file, and each file's versioned schema changes.
 
+pub mod error;
 pub mod migrations;
 pub mod pg;
 pub mod runtime;
 pub mod sqlite;
+
+pub use error::DbError;

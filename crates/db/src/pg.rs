@@ -17,6 +17,8 @@ use postgres_openssl::MakeTlsConnector;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
 
+use crate::error::DbError;
+
 /// A parsed storage URL and how to connect to it.
 #[derive(Clone)]
 pub struct Target {
@@ -29,37 +31,37 @@ pub type Driver = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>>
 
 impl Target {
     /// Parses `postgres://user[:password]@host[:port]/db[?sslmode=require[&sslrootcert=PATH]]`.
-    pub fn parse(url: &str) -> Result<Target, String> {
+    pub fn parse(url: &str) -> Result<Target, DbError> {
         let (url_rest, root) = take_param(url, "sslrootcert");
         let url_rest = match take_param(&url_rest, "sslmode") {
             (rest, Some(mode)) if mode == "verify-full" => with_param(&rest, "sslmode=require"),
             (_, Some(mode)) if mode == "verify-ca" => {
-                return Err(format!(
+                return Err(DbError::Url(format!(
                     "storage URL {}: sslmode=verify-ca skips the host name check, which signet always makes; use sslmode=verify-full (or require, the same here)",
                     redact(url)
-                ))
+                )))
             }
             _ => url_rest,
         };
-        let mut config: tokio_postgres::Config = url_rest.parse().map_err(|e| format!("storage URL {}: {e}", redact(url)))?;
+        let mut config: tokio_postgres::Config = url_rest.parse().map_err(|e| DbError::Url(format!("storage URL {}: {e}", redact(url))))?;
         let tls = match config.get_ssl_mode() {
             SslMode::Require => {
-                let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| format!("TLS to PostgreSQL: {e}"))?;
+                let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| DbError::Tls(e.to_string()))?;
                 builder.set_verify(SslVerifyMode::PEER);
                 if let Some(path) = &root {
-                    builder.set_ca_file(path).map_err(|e| format!("sslrootcert {path}: {e}; expected a PEM file of CA certificates"))?;
+                    builder.set_ca_file(path).map_err(|e| DbError::Url(format!("sslrootcert {path}: {e}; expected a PEM file of CA certificates")))?;
                 }
                 Some(MakeTlsConnector::new(builder.build()))
             }
             SslMode::Prefer if url.contains("sslmode=prefer") => {
-                return Err(format!(
+                return Err(DbError::Url(format!(
                     "storage URL {}: sslmode=prefer would fall back to plain text silently; use sslmode=require (TLS, verified) or sslmode=disable",
                     redact(url)
-                ))
+                )))
             }
             _ => {
                 if root.is_some() {
-                    return Err(format!("storage URL {}: sslrootcert needs sslmode=require", redact(url)));
+                    return Err(DbError::Url(format!("storage URL {}: sslrootcert needs sslmode=require", redact(url))));
                 }
                 // Not "prefer" (tokio-postgres's default): without a connector it would be
                 // plain text anyway, and this way the server is never asked for TLS.
@@ -175,13 +177,13 @@ mod tests {
         // libpq's name for what require is here; its weaker verify-ca is refused.
         assert!(Target::parse("postgres://u@db/x?sslmode=verify-full").unwrap().tls());
         assert!(Target::parse("postgres://u@db/x?connect_timeout=5&sslmode=verify-full").unwrap().tls());
-        let e = Target::parse("postgres://u:pw@db/x?sslmode=verify-ca").err().unwrap();
+        let e = Target::parse("postgres://u:pw@db/x?sslmode=verify-ca").err().unwrap().to_string();
         assert!(e.contains("verify-full") && !e.contains("pw@"), "{e}");
-        let e = Target::parse("postgres://u:pw@db/x?sslmode=prefer").err().unwrap();
+        let e = Target::parse("postgres://u:pw@db/x?sslmode=prefer").err().unwrap().to_string();
         assert!(e.contains("sslmode=require") && !e.contains("pw@"), "{e}");
-        let e = Target::parse("postgres://u@db/x?sslrootcert=/nonexistent.pem").err().unwrap();
+        let e = Target::parse("postgres://u@db/x?sslrootcert=/nonexistent.pem").err().unwrap().to_string();
         assert!(e.contains("needs sslmode=require"), "{e}");
-        let e = Target::parse("postgres://u@db/x?sslmode=require&sslrootcert=/nonexistent.pem").err().unwrap();
+        let e = Target::parse("postgres://u@db/x?sslmode=require&sslrootcert=/nonexistent.pem").err().unwrap().to_string();
         assert!(e.contains("/nonexistent.pem"), "{e}");
         assert_eq!(take_param("postgres://u@h/d?a=1&sslrootcert=/c.pem&b=2", "sslrootcert"), ("postgres://u@h/d?a=1&b=2".into(), Some("/c.pem".into())));
     }

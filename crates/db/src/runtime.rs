@@ -15,21 +15,23 @@ use std::sync::OnceLock;
 
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
+use crate::error::DbError;
+
 /// Two workers: the log's commits and reads keep one busy under load, and the audit chain's
 /// and the guard's queries must not wait behind them.
 const WORKERS: usize = 2;
 
-static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+static RUNTIME: OnceLock<Result<Runtime, DbError>> = OnceLock::new();
 
 /// The runtime's handle, starting it on first use.
-pub fn handle() -> Result<Handle, String> {
+pub fn handle() -> Result<Handle, DbError> {
     let runtime = RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKERS)
             .thread_name("signet-db")
             .enable_all()
             .build()
-            .map_err(|e| format!("starting the database client runtime: {e}"))
+            .map_err(|e| DbError::Runtime(e.to_string()))
     });
     runtime.as_ref().map(|r| r.handle().clone()).map_err(Clone::clone)
 }
@@ -39,7 +41,7 @@ pub fn handle() -> Result<Handle, String> {
 /// multi-threaded runtime (a proof that reads a cold tile, say) hands that worker's other
 /// tasks to another thread while it waits. Err: the runtime could not start, or the task
 /// panicked.
-pub fn block<T, F>(fut: F) -> Result<T, String>
+pub fn block<T, F>(fut: F) -> Result<T, DbError>
 where
     T: Send + 'static,
     F: Future<Output = T> + Send + 'static,
@@ -49,7 +51,7 @@ where
     handle.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    let wait = || rx.recv().map_err(|_| "a database task ended without an answer (it panicked)".to_string());
+    let wait = || rx.recv().map_err(|_| DbError::TaskLost);
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
         _ => wait(),
@@ -73,6 +75,7 @@ mod tests {
             }
         })
         .unwrap_err()
+        .to_string()
         .contains("panicked"));
         assert_eq!(block(async { 9 }).unwrap(), 9);
     }

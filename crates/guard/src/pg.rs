@@ -35,7 +35,7 @@ pub fn pg(e: tokio_postgres::Error) -> StoreError {
 impl Pg {
     /// Connects now, so that a wrong URL or a database that is down is an error at open.
     pub fn open(url: &str, hello: Option<Hello>) -> Result<Pg, StoreError> {
-        let target = signet_db::pg::Target::parse(url).map_err(StoreError::Postgres)?;
+        let target = signet_db::pg::Target::parse(url).map_err(|e| StoreError::Postgres(e.to_string()))?;
         let pg = Pg { target, client: Default::default(), hello };
         pg.block(|_| async { Ok(()) })?;
         Ok(pg)
@@ -77,6 +77,6 @@ impl Pg {
             };
             f(client).await
         };
-        signet_db::runtime::block(outcome).map_err(StoreError::Postgres)?
+        signet_db::runtime::block(outcome).map_err(|e| StoreError::Postgres(e.to_string()))?
     }
 }

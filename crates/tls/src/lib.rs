@@ -21,6 +21,10 @@
 //!   000's two modes.
 //! - [`source`]: which source a server uses, and the counters all of them keep.
 //!
+//! Both:
+//! - [`loopback`]: a server on a loopback port with a thread and a runtime of its own, stopped
+//!   when dropped (the test server's and `signet bench tls`'s).
+//!
 //! For tests (feature `testing`):
 //! - [`testing`]: a throwaway CA and a loopback HTTP(S) server that serves fixed documents.
 //!
@@ -35,6 +39,7 @@ pub mod client_auth;
 pub mod fetch;
 pub mod file_source;
 pub mod issued;
+pub mod loopback;
 #[cfg(feature = "micro")]
 pub mod micro;
 mod openssl_acceptor;

@@ -17,6 +17,8 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::ServerConfig;
 
+use crate::loopback::LoopbackServer;
+
 /// A CA and a server certificate it issued for `localhost`, `127.0.0.1` and `::1`.
 pub struct TestPki {
     /// The CA certificate, PEM: what a client's `ca_file` holds.
@@ -159,8 +161,8 @@ pub struct TestServer {
     pub url: String,
     pub addr: SocketAddr,
     routes: Arc<Mutex<Routes>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Stops the server when dropped.
+    _server: LoopbackServer,
 }
 
 impl TestServer {
@@ -175,18 +177,11 @@ impl TestServer {
     }
 
     fn start(tls: Option<Arc<ServerConfig>>) -> TestServer {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        listener.set_nonblocking(true).expect("nonblocking listener");
-        let addr = listener.local_addr().expect("bound address");
-        let url = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
         let routes = Arc::new(Mutex::new(Routes::default()));
-        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let served = routes.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("test server runtime");
-            rt.block_on(serve(listener, tls, served, stopped));
-        });
-        TestServer { url, addr, routes, stop: Some(stop), thread: Some(thread) }
+        let server = LoopbackServer::start("test-server".into(), move |listener| serve(listener, tls, served)).expect("a loopback test server");
+        TestServer { url: format!("{scheme}://{}", server.addr), addr: server.addr, routes, _server: server }
     }
 
     /// Serves `body` with `status` at `path` from now on.
@@ -205,33 +200,10 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn serve(
-    listener: std::net::TcpListener,
-    tls: Option<Arc<ServerConfig>>,
-    routes: Arc<Mutex<Routes>>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+async fn serve(listener: tokio::net::TcpListener, tls: Option<Arc<ServerConfig>>, routes: Arc<Mutex<Routes>>) {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     loop {
-        let tcp = tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(_) => continue,
-            },
-        };
+        let Ok((tcp, _)) = listener.accept().await else { continue };
         let routes = routes.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {

@@ -148,7 +148,7 @@ fn pg(e: tokio_postgres::Error) -> StoreError {
 
 impl PostgresStore {
     pub fn new(url: &str) -> Result<PostgresStore, StoreError> {
-        let target = signet_db::pg::Target::parse(url).map_err(StoreError::Backend)?;
+        let target = signet_db::pg::Target::parse(url).map_err(|e| StoreError::Backend(e.to_string()))?;
         Ok(PostgresStore { target, client: tokio::sync::Mutex::new(None) })
     }
 

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
+use signet_tls::loopback::LoopbackServer;
 use signet_tls::{Acceptor, ServerStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -29,54 +30,26 @@ pub struct LocalServer {
     pub addr: SocketAddr,
     /// The kernel id of the server's thread, for its CPU time.
     pub tid: Option<u32>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: LoopbackServer,
 }
 
 impl LocalServer {
     pub fn start(acceptor: Acceptor, method: Method) -> std::io::Result<LocalServer> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (told, tid) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new().name(format!("bench-tls-{}", acceptor.backend())).spawn(move || {
+        let name = format!("bench-tls-{}", acceptor.backend());
+        let server = LoopbackServer::start(name, move |listener| {
             let _ = told.send(super::cpu::current_tid());
-            rt.block_on(serve(listener, acceptor, method, stopped))
+            serve(listener, acceptor, method)
         })?;
         let tid = tid.recv().ok().flatten();
-        Ok(LocalServer { addr, tid, stop: Some(stop), thread: Some(thread) })
+        Ok(LocalServer { addr: server.addr, tid, _server: server })
     }
 }
 
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn serve(
-    listener: std::net::TcpListener,
-    acceptor: Acceptor,
-    method: Method,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = tokio::net::TcpListener::from_std(listener).expect("a listener inside its runtime");
+async fn serve(listener: tokio::net::TcpListener, acceptor: Acceptor, method: Method) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
-        let tcp = tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(_) => continue,
-            },
-        };
+        let Ok((tcp, _)) = listener.accept().await else { continue };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         connections.spawn(async move {

@@ -202,7 +202,7 @@ where
     F: FnOnce(Client, String) -> Fut + Send + 'static,
     Fut: Future<Output = Result<T, StorageError>> + Send + 'static,
 {
-    let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
+    let target = signet_db::pg::Target::parse(url).map_err(|e| StorageError::Backend(e.to_string()))?;
     let shown = signet_db::pg::redact(url);
     signet_db::runtime::block(async move {
         let (client, driver) = tokio::time::timeout(Duration::from_secs(10), target.connect())
@@ -212,7 +212,7 @@ where
         tokio::spawn(driver);
         f(client, shown).await
     })
-    .map_err(StorageError::Backend)?
+    .map_err(|e| StorageError::Backend(e.to_string()))?
 }
 
 pub struct PostgresStorage {
@@ -349,8 +349,8 @@ impl Pool {
 impl PostgresStorage {
     /// Connects to `url` (`postgres://user@host:port/db`), and brings the schema up to date.
     pub fn open(url: &str) -> Result<Self, StorageError> {
-        let target = signet_db::pg::Target::parse(url).map_err(StorageError::Backend)?;
-        let handle = signet_db::runtime::handle().map_err(StorageError::Backend)?;
+        let target = signet_db::pg::Target::parse(url).map_err(|e| StorageError::Backend(e.to_string()))?;
+        let handle = signet_db::runtime::handle().map_err(|e| StorageError::Backend(e.to_string()))?;
         let pool = Arc::new(Pool {
             target,
             writer: tokio::sync::Mutex::new(None),
