@@ -14,7 +14,22 @@ pub enum DbError {
     /// The runtime that drives every connection could not start.
     #[error("starting the database client runtime: {0}")]
     Runtime(String),
+    /// The database could not be reached, or refused the connection (in its own words).
+    #[error("{0}")]
+    Connect(String),
+    /// No connection within this long.
+    #[error("no connection within {} s", .0.as_secs())]
+    NoAnswer(std::time::Duration),
+    /// A statement failed, in the database's own words (or the driver's, with its causes).
+    #[error("{0}")]
+    Query(String),
     /// A database task ended without an answer: it panicked.
     #[error("a database task ended without an answer (it panicked)")]
     TaskLost,
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> DbError {
+        DbError::Query(crate::pg::message(&e))
+    }
 }

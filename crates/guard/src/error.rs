@@ -25,3 +25,9 @@ impl From<signet_db::sqlite::SqliteError> for StoreError {
         StoreError::Sqlite { path: e.path, source: e.source }
     }
 }
+
+impl From<signet_db::DbError> for StoreError {
+    fn from(e: signet_db::DbError) -> StoreError {
+        StoreError::Postgres(e.to_string())
+    }
+}

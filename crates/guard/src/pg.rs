@@ -9,22 +9,19 @@
 //! [`Hello`] runs again on it.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
+use signet_db::connection::{OnConnect, Reconnecting};
 use tokio_postgres::Client;
 
 use crate::error::StoreError;
 
 /// What a fresh connection must do before it serves a call: for the audit writer, take its
 /// chain's lock (a session lock, gone with the connection it was taken on).
-pub type Hello = Arc<dyn Fn(Arc<Client>) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>> + Send + Sync>;
+pub type Hello = OnConnect<StoreError>;
 
 pub struct Pg {
-    target: signet_db::pg::Target,
-    client: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
-    hello: Option<Hello>,
+    connection: Arc<Reconnecting<StoreError>>,
 }
 
 /// A driver error as its server message, without the driver's wrapping.
@@ -35,8 +32,8 @@ pub fn pg(e: tokio_postgres::Error) -> StoreError {
 impl Pg {
     /// Connects now, so that a wrong URL or a database that is down is an error at open.
     pub fn open(url: &str, hello: Option<Hello>) -> Result<Pg, StoreError> {
-        let target = signet_db::pg::Target::parse(url).map_err(|e| StoreError::Postgres(e.to_string()))?;
-        let pg = Pg { target, client: Default::default(), hello };
+        let target = signet_db::pg::Target::parse(url)?;
+        let pg = Pg { connection: Arc::new(Reconnecting::new(target, "the guard's store", hello)) };
         pg.block(|_| async { Ok(()) })?;
         Ok(pg)
     }
@@ -54,29 +51,8 @@ impl Pg {
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let (slot, target, hello) = (self.client.clone(), self.target.clone(), self.hello.clone());
-        let outcome = async move {
-            let client = {
-                let mut slot = slot.lock().await;
-                match slot.as_ref().filter(|c| !c.is_closed()) {
-                    Some(c) => c.clone(),
-                    None => {
-                        let (client, connection) = tokio::time::timeout(Duration::from_secs(5), target.connect())
-                            .await
-                            .map_err(|_| StoreError::Postgres("no connection within 5 s".into()))?
-                            .map_err(pg)?;
-                        tokio::spawn(connection);
-                        let client = Arc::new(client);
-                        if let Some(hello) = hello {
-                            hello(client.clone()).await?;
-                        }
-                        *slot = Some(client.clone());
-                        client
-                    }
-                }
-            };
-            f(client).await
-        };
-        signet_db::runtime::block(outcome).map_err(|e| StoreError::Postgres(e.to_string()))?
+        let connection = self.connection.clone();
+        let outcome = async move { f(connection.client().await?).await };
+        signet_db::runtime::block(outcome)?
     }
 }

@@ -160,7 +160,7 @@ impl Server {
             TowerToHyperService::new(tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
                 // Only the audit layer reads the gate. Without it, one entry fewer keeps a request's
-                // extensions within their first allocation (issue 40: +1,000 instructions per read).
+                // extensions within their first allocation (docs/performance.md).
                 if audited {
                     request.extensions_mut().insert(ConnGate(gate.clone()));
                 }

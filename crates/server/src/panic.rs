@@ -5,10 +5,9 @@
 //! in `/metrics`. The same layer counts every request for `/metrics` ([`crate::metrics`]),
 //! so that a panic's 500 is counted like any other answer.
 //!
-//! It is written by hand rather than stacked from `from_fn` and tower-http's
-//! `CatchPanicLayer`: `from_fn` clones and boxes the whole service beneath it on every
-//! request; two of them and `CatchPanicLayer` were ~7,000 of the ~80,000 instructions a read
-//! cost (callgrind, issue 40). Here a request costs one allocation, its future.
+//! It is written by hand rather than stacked from `from_fn` and tower-http's `CatchPanicLayer`:
+//! `from_fn` clones and boxes the whole service beneath it on every request. Here a request costs
+//! one allocation, its future (docs/performance.md, "The measurements behind the code's shape").
 
 use std::any::Any;
 use std::convert::Infallible;

@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use signet_core::hash::Hash;
+use signet_db::connection::{OnConnect, Reconnecting};
+use signet_db::DbError;
 
 /// What the witness last cosigned for a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,36 +140,27 @@ pub const MIGRATIONS: &[signet_db::migrations::Migration] = &[signet_db::migrati
 /// instance. It connects at first use, and applies its migration on each connection it makes
 /// (a query when the table is there).
 pub struct PostgresStore {
-    target: signet_db::pg::Target,
-    client: tokio::sync::Mutex<Option<Arc<tokio_postgres::Client>>>,
-}
-
-fn pg(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Backend(signet_db::pg::message(&e))
+    connection: Reconnecting<StoreError>,
 }
 
 impl PostgresStore {
     pub fn new(url: &str) -> Result<PostgresStore, StoreError> {
-        let target = signet_db::pg::Target::parse(url).map_err(|e| StoreError::Backend(e.to_string()))?;
-        Ok(PostgresStore { target, client: tokio::sync::Mutex::new(None) })
+        let target = signet_db::pg::Target::parse(url)?;
+        let migrate: OnConnect<StoreError> = Arc::new(|client: Arc<tokio_postgres::Client>| {
+            Box::pin(async move { signet_db::migrations::apply(&client, MIGRATIONS).await.map(|_| ()).map_err(|e| StoreError::Backend(e.to_string())) })
+        });
+        Ok(PostgresStore { connection: Reconnecting::new(target, "witness state", Some(migrate)) })
     }
 
     /// The connection, made anew when the last one broke (a database restart).
     async fn client(&self) -> Result<Arc<tokio_postgres::Client>, StoreError> {
-        let mut slot = self.client.lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(c.clone());
-        }
-        let (client, driver) = self.target.connect().await.map_err(pg)?;
-        tokio::spawn(async move {
-            if let Err(e) = driver.await {
-                tracing::warn!(error = %e, "witness state: PostgreSQL connection closed");
-            }
-        });
-        signet_db::migrations::apply(&client, MIGRATIONS).await.map_err(|e| StoreError::Backend(e.to_string()))?;
-        let client = Arc::new(client);
-        *slot = Some(client.clone());
-        Ok(client)
+        self.connection.client().await
+    }
+}
+
+impl From<DbError> for StoreError {
+    fn from(e: DbError) -> StoreError {
+        StoreError::Backend(e.to_string())
     }
 }
 
@@ -175,8 +168,8 @@ impl PostgresStore {
 impl WitnessStore for PostgresStore {
     async fn latest(&self, origin: &str) -> Result<Option<TreeHead>, StoreError> {
         let c = self.client().await?;
-        let row = c.query_opt("SELECT size, root FROM witness_logs WHERE origin = $1", &[&origin]).await.map_err(pg)?;
-        row.map(|r| head(r.try_get(0).map_err(pg)?, r.try_get(1).map_err(pg)?)).transpose()
+        let row = c.query_opt("SELECT size, root FROM witness_logs WHERE origin = $1", &[&origin]).await.map_err(DbError::from)?;
+        row.map(|r| head(r.try_get(0).map_err(DbError::from)?, r.try_get(1).map_err(DbError::from)?)).transpose()
     }
 
     async fn advance(&self, origin: &str, old: Option<TreeHead>, new: TreeHead) -> Result<Advanced, StoreError> {
@@ -190,7 +183,7 @@ impl WitnessStore for PostgresStore {
                     &[&origin, &size, &root],
                 )
                 .await
-                .map_err(pg)?
+                .map_err(DbError::from)?
             }
             Some(old) => {
                 c.execute(
@@ -198,7 +191,7 @@ impl WitnessStore for PostgresStore {
                     &[&origin, &size, &root, &as_i64(old.size)?, &old.root.to_vec()],
                 )
                 .await
-                .map_err(pg)?
+                .map_err(DbError::from)?
             }
         };
         match changed {

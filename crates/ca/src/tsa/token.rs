@@ -3,8 +3,8 @@
 //!
 //! Built from the `cms` and `x509-cert` types on every stamp, a response re-encoded the TSA's
 //! certificate and its issuer name, cloned both, and hashed the certificate for the
-//! signingCertificateV2 attribute: a fifth of a stamp's instructions, more than all but the
-//! signature itself (callgrind, issue 40). [`Template`] encodes those parts once, with the
+//! signingCertificateV2 attribute: more than all but the signature itself (docs/performance.md,
+//! "The measurements behind the code's shape"). [`Template`] encodes those parts once, with the
 //! same types, and a stamp writes only what changes around them: the TSTInfo, its digest, and
 //! the signature. The tests check the result byte for byte against the types' own encoding.
 

@@ -198,10 +198,10 @@ fn load(a: LoadArgs) -> ExitCode {
         warmup: Duration::from_secs_f64(a.warmup),
         transport,
     };
-    // One event-loop thread drives every connection. The generator shares its cores with the
-    // server it measures, and a single thread cost 17 µs of CPU per request here against 22 µs
-    // for the work-stealing runtime. It handles ~50,000 requests/s; entries are signed
-    // beforehand on every core.
+    // One event-loop thread drives every connection: the generator shares its cores with the
+    // server it measures, and one thread costs it less CPU per request than the work-stealing
+    // runtime (docs/performance.md, "The measurements behind the code's shape"). Entries are
+    // signed beforehand on every core.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let result = match runtime.block_on(signet_lab::run(spec)) {
         Ok(r) => r,

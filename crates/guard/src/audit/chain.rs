@@ -42,17 +42,12 @@ use crate::store::StoreError;
 pub const QUEUE: usize = 262_144;
 /// How often the best-effort writer takes what has arrived.
 pub const FLUSH_AFTER: Duration = Duration::from_millis(100);
-/// Closed mode: the least time between the starts of two commits. A commit's fsync costs
-/// about 100 µs of kernel CPU here (two virtio kicks), whatever it holds; committing as fast
-/// as the disk allows took 2,000 commits/s of 13 records at 30,000 requests/s, and a third
-/// of a core. Pacing caps that at 1,000/s, at the price of at most this much more wait, and
-/// only under load: a request that finds the writer idle long enough is committed at once.
-/// (It was 4 ms under load while a held answer cost a second poll of its connection; with
-/// answers held as bytes ([`super::gate`]) the wait, not CPU, is what bounds a client's
-/// throughput: 1 ms gave 84 % of the unaudited rate on 500 connections, 4 ms 71 %, for
-/// 0.3 µs more writer CPU per request. Rechecked in paired rounds on 1,000 connections, where
-/// the wait matters less: 86.5 % at 1 ms, 86.0 % at 2 ms, 85.2 % at 4 ms; the writer CPU that
-/// 2 ms saves, 0.6 µs per request, comes back as waiting.)
+/// Closed mode: the least time between the starts of two commits. A commit's fsync costs the
+/// same CPU whatever it holds, so committing as fast as the disk allows spends a share of a
+/// core on fsyncs; pacing caps the commits per second at the price of at most this much more
+/// wait, and only under load (a request that finds the writer idle is committed at once). With
+/// answers held as bytes ([`super::gate`]) the wait bounds a client's throughput, so the gap
+/// is short (figures: docs/performance.md, "The measurements behind the code's shape").
 pub const COMMIT_GAP: Duration = Duration::from_millis(1);
 /// How often `audit-checkpoint` copies the WAL into the database, off the writer's thread: as
 /// SQLite's auto-checkpoint, that copy and its fsync ran inside a commit and held up every

@@ -2,12 +2,12 @@
 //!
 //! In closed mode an answer must not leave before its record is on disk. Holding the answer's
 //! future costs a second poll of the whole connection task when the batch commits: hyper, every
-//! layer's future and the answer's encoding, milliseconds later and cold in cache (about 4 µs
-//! of a 10 µs request here). Instead, over HTTP/1, the answer is finished and encoded at once,
-//! and the connection's stream keeps its bytes in an [`OutputGate`]. When the batch commits,
-//! the writer's side sends them itself on a plain TCP socket, so the connection task is woken
-//! by nothing but the client's next request; over TLS (or when the socket is full) it wakes the
-//! task, whose stream writes them.
+//! layer's future and the answer's encoding, milliseconds later and cold in cache (a large share of
+//! a read's cost: docs/performance.md, "The measurements behind the code's shape"). Instead, over
+//! HTTP/1, the answer is finished and encoded at once, and the connection's stream keeps its bytes
+//! in an [`OutputGate`]. When the batch commits, the writer's side sends them itself on a plain TCP
+//! socket, so the connection task is woken by nothing but the client's next request; over TLS (or
+//! when the socket is full) it wakes the task, whose stream writes them.
 //!
 //! Every byte written after a hold belongs behind it: the held answer, and whatever a pipelining
 //! client's later answers add. A failed batch answers its request with a 503 and closes the

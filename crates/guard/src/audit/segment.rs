@@ -304,10 +304,10 @@ fn cut_file_in_chunks(data_dir: &Path, at: &Anchor, chunk: u64, between: impl Fn
     Ok(Some(file))
 }
 
-/// Bytes of batches copied into a segment per (synced) transaction. Copied in one, a 256 MiB
-/// segment went to disk in one fsync, and the closed-mode writer's WAL syncs queued behind
-/// its writeback: p99 98 and 146 ms at 50,000/s here, against 5 to 43 ms in runs without a
-/// cut. A small file's sync waits up to about 2 ms behind a 1 MiB one, 3 to 11 ms behind 4 MiB.
+/// Bytes of batches copied into a segment per (synced) transaction. Copied in one, a large segment
+/// goes to disk in one fsync, and the closed-mode writer's WAL syncs queue behind its writeback:
+/// small copies keep the requests' tail latency (figures: docs/performance.md, "The measurements
+/// behind the code's shape").
 const COPY_BYTES: u64 = 2 << 20;
 /// Rows deleted per transaction by [`collect`]: a batch each, up to about 70 KB under load.
 const COLLECT_ROWS: i64 = 8;

@@ -209,8 +209,8 @@ pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>, serves: 
     let limits = active.then(|| signet_guard::RateLimitLayer::new(guard.clone(), route_info));
     let admin_only = signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Admin, route_info);
     // One stack, applied once. Each `Router::layer` call wraps every route in a boxed service
-    // that clones the boxes beneath it on each request: seven calls cost ~28 allocations per
-    // request, this one costs one. Outermost first:
+    // that clones the boxes beneath it on each request; one stack costs one allocation
+    // (docs/performance.md, "The measurements behind the code's shape"). Outermost first:
     // - on gRPC paths, refusals rewritten as gRPC statuses (crate::grpc), after everything
     //   inside has logged, audited and counted them as HTTP statuses;
     // - access: the request id, the access line and the trace span, around everything;

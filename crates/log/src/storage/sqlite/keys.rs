@@ -34,8 +34,8 @@ use super::{backend, LogId, StorageError};
 
 /// How often the writer thread moves recent keys to the file. The keys are random, so a flush
 /// writes about one page per key until it holds more keys than the table has pages: fewer,
-/// larger flushes write fewer pages per key (250 ms cost an append 12 µs of this thread's
-/// CPU at the ceiling, 1 s 6 µs), and each flush also ends every reader's kept snapshot.
+/// larger flushes write fewer pages per key, and each flush also ends every reader's kept
+/// snapshot (figures: docs/performance.md, "The measurements behind the code's shape").
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// Recent keys past which the writer flushes at once rather than at its next tick.
 const FLUSH_AT: usize = 65_536;

@@ -150,9 +150,7 @@ fn add_integrated_time(conn: &Connection) -> rusqlite::Result<()> {
 
 /// How often the checkpointer copies the WAL into the database. Often, so that each copy is
 /// small: the copy ends with an fsync of the database file, and the commits' WAL fsyncs queue
-/// behind its writes on the disk. At 3,000 signatures/s (about 10 MB of WAL a second), copies
-/// every 500 ms stalled commits by up to 100 ms; every 100 ms halved the sign p99
-/// (docs/performance.md). 30 ms was no better.
+/// behind its writes on the disk (figures: docs/performance.md, "The measurements behind the code's shape").
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Copies the WAL back into the database from a thread of its own. Left to SQLite's

@@ -127,11 +127,11 @@ impl Readers {
     }
 }
 
-/// Keeps a cached statement's plan across new bindings. The bundled SQLite is built with
-/// STAT4, under which a statement whose plan may depend on a bound value (`LIMIT ?`, a range
-/// bound) expires at every rebind and is parsed and planned again on its next step: 50,000
-/// instructions per search by digest, more than the rest of the search (callgrind, issue 40).
-/// The plans here are the primary keys' whatever the values, so nothing is lost.
+/// Keeps a cached statement's plan across new bindings. The bundled SQLite is built with STAT4,
+/// under which a statement whose plan may depend on a bound value (`LIMIT ?`, a range bound)
+/// expires at every rebind and is parsed and planned again on its next step, which cost more than
+/// the rest of a search (docs/performance.md, "The measurements behind the code's shape"). The
+/// plans here are the primary keys' whatever the values, so nothing is lost.
 pub(super) fn stable_plans(c: &Connection) -> rusqlite::Result<()> {
     c.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map(|_| ())
 }
