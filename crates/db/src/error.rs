@@ -27,9 +27,3 @@ pub enum DbError {
     #[error("a database task ended without an answer (it panicked)")]
     TaskLost,
 }
-
-impl From<tokio_postgres::Error> for DbError {
-    fn from(e: tokio_postgres::Error) -> DbError {
-        DbError::Query(crate::pg::message(&e))
-    }
-}

@@ -92,6 +92,13 @@ impl Target {
     }
 }
 
+/// A driver error as the store's: the server's own words ([`message`]).
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> DbError {
+        DbError::Query(message(&e))
+    }
+}
+
 /// What went wrong, for a message: the server's own words when it answered, else the driver's
 /// error with every cause beneath it, each once (a TLS handshake's reason, such as
 /// "certificate verify failed", can sit more than one level down).
