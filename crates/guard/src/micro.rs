@@ -95,8 +95,8 @@ fn scope_admits(c: &mut Criterion, bench: &Bench) {
     });
 }
 
-fn audit_entry() -> crate::audit::chain::Entry {
-    crate::audit::chain::Entry {
+fn audit_entry() -> crate::audit::queue::Entry {
+    crate::audit::queue::Entry {
         time_ms: crate::audit::chain::now_ms(),
         client: "token:5f0c3a9e1b2d4c6f".parse().unwrap_or(CLIENT),
         method: http::Method::GET,
@@ -120,7 +120,7 @@ fn audit_encode(c: &mut Criterion, bench: &Bench) {
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| {
             out.clear();
-            let _ = crate::audit::chain::encode(black_box(7), black_box(&entry), &mut out);
+            let _ = crate::audit::encode::encode(black_box(7), black_box(&entry), &mut out);
             head = crate::audit::record::link(&head, &out);
             black_box(head)
         })
@@ -132,7 +132,7 @@ fn audit_encode_owned(c: &mut Criterion, bench: &Bench) {
     let mut head = crate::audit::record::GENESIS;
     measure(c, bench, Opts::default(), |b| {
         b.iter(|| {
-            let out = crate::audit::chain::encode_owned(black_box(7), black_box(&entry));
+            let out = crate::audit::encode::encode_owned(black_box(7), black_box(&entry));
             head = crate::audit::record::link(&head, &out);
             black_box(head)
         })

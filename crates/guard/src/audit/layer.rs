@@ -26,7 +26,8 @@ use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
 use super::batch::Receipt;
-use super::chain::{now_ms, AuditLog, Entry, QueueFull};
+use super::chain::{now_ms, AuditLog};
+use super::queue::{Entry, QueueFull};
 use super::UNAVAILABLE;
 use super::gate::ConnGate;
 use super::record::PathText;

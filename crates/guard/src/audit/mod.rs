@@ -6,7 +6,8 @@
 //! - [`place`]: where a chain is kept: [`Place::Sqlite`] or [`Place::Postgres`] ([`postgres`]).
 //! - [`batch`]: a batch's fate and who waits on it: receipts and held connections.
 //! - [`chain`]: [`AuditLog`], which takes records from the request path through a bounded
-//!   queue and writes them in batches from a thread of its own.
+//!   queue ([`queue`]) and writes them in batches from a thread of its own ([`writer`]), each
+//!   record a JSON line ([`encode`]), into `audit.sqlite` or PostgreSQL ([`sink`]).
 //! - [`verify`]: walks the stored chain and names the first record that does not fit
 //!   (`signet audit verify`).
 //! - [`layer`]: the tower layer that records every request, refused ones included.
@@ -22,16 +23,21 @@
 pub mod anchor;
 pub mod batch;
 pub mod chain;
+pub mod encode;
 pub mod gate;
 pub mod layer;
 pub mod place;
 pub mod postgres;
+pub mod queue;
 pub mod record;
 pub mod segment;
+pub mod sink;
 pub mod verify;
+pub mod writer;
 
 pub use batch::Receipt;
-pub use chain::{AuditLog, AuditStats};
+pub use chain::AuditLog;
+pub use queue::AuditStats;
 pub use gate::{ConnGate, OutputGate};
 pub use layer::AuditLayer;
 pub use place::Place;

@@ -5,6 +5,7 @@
 //! are what the next hash covers. JSON escapes newlines inside strings, so a batch can keep
 //! its records one per line.
 
+use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use signet_core::hash::sha256_parts;
 
@@ -148,6 +149,11 @@ pub struct Anchor {
     pub head: [u8; 32],
     pub log_index: u64,
     pub entry: String,
+}
+
+/// The time a record is stamped with: Unix milliseconds (0 before 1970).
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -287,7 +287,8 @@ fn check(
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::chain::{now_ms, AuditLog, Entry};
+    use super::super::chain::{now_ms, AuditLog};
+    use super::super::queue::Entry;
     use super::*;
     use crate::config::AuditMode;
 
