@@ -16,6 +16,34 @@ pub const OID_KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29
 pub const OID_EXT_KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37");
 pub const OID_SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
 
+/// Why a certificate could not be read or checked. Each message says what was wrong; the
+/// verifier's checks wrap it in their own [`crate::VerifyError`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CertError {
+    #[error("not a DER X.509 certificate: {0}")]
+    NotDer(String),
+    /// Its public key cannot be used (the key parser's reason).
+    #[error("{0}")]
+    Key(String),
+    #[error("certificate is not a DER SEQUENCE")]
+    NotASequence,
+    #[error("certificate has no tbsCertificate")]
+    NoTbs,
+    #[error("issuer {issuer} is not the subject {ca} of the CA certificate")]
+    IssuerMismatch { issuer: String, ca: String },
+    #[error("certificate signature has unused bits")]
+    UnusedBits,
+    #[error("signature by {0} does not verify")]
+    BadSignature(String),
+    #[error("digest algorithm {0} is not supported (expected SHA-256, SHA-384 or SHA-512)")]
+    UnsupportedDigest(ObjectIdentifier),
+    #[error("signature algorithm {0} names no hash")]
+    NoHash(ObjectIdentifier),
+    #[error("signature algorithm {0} is not supported")]
+    UnsupportedSignature(ObjectIdentifier),
+}
+
 /// A parsed certificate that keeps its DER, so that signed bytes are checked exactly as sent.
 #[derive(Debug, Clone)]
 pub struct Cert {
@@ -26,9 +54,9 @@ pub struct Cert {
 }
 
 impl Cert {
-    pub fn parse(der: &[u8]) -> Result<Cert, String> {
-        let x509 = Certificate::from_der(der).map_err(|e| format!("not a DER X.509 certificate: {e}"))?;
-        let key = PublicKey::from_certificate(der).map_err(|e| e.to_string())?;
+    pub fn parse(der: &[u8]) -> Result<Cert, CertError> {
+        let x509 = Certificate::from_der(der).map_err(|e| CertError::NotDer(e.to_string()))?;
+        let key = PublicKey::from_certificate(der).map_err(|e| CertError::Key(e.to_string()))?;
         let v = &x509.tbs_certificate.validity;
         let validity = Window {
             start: v.not_before.to_unix_duration().as_secs() as i64,
@@ -38,9 +66,9 @@ impl Cert {
     }
 
     /// The DER of `tbsCertificate` exactly as it appears in the certificate.
-    pub fn tbs_der(&self) -> Result<&[u8], String> {
-        let outer = next_tlv(&self.der).ok_or("certificate is not a DER SEQUENCE")?;
-        Ok(next_tlv(outer.value).ok_or("certificate has no tbsCertificate")?.whole)
+    pub fn tbs_der(&self) -> Result<&[u8], CertError> {
+        let outer = next_tlv(&self.der).ok_or(CertError::NotASequence)?;
+        Ok(next_tlv(outer.value).ok_or(CertError::NoTbs)?.whole)
     }
 
     pub fn extension(&self, oid: ObjectIdentifier) -> Option<&Extension> {
@@ -59,20 +87,20 @@ impl Cert {
     }
 
     /// Checks that `issuer` issued this certificate: names chain and the signature verifies.
-    pub fn check_issued_by(&self, issuer: &Cert) -> Result<(), String> {
+    pub fn check_issued_by(&self, issuer: &Cert) -> Result<(), CertError> {
         if self.x509.tbs_certificate.issuer != issuer.x509.tbs_certificate.subject {
-            return Err(format!(
-                "issuer {} is not the subject {} of the CA certificate",
-                self.x509.tbs_certificate.issuer, issuer.x509.tbs_certificate.subject
-            ));
+            return Err(CertError::IssuerMismatch {
+                issuer: self.x509.tbs_certificate.issuer.to_string(),
+                ca: issuer.x509.tbs_certificate.subject.to_string(),
+            });
         }
-        let sig = self.x509.signature.as_bytes().ok_or("certificate signature has unused bits")?;
+        let sig = self.x509.signature.as_bytes().ok_or(CertError::UnusedBits)?;
         let alg = &self.x509.signature_algorithm;
         let hash = signature_hash(alg.oid, None)?;
         issuer
             .key
             .verify_with_hash(hash, self.tbs_der()?, sig)
-            .map_err(|_| format!("signature by {} does not verify", issuer.x509.tbs_certificate.subject))
+            .map_err(|_| CertError::BadSignature(issuer.x509.tbs_certificate.subject.to_string()))
     }
 }
 
@@ -90,18 +118,18 @@ pub const SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.10
 pub const SHA512: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.3");
 
 /// The hash that a digest-algorithm OID names.
-pub fn digest_alg(oid: ObjectIdentifier) -> Result<HashAlg, String> {
+pub fn digest_alg(oid: ObjectIdentifier) -> Result<HashAlg, CertError> {
     match oid {
         o if o == SHA256 => Ok(HashAlg::Sha256),
         o if o == SHA384 => Ok(HashAlg::Sha384),
         o if o == SHA512 => Ok(HashAlg::Sha512),
-        o => Err(format!("digest algorithm {o} is not supported (expected SHA-256, SHA-384 or SHA-512)")),
+        o => Err(CertError::UnsupportedDigest(o)),
     }
 }
 
 /// The hash a signature algorithm OID implies. CMS may name only the key type
 /// (id-ecPublicKey, rsaEncryption), and then the digest algorithm says which hash.
-pub fn signature_hash(oid: ObjectIdentifier, digest: Option<ObjectIdentifier>) -> Result<HashAlg, String> {
+pub fn signature_hash(oid: ObjectIdentifier, digest: Option<ObjectIdentifier>) -> Result<HashAlg, CertError> {
     match oid {
         o if o == ECDSA_SHA256 || o == RSA_SHA256 => Ok(HashAlg::Sha256),
         o if o == ECDSA_SHA384 || o == RSA_SHA384 => Ok(HashAlg::Sha384),
@@ -110,9 +138,9 @@ pub fn signature_hash(oid: ObjectIdentifier, digest: Option<ObjectIdentifier>) -
         o if o == ED25519 => Ok(HashAlg::Sha512),
         o if o == EC_PUBLIC_KEY || o == RSA_ENCRYPTION => match digest {
             Some(d) => digest_alg(d),
-            None => Err(format!("signature algorithm {o} names no hash")),
+            None => Err(CertError::NoHash(o)),
         },
-        o => Err(format!("signature algorithm {o} is not supported")),
+        o => Err(CertError::UnsupportedSignature(o)),
     }
 }
 

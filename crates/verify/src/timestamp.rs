@@ -23,8 +23,8 @@ const ID_CONTENT_TYPE: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.
 const ID_MESSAGE_DIGEST: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.4");
 const ID_KP_TIME_STAMPING: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.8");
 
-fn err(m: impl Into<String>) -> VerifyError {
-    VerifyError::Timestamp(m.into())
+fn err(m: impl ToString) -> VerifyError {
+    VerifyError::Timestamp(m.to_string())
 }
 
 /// A timestamp that verified: when, and by which TSA.

@@ -26,7 +26,7 @@ pub struct Authority {
     pub chain: Vec<Cert>,
     pub valid: Window,
     /// Set when the chain does not verify internally; checked once, here.
-    pub chain_error: Option<String>,
+    pub chain_error: Option<crate::cert::CertError>,
 }
 
 #[derive(Debug, Clone)]

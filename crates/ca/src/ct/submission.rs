@@ -47,11 +47,11 @@ pub enum SubmissionError {
     Chain { at: String, why: String },
     /// This CA's own root did not parse (not the client's doing).
     #[error("this CA's root: {0}")]
-    OwnRoot(String),
+    OwnRoot(signet_verify::cert::CertError),
 }
 
-fn wrong(at: impl Into<String>, why: impl Into<String>) -> SubmissionError {
-    SubmissionError::Chain { at: at.into(), why: why.into() }
+fn wrong(at: impl Into<String>, why: impl ToString) -> SubmissionError {
+    SubmissionError::Chain { at: at.into(), why: why.to_string() }
 }
 
 /// Checks that `chain` is `[certificate, intermediate]` or `[certificate, intermediate, root]`
