@@ -14,7 +14,8 @@ use signet_tls::{Fetcher, Trust};
 use crate::{service_err, ClientError};
 
 pub struct Http {
-    fetcher: Result<Fetcher, String>,
+    /// Or why the trust could not be loaded, told at each request.
+    fetcher: Result<Fetcher, signet_tls::TrustError>,
 }
 
 /// A reply that passed the status check.
@@ -38,14 +39,12 @@ impl Http {
     /// A client that verifies HTTPS servers against `trust`. A trust that cannot be loaded is
     /// reported at the first request, not here: callers that build one need not handle it.
     pub fn with_trust(timeout: Duration, trust: &Trust) -> Self {
-        let fetcher = signet_tls::client_config(trust)
-            .map(|tls| Fetcher::new(tls).with_timeout(timeout).with_max_bytes(16 << 20))
-            .map_err(|e| format!("cannot verify HTTPS servers: {e}"));
+        let fetcher = signet_tls::client_config(trust).map(|tls| Fetcher::new(tls).with_timeout(timeout).with_max_bytes(16 << 20));
         Http { fetcher }
     }
 
     fn fetcher(&self, service: &'static str, url: &str) -> Result<&Fetcher, ClientError> {
-        self.fetcher.as_ref().map_err(|why| service_err(service, url, why))
+        self.fetcher.as_ref().map_err(|why| service_err(service, url, format!("cannot verify HTTPS servers: {why}")))
     }
 
     pub fn post(

@@ -24,13 +24,17 @@ pub enum ClientAuthMode {
     Required,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a client-certificate mode; expected optional or required")]
+pub struct UnknownClientAuthMode(pub String);
+
 impl std::str::FromStr for ClientAuthMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownClientAuthMode;
+    fn from_str(s: &str) -> Result<Self, UnknownClientAuthMode> {
         match s {
             "optional" => Ok(ClientAuthMode::Optional),
             "required" => Ok(ClientAuthMode::Required),
-            other => Err(format!("{other:?} is not a client-certificate mode; expected optional or required")),
+            other => Err(UnknownClientAuthMode(other.to_string())),
         }
     }
 }

@@ -68,13 +68,14 @@ impl fmt::Display for SourceKind {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("certificate source {0:?} is not supported; expected file, watch, reload, cached or issued")]
+pub struct UnknownSource(pub String);
+
 impl std::str::FromStr for SourceKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<SourceKind, String> {
-        SourceKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("certificate source {s:?} is not supported; expected file, watch, reload, cached or issued"))
+    type Err = UnknownSource;
+    fn from_str(s: &str) -> Result<SourceKind, UnknownSource> {
+        SourceKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| UnknownSource(s.to_string()))
     }
 }
 
@@ -168,7 +169,7 @@ mod tests {
             assert_eq!(kind.name().parse::<SourceKind>().unwrap(), kind);
         }
         let err = "self-signed".parse::<SourceKind>().unwrap_err();
-        assert_eq!(err, "certificate source \"self-signed\" is not supported; expected file, watch, reload, cached or issued");
+        assert_eq!(err.to_string(), "certificate source \"self-signed\" is not supported; expected file, watch, reload, cached or issued");
         assert_eq!(SourceKind::Watch.trigger(), Some(Trigger::Watch));
         assert_eq!(SourceKind::Cached.freshness(Duration::from_secs(3)), Some(Freshness::Cached(Duration::from_secs(3))));
         assert_eq!(SourceKind::Reload.trigger(), None);

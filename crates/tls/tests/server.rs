@@ -444,5 +444,5 @@ fn a_client_ca_bundle_without_certificates_is_refused_by_name() {
     assert!(e.contains("empty.pem") && e.contains("no CERTIFICATE"), "{e}");
     let e = ClientAuth::from_pem(ClientAuthMode::Required, b"-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n", "bad.pem").unwrap_err().to_string();
     assert!(e.contains("bad.pem"), "{e}");
-    assert!("sometimes".parse::<ClientAuthMode>().unwrap_err().contains("expected optional or required"));
+    assert!("sometimes".parse::<ClientAuthMode>().unwrap_err().to_string().contains("expected optional or required"));
 }

@@ -78,7 +78,7 @@ impl TlsSettings {
     pub fn source(&self) -> Result<signet_tls::SourceKind, ConfigError> {
         match &self.source {
             None => Ok(signet_tls::SourceKind::File),
-            Some(name) => name.parse().map_err(|e: String| ConfigError::Invalid(format!("tls.source: {e}"))),
+            Some(name) => name.parse().map_err(|e: signet_tls::source::UnknownSource| ConfigError::Invalid(format!("tls.source: {e}"))),
         }
     }
 
@@ -113,7 +113,7 @@ impl TlsSettings {
                 "tls.client_auth (--tls-client-auth) needs tls.client_ca (--tls-client-ca), the CAs that issue client certificates".into(),
             )),
             (Some(_), None) => Ok(Some(signet_tls::ClientAuthMode::Optional)),
-            (Some(_), Some(mode)) => mode.parse().map(Some).map_err(|e: String| ConfigError::Invalid(format!("tls.client_auth: {e}"))),
+            (Some(_), Some(mode)) => mode.parse().map(Some).map_err(|e: signet_tls::client_auth::UnknownClientAuthMode| ConfigError::Invalid(format!("tls.client_auth: {e}"))),
         }
     }
 

@@ -24,6 +24,7 @@ use tough::schema::{Role as _, RoleKeys as ToughRoleKeys, Root, Signature, Signe
 use super::keys::{tuf_key, Role, RoleKeys};
 use super::repo::{expires, next, targets_of, tough_err, Current, Repository};
 use super::error::TufError;
+use super::refusal::Refusal;
 use super::Expiry;
 
 /// Where staged metadata waits, inside the repository's directory.
@@ -170,27 +171,27 @@ pub struct RootChange {
 /// A root's roles as signet can serve them: each names keys the root lists, no key twice,
 /// a threshold from 1 to its number of keys, and one key for the snapshot and timestamp (the
 /// server signs those alone, every few hours).
-fn check_roles(root: &Root) -> Result<(), String> {
+fn check_roles(root: &Root) -> Result<(), Refusal> {
     for role in Role::ALL {
-        let Some(r) = root.roles.get(&role.tough()) else { return Err(format!("it names no {} role", role.name())) };
+        let Some(r) = root.roles.get(&role.tough()) else { return Err(Refusal::NoRole(role.name())) };
         let name = role.name();
         if r.keyids.is_empty() {
-            return Err(format!("the {name} role has no key"));
+            return Err(Refusal::RoleWithoutKeys(name));
         }
         if let Some(id) = r.keyids.iter().find(|id| !root.keys.contains_key(*id)) {
-            return Err(format!("the {name} role names key {} that the root does not list", hex::encode(id.as_ref())));
+            return Err(Refusal::UnlistedKey { role: name, key: hex::encode(id.as_ref()) });
         }
         let mut ids = r.keyids.clone();
         ids.sort();
         ids.dedup();
         if ids.len() != r.keyids.len() {
-            return Err(format!("the {name} role names a key twice"));
+            return Err(Refusal::KeyTwice(name));
         }
         if r.threshold.get() > r.keyids.len() as u64 {
-            return Err(format!("the {name} role's threshold is {}, but it has {} keys", r.threshold, r.keyids.len()));
+            return Err(Refusal::ThresholdAboveKeys { role: name, threshold: r.threshold.get(), keys: r.keyids.len() });
         }
         if matches!(role, Role::Snapshot | Role::Timestamp) && (r.threshold.get() != 1 || r.keyids.len() != 1) {
-            return Err(format!("the {name} role must have one key and a threshold of 1: the server signs it alone"));
+            return Err(Refusal::ServerRole(name));
         }
     }
     Ok(())
@@ -198,51 +199,51 @@ fn check_roles(root: &Root) -> Result<(), String> {
 
 /// `proposed` as the root after `old`: the next version, unexpired, well formed, and signed by
 /// the thresholds of both.
-pub fn check_root_after(old: &Root, proposed: &Signed<Root>, now: jiff::Timestamp) -> Result<(), String> {
+pub fn check_root_after(old: &Root, proposed: &Signed<Root>, now: jiff::Timestamp) -> Result<(), Refusal> {
     let new = &proposed.signed;
     if new.version.get() != old.version.get().saturating_add(1) {
-        return Err(format!("its version is {}; after root version {} only {} can follow", new.version, old.version, old.version.saturating_add(1)));
+        return Err(Refusal::RootVersion { version: new.version.get(), old: old.version.get(), next: old.version.get().saturating_add(1) });
     }
     if new.expires.as_second() <= now.as_second() {
-        return Err(format!("it expired at {}", new.expires));
+        return Err(Refusal::Expired(new.expires.to_string()));
     }
     if !new.consistent_snapshot {
-        return Err("consistent_snapshot is false; signet's repository and its clients need it true".into());
+        return Err(Refusal::NotConsistent);
     }
     check_roles(new)?;
     let by_old = tally(old, proposed);
     if !by_old.met() {
-        return Err(format!("{by_old} of the root it replaces (version {})", old.version));
+        return Err(Refusal::Threshold { tally: by_old.to_string(), of: format!("of the root it replaces (version {})", old.version) });
     }
     let by_new = tally(new, proposed);
     if !by_new.met() {
-        return Err(format!("{by_new} that it names itself"));
+        return Err(Refusal::Threshold { tally: by_new.to_string(), of: "that it names itself".into() });
     }
     // tough's own check too, as clients make it.
-    old.verify_role(proposed).map_err(|e| e.to_string())?;
-    new.verify_role(proposed).map_err(|e| e.to_string())
+    old.verify_role(proposed).map_err(|e| Refusal::Signatures(e.to_string()))?;
+    new.verify_role(proposed).map_err(|e| Refusal::Signatures(e.to_string()))
 }
 
 /// `proposed` as targets under `root`, past version `after`: unexpired, signed by the
 /// threshold, and each target file in `files` with its length and hash.
-pub fn check_targets_under(root: &Root, proposed: &Signed<Targets>, after: u64, files: &Path, now: jiff::Timestamp) -> Result<(), String> {
+pub fn check_targets_under(root: &Root, proposed: &Signed<Targets>, after: u64, files: &Path, now: jiff::Timestamp) -> Result<(), Refusal> {
     let t = &proposed.signed;
     if t.version.get() <= after {
-        return Err(format!("its version is {}, not past the targets already published ({after})", t.version));
+        return Err(Refusal::TargetsVersion { version: t.version.get(), after });
     }
     if t.expires.as_second() <= now.as_second() {
-        return Err(format!("it expired at {}", t.expires));
+        return Err(Refusal::Expired(t.expires.to_string()));
     }
     let by = tally(root, proposed);
     if !by.met() {
-        return Err(format!("{by} that the root (version {}) names", root.version));
+        return Err(Refusal::Threshold { tally: by.to_string(), of: format!("that the root (version {}) names", root.version) });
     }
-    root.verify_role(proposed).map_err(|e| e.to_string())?;
+    root.verify_role(proposed).map_err(|e| Refusal::Signatures(e.to_string()))?;
     for (target, meta) in &t.targets {
         let name = format!("{}.{}", hex::encode(&meta.hashes.sha256), target.raw());
-        let held = std::fs::read(files.join(&name)).map_err(|_| format!("its target targets/{name} is missing; copy targets/ with it"))?;
+        let held = std::fs::read(files.join(&name)).map_err(|_| Refusal::TargetMissing(name.clone()))?;
         if held.len() as u64 != meta.length || signet_core::hash::sha256(&held).as_slice() != meta.hashes.sha256.as_ref() {
-            return Err(format!("its target targets/{name} does not match its length and hash"));
+            return Err(Refusal::TargetMismatch(name));
         }
     }
     Ok(())
@@ -310,7 +311,7 @@ impl Repository {
         sorted.sort_by_key(|p| (p.role() != Role::Root, p.version()));
         let mut targets_given = false;
         for p in sorted {
-            let refused = |why: String| TufError::Refused { name: p.file_name(), why };
+            let refused = |why: Refusal| TufError::Refused { name: p.file_name(), why };
             match p {
                 Proposal::Root(r) => {
                     check_root_after(&root, r, now).map_err(refused)?;
@@ -318,7 +319,7 @@ impl Repository {
                 }
                 Proposal::Targets(t) => {
                     if targets_given {
-                        return Err(refused("one targets at a time".into()));
+                        return Err(refused(Refusal::TwoTargets));
                     }
                     targets_given = true;
                     check_targets_under(&root, t, c.targets.signed.version.get(), &self.dir().join("targets"), now).map_err(refused)?;
@@ -383,7 +384,7 @@ impl Repository {
                 match Proposal::read(&path) {
                     Ok(p) => out.push((path, p)),
                     Err(e) => {
-                        let why = e.to_string();
+                        let why = Refusal::Unreadable(e.to_string());
                         self.refuse(&path, &why);
                         return Err(TufError::Refused { name: name.to_string(), why });
                     }
@@ -395,7 +396,7 @@ impl Repository {
     }
 
     /// Moves a staged file aside as `<name>.refused`, so it is not tried again every round.
-    fn refuse(&self, path: &Path, why: &str) {
+    fn refuse(&self, path: &Path, why: &Refusal) {
         let aside = PathBuf::from(format!("{}.refused", path.display()));
         let _ = std::fs::rename(path, &aside);
         let _ = std::fs::write(PathBuf::from(format!("{}.why", aside.display())), format!("{why}\n"));

@@ -16,7 +16,7 @@ pub enum TufError {
     Tough(String),
     /// Metadata brought to the repository that it does not take up, and why.
     #[error("{name} is refused: {why}")]
-    Refused { name: String, why: String },
+    Refused { name: String, why: super::refusal::Refusal },
     /// Metadata that checks out but cannot be taken up alone (it waits for what it needs).
     #[error("{name} cannot be published yet: {why}")]
     NotYet { name: String, why: String },

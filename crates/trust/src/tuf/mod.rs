@@ -8,6 +8,7 @@
 //!   the metadata format are `tough`'s.
 //! - [`ceremony`]: root and targets signed k of n, offline: proposed, signed by each holder,
 //!   staged, and adopted once their thresholds are met.
+//! - [`refusal`]: why a ceremony's root or targets is refused.
 //! - [`files`]: the published files, held in memory for `GET /tuf/…`.
 //! - [`mirror`]: the repository as a copy of one published elsewhere (a database shared by
 //!   several instances): brought up to date from it, and what a signing changed, to store back.
@@ -25,10 +26,12 @@ pub mod error;
 pub mod files;
 pub mod keys;
 pub mod mirror;
+pub mod refusal;
 pub mod repo;
 
 pub use error::TufError;
 pub use files::Files;
+pub use refusal::Refusal;
 pub use keys::{Role, RoleKeys};
 pub use repo::{Published, Repository, Status};
 
