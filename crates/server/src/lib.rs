@@ -239,7 +239,14 @@ pub async fn serve(mut cfg: Config) -> Result<(), StartError> {
         tokio::spawn(watermarks.clone().run(move || state.logs_taking_appends()))
     };
     // It reads this instance through its public routes, so it starts after the ready line.
-    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(&cfg, &url, state.rekor_v2.clone(), m)) {
+    let monitor = match state.monitor_metrics.clone().map(|m| monitoring::prepare(
+        &cfg.monitor,
+        matches!(cfg.tls.mode(cfg.dev), config::TlsMode::Issued).then(|| signet_ca::serving::certificate_path(&cfg.data_dir)),
+        &cfg.data_dir,
+        &url,
+        state.rekor_v2.clone(),
+        m,
+    )) {
         Some(Ok(prepared)) => prepared,
         Some(Err(e)) => {
             let _ = stop.send(true);

@@ -356,7 +356,7 @@ impl AppState {
             }
         }
         // Started once every log is open: a witness that holds more than storage refuses them all.
-        let cosigning = crate::witnessing::start_cosigning(cfg, rekor_v2.clone(), taking_appends)?;
+        let cosigning = crate::witnessing::start_cosigning(&cfg.log.witnesses, &cfg.data_dir, rekor_v2.clone(), taking_appends)?;
         Ok(AppState {
             watermarks: crate::watermark::Keeper::new(cfg.data_dir.clone(), marks),
             rekor_v1,
@@ -378,8 +378,17 @@ impl AppState {
             audit_key,
             lifecycle,
             reports_dir: cfg.data_dir.join("reports"),
-            witness: crate::witnessing::open(cfg)?,
-            monitor_metrics: crate::monitoring::metrics(cfg),
+            witness: crate::witnessing::open(
+                &cfg.witness,
+                crate::witnessing::Home {
+                    data_dir: cfg.data_dir.clone(),
+                    base: cfg.source.as_deref().and_then(std::path::Path::parent).unwrap_or(&cfg.data_dir).to_path_buf(),
+                    host: cfg.hostname(),
+                    pkcs11: cfg.keys.pkcs11(),
+                    storage: cfg.storage_url()?,
+                },
+            )?,
+            monitor_metrics: crate::monitoring::metrics(&cfg.monitor),
             cosigning,
         })
     }

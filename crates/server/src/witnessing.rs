@@ -18,7 +18,7 @@ use signet_keys::{KeySource, NoteSigner, Pkcs11Settings};
 use signet_witness::{Witness, WitnessStore};
 
 use crate::api::error::ApiError;
-use crate::config::{Config, ConfigError, LogWitnesses};
+use crate::config::{ConfigError, LogWitnesses, WitnessSettings};
 use crate::state::AppState;
 
 impl LogWitnesses {
@@ -89,53 +89,65 @@ impl signet_witness::cosigning::Head for V2Head {
 /// `logs`: every log taking appends in the same storage (when a witness shows the storage
 /// was restored: they are refused then).
 pub fn start_cosigning(
-    cfg: &Config,
+    settings: &LogWitnesses,
+    data_dir: &Path,
     v2: Arc<crate::shards::active::ActiveShard>,
     logs: LogsTakingAppends,
 ) -> Result<Option<Arc<signet_witness::cosigning::Cosigning>>, crate::state::StartError> {
-    let settings = &cfg.log.witnesses;
     if !settings.enabled() {
         return Ok(None);
     }
     let endpoints = settings.endpoints()?;
     let tls = signet_tls::client_config(&signet_tls::Trust::Platform).map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
     let fetcher = signet_tls::Fetcher::new(tls).with_timeout(std::time::Duration::from_secs(10)).with_max_bytes(64 * 1024);
-    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head { v2, logs, data_dir: cfg.data_dir.clone() }), endpoints, settings.quorum, fetcher)
+    let cosigning = signet_witness::cosigning::Cosigning::start(Arc::new(V2Head { v2, logs, data_dir: data_dir.to_path_buf() }), endpoints, settings.quorum, fetcher)
         .map_err(|e| ConfigError::Invalid(format!("log.witnesses: {e}")))?;
     tracing::info!(members = settings.members.len(), quorum = settings.quorum, "the Rekor v2 log's checkpoints go to its witnesses");
     Ok(Some(cosigning))
 }
 
+/// What the witness needs of the instance it runs in.
+pub struct Home {
+    pub data_dir: PathBuf,
+    /// Where relative paths in `[witness]` are read from: the config file's directory.
+    pub base: PathBuf,
+    /// The instance's host (from its public URL), which names the witness unless
+    /// `witness.name` does; or why there is none.
+    pub host: Result<String, ConfigError>,
+    pub pkcs11: Pkcs11Settings,
+    /// The log's storage: the witness keeps its state beside it.
+    pub storage: signet_log::storage::StorageUrl,
+}
+
 /// The witness `[witness]` describes, its state beside the log's (SQLite in the data dir,
 /// or the shared PostgreSQL database); `None` when it lists no log.
-pub fn open(cfg: &Config) -> Result<Option<Arc<Witness>>, crate::state::StartError> {
-    let settings = &cfg.witness;
+pub fn open(settings: &WitnessSettings, home: Home) -> Result<Option<Arc<Witness>>, crate::state::StartError> {
     if !settings.enabled() {
         return Ok(None);
     }
-    let logs = settings.logs(cfg.source.as_deref().and_then(Path::parent).unwrap_or(&cfg.data_dir))?;
+    let logs = settings.logs(&home.base)?;
     let name = match &settings.name {
         Some(n) => n.clone(),
-        None => format!("{}/witness", cfg.hostname()?),
+        None => format!("{}/witness", home.host?),
     };
     if !signet_core::notekey::valid_name(&name) {
         return Err(ConfigError::Invalid(format!("witness.name {name:?} must be non-empty, without spaces or '+'")).into());
     }
-    let key = settings.key.clone().unwrap_or_else(|| KeySource::File(cfg.data_dir.join("keys").join("witness.pem")));
+    let key = settings.key.clone().unwrap_or_else(|| KeySource::File(home.data_dir.join("keys").join("witness.pem")));
     if let KeySource::File(dir) = &key {
         if let Some(dir) = dir.parent() {
             signet_core::files::ensure_private_dir(dir)
                 .map_err(|source| crate::state::StartError::Io { what: format!("creating {}", dir.display()), source })?;
         }
     }
-    let signer = NoteSigner::open(&key, &cfg.keys.pkcs11(), &name, NoteKeyType::Cosignature, matches!(key, KeySource::File(_)))?;
-    publish_vkey(&cfg.data_dir, "witness.vkey", &signer)?;
-    let store: Arc<dyn WitnessStore> = match cfg.storage_url()? {
+    let signer = NoteSigner::open(&key, &home.pkcs11, &name, NoteKeyType::Cosignature, matches!(key, KeySource::File(_)))?;
+    publish_vkey(&home.data_dir, "witness.vkey", &signer)?;
+    let store: Arc<dyn WitnessStore> = match home.storage {
         signet_log::storage::StorageUrl::Postgres(url) => {
             Arc::new(signet_witness::PostgresStore::new(&url).map_err(|e| ConfigError::Invalid(e.to_string()))?)
         }
         _ => Arc::new(
-            signet_witness::SqliteStore::open(&cfg.data_dir.join("witness.sqlite")).map_err(|e| ConfigError::Invalid(e.to_string()))?,
+            signet_witness::SqliteStore::open(&home.data_dir.join("witness.sqlite")).map_err(|e| ConfigError::Invalid(e.to_string()))?,
         ),
     };
     let witness = Arc::new(Witness::new(signer, logs, store));
