@@ -7,7 +7,7 @@ use std::path::Path;
 use signet_house::{circles, crate_roots, string_errors, tree::Crate};
 
 /// `Result<_, String>` in library crates (everything but the binary), at most.
-const STRING_ERRORS_AT_MOST: usize = 235;
+const STRING_ERRORS_AT_MOST: usize = 231;
 
 fn workspace() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

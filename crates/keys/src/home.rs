@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::source::{AwsKmsUri, KeySource, Pkcs11Settings, Pkcs11Uri, SourceError};
+use crate::source::{AwsKmsUri, KeySource, Pkcs11Settings, Pkcs11Uri, SourceError, Unusable};
 use crate::{awskms, pkcs11, Algorithm, KeyError};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,7 +20,7 @@ impl KeyHome {
         if let Some(rest) = s.strip_prefix("awskms://") {
             return match rest.split_once('/') {
                 Some((host, "")) if !host.contains(['@', '?', '#']) => Ok(KeyHome::AwsKms { endpoint: (!host.is_empty()).then(|| host.to_string()) }),
-                _ => Err(SourceError { given: s.into(), why: "expected awskms:/// or awskms://HOST:PORT/ (init names each key alias/signet-…)".into() }),
+                _ => Err(SourceError { given: s.into(), why: Unusable::NotAKmsHome }),
             };
         }
         Pkcs11Uri::parse_token(s).map(KeyHome::Token)

@@ -75,7 +75,51 @@ impl fmt::Debug for Pkcs11Settings {
 pub struct SourceError {
     /// What was given, with any PIN in it hidden.
     pub given: String,
-    pub why: String,
+    pub why: Unusable,
+}
+
+/// What is wrong with a key's file path or URI, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unusable {
+    #[error("a file:// URI takes an absolute path (file:///path)")]
+    RelativeFileUri,
+    #[error("expected a file path or a pkcs11: URI")]
+    Empty,
+    #[error("the {0}:// key backend is not supported; expected a file path, file:///path, pkcs11:token=…;object=… or awskms:///KEY")]
+    Backend(String),
+    #[error("expected a pkcs11: URI naming a token (pkcs11:token=LABEL)")]
+    NotAToken,
+    #[error("names a key; give only the token (init names each key it keeps there signet-…)")]
+    TokenNamesKey,
+    #[error("expected awskms:/// or awskms://HOST:PORT/ (init names each key alias/signet-…)")]
+    NotAKmsHome,
+    #[error("expected awskms:///KEY or awskms://HOST:PORT/KEY")]
+    KmsShape,
+    #[error("{0:?} is not a KMS key: expected a key id, a key ARN (arn:aws…) or alias/NAME")]
+    KmsKey(String),
+    #[error("{0:?} is not a HOST[:PORT]")]
+    KmsHost(String),
+    #[error("attribute {0:?} has no '=' (RFC 7512: name=value)")]
+    NoValue(String),
+    #[error("query attribute {0:?} has no '='")]
+    NoQueryValue(String),
+    #[error("{0}: a '%' is not followed by two hex digits")]
+    BadEscape(String),
+    #[error("{0} is not UTF-8")]
+    NotUtf8(String),
+    #[error("slot-id is not a number")]
+    SlotId,
+    #[error("unknown attribute {0:?}; expected token, serial, slot-id, object or id")]
+    UnknownAttribute(String),
+    #[error("module-name is not supported; give module-path (or pkcs11.module in the config)")]
+    ModuleName,
+    #[error("unknown query attribute {0:?}; expected module-path, pin-value or pin-source")]
+    UnknownQueryAttribute(String),
+    #[error("names no key: give object= (its label) or id=")]
+    NoKey,
+    #[error("{0} is given twice")]
+    Twice(String),
 }
 
 impl FromStr for KeySource {
@@ -90,18 +134,15 @@ impl FromStr for KeySource {
         }
         let path = match s.strip_prefix("file://") {
             Some(p) if p.starts_with('/') => p,
-            Some(_) => return Err(SourceError { given: s.into(), why: "a file:// URI takes an absolute path (file:///path)".into() }),
+            Some(_) => return Err(SourceError { given: s.into(), why: Unusable::RelativeFileUri }),
             None => s,
         };
         if path.is_empty() {
-            return Err(SourceError { given: s.into(), why: "expected a file path or a pkcs11: URI".into() });
+            return Err(SourceError { given: s.into(), why: Unusable::Empty });
         }
         if s.contains("://") && !s.starts_with("file://") {
             let scheme = s.split("://").next().unwrap_or_default();
-            return Err(SourceError {
-                given: s.into(),
-                why: format!("the {scheme}:// key backend is not supported; expected a file path, file:///path, pkcs11:token=…;object=… or awskms:///KEY"),
-            });
+            return Err(SourceError { given: s.into(), why: Unusable::Backend(scheme.to_string()) });
         }
         Ok(KeySource::File(PathBuf::from(path)))
     }
@@ -182,10 +223,10 @@ impl Pkcs11Uri {
 
     /// This URI naming only a token, as `signet init --keys` takes it (it names the objects).
     pub fn parse_token(s: &str) -> Result<Pkcs11Uri, SourceError> {
-        let rest = s.strip_prefix("pkcs11:").ok_or_else(|| SourceError { given: hide_pin(s), why: "expected a pkcs11: URI naming a token (pkcs11:token=LABEL)".into() })?;
+        let rest = s.strip_prefix("pkcs11:").ok_or_else(|| SourceError { given: hide_pin(s), why: Unusable::NotAToken })?;
         let names_key = rest.split('?').next().unwrap_or_default().split(';').any(|a| a.starts_with("object=") || a.starts_with("id="));
         if names_key {
-            return Err(SourceError { given: hide_pin(s), why: "names a key; give only the token (init names each key it keeps there signet-…)".into() });
+            return Err(SourceError { given: hide_pin(s), why: Unusable::TokenNamesKey });
         }
         // The objects are named by init: parse with a placeholder, then drop it.
         let probe = match rest.split_once('?') {
@@ -199,67 +240,69 @@ impl Pkcs11Uri {
 }
 
 impl AwsKmsUri {
-    fn parse(rest: &str) -> Result<AwsKmsUri, String> {
-        let (host, key) = rest.split_once('/').ok_or("expected awskms:///KEY or awskms://HOST:PORT/KEY")?;
+    fn parse(rest: &str) -> Result<AwsKmsUri, Unusable> {
+        let (host, key) = rest.split_once('/').ok_or(Unusable::KmsShape)?;
         let key_ok = key.starts_with("alias/") && key.len() > 6
             || key.starts_with("arn:aws")
             || (!key.is_empty() && key.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
         if !key_ok {
-            return Err(format!("{key:?} is not a KMS key: expected a key id, a key ARN (arn:aws…) or alias/NAME"));
+            return Err(Unusable::KmsKey(key.to_string()));
         }
         if host.contains(['@', '?', '#']) {
-            return Err(format!("{host:?} is not a HOST[:PORT]"));
+            return Err(Unusable::KmsHost(host.to_string()));
         }
         Ok(AwsKmsUri { endpoint: (!host.is_empty()).then(|| host.to_string()), key: key.to_string() })
     }
 }
 
-fn parse_pkcs11(rest: &str) -> Result<Pkcs11Uri, String> {
+fn parse_pkcs11(rest: &str) -> Result<Pkcs11Uri, Unusable> {
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     let mut uri = Pkcs11Uri::default();
     for attr in path.split(';').filter(|a| !a.is_empty()) {
-        let (name, value) = attr.split_once('=').ok_or_else(|| format!("attribute {attr:?} has no '=' (RFC 7512: name=value)"))?;
-        let bytes = unescape(value).map_err(|e| format!("{name}: {e}"))?;
-        let text = || String::from_utf8(bytes.clone()).map_err(|_| format!("{name} is not UTF-8"));
+        let (name, value) = attr.split_once('=').ok_or_else(|| Unusable::NoValue(attr.to_string()))?;
+        let bytes = unescape(value).ok_or_else(|| Unusable::BadEscape(name.to_string()))?;
+        let text = || String::from_utf8(bytes.clone()).map_err(|_| Unusable::NotUtf8(name.to_string()));
         match name {
             "token" => set(&mut uri.token, text()?, name)?,
             "serial" => set(&mut uri.serial, text()?, name)?,
             "object" => set(&mut uri.object, text()?, name)?,
             "id" => set(&mut uri.id, bytes, name)?,
-            "slot-id" => set(&mut uri.slot_id, text()?.parse().map_err(|_| "slot-id is not a number".to_string())?, name)?,
+            "slot-id" => set(&mut uri.slot_id, text()?.parse().map_err(|_| Unusable::SlotId)?, name)?,
             // Describe the key or the module, and select nothing signet needs selected.
             "type" | "manufacturer" | "model" | "library-manufacturer" | "library-description" | "library-version"
             | "slot-manufacturer" | "slot-description" => {}
             _ if name.starts_with("x-") => {}
-            _ => return Err(format!("unknown attribute {name:?}; expected token, serial, slot-id, object or id")),
+            _ => return Err(Unusable::UnknownAttribute(name.to_string())),
         }
     }
     for attr in query.split('&').filter(|a| !a.is_empty()) {
-        let (name, value) = attr.split_once('=').ok_or_else(|| format!("query attribute {attr:?} has no '='"))?;
-        let text = String::from_utf8(unescape(value).map_err(|e| format!("{name}: {e}"))?).map_err(|_| format!("{name} is not UTF-8"))?;
+        let (name, value) = attr.split_once('=').ok_or_else(|| Unusable::NoQueryValue(attr.to_string()))?;
+        let bytes = unescape(value).ok_or_else(|| Unusable::BadEscape(name.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|_| Unusable::NotUtf8(name.to_string()))?;
         match name {
             "module-path" => set(&mut uri.module_path, PathBuf::from(text), name)?,
             "pin-value" => set(&mut uri.pin_value, text, name)?,
             "pin-source" => set(&mut uri.pin_source, PathBuf::from(text.strip_prefix("file:").unwrap_or(&text)), name)?,
-            "module-name" => return Err("module-name is not supported; give module-path (or pkcs11.module in the config)".into()),
+            "module-name" => return Err(Unusable::ModuleName),
             _ if name.starts_with("x-") => {}
-            _ => return Err(format!("unknown query attribute {name:?}; expected module-path, pin-value or pin-source")),
+            _ => return Err(Unusable::UnknownQueryAttribute(name.to_string())),
         }
     }
     if uri.object.is_none() && uri.id.is_none() {
-        return Err("names no key: give object= (its label) or id=".into());
+        return Err(Unusable::NoKey);
     }
     Ok(uri)
 }
 
-fn set<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), String> {
+fn set<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), Unusable> {
     match slot.replace(value) {
         None => Ok(()),
-        Some(_) => Err(format!("{name} is given twice")),
+        Some(_) => Err(Unusable::Twice(name.to_string())),
     }
 }
 
-fn unescape(s: &str) -> Result<Vec<u8>, String> {
+/// `s` with its `%XX` escapes decoded; `None` when a `%` is not followed by two hex digits.
+fn unescape(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len());
     let mut bytes = s.bytes();
     while let Some(b) = bytes.next() {
@@ -268,11 +311,11 @@ fn unescape(s: &str) -> Result<Vec<u8>, String> {
             continue;
         }
         let hex = [bytes.next(), bytes.next()];
-        let [Some(hi), Some(lo)] = hex else { return Err("a '%' is not followed by two hex digits".into()) };
-        let digit = |c: u8| (c as char).to_digit(16).ok_or("a '%' is not followed by two hex digits");
+        let [Some(hi), Some(lo)] = hex else { return None };
+        let digit = |c: u8| (c as char).to_digit(16);
         out.push((digit(hi)? * 16 + digit(lo)?) as u8);
     }
-    Ok(out)
+    Some(out)
 }
 
 fn escape(bytes: &[u8]) -> String {
@@ -301,10 +344,10 @@ mod tests {
     fn paths_and_file_uris_are_files() {
         assert_eq!("keys/tsa.pem".parse(), Ok(KeySource::File("keys/tsa.pem".into())));
         assert_eq!("file:///etc/signet/tsa.pem".parse(), Ok(KeySource::File("/etc/signet/tsa.pem".into())));
-        assert!("file://relative".parse::<KeySource>().unwrap_err().why.contains("absolute"));
+        assert!("file://relative".parse::<KeySource>().unwrap_err().why.to_string().contains("absolute"));
         assert!("".parse::<KeySource>().is_err());
         let kms = "gcpkms://projects/p/keys/tsa".parse::<KeySource>().unwrap_err();
-        assert!(kms.why.contains("gcpkms:// key backend is not supported"), "{kms}");
+        assert!(kms.why.to_string().contains("gcpkms:// key backend is not supported"), "{kms}");
         // cosign's spellings of an AWS KMS key.
         for (given, endpoint, key) in [
             ("awskms:///alias/signet-tsa", None, "alias/signet-tsa"),
@@ -318,7 +361,7 @@ mod tests {
         }
         for bad in ["awskms://alias/tsa", "awskms:///", "awskms:///alias/", "awskms:///not a key"] {
             let err = bad.parse::<KeySource>().unwrap_err();
-            assert!(err.why.contains("expected"), "{bad}: {err}");
+            assert!(err.why.to_string().contains("expected"), "{bad}: {err}");
         }
     }
 
@@ -345,19 +388,19 @@ mod tests {
     #[test]
     fn bad_pkcs11_uris_say_what_is_wrong_and_hide_the_pin() {
         let err = |s: &str| s.parse::<KeySource>().unwrap_err();
-        assert!(err("pkcs11:token=a").why.contains("names no key"));
-        assert!(err("pkcs11:token=a;object=b;object=c").why.contains("object is given twice"));
-        assert!(err("pkcs11:token=a;objekt=b").why.contains("unknown attribute \"objekt\""));
-        assert!(err("pkcs11:object=%zz").why.contains("two hex digits"));
-        assert!(err("pkcs11:object=a%4").why.contains("two hex digits"));
-        assert!(err("pkcs11:object=a?module-name=softhsm2").why.contains("module-path"));
+        assert!(err("pkcs11:token=a").why.to_string().contains("names no key"));
+        assert!(err("pkcs11:token=a;object=b;object=c").why.to_string().contains("object is given twice"));
+        assert!(err("pkcs11:token=a;objekt=b").why.to_string().contains("unknown attribute \"objekt\""));
+        assert!(err("pkcs11:object=%zz").why.to_string().contains("two hex digits"));
+        assert!(err("pkcs11:object=a%4").why.to_string().contains("two hex digits"));
+        assert!(err("pkcs11:object=a?module-name=softhsm2").why.to_string().contains("module-path"));
         let e = err("pkcs11:object=a?pin-value=secret&bogus=1");
-        assert!(e.why.contains("bogus") && !e.to_string().contains("secret"), "{e}");
+        assert!(e.why.to_string().contains("bogus") && !e.to_string().contains("secret"), "{e}");
         // `init --keys` takes a token alone.
         let token = Pkcs11Uri::parse_token("pkcs11:token=t?pin-value=9").unwrap();
         assert_eq!((token.token.as_deref(), token.object.as_deref()), (Some("t"), None));
         assert_eq!(token.with_object("signet-tsa").to_string(), "pkcs11:token=t;object=signet-tsa");
-        assert!(Pkcs11Uri::parse_token("pkcs11:token=t;object=x").unwrap_err().why.contains("names a key"));
+        assert!(Pkcs11Uri::parse_token("pkcs11:token=t;object=x").unwrap_err().why.to_string().contains("names a key"));
         assert!(Pkcs11Uri::parse_token("/keys/x.pem").is_err());
         // Vendor attributes and descriptions select nothing and are accepted.
         assert!("pkcs11:object=a;type=private;x-vendor=1;manufacturer=SoftHSM".parse::<KeySource>().is_ok());
