@@ -1,5 +1,6 @@
 //! `signet-house [WORKSPACE]`: the import circles inside each crate, and the string errors in the
-//! library crates, each with the lines that make it. Exits 1 when there is any.
+//! library crates, each with the lines that make it. Exits 1 when a crate has a circle; the
+//! string errors are a count on its way down (the workspace test holds its ceiling).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,5 +38,5 @@ fn report(workspace: &std::path::Path) -> Result<usize, Box<dyn std::error::Erro
         }
     }
     println!("{circle_count} circles inside crates; {string_count} Result<_, String> in library crates");
-    Ok(circle_count + string_count)
+    Ok(circle_count)
 }
