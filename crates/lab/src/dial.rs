@@ -16,13 +16,31 @@ use http::Uri;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use serde::{Deserialize, Serialize};
-use signet_tls::Trust;
+use signet_tls::{Trust, TrustError};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::error::ConnError;
+
+/// Why a dialer for a target cannot be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DialError {
+    #[error("target {target} must be an http:// or https:// URL")]
+    Scheme { target: Uri },
+    #[error("target {target} has no host")]
+    NoHost { target: Uri },
+    #[error("target host {host:?} is not a DNS name or IP address: {source}")]
+    ServerName { host: String, source: rustls::pki_types::InvalidDnsNameError },
+    /// The CA file given with `--ca-file` is unusable.
+    #[error("--ca-file: {0}")]
+    CaFile(#[source] TrustError),
+    /// The platform's roots are unusable, and no CA file was given.
+    #[error("{0}; or give the target's CA with --ca-file PEM")]
+    PlatformRoots(#[source] TrustError),
+}
 
 /// What a TLS handshake negotiated, as the result JSON records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -128,14 +146,14 @@ impl Dialer {
     }
 
     /// A dialer for `target`: plain for `http://`, TLS for `https://` (then `tls` is used).
-    pub fn new(target: &Uri, tls: &TlsSpec<'_>) -> Result<Dialer, String> {
+    pub fn new(target: &Uri, tls: &TlsSpec<'_>) -> Result<Dialer, DialError> {
         match target.scheme_str() {
             Some("http") => Ok(Dialer::plain(target)),
             Some("https") => {
-                let host = target.host().ok_or_else(|| format!("target {target} has no host"))?;
+                let host = target.host().ok_or_else(|| DialError::NoHost { target: target.clone() })?;
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let name = ServerName::try_from(host.to_string())
-                    .map_err(|e| format!("target host {host:?} is not a DNS name or IP address: {e}"))?;
+                    .map_err(|source| DialError::ServerName { host: host.to_string(), source })?;
                 let mut config = client_config(tls.ca_file)?;
                 config.alpn_protocols = tls.alpn.iter().map(|p| p.to_vec()).collect();
                 let trust = match tls.ca_file {
@@ -147,7 +165,7 @@ impl Dialer {
                     TlsSide { connector: TlsConnector::from(Arc::new(config)), name, trust, require_alpn: tls.require, offered };
                 Ok(Dialer { addr: socket_addr(target, 443), tls: Some(side), negotiated: OnceLock::new() })
             }
-            _ => Err(format!("target {target} must be an http:// or https:// URL")),
+            _ => Err(DialError::Scheme { target: target.clone() }),
         }
     }
 
@@ -236,11 +254,11 @@ fn socket_addr(target: &Uri, default_port: u16) -> String {
 
 /// A rustls client configuration on aws-lc-rs (`signet-tls`) trusting `ca_file`, or the
 /// platform's roots.
-pub fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, String> {
+pub fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, DialError> {
     let trust = ca_file.map_or(Trust::Platform, |p| Trust::PemFile(p.to_path_buf()));
     let config = signet_tls::client_config(&trust).map_err(|e| match ca_file {
-        Some(_) => format!("--ca-file: {e}"),
-        None => format!("{e}; or give the target's CA with --ca-file PEM"),
+        Some(_) => DialError::CaFile(e),
+        None => DialError::PlatformRoots(e),
     })?;
     // A copy, to set this dialer's ALPN protocols on it.
     Ok(ClientConfig::clone(&config))
@@ -262,9 +280,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("empty.pem");
         std::fs::write(&path, "not a certificate\n").unwrap();
-        let err = client_config(Some(&path)).unwrap_err();
+        let err = client_config(Some(&path)).unwrap_err().to_string();
         assert!(err.starts_with("--ca-file: CA bundle ") && err.ends_with("holds no CERTIFICATE block; expected PEM CA certificates"), "{err}");
-        let missing = client_config(Some(&dir.join("absent.pem"))).unwrap_err();
+        let missing = client_config(Some(&dir.join("absent.pem"))).unwrap_err().to_string();
         assert!(missing.contains("absent.pem"), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -272,7 +290,7 @@ mod tests {
     #[test]
     fn other_schemes_are_refused() {
         let spec = TlsSpec { ca_file: None, alpn: &[], require: None };
-        let err = Dialer::new(&"ftp://127.0.0.1/".parse().unwrap(), &spec).err().unwrap();
+        let err = Dialer::new(&"ftp://127.0.0.1/".parse().unwrap(), &spec).err().unwrap().to_string();
         assert!(err.contains("must be an http:// or https:// URL"), "{err}");
     }
 }

@@ -23,6 +23,10 @@
 //! - [`micro`]: the crates' criterion suites, run by name; medians read back (`signet bench micro`).
 //! - [`tlsbench`]: report 003's TLS handshake and payload table, signet's backends side by
 //!   side (and external servers such as nginx) (`signet bench tls`).
+//! - [`verify`]: in-process bundle verification, beside a peer verifier (`signet bench verify`).
+//! - [`fill`]: large logs built through the storage API, as the sequencer commits.
+//! - [`scale`]: one log of millions of entries: open time, memory, lookups, disk (`signet bench scale`).
+//! - [`monitor`]: the monitor catching up with a long log, in entries/s (`signet bench monitor`).
 
 pub mod compare;
 pub mod conn;
@@ -30,20 +34,24 @@ pub mod crypto;
 pub mod dial;
 pub mod disk;
 pub mod error;
+pub mod fill;
 #[cfg(test)]
 mod fixture;
 pub mod gonogo;
 pub mod h2;
 pub mod load;
 pub mod micro;
+pub mod monitor;
 pub mod preset;
 pub mod report;
 pub mod result;
+pub mod scale;
 pub mod soak;
 pub mod table;
 pub mod tlsbench;
 pub mod transport;
 pub mod txn;
+pub mod verify;
 pub mod workload;
 
 pub use load::{run, LoadSpec};

@@ -17,11 +17,11 @@ use hdrhistogram::Histogram;
 use http::{Method, Uri};
 use tokio::time::Instant;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, ConnError};
 use crate::dial::{Dialer, Setup};
 use crate::result::{Bucket, KindResult, Latency, LoadResult, Second};
-use crate::transport::{Client, HttpVersion, Transport};
-use crate::txn::{Transactions, TxnSpec};
+use crate::transport::{Client, HttpVersion, Transport, TransportError};
+use crate::txn::{self, SeedError, Transactions, TxnError, TxnFailure, TxnSpec};
 use crate::workload::{RequestMaker, Workload};
 
 #[derive(Debug, Clone)]
@@ -72,11 +72,83 @@ enum Driver {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
+    /// The run cannot be made as specified (exit 2), or it broke down on the generator's side.
     #[error("invalid load spec: {0}")]
-    Spec(String),
-    #[error("target {0}: {1}")]
-    Target(String, String),
+    Spec(#[from] SpecError),
+    /// The target (a URL, or the path of a request made before the clock starts) failed.
+    #[error("target {target}: {source}")]
+    Target { target: String, source: TargetError },
+}
+
+/// What [`LoadError::Spec`] says is wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    #[error("rate must be in (0, 1000000], got {0}")]
+    Rate(f64),
+    #[error("duration must be between 1 s and 24 h")]
+    Duration,
+    #[error("warm-up must be at most 1 h, got {} s", .0.as_secs_f64())]
+    Warmup(Duration),
+    #[error("connections must be 1..=4096, got {0}")]
+    Connections(usize),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("the {} workload needs --token with an identity token (signet dev-token)", .0.name())]
+    NeedsToken(Workload),
+    #[error("the cert-grpc workload needs --http 2: gRPC runs over HTTP/2 only")]
+    GrpcNeedsHttp2,
+    #[error("rekor version must be 1 or 2, got {0}")]
+    RekorVersion(u8),
+    #[error("--server-pid {pid}: cannot read /proc/{pid}: {source}")]
+    ServerPid { pid: u32, source: std::io::Error },
+    #[error("the {} workload needs --seed N > 0 entries to look up", .0.name())]
+    NeedsSeed(Workload),
+    #[error(transparent)]
+    Transactions(#[from] TxnError),
+    #[error("--disk-probe {}: {source}", .dir.display())]
+    DiskProbe { dir: std::path::PathBuf, source: std::io::Error },
+    #[error("disk probe: {0}")]
+    DiskProbeFinish(#[source] std::io::Error),
+    /// The task that prepares the requests or transactions panicked.
+    #[error("{0}")]
+    Prepare(#[source] tokio::task::JoinError),
+    #[error("worker failed: {0}")]
+    Worker(#[source] tokio::task::JoinError),
+    #[error("soak sampler failed: {0}")]
+    SoakSampler(#[source] tokio::task::JoinError),
+}
+
+/// What [`LoadError::Target`] says went wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetError {
+    #[error(transparent)]
+    Seed(#[from] SeedError),
+    #[error(transparent)]
+    Conn(#[from] ConnError),
+    #[error("status {status}, not JSON: {source}")]
+    NotJson { status: u16, source: serde_json::Error },
+    #[error("log is empty or has no treeSize; run log-append first")]
+    EmptyLog,
+}
+
+/// Why an arrival failed. Its text is the key the result's `errors` counts it under
+/// (`status_503`, `timeout`, `io`, or a transaction's `cert_status_500`, `sign_timeout`).
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("status_{0}")]
+    Status(u16),
+    #[error("{}", .0.kind())]
+    Conn(#[source] ConnError),
+    #[error("timeout")]
+    Timeout,
+    #[error(transparent)]
+    Transaction(#[from] TxnFailure),
+    #[error("{}_timeout", .0.name())]
+    TransactionTimeout(txn::Kind),
 }
 
 /// The most requests one run may schedule, whatever rate × duration asks for.
@@ -131,9 +203,9 @@ impl Recorder {
         }
     }
 
-    /// Records one outcome: its latency in µs, or its error kind. `second` is the second
+    /// Records one outcome: its latency in µs, or why it failed. `second` is the second
     /// of its intended send time, `now_s` the second it completed in.
-    fn record(&mut self, second: u64, now_s: u64, kind: Option<&'static str>, outcome: Result<u64, String>) {
+    fn record(&mut self, second: u64, now_s: u64, kind: Option<&'static str>, outcome: Result<u64, Failure>) {
         if let Some(kind) = kind {
             let e = self.by_kind.entry(kind).or_insert_with(|| (new_histogram(), 0, 0));
             match &outcome {
@@ -150,7 +222,7 @@ impl Recorder {
                 self.open_seconds.entry(second).or_insert_with(new_histogram).saturating_record(us);
                 self.ok += 1;
             }
-            Err(kind) => *self.errors.entry(kind).or_insert(0) += 1,
+            Err(failure) => *self.errors.entry(failure.to_string()).or_insert(0) += 1,
         }
         self.close_seconds_before(now_s.saturating_sub(self.settle_s));
     }
@@ -169,54 +241,53 @@ impl Recorder {
 
 pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     if !(spec.rate > 0.0 && spec.rate <= 1_000_000.0) {
-        return Err(LoadError::Spec(format!("rate must be in (0, 1000000], got {}", spec.rate)));
+        return Err(SpecError::Rate(spec.rate).into());
     }
     if spec.duration.is_zero() || spec.duration > Duration::from_secs(24 * 3600) {
-        return Err(LoadError::Spec("duration must be between 1 s and 24 h".into()));
+        return Err(SpecError::Duration.into());
     }
     if spec.warmup > Duration::from_secs(3600) {
-        return Err(LoadError::Spec(format!("warm-up must be at most 1 h, got {} s", spec.warmup.as_secs_f64())));
+        return Err(SpecError::Warmup(spec.warmup).into());
     }
     if spec.connections == 0 || spec.connections > 4096 {
-        return Err(LoadError::Spec(format!("connections must be 1..=4096, got {}", spec.connections)));
+        return Err(SpecError::Connections(spec.connections).into());
     }
-    spec.transport.check(&spec.target, spec.connections).map_err(LoadError::Spec)?;
-    let dialers = spec.transport.dialers(&spec.target).map_err(LoadError::Spec)?;
+    spec.transport.check(&spec.target, spec.connections).map_err(SpecError::from)?;
+    let dialers = spec.transport.dialers(&spec.target).map_err(SpecError::from)?;
     let warm = (spec.rate * spec.warmup.as_secs_f64()).ceil() as u64;
     let total = (warm + (spec.rate * spec.duration.as_secs_f64()).ceil() as u64).min(MAX_REQUESTS);
 
     if matches!(spec.workload, Workload::Cert | Workload::CertGrpc)
         && crate::workload::token_challenge(spec.token.as_deref().unwrap_or("")).is_none()
     {
-        return Err(LoadError::Spec(format!("the {} workload needs --token with an identity token (signet dev-token)", spec.workload.name())));
+        return Err(SpecError::NeedsToken(spec.workload).into());
     }
     if spec.workload == Workload::CertGrpc && spec.transport.http != crate::transport::HttpVersion::Http2 {
-        return Err(LoadError::Spec("the cert-grpc workload needs --http 2: gRPC runs over HTTP/2 only".into()));
+        return Err(SpecError::GrpcNeedsHttp2.into());
     }
     if !matches!(spec.rekor_version, 1 | 2) {
-        return Err(LoadError::Spec(format!("rekor version must be 1 or 2, got {}", spec.rekor_version)));
+        return Err(SpecError::RekorVersion(spec.rekor_version).into());
     }
     if let Some(soak) = spec.soak {
-        crate::soak::read_proc(soak.pid)
-            .map_err(|e| LoadError::Spec(format!("--server-pid {}: cannot read /proc/{}: {e}", soak.pid, soak.pid)))?;
+        crate::soak::read_proc(soak.pid).map_err(|source| SpecError::ServerPid { pid: soak.pid, source })?;
     }
     let driver = if spec.workload.is_transaction() {
         let seeded = if spec.workload == Workload::Sign {
             Vec::new()
         } else {
             if spec.seed_entries == 0 {
-                return Err(LoadError::Spec(format!("the {} workload needs --seed N > 0 entries to look up", spec.workload.name())));
+                return Err(SpecError::NeedsSeed(spec.workload).into());
             }
             crate::txn::seed_entries(&dialers.setup, &spec.target, spec.seed_entries)
                 .await
-                .map_err(|e| LoadError::Target(spec.target.to_string(), e))?
+                .map_err(|e| LoadError::Target { target: spec.target.to_string(), source: e.into() })?
         };
         let (target, token) = (spec.target.clone(), spec.token.clone());
         let txn = TxnSpec { workload: spec.workload, count: total as usize, rng_seed: spec.rng_seed, rekor_version: spec.rekor_version };
         let t = tokio::task::spawn_blocking(move || Transactions::prepare(&target, &txn, token.as_deref(), &seeded))
             .await
-            .map_err(|e| LoadError::Spec(e.to_string()))?
-            .map_err(LoadError::Spec)?;
+            .map_err(SpecError::Prepare)?
+            .map_err(SpecError::from)?;
         Driver::Transactions(Arc::new(t))
     } else {
         let read_size = if spec.workload == Workload::LogRead { tree_size(&dialers.setup, &spec.target).await? } else { 0 };
@@ -226,7 +297,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
             RequestMaker::prepare(&target, kind, total as usize, method, body, read_size, token.as_deref(), &headers)
         })
         .await
-        .map_err(|e| LoadError::Spec(e.to_string()))?;
+        .map_err(SpecError::Prepare)?;
         Driver::Requests(maker)
     };
 
@@ -235,7 +306,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         .transport
         .clients(&dialers.workers, spec.connections)
         .await
-        .map_err(|e| LoadError::Target(spec.target.to_string(), e.to_string()))?;
+        .map_err(|e| LoadError::Target { target: spec.target.to_string(), source: e.into() })?;
     let start = Instant::now() + Duration::from_millis(20);
     let interval = Duration::from_secs_f64(1.0 / spec.rate);
     let measure_from = start + interval.mul_f64(warm as f64);
@@ -249,7 +320,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     let disk = match &spec.disk_probe {
         Some(dir) => Some(
             crate::disk::DiskProbe::start(dir, start.into_std())
-                .map_err(|e| LoadError::Spec(format!("--disk-probe {}: {e}", dir.display())))?,
+                .map_err(|source| SpecError::DiskProbe { dir: dir.clone(), source })?,
         ),
         None => None,
     };
@@ -286,7 +357,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         });
     }
     for w in workers {
-        w.await.map_err(|e| LoadError::Spec(format!("worker failed: {e}")))?;
+        w.await.map_err(SpecError::Worker)?;
     }
     let mut recorder = std::mem::replace(&mut *lock(&recorder), Recorder::new(spec.timeout));
     recorder.close_seconds_before(u64::MAX);
@@ -294,7 +365,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         recorder;
     let disk = match disk {
         Some(probe) => {
-            let mut report = probe.finish().map_err(|e| LoadError::Spec(format!("disk probe: {e}")))?;
+            let mut report = probe.finish().map_err(SpecError::DiskProbeFinish)?;
             // The probe's seconds count from the start; the run's from the warm-up's end.
             let offset = measure_from.saturating_duration_since(start).as_secs();
             let p99: Vec<(u64, f64)> = per_second.iter().map(|s| (s.t + offset, s.p99_ms)).collect();
@@ -306,7 +377,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     let soak = match soak {
         Some((s, stop, task)) => {
             let _ = stop.send(());
-            let samples = task.await.map_err(|e| LoadError::Spec(format!("soak sampler failed: {e}")))?;
+            let samples = task.await.map_err(SpecError::SoakSampler)?;
             Some(crate::soak::SoakReport::new(s.pid, s.threshold_pct, samples))
         }
         None => None,
@@ -385,21 +456,21 @@ async fn worker(
             Driver::Requests(maker) => {
                 let err = match tokio::time::timeout(timeout, conn.send(&maker.request(i))).await {
                     Ok(Ok(reply)) if (200..300).contains(&reply.status) => None,
-                    Ok(Ok(reply)) => Some(format!("status_{}", reply.status)),
-                    Ok(Err(e)) => Some(e.kind().to_string()),
+                    Ok(Ok(reply)) => Some(Failure::Status(reply.status)),
+                    Ok(Err(e)) => Some(Failure::Conn(e)),
                     Err(_) => {
                         conn.reset();
-                        Some("timeout".to_string())
+                        Some(Failure::Timeout)
                     }
                 };
                 (None, err)
             }
             // One timeout covers the whole transaction, from its first request to its last.
             Driver::Transactions(txns) => match tokio::time::timeout(timeout, txns.execute(&mut conn, i)).await {
-                Ok((kind, result)) => (Some(kind.name()), result.err()),
+                Ok((kind, result)) => (Some(kind.name()), result.err().map(Failure::from)),
                 Err(_) => {
                     conn.reset();
-                    (Some(txns.kind(i).name()), Some(format!("{}_timeout", txns.kind(i).name())))
+                    (Some(txns.kind(i).name()), Some(Failure::TransactionTimeout(txns.kind(i))))
                 }
             },
         };
@@ -431,12 +502,12 @@ async fn tree_size(dialer: &Arc<Dialer>, target: &Uri) -> Result<u64, LoadError>
     let (status, body) = conn
         .fetch(&crate::conn::request_bytes("GET", target, &path, None))
         .await
-        .map_err(|e| LoadError::Target(path.clone(), e.to_string()))?;
+        .map_err(|e| LoadError::Target { target: path.clone(), source: e.into() })?;
     let v: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| LoadError::Target(path.clone(), format!("status {status}, not JSON: {e}")))?;
+        .map_err(|source| LoadError::Target { target: path.clone(), source: TargetError::NotJson { status, source } })?;
     match v.get("treeSize").and_then(|s| s.as_u64()) {
         Some(n) if n > 0 => Ok(n),
-        _ => Err(LoadError::Target(path, "log is empty or has no treeSize; run log-append first".into())),
+        _ => Err(LoadError::Target { target: path, source: TargetError::EmptyLog }),
     }
 }
 
@@ -450,7 +521,7 @@ mod tests {
         r.record(0, 0, None, Ok(1_000));
         r.record(0, 2, None, Ok(3_000));
         r.record(1, 2, Some("sign"), Ok(2_000));
-        r.record(1, 2, Some("sign"), Err("status_500".into()));
+        r.record(1, 2, Some("sign"), Err(Failure::Status(500)));
         assert!(r.closed_seconds.is_empty(), "second 0 may still receive a late response");
         r.record(4, 4, None, Ok(5_000));
         assert_eq!(r.closed_seconds.iter().map(|s| (s.t, s.ok)).collect::<Vec<_>>(), vec![(0, 2)]);

@@ -15,17 +15,34 @@ pub enum Preset {
 }
 
 impl std::str::FromStr for Preset {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPreset;
+    fn from_str(s: &str) -> Result<Self, UnknownPreset> {
         Ok(match s {
             "low" => Preset::Low,
             "medium" => Preset::Medium,
             "high" => Preset::High,
             "stress" => Preset::Stress,
             "soak" => Preset::Soak,
-            other => return Err(format!("unknown preset {other:?}; expected low, medium, high, stress or soak")),
+            other => return Err(UnknownPreset(other.to_string())),
         })
     }
+}
+
+/// `--preset` names no preset; the name given.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown preset {0:?}; expected low, medium, high, stress or soak")]
+pub struct UnknownPreset(pub String);
+
+/// A run's rate or duration, given neither by a flag nor by the preset.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResolveError {
+    #[error("--rate is required (or give --preset low|medium|high|stress|soak)")]
+    NoRate,
+    #[error("--preset soak needs --duration SECONDS (e.g. 3600)")]
+    SoakNeedsDuration,
+    #[error("--duration is required (or give --preset low|medium|high|stress)")]
+    NoDuration,
 }
 
 impl Preset {
@@ -51,7 +68,7 @@ pub struct Resolved {
 }
 
 /// Applies a preset under the explicit flags. Without a preset, `rate` and `duration` are required.
-pub fn resolve(preset: Option<Preset>, rate: Option<f64>, duration: Option<f64>, connections: Option<usize>) -> Result<Resolved, String> {
+pub fn resolve(preset: Option<Preset>, rate: Option<f64>, duration: Option<f64>, connections: Option<usize>) -> Result<Resolved, ResolveError> {
     let (p_rate, p_duration, p_connections) = match preset {
         Some(p) => {
             let (r, d, c) = p.defaults();
@@ -59,11 +76,11 @@ pub fn resolve(preset: Option<Preset>, rate: Option<f64>, duration: Option<f64>,
         }
         None => (None, None, DEFAULT_CONNECTIONS),
     };
-    let rate = rate.or(p_rate).ok_or("--rate is required (or give --preset low|medium|high|stress|soak)")?;
+    let rate = rate.or(p_rate).ok_or(ResolveError::NoRate)?;
     let duration = match (duration.or(p_duration), preset) {
         (Some(d), _) => d,
-        (None, Some(Preset::Soak)) => return Err("--preset soak needs --duration SECONDS (e.g. 3600)".into()),
-        (None, _) => return Err("--duration is required (or give --preset low|medium|high|stress)".into()),
+        (None, Some(Preset::Soak)) => return Err(ResolveError::SoakNeedsDuration),
+        (None, _) => return Err(ResolveError::NoDuration),
     };
     Ok(Resolved { rate, duration, connections: connections.unwrap_or(p_connections) })
 }
@@ -94,12 +111,12 @@ mod tests {
 
     #[test]
     fn soak_needs_a_duration_and_no_preset_needs_rate_and_duration() {
-        let e = resolve(Some(Preset::Soak), None, None, None).unwrap_err();
+        let e = resolve(Some(Preset::Soak), None, None, None).unwrap_err().to_string();
         assert!(e.contains("--preset soak needs --duration"), "{e}");
         assert_eq!(resolve(Some(Preset::Soak), None, Some(3600.0), None).unwrap().rate, 100.0);
-        assert!(resolve(None, None, Some(1.0), None).unwrap_err().contains("--rate is required"));
-        assert!(resolve(None, Some(1.0), None, None).unwrap_err().contains("--duration is required"));
+        assert!(resolve(None, None, Some(1.0), None).unwrap_err().to_string().contains("--rate is required"));
+        assert_eq!(resolve(None, Some(1.0), None, None), Err(ResolveError::NoDuration));
         assert_eq!(resolve(None, Some(10.0), Some(1.0), None).unwrap().connections, DEFAULT_CONNECTIONS);
-        assert!("huge".parse::<Preset>().unwrap_err().contains("expected low, medium, high, stress or soak"));
+        assert!("huge".parse::<Preset>().unwrap_err().to_string().contains("expected low, medium, high, stress or soak"));
     }
 }

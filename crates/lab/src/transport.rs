@@ -9,7 +9,7 @@ use http::Uri;
 use tokio::io::AsyncWriteExt;
 
 use crate::conn::{Conn, ConnError, Reply};
-use crate::dial::{Dialer, Setup, TlsSpec};
+use crate::dial::{DialError, Dialer, Setup, TlsSpec};
 use crate::h2::{H2Client, Shared};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,14 +19,33 @@ pub enum HttpVersion {
 }
 
 impl std::str::FromStr for HttpVersion {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownHttpVersion;
+    fn from_str(s: &str) -> Result<Self, UnknownHttpVersion> {
         match s {
             "1.1" => Ok(HttpVersion::Http1),
             "2" => Ok(HttpVersion::Http2),
-            other => Err(format!("unknown HTTP version {other:?}; expected 1.1 or 2")),
+            other => Err(UnknownHttpVersion(other.to_string())),
         }
     }
+}
+
+/// `--http` names no version the generator speaks; the name given.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown HTTP version {0:?}; expected 1.1 or 2")]
+pub struct UnknownHttpVersion(pub String);
+
+/// A transport that cannot work against the target, or with the connection count.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    #[error("--ca-file {} needs an https:// target, got {target}", .ca_file.display())]
+    CaFileNeedsHttps { ca_file: PathBuf, target: Uri },
+    #[error("streams must be 1..={MAX_STREAMS}, got {0}")]
+    Streams(usize),
+    #[error("connections × streams must be at most {MAX_IN_FLIGHT}, got {connections} × {streams}")]
+    InFlight { connections: usize, streams: usize },
 }
 
 impl HttpVersion {
@@ -70,33 +89,30 @@ pub struct Dialers {
 impl Transport {
     /// Checks the transport against the target and connection count; the message says
     /// what was wrong and what was expected.
-    pub fn check(&self, target: &Uri, connections: usize) -> Result<(), String> {
+    pub fn check(&self, target: &Uri, connections: usize) -> Result<(), TransportError> {
         let tls = match target.scheme_str() {
             Some("https") => true,
             Some("http") => false,
-            _ => return Err(format!("target {target} must be an http:// or https:// URL")),
+            _ => return Err(DialError::Scheme { target: target.clone() }.into()),
         };
         if target.authority().is_none() {
-            return Err(format!("target {target} has no host"));
+            return Err(DialError::NoHost { target: target.clone() }.into());
         }
         if let (Some(ca), false) = (&self.ca_file, tls) {
-            return Err(format!("--ca-file {} needs an https:// target, got {target}", ca.display()));
+            return Err(TransportError::CaFileNeedsHttps { ca_file: ca.clone(), target: target.clone() });
         }
         if self.http == HttpVersion::Http2 && !self.new_connection {
             if !(1..=MAX_STREAMS).contains(&self.streams) {
-                return Err(format!("streams must be 1..={MAX_STREAMS}, got {}", self.streams));
+                return Err(TransportError::Streams(self.streams));
             }
             if connections.saturating_mul(self.streams) > MAX_IN_FLIGHT {
-                return Err(format!(
-                    "connections × streams must be at most {MAX_IN_FLIGHT}, got {connections} × {}",
-                    self.streams
-                ));
+                return Err(TransportError::InFlight { connections, streams: self.streams });
             }
         }
         Ok(())
     }
 
-    pub fn dialers(&self, target: &Uri) -> Result<Dialers, String> {
+    pub fn dialers(&self, target: &Uri) -> Result<Dialers, TransportError> {
         let ca_file = self.ca_file.as_deref();
         let h1 = TlsSpec { ca_file, alpn: &[b"http/1.1"], require: None };
         let setup = Arc::new(Dialer::new(target, &h1)?);
@@ -199,14 +215,14 @@ mod tests {
         let http: Uri = "http://127.0.0.1:1/".parse().unwrap();
         let https: Uri = "https://127.0.0.1:1/".parse().unwrap();
         let with_ca = Transport { ca_file: Some("ca.pem".into()), ..Transport::default() };
-        assert_eq!(with_ca.check(&http, 1).unwrap_err(), "--ca-file ca.pem needs an https:// target, got http://127.0.0.1:1/");
+        assert_eq!(with_ca.check(&http, 1).unwrap_err().to_string(), "--ca-file ca.pem needs an https:// target, got http://127.0.0.1:1/");
         assert!(with_ca.check(&https, 1).is_ok());
         let h2 = Transport { http: HttpVersion::Http2, streams: 0, ..Transport::default() };
-        assert!(h2.check(&http, 1).unwrap_err().contains("streams must be 1..=1000"));
+        assert!(h2.check(&http, 1).unwrap_err().to_string().contains("streams must be 1..=1000"));
         let wide = Transport { http: HttpVersion::Http2, streams: 1000, ..Transport::default() };
-        assert!(wide.check(&http, 100).unwrap_err().contains("at most 65536, got 100 × 1000"));
+        assert!(wide.check(&http, 100).unwrap_err().to_string().contains("at most 65536, got 100 × 1000"));
         let ftp: Uri = "ftp://127.0.0.1/".parse().unwrap();
-        assert!(Transport::default().check(&ftp, 1).unwrap_err().contains("must be an http:// or https:// URL"));
-        assert_eq!("3".parse::<HttpVersion>().unwrap_err(), "unknown HTTP version \"3\"; expected 1.1 or 2");
+        assert!(Transport::default().check(&ftp, 1).unwrap_err().to_string().contains("must be an http:// or https:// URL"));
+        assert_eq!("3".parse::<HttpVersion>().unwrap_err().to_string(), "unknown HTTP version \"3\"; expected 1.1 or 2");
     }
 }

@@ -21,10 +21,10 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use http::Uri;
 use serde_json::{json, Value};
-use signet_client::{fulcio, rekor, token, tsa};
+use signet_client::{fulcio, rekor, token, tsa, ClientError};
 use signet_core::{b64, hash, merkle};
 
-use crate::conn::{self, Conn};
+use crate::conn::{self, Conn, ConnError};
 use crate::dial::Dialer;
 use crate::transport::Client;
 use crate::workload::Workload;
@@ -89,6 +89,69 @@ pub struct Transactions {
     plans: Vec<Plan>,
 }
 
+/// Why the transactions of a run cannot be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TxnError {
+    #[error("verify transactions need seeded entries (--seed N, N > 0)")]
+    NeedsSeed,
+    #[error("sign transactions need --token with an identity token (signet dev-token)")]
+    NeedsToken,
+    /// The token has no identity claim to prove possession over.
+    #[error("--token: {0}")]
+    Token(#[source] ClientError),
+}
+
+/// Why one transaction failed. Its text is the key the result counts it under: the step
+/// (`cert`, `log`, `tsa`, `index`, `entry`) and what went wrong there, e.g. `cert_status_500`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TxnFailure {
+    #[error("{step}_status_{status}")]
+    Status { step: &'static str, status: u16 },
+    /// The connection failed; keyed by the kind of failure (`io`, `tls`, ...).
+    #[error("{step}_{}", .source.kind())]
+    Conn { step: &'static str, source: ConnError },
+    #[error("cert_bad_reply")]
+    CertNotJson(#[source] serde_json::Error),
+    #[error("cert_bad_reply")]
+    CertNoChain(#[source] ClientError),
+    #[error("tsa_refused")]
+    TsaRefused(#[source] ClientError),
+    #[error("index_bad_reply")]
+    IndexBadReply(#[source] serde_json::Error),
+    #[error("index_not_found")]
+    IndexNotFound,
+    #[error("entry_{0}")]
+    Entry(EntryFault),
+}
+
+/// What is wrong with an entry a verify transaction read ([`check_entry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EntryFault {
+    #[error("bad_reply")]
+    BadReply,
+    /// No inclusion proof, or one with a field missing.
+    #[error("no_proof")]
+    NoProof,
+    /// The proof does not lead from the body to the root hash.
+    #[error("bad_proof")]
+    BadProof,
+}
+
+/// Why the entries for verify transactions could not be appended before the run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeedError {
+    /// A signing or seeding task panicked or was cancelled.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("seeding entry {index}: status {status}")]
+    Status { index: usize, status: u16 },
+    #[error("seeding entry {index}: {source}")]
+    Conn { index: usize, source: ConnError },
+}
+
 /// A SplitMix64 step: a seeded, stateless RNG per arrival, so the mix does not depend on
 /// which connection sends which arrival.
 pub fn splitmix64(x: u64) -> u64 {
@@ -110,16 +173,16 @@ pub fn kind_of(workload: Workload, rng_seed: u64, i: u64) -> Kind {
 impl Transactions {
     /// Makes every plan. `token` is needed when the mix has sign transactions, `seeded` when it
     /// has verify transactions (the digests of entries already in the log).
-    pub fn prepare(target: &Uri, spec: &TxnSpec, token: Option<&str>, seeded: &[[u8; 32]]) -> Result<Transactions, String> {
+    pub fn prepare(target: &Uri, spec: &TxnSpec, token: Option<&str>, seeded: &[[u8; 32]]) -> Result<Transactions, TxnError> {
         let prefix = target.path().trim_end_matches('/').to_string();
         let kinds: Vec<Kind> = (0..spec.count as u64).map(|i| kind_of(spec.workload, spec.rng_seed, i)).collect();
         let signs = kinds.iter().filter(|k| **k == Kind::Sign).count();
         if kinds.contains(&Kind::Verify) && seeded.is_empty() {
-            return Err("verify transactions need seeded entries (--seed N, N > 0)".into());
+            return Err(TxnError::NeedsSeed);
         }
         let (keys, cert_requests) = if signs > 0 {
-            let token = token.ok_or("sign transactions need --token with an identity token (signet dev-token)")?;
-            let challenge = token::challenge(token).map_err(|e| format!("--token: {e}"))?;
+            let token = token.ok_or(TxnError::NeedsToken)?;
+            let challenge = token::challenge(token).map_err(TxnError::Token)?;
             make_keys(target, &prefix, token, &challenge, signs.min(KEY_POOL))
         } else {
             (Vec::new(), Vec::new())
@@ -179,56 +242,57 @@ impl Transactions {
     }
 
     /// Runs arrival `i` on `conn`: its kind, and the kind of error of the first step that failed.
-    pub async fn execute(&self, conn: &mut Client, i: u64) -> (Kind, Result<(), String>) {
+    pub async fn execute(&self, conn: &mut Client, i: u64) -> (Kind, Result<(), TxnFailure>) {
         match self.plan(i) {
             Plan::Sign(p) => (Kind::Sign, self.sign(conn, p).await),
             Plan::Verify(d) => (Kind::Verify, self.verify(conn, d).await),
         }
     }
 
-    async fn sign(&self, conn: &mut Client, p: &SignPlan) -> Result<(), String> {
+    async fn sign(&self, conn: &mut Client, p: &SignPlan) -> Result<(), TxnFailure> {
         let body = step(conn, "cert", self.cert_request(p.key)).await?;
-        let reply: Value = serde_json::from_slice(&body).map_err(|_| "cert_bad_reply".to_string())?;
-        let chain = fulcio::chain(&reply).map_err(|_| "cert_bad_reply".to_string())?;
+        let reply: Value = serde_json::from_slice(&body).map_err(TxnFailure::CertNotJson)?;
+        let chain = fulcio::chain(&reply).map_err(TxnFailure::CertNoChain)?;
         step(conn, "log", &self.log_request(p, &chain[0])).await?;
         let stamp = step(conn, "tsa", &p.tsa_request).await?;
-        tsa::check_response("timestamp", &stamp).map_err(|_| "tsa_refused".to_string())
+        tsa::check_response("timestamp", &stamp).map_err(TxnFailure::TsaRefused)
     }
 
-    async fn verify(&self, conn: &mut Client, digest: &[u8; 32]) -> Result<(), String> {
+    async fn verify(&self, conn: &mut Client, digest: &[u8; 32]) -> Result<(), TxnFailure> {
         let body = step(conn, "index", &self.search_request(digest)).await?;
-        let uuids: Vec<String> = serde_json::from_slice(&body).map_err(|_| "index_bad_reply".to_string())?;
-        let uuid = uuids.first().ok_or("index_not_found")?;
+        let uuids: Vec<String> = serde_json::from_slice(&body).map_err(TxnFailure::IndexBadReply)?;
+        let uuid = uuids.first().ok_or(TxnFailure::IndexNotFound)?;
         let path = format!("{}/api/v1/log/entries/{uuid}", self.prefix);
         let body = step(conn, "entry", &conn::request_bytes("GET", &self.target, &path, None)).await?;
-        check_entry(&body).map_err(|why| format!("entry_{why}"))
+        check_entry(&body).map_err(TxnFailure::Entry)
     }
 }
 
 /// One request of a transaction: its body on a 2xx, else `<step>_status_<code>` or
 /// `<step>_<connection error kind>`.
-async fn step(conn: &mut Client, name: &str, request: &[u8]) -> Result<Vec<u8>, String> {
+async fn step(conn: &mut Client, step: &'static str, request: &[u8]) -> Result<Vec<u8>, TxnFailure> {
     match conn.fetch(request).await {
         Ok((status, body)) if (200..300).contains(&status) => Ok(body),
-        Ok((status, _)) => Err(format!("{name}_status_{status}")),
-        Err(e) => Err(format!("{name}_{}", e.kind())),
+        Ok((status, _)) => Err(TxnFailure::Status { step, status }),
+        Err(source) => Err(TxnFailure::Conn { step, source }),
     }
 }
 
 /// Checks a Rekor v1 `{uuid: entry}` reply: the entry's inclusion proof leads from the hash
 /// of its body to the root hash it states.
-pub fn check_entry(reply: &[u8]) -> Result<(), &'static str> {
-    let v: Value = serde_json::from_slice(reply).map_err(|_| "bad_reply")?;
-    let entry = v.as_object().and_then(|m| m.values().next()).ok_or("bad_reply")?;
-    let body = entry.get("body").and_then(Value::as_str).and_then(|b| b64::decode(b).ok()).ok_or("bad_reply")?;
-    let proof = entry.pointer("/verification/inclusionProof").ok_or("no_proof")?;
+pub fn check_entry(reply: &[u8]) -> Result<(), EntryFault> {
+    use EntryFault::{BadProof, BadReply, NoProof};
+    let v: Value = serde_json::from_slice(reply).map_err(|_| BadReply)?;
+    let entry = v.as_object().and_then(|m| m.values().next()).ok_or(BadReply)?;
+    let body = entry.get("body").and_then(Value::as_str).and_then(|b| b64::decode(b).ok()).ok_or(BadReply)?;
+    let proof = entry.pointer("/verification/inclusionProof").ok_or(NoProof)?;
     let hash32 = |v: &Value| -> Option<[u8; 32]> { hex::decode(v.as_str()?).ok()?.try_into().ok() };
-    let index = proof.get("logIndex").and_then(Value::as_u64).ok_or("no_proof")?;
-    let size = proof.get("treeSize").and_then(Value::as_u64).ok_or("no_proof")?;
-    let root = proof.get("rootHash").and_then(hash32).ok_or("no_proof")?;
+    let index = proof.get("logIndex").and_then(Value::as_u64).ok_or(NoProof)?;
+    let size = proof.get("treeSize").and_then(Value::as_u64).ok_or(NoProof)?;
+    let root = proof.get("rootHash").and_then(hash32).ok_or(NoProof)?;
     let hashes: Vec<[u8; 32]> =
-        proof.get("hashes").and_then(Value::as_array).ok_or("no_proof")?.iter().map(hash32).collect::<Option<_>>().ok_or("no_proof")?;
-    merkle::verify_inclusion(&merkle::leaf_hash(&body), index, size, &hashes, &root).map_err(|_| "bad_proof")
+        proof.get("hashes").and_then(Value::as_array).ok_or(NoProof)?.iter().map(hash32).collect::<Option<_>>().ok_or(NoProof)?;
+    merkle::verify_inclusion(&merkle::leaf_hash(&body), index, size, &hashes, &root).map_err(|_| BadProof)
 }
 
 /// `n` keys and, per key, its serialized `signingCert` request: the public key and the
@@ -280,10 +344,8 @@ fn sign_artifacts(keys: &[EcdsaKeyPair], count: usize) -> Vec<(usize, [u8; 32], 
 
 /// The entries that verify transactions look up: `n` distinct signed hashedrekords appended
 /// to the Rekor v1 log over a few connections before the clock starts. Returns their digests.
-pub async fn seed_entries(dialer: &Arc<Dialer>, target: &Uri, n: usize) -> Result<Vec<[u8; 32]>, String> {
-    let entries = tokio::task::spawn_blocking(move || crate::workload::signed_entries(Workload::LogAppend, n))
-        .await
-        .map_err(|e| e.to_string())?;
+pub async fn seed_entries(dialer: &Arc<Dialer>, target: &Uri, n: usize) -> Result<Vec<[u8; 32]>, SeedError> {
+    let entries = tokio::task::spawn_blocking(move || crate::workload::signed_entries(Workload::LogAppend, n)).await?;
     let path = format!("{}{}", target.path().trim_end_matches('/'), rekor::V1_PATH);
     let requests: Vec<(usize, Vec<u8>)> =
         entries.iter().enumerate().map(|(i, (_, body))| (i, conn::request_bytes("POST", target, &path, Some(body)))).collect();
@@ -298,15 +360,15 @@ pub async fn seed_entries(dialer: &Arc<Dialer>, target: &Uri, n: usize) -> Resul
                 match conn.send(req).await {
                     // 409: already in the log from an earlier run with the same entry, which is as good.
                     Ok(r) if (200..300).contains(&r.status) || r.status == 409 => {}
-                    Ok(r) => return Err(format!("seeding entry {i}: status {}", r.status)),
-                    Err(e) => return Err(format!("seeding entry {i}: {e}")),
+                    Ok(r) => return Err(SeedError::Status { index: *i, status: r.status }),
+                    Err(source) => return Err(SeedError::Conn { index: *i, source }),
                 }
             }
             Ok(())
         }));
     }
     for t in tasks {
-        t.await.map_err(|e| e.to_string())??;
+        t.await??;
     }
     Ok(entries.into_iter().map(|(d, _)| d).collect())
 }
@@ -411,11 +473,11 @@ mod tests {
         let again: Vec<Kind> = (0..5000).map(|i| kind_of(Workload::Mixed, 3, i)).collect();
         assert_eq!(again, (0..5000).map(|i| t.kind(i)).collect::<Vec<_>>());
 
-        let no_token = Transactions::prepare(&target(), &spec(Workload::Mixed, 100, 3), None, &seeded).err().unwrap();
+        let no_token = Transactions::prepare(&target(), &spec(Workload::Mixed, 100, 3), None, &seeded).err().unwrap().to_string();
         assert!(no_token.contains("need --token"), "{no_token}");
         let no_seed = Transactions::prepare(&target(), &spec(Workload::Verify, 10, 3), None, &[]).err().unwrap();
-        assert!(no_seed.contains("--seed"), "{no_seed}");
-        let bad_token = Transactions::prepare(&target(), &spec(Workload::Sign, 1, 3), Some("x"), &[]).err().unwrap();
+        assert!(matches!(no_seed, TxnError::NeedsSeed) && no_seed.to_string().contains("--seed"), "{no_seed}");
+        let bad_token = Transactions::prepare(&target(), &spec(Workload::Sign, 1, 3), Some("x"), &[]).err().unwrap().to_string();
         assert!(bad_token.starts_with("--token: "), "{bad_token}");
     }
 
@@ -432,8 +494,9 @@ mod tests {
             serde_json::to_vec(&json!({"uuid": e})).unwrap()
         };
         assert_eq!(check_entry(&entry(&root, true)), Ok(()));
-        assert_eq!(check_entry(&entry(&[0; 32], true)), Err("bad_proof"));
-        assert_eq!(check_entry(&entry(&root, false)), Err("no_proof"));
-        assert_eq!(check_entry(b"[]"), Err("bad_reply"));
+        assert_eq!(check_entry(&entry(&[0; 32], true)), Err(EntryFault::BadProof));
+        assert_eq!(check_entry(&entry(&root, false)), Err(EntryFault::NoProof));
+        assert_eq!(check_entry(b"[]"), Err(EntryFault::BadReply));
+        assert_eq!(TxnFailure::Entry(EntryFault::NoProof).to_string(), "entry_no_proof");
     }
 }

@@ -46,8 +46,8 @@ pub enum Workload {
 }
 
 impl std::str::FromStr for Workload {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownWorkload;
+    fn from_str(s: &str) -> Result<Self, UnknownWorkload> {
         Ok(match s {
             "log-append" => Workload::LogAppend,
             "log-append-v2" => Workload::LogAppendV2,
@@ -60,14 +60,17 @@ impl std::str::FromStr for Workload {
             "sign" => Workload::Sign,
             "verify" => Workload::Verify,
             "mixed" => Workload::Mixed,
-            other => {
-                return Err(format!(
-                    "unknown workload {other:?}; expected sign, verify, mixed, log-append, log-append-v2, log-append-intoto, log-read, cert, cert-grpc, tsa or custom"
-                ))
-            }
+            other => return Err(UnknownWorkload(other.to_string())),
         })
     }
 }
+
+/// `--workload` names no workload; the name given.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "unknown workload {0:?}; expected sign, verify, mixed, log-append, log-append-v2, log-append-intoto, log-read, cert, cert-grpc, tsa or custom"
+)]
+pub struct UnknownWorkload(pub String);
 
 impl Workload {
     pub fn name(self) -> &'static str {

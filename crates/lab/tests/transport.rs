@@ -198,7 +198,7 @@ async fn a_certificate_from_another_ca_is_a_tls_verification_error() {
     let server = serve(Some(&pki), &[b"http/1.1"]).await;
     let transport = Transport { ca_file: Some(wrong.clone()), ..Transport::default() };
     let err = signet_lab::run(spec(format!("https://127.0.0.1:{}/", server.addr.port()), 1, transport)).await.unwrap_err();
-    assert!(matches!(err, LoadError::Target(..)), "{err}");
+    assert!(matches!(err, LoadError::Target { .. }), "{err}");
     let text = err.to_string();
     assert!(text.contains("TLS certificate verification failed"), "{text}");
     assert!(text.contains(&format!("not trusted by --ca-file {}", wrong.display())), "{text}");

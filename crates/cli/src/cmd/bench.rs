@@ -141,7 +141,7 @@ fn load(a: LoadArgs) -> ExitCode {
     let Ok(method) = a.method.parse() else { return usage(format!("--method {:?} is not an HTTP method", a.method)) };
     let r = match preset::resolve(a.preset, a.rate, a.duration, a.connections) {
         Ok(r) => r,
-        Err(e) => return usage(e),
+        Err(e) => return usage(e.to_string()),
     };
     let soak = match (a.preset, a.server_pid) {
         (Some(Preset::Soak), Some(_)) if !(a.soak_growth_pct >= 0.0) => {

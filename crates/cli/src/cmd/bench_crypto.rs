@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use signet_lab::crypto::{self, Config, CryptoError};
+use signet_lab::crypto::{self, Config};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,7 +30,7 @@ pub fn run(a: Args) -> ExitCode {
     };
     let report = match crypto::run(&cfg, progress) {
         Ok(r) => r,
-        Err(e @ CryptoError::Usage(_)) => {
+        Err(e) if e.is_usage() => {
             errln!("signet bench crypto: {e}");
             return ExitCode::from(2);
         }

@@ -2,7 +2,6 @@
 //! in one run, optionally beside external servers such as nginx; and `signet bench tls
 //! lookup`, report 000's certificate lookup per source. See `signet_lab::tlsbench`.
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -201,7 +200,7 @@ fn finish<R>(
 ) -> ExitCode {
     let report = match run {
         Ok(r) => r,
-        Err(e @ BenchError::Usage(_)) => {
+        Err(e) if e.is_usage() => {
             errln!("signet bench tls {command}: {e}");
             return ExitCode::from(2);
         }
@@ -248,21 +247,11 @@ fn rotation(a: RotationArgs) -> ExitCode {
     finish("rotation", run_rotation(&spec, &mut |line| errln!("  {line}")), a.json, |r| serde_json::to_string_pretty(r), |r| r.table())
 }
 
-fn spec_of(a: &BackendArgs) -> Result<Spec, String> {
-    let backends = a
-        .backends
-        .clone()
-        .unwrap_or_else(|| vec!["rustls".into(), "openssl".into()])
-        .iter()
-        .map(|b| b.parse::<Backend>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("--backends: {e}"))?;
-    let targets = a.targets.iter().map(|t| parse_target(t)).collect::<Result<Vec<_>, _>>()?;
-    let pids = a.pids.iter().map(|p| parse_pid(p)).collect::<Result<Vec<_>, _>>()?;
-    if !(0.01..=60.0).contains(&a.seconds_per_size) || a.handshakes == 0 || a.max_messages == 0 || a.repeats == 0 {
-        return Err("--seconds-per-size must be 0.01..=60, --handshakes, --repeats and --max-messages at least 1".into());
-    }
-    Ok(Spec {
+fn spec_of(a: &BackendArgs) -> Result<Spec, BenchError> {
+    let backends = a.backends.as_deref().map_or_else(|| Ok(Backend::ALL.to_vec()), tlsbench::parse_backends)?;
+    let targets = a.targets.iter().map(|t| tlsbench::parse_target(t)).collect::<Result<Vec<_>, _>>()?;
+    let pids = a.pids.iter().map(|p| tlsbench::parse_pid(p)).collect::<Result<Vec<_>, _>>()?;
+    let spec = Spec {
         method: if a.method == "get" { Method::Get } else { Method::Echo },
         backends,
         targets,
@@ -276,15 +265,9 @@ fn spec_of(a: &BackendArgs) -> Result<Spec, String> {
         max_messages: a.max_messages,
         connections: a.connections,
         pids,
-    })
-}
-
-/// `NAME=PID`.
-fn parse_pid(p: &str) -> Result<(String, u32), String> {
-    p.split_once('=')
-        .and_then(|(name, pid)| Some((name.to_string(), pid.parse().ok()?)))
-        .filter(|(name, _)| !name.is_empty())
-        .ok_or_else(|| format!("--pid {p:?}: expected NAME=PID, e.g. nginx=1234"))
+    };
+    spec.check_limits()?;
+    Ok(spec)
 }
 
 fn compare(c: CompareArgs) -> ExitCode {
@@ -304,22 +287,14 @@ fn compare(c: CompareArgs) -> ExitCode {
     }
     let mut spec = match spec_of(&c.common) {
         Ok(spec) => spec,
-        Err(e) => return usage(e),
+        Err(e) => return usage(e.to_string()),
     };
     if c.common.sizes.is_none() {
-        spec.sizes = vec![16_384]; // report 003's throughput figure
+        spec.sizes = tlsbench::compare::SIZES.to_vec();
     }
-    let names = [c.a.as_str(), c.b.as_str()];
-    spec.backends = names.iter().filter_map(|n| n.parse::<Backend>().ok()).collect();
-    spec.targets.retain(|(name, _)| names.contains(&name.as_str()));
-    for name in names {
-        if name.parse::<Backend>().is_err() && !spec.targets.iter().any(|(t, _)| t == name) {
-            return usage(format!("{name:?} is neither a backend (rustls, openssl) nor the NAME of a --target"));
-        }
-    }
-    let report = match tlsbench::run(&spec, &mut |line| errln!("  {line}")) {
+    let report = match tlsbench::compare::measure(spec, &c.a, &c.b, &mut |line| errln!("  {line}")) {
         Ok(r) => r,
-        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e) if e.is_usage() => return usage(e.to_string()),
         Err(e) => {
             errln!("signet bench tls compare: {e}");
             return ExitCode::FAILURE;
@@ -352,11 +327,11 @@ fn backends(a: BackendArgs) -> ExitCode {
     };
     let spec = match spec_of(&a) {
         Ok(spec) => spec,
-        Err(e) => return usage(e),
+        Err(e) => return usage(e.to_string()),
     };
     let report = match tlsbench::run(&spec, &mut |line| errln!("  {line}")) {
         Ok(r) => r,
-        Err(e @ BenchError::Usage(_)) => return usage(e.to_string()),
+        Err(e) if e.is_usage() => return usage(e.to_string()),
         Err(e) => {
             errln!("signet bench tls: {e}");
             return ExitCode::FAILURE;
@@ -371,17 +346,4 @@ fn backends(a: BackendArgs) -> ExitCode {
     }
     out!("{}", report.tables());
     ExitCode::SUCCESS
-}
-
-fn parse_target(t: &str) -> Result<(String, SocketAddr), String> {
-    let (name, addr) = t.split_once('=').ok_or_else(|| format!("--target {t:?}: expected NAME=HOST:PORT"))?;
-    let addr = addr
-        .to_socket_addrs()
-        .map_err(|e| format!("--target {t:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("--target {t:?}: {addr} resolves to no address"))?;
-    if name.is_empty() {
-        return Err(format!("--target {t:?}: the name before = is empty"));
-    }
-    Ok((name.to_string(), addr))
 }

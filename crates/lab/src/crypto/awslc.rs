@@ -8,7 +8,7 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair, ParsedPublicKey, RsaKeyPair};
 use aws_lc_rs::{digest, hmac};
 
-use super::backend::{nonce, AeadAlg, AeadSession, Backend, Digest, Keys, Mac, SigAlg, Signature};
+use super::backend::{nonce, AeadAlg, AeadSession, Backend, BackendError, Digest, Keys, Mac, SigAlg, Signature};
 
 pub struct AwsLc;
 
@@ -82,9 +82,9 @@ impl Backend for AwsLc {
         "aws-lc"
     }
 
-    fn signature(&self, alg: SigAlg, keys: &Keys) -> Result<Box<dyn Signature>, String> {
+    fn signature(&self, alg: SigAlg, keys: &Keys) -> Result<Box<dyn Signature>, BackendError> {
         let der = keys.pkcs8(alg);
-        let rejected = |e: aws_lc_rs::error::KeyRejected| format!("aws-lc: {} key: {e}", alg.label());
+        let rejected = |source| BackendError::AwsLcKey { alg, source };
         let (private, public) = match alg {
             SigAlg::Rsa2048Sha256 => {
                 let k = RsaKeyPair::from_pkcs8(der).map_err(rejected)?;
@@ -116,16 +116,17 @@ impl Backend for AwsLc {
         Box::new(Sha256)
     }
 
-    fn mac(&self, key: &[u8]) -> Result<Box<dyn Mac>, String> {
+    fn mac(&self, key: &[u8]) -> Result<Box<dyn Mac>, BackendError> {
         Ok(Box::new(Hmac(hmac::Key::new(hmac::HMAC_SHA256, key))))
     }
 
-    fn aead_session(&self, alg: AeadAlg, key: &[u8], iv: [u8; 12]) -> Result<Box<dyn AeadSession>, String> {
+    fn aead_session(&self, alg: AeadAlg, key: &[u8], iv: [u8; 12]) -> Result<Box<dyn AeadSession>, BackendError> {
         let algorithm = match alg {
             AeadAlg::Aes128Gcm => &aead::AES_128_GCM,
             AeadAlg::Aes256Gcm => &aead::AES_256_GCM,
         };
-        let key = UnboundKey::new(algorithm, key).map_err(|_| format!("aws-lc: {} key of {} bytes", alg.label(), key.len()))?;
+        // aws-lc-rs refuses a key only for its length (`Unspecified` says no more).
+        let key = UnboundKey::new(algorithm, key).map_err(|_| BackendError::AeadKeyLength { backend: "aws-lc", alg, len: key.len() })?;
         Ok(Box::new(Session { key: LessSafeKey::new(key), iv, seq: 0 }))
     }
 }

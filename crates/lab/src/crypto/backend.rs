@@ -7,6 +7,7 @@
 //! signature made by one verifies under the other (the tests check this).
 
 use ::openssl::ec::{EcGroup, EcKey};
+use ::openssl::error::ErrorStack;
 use ::openssl::nid::Nid;
 use ::openssl::pkey::PKey;
 use ::openssl::rsa::Rsa;
@@ -121,10 +122,33 @@ pub fn nonce(iv: &[u8; 12], seq: u64) -> [u8; 12] {
 pub trait Backend {
     /// `aws-lc` or `openssl`: the key of its results in the JSON.
     fn name(&self) -> &'static str;
-    fn signature(&self, alg: SigAlg, keys: &Keys) -> Result<Box<dyn Signature>, String>;
+    fn signature(&self, alg: SigAlg, keys: &Keys) -> Result<Box<dyn Signature>, BackendError>;
     fn digest(&self) -> Box<dyn Digest>;
-    fn mac(&self, key: &[u8]) -> Result<Box<dyn Mac>, String>;
-    fn aead_session(&self, alg: AeadAlg, key: &[u8], iv: [u8; 12]) -> Result<Box<dyn AeadSession>, String>;
+    fn mac(&self, key: &[u8]) -> Result<Box<dyn Mac>, BackendError>;
+    fn aead_session(&self, alg: AeadAlg, key: &[u8], iv: [u8; 12]) -> Result<Box<dyn AeadSession>, BackendError>;
+}
+
+/// What a backend fails with while it sets an operation up (keys, contexts, sessions).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// OpenSSL could not generate one of the run's keys (`what`: RSA, P-256, ...).
+    #[error("generating the {what} key: {source}")]
+    KeyGen { what: &'static str, source: ErrorStack },
+    /// aws-lc-rs refused a key (the PKCS#8 private key, or the public key derived from it).
+    #[error("aws-lc: {} key: {source}", .alg.label())]
+    AwsLcKey { alg: SigAlg, source: aws_lc_rs::error::KeyRejected },
+    /// OpenSSL could not parse a key or re-encode its public half.
+    #[error("openssl: {} key: {source}", .alg.label())]
+    OpenSslKey { alg: SigAlg, source: ErrorStack },
+    #[error("openssl: HMAC key: {0}")]
+    OpenSslHmacKey(#[source] ErrorStack),
+    /// An AEAD key of the wrong length for `alg`.
+    #[error("{backend}: {} key of {len} bytes", .alg.label())]
+    AeadKeyLength { backend: &'static str, alg: AeadAlg, len: usize },
+    /// OpenSSL could not set up a cipher context.
+    #[error("openssl: {} session: {source}", .alg.label())]
+    OpenSslSession { alg: AeadAlg, source: ErrorStack },
 }
 
 /// The private keys of one run, as PKCS#8 DER (v1, unencrypted).
@@ -137,9 +161,9 @@ pub struct Keys {
 
 impl Keys {
     /// Fresh keys from OpenSSL's generators.
-    pub fn generate() -> Result<Keys, String> {
-        let err = |what: &'static str| move |e: ::openssl::error::ErrorStack| format!("generating the {what} key: {e}");
-        let ec = |nid: Nid, what: &'static str| -> Result<Vec<u8>, String> {
+    pub fn generate() -> Result<Keys, BackendError> {
+        let err = |what: &'static str| move |source: ErrorStack| BackendError::KeyGen { what, source };
+        let ec = |nid: Nid, what: &'static str| -> Result<Vec<u8>, BackendError> {
             let group = EcGroup::from_curve_name(nid).map_err(err(what))?;
             let key = PKey::from_ec_key(EcKey::generate(&group).map_err(err(what))?).map_err(err(what))?;
             key.private_key_to_pkcs8().map_err(err(what))

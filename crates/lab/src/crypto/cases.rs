@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use serde::Serialize;
 
-use super::backend::{AeadAlg, Backend, Keys, SigAlg};
+use super::backend::{AeadAlg, Backend, BackendError, Keys, SigAlg};
 
 /// Bytes of the message that sign and verify cases sign (hashing it is part of the operation).
 pub const MESSAGE_BYTES: usize = 64;
@@ -110,7 +110,7 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    pub fn generate() -> Result<Fixture, String> {
+    pub fn generate() -> Result<Fixture, BackendError> {
         Ok(Fixture {
             keys: Keys::generate()?,
             message: (0..MESSAGE_BYTES).map(|_| rand::random()).collect(),
@@ -129,6 +129,20 @@ impl Fixture {
     }
 }
 
+/// Why a case could not be prepared on a backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrepareError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The backend's signature over the fixture's message did not verify under its own key.
+    #[error("{case} on {backend}: its own signature does not verify")]
+    OwnSignatureRejected { case: String, backend: &'static str },
+    /// A tampered message or signature verified: the backend does no real work.
+    #[error("{case} on {backend}: a tampered message or signature verifies")]
+    TamperedAccepted { case: String, backend: &'static str },
+}
+
 /// A copy of `msg` with one bit flipped.
 pub fn tampered(msg: &[u8]) -> Vec<u8> {
     let mut t = msg.to_vec();
@@ -138,8 +152,7 @@ pub fn tampered(msg: &[u8]) -> Vec<u8> {
 
 impl Case {
     /// Sets the case up on `backend` and returns one operation, ready to be timed.
-    pub fn prepare(&self, backend: &dyn Backend, fx: &Fixture) -> Result<Box<dyn FnMut()>, String> {
-        let fail = |why: &str| format!("{} on {}: {why}", self.id, backend.name());
+    pub fn prepare(&self, backend: &dyn Backend, fx: &Fixture) -> Result<Box<dyn FnMut()>, PrepareError> {
         let input = vec![0xa5u8; self.size.unwrap_or(0)];
         Ok(match self.kind {
             Kind::Sign(alg) | Kind::Verify(alg) => {
@@ -148,10 +161,10 @@ impl Case {
                 let n = s.sign(&fx.message, &mut buf);
                 let sig = buf[..n].to_vec();
                 if !s.verify(&fx.message, &sig) {
-                    return Err(fail("its own signature does not verify"));
+                    return Err(PrepareError::OwnSignatureRejected { case: self.id.clone(), backend: backend.name() });
                 }
                 if s.verify(&tampered(&fx.message), &sig) || s.verify(&fx.message, &tampered(&sig)) {
-                    return Err(fail("a tampered message or signature verifies"));
+                    return Err(PrepareError::TamperedAccepted { case: self.id.clone(), backend: backend.name() });
                 }
                 let msg = fx.message.clone();
                 if let Kind::Sign(_) = self.kind {

@@ -19,8 +19,8 @@ mod tests;
 
 use std::time::Duration;
 
-use backend::Backend;
-use cases::Fixture;
+use backend::{Backend, BackendError};
+use cases::{Fixture, PrepareError};
 use report::{CaseResult, Report};
 use stats::Timing;
 
@@ -41,13 +41,29 @@ impl Default for Config {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CryptoError {
-    /// A bad option (exit 2).
-    #[error("{0}")]
-    Usage(String),
+    /// Bad options (exit 2): see [`CryptoError::is_usage`].
+    #[error("--seconds-per-op must be in (0, 60], got {0}")]
+    SecondsPerOp(f64),
+    #[error("--repeats must be in 1..=1000, got {0}")]
+    Repeats(usize),
+    /// `--filter` selects nothing; `cases` are the ids there are.
+    #[error("--filter {filter:?} matches no case; the cases are: {}", .cases.join(", "))]
+    NoCase { filter: String, cases: Vec<String> },
+    /// The run's keys could not be made (exit 1).
+    #[error(transparent)]
+    Keys(#[from] BackendError),
     /// A backend could not set a case up, or did no real work (exit 1).
-    #[error("{0}")]
-    Setup(String),
+    #[error(transparent)]
+    Setup(#[from] PrepareError),
+}
+
+impl CryptoError {
+    /// A bad option rather than a failed run (exit 2, not 1).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, CryptoError::SecondsPerOp(_) | CryptoError::Repeats(_) | CryptoError::NoCase { .. })
+    }
 }
 
 /// Both backends, aws-lc first: the order of every repeat.
@@ -58,27 +74,23 @@ pub fn backends() -> Vec<Box<dyn Backend>> {
 /// Runs the selected cases, calling `progress` after each one with its id.
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(&CaseResult)) -> Result<Report, CryptoError> {
     if !(cfg.seconds_per_op > 0.0 && cfg.seconds_per_op <= 60.0) {
-        return Err(CryptoError::Usage(format!("--seconds-per-op must be in (0, 60], got {}", cfg.seconds_per_op)));
+        return Err(CryptoError::SecondsPerOp(cfg.seconds_per_op));
     }
     if !(1..=1000).contains(&cfg.repeats) {
-        return Err(CryptoError::Usage(format!("--repeats must be in 1..=1000, got {}", cfg.repeats)));
+        return Err(CryptoError::Repeats(cfg.repeats));
     }
     let cases = cases::select(cases::all(), cfg.filter.as_deref());
     if cases.is_empty() {
-        let ids: Vec<String> = cases::all().into_iter().map(|c| c.id).collect();
-        return Err(CryptoError::Usage(format!(
-            "--filter {:?} matches no case; the cases are: {}",
-            cfg.filter.as_deref().unwrap_or(""),
-            ids.join(", ")
-        )));
+        let filter = cfg.filter.clone().unwrap_or_default();
+        return Err(CryptoError::NoCase { filter, cases: cases::all().into_iter().map(|c| c.id).collect() });
     }
     let timing = Timing { budget: Duration::from_secs_f64(cfg.seconds_per_op), repeats: cfg.repeats };
-    let fixture = Fixture::generate().map_err(CryptoError::Setup)?;
+    let fixture = Fixture::generate()?;
     let backends = backends();
     let loadavg_start = loadavg();
     let mut results = Vec::new();
     for case in &cases {
-        let mut ops = backends.iter().map(|b| case.prepare(b.as_ref(), &fixture)).collect::<Result<Vec<_>, _>>().map_err(CryptoError::Setup)?;
+        let mut ops = backends.iter().map(|b| case.prepare(b.as_ref(), &fixture)).collect::<Result<Vec<_>, _>>()?;
         let stats = stats::run_interleaved(&mut ops, timing);
         let result = CaseResult::new(case, backends.iter().map(|b| b.name()).zip(stats).collect());
         progress(&result);

@@ -17,7 +17,7 @@ use ::openssl::pkey::{PKey, Private, Public};
 use ::openssl::sha;
 use ::openssl::sign::{Signer, Verifier};
 
-use super::backend::{nonce, AeadAlg, AeadSession, Backend, Digest, Keys, Mac, SigAlg, Signature};
+use super::backend::{nonce, AeadAlg, AeadSession, Backend, BackendError, Digest, Keys, Mac, SigAlg, Signature};
 
 pub struct OpenSsl;
 
@@ -95,8 +95,8 @@ impl Backend for OpenSsl {
         "openssl"
     }
 
-    fn signature(&self, alg: SigAlg, keys: &Keys) -> Result<Box<dyn Signature>, String> {
-        let err = |e: ::openssl::error::ErrorStack| format!("openssl: {} key: {e}", alg.label());
+    fn signature(&self, alg: SigAlg, keys: &Keys) -> Result<Box<dyn Signature>, BackendError> {
+        let err = |source| BackendError::OpenSslKey { alg, source };
         let private = PKey::private_key_from_pkcs8(keys.pkcs8(alg)).map_err(err)?;
         // The verifier holds only the public key, parsed from its SubjectPublicKeyInfo once.
         let public = PKey::public_key_from_der(&private.public_key_to_der().map_err(err)?).map_err(err)?;
@@ -112,20 +112,20 @@ impl Backend for OpenSsl {
         Box::new(Sha256)
     }
 
-    fn mac(&self, key: &[u8]) -> Result<Box<dyn Mac>, String> {
-        let key = PKey::hmac(key).map_err(|e| format!("openssl: HMAC key: {e}"))?;
+    fn mac(&self, key: &[u8]) -> Result<Box<dyn Mac>, BackendError> {
+        let key = PKey::hmac(key).map_err(BackendError::OpenSslHmacKey)?;
         Ok(Box::new(Hmac(key)))
     }
 
-    fn aead_session(&self, alg: AeadAlg, key: &[u8], iv: [u8; 12]) -> Result<Box<dyn AeadSession>, String> {
+    fn aead_session(&self, alg: AeadAlg, key: &[u8], iv: [u8; 12]) -> Result<Box<dyn AeadSession>, BackendError> {
         if key.len() != alg.key_len() {
-            return Err(format!("openssl: {} key of {} bytes", alg.label(), key.len()));
+            return Err(BackendError::AeadKeyLength { backend: "openssl", alg, len: key.len() });
         }
         let cipher = match alg {
             AeadAlg::Aes128Gcm => Cipher::aes_128_gcm(),
             AeadAlg::Aes256Gcm => Cipher::aes_256_gcm(),
         };
-        let err = |e: ::openssl::error::ErrorStack| format!("openssl: {} session: {e}", alg.label());
+        let err = |source| BackendError::OpenSslSession { alg, source };
         let mut ctx = CipherCtx::new().map_err(err)?;
         // Cipher and key once: this is where the key schedule is built.
         ctx.encrypt_init(Some(cipher), Some(key), None).map_err(err)?;

@@ -5,7 +5,9 @@
 
 use std::str::FromStr;
 
-use super::{Report, ServerResult};
+use signet_tls::Backend;
+
+use super::{Report, ServerResult, Spec};
 use crate::error::BenchError;
 use crate::table::{Align, Table};
 
@@ -27,27 +29,62 @@ impl Default for Criteria {
     }
 }
 
+/// A `--criteria` part that is not `NAME=PERCENT` with a known name and a margin in range.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CriteriaError {
+    #[error("criterion {part:?}: expected NAME=PERCENT")]
+    Syntax { part: String },
+    #[error("criterion {part:?}: {value:?} is not a number")]
+    NotANumber { part: String, value: String },
+    #[error("criterion {part:?}: the margin must be 0..=1000 percent")]
+    Margin { part: String },
+    #[error("criterion {name:?} is not known; expected parity, handshake, throughput or cpu")]
+    Unknown { name: String },
+}
+
 impl FromStr for Criteria {
-    type Err = String;
+    type Err = CriteriaError;
     /// `parity=10,cpu=10`, or `handshake=…,throughput=…,cpu=…`; what is not named keeps its default.
-    fn from_str(s: &str) -> Result<Criteria, String> {
+    fn from_str(s: &str) -> Result<Criteria, CriteriaError> {
         let mut c = Criteria::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, value) = part.split_once('=').ok_or_else(|| format!("criterion {part:?}: expected NAME=PERCENT"))?;
-            let pct: f64 = value.trim().trim_end_matches('%').parse().map_err(|_| format!("criterion {part:?}: {value:?} is not a number"))?;
+            let (key, value) = part.split_once('=').ok_or_else(|| CriteriaError::Syntax { part: part.into() })?;
+            let pct: f64 = value
+                .trim()
+                .trim_end_matches('%')
+                .parse()
+                .map_err(|_| CriteriaError::NotANumber { part: part.into(), value: value.into() })?;
             if !(0.0..=1000.0).contains(&pct) {
-                return Err(format!("criterion {part:?}: the margin must be 0..=1000 percent"));
+                return Err(CriteriaError::Margin { part: part.into() });
             }
             match key.trim() {
                 "parity" => (c.handshake_pct, c.throughput_pct) = (pct, pct),
                 "handshake" => c.handshake_pct = pct,
                 "throughput" => c.throughput_pct = pct,
                 "cpu" => c.cpu_pct = pct,
-                other => return Err(format!("criterion {other:?} is not known; expected parity, handshake, throughput or cpu")),
+                other => return Err(CriteriaError::Unknown { name: other.into() }),
             }
         }
         Ok(c)
     }
+}
+
+/// The payload sizes of a comparison when none are given: report 003's throughput figure.
+pub const SIZES: [usize; 1] = [16_384];
+
+/// Measures servers `a` and `b` of `spec` (each a backend, or the name of one of its
+/// targets) and no other, in one run.
+pub fn measure(mut spec: Spec, a: &str, b: &str, progress: &mut dyn FnMut(String)) -> Result<Report, BenchError> {
+    let names = [a, b];
+    spec.backends = names.iter().filter_map(|n| n.parse::<Backend>().ok()).collect();
+    spec.targets.retain(|(name, _)| names.contains(&name.as_str()));
+    for name in names {
+        if name.parse::<Backend>().is_err() && !spec.targets.iter().any(|(t, _)| t == name) {
+            return Err(BenchError::UnknownServer(name.to_string()));
+        }
+    }
+    super::run(&spec, progress)
 }
 
 /// The decision and the table that shows why.
@@ -60,7 +97,7 @@ pub struct Verdict {
 /// Judges `b` against `a`, both servers of `report`.
 pub fn judge(report: &Report, a: &str, b: &str, criteria: &Criteria) -> Result<Verdict, BenchError> {
     let find = |name: &str| {
-        report.servers.iter().find(|s| s.name == name).ok_or_else(|| BenchError::Usage(format!("{name:?} was not measured")))
+        report.servers.iter().find(|s| s.name == name).ok_or_else(|| BenchError::NotMeasured(name.to_string()))
     };
     let (sa, sb): (&ServerResult, &ServerResult) = (find(a)?, find(b)?);
     let mut table = Table::new(&[
@@ -180,9 +217,9 @@ mod tests {
         assert_eq!("".parse::<Criteria>().unwrap(), Criteria::default());
         assert_eq!("parity=5".parse::<Criteria>().unwrap(), Criteria { handshake_pct: 5.0, throughput_pct: 5.0, cpu_pct: 10.0 });
         assert_eq!("handshake=20%, cpu=0".parse::<Criteria>().unwrap(), Criteria { handshake_pct: 20.0, throughput_pct: 10.0, cpu_pct: 0.0 });
-        assert!("speed=5".parse::<Criteria>().unwrap_err().contains("expected parity, handshake, throughput or cpu"));
-        assert!("parity".parse::<Criteria>().unwrap_err().contains("NAME=PERCENT"));
-        assert!("cpu=lots".parse::<Criteria>().unwrap_err().contains("not a number"));
-        assert!("cpu=-1".parse::<Criteria>().unwrap_err().contains("0..=1000"));
+        assert!("speed=5".parse::<Criteria>().unwrap_err().to_string().contains("expected parity, handshake, throughput or cpu"));
+        assert!("parity".parse::<Criteria>().unwrap_err().to_string().contains("NAME=PERCENT"));
+        assert!("cpu=lots".parse::<Criteria>().unwrap_err().to_string().contains("not a number"));
+        assert!("cpu=-1".parse::<Criteria>().unwrap_err().to_string().contains("0..=1000"));
     }
 }

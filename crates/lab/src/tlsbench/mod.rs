@@ -22,7 +22,7 @@ pub mod lookup;
 pub mod rotation;
 pub mod servers;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -108,6 +108,44 @@ struct Server {
     addr: SocketAddr,
     _local: Option<servers::LocalServer>,
     cpu: Option<cpu::CpuSource>,
+}
+
+impl Spec {
+    /// Checks the counts and durations of the measurement.
+    pub fn check_limits(&self) -> Result<(), BenchError> {
+        if !(0.01..=60.0).contains(&self.seconds_per_size) || self.handshakes == 0 || self.max_messages == 0 || self.repeats == 0 {
+            return Err(BenchError::Limits);
+        }
+        Ok(())
+    }
+}
+
+/// The backends `--backends` names.
+pub fn parse_backends(names: &[String]) -> Result<Vec<Backend>, BenchError> {
+    names.iter().map(|b| b.parse::<Backend>()).collect::<Result<Vec<_>, _>>().map_err(BenchError::Backend)
+}
+
+/// `--target NAME=HOST:PORT`: the name, and the first address HOST resolves to.
+pub fn parse_target(t: &str) -> Result<(String, SocketAddr), BenchError> {
+    let given = || t.to_string();
+    let (name, host) = t.split_once('=').ok_or_else(|| BenchError::TargetSyntax { given: given() })?;
+    let addr = host
+        .to_socket_addrs()
+        .map_err(|source| BenchError::TargetResolve { given: given(), source })?
+        .next()
+        .ok_or_else(|| BenchError::TargetNoAddress { given: given(), host: host.to_string() })?;
+    if name.is_empty() {
+        return Err(BenchError::TargetName { given: given() });
+    }
+    Ok((name.to_string(), addr))
+}
+
+/// `--pid NAME=PID`.
+pub fn parse_pid(p: &str) -> Result<(String, u32), BenchError> {
+    p.split_once('=')
+        .and_then(|(name, pid)| Some((name.to_string(), pid.parse().ok()?)))
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| BenchError::PidSyntax { given: p.to_string() })
 }
 
 /// Runs the whole measurement; `progress` gets one line per step.
@@ -385,5 +423,25 @@ fn size_name(bytes: usize) -> String {
     match bytes {
         b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
         b => format!("{b} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_pids_parse_or_say_what_was_expected() {
+        assert_eq!(parse_target("nginx=127.0.0.1:8443").unwrap(), ("nginx".into(), "127.0.0.1:8443".parse().unwrap()));
+        assert_eq!(parse_target("nginx").unwrap_err().to_string(), "--target \"nginx\": expected NAME=HOST:PORT");
+        assert_eq!(parse_target("=127.0.0.1:1").unwrap_err().to_string(), "--target \"=127.0.0.1:1\": the name before = is empty");
+        assert!(matches!(parse_target("x=no port"), Err(BenchError::TargetResolve { .. })));
+        assert_eq!(parse_pid("nginx=12").unwrap(), ("nginx".into(), 12));
+        for bad in ["nginx", "=12", "nginx=x"] {
+            assert_eq!(parse_pid(bad).unwrap_err().to_string(), format!("--pid {bad:?}: expected NAME=PID, e.g. nginx=1234"));
+        }
+        assert_eq!(parse_backends(&["openssl".into()]).unwrap(), vec![Backend::Openssl]);
+        let err = parse_backends(&["boring".into()]).unwrap_err();
+        assert!(err.is_usage() && err.to_string().starts_with("--backends: "), "{err}");
     }
 }

@@ -151,12 +151,23 @@ fn replace(cert: &Path, key: &Path, cert_pem: &str, key_pem: &str) -> Result<(),
     Ok(())
 }
 
+/// Why a handshake during a rotation failed: counted, not reported.
+#[derive(Debug, thiserror::Error)]
+enum Failed {
+    #[error("connect: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("TLS handshake: {0}")]
+    Handshake(#[source] std::io::Error),
+    #[error("no certificate")]
+    NoCertificate,
+}
+
 /// The leaf certificate a new handshake is shown.
-async fn presented(connector: &tokio_rustls::TlsConnector, addr: std::net::SocketAddr) -> Result<Vec<u8>, String> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
-    let mut tls = connector.connect(name, tcp).await.map_err(|e| e.to_string())?;
-    let der = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec()).ok_or("no certificate")?;
+async fn presented(connector: &tokio_rustls::TlsConnector, addr: std::net::SocketAddr) -> Result<Vec<u8>, Failed> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(Failed::Connect)?;
+    let name = ServerName::try_from("localhost").expect("localhost is a DNS name");
+    let mut tls = connector.connect(name, tcp).await.map_err(Failed::Handshake)?;
+    let der = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec()).ok_or(Failed::NoCertificate)?;
     let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
     Ok(der)
 }
