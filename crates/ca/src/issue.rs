@@ -46,7 +46,7 @@ pub enum IssueError {
     #[error("certificate signing request: {0}")]
     Csr(String),
     #[error("the token's identity cannot be certified: {0}")]
-    Identity(String),
+    Identity(#[source] crate::identity::Uncertifiable),
     /// The caller's own limits refuse this identity (an API token's scope).
     #[error("{0}")]
     NotPermitted(String),

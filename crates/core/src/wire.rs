@@ -199,7 +199,7 @@ pub struct Base64(pub Vec<u8>);
 
 impl<'de> Deserialize<'de> for Base64 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let decode = |s: &str| crate::b64::decode(s).map_err(|e| format!("not base64: {e}"));
+        let decode = |s: &str| crate::b64::decode(s).map_err(DecodeError::Base64);
         d.deserialize_str(Encoded { expecting: "a base64 string", decode }).map(Base64)
     }
 }
@@ -210,9 +210,18 @@ pub struct Hex(pub Vec<u8>);
 
 impl<'de> Deserialize<'de> for Hex {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let decode = |s: &str| hex::decode(s).map_err(|e| format!("not hex: {e}"));
+        let decode = |s: &str| hex::decode(s).map_err(DecodeError::Hex);
         d.deserialize_str(Encoded { expecting: "a hex string", decode }).map(Hex)
     }
+}
+
+/// Why an encoded field's string does not decode (the reader adds the field's path).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum DecodeError {
+    #[error("not base64: {0}")]
+    Base64(#[source] base64::DecodeError),
+    #[error("not hex: {0}")]
+    Hex(#[source] hex::FromHexError),
 }
 
 /// Reads a string holding bytes in some encoding, and decodes it.
@@ -221,7 +230,7 @@ struct Encoded<F> {
     decode: F,
 }
 
-impl<F: Fn(&str) -> Result<Vec<u8>, String>> Visitor<'_> for Encoded<F> {
+impl<F: Fn(&str) -> Result<Vec<u8>, DecodeError>> Visitor<'_> for Encoded<F> {
     type Value = Vec<u8>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.expecting)
@@ -362,6 +371,9 @@ mod tests {
             assert!(e.why.contains(why), "{json}: {e}");
             assert!(!e.syntax && !e.why.contains("line"), "{json}: {e}");
         }
+        // The decoder's own message follows, as clients have always read it.
+        assert_eq!(err(cases[0].0).why, format!("not base64: {}", crate::b64::decode("@@").unwrap_err()));
+        assert_eq!(err(cases[1].0).why, format!("not hex: {}", hex::decode("xyz").unwrap_err()));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use axum::extract::ConnectInfo;
 use http::Request;
 
-use crate::token::TokenId;
+use crate::token::{BadTokenId, TokenId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClientKey {
@@ -58,27 +58,46 @@ impl fmt::Display for ClientKey {
     }
 }
 
+/// Why text does not name a client: a client key, an address range, or a token id. Each
+/// names the text given and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    #[error(transparent)]
+    TokenId(#[from] BadTokenId),
+    #[error("{0:?}: an identity key is oidc: and 32 hex digits, as `signet admin ban list` prints it")]
+    IdentityKey(String),
+    #[error("{0:?}: a certificate key is cert: and 32 hex digits, as `signet admin ban list` prints it")]
+    CertificateKey(String),
+    #[error("{0:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN, token:ID, oidc:KEY or cert:KEY")]
+    NotAClient(String),
+    #[error("{0:?} is not an address or CIDR range (e.g. 10.0.0.0/8, fd00::/8)")]
+    NotAnAddress(String),
+    #[error("{range:?}: the prefix length must be 0..={max}")]
+    PrefixLength { range: String, max: u8 },
+}
+
 impl std::str::FromStr for ClientKey {
-    type Err = String;
+    type Err = ClientError;
     /// `ip:ADDR` (one address), `ip:ADDR/LEN`, `token:ID`, `overflow`, or a bare IP
     /// address, which names its key under the default prefixes (/32, /64): what an
     /// operator types. With other prefixes, use the form `signet admin ban list` prints.
-    fn from_str(s: &str) -> Result<ClientKey, String> {
+    fn from_str(s: &str) -> Result<ClientKey, ClientError> {
         if let Some(id) = s.strip_prefix("token:") {
-            return id.parse().map(ClientKey::Token);
+            return Ok(ClientKey::Token(id.parse()?));
         }
         if let Some(h) = s.strip_prefix("oidc:") {
-            let bytes = hex_16(h).ok_or_else(|| format!("{s:?}: an identity key is oidc: and 32 hex digits, as `signet admin ban list` prints it"))?;
+            let bytes = hex_16(h).ok_or_else(|| ClientError::IdentityKey(s.to_string()))?;
             return Ok(ClientKey::Identity(bytes));
         }
         if let Some(h) = s.strip_prefix("cert:") {
-            let bytes = hex_16(h).ok_or_else(|| format!("{s:?}: a certificate key is cert: and 32 hex digits, as `signet admin ban list` prints it"))?;
+            let bytes = hex_16(h).ok_or_else(|| ClientError::CertificateKey(s.to_string()))?;
             return Ok(ClientKey::Certificate(bytes));
         }
         if s == "overflow" {
             return Ok(ClientKey::Overflow);
         }
-        let bad = || format!("{s:?} is not a client; expected an IP address, ip:ADDR, ip:ADDR/LEN, token:ID, oidc:KEY or cert:KEY");
+        let bad = || ClientError::NotAClient(s.to_string());
         let (ip, exact) = match s.strip_prefix("ip:") {
             Some(ip) => (ip, true),
             None => (s, false),
@@ -148,16 +167,16 @@ pub struct Cidr {
 }
 
 impl Cidr {
-    pub fn parse(s: &str) -> Result<Cidr, String> {
+    pub fn parse(s: &str) -> Result<Cidr, ClientError> {
         let (addr, len) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let addr: IpAddr = addr.trim().parse().map_err(|_| format!("{s:?} is not an address or CIDR range (e.g. 10.0.0.0/8, fd00::/8)"))?;
+        let addr: IpAddr = addr.trim().parse().map_err(|_| ClientError::NotAnAddress(s.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match len {
             None => max,
-            Some(l) => l.trim().parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| format!("{s:?}: the prefix length must be 0..={max}"))?,
+            Some(l) => l.trim().parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| ClientError::PrefixLength { range: s.to_string(), max })?,
         };
         Ok(Cidr { addr: mask(addr, len), len })
     }
@@ -174,8 +193,8 @@ impl fmt::Display for Cidr {
 }
 
 impl std::str::FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Cidr, String> {
+    type Err = ClientError;
+    fn from_str(s: &str) -> Result<Cidr, ClientError> {
         Cidr::parse(s)
     }
 }

@@ -4,6 +4,9 @@
 
 use serde::Deserialize;
 
+pub use crate::error::ConfigError;
+use crate::roles::Role;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GuardConfig {
@@ -176,49 +179,44 @@ impl GuardConfig {
     }
 
     /// How requests become client keys, from `ipv4_prefix`, `ipv6_prefix` and `trusted_proxies`.
-    pub fn keying(&self) -> Result<crate::client::Keying, String> {
+    pub fn keying(&self) -> Result<crate::client::Keying, ConfigError> {
         let trusted_proxies = self
             .trusted_proxies
             .iter()
-            .map(|c| crate::client::Cidr::parse(c).map_err(|e| format!("guard.trusted_proxies: {e}")))
+            .map(|c| crate::client::Cidr::parse(c).map_err(ConfigError::TrustedProxy))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(crate::client::Keying { ipv4_prefix: self.ipv4_prefix, ipv6_prefix: self.ipv6_prefix, trusted_proxies })
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !(8..=32).contains(&self.ipv4_prefix) || !(16..=128).contains(&self.ipv6_prefix) {
-            return Err(format!(
-                "guard.ipv4_prefix must be 8..=32 and guard.ipv6_prefix 16..=128, got {} and {}",
-                self.ipv4_prefix, self.ipv6_prefix
-            ));
+            return Err(ConfigError::Prefixes { ipv4: self.ipv4_prefix, ipv6: self.ipv6_prefix });
         }
         if !(100..=100_000_000).contains(&self.max_clients) {
-            return Err(format!("guard.max_clients must be 100..=100000000, got {}", self.max_clients));
+            return Err(ConfigError::MaxClients(self.max_clients));
         }
         self.keying()?;
         let roles = crate::roles::Roles::with_custom(&self.roles)?;
         for (san, role) in &self.mtls.roles {
-            let known = role.parse::<crate::roles::Role>().map(|r| roles.defines(&r)).unwrap_or(false);
+            let known = role.parse::<Role>().map(|r| roles.defines(&r)).unwrap_or(false);
             if !known {
-                return Err(format!(
-                    "guard.mtls.roles: {san:?} maps to role {role:?}, which is not defined; expected admin, signer, reader, auditor or a [guard.roles] name"
-                ));
+                return Err(ConfigError::MtlsRole { san: san.clone(), role: role.clone() });
             }
         }
         let r = &self.rate_limit;
         if r.enabled {
             let all = [r.per_second, r.burst, r.write_per_second.unwrap_or(1), r.write_burst.unwrap_or(1)];
             if all.contains(&0) {
-                return Err("guard.rate_limit: per_second, burst, write_per_second and write_burst must be at least 1".into());
+                return Err(ConfigError::RateLimitZero);
             }
         }
         let b = &self.ban;
         if b.enabled && (b.max_refusals == 0 || b.window_secs == 0 || b.duration_secs == 0) {
-            return Err("guard.ban: max_refusals, window_secs and duration_secs must be at least 1".into());
+            return Err(ConfigError::BanZero);
         }
         if !self.redis.url.is_empty() {
             if !r.enabled {
-                return Err("guard.redis shares the rate limits (and the bans they lead to) between instances: set guard.rate_limit.enabled = true, or leave guard.redis.url empty".into());
+                return Err(ConfigError::RedisWithoutRateLimit);
             }
             crate::redis_client::client(&self.redis.url, self.redis.ca_file.as_deref())?;
         }
@@ -249,7 +247,7 @@ mod tests {
         let mut c = GuardConfig::default();
         c.rate_limit.enabled = true;
         c.rate_limit.burst = 0;
-        assert!(c.validate().unwrap_err().contains("burst"));
+        assert!(c.validate().unwrap_err().to_string().contains("burst"));
         let c: GuardConfig = serde_json::from_str(r#"{"trusted_proxies": ["10.0.0.0/8", "::1"], "ipv6_prefix": 48}"#).unwrap();
         assert!(c.validate().is_ok());
         for bad in [r#"{"trusted_proxies": ["10.0.0.0/40"]}"#, r#"{"trusted_proxies": ["proxy"]}"#, r#"{"ipv6_prefix": 200}"#, r#"{"ipv4_prefix": 0}"#] {

@@ -79,10 +79,10 @@ impl Guard {
         // in an ever-growing queue to the store.
         let (to_store, pending) = mpsc::sync_channel(BAN_QUEUE);
         let keying = config.keying().map_err(StoreError::Config)?;
-        let roles = Roles::with_custom(&config.roles).map_err(StoreError::Config)?;
+        let roles = Roles::with_custom(&config.roles)?;
         let shared = match config.rate_limit.enabled && !config.redis.url.is_empty() {
             true => Some(Arc::new(
-                crate::shared::SharedLimits::new(&config.redis, &config.rate_limit, &config.ban).map_err(StoreError::Config)?,
+                crate::shared::SharedLimits::new(&config.redis, &config.rate_limit, &config.ban).map_err(|e| StoreError::Config(e.into()))?,
             )),
             false => None,
         };
@@ -188,11 +188,8 @@ impl Guard {
     /// Lifts `client`'s ban here at once, and in the store (so for every instance that
     /// shares it) within a moment. Whether this instance had it banned; `Err` when the
     /// store's queue is full, and the store keeps the ban.
-    pub fn lift(&self, client: &ClientKey) -> Result<bool, String> {
-        self.to_store
-            .try_send(StoreOp::Lift(*client))
-            .map_err(|_| "the guard store is busy; the ban is lifted here but not in the store: retry, or use `signet admin ban lift`".to_string())
-            .map(|()| self.bans.lift(client))
+    pub fn lift(&self, client: &ClientKey) -> Result<bool, StoreError> {
+        self.to_store.try_send(StoreOp::Lift(*client)).map_err(|_| StoreError::Busy).map(|()| self.bans.lift(client))
     }
 
     /// The tokens, without their hashes' use to anyone: for `GET /api/admin/tokens`.

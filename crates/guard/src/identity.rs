@@ -64,6 +64,8 @@ pub struct Route {
     pub needs: Needs,
     /// The log it reads or writes (`rekor-v1`, `rekor-v2`, `ct`), for token scopes.
     pub log: Option<&'static str>,
+    /// An operator's route: the admin scope's authn judges it, whatever the public one says.
+    pub admin: bool,
 }
 
 /// The server's route table: the route matched as (method, path template); `None` for no

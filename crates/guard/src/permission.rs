@@ -65,13 +65,19 @@ impl fmt::Display for Permission {
     }
 }
 
+/// A permission name that is not one of [`Permission::ALL`]'s (nor `admin.*`): the name given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown permission {0:?}; expected one of {names}, or \"admin.*\" for every admin.* permission", names = permission_names())]
+pub struct UnknownPermission(pub String);
+
+fn permission_names() -> String {
+    Permission::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+}
+
 impl std::str::FromStr for Permission {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Permission, String> {
-        Permission::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Permission::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown permission {s:?}; expected one of {}, or \"admin.*\" for every admin.* permission", names.join(", "))
-        })
+    type Err = UnknownPermission;
+    fn from_str(s: &str) -> Result<Permission, UnknownPermission> {
+        Permission::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| UnknownPermission(s.to_string()))
     }
 }
 
@@ -99,7 +105,7 @@ impl Permissions {
     }
 
     /// Parses a list of permission names; `admin.*` stands for every `admin.…` permission.
-    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Permissions, String> {
+    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Permissions, UnknownPermission> {
         let mut set = Permissions::NONE;
         for name in names {
             if name == "admin.*" {
@@ -140,7 +146,7 @@ mod tests {
         assert_eq!(set.to_string(), "read admin.tokens admin.bans admin.log");
         assert!(!set.contains(Permission::LogAppend) && !set.contains(Permission::AuditRead));
         assert_eq!(Permissions::all().iter().count(), Permission::ALL.len());
-        let e = Permissions::parse(["read", "log.write"]).unwrap_err();
+        let e = Permissions::parse(["read", "log.write"]).unwrap_err().to_string();
         assert!(e.contains("\"log.write\"") && e.contains("log.append"), "{e}");
     }
 }

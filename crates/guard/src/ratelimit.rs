@@ -1,9 +1,14 @@
 //! Rate limiting: a GCRA token bucket per client (governor), one for reads and one for
 //! writes, as a tower layer.
 //!
-//! A refusal is a 429 with `Retry-After` (whole seconds, rounded up, at least 1) and counts
-//! as a strike towards a [`crate::ban`]. The refused path does no I/O and takes no lock
-//! beyond governor's sharded map: at 50,000 requests/s it is most of what the server does.
+//! A refusal is a 429 with `Retry-After` (whole seconds, rounded up, at least 1), marked as a
+//! [`Strike`] against the caller for the ban layer ([`crate::ban::layer`]) to count. The
+//! refused path does no I/O and takes no lock beyond governor's sharded map: at 50,000
+//! requests/s it is most of what the server does. A client is keyed by the [`Identity`] that
+//! authn put on the request, else by its address.
+//!
+//! With Redis the shared limiter decides in one atomic step the bucket, the strike and the
+//! ban ([`crate::shared`]): its refusals are not marked, as Redis counted them already.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,7 +26,7 @@ use crate::identity::{Identity, Needs, Route, RouteTable};
 use crate::permission::Permission;
 use crate::client::ClientKey;
 use crate::guard::Guard;
-use crate::refuse::refuse;
+use crate::refuse::{refuse, Strike, Struck};
 use crate::config::OnFailure;
 use crate::shared::{Decision, SharedLimits};
 
@@ -83,9 +88,6 @@ where
             Some(who) => who.principal.client_key(),
             None => self.guard.keying.key_of(&request),
         };
-        if let Some(until) = self.guard.banned_until(&client) {
-            return Either::Left(Either::Left(futures_util::future::ready(Ok(crate::refuse::banned(&client, until)))));
-        }
         let write = is_write(self.routes, &request);
         // Probes and metrics keep to this instance's own buckets: a load balancer or a scraper
         // must see the instance as it is, Redis or no Redis (fail-closed would fail them too).
@@ -104,8 +106,8 @@ where
         }
         match self.guard.limiters.as_ref().map(|l| l.check(&client, write)) {
             Some(Err(wait)) => {
-                self.guard.strike(client, "rate limited");
-                Either::Left(Either::Left(futures_util::future::ready(Ok(refused(&self.guard, &client, write, wait)))))
+                let strike = Strike { why: "rate limited", on: Struck::Caller };
+                Either::Left(Either::Left(futures_util::future::ready(Ok(strike.on(refused(&self.guard, &client, write, wait))))))
             }
             _ => Either::Left(Either::Right(self.inner.call(request))),
         }

@@ -1,5 +1,6 @@
 //! The guard's answers: the same `{"code", "message"}` JSON as every other signet error,
-//! plus a [`Refusal`] response extension naming the reason for `/metrics`.
+//! plus a [`Refusal`] response extension naming the reason for `/metrics` and the audit log,
+//! and, when the refusal is misbehaviour that counts towards a ban, a [`Strike`].
 
 use axum::body::Body;
 use axum::response::Response;
@@ -11,6 +12,33 @@ use crate::store;
 /// Why the guard refused a request, in a few stable words (`rate_limited`, `banned`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal(pub &'static str);
+
+/// A refusal that counts towards its client's ban: the response extension by which a layer
+/// (authn, the rate limiter) asks the ban layer ([`crate::ban::layer`]) for a strike, without
+/// knowing anything of bans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Strike {
+    pub why: &'static str,
+    pub on: Struck,
+}
+
+/// Whom a [`Strike`] counts against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Struck {
+    /// The client's address (e.g. a bad token: nobody authenticated).
+    Address,
+    /// Whoever the request authenticated as (its [`crate::Identity`] on the response), else
+    /// its address: the key the rate limiter counts.
+    Caller,
+}
+
+impl Strike {
+    /// `response`, marked as a strike.
+    pub fn on(self, mut response: Response) -> Response {
+        response.extensions_mut().insert(self);
+        response
+    }
+}
 
 /// A JSON refusal. `retry_after` (seconds) becomes the `Retry-After` header.
 pub fn refuse(status: StatusCode, reason: &'static str, message: &str, retry_after: Option<u64>) -> Response {

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use crate::error::{ConfigError, PolicyError};
 use crate::permission::{Permission, Permissions};
 
 /// A role's name: 1 to 64 of `a-z 0-9 . _ -`, starting with a letter or digit.
@@ -42,16 +43,14 @@ impl fmt::Display for Role {
 }
 
 impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Role, String> {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<Role, PolicyError> {
         let ok = (1..=64).contains(&s.len())
             && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
             && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric());
         match ok {
             true => Ok(Role(s.into())),
-            false => Err(format!(
-                "{s:?} is not a role name: 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit (built in: admin, signer, reader, auditor)"
-            )),
+            false => Err(PolicyError::RoleName(s.to_string())),
         }
     }
 }
@@ -81,14 +80,17 @@ impl Default for Roles {
 
 impl Roles {
     /// The built-in roles plus `[guard.roles]`. An error names the role and what was wrong.
-    pub fn with_custom(custom: &BTreeMap<String, Vec<String>>) -> Result<Roles, String> {
+    pub fn with_custom(custom: &BTreeMap<String, Vec<String>>) -> Result<Roles, ConfigError> {
         let mut roles = Roles::default();
         for (name, permissions) in custom {
-            let role: Role = name.parse().map_err(|e| format!("[guard.roles]: {e}"))?;
+            let role: Role = name.parse().map_err(ConfigError::RoleName)?;
             if roles.by_name.contains_key(&role) {
-                return Err(format!("[guard.roles]: {role} is a built-in role and cannot be redefined; choose another name"));
+                return Err(ConfigError::BuiltinRole(role.name().to_string()));
             }
-            let set = Permissions::parse(permissions.iter().map(String::as_str)).map_err(|e| format!("[guard.roles] {role}: {e}"))?;
+            let set = match Permissions::parse(permissions.iter().map(String::as_str)) {
+                Ok(set) => set,
+                Err(unknown) => return Err(ConfigError::RolePermissions { role: role.name().to_string(), source: unknown.into() }),
+            };
             roles.by_name.insert(role, set);
         }
         Ok(roles)
@@ -134,11 +136,11 @@ mod tests {
         let bot: Role = "release-bot".parse().unwrap();
         assert_eq!(roles.permissions(&bot).to_string(), "read log.append");
         assert_eq!(roles.table().len(), 5);
-        let e = Roles::with_custom(&custom("admin", &["read"])).unwrap_err();
+        let e = Roles::with_custom(&custom("admin", &["read"])).unwrap_err().to_string();
         assert!(e.contains("built-in"), "{e}");
-        let e = Roles::with_custom(&custom("bot", &["log.write"])).unwrap_err();
+        let e = Roles::with_custom(&custom("bot", &["log.write"])).unwrap_err().to_string();
         assert!(e.contains("[guard.roles] bot") && e.contains("log.append"), "{e}");
-        let e = Roles::with_custom(&custom("Bad Name", &[])).unwrap_err();
+        let e = Roles::with_custom(&custom("Bad Name", &[])).unwrap_err().to_string();
         assert!(e.contains("not a role name"), "{e}");
         assert!("-x".parse::<Role>().is_err() && "x".repeat(65).parse::<Role>().is_err() && "ops.1_a-b".parse::<Role>().is_ok());
     }

@@ -16,9 +16,8 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Cidr;
-
-/// The logs a route can belong to, as the server's route table names them.
-pub const LOGS: &[&str] = &["rekor-v1", "rekor-v2", "ct"];
+use crate::error::PolicyError;
+use crate::logs::LOGS;
 
 /// Most entries in one scope list, and the longest entry: a scope is read on every request
 /// the token makes.
@@ -62,20 +61,20 @@ impl TokenScope {
     /// Checks every limit, and that each entry names something that exists: `routes` is
     /// the server's (method, template) list, for catching a typo at creation rather than
     /// at the first refused request.
-    pub fn validate(&self, routes: &[(http::Method, &str)]) -> Result<(), String> {
-        for (what, n) in [("routes", self.routes.len()), ("logs", self.logs.len()), ("networks", self.networks.len()), ("identities", self.identities.len())] {
+    pub fn validate(&self, routes: &[(http::Method, &str)]) -> Result<(), PolicyError> {
+        for (list, n) in [("routes", self.routes.len()), ("logs", self.logs.len()), ("networks", self.networks.len()), ("identities", self.identities.len())] {
             if n > MAX_ENTRIES {
-                return Err(format!("a scope lists at most {MAX_ENTRIES} {what}, got {n}"));
+                return Err(PolicyError::TooMany { list, max: MAX_ENTRIES, got: n });
             }
         }
         for rule in &self.routes {
             if !routes.iter().any(|(m, t)| *t == rule.template && rule.method.as_ref().is_none_or(|rm| rm == m)) {
-                return Err(format!("route {rule} is not a route of this server (see docs/guard.md for the list)"));
+                return Err(PolicyError::UnknownRoute(rule.to_string()));
             }
         }
         for log in &self.logs {
             if !LOGS.contains(&log.as_str()) {
-                return Err(format!("log {log:?} is not one of {}", LOGS.join(", ")));
+                return Err(PolicyError::UnknownLog(log.clone()));
             }
         }
         Ok(())
@@ -104,12 +103,21 @@ impl TokenScope {
     }
 
     /// Whether a certificate for `subject` (the SAN the CA would write) is in scope.
-    pub fn admits_identity(&self, subject: &str) -> Result<(), String> {
+    pub fn admits_identity<'a>(&'a self, subject: &'a str) -> Result<(), IdentityOutOfScope<'a>> {
         if self.identities.is_empty() || self.identities.iter().any(|p| p.matches(subject)) {
             return Ok(());
         }
-        Err(format!("this token may request certificates only for {}; not for {subject:?}", list(&self.identities)))
+        Err(IdentityOutOfScope { allowed: &self.identities, subject })
     }
+}
+
+/// A certificate identity outside a token's scope. It borrows the scope and the subject: a
+/// refusal on the signing path costs no copy until it is written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this token may request certificates only for {}; not for {subject:?}", list(allowed))]
+pub struct IdentityOutOfScope<'a> {
+    pub allowed: &'a [IdentityPattern],
+    pub subject: &'a str,
 }
 
 /// An IPv4-mapped IPv6 peer (`::ffff:a.b.c.d`) is that IPv4 client, as the keying has it.
@@ -132,21 +140,21 @@ pub struct RouteRule {
 }
 
 impl std::str::FromStr for RouteRule {
-    type Err = String;
-    fn from_str(s: &str) -> Result<RouteRule, String> {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<RouteRule, PolicyError> {
         let s = s.trim();
         let (method, template) = match s.split_once(' ') {
             Some((m, t)) => {
                 let method = Some(m)
                     .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphabetic()))
                     .and_then(|m| http::Method::from_bytes(m.to_ascii_uppercase().as_bytes()).ok())
-                    .ok_or_else(|| format!("route {s:?}: {m:?} is not a method"))?;
+                    .ok_or_else(|| PolicyError::NotAMethod { route: s.to_string(), method: m.to_string() })?;
                 (Some(method), t.trim())
             }
             None => (None, s),
         };
         if !template.starts_with('/') || template.len() > MAX_ENTRY_BYTES {
-            return Err(format!("route {s:?} is not METHOD /path or /path (e.g. \"POST /api/v2/log/entries\")"));
+            return Err(PolicyError::RouteShape(s.to_string()));
         }
         Ok(RouteRule { method, template: template.to_string() })
     }
@@ -167,15 +175,15 @@ impl fmt::Display for RouteRule {
 pub struct IdentityPattern(String);
 
 impl std::str::FromStr for IdentityPattern {
-    type Err = String;
-    fn from_str(s: &str) -> Result<IdentityPattern, String> {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<IdentityPattern, PolicyError> {
         // Certified identities are ASCII (signet_ca::identity), so a pattern that is not
         // could never match: a look-alike letter is a mistake to report, not to store.
         if s.is_empty() || s.len() > MAX_ENTRY_BYTES || !s.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(format!("identity pattern {s:?} must be 1 to {MAX_ENTRY_BYTES} printable ASCII characters, with * for any run"));
+            return Err(PolicyError::PatternShape { pattern: s.to_string(), max: MAX_ENTRY_BYTES });
         }
         if s.bytes().all(|b| b == b'*') {
-            return Err(format!("identity pattern {s:?} matches every identity; leave the scope's identities empty instead"));
+            return Err(PolicyError::PatternMatchesAll(s.to_string()));
         }
         Ok(IdentityPattern(s.to_string()))
     }
@@ -290,7 +298,7 @@ mod tests {
         assert!(logs.admits(&Method::POST, "/api/v2/log/entries", Some("rekor-v2"), inside).unwrap_err().message.contains("rekor-v1"));
         assert_eq!(logs.admits(&Method::POST, "/api/v1/timestamp", None, inside), Ok(()), "routes of no log are not limited by logs");
         assert_eq!(scope.admits_identity("ci@acme.dev"), Ok(()));
-        assert!(scope.admits_identity("ci@evil.dev").unwrap_err().contains("*@acme.dev"));
+        assert!(scope.admits_identity("ci@evil.dev").unwrap_err().to_string().contains("*@acme.dev"));
         assert_eq!(TokenScope::default().admits_identity("anyone@anywhere"), Ok(()));
     }
 
@@ -304,9 +312,9 @@ mod tests {
         assert_eq!(serde_json::from_str::<TokenScope>(&text).unwrap(), scope);
         assert_eq!(serde_json::to_string(&TokenScope::default()).unwrap(), "{}");
         let typo: TokenScope = serde_json::from_str(r#"{"routes":["GET /api/v2/log/entries"]}"#).unwrap();
-        assert!(typo.validate(&routes).unwrap_err().contains("GET /api/v2/log/entries"));
+        assert!(typo.validate(&routes).unwrap_err().to_string().contains("GET /api/v2/log/entries"));
         let log: TokenScope = serde_json::from_str(r#"{"logs":["rekor-v3"]}"#).unwrap();
-        assert!(log.validate(&routes).unwrap_err().contains("rekor-v3"));
+        assert!(log.validate(&routes).unwrap_err().to_string().contains("rekor-v3"));
         assert!(serde_json::from_str::<TokenScope>(r#"{"networks":["10.0.0.0/40"]}"#).is_err());
         assert!(serde_json::from_str::<TokenScope>(r#"{"route":[]}"#).is_err(), "unknown fields are refused");
         assert!("api/v1/log".parse::<RouteRule>().is_err() && "FROB! /x".parse::<RouteRule>().is_err());

@@ -21,7 +21,7 @@ use redis::aio::ConnectionManager;
 
 use crate::client::ClientKey;
 use crate::config::{BanConfig, OnFailure, RateLimitConfig, RedisConfig};
-use crate::redis_client::{client, redact};
+use crate::redis_client::{client, redact, RedisClientError};
 
 /// What the shared limiter decided for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub struct SharedLimits {
 const RETRY: Duration = Duration::from_millis(250);
 
 impl SharedLimits {
-    pub fn new(cfg: &RedisConfig, limits: &RateLimitConfig, ban: &BanConfig) -> Result<SharedLimits, String> {
+    pub fn new(cfg: &RedisConfig, limits: &RateLimitConfig, ban: &BanConfig) -> Result<SharedLimits, RedisClientError> {
         let client = client(&cfg.url, cfg.ca_file.as_deref())?;
         let shape = |per_second: u32, burst: u32| (1_000_000 / u64::from(per_second.max(1)), u64::from(burst.max(1)));
         Ok(SharedLimits {
@@ -205,8 +205,8 @@ impl SharedLimits {
     /// Lifts `client`'s shared ban and forgets its strikes (`signet admin ban lift --redis`).
     /// `Ok(false)`: it had no shared ban.
     /// `ca_file` as `guard.redis.ca_file`.
-    pub fn lift(url: &str, ca_file: Option<&std::path::Path>, client: &ClientKey) -> Result<bool, String> {
-        let unreachable = |e: redis::RedisError| format!("Redis at {}: {e}", redact(url));
+    pub fn lift(url: &str, ca_file: Option<&std::path::Path>, client: &ClientKey) -> Result<bool, RedisClientError> {
+        let unreachable = |source| RedisClientError::Unreachable { url: redact(url), source };
         let c = crate::redis_client::client(url, ca_file)?;
         let mut conn = c.get_connection_with_timeout(Duration::from_secs(5)).map_err(unreachable)?;
         let removed: i64 = redis::cmd("DEL").arg(format!("signet:ban:{client}")).query(&mut conn).map_err(unreachable)?;
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn a_bad_url_is_named_without_its_password() {
         let cfg = RedisConfig { url: "http://user:hunter2@host".into(), ..Default::default() };
-        let e = SharedLimits::new(&cfg, &RateLimitConfig::default(), &BanConfig::default()).err().unwrap();
+        let e = SharedLimits::new(&cfg, &RateLimitConfig::default(), &BanConfig::default()).err().unwrap().to_string();
         assert!(e.contains("guard.redis.url") && e.contains("redis://") && !e.contains("hunter2"), "{e}");
     }
 
@@ -253,7 +253,7 @@ mod tests {
             ("rediss://:hunter2@127.0.0.1:6379", junk.clone(), "PEM"),
         ];
         for (url, ca, why) in cases {
-            let e = client(url, Some(&ca)).err().unwrap();
+            let e = client(url, Some(&ca)).err().unwrap().to_string();
             assert!(e.contains(why) && !e.contains("hunter2"), "{url}: {e}");
         }
         assert!(client("rediss://127.0.0.1:6379", None).is_ok(), "the system's roots");

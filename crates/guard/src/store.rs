@@ -144,8 +144,8 @@ impl SqliteStore {
         StoreError::Sqlite { path: self.path.clone(), source }
     }
 
-    fn corrupt(&self, what: String) -> StoreError {
-        StoreError::Corrupt { path: self.path.clone(), what }
+    fn corrupt(&self, what: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt { path: self.path.clone(), what: what.to_string() }
     }
 
     /// Changes whenever another connection commits (SQLite's `PRAGMA data_version`).
@@ -200,7 +200,7 @@ impl SqliteStore {
         for row in rows {
             let (id, name, role, hash, created, expires, revoked, scope) = row.map_err(|e| self.err(e))?;
             out.push(TokenRecord {
-                scope: parse_scope(&name, scope.as_deref()).map_err(|e| self.corrupt(e))?,
+                scope: parse_scope(&self.path, &name, scope.as_deref())?,
                 id: id.parse().map_err(|e| self.corrupt(e))?,
                 role: role.parse().map_err(|e| self.corrupt(e))?,
                 hash: hash.try_into().map_err(|_| self.corrupt(format!("token {name}: hash is not 32 bytes")))?,
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(*again[1].scope, scope, "opened twice: the column is added once, and the scope read back");
         // A scope that does not parse is a corrupt store, never an unlimited token.
         Connection::open(path(dir.path())).unwrap().execute("UPDATE tokens SET scope = '{\"networks\":5}' WHERE name = 'new'", []).unwrap();
-        assert!(matches!(Store::open(dir.path()).unwrap().tokens(), Err(StoreError::Corrupt { .. })));
+        assert!(matches!(Store::open(dir.path()).unwrap().tokens(), Err(StoreError::CorruptScope { .. })));
     }
 
     #[test]

@@ -26,19 +26,29 @@ impl fmt::Display for TokenId {
     }
 }
 
+/// Text that is not a token id: the text given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a token id (16 hex digits)")]
+pub struct BadTokenId(pub String);
+
 impl std::str::FromStr for TokenId {
-    type Err = String;
-    fn from_str(s: &str) -> Result<TokenId, String> {
-        let bad = || format!("{s:?} is not a token id (16 hex digits)");
-        if s.len() != 16 {
-            return Err(bad());
-        }
-        let mut id = [0u8; 8];
-        for (i, b) in id.iter_mut().enumerate() {
-            *b = u8::from_str_radix(s.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
-        }
-        Ok(TokenId(id))
+    type Err = BadTokenId;
+    fn from_str(s: &str) -> Result<TokenId, BadTokenId> {
+        parse_id(s).ok_or_else(|| BadTokenId(s.to_string()))
     }
+}
+
+/// 16 hex digits as a token id. Apart from `from_str` so that a request's malformed token
+/// costs no error value.
+fn parse_id(s: &str) -> Option<TokenId> {
+    if s.len() != 16 {
+        return None;
+    }
+    let mut id = [0u8; 8];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(TokenId(id))
 }
 
 /// A freshly made token: the plaintext (to print once) and what is stored.
@@ -72,6 +82,12 @@ pub fn hash(token: &str) -> [u8; 32] {
     signet_core::hash::sha256(token.as_bytes())
 }
 
+/// Whether a bearer value is meant as a signet API token (by its prefix); anything else in
+/// that header is an OIDC identity token, the CA's to verify.
+pub fn is_api_token(bearer: &str) -> bool {
+    bearer.starts_with(PREFIX)
+}
+
 /// The id a presented token claims, or `None` when it is not shaped like a signet token.
 /// The claim means nothing until [`matches`] agrees.
 pub fn claimed_id(token: &str) -> Option<TokenId> {
@@ -80,7 +96,7 @@ pub fn claimed_id(token: &str) -> Option<TokenId> {
     if secret.len() != 43 {
         return None;
     }
-    id.parse().ok()
+    parse_id(id)
 }
 
 /// Whether `token` hashes to `stored`, compared in constant time.

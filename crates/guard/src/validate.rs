@@ -206,7 +206,7 @@ where
             };
             if json {
                 if let Err(why) = within_depth(&bytes, depth) {
-                    return Ok(refuse(StatusCode::BAD_REQUEST, "json_too_deep", &why, None));
+                    return Ok(refuse(StatusCode::BAD_REQUEST, "json_too_deep", &why.to_string(), None));
                 }
             }
             inner.call(Request::from_parts(parts, Body::from(bytes))).await
@@ -337,7 +337,7 @@ fn too_large(size: String, max: usize, class: BodyClass) -> Response {
 /// Inside a string only a quote or a backslash matters, so the scan jumps from one to the
 /// next (memchr, many bytes per instruction): a signing request is mostly base64 inside
 /// strings (what byte by byte cost: docs/performance.md, "The measurements behind the code's shape").
-pub fn within_depth(json: &[u8], max: usize) -> Result<(), String> {
+pub fn within_depth(json: &[u8], max: usize) -> Result<(), TooDeep> {
     let mut depth = 0usize;
     let mut at = 0usize;
     while let Some(&b) = json.get(at) {
@@ -350,7 +350,7 @@ pub fn within_depth(json: &[u8], max: usize) -> Result<(), String> {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {
-                    return Err(format!("the JSON body nests deeper than {max} levels (at byte {at}); no request of this API needs that"));
+                    return Err(TooDeep { max, at });
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
@@ -359,6 +359,14 @@ pub fn within_depth(json: &[u8], max: usize) -> Result<(), String> {
         at += 1;
     }
     Ok(())
+}
+
+/// JSON nested deeper than the route allows: `at` is the byte that went over `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the JSON body nests deeper than {max} levels (at byte {at}); no request of this API needs that")]
+pub struct TooDeep {
+    pub max: usize,
+    pub at: usize,
 }
 
 /// The index of the quote that closes a string whose content starts at `from`.
@@ -380,12 +388,12 @@ mod tests {
     #[test]
     fn depth_counts_brackets_outside_strings_only() {
         assert_eq!(within_depth(br#"{"a":[{"b":1}]}"#, 3), Ok(()));
-        assert!(within_depth(br#"{"a":[{"b":[1]}]}"#, 3).unwrap_err().contains("deeper than 3"));
+        assert!(within_depth(br#"{"a":[{"b":[1]}]}"#, 3).unwrap_err().to_string().contains("deeper than 3"));
         assert_eq!(within_depth(br#"{"a":"[[[[[[[[\"[[[["}"#, 1), Ok(()), "brackets in strings, escaped quotes too");
         assert_eq!(within_depth(br#"{"a":"\\"}"#, 1), Ok(()), "an escaped backslash ends the escape");
         let deep = "[".repeat(100_000);
         assert!(within_depth(deep.as_bytes(), 32).is_err());
-        assert!(within_depth(br#"{"a":"\\"#, 0).unwrap_err().contains("deeper than 0"));
+        assert!(within_depth(br#"{"a":"\\"#, 0).unwrap_err().to_string().contains("deeper than 0"));
         assert_eq!(within_depth(br#"["\"#, 1), Ok(()), "a trailing backslash in an unterminated string");
     }
 

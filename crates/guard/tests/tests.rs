@@ -2,3 +2,4 @@
 //! suite links the crate once. Run one file's with `cargo test -p signet-guard --test tests <file>::`.
 
 mod fairness;
+mod layers;

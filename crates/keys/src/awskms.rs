@@ -11,14 +11,17 @@
 //! unless the URI names a host (`awskms://HOST:PORT/KEY`, reached over https).
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
 
 use crate::source::AwsKmsUri;
-use crate::{Algorithm, KeyError};
+use crate::{Algorithm, HsmError, KeyError};
+
+mod error;
+pub use error::KmsError;
 
 /// A KMS call that takes longer than this is answered 503: a request does not wait on KMS.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,35 +33,31 @@ pub struct Key {
 }
 
 /// The thread that runs every KMS call of this process.
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+fn runtime() -> Result<&'static tokio::runtime::Runtime, KmsError> {
+    // The error is kept, shared, for every later call: the thread is started once.
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, Arc<std::io::Error>>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("signet-kms")
-                .enable_all()
-                .build()
-                .map_err(|e| format!("starting the KMS client's thread: {e}"))
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("signet-kms").enable_all().build().map_err(Arc::new)
         })
         .as_ref()
-        .map_err(Clone::clone)
+        .map_err(|e| KmsError::Thread(e.clone()))
 }
 
 /// Runs `call` on the KMS thread and waits for it, at most twice the SDK's own timeout.
-fn run<T: Send + 'static>(call: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
+fn run<T: Send + 'static>(call: impl Future<Output = T> + Send + 'static) -> Result<T, KmsError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     runtime()?.spawn(async move {
         let _ = tx.send(call.await);
     });
-    rx.recv_timeout(2 * CALL_TIMEOUT).map_err(|_| format!("KMS did not answer within {:?}", 2 * CALL_TIMEOUT))
+    rx.recv_timeout(2 * CALL_TIMEOUT).map_err(|_| KmsError::Timeout(2 * CALL_TIMEOUT))
 }
 
 /// The SDK's error with its service code and message, not only "service error".
-fn why<E: std::error::Error + 'static>(e: aws_sdk_kms::error::SdkError<E>) -> String {
+fn why<E: std::error::Error + 'static>(e: aws_sdk_kms::error::SdkError<E>) -> KmsError {
     match &e {
-        aws_sdk_kms::error::SdkError::ServiceError(s) => format!("KMS refused: {}", s.err()),
-        other => format!("reaching KMS: {}", aws_sdk_kms::error::DisplayErrorContext(other)),
+        aws_sdk_kms::error::SdkError::ServiceError(s) => KmsError::Refused { message: s.err().to_string() },
+        other => KmsError::Unreachable { message: aws_sdk_kms::error::DisplayErrorContext(other).to_string() },
     }
 }
 
@@ -90,7 +89,7 @@ fn signing_algorithm(algorithm: Algorithm) -> Option<SigningAlgorithmSpec> {
 impl Key {
     /// The key `uri` names: its algorithm and SubjectPublicKeyInfo DER, read from KMS.
     pub fn open(uri: &AwsKmsUri) -> Result<(Key, Algorithm, Vec<u8>), KeyError> {
-        let fail = |why: String| KeyError::Hsm { key: format!("awskms://{}/{}", uri.endpoint.as_deref().unwrap_or(""), uri.key), why };
+        let fail = |why: KmsError| KeyError::Hsm { key: format!("awskms://{}/{}", uri.endpoint.as_deref().unwrap_or(""), uri.key), why: HsmError::Kms(why) };
         let (owned, key_id) = (uri.clone(), uri.key.clone());
         let (client, public) = run(async move {
             let client = client(&owned).await;
@@ -100,11 +99,11 @@ impl Key {
         .map_err(fail)?;
         let public = public.map_err(fail)?;
         if public.key_usage() != Some(&KeyUsageType::SignVerify) {
-            return Err(fail(format!("its key usage is {:?}, not SIGN_VERIFY", public.key_usage())));
+            return Err(fail(KmsError::KeyUsage(public.key_usage().cloned())));
         }
-        let spec = public.key_spec().ok_or_else(|| fail("KMS gave no key spec".into()))?;
-        let algorithm = algorithm_of(spec).ok_or_else(|| fail(format!("its key spec is {spec}; signet signs with ECC_NIST_P256 or ECC_NIST_P384 keys in KMS")))?;
-        let spki = public.public_key().ok_or_else(|| fail("KMS gave no public key".into()))?.as_ref().to_vec();
+        let spec = public.key_spec().ok_or_else(|| fail(KmsError::NoKeySpec))?;
+        let algorithm = algorithm_of(spec).ok_or_else(|| fail(KmsError::KeySpec(spec.clone())))?;
+        let spki = public.public_key().ok_or_else(|| fail(KmsError::NoPublicKey))?.as_ref().to_vec();
         Ok((Key { uri: uri.clone(), client }, algorithm, spki))
     }
 
@@ -112,12 +111,12 @@ impl Key {
     /// a key already. Returns whether it made one.
     pub fn ensure(uri: &AwsKmsUri, algorithm: Algorithm) -> Result<bool, KeyError> {
         let shown = format!("awskms://{}/{}", uri.endpoint.as_deref().unwrap_or(""), uri.key);
-        let fail = |why: String| KeyError::Hsm { key: shown.clone(), why };
-        let alias = uri.key.strip_prefix("alias/").ok_or_else(|| fail("a key to make needs a name: awskms:///alias/NAME".into()))?.to_string();
+        let fail = |why: KmsError| KeyError::Hsm { key: shown.clone(), why: HsmError::Kms(why) };
+        let alias = uri.key.strip_prefix("alias/").ok_or_else(|| fail(KmsError::NoAlias))?.to_string();
         let spec = match algorithm {
             Algorithm::EcdsaP256Sha256 => KeySpec::EccNistP256,
             Algorithm::EcdsaP384Sha384 => KeySpec::EccNistP384,
-            Algorithm::Ed25519 => return Err(fail("signet makes no Ed25519 keys in KMS".into())),
+            Algorithm::Ed25519 => return Err(fail(KmsError::Ed25519)),
         };
         let owned = uri.clone();
         run(async move {
@@ -136,17 +135,18 @@ impl Key {
                 .send()
                 .await
                 .map_err(why)?;
-            let key_id = made.key_metadata().map(|m| m.key_id().to_string()).ok_or("KMS made a key but gave no id")?;
+            let key_id = made.key_metadata().map(|m| m.key_id().to_string()).ok_or(KmsError::NoKeyId)?;
             client.create_alias().alias_name(alias_name).target_key_id(key_id).send().await.map_err(why)?;
             Ok(true)
         })
         .map_err(fail)?
-        .map_err(|e: String| fail(e))
+        .map_err(fail)
     }
 
     /// An ASN.1 DER signature over `message` by this `algorithm` key, made in KMS.
     pub fn sign(&self, algorithm: Algorithm, message: &[u8]) -> Result<Vec<u8>, KeyError> {
-        let unavailable = |why: String| KeyError::Unavailable { key: format!("awskms://{}/{}", self.uri.endpoint.as_deref().unwrap_or(""), self.uri.key), why };
+        let unavailable =
+            |why: KmsError| KeyError::Unavailable { key: format!("awskms://{}/{}", self.uri.endpoint.as_deref().unwrap_or(""), self.uri.key), why: HsmError::Kms(why) };
         let spec = signing_algorithm(algorithm).ok_or(KeyError::Sign)?;
         let request = self
             .client

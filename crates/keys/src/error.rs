@@ -1,4 +1,4 @@
-//! What can go wrong with a key: reading it, its kind, or a token that will not sign.
+//! What can go wrong with a key: reading it, its kind, or a token or KMS that will not sign.
 
 use crate::Algorithm;
 
@@ -16,12 +16,34 @@ pub enum KeyError {
     WrongAlgorithm { key: String, expected: String, found: String },
     #[error("signing failed")]
     Sign,
-    /// The key on a token cannot be used as configured (at start, or when made).
+    /// The key on a token or in KMS cannot be used as configured (at start, or when made).
     #[error("key {key}: {why}")]
-    Hsm { key: String, why: String },
-    /// The token did not sign now (unplugged, busy, restarting); a later try may succeed.
+    Hsm {
+        key: String,
+        #[source]
+        why: HsmError,
+    },
+    /// The token or KMS did not sign now (unplugged, busy, restarting); a later try may succeed.
     #[error("key {key} cannot sign now: {why}")]
-    Unavailable { key: String, why: String },
+    Unavailable {
+        key: String,
+        #[source]
+        why: HsmError,
+    },
+    /// A key held elsewhere whose two halves do not belong together: it would sign what
+    /// nobody verifies.
+    #[error("key {key}: its private key's signatures do not verify with its public key")]
+    Mismatch { key: String },
+}
+
+/// What a key kept outside the process (on a PKCS#11 token, in KMS) failed with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HsmError {
+    #[error(transparent)]
+    Pkcs11(#[from] crate::pkcs11::Pkcs11Error),
+    #[error(transparent)]
+    Kms(#[from] crate::awskms::KmsError),
 }
 
 impl KeyError {

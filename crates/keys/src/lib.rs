@@ -21,8 +21,8 @@ pub mod signer;
 pub mod source;
 
 pub use algorithm::Algorithm;
-pub use error::KeyError;
+pub use error::{HsmError, KeyError};
 pub use home::KeyHome;
 pub use note::NoteSigner;
 pub use signer::{signatures_made, Signer};
-pub use source::{AwsKmsUri, KeySource, Pkcs11Settings, Pkcs11Uri};
+pub use source::{AwsKmsUri, KeySource, Pkcs11Settings, Pkcs11Uri, SourceError};

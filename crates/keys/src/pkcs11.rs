@@ -32,7 +32,10 @@ use signet_core::hash;
 
 use crate::algorithm::{ID_EC_PUBLIC_KEY, ID_ED25519};
 use crate::source::{Pkcs11Settings, Pkcs11Uri};
-use crate::{Algorithm, KeyError};
+use crate::{Algorithm, HsmError, KeyError};
+
+mod error;
+pub use error::{Pkcs11Error, PresentToken};
 
 /// Sessions per key unless configured: enough for both cores to sign at once, and a
 /// checkpoint beside them.
@@ -59,7 +62,7 @@ struct Module {
     last_reset: Mutex<Option<Instant>>,
     /// Why the last reset's C_Initialize failed (SoftHSM's fails while its token directory
     /// is gone), until one succeeds: what a signer is told instead of "not initialised".
-    uninitialised: Mutex<Option<String>>,
+    uninitialised: Mutex<Option<Arc<CkError>>>,
 }
 
 /// A module is reset at most this often, however many keys and signers fail at once.
@@ -79,7 +82,7 @@ impl Module {
         let _ = self.context.clone().finalize();
         let outcome = self.context.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK));
         if let Ok(mut why) = self.uninitialised.lock() {
-            *why = outcome.err().map(|e| format!("the PKCS#11 module {} does not initialise again: {e}", self.path.display()));
+            *why = outcome.err().map(Arc::new);
         }
         *generation += 1;
     }
@@ -99,16 +102,16 @@ struct PoolState {
 }
 
 /// One module per path per process: `C_Initialize` runs once, and every key shares it.
-fn module(path: &Path) -> Result<Arc<Module>, String> {
+fn module(path: &Path) -> Result<Arc<Module>, Pkcs11Error> {
     static MODULES: OnceLock<Mutex<HashMap<PathBuf, Arc<Module>>>> = OnceLock::new();
-    let mut modules = MODULES.get_or_init(Default::default).lock().map_err(|_| "the PKCS#11 module table is poisoned".to_string())?;
+    let mut modules = MODULES.get_or_init(Default::default).lock().map_err(|_| Pkcs11Error::Poisoned { what: "PKCS#11 module table" })?;
     if let Some(m) = modules.get(path) {
         return Ok(m.clone());
     }
-    let context = Pkcs11::new(path).map_err(|e| format!("cannot load the PKCS#11 module {}: {e}", path.display()))?;
+    let context = Pkcs11::new(path).map_err(|source| Pkcs11Error::Load { path: path.to_path_buf(), source })?;
     match context.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
         Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
-        Err(e) => return Err(format!("the PKCS#11 module {} does not initialise: {e}", path.display())),
+        Err(source) => return Err(Pkcs11Error::Initialise { path: path.to_path_buf(), source }),
     }
     let m = Arc::new(Module {
         path: path.to_path_buf(),
@@ -122,32 +125,28 @@ fn module(path: &Path) -> Result<Arc<Module>, String> {
 }
 
 /// The module and PIN `uri` names, with `settings` filling what it leaves out.
-fn locate(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Arc<Module>, AuthPin), String> {
-    let path = uri
-        .module_path
-        .clone()
-        .or_else(|| settings.module.clone())
-        .ok_or("no PKCS#11 module: give module-path in the URI, pkcs11_module in [keys], or SIGNET_KEYS_PKCS11_MODULE")?;
+fn locate(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Arc<Module>, AuthPin), Pkcs11Error> {
+    let path = uri.module_path.clone().or_else(|| settings.module.clone()).ok_or(Pkcs11Error::NoModule)?;
     let module = module(&path)?;
     let pin = match (&uri.pin_value, &uri.pin_source, &settings.pin) {
         (Some(p), _, _) => p.clone(),
         (None, Some(file), _) => std::fs::read_to_string(file)
-            .map_err(|e| format!("reading the PIN from {}: {e}", file.display()))?
+            .map_err(|source| Pkcs11Error::PinFile { path: file.clone(), source })?
             .trim_end_matches(['\r', '\n'])
             .to_string(),
         (None, None, Some(p)) => p.clone(),
-        (None, None, None) => return Err("no PIN: give pkcs11_pin in [keys], SIGNET_KEYS_PKCS11_PIN, or pin-source in the URI".into()),
+        (None, None, None) => return Err(Pkcs11Error::NoPin),
     };
     Ok((module, AuthPin::from(pin)))
 }
 
 /// The slot holding `uri`'s token, looked up on every login: a slot's number may change
 /// when its token comes back.
-fn slot(module: &Module, uri: &Pkcs11Uri) -> Result<Slot, String> {
-    if let Some(why) = module.uninitialised.lock().ok().and_then(|w| w.clone()) {
-        return Err(why);
+fn slot(module: &Module, uri: &Pkcs11Uri) -> Result<Slot, Pkcs11Error> {
+    if let Some(source) = module.uninitialised.lock().ok().and_then(|w| w.clone()) {
+        return Err(Pkcs11Error::Reinitialise { path: module.path.clone(), source });
     }
-    let slots = module.context.get_slots_with_token().map_err(|e| format!("listing the slots of {}: {e}", module.path.display()))?;
+    let slots = module.context.get_slots_with_token().map_err(|source| Pkcs11Error::Slots { path: module.path.clone(), source })?;
     let mut seen = Vec::new();
     for slot in slots {
         let Ok(info) = module.context.get_token_info(slot) else { continue };
@@ -158,23 +157,23 @@ fn slot(module: &Module, uri: &Pkcs11Uri) -> Result<Slot, String> {
         if wanted {
             return Ok(slot);
         }
-        seen.push(format!("{label:?} (serial {serial}, slot {})", slot.id()));
+        seen.push(PresentToken { label, serial, slot: slot.id() });
     }
-    Err(format!("no token matches (tokens present: {})", if seen.is_empty() { "none".to_string() } else { seen.join(", ") }))
+    Err(Pkcs11Error::NoToken { present: seen })
 }
 
 impl Key {
-    fn new(uri: &Pkcs11Uri, settings: &Pkcs11Settings, max: usize) -> Result<Key, String> {
+    fn new(uri: &Pkcs11Uri, settings: &Pkcs11Settings, max: usize) -> Result<Key, Pkcs11Error> {
         let (module, pin) = locate(uri, settings)?;
         Ok(Key { uri: uri.clone(), module, pin, sessions: Pool { state: Mutex::default(), freed: Condvar::new(), max } })
     }
 
     /// Opens the key pair `uri` names. Returns it with its algorithm and SubjectPublicKeyInfo DER.
     pub fn open(uri: &Pkcs11Uri, settings: &Pkcs11Settings) -> Result<(Key, Algorithm, Vec<u8>), KeyError> {
-        let fail = |why: String| KeyError::Hsm { key: uri.to_string(), why };
+        let fail = |why: Pkcs11Error| KeyError::Hsm { key: uri.to_string(), why: HsmError::Pkcs11(why) };
         let max = if settings.sessions == 0 { DEFAULT_SESSIONS } else { settings.sessions };
         let key = Key::new(uri, settings, max).map_err(fail)?;
-        let generation = key.module.generation.read().map(|g| *g).map_err(|_| fail("the module lock is poisoned".into()))?;
+        let generation = key.module.generation.read().map(|g| *g).map_err(|_| fail(Pkcs11Error::Poisoned { what: "module lock" }))?;
         let session = key.login().map_err(fail)?;
         let found = public_key(&session, uri).and_then(|spki| find(&session, uri, ObjectClass::PRIVATE_KEY).map(|h| (spki, h)));
         let ((algorithm, spki), handle) = match found {
@@ -195,8 +194,8 @@ impl Key {
     /// half sensitive and never extractable, unless the token holds it already. Returns
     /// whether it made one.
     pub fn ensure(uri: &Pkcs11Uri, settings: &Pkcs11Settings, algorithm: Algorithm) -> Result<bool, KeyError> {
-        let fail = |why: String| KeyError::Hsm { key: uri.to_string(), why };
-        let label = uri.object.clone().ok_or_else(|| fail("a key to make needs object= (its label)".into()))?;
+        let fail = |why: Pkcs11Error| KeyError::Hsm { key: uri.to_string(), why: HsmError::Pkcs11(why) };
+        let label = uri.object.clone().ok_or_else(|| fail(Pkcs11Error::NoLabel))?;
         let key = Key::new(uri, settings, 1).map_err(fail)?;
         let session = key.login().map_err(fail)?;
         let made = make(&session, uri, &label, algorithm);
@@ -213,12 +212,12 @@ impl Key {
             Algorithm::Ed25519 => Mechanism::Eddsa(eddsa),
             _ => Mechanism::Ecdsa,
         };
-        let unavailable = |why: String| KeyError::Unavailable { key: self.uri.to_string(), why };
+        let unavailable = |why: Pkcs11Error| KeyError::Unavailable { key: self.uri.to_string(), why: HsmError::Pkcs11(why) };
         // A failure is retried on a fresh session (one can go stale while the token is fine),
         // then once more after resetting the module (the token went away and came back).
-        let mut last = String::new();
-        for attempt in 0..3 {
-            let generation = self.module.generation.read().map_err(|_| unavailable("the module lock is poisoned".into()))?;
+        let mut attempt = 0;
+        loop {
+            let generation = self.module.generation.read().map_err(|_| unavailable(Pkcs11Error::Poisoned { what: "module lock" }))?;
             let outcome = self.take(*generation).and_then(|(session, handle)| match session.sign(&mechanism, handle, &input) {
                 Ok(raw) => {
                     self.give_back(session, handle, *generation);
@@ -227,28 +226,30 @@ impl Key {
                 Err(e) => {
                     let _ = session.close();
                     self.forget_one();
-                    Err(format!("signing: {e}"))
+                    Err(Pkcs11Error::Sign(e))
                 }
             });
             match outcome {
                 Ok(raw) if algorithm == Algorithm::Ed25519 => return if raw.len() == 64 { Ok(raw) } else { Err(KeyError::Sign) },
                 Ok(raw) => return der_signature(&raw, algorithm.scalar_len()).ok_or(KeyError::Sign),
-                Err(e) => last = e,
+                Err(e) if attempt == 2 => return Err(unavailable(e)),
+                Err(_) => {}
             }
             let seen = *generation;
             drop(generation);
             if attempt == 1 {
                 self.module.reset(seen);
             }
+            attempt += 1;
         }
-        Err(unavailable(last))
     }
 
     /// A logged-in session of this generation: idle, newly opened under the cap, or the
     /// next one freed.
-    fn take(&self, generation: u64) -> Result<(Session, ObjectHandle), String> {
+    fn take(&self, generation: u64) -> Result<(Session, ObjectHandle), Pkcs11Error> {
         let pool = &self.sessions;
-        let mut state = pool.state.lock().map_err(|_| "the session pool is poisoned".to_string())?;
+        const POISONED: Pkcs11Error = Pkcs11Error::Poisoned { what: "session pool" };
+        let mut state = pool.state.lock().map_err(|_| POISONED)?;
         let deadline = Instant::now() + SESSION_WAIT;
         loop {
             // Opened before a reset: their handles are void (and may name new sessions).
@@ -275,9 +276,9 @@ impl Key {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!("all {} sessions stayed busy for {SESSION_WAIT:?}", pool.max));
+                return Err(Pkcs11Error::Busy { sessions: pool.max, waited: SESSION_WAIT });
             }
-            state = pool.freed.wait_timeout(state, left).map_err(|_| "the session pool is poisoned".to_string())?.0;
+            state = pool.freed.wait_timeout(state, left).map_err(|_| POISONED)?.0;
         }
     }
 
@@ -296,20 +297,20 @@ impl Key {
     }
 
     /// A new session on the key's token, logged in.
-    fn login(&self) -> Result<Session, String> {
+    fn login(&self) -> Result<Session, Pkcs11Error> {
         let slot = slot(&self.module, &self.uri)?;
         // Closed explicitly, never on drop: after a reset an old handle may name a new session.
         let session = self
             .module
             .context
             .open_rw_session_no_drop(slot)
-            .map_err(|e| format!("opening a session on the token: {e}"))?;
+            .map_err(Pkcs11Error::OpenSession)?;
         let login = match session.login(UserType::User, Some(&self.pin)) {
             // Login is per token, not per session: the second session finds it done.
             Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(()),
-            Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => Err("the PIN is wrong (CKR_PIN_INCORRECT)".to_string()),
-            Err(CkError::Pkcs11(RvError::PinLocked, _)) => Err("the token's user PIN is locked (CKR_PIN_LOCKED)".to_string()),
-            Err(e) => Err(format!("logging in to the token: {e}")),
+            Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => Err(Pkcs11Error::PinIncorrect),
+            Err(CkError::Pkcs11(RvError::PinLocked, _)) => Err(Pkcs11Error::PinLocked),
+            Err(e) => Err(Pkcs11Error::Login(e)),
         };
         match login {
             Ok(()) => Ok(session),
@@ -338,16 +339,16 @@ impl Drop for Key {
 }
 
 /// Makes `uri`'s key pair labelled `label` unless the token holds it; whether it made one.
-fn make(session: &Session, uri: &Pkcs11Uri, label: &str, algorithm: Algorithm) -> Result<bool, String> {
+fn make(session: &Session, uri: &Pkcs11Uri, label: &str, algorithm: Algorithm) -> Result<bool, Pkcs11Error> {
     let held = |class| session.find_objects(&template(uri, class)).map(|found| !found.is_empty());
     match (held(ObjectClass::PRIVATE_KEY), held(ObjectClass::PUBLIC_KEY)) {
         (Ok(false), Ok(false)) => {}
         (Ok(true), Ok(true)) => return Ok(false),
-        (Ok(_), Ok(_)) => return Err("the token holds only one half of this key pair; remove it or name another object".into()),
-        (Err(e), _) | (_, Err(e)) => return Err(format!("looking the key up: {e}")),
+        (Ok(_), Ok(_)) => return Err(Pkcs11Error::HalfKeyPair),
+        (Err(e), _) | (_, Err(e)) => return Err(Pkcs11Error::Find(e)),
     }
     let id = uri.id.clone().unwrap_or_else(|| hash::sha256(label.as_bytes())[..8].to_vec());
-    let params = algorithm.curve().to_der().map_err(|e| e.to_string())?;
+    let params = algorithm.curve().to_der()?;
     let public = [
         Attribute::Token(true),
         Attribute::Verify(true),
@@ -370,7 +371,7 @@ fn make(session: &Session, uri: &Pkcs11Uri, label: &str, algorithm: Algorithm) -
     };
     session
         .generate_key_pair(&generate, &public, &private)
-        .map_err(|e| format!("making the key pair: {e}"))?;
+        .map_err(Pkcs11Error::Generate)?;
     Ok(true)
 }
 
@@ -387,22 +388,22 @@ fn template(uri: &Pkcs11Uri, class: ObjectClass) -> Vec<Attribute> {
 }
 
 /// The one object of `class` that `uri` names.
-fn find(session: &Session, uri: &Pkcs11Uri, class: ObjectClass) -> Result<ObjectHandle, String> {
+fn find(session: &Session, uri: &Pkcs11Uri, class: ObjectClass) -> Result<ObjectHandle, Pkcs11Error> {
     let what = if class == ObjectClass::PRIVATE_KEY { "private key" } else { "public key" };
-    match session.find_objects(&template(uri, class)).map_err(|e| format!("looking the key up: {e}"))?.as_slice() {
+    match session.find_objects(&template(uri, class)).map_err(Pkcs11Error::Find)?.as_slice() {
         [one] => Ok(*one),
-        [] => Err(format!("the token holds no {what} with this label/id (make one with `signet init --keys`)")),
-        many => Err(format!("the token holds {} {what}s with this label/id; name one by id=", many.len())),
+        [] => Err(Pkcs11Error::NoObject { what }),
+        many => Err(Pkcs11Error::ManyObjects { what, count: many.len() }),
     }
 }
 
 /// The algorithm and SPKI DER of `uri`'s public key: an EC key on P-256 or P-384, or an
 /// Edwards key on Ed25519.
-fn public_key(session: &Session, uri: &Pkcs11Uri) -> Result<(Algorithm, Vec<u8>), String> {
+fn public_key(session: &Session, uri: &Pkcs11Uri) -> Result<(Algorithm, Vec<u8>), Pkcs11Error> {
     let handle = find(session, uri, ObjectClass::PUBLIC_KEY)?;
     let attrs = session
         .get_attributes(handle, &[AttributeType::KeyType, AttributeType::EcParams, AttributeType::EcPoint])
-        .map_err(|e| format!("reading the public key: {e}"))?;
+        .map_err(Pkcs11Error::ReadPublicKey)?;
     let (mut kind, mut params, mut point) = (None, None, None);
     for a in attrs {
         match a {
@@ -412,38 +413,31 @@ fn public_key(session: &Session, uri: &Pkcs11Uri) -> Result<(Algorithm, Vec<u8>)
             _ => {}
         }
     }
-    let params = params.ok_or("the public key has no CKA_EC_PARAMS (signet signs with EC and Ed25519 keys only)")?;
+    let params = params.ok_or(Pkcs11Error::NoEcParams)?;
     let algorithm = match kind {
         // PKCS#11 3.0 lets an Edwards key name its curve by OID or by the printable name.
         Some(k) if k == KeyType::EC_EDWARDS => match ObjectIdentifier::from_der(&params) {
             Ok(oid) if oid == ID_ED25519 => Algorithm::Ed25519,
             _ if params.ends_with(b"edwards25519") => Algorithm::Ed25519,
-            _ => return Err("the Edwards key is not on Ed25519".into()),
+            _ => return Err(Pkcs11Error::NotEd25519),
         },
         Some(k) if k == KeyType::EC => {
             let curve = ObjectIdentifier::from_der(&params).ok();
-            curve.and_then(Algorithm::of_curve).filter(|a| *a != Algorithm::Ed25519).ok_or_else(|| {
-                format!("the key is not on P-256 or P-384 (its curve: {})", curve.map_or("unknown".into(), |c| c.to_string()))
-            })?
+            curve.and_then(Algorithm::of_curve).filter(|a| *a != Algorithm::Ed25519).ok_or(Pkcs11Error::Curve(curve))?
         }
-        other => return Err(format!("the key is of type {}; signet signs with EC and Ed25519 keys", other.map_or("unknown".into(), |k| k.to_string()))),
+        other => return Err(Pkcs11Error::KeyType(other)),
     };
-    let point = point.ok_or("the public key has no CKA_EC_POINT")?;
+    let point = point.ok_or(Pkcs11Error::NoEcPoint)?;
     // PKCS#11 wraps the point in an OCTET STRING; some modules give it bare.
     let point = OctetString::from_der(&point).map(|o| o.into_bytes()).unwrap_or(point);
     let (oid, parameters) = match algorithm {
         Algorithm::Ed25519 if point.len() == 32 => (ID_ED25519, None),
-        Algorithm::Ed25519 => return Err("the public key is not a 32-byte Ed25519 key".into()),
-        _ if point.len() == 1 + 2 * algorithm.scalar_len() && point[0] == 4 => {
-            (ID_EC_PUBLIC_KEY, Some(der::Any::encode_from(&algorithm.curve()).map_err(|e| e.to_string())?))
-        }
-        _ => return Err(format!("the public key's point is not an uncompressed {algorithm} point")),
+        Algorithm::Ed25519 => return Err(Pkcs11Error::Ed25519Length),
+        _ if point.len() == 1 + 2 * algorithm.scalar_len() && point[0] == 4 => (ID_EC_PUBLIC_KEY, Some(der::Any::encode_from(&algorithm.curve())?)),
+        _ => return Err(Pkcs11Error::Point(algorithm)),
     };
-    let spki = SubjectPublicKeyInfoOwned {
-        algorithm: AlgorithmIdentifierOwned { oid, parameters },
-        subject_public_key: BitString::from_bytes(&point).map_err(|e| e.to_string())?,
-    };
-    Ok((algorithm, spki.to_der().map_err(|e| e.to_string())?))
+    let spki = SubjectPublicKeyInfoOwned { algorithm: AlgorithmIdentifierOwned { oid, parameters }, subject_public_key: BitString::from_bytes(&point)? };
+    Ok((algorithm, spki.to_der()?))
 }
 
 #[derive(Sequence)]

@@ -106,7 +106,7 @@ impl Signer {
         const PROBE: &[u8] = b"signet: does this key pair match?";
         let probe = signer.sign(PROBE)?;
         if !algorithm.verify(&signer.spki_der, PROBE, &probe) {
-            return Err(KeyError::Hsm { key: source.to_string(), why: "its private key's signatures do not verify with its public key".into() });
+            return Err(KeyError::Mismatch { key: source.to_string() });
         }
         Ok(signer)
     }

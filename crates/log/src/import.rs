@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use signet_core::hash::Hash;
-use signet_core::note::Checkpoint;
+use signet_core::note::{Checkpoint, NoteError};
 
 use crate::merkle;
 use crate::sequencer::{changed_tiles, filled_leaf_tiles};
@@ -49,7 +49,7 @@ pub enum ImportError {
     #[error("the copied tree does not match the signed checkpoint: {0}")]
     Mismatch(String),
     #[error("the checkpoint does not verify: {0}")]
-    Checkpoint(String),
+    Checkpoint(#[source] NoteError),
 }
 
 /// A copy under way in one storage namespace.
@@ -126,7 +126,7 @@ impl Import {
     /// Ends the copy with the other log's signed checkpoint `note`, whose signature `verify`
     /// checks: its size must be the number of entries copied and its root their root. The
     /// note becomes the stored checkpoint, and the namespace is frozen at that size.
-    pub fn finish(self, note: &str, verify: impl FnOnce(&str) -> Result<Checkpoint, String>) -> Result<Checkpoint, ImportError> {
+    pub fn finish(self, note: &str, verify: impl FnOnce(&str) -> Result<Checkpoint, NoteError>) -> Result<Checkpoint, ImportError> {
         let checkpoint = verify(note).map_err(ImportError::Checkpoint)?;
         let size = self.tree.size();
         if checkpoint.size != size {

@@ -11,40 +11,57 @@ use std::collections::HashMap;
 
 use signet_core::hash::Hash;
 
-use crate::merkle::{self, Nodes};
+use crate::merkle::{self, Nodes, ProofError};
 use crate::tiles::{format_index, TILE_WIDTH};
 
-/// Fetches a tile by its path under the log's tile root (`tile/0/x001/234.p/17`).
-pub type Fetch<'a> = dyn Fn(&str) -> Result<Vec<u8>, String> + 'a;
+/// Fetches a tile by its path under the log's tile root (`tile/0/x001/234.p/17`); `E` is
+/// why it could not.
+pub type Fetch<'a, E> = dyn Fn(&str) -> Result<Vec<u8>, E> + 'a;
+
+/// Why a remote tree gave no proof or root: a tile that could not be fetched (`E`, the
+/// fetcher's reason), or one that does not hold what its path promises.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteError<E> {
+    #[error("{path}: {source}")]
+    Fetch { path: String, source: E },
+    /// Fewer hashes than the tile's width, or not whole hashes.
+    #[error("{path}: {len} bytes, expected {width} hashes of 32")]
+    ShortTile { path: String, len: usize, width: u64 },
+    #[error("tile {tile_level}/{tile} lacks the hashes of node {level}/{index}")]
+    MissingNode { tile_level: u32, tile: u64, level: u32, index: u64 },
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+}
 
 /// The tree of `size` leaves of a remote log, read from its hash tiles.
-pub struct TileNodes<'a> {
+pub struct TileNodes<'a, E> {
     size: u64,
-    fetch: &'a Fetch<'a>,
+    fetch: &'a Fetch<'a, E>,
     tiles: RefCell<HashMap<(u32, u64), Vec<Hash>>>,
     /// The first fetch that failed: `Nodes` cannot fail, so its hashes are zeros from then
     /// on, and [`TileNodes::consistency_proof`] reports this instead of a proof.
-    failed: RefCell<Option<String>>,
+    failed: RefCell<Option<RemoteError<E>>>,
 }
 
-impl<'a> TileNodes<'a> {
-    pub fn new(size: u64, fetch: &'a Fetch<'a>) -> Self {
+impl<'a, E> TileNodes<'a, E> {
+    pub fn new(size: u64, fetch: &'a Fetch<'a, E>) -> Self {
         TileNodes { size, fetch, tiles: RefCell::default(), failed: RefCell::default() }
     }
 
     /// The RFC 9162 consistency proof from the tree of `first` leaves to this one.
-    pub fn consistency_proof(&self, first: u64) -> Result<Vec<Hash>, String> {
-        let proof = merkle::consistency_proof(self, first, self.size).map_err(|e| e.to_string())?;
+    pub fn consistency_proof(&self, first: u64) -> Result<Vec<Hash>, RemoteError<E>> {
+        let proof = merkle::consistency_proof(self, first, self.size)?;
         self.checked(proof)
     }
 
     /// The root of this tree, from its tiles (to compare with a checkpoint's).
-    pub fn root(&self) -> Result<Hash, String> {
+    pub fn root(&self) -> Result<Hash, RemoteError<E>> {
         let root = merkle::root(self, self.size);
         self.checked(root)
     }
 
-    fn checked<T>(&self, value: T) -> Result<T, String> {
+    fn checked<T>(&self, value: T) -> Result<T, RemoteError<E>> {
         match self.failed.borrow_mut().take() {
             Some(why) => Err(why),
             None => Ok(value),
@@ -64,14 +81,14 @@ impl<'a> TileNodes<'a> {
         }
         let bytes = match (self.fetch)(&path) {
             Ok(b) => b,
-            Err(why) => {
-                self.fail(format!("{path}: {why}"));
+            Err(source) => {
+                self.fail(RemoteError::Fetch { path, source });
                 return None;
             }
         };
         // A full tile may answer for a partial one; more hashes than asked for are fine.
         if bytes.len() < width as usize * 32 || bytes.len() % 32 != 0 {
-            self.fail(format!("{path}: {} bytes, expected {} hashes of 32", bytes.len(), width));
+            self.fail(RemoteError::ShortTile { path, len: bytes.len(), width });
             return None;
         }
         let hashes: Vec<Hash> = bytes.chunks_exact(32).filter_map(|c| <Hash>::try_from(c).ok()).collect();
@@ -79,12 +96,12 @@ impl<'a> TileNodes<'a> {
         Some(hashes)
     }
 
-    fn fail(&self, why: String) {
+    fn fail(&self, why: RemoteError<E>) {
         self.failed.borrow_mut().get_or_insert(why);
     }
 }
 
-impl Nodes for TileNodes<'_> {
+impl<E> Nodes for TileNodes<'_, E> {
     fn node(&self, level: u32, index: u64) -> Hash {
         // The subtree's hashes sit 0..7 levels above the tile level that holds its base.
         let (tile_level, above) = (level / 8, level % 8);
@@ -92,7 +109,7 @@ impl Nodes for TileNodes<'_> {
         let Some(tile) = self.tile(tile_level, first / TILE_WIDTH) else { return [0; 32] };
         let start = (first % TILE_WIDTH) as usize;
         let Some(base) = tile.get(start..start + (1usize << above)) else {
-            self.fail(format!("tile {tile_level}/{} lacks the hashes of node {level}/{index}", first / TILE_WIDTH));
+            self.fail(RemoteError::MissingNode { tile_level, tile: first / TILE_WIDTH, level, index });
             return [0; 32];
         };
         perfect_root(base)
@@ -163,9 +180,9 @@ mod tests {
         let (_, mut tiles) = served(600);
         tiles.remove("tile/0/002.p/88");
         let fetch = |p: &str| tiles.get(p).cloned().ok_or_else(|| format!("404 for {p}"));
-        let e = TileNodes::new(600, &fetch).consistency_proof(300).unwrap_err();
+        let e = TileNodes::new(600, &fetch).consistency_proof(300).unwrap_err().to_string();
         assert!(e.contains("tile/0/002.p/88"), "{e}");
-        let short = |_: &str| Ok(vec![0u8; 40]);
-        assert!(TileNodes::new(600, &short).root().unwrap_err().contains("expected"));
+        let short = |_: &str| Ok::<_, String>(vec![0u8; 40]);
+        assert!(TileNodes::new(600, &short).root().unwrap_err().to_string().contains("expected"));
     }
 }

@@ -91,9 +91,9 @@ pub(crate) async fn run(shared: Arc<Shared>, rx: mpsc::Receiver<Pending>, policy
 
 /// The commit's outcome; a commit task that failed to run (cancelled at shutdown) is an
 /// outcome as unknown as a lost answer.
-async fn poll_commit(c: &mut Option<(Prepared, Commit)>) -> Result<(Batch, Result<(), StorageError>), String> {
+async fn poll_commit(c: &mut Option<(Prepared, Commit)>) -> Result<(Batch, Result<(), StorageError>), tokio::task::JoinError> {
     match c.as_mut() {
-        Some((_, handle)) => handle.await.map_err(|e| e.to_string()),
+        Some((_, handle)) => handle.await,
         None => std::future::pending().await,
     }
 }
@@ -242,17 +242,17 @@ impl Sequencer {
         }
         let new_size = self.tree.size();
         let built = (|| {
-            let root = self.tree.root(new_size).map_err(|e| e.to_string())?;
-            let tiles = changed_tiles(&self.tree, old_size, new_size).map_err(|e| e.to_string())?;
-            let leaf_tiles = filled_leaf_tiles(&self.tree, old_size, new_size).map_err(|e| e.to_string())?;
-            Ok::<_, String>((root, tiles, leaf_tiles))
+            let root = self.tree.root(new_size).map_err(|e| AppendError::Storage(e.to_string()))?;
+            let tiles = changed_tiles(&self.tree, old_size, new_size).map_err(|e| AppendError::Storage(e.to_string()))?;
+            let leaf_tiles = filled_leaf_tiles(&self.tree, old_size, new_size).map_err(|e| AppendError::Storage(e.to_string()))?;
+            Ok::<_, AppendError>((root, tiles, leaf_tiles))
         })();
         let (root, tiles, leaf_tiles) = match built {
             Ok(x) => x,
             // Cannot happen (the sizes are the tree's own); fail the batch rather than panic.
             Err(e) => {
                 self.tree.truncate(old_size);
-                return fail_all(std::mem::take(&mut fresh), repeats, AppendError::Storage(e));
+                return fail_all(std::mem::take(&mut fresh), repeats, e);
             }
         };
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -264,7 +264,7 @@ impl Sequencer {
     }
 
     /// A commit finished: land it, or reconcile if its outcome is not known to be success.
-    async fn committed(&mut self, work: &mut Work, mut p: Prepared, outcome: Result<(Batch, Result<(), StorageError>), String>) {
+    async fn committed(&mut self, work: &mut Work, mut p: Prepared, outcome: Result<(Batch, Result<(), StorageError>), tokio::task::JoinError>) {
         let error = match outcome {
             Ok((batch, Ok(()))) => {
                 p.batch = batch;

@@ -44,7 +44,7 @@ async fn a_copy_resumes_is_proven_and_serves_as_a_frozen_log() {
     let signer = NoteSigner::new("rekor.example", key.clone());
     let note = signer.sign(Checkpoint { origin: origin.clone(), size: N, root_hash: root_of(N) }).unwrap().note;
     let spki = key.spki_der().to_vec();
-    let verify = move |note: &str| signet_core::note::verify(note, "rekor.example", &spki).map_err(|e| e.to_string());
+    let verify = move |note: &str| signet_core::note::verify(note, "rekor.example", &spki);
     for b in common::backends() {
         let storage = b.storage.clone();
         let first = tokio::task::spawn_blocking(move || {

@@ -21,16 +21,20 @@ use signet_log::rekor::v2;
 use signet_log::{Log, Sequenced};
 use crate::shards::active::ActiveShard;
 
+pub mod error;
+
+pub use error::AnchorError;
+
 /// The audit key: `configured` (a file or a token's), or under the data dir, made on first
 /// use, 0600 in a 0700 directory.
-pub fn audit_key(data_dir: &Path, configured: Option<&signet_keys::KeySource>, pkcs11: &signet_keys::Pkcs11Settings) -> Result<Signer, String> {
+pub fn audit_key(data_dir: &Path, configured: Option<&signet_keys::KeySource>, pkcs11: &signet_keys::Pkcs11Settings) -> Result<Signer, AnchorError> {
     let p256 = [signet_keys::Algorithm::EcdsaP256Sha256];
     if let Some(source) = configured {
-        return Signer::open(source, pkcs11, &p256, matches!(source, signet_keys::KeySource::File(_))).map_err(|e| e.to_string());
+        return Ok(Signer::open(source, pkcs11, &p256, matches!(source, signet_keys::KeySource::File(_)))?);
     }
     let dir = data_dir.join("keys");
-    signet_core::files::ensure_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Signer::load_or_generate(&dir.join("audit.pem"), p256[0]).map_err(|e| e.to_string())
+    signet_core::files::ensure_private_dir(&dir).map_err(|source| AnchorError::KeyDir { path: dir.clone(), source })?;
+    Ok(Signer::load_or_generate(&dir.join("audit.pem"), p256[0])?)
 }
 
 /// The name of an instance's chain in PostgreSQL's shared audit tables: `[guard.audit]
@@ -45,26 +49,26 @@ pub fn chain_name(configured: Option<&str>, key: &Signer) -> String {
 
 /// The chain name of the instance whose data dir is `data_dir`, for `signet audit`: its audit
 /// key read, never made.
-pub fn chain_name_of(data_dir: &Path, configured: Option<&str>) -> Result<String, String> {
+pub fn chain_name_of(data_dir: &Path, configured: Option<&str>) -> Result<String, AnchorError> {
     if let Some(name) = configured {
         return Ok(name.to_string());
     }
     let path = data_dir.join("keys").join("audit.pem");
     if !path.exists() {
-        return Err(format!("{} does not exist: without the instance's audit key, name its chain with --chain", path.display()));
+        return Err(AnchorError::NoAuditKey { path });
     }
-    Ok(chain_name(None, &Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?))
+    Ok(chain_name(None, &Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256)?))
 }
 
 /// Anchors the chain's current head in `log`, unless nothing was written since `after` (the
 /// last anchored seq). The new anchor, or `None`.
-pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &Signer, after: u64) -> Result<Option<Anchor>, String> {
+pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &Signer, after: u64) -> Result<Option<Anchor>, AnchorError> {
     let (seq, head) = audit.head();
     if seq <= after {
         return Ok(None);
     }
     let statement = anchor::statement(seq, &head);
-    let signature = key.sign(&statement).map_err(|e| format!("signing the anchor: {e}"))?;
+    let signature = key.sign(&statement).map_err(AnchorError::Sign)?;
     let request = json!({"hashedRekordRequestV002": {
         "digest": b64::encode(&sha256(&statement)),
         "signature": {"content": b64::encode(&signature), "verifier": {
@@ -72,26 +76,26 @@ pub async fn anchor_once(audit: &AuditLog, log: &Log, key: &Signer, after: u64) 
             "keyDetails": "PKIX_ECDSA_P256_SHA_256",
         }},
     }});
-    let entry = v2::parse_value(&request).map_err(|e| format!("the anchor entry is not valid (a bug): {e}"))?;
+    let entry = v2::parse_value(&request).map_err(AnchorError::Entry)?;
     let (index, checkpoint) = match log.append(entry.body.clone(), Some(entry.digest_key.into_bytes())).await {
         Ok(Sequenced::New { index, checkpoint, .. }) => (index, checkpoint),
         // The same head anchored before (a restart between anchor and store): prove that one.
         Ok(Sequenced::Duplicate { index }) => (index, log.head()),
-        Err(e) => return Err(format!("appending the anchor to the Rekor v2 log: {e}")),
+        Err(e) => return Err(AnchorError::Append(e)),
     };
-    let tle = crate::api::rekor_v2::entry_json(log, index, &entry.body, &checkpoint).map_err(|e| format!("the anchor's inclusion proof: {e}"))?;
+    let tle = crate::api::rekor_v2::entry_json(log, index, &entry.body, &checkpoint).map_err(AnchorError::Proof)?;
     let anchor = Anchor { seq, head, log_index: index, entry: tle.to_string() };
     let (place, stored) = (audit.place().clone(), anchor.clone());
     tokio::task::spawn_blocking(move || anchor::store(&place, &stored))
         .await
-        .map_err(|e| format!("storing the anchor: {e}"))?
-        .map_err(|e| format!("storing the anchor: {e}"))?;
+        .map_err(|source| AnchorError::Task { what: "storing the anchor", source })?
+        .map_err(AnchorError::Store)?;
     audit.anchored(seq);
     Ok(Some(anchor))
 }
 
 /// Moves the records up to `at` into a segment file when the live log is due under `policy`.
-pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) -> Result<Option<std::path::PathBuf>, String> {
+pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) -> Result<Option<std::path::PathBuf>, AnchorError> {
     let (place, at) = (audit.place().clone(), at.clone());
     tokio::task::spawn_blocking(move || {
         if !segment::due(&place, policy, signet_guard::audit::chain::now_ms())? {
@@ -100,8 +104,8 @@ pub async fn cut_if_due(audit: &AuditLog, at: &Anchor, policy: segment::Policy) 
         segment::cut(&place, &at)
     })
     .await
-    .map_err(|e| format!("cutting an audit segment: {e}"))?
-    .map_err(|e| format!("cutting an audit segment: {e}"))
+    .map_err(|source| AnchorError::Task { what: "cutting an audit segment", source })?
+    .map_err(AnchorError::Cut)
 }
 
 /// Anchors every `every` until the task is dropped, and cuts a segment when one is due.

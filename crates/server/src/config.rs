@@ -26,7 +26,7 @@ mod witness;
 mod tests;
 
 pub use ca::CaSettings;
-pub use error::ConfigError;
+pub use error::{ConfigError, TracingError, UrlError};
 pub use serving::{HttpSettings, Limits, Surface};
 pub use keys::KeyPaths;
 pub use log::LogSettings;
@@ -166,7 +166,7 @@ impl Config {
     /// Checks the settings that have no safe default and fills in derived ones.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.tuf.validate()?;
-        self.tracing.validate().map_err(ConfigError::Invalid)?;
+        self.tracing.validate()?;
         // Only read here, not opened: `config check` must refuse a backend signet lacks.
         self.storage_url()?;
         for (name, addr) in [("http.metrics_listen", self.http.metrics_listen), ("http.admin_listen", self.http.admin_listen)] {
@@ -227,7 +227,7 @@ impl Config {
         self.hostname()?;
         self.ca.intermediate_curve()?;
         self.tls.validate(self.dev)?;
-        self.guard.validate().map_err(ConfigError::Invalid)?;
+        self.guard.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let providers = self.oidc.providers()?;
         let fulcio = self.oidc.fulcio()?;
         let mut urls = std::collections::BTreeSet::new();
@@ -266,7 +266,7 @@ impl Config {
             let invalid = |why: String| ConfigError::Invalid(format!("oidc issuer {} (from oidc.fulcio_config): {why}", i.spec.url));
             check_url(&i.spec.url.replace('*', "0")).map_err(|why| invalid(format!("url: {why}")))?;
             if i.spec.url.contains('*') {
-                signet_ca::oidc::meta::MetaPattern::new(&i.spec.url).map_err(invalid)?;
+                signet_ca::oidc::meta::MetaPattern::new(&i.spec.url).map_err(|e| invalid(e.to_string()))?;
             }
         }
         Ok(())
@@ -296,7 +296,7 @@ impl Config {
 
     /// The store `storage` names: SQLite under the data dir unless it says otherwise.
     pub fn storage_url(&self) -> Result<signet_log::storage::StorageUrl, ConfigError> {
-        signet_log::storage::StorageUrl::parse(self.storage.as_deref(), &self.data_dir).map_err(ConfigError::Invalid)
+        signet_log::storage::StorageUrl::parse(self.storage.as_deref(), &self.data_dir).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
     pub fn batch_delay(&self) -> Duration {

@@ -19,6 +19,8 @@
 //!   `shutdown_grace_secs` whatever is left is dropped.
 //! - **close_notify.** Over TLS every close says so, the dropped ones included (a timeout,
 //!   the end of the grace): a client can tell a finished connection from a cut one.
+//! - **Held answers.** With the audit log in closed mode, an HTTP/1 answer's bytes wait in
+//!   the connection's [`gate`] until its record is durable.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,7 +37,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use signet_guard::audit::{ConnGate, OutputGate};
+use signet_guard::audit::HoldsOutput;
 use signet_tls::{Acceptor, ServerStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -43,6 +45,9 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::config::HttpSettings;
+use gate::OutputGate;
+
+pub mod gate;
 
 /// Counters of the connection layer, for `/metrics`.
 pub struct ConnStats {
@@ -162,7 +167,7 @@ impl Server {
                 // Only the audit layer reads the gate. Without it, one entry fewer keeps a request's
                 // extensions within their first allocation (docs/performance.md).
                 if audited {
-                    request.extensions_mut().insert(ConnGate(gate.clone()));
+                    request.extensions_mut().insert(HoldsOutput(gate.clone()));
                 }
                 if let Some(certificate) = &certificate {
                     request.extensions_mut().insert(certificate.clone());
@@ -259,7 +264,7 @@ impl Activity {
 struct Watched<S: CloseOnDrop> {
     inner: S,
     activity: Arc<Activity>,
-    /// Answers held until their audit records are durable ([`signet_guard::audit::gate`]).
+    /// Answers held until their audit records are durable ([`gate`]).
     gate: Arc<OutputGate>,
 }
 

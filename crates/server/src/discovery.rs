@@ -26,29 +26,53 @@ impl Discovery {
 
     /// Fetches the discovery document, checks it, then fetches the key set it points at.
     /// Errors name the issuer and the step that failed.
-    pub fn key_set(&self) -> Result<KeySet, String> {
-        let context = |why: String| format!("OIDC discovery for {}: {why}", self.issuer);
-        let document = self.fetcher.get_json(&self.document_url()).map_err(|e| context(e.to_string()))?;
+    pub fn key_set(&self) -> Result<KeySet, DiscoveryError> {
+        let context = |step: Step| DiscoveryError { issuer: self.issuer.clone(), step };
+        let document = self.fetcher.get_json(&self.document_url()).map_err(|e| context(Step::Fetch(e)))?;
         let jwks_uri = jwks_uri(&document, &self.issuer).map_err(context)?;
-        let jwks = self.fetcher.get_json(&jwks_uri).map_err(|e| context(e.to_string()))?;
-        KeySet::from_json(&jwks.to_string()).map_err(|e| context(format!("{jwks_uri}: {e}")))
+        let jwks = self.fetcher.get_json(&jwks_uri).map_err(|e| context(Step::Fetch(e)))?;
+        KeySet::from_json(&jwks.to_string()).map_err(|source| context(Step::KeySet { uri: jwks_uri, source }))
     }
+}
+
+/// Why an issuer's keys were not found, and whose.
+#[derive(Debug, thiserror::Error)]
+#[error("OIDC discovery for {issuer}: {step}")]
+pub struct DiscoveryError {
+    pub issuer: String,
+    #[source]
+    pub step: Step,
+}
+
+/// The step of discovery that failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Step {
+    #[error(transparent)]
+    Fetch(signet_tls::FetchError),
+    #[error("the discovery document names issuer {named:?}; expected exactly {expected:?}")]
+    OtherIssuer { named: String, expected: String },
+    #[error("the discovery document has no issuer")]
+    NoIssuer,
+    #[error("the discovery document has no jwks_uri")]
+    NoJwksUri,
+    #[error("jwks_uri {uri:?}: {source}")]
+    JwksUri { uri: String, source: crate::config::UrlError },
+    #[error("{uri}: {source}")]
+    KeySet { uri: String, source: signet_ca::oidc::jwks::JwksError },
 }
 
 /// The `jwks_uri` of a discovery document, once its `issuer` is checked: §4.3 requires it to
 /// equal, exactly, the issuer URL the document was fetched for. Without that check, a
 /// document could hand out the keys of another issuer.
-pub fn jwks_uri(document: &Value, issuer: &str) -> Result<String, String> {
+pub fn jwks_uri(document: &Value, issuer: &str) -> Result<String, Step> {
     match document.get("issuer").and_then(Value::as_str) {
         Some(named) if named == issuer => {}
-        Some(named) => return Err(format!("the discovery document names issuer {named:?}; expected exactly {issuer:?}")),
-        None => return Err("the discovery document has no issuer".into()),
+        Some(named) => return Err(Step::OtherIssuer { named: named.to_string(), expected: issuer.to_string() }),
+        None => return Err(Step::NoIssuer),
     }
-    let uri = document
-        .get("jwks_uri")
-        .and_then(Value::as_str)
-        .ok_or("the discovery document has no jwks_uri")?;
-    crate::config::check_url(uri).map_err(|why| format!("jwks_uri {uri:?}: {why}"))?;
+    let uri = document.get("jwks_uri").and_then(Value::as_str).ok_or(Step::NoJwksUri)?;
+    crate::config::check_url(uri).map_err(|source| Step::JwksUri { uri: uri.to_string(), source })?;
     Ok(uri.to_string())
 }
 
@@ -64,18 +88,18 @@ mod tests {
         let doc = |iss: &str| json!({"issuer": iss, "jwks_uri": "https://keys.idp.example/jwks"});
         assert_eq!(jwks_uri(&doc(issuer), issuer).unwrap(), "https://keys.idp.example/jwks");
         for other in ["https://idp.example/", "https://IDP.example", "https://evil.example"] {
-            let err = jwks_uri(&doc(other), issuer).unwrap_err();
+            let err = jwks_uri(&doc(other), issuer).unwrap_err().to_string();
             assert!(err.contains("expected exactly"), "{other}: {err}");
         }
-        assert!(jwks_uri(&json!({"jwks_uri": "https://k"}), issuer).unwrap_err().contains("no issuer"));
-        assert!(jwks_uri(&json!({"issuer": issuer}), issuer).unwrap_err().contains("no jwks_uri"));
+        assert!(jwks_uri(&json!({"jwks_uri": "https://k"}), issuer).unwrap_err().to_string().contains("no issuer"));
+        assert!(jwks_uri(&json!({"issuer": issuer}), issuer).unwrap_err().to_string().contains("no jwks_uri"));
     }
 
     #[test]
     fn keys_come_over_https_or_from_loopback() {
         let issuer = "https://idp.example";
         let doc = |uri: &str| json!({"issuer": issuer, "jwks_uri": uri});
-        assert!(jwks_uri(&doc("http://keys.idp.example/jwks"), issuer).unwrap_err().contains("plain http"));
+        assert!(jwks_uri(&doc("http://keys.idp.example/jwks"), issuer).unwrap_err().to_string().contains("plain http"));
         assert!(jwks_uri(&doc("ftp://keys.idp.example/jwks"), issuer).is_err());
         jwks_uri(&doc("http://127.0.0.1:8080/jwks"), issuer).unwrap();
         jwks_uri(&doc("http://localhost/jwks"), issuer).unwrap();

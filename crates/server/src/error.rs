@@ -32,13 +32,22 @@ pub enum StartError {
     #[error("the TUF repository: {0}")]
     Tuf(#[from] signet_trust::tuf::TufError),
     #[error("writing the log's genesis entry: {0}")]
-    Genesis(String),
+    GenesisEntry(#[source] signet_log::rekor::EntryError),
+    #[error("writing the log's genesis entry: {0}")]
+    Genesis(#[source] signet_log::AppendError),
     #[error("log shards: {0}")]
-    Shards(String),
+    Shards(#[from] crate::shards::ShardError),
+    /// The data dir is a backup not restored yet, and its mark does not read.
+    #[error("log shards: {0}")]
+    Backup(#[from] crate::restore::RestoreError),
+    #[error("log shards: {0}")]
+    Watermarks(#[from] crate::watermark::WatermarkError),
     #[error("trust documents: {0}")]
-    Trust(String),
+    Trust(#[from] crate::trust::TrustError),
+    #[error("trust documents: {0}")]
+    AuditKey(#[source] crate::anchor::AnchorError),
     #[error("a key rotation: {0}")]
-    Rotation(String),
+    Rotation(#[from] crate::rotate::RotateError),
     #[error("TLS: {0}")]
     Tls(#[from] signet_tls::CertError),
     #[error(transparent)]

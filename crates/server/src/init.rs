@@ -139,7 +139,7 @@ pub fn init(opts: &InitOptions) -> Result<Initialised, InitError> {
         crate::shards::keep_zero_public(kind, dir, &key).map_err(StartError::Shards)?;
     }
     // Made with the first data dir so that the copies `signet backup` makes share it.
-    crate::shards::sealed::SealKey::load_or_make(dir).map_err(StartError::Shards)?;
+    crate::shards::sealed::SealKey::load_or_make(dir).map_err(|e| StartError::Shards(e.into()))?;
     let ca_keys = CaKeys {
         intermediate_curve: opts.intermediate_curve,
         intermediate: token_key("keys/ca-intermediate.pem"),

@@ -16,6 +16,7 @@ use std::time::Duration;
 use signet_ca::oidc::jwks::KeySet;
 use signet_ca::oidc::meta::MetaPattern;
 use signet_ca::oidc::refresh::rate_limited;
+use signet_ca::oidc::error::KeySetError;
 use signet_ca::oidc::verify::{KeySource, KeySourceFor};
 use signet_ca::oidc::{IssuerConfig, MetaIssuerConfig, TokenVerifier};
 use signet_tls::{Fetcher, Trust};
@@ -68,9 +69,9 @@ fn build(
     let mut meta = Vec::new();
     for (spec, keys) in entries {
         let invalid = |why: String| ConfigError::Invalid(format!("oidc issuer {}: {why}", spec.url));
-        let kind = spec.kind(providers).map_err(invalid)?;
+        let kind = spec.kind(providers).map_err(|e| invalid(e.to_string()))?;
         if spec.url.contains('*') {
-            let pattern = MetaPattern::new(&spec.url).map_err(invalid)?;
+            let pattern = MetaPattern::new(&spec.url).map_err(|e| invalid(e.to_string()))?;
             let keys: KeySourceFor = match keys {
                 Keys::File(path) => {
                     let source = file_source(path);
@@ -101,15 +102,15 @@ fn build(
 /// A local file: rereading it costs nothing, so every unknown key ID rereads it.
 fn file_source(path: std::path::PathBuf) -> KeySource {
     Arc::new(move || {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        KeySet::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = std::fs::read_to_string(&path).map_err(|e| KeySetError::Fetch { why: format!("{}: {e}", path.display()) })?;
+        KeySet::from_json(&text).map_err(|source| KeySetError::JwksFrom { from: path.display().to_string(), source })
     })
 }
 
 /// Discovery, at most once per `min_refresh`, off the async runtime.
 fn discovery_source(url: &str, fetcher: Fetcher, min_refresh: Duration) -> KeySource {
     let discovery = Discovery::new(url, fetcher);
-    let fetch: KeySource = Arc::new(move || discovery.key_set());
+    let fetch: KeySource = Arc::new(move || discovery.key_set().map_err(|e| KeySetError::Fetch { why: e.to_string() }));
     off_runtime(rate_limited(fetch, min_refresh))
 }
 

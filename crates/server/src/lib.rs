@@ -413,7 +413,7 @@ async fn reload_roles_on_hangup(source: Option<std::path::PathBuf>, guard: Arc<s
         while hangups.recv().await.is_some() {
             let reread = Config::load(source.as_deref())
                 .map_err(|e| e.to_string())
-                .and_then(|c| signet_guard::Roles::with_custom(&c.guard.roles).map(|r| (r, c.guard.roles.len())));
+                .and_then(|c| signet_guard::Roles::with_custom(&c.guard.roles).map(|r| (r, c.guard.roles.len())).map_err(|e| e.to_string()));
             match reread {
                 Ok((roles, custom)) => {
                     guard.set_roles(roles);

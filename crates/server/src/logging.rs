@@ -54,14 +54,24 @@ pub enum Format {
 }
 
 impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Format, String> {
+    type Err = LoggingError;
+    fn from_str(s: &str) -> Result<Format, LoggingError> {
         match s {
             "text" => Ok(Format::Text),
             "json" => Ok(Format::Json),
-            other => Err(format!("log format {other:?} is not supported; expected text or json")),
+            other => Err(LoggingError::UnknownFormat { given: other.to_string() }),
         }
     }
+}
+
+/// What setting up the log output fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoggingError {
+    #[error("log format {given:?} is not supported; expected text or json")]
+    UnknownFormat { given: String },
+    #[error(transparent)]
+    Tracing(#[from] crate::otel::OtelError),
 }
 
 /// Installs the global subscriber: `SIGNET_LOG` filters (default `warn,signet=info`), in
@@ -71,7 +81,7 @@ pub fn init(format: Format) {
 }
 
 /// As [`init`], and, for `signet serve` with `[tracing] otlp_endpoint`, exports spans too.
-pub fn init_serving(format: Format, tracing: &crate::config::TracingSettings) -> Result<(), String> {
+pub fn init_serving(format: Format, tracing: &crate::config::TracingSettings) -> Result<(), LoggingError> {
     let provider = crate::otel::provider(tracing)?;
     install(format, provider);
     Ok(())

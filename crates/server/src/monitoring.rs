@@ -37,7 +37,7 @@ pub fn prepare(
 ) -> Result<Option<Prepared>, ConfigError> {
     let Some(watch_path) = &s.watch else { return Ok(None) };
     let invalid = |what: &str, e: String| ConfigError::Invalid(format!("monitor.{what}: {e}"));
-    let watch = WatchList::load(watch_path).map_err(|e| invalid("watch", e))?;
+    let watch = WatchList::load(watch_path).map_err(|e| invalid("watch", e.to_string()))?;
     if !(1..=86_400).contains(&s.interval_secs) {
         return Err(invalid("interval_secs", format!("must be 1..=86400, got {}", s.interval_secs)));
     }
@@ -52,7 +52,7 @@ pub fn prepare(
     // then ask for the keys as they are ([`v2_keys`]).
     PublicKey::from_spki(v2.log().key().spki_der()).map_err(|e| invalid("watch", format!("the Rekor v2 key: {e}")))?;
     let keys = Keys::Live(Arc::new(move || v2_keys(&v2)));
-    let store = monitor::state::Store::open(&data_dir.join("monitor")).map_err(|e| invalid("watch", e))?;
+    let store = monitor::state::Store::open(&data_dir.join("monitor")).map_err(|e| invalid("watch", e.to_string()))?;
     let source = Source::new(&format!("{}/api/v2", url.trim_end_matches('/')), Api::Tiles, fetcher.clone());
     let monitor = Monitor {
         logs: vec![Followed { source, keys }],

@@ -33,6 +33,18 @@ pub const TARGET: &str = "signet::otel";
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
+/// What setting up trace export fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OtelError {
+    #[error(transparent)]
+    Settings(#[from] crate::config::TracingError),
+    #[error("tracing.ca_file: {0}")]
+    CaFile(#[source] signet_tls::TrustError),
+    #[error("tracing: the OTLP exporter: {0}")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+}
+
 /// Whether spans are exported: the request layer makes none otherwise.
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
@@ -55,10 +67,10 @@ pub(crate) use span;
 
 /// The tracer provider for `settings`, or None when export is off. Installed by
 /// [`crate::logging::init_serving`].
-pub fn provider(settings: &TracingSettings) -> Result<Option<SdkTracerProvider>, String> {
+pub fn provider(settings: &TracingSettings) -> Result<Option<SdkTracerProvider>, OtelError> {
     let Some(url) = settings.traces_url()? else { return Ok(None) };
     let trust = settings.ca_file.clone().map_or(signet_tls::Trust::Platform, signet_tls::Trust::PemFile);
-    let tls = signet_tls::client_config(&trust).map_err(|e| format!("tracing.ca_file: {e}"))?;
+    let tls = signet_tls::client_config(&trust).map_err(OtelError::CaFile)?;
     let client = Collector {
         url: url.clone(),
         fetcher: signet_tls::Fetcher::new(tls)
@@ -72,7 +84,7 @@ pub fn provider(settings: &TracingSettings) -> Result<Option<SdkTracerProvider>,
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_timeout(Duration::from_secs(settings.export_timeout_secs))
         .build()
-        .map_err(|e| format!("tracing: the OTLP exporter: {e}"))?;
+        .map_err(OtelError::Exporter)?;
     let batching = BatchConfigBuilder::default()
         .with_scheduled_delay(Duration::from_millis(settings.export_interval_ms))
         .with_max_queue_size(settings.max_queue)
@@ -228,7 +240,7 @@ pub fn answered(span: &Span, status: u16) {
 mod tests {
     use super::*;
 
-    fn endpoint(e: &str) -> Result<Option<String>, String> {
+    fn endpoint(e: &str) -> Result<Option<String>, crate::config::TracingError> {
         TracingSettings { otlp_endpoint: Some(e.into()), ..Default::default() }.traces_url()
     }
 
@@ -248,8 +260,8 @@ mod tests {
 
     #[test]
     fn a_bare_collector_gets_the_traces_path_and_a_full_url_is_kept() {
-        assert_eq!(TracingSettings::default().traces_url(), Ok(None));
-        assert_eq!(endpoint(""), Ok(None));
+        assert_eq!(TracingSettings::default().traces_url().unwrap(), None);
+        assert_eq!(endpoint("").unwrap(), None);
         assert_eq!(endpoint("http://127.0.0.1:4318").unwrap().as_deref(), Some("http://127.0.0.1:4318/v1/traces"));
         assert_eq!(endpoint("http://localhost:4318/").unwrap().as_deref(), Some("http://localhost:4318/v1/traces"));
         assert_eq!(endpoint("http://[::1]:4318").unwrap().as_deref(), Some("http://[::1]:4318/v1/traces"));
@@ -266,7 +278,7 @@ mod tests {
             ("https://otel.example/v1/traces?k=v", "query"),
             ("not a url at all", "not a URL"),
         ] {
-            let e = endpoint(bad).unwrap_err();
+            let e = endpoint(bad).unwrap_err().to_string();
             assert!(e.contains("tracing.otlp_endpoint") && e.contains(why), "{bad}: {e}");
         }
     }
@@ -274,7 +286,7 @@ mod tests {
     #[test]
     fn settings_out_of_range_name_their_key() {
         let ok = TracingSettings::default();
-        assert_eq!(ok.validate(), Ok(()));
+        ok.validate().unwrap();
         for (bad, key) in [
             (TracingSettings { sample_ratio: -0.1, ..Default::default() }, "sample_ratio"),
             (TracingSettings { sample_ratio: f64::NAN, ..Default::default() }, "sample_ratio"),
@@ -283,7 +295,7 @@ mod tests {
             (TracingSettings { export_timeout_secs: 0, ..Default::default() }, "export_timeout_secs"),
             (TracingSettings { max_queue: 0, ..Default::default() }, "max_queue"),
         ] {
-            let e = bad.validate().unwrap_err();
+            let e = bad.validate().unwrap_err().to_string();
             assert!(e.contains(&format!("tracing.{key}")), "{key}: {e}");
         }
     }

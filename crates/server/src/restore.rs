@@ -78,15 +78,31 @@ fn write(path: &Path, marker: &Marker) -> std::io::Result<()> {
 
 /// The data dir's mark, if it is an unrestored backup. A mark that does not parse is an
 /// error, never taken for "not a backup".
-pub fn marker(data_dir: &Path) -> Result<Option<Marker>, String> {
+pub fn marker(data_dir: &Path) -> Result<Option<Marker>, RestoreError> {
     let path = data_dir.join(MARKER);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("{}: {e}; expected the backup mark that `signet backup` writes", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|source| RestoreError::Marker { path, source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(RestoreError::Io { path, source }),
     }
+}
+
+/// What reading a backup's mark, and `signet restore`, fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {source}; expected the backup mark that `signet backup` writes", .path.display())]
+    Marker { path: PathBuf, source: serde_json::Error },
+    #[error("{} was restored already ({}); it takes appends", .data_dir.display(), .record.display())]
+    RestoredAlready { data_dir: PathBuf, record: PathBuf },
+    #[error("{} is not a backup made by `signet backup` (no backup.json); nothing to restore. If it was restored some other way (a disk snapshot), or its server refuses appends because its storage is behind what it served, run this with --force", .data_dir.display())]
+    NotABackup { data_dir: PathBuf },
+    #[error(transparent)]
+    Storage(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Rotation(#[from] shards::ShardError),
 }
 
 /// What `signet restore` did.
@@ -106,8 +122,10 @@ pub struct Report {
 /// Without a mark, the operator's word makes it one: always on PostgreSQL (a database
 /// restored from a dump carries no mark), and with `force` on a data dir (restored from a
 /// disk snapshot, or found behind its watermarks, [`crate::watermark`]).
-pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool, homes: &shards::KeyHomes) -> Result<Report, String> {
-    let on_postgres = matches!(signet_log::storage::StorageUrl::parse(storage, data_dir)?, signet_log::storage::StorageUrl::Postgres(_));
+pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool, homes: &shards::KeyHomes) -> Result<Report, RestoreError> {
+    let url = signet_log::storage::StorageUrl::parse(storage, data_dir).map_err(|e| crate::config::ConfigError::Invalid(e.to_string()))?;
+    let on_postgres = matches!(url, signet_log::storage::StorageUrl::Postgres(_));
+    let mark_io = |path: PathBuf| move |source| RestoreError::Io { path, source };
     let marker = match marker(data_dir)? {
         Some(marker) => marker,
         // Marked first, so that a restore cut short goes on where it stopped.
@@ -118,17 +136,13 @@ pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool, homes: &shar
                 rotated: Vec::new(),
                 restored_at: None,
             };
-            write(&data_dir.join(MARKER), &marker).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
+            write(&data_dir.join(MARKER), &marker).map_err(mark_io(data_dir.join(MARKER)))?;
             marker
         }
         None => {
             return Err(match data_dir.join(RECORD).exists() {
-                true => format!("{} was restored already ({}); it takes appends", data_dir.display(), data_dir.join(RECORD).display()),
-                false => format!(
-                    "{} is not a backup made by `signet backup` (no {MARKER}); nothing to restore. If it was restored some other way \
-                     (a disk snapshot), or its server refuses appends because its storage is behind what it served, run this with --force",
-                    data_dir.display()
-                ),
+                true => RestoreError::RestoredAlready { data_dir: data_dir.to_path_buf(), record: data_dir.join(RECORD) },
+                false => RestoreError::NotABackup { data_dir: data_dir.to_path_buf() },
             })
         }
     };
@@ -143,13 +157,13 @@ pub fn restore(data_dir: &Path, storage: Option<&str>, force: bool, homes: &shar
             shards::Rotation::NotCreated(_) => absent.push(kind),
         }
         marker.rotated.push(kind.cli_name().to_string());
-        write(&data_dir.join(MARKER), &marker).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
+        write(&data_dir.join(MARKER), &marker).map_err(mark_io(data_dir.join(MARKER)))?;
     }
     marker.restored_at = Some(shards::now());
     let record = data_dir.join(RECORD);
-    write(&record, &marker).map_err(|e| format!("{}: {e}", record.display()))?;
-    std::fs::remove_file(data_dir.join(MARKER)).map_err(|e| format!("{}: {e}", data_dir.join(MARKER).display()))?;
-    std::fs::File::open(data_dir).and_then(|d| d.sync_all()).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    write(&record, &marker).map_err(mark_io(record.clone()))?;
+    std::fs::remove_file(data_dir.join(MARKER)).map_err(mark_io(data_dir.join(MARKER)))?;
+    std::fs::File::open(data_dir).and_then(|d| d.sync_all()).map_err(mark_io(data_dir.to_path_buf()))?;
     Ok(Report { marker, rotated, absent, record })
 }
 
@@ -169,14 +183,14 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(dir.path().join(MARKER)).unwrap().permissions().mode() & 0o777, 0o600);
         std::fs::write(dir.path().join(MARKER), "{").unwrap();
-        assert!(marker(dir.path()).unwrap_err().contains("expected the backup mark"));
+        assert!(marker(dir.path()).unwrap_err().to_string().contains("expected the backup mark"));
     }
 
     #[test]
     fn a_data_dir_that_is_no_backup_is_not_restored() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(restore(dir.path(), None, false, &shards::KeyHomes::default()).unwrap_err().contains("not a backup"));
+        assert!(restore(dir.path(), None, false, &shards::KeyHomes::default()).unwrap_err().to_string().contains("not a backup"));
         std::fs::write(dir.path().join(RECORD), "{}").unwrap();
-        assert!(restore(dir.path(), None, false, &shards::KeyHomes::default()).unwrap_err().contains("restored already"));
+        assert!(restore(dir.path(), None, false, &shards::KeyHomes::default()).unwrap_err().to_string().contains("restored already"));
     }
 }

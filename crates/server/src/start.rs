@@ -16,6 +16,7 @@ use signet_ca::tsa::Tsa;
 use crate::api::rekor_v1::RekorV1;
 use crate::config::Config;
 
+use crate::rotate::RotateError;
 use crate::shards::active::ActiveShard;
 use crate::shards::Kind;
 
@@ -101,7 +102,7 @@ impl AppState {
             let (store, data_dir, on_pg) = (storage.clone(), cfg.data_dir.clone(), pg.is_some());
             tokio::task::spawn_blocking(move || match on_pg {
                 true => crate::shards::seal_key_for(store.as_ref(), &data_dir),
-                false => crate::shards::sealed::SealKey::load_or_make(&data_dir).map(|_| None),
+                false => crate::shards::sealed::SealKey::load_or_make(&data_dir).map(|_| None).map_err(crate::shards::ShardError::from),
             })
             .await
             .map_err(|e| StartError::Panicked { what: "shard seal key", why: e.to_string() })?
@@ -123,7 +124,7 @@ impl AppState {
         // v1 serves them all; a rotated CT or Rekor v2 log is a new log, its old ones frozen.
         // An import of a Rekor log under way: said as it is, with the command that finishes it.
         if let Some(why) = crate::shards::import::unfinished(storage.as_ref())? {
-            return Err(StartError::Shards(why));
+            return Err(why.into());
         }
         let registry = crate::shards::registry(Kind::RekorV1, storage.as_ref(), v1_key.spki_der())?;
         let v2_key = key(cfg, &cfg.keys.rekor_v2, "rekor-v2.pem")?;
@@ -189,9 +190,7 @@ impl AppState {
             }
         }
         let Some(v1_active) = v1_active else {
-            return Err(StartError::Shards(
-                "the Rekor v1 log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log rekor-v1` again to finish it".into(),
-            ));
+            return Err(crate::shards::ShardError::CutShort { kind: Kind::RekorV1 }.into());
         };
         let v1 = v1_active.log.clone();
         // Rekor v2 and CT: the active log alone is served (crate::shards::active).
@@ -204,8 +203,8 @@ impl AppState {
 
         // A new log's sequencer writes its genesis entry first; wait for it, so that a start
         // that cannot write one fails here rather than serve.
-        v1.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
-        v2.genesis_written().await.map_err(|e| StartError::Genesis(e.to_string()))?;
+        v1.genesis_written().await.map_err(StartError::Genesis)?;
+        v2.genesis_written().await.map_err(StartError::Genesis)?;
 
         // The dev issuer lives under the instance's own URL, and is trusted only in dev mode.
         let dev_issuer = if cfg.dev {
@@ -223,8 +222,8 @@ impl AppState {
         // The CA and its CT log. A key a rotation chose wins over the config's, which named the
         // one before (crate::rotate::Rotated::key).
         let rotated = |authority: crate::rotate::Authority, configured: &Option<KeySource>| -> Result<Option<KeySource>, StartError> {
-            let mut rotations = crate::rotate::read(&cfg.data_dir).map_err(StartError::Rotation)?;
-            let recorded = authority.record(&mut rotations).as_ref().map(|r| r.key_source(&cfg.data_dir)).transpose().map_err(StartError::Rotation)?.flatten();
+            let mut rotations = crate::rotate::read(&cfg.data_dir).map_err(RotateError::from)?;
+            let recorded = authority.record(&mut rotations).as_ref().map(|r| r.key_source(&cfg.data_dir)).transpose().map_err(RotateError::from)?.flatten();
             match (recorded, configured) {
                 (Some(r), Some(c)) if &r != c => {
                     tracing::warn!(authority = authority.name(), configured = %c, rotated_to = %r, "the config names a key the authority was rotated away from; using the rotated one: update [keys]");
@@ -265,7 +264,7 @@ impl AppState {
         let tsa = signet_ca::handover::Handover::new(tsa);
         // A rotation scheduled for later: the current keys stop at its second even before the
         // watch loads their successors (crate::rotate::scheduled).
-        for (authority, from) in crate::rotate::scheduled::pending(&cfg.data_dir).map_err(StartError::Rotation)? {
+        for (authority, from) in crate::rotate::scheduled::pending(&cfg.data_dir).map_err(RotateError::from)? {
             match authority {
                 crate::rotate::Authority::Tsa => tsa.end_at(from),
                 crate::rotate::Authority::Intermediate => ca.end_at(from),
@@ -293,7 +292,7 @@ impl AppState {
                 let key = tokio::task::spawn_blocking(move || crate::anchor::audit_key(&data_dir, source.as_ref(), &pkcs11))
                     .await
                     .map_err(|e| StartError::Panicked { what: "audit key", why: e.to_string() })?
-                    .map_err(StartError::Trust)?;
+                    .map_err(StartError::AuditKey)?;
                 Some(Arc::new(key))
             }
             false => None,
@@ -330,7 +329,7 @@ impl AppState {
         // A backup that was never restored: reads go on, appends are refused (crate::restore).
         // Only where the logs are in the data dir: a copy of an instance on PostgreSQL is how
         // another instance of the same shared logs is made.
-        if let Some(marker) = logs_in_data_dir.then(|| crate::restore::marker(&cfg.data_dir)).transpose().map_err(StartError::Shards)?.flatten() {
+        if let Some(marker) = logs_in_data_dir.then(|| crate::restore::marker(&cfg.data_dir)).transpose()?.flatten() {
             let why = marker.refusal(&cfg.data_dir);
             tracing::warn!("{why}");
             for log in [&v1, &v2, &ct.log()] {
@@ -342,8 +341,7 @@ impl AppState {
             let data_dir = cfg.data_dir.clone();
             tokio::task::spawn_blocking(move || crate::watermark::read(&data_dir))
                 .await
-                .map_err(|e| StartError::Panicked { what: "watermarks", why: e.to_string() })?
-                .map_err(StartError::Shards)?
+                .map_err(|e| StartError::Panicked { what: "watermarks", why: e.to_string() })??
         };
         for (what, log) in [("Rekor v1", &v1), ("Rekor v2", &v2), ("CT", &ct.log())] {
             let (m, l, d) = (marks.clone(), log.clone(), cfg.data_dir.clone());

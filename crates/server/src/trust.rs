@@ -13,35 +13,34 @@ use crate::config::host_of;
 use crate::shards::Kind;
 use crate::rotate::record::instance_valid_from;
 
+pub mod error;
+
+pub use error::{IncludedError, TrustError};
+
 pub fn public_url_file(data_dir: &Path) -> PathBuf {
     data_dir.join("public-url")
 }
 
-fn read_cert(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", path.display()))?.der)
+fn read_cert(path: &Path) -> Result<Vec<u8>, TrustError> {
+    let bytes = std::fs::read(path).map_err(|source| TrustError::Io { path: path.to_path_buf(), source })?;
+    Ok(pem::decode_first(&bytes).map_err(|source| TrustError::Pem { path: path.to_path_buf(), source })?.der)
 }
 
 /// Shard 0's public key ([`crate::shards::zero_spki`]).
-fn zero_key_spki(data_dir: &Path, kind: Kind) -> Result<Vec<u8>, String> {
-    crate::shards::zero_spki(kind, data_dir)?
-        .ok_or_else(|| format!("{} does not exist; start `signet serve` on this data dir first", kind.zero_key_path(data_dir).display()))
+fn zero_key_spki(data_dir: &Path, kind: Kind) -> Result<Vec<u8>, TrustError> {
+    crate::shards::zero_spki(kind, data_dir)?.ok_or_else(|| TrustError::NotServed { key: kind.zero_key_path(data_dir) })
 }
 
 /// Builds the instance description; `url`, if given, must have the instance's host.
-pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> {
-    let stored = std::fs::read_to_string(public_url_file(data_dir)).map_err(|_| {
-        format!("{} has no public-url; start `signet serve` on this data dir once first", data_dir.display())
-    })?;
+pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, TrustError> {
+    let stored = std::fs::read_to_string(public_url_file(data_dir)).map_err(|_| TrustError::NoPublicUrl { data_dir: data_dir.to_path_buf() })?;
     let stored = stored.trim().trim_end_matches('/').to_string();
     let url = match url {
         Some(u) => {
             let u = u.trim_end_matches('/').to_string();
-            let (want, got) = (host_of(&stored).map_err(|e| e.to_string())?, host_of(&u).map_err(|e| e.to_string())?);
+            let (want, got) = (host_of(&stored)?, host_of(&u)?);
             if want != got {
-                return Err(format!(
-                    "--url host {got:?} differs from the instance's host {want:?}; its logs are named after {want:?}"
-                ));
+                return Err(TrustError::OtherHost { got, want });
             }
             u
         }
@@ -52,7 +51,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     let valid_from = instance_valid_from(&root)?;
     // Each shard's key of each log, with its window; before any rotation, the one key. Then
     // a key prepared for the next shard, from when it was published (crate::shards::prepared).
-    let shard_keys = |kind: Kind| -> Result<Vec<ShardKey>, String> {
+    let shard_keys = |kind: Kind| -> Result<Vec<ShardKey>, TrustError> {
         let mut keys = match crate::shards::read_public(data_dir, kind)? {
             Some(list) => list
                 .into_iter()
@@ -66,7 +65,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
         };
         let last = keys.len().saturating_sub(1) as u32;
         if let Some(next) = crate::shards::prepared::listed_after(data_dir, kind, last)? {
-            let spki = signet_core::b64::decode(&next.spki).map_err(|_| "log-prepared.json: a key that is not base64".to_string())?;
+            let spki = signet_core::b64::decode(&next.spki).map_err(|_| TrustError::PreparedKey)?;
             keys.push(ShardKey { spki, valid_from: unix_rfc3339(next.from), valid_to: None });
         }
         Ok(keys)
@@ -76,7 +75,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     // A scheduled rotation is published as if done: the current certificate retired at its
     // window's end, the new one current from its first second (crate::rotate::scheduled).
     let rotations = crate::rotate::read(data_dir)?;
-    let windows = |rotated: Option<crate::rotate::Rotated>, current: &str| -> Result<(Vec<u8>, String, Vec<signet_trust::root::RetiredAuthority>), String> {
+    let windows = |rotated: Option<crate::rotate::Rotated>, current: &str| -> Result<(Vec<u8>, String, Vec<signet_trust::root::RetiredAuthority>), TrustError> {
         let current_cert = read_cert(&ca.join(current))?;
         let Some(r) = rotated else { return Ok((current_cert, valid_from.clone(), Vec::new())) };
         let mut retired = r
@@ -89,7 +88,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
                     valid_to: t.valid_to,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, TrustError>>()?;
         match r.next {
             Some(next) => {
                 retired.push(signet_trust::root::RetiredAuthority { chain: vec![current_cert, root.clone()], valid_from: r.current_from, valid_to: next.old_to });
@@ -102,7 +101,7 @@ pub fn instance(data_dir: &Path, url: Option<&str>) -> Result<Instance, String> 
     let (tsa_cert, tsa_valid_from, retired_tsas) = windows(rotations.tsa, "tsa.pem")?;
     let (ca_cert, ca_valid_from, retired_cas) = windows(rotations.intermediate, "intermediate.pem")?;
     Ok(Instance {
-        operator: host_of(&url).map_err(|e| e.to_string())?,
+        operator: host_of(&url)?,
         valid_from,
         url,
         rekor_v1,
@@ -125,29 +124,29 @@ pub fn included_dir(data_dir: &Path) -> PathBuf {
 
 /// A trusted root from elsewhere, checked as a verifier reads it: its media type, every
 /// log's key id and key, every authority's certificates.
-pub fn check_included(bytes: &[u8]) -> Result<serde_json::Value, String> {
-    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+pub fn check_included(bytes: &[u8]) -> Result<serde_json::Value, IncludedError> {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(IncludedError::NotJson)?;
     if !doc["mediaType"].as_str().is_some_and(|m| m.starts_with("application/vnd.dev.sigstore.trustedroot")) {
-        return Err(format!("mediaType {} where a Sigstore trusted root (application/vnd.dev.sigstore.trustedroot+json) was expected", doc["mediaType"]));
+        return Err(IncludedError::MediaType { found: doc["mediaType"].clone() });
     }
-    signet_verify::trust_root::TrustedRoot::from_json(bytes).map_err(|e| e.to_string())?;
+    signet_verify::trust_root::TrustedRoot::from_json(bytes)?;
     Ok(doc)
 }
 
 /// The trusted roots included in this instance's, by file name, in name order.
-pub fn included(data_dir: &Path) -> Result<Vec<(String, serde_json::Value)>, String> {
+pub fn included(data_dir: &Path) -> Result<Vec<(String, serde_json::Value)>, TrustError> {
     let dir = included_dir(data_dir);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(source) => return Err(TrustError::Io { path: dir, source }),
     };
     let mut out = Vec::new();
     for entry in entries {
-        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        let path = entry.map_err(|source| TrustError::Io { path: dir.clone(), source })?.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()).filter(|n| n.ends_with(".json")).map(str::to_string) else { continue };
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        out.push((name, check_included(&bytes).map_err(|e| format!("{}: {e}", path.display()))?));
+        let bytes = std::fs::read(&path).map_err(|source| TrustError::Io { path: path.clone(), source })?;
+        out.push((name, check_included(&bytes).map_err(|source| TrustError::Included { path: path.clone(), source })?));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)

@@ -56,15 +56,23 @@ pub fn path(data_dir: &Path) -> PathBuf {
 
 /// The data dir's marks; none if it has none yet. A file that does not parse is an error,
 /// never taken for "no marks".
-pub fn read(data_dir: &Path) -> Result<Watermarks, String> {
+pub fn read(data_dir: &Path) -> Result<Watermarks, WatermarkError> {
     let path = path(data_dir);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            format!("{}: {e}; expected the marks signet writes there (move it away only if this data dir never served these logs)", path.display())
-        }),
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| WatermarkError::Json { path, source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Watermarks::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(WatermarkError::Io { path, source }),
     }
+}
+
+/// What reading the data dir's watermarks fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatermarkError {
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {source}; expected the marks signet writes there (move it away only if this data dir never served these logs)", .path.display())]
+    Json { path: PathBuf, source: serde_json::Error },
 }
 
 impl Watermarks {
@@ -235,6 +243,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read(dir.path()).unwrap(), Watermarks::default());
         std::fs::write(path(dir.path()), "{").unwrap();
-        assert!(read(dir.path()).unwrap_err().contains("expected the marks signet writes"));
+        assert!(read(dir.path()).unwrap_err().to_string().contains("expected the marks signet writes"));
     }
 }

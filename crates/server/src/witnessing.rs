@@ -54,8 +54,8 @@ impl signet_witness::cosigning::Head for V2Head {
         (head.checkpoint.size, head.note.as_str().into())
     }
 
-    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<signet_core::hash::Hash>, String> {
-        self.v2.log().consistency_proof(old, new).map_err(|e| e.to_string())
+    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<signet_core::hash::Hash>, signet_core::merkle::ProofError> {
+        self.v2.log().consistency_proof(old, new)
     }
 
     /// Storage behind a witness's cosigned size is a restore (or lost committed writes): the

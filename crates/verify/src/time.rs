@@ -99,13 +99,25 @@ pub fn parse_rfc3339(s: &str) -> Option<(i64, bool)> {
     Some((dt.unix_duration().as_secs() as i64 - offset, fraction))
 }
 
+/// Why a `validFor` cannot be read; `what` names the entry it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WindowError {
+    #[error("{what}: validFor has no start (a missing bound is not unbounded)")]
+    NoStart { what: String },
+    #[error("{what}: validFor.start {value:?} is not an RFC 3339 time")]
+    BadStart { what: String, value: String },
+    #[error("{what}: validFor.end {value:?} is not an RFC 3339 time")]
+    BadEnd { what: String, value: String },
+}
+
 /// The window of a protobuf-specs `TimeRange` JSON object; `start` is required.
-pub fn window(start: Option<&str>, end: Option<&str>, what: &str) -> Result<Window, String> {
-    let start = start.ok_or_else(|| format!("{what}: validFor has no start (a missing bound is not unbounded)"))?;
-    let (s, s_frac) = parse_rfc3339(start).ok_or_else(|| format!("{what}: validFor.start {start:?} is not an RFC 3339 time"))?;
+pub fn window(start: Option<&str>, end: Option<&str>, what: &str) -> Result<Window, WindowError> {
+    let start = start.ok_or_else(|| WindowError::NoStart { what: what.to_string() })?;
+    let (s, s_frac) = parse_rfc3339(start).ok_or_else(|| WindowError::BadStart { what: what.to_string(), value: start.to_string() })?;
     let end = match end {
         None => None,
-        Some(e) => Some(parse_rfc3339(e).ok_or_else(|| format!("{what}: validFor.end {e:?} is not an RFC 3339 time"))?.0),
+        Some(e) => Some(parse_rfc3339(e).ok_or_else(|| WindowError::BadEnd { what: what.to_string(), value: e.to_string() })?.0),
     };
     Ok(Window { start: if s_frac { s + 1 } else { s }, end })
 }
@@ -142,7 +154,7 @@ mod tests {
         assert!(w.contains(1689177396));
         assert!(!w.contains(1689177397));
         assert!(!w.contains(1610452406));
-        assert!(window(None, Some("2023-07-12T15:56:36Z"), "tlog").unwrap_err().contains("no start"));
+        assert!(window(None, Some("2023-07-12T15:56:36Z"), "tlog").unwrap_err().to_string().contains("no start"));
         assert_eq!(window(Some("2021-01-01T00:00:00.5Z"), None, "x").unwrap().start, 1609459201);
     }
 }

@@ -3,11 +3,12 @@
 //! so verifying many bundles against one root costs no re-parsing.
 
 use serde::Deserialize;
-use signet_core::{b64, pubkey::PublicKey};
+use signet_core::b64;
+use signet_core::pubkey::{KeyError, PublicKey};
 
 use crate::cert::Cert;
 use crate::error::{Result, VerifyError};
-use crate::time::{self, Window};
+use crate::time::{self, Window, WindowError};
 
 /// A transparency log or CT log key: `logId` names it in entries and SCTs.
 #[derive(Debug, Clone)]
@@ -15,8 +16,24 @@ pub struct LogKey {
     pub base_url: String,
     pub log_id: Vec<u8>,
     /// A key that does not parse is kept with its reason, and fails only if an entry uses it.
-    pub key: std::result::Result<PublicKey, String>,
+    pub key: std::result::Result<PublicKey, UnusableKey>,
     pub valid: Window,
+}
+
+/// Why a log's key in the trusted root cannot be used; each names the root's `keyDetails`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnusableKey {
+    #[error("the trusted root gives no key bytes (keyDetails {key_details:?})")]
+    NoBytes { key_details: String },
+    #[error("publicKey.rawBytes is not base64 (keyDetails {key_details:?})")]
+    NotBase64 { key_details: String },
+    #[error("{source} (keyDetails {key_details:?})")]
+    Key {
+        #[source]
+        source: KeyError,
+        key_details: String,
+    },
 }
 
 /// A certificate or timestamp authority: its chain, leaf (issuing) certificate first.
@@ -102,7 +119,7 @@ struct RawBytesJson {
 }
 
 /// An absent `validFor` is unbounded (as sigstore-python reads it); a present one must have a start.
-fn window_of(r: Option<&RangeJson>, what: &str) -> std::result::Result<Window, String> {
+fn window_of(r: Option<&RangeJson>, what: &str) -> std::result::Result<Window, WindowError> {
     match r {
         None => Ok(Window { start: i64::MIN, end: None }),
         Some(r) => time::window(r.start.as_deref(), r.end.as_deref(), what),
@@ -124,14 +141,14 @@ impl TrustedRoot {
                 .map(|(i, l)| {
                     let what = format!("{kind}[{i}] ({})", l.base_url);
                     let log_id = b64::decode(&l.log_id.key_id).map_err(|_| bad(format!("{what}: logId.keyId is not base64")))?;
+                    let key_details = || l.public_key.key_details.clone().unwrap_or_default();
                     let key = match &l.public_key.raw_bytes {
-                        None => Err("the trusted root gives no key bytes".to_string()),
+                        None => Err(UnusableKey::NoBytes { key_details: key_details() }),
                         Some(raw) => b64::decode(raw)
-                            .map_err(|_| "publicKey.rawBytes is not base64".to_string())
-                            .and_then(|der| PublicKey::from_spki(&der).map_err(|e| e.to_string()))
-                            .map_err(|e| format!("{e} (keyDetails {:?})", l.public_key.key_details.as_deref().unwrap_or(""))),
+                            .map_err(|_| UnusableKey::NotBase64 { key_details: key_details() })
+                            .and_then(|der| PublicKey::from_spki(&der).map_err(|source| UnusableKey::Key { source, key_details: key_details() })),
                     };
-                    let valid = window_of(l.public_key.valid_for.as_ref(), &format!("{what}.publicKey")).map_err(bad)?;
+                    let valid = window_of(l.public_key.valid_for.as_ref(), &format!("{what}.publicKey")).map_err(|e| bad(e.to_string()))?;
                     Ok(LogKey { base_url: l.base_url.clone(), log_id, key, valid })
                 })
                 .collect()
@@ -153,7 +170,7 @@ impl TrustedRoot {
                     if chain.is_empty() {
                         return Err(bad(format!("{what}: certChain is empty")));
                     }
-                    let valid = window_of(a.valid_for.as_ref(), &what).map_err(bad)?;
+                    let valid = window_of(a.valid_for.as_ref(), &what).map_err(|e| bad(e.to_string()))?;
                     let chain_error = chain.windows(2).find_map(|w| w[0].check_issued_by(&w[1]).err());
                     Ok(Authority { uri: a.uri.clone(), chain, valid, chain_error })
                 })

@@ -19,8 +19,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use signet_core::hash::Hash;
-use signet_core::note::SignedNote;
+use signet_core::merkle::ProofError;
+use signet_core::note::{NoteError, SignedNote};
 use signet_core::notekey::{NoteKeyType, VerifierKey};
+use signet_tls::FetchError;
 
 use crate::request;
 
@@ -29,7 +31,7 @@ pub trait Head: Send + Sync + 'static {
     /// The size and signed note of the log's latest checkpoint.
     fn latest(&self) -> (u64, Arc<str>);
     /// The consistency proof between two sizes of the log.
-    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String>;
+    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, ProofError>;
     /// A witness holds a larger tree of this log than the checkpoint just sent: it cosigned
     /// a checkpoint that this log may no longer hold (a restored database). Called from the
     /// witness's thread; the log decides, from its storage, what that means.
@@ -84,6 +86,28 @@ pub enum SetupError {
     Quorum { quorum: usize, n: usize },
     #[error("witness {0}: its vkey must be a cosignature/v1 key (type 0x04)")]
     NotCosignatureKey(String),
+}
+
+/// Why asking a witness to cosign failed (it is asked again after a backoff).
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    #[error(transparent)]
+    Request(#[from] http::Error),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("the answer is not UTF-8")]
+    NotUtf8,
+    #[error("its answer does not parse as signature lines: {0}")]
+    Lines(#[source] NoteError),
+    #[error("no line of its answer verifies with {0}")]
+    NoLine(VerifierKey),
+    #[error("409 with a body that is not a size: {0:?}")]
+    NotASize(String),
+    /// Any other answer: its status and its body, trimmed.
+    #[error("HTTP {status}: {body}")]
+    Status { status: u16, body: String },
 }
 
 impl Cosigning {
@@ -173,7 +197,7 @@ impl Cosigning {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn submit(&self, endpoint: &Endpoint, url: &str, head: &dyn Head, fetcher: &signet_tls::Fetcher, held: u64, size: u64, note: &str) -> Result<Answer, String> {
+    fn submit(&self, endpoint: &Endpoint, url: &str, head: &dyn Head, fetcher: &signet_tls::Fetcher, held: u64, size: u64, note: &str) -> Result<Answer, AskError> {
         let proof = match held {
             0 => Vec::new(),
             h if h >= size => Vec::new(),
@@ -182,24 +206,23 @@ impl Cosigning {
         let body = request::format(held, &proof, note);
         let req = http::Request::post(url)
             .header(http::header::CONTENT_TYPE, "text/plain")
-            .body(Bytes::from(body))
-            .map_err(|e| e.to_string())?;
-        let response = fetcher.send(url, req).map_err(|e| e.to_string())?;
-        let text = std::str::from_utf8(response.body()).map_err(|_| "the answer is not UTF-8".to_string())?;
+            .body(Bytes::from(body))?;
+        let response = fetcher.send(url, req)?;
+        let text = std::str::from_utf8(response.body()).map_err(|_| AskError::NotUtf8)?;
         match response.status().as_u16() {
             200 => {
                 // The lines, appended to the note, must hold one that verifies with this
                 // witness's key; lines by other keys are ignored, as the spec says.
-                let cosigned = SignedNote::parse(&format!("{note}{text}")).map_err(|e| format!("its answer does not parse as signature lines: {e}"))?;
+                let cosigned = SignedNote::parse(&format!("{note}{text}")).map_err(AskError::Lines)?;
                 let line = cosigned
                     .signatures
                     .iter()
                     .find(|s| endpoint.vkey.check(&cosigned.text, s).is_some())
-                    .ok_or_else(|| format!("no line of its answer verifies with {}", endpoint.vkey))?;
+                    .ok_or_else(|| AskError::NoLine(endpoint.vkey.clone()))?;
                 Ok(Answer::Cosigned(signet_core::notekey::signature_line(line)))
             }
-            409 => text.trim_end_matches('\n').parse().map(Answer::Holds).map_err(|_| format!("409 with a body that is not a size: {text:?}")),
-            status => Err(format!("HTTP {status}: {}", text.trim())),
+            409 => text.trim_end_matches('\n').parse().map(Answer::Holds).map_err(|_| AskError::NotASize(text.to_string())),
+            status => Err(AskError::Status { status, body: text.trim().to_string() }),
         }
     }
 

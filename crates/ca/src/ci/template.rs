@@ -47,7 +47,52 @@ enum Condition {
 #[error("template {template:?}: {why}")]
 pub struct ParseError {
     template: String,
-    why: String,
+    #[source]
+    why: Syntax,
+}
+
+impl ParseError {
+    /// What in the template is not read.
+    pub fn syntax(&self) -> &Syntax {
+        &self.why
+    }
+}
+
+/// What a template holds that this reader does not read, as found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Syntax {
+    #[error("{{{{ else }}}} outside an {{{{ if }}}}")]
+    ElseOutsideIf,
+    #[error("{{{{ end }}}} without an {{{{ if }}}}")]
+    EndWithoutIf,
+    #[error("an action is not closed with }}}}")]
+    UnclosedAction,
+    #[error("two {{{{ else }}}} in one {{{{ if }}}}")]
+    TwoElses,
+    #[error("an {{{{ if }}}} has no {{{{ end }}}}")]
+    NoEnd,
+    #[error("an {{{{ if }}}} has no condition")]
+    NoCondition,
+    #[error("a quoted string is not closed")]
+    UnclosedString,
+    /// `eq` with more than two values: the rest.
+    #[error("eq takes two values, found also {0:?}")]
+    EqArity(Vec<String>),
+    /// One value wanted, more found: the rest.
+    #[error("expected one value, found also {0:?}")]
+    ExtraValues(Vec<String>),
+    #[error("a value is missing")]
+    MissingValue,
+    #[error("index must be written `index . \"name\"`")]
+    Index,
+    #[error("{0:?} is not a value this template reader knows (.name, index . \"name\", or \"text\")")]
+    UnknownValue(String),
+    #[error("{0:?} is not a quoted string")]
+    NotQuoted(String),
+    /// A backslash and what follows it (nothing, at the end of the string).
+    #[error("the escape \\{} is not supported", .0.map(String::from).unwrap_or_default())]
+    Escape(Option<char>),
 }
 
 /// Why a template cannot be rendered for a token.
@@ -57,13 +102,13 @@ pub struct MissingValue(pub String);
 
 impl Template {
     pub fn parse(text: &str) -> Result<Template, ParseError> {
-        let fail = |why: String| ParseError { template: text.to_string(), why };
+        let fail = |why: Syntax| ParseError { template: text.to_string(), why };
         let mut parser = Parser { rest: text, pending_trim: false };
         let (nodes, end) = parser.block().map_err(fail)?;
         match end {
             BlockEnd::Eof => Ok(Template { nodes }),
-            BlockEnd::Else => Err(fail("{{ else }} outside an {{ if }}".into())),
-            BlockEnd::End => Err(fail("{{ end }} without an {{ if }}".into())),
+            BlockEnd::Else => Err(fail(Syntax::ElseOutsideIf)),
+            BlockEnd::End => Err(fail(Syntax::EndWithoutIf)),
         }
     }
 
@@ -145,7 +190,7 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     /// Nodes up to the end of the text, or to an `{{ else }}` or `{{ end }}`.
-    fn block(&mut self) -> Result<(Vec<Node>, BlockEnd), String> {
+    fn block(&mut self) -> Result<(Vec<Node>, BlockEnd), Syntax> {
         let mut nodes = Vec::new();
         loop {
             let at = self.rest.find("{{");
@@ -168,7 +213,7 @@ impl<'a> Parser<'a> {
                 text = text.trim_end();
             }
             push_text(&mut nodes, text);
-            let close = inner_start.find("}}").ok_or("an action is not closed with }}")?;
+            let close = inner_start.find("}}").ok_or(Syntax::UnclosedAction)?;
             let mut inner = &inner_start[..close];
             if let Some(r) = inner.strip_suffix('-').filter(|r| r.ends_with(char::is_whitespace)) {
                 inner = r;
@@ -183,11 +228,11 @@ impl<'a> Parser<'a> {
                     let otherwise = match end {
                         BlockEnd::Else => match self.block()? {
                             (nodes, BlockEnd::End) => nodes,
-                            (_, BlockEnd::Else) => return Err("two {{ else }} in one {{ if }}".into()),
-                            (_, BlockEnd::Eof) => return Err("an {{ if }} has no {{ end }}".into()),
+                            (_, BlockEnd::Else) => return Err(Syntax::TwoElses),
+                            (_, BlockEnd::Eof) => return Err(Syntax::NoEnd),
                         },
                         BlockEnd::End => Vec::new(),
-                        BlockEnd::Eof => return Err("an {{ if }} has no {{ end }}".into()),
+                        BlockEnd::Eof => return Err(Syntax::NoEnd),
                     };
                     nodes.push(Node::If { condition, then, otherwise });
                 }
@@ -207,7 +252,7 @@ fn push_text(nodes: &mut Vec<Node>, text: &str) {
 
 /// An action's words: parentheses dropped (the templates use them only around `index`),
 /// quoted strings kept whole with their quotes.
-fn words(inner: &str) -> Result<Vec<String>, String> {
+fn words(inner: &str) -> Result<Vec<String>, Syntax> {
     let mut out = Vec::new();
     let mut chars = inner.char_indices().peekable();
     while let Some(&(start, c)) = chars.peek() {
@@ -229,7 +274,7 @@ fn words(inner: &str) -> Result<Vec<String>, String> {
                     _ => escaped = false,
                 }
             }
-            let end = closed.ok_or("a quoted string is not closed")?;
+            let end = closed.ok_or(Syntax::UnclosedString)?;
             out.push(inner[start..=end].to_string());
             continue;
         }
@@ -246,35 +291,35 @@ fn words(inner: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn condition(words: &[String]) -> Result<Condition, String> {
+fn condition(words: &[String]) -> Result<Condition, Syntax> {
     match words.first().map(String::as_str) {
         Some("eq") => {
             let (a, rest) = one_arg(&words[1..])?;
             let (b, rest) = one_arg(rest)?;
             if !rest.is_empty() {
-                return Err(format!("eq takes two values, found also {rest:?}"));
+                return Err(Syntax::EqArity(rest.to_vec()));
             }
             Ok(Condition::Eq(a, b))
         }
         Some(_) => Ok(Condition::NotEmpty(arg(words)?)),
-        None => Err("an {{ if }} has no condition".into()),
+        None => Err(Syntax::NoCondition),
     }
 }
 
 /// Exactly one value: `.name`, `index . "key"` or `"literal"`.
-fn arg(words: &[String]) -> Result<Arg, String> {
+fn arg(words: &[String]) -> Result<Arg, Syntax> {
     match one_arg(words)? {
         (a, []) => Ok(a),
-        (_, rest) => Err(format!("expected one value, found also {rest:?}")),
+        (_, rest) => Err(Syntax::ExtraValues(rest.to_vec())),
     }
 }
 
-fn one_arg(words: &[String]) -> Result<(Arg, &[String]), String> {
-    let first = words.first().ok_or("a value is missing")?;
+fn one_arg(words: &[String]) -> Result<(Arg, &[String]), Syntax> {
+    let first = words.first().ok_or(Syntax::MissingValue)?;
     if first == "index" {
         return match words.get(1..3) {
             Some([dot, key]) if dot == "." => Ok((Arg::Field(literal(key)?), &words[3..])),
-            _ => Err("index must be written `index . \"name\"`".into()),
+            _ => Err(Syntax::Index),
         };
     }
     if first.starts_with('"') {
@@ -284,15 +329,12 @@ fn one_arg(words: &[String]) -> Result<(Arg, &[String]), String> {
         Some(name) if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_') => {
             Ok((Arg::Field(name.to_string()), &words[1..]))
         }
-        _ => Err(format!("{first:?} is not a value this template reader knows (.name, index . \"name\", or \"text\")")),
+        _ => Err(Syntax::UnknownValue(first.clone())),
     }
 }
 
-fn literal(word: &str) -> Result<String, String> {
-    let body = word
-        .strip_prefix('"')
-        .and_then(|w| w.strip_suffix('"'))
-        .ok_or_else(|| format!("{word:?} is not a quoted string"))?;
+fn literal(word: &str) -> Result<String, Syntax> {
+    let body = word.strip_prefix('"').and_then(|w| w.strip_suffix('"')).ok_or_else(|| Syntax::NotQuoted(word.to_string()))?;
     let mut out = String::with_capacity(body.len());
     let mut chars = body.chars();
     while let Some(c) = chars.next() {
@@ -301,7 +343,7 @@ fn literal(word: &str) -> Result<String, String> {
                 Some('n') => out.push('\n'),
                 Some('t') => out.push('\t'),
                 Some(c @ ('\\' | '"')) => out.push(c),
-                other => return Err(format!("the escape \\{} is not supported", other.map(String::from).unwrap_or_default())),
+                other => return Err(Syntax::Escape(other)),
             }
         } else {
             out.push(c);

@@ -9,12 +9,13 @@
 //! accepted or what a certificate says.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::error::IssuerError;
 use super::spec::IssuerSpec;
-use crate::ci::CiProvider;
+use crate::ci::{CiConfigError, CiProvider};
 
 /// One issuer from the file, with the CA certificate its HTTPS endpoints use, if given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,45 +79,75 @@ struct FileMetadata {
 /// The largest config file read (Fulcio's public one is about 20 KB).
 const MAX_BYTES: u64 = 4 << 20;
 
+/// A Fulcio config file that cannot be used: which, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("Fulcio config {}: {why}", path.display())]
+pub struct ReadError {
+    pub path: PathBuf,
+    #[source]
+    pub why: FulcioConfigError,
+}
+
+/// What is wrong with a Fulcio config.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FulcioConfigError {
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("{0} bytes; at most {MAX_BYTES} are read")]
+    TooLarge(u64),
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("neither JSON nor YAML Fulcio reads: {0}")]
+    Yaml(#[source] serde_norway::Error),
+    #[error(transparent)]
+    CiProvider(#[from] CiConfigError),
+    /// An entry of `OIDCIssuers` (or of `MetaIssuers`, when `meta`), by its URL.
+    #[error("{} {url}: {why}", if *meta { "meta-issuer" } else { "issuer" })]
+    Issuer {
+        meta: bool,
+        url: String,
+        #[source]
+        why: IssuerError,
+    },
+}
+
 /// Reads and checks the file at `path`. `Err` names the file and what is wrong.
-pub fn read(path: &Path) -> Result<FulcioConfig, String> {
-    let fail = |why: String| format!("Fulcio config {}: {why}", path.display());
-    let size = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?.len();
+pub fn read(path: &Path) -> Result<FulcioConfig, ReadError> {
+    let fail = |why: FulcioConfigError| ReadError { path: path.to_path_buf(), why };
+    let size = std::fs::metadata(path).map_err(|e| fail(FulcioConfigError::Io(e)))?.len();
     if size > MAX_BYTES {
-        return Err(fail(format!("{size} bytes; at most {MAX_BYTES} are read")));
+        return Err(fail(FulcioConfigError::TooLarge(size)));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| fail(FulcioConfigError::Io(e)))?;
     parse(&text).map_err(fail)
 }
 
 /// Parses a config's text, JSON or YAML (Fulcio tries JSON first; YAML reads both).
-pub fn parse(text: &str) -> Result<FulcioConfig, String> {
+pub fn parse(text: &str) -> Result<FulcioConfig, FulcioConfigError> {
     let file: File = match serde_json::from_str(text) {
         Ok(file) => file,
-        Err(json) if text.trim_start().starts_with('{') => return Err(format!("not valid JSON: {json}")),
-        Err(_) => serde_norway::from_str(text).map_err(|e| format!("neither JSON nor YAML Fulcio reads: {e}"))?,
+        Err(json) if text.trim_start().starts_with('{') => return Err(FulcioConfigError::Json(json)),
+        Err(_) => serde_norway::from_str(text).map_err(FulcioConfigError::Yaml)?,
     };
     let mut providers = BTreeMap::new();
     for (name, m) in &file.ci_issuer_metadata {
-        let provider = CiProvider::new(name, m.defaults.iter().map(|(k, v)| (k.as_str(), v.as_str())), m.extensions.iter().map(|(k, v)| (k.as_str(), v.as_str())), &m.san)
-            .map_err(|e| e.to_string())?;
+        let provider = CiProvider::new(name, m.defaults.iter().map(|(k, v)| (k.as_str(), v.as_str())), m.extensions.iter().map(|(k, v)| (k.as_str(), v.as_str())), &m.san)?;
         providers.insert(name.clone(), provider);
     }
     let mut issuers = Vec::new();
     for (meta, entries) in [(false, &file.oidc_issuers), (true, &file.meta_issuers)] {
         for (key, i) in entries {
             let url = if meta { key.clone() } else { i.issuer_url.clone().unwrap_or_else(|| key.clone()) };
-            let at = |why: String| format!("{} {url}: {why}", if meta { "meta-issuer" } else { "issuer" });
+            let at = |why: IssuerError| FulcioConfigError::Issuer { meta, url: url.clone(), why };
             if !meta && url != *key {
-                return Err(at(format!("its IssuerURL differs from the key it is listed under ({key})")));
+                return Err(at(IssuerError::UrlDiffers(key.clone())));
             }
             if meta != url.contains('*') {
-                return Err(at(if meta { "a meta-issuer's URL needs a `*`".into() } else { "a `*` belongs under MetaIssuers".into() }));
+                return Err(at(if meta { IssuerError::MetaNeedsStar } else { IssuerError::StarNotMeta }));
             }
             if let Some(claim) = &i.issuer_claim {
-                return Err(at(format!(
-                    "IssuerClaim ({claim}) is not supported: signet writes the token's own `iss` into the certificate; list the upstream issuers themselves"
-                )));
+                return Err(at(IssuerError::IssuerClaim(claim.clone())));
             }
             let spec = IssuerSpec {
                 url: url.clone(),
@@ -130,10 +161,7 @@ pub fn parse(text: &str) -> Result<FulcioConfig, String> {
             };
             let kind = spec.kind(&providers).map_err(at)?;
             if let Some(claim) = i.challenge_claim.as_deref().filter(|c| !c.is_empty() && *c != kind.challenge_claim()) {
-                return Err(at(format!(
-                    "ChallengeClaim {claim:?} is not supported: signet checks the proof of possession against `{}` for this type",
-                    kind.challenge_claim()
-                )));
+                return Err(at(IssuerError::ChallengeClaim { claim: claim.to_string(), checked: kind.challenge_claim() }));
             }
             issuers.push(FulcioIssuer { spec, ca_pem: i.ca_cert.clone().filter(|c| !c.trim().is_empty()) });
         }
@@ -218,7 +246,7 @@ ci-issuer-metadata:
             (r#"{"OIDCIssuers": "#, "not valid JSON"),
             ("oidc-issuers: [1, 2", "neither JSON nor YAML"),
         ] {
-            let err = parse(text).unwrap_err();
+            let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(why), "{text}: {err}");
         }
         let same_claim = r#"{"OIDCIssuers": {"https://a.example.com": {"Type": "email", "ChallengeClaim": "email"}}}"#;

@@ -9,7 +9,7 @@ pub struct KeySet {
     keys: Vec<(Option<String>, DecodingKey, Jwk)>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JwksError {
     #[error("JWKS is not valid JSON: {0}")]
     Json(String),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::error::TokenError;
+use super::error::{IssuerError, SubjectShape, TokenError};
 use crate::ci::{CiExtension, CiProvider};
 
 /// What kind of name goes into the certificate's SAN.
@@ -76,14 +76,13 @@ impl IssuerKind {
 
     /// Checks the kind's own settings against the issuer it is configured for, as Fulcio
     /// does when it reads its config. `Err` says what to change.
-    pub fn check(&self, issuer: &str) -> Result<(), String> {
+    pub fn check(&self, issuer: &str) -> Result<(), IssuerError> {
         match self {
             IssuerKind::Uri { subject_domain } => {
-                let (scheme, host) = scheme_and_host(subject_domain)
-                    .ok_or_else(|| format!("subject_domain {subject_domain:?} must be a URL with a scheme, such as https://example.com"))?;
+                let (scheme, host) = scheme_and_host(subject_domain).ok_or_else(|| IssuerError::SubjectDomainUrl(subject_domain.clone()))?;
                 if let Some((issuer_scheme, issuer_host)) = scheme_and_host(issuer) {
                     if scheme != issuer_scheme {
-                        return Err(format!("subject_domain {subject_domain:?} and the issuer's URL must have the same scheme"));
+                        return Err(IssuerError::SubjectDomainScheme(subject_domain.clone()));
                     }
                     allowed_domain(host, issuer_host)?;
                 }
@@ -91,10 +90,10 @@ impl IssuerKind {
             }
             IssuerKind::Username { subject_domain } => {
                 if subject_domain.contains("://") {
-                    return Err(format!("subject_domain {subject_domain:?} of a username issuer is a host name, without a scheme"));
+                    return Err(IssuerError::SubjectDomainHost(subject_domain.clone()));
                 }
                 if subject_domain.is_empty() {
-                    return Err("a username issuer needs subject_domain (the host name after the `!`)".into());
+                    return Err(IssuerError::NoSubjectDomain);
                 }
                 if let Some((_, issuer_host)) = scheme_and_host(issuer) {
                     allowed_domain(subject_domain, issuer_host)?;
@@ -103,7 +102,7 @@ impl IssuerKind {
             }
             IssuerKind::Spiffe { trust_domain } => {
                 if trust_domain.is_empty() || !trust_domain.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_')) {
-                    return Err(format!("trust_domain {trust_domain:?} is not a SPIFFE trust domain (lower-case letters, digits, '.', '-', '_')"));
+                    return Err(IssuerError::TrustDomain(trust_domain.clone()));
                 }
                 Ok(())
             }
@@ -122,36 +121,36 @@ impl IssuerKind {
                     return Err(TokenError::EmailNotVerified);
                 }
                 if !email.contains('@') {
-                    return Err(TokenError::BadSubject(email.to_string(), "email address".into()));
+                    return Err(TokenError::BadSubject(email.to_string(), SubjectShape::Email));
                 }
                 plain(email.to_string(), SanKind::Email)
             }
             IssuerKind::Uri { subject_domain } => {
-                let refuse = |why: String| Err(TokenError::BadSubject(sub.to_string(), why));
+                let refuse = |why: SubjectShape| Err(TokenError::BadSubject(sub.to_string(), why));
                 let Some((scheme, host)) = scheme_and_host(sub) else {
-                    return refuse("URI (scheme://host/…)".into());
+                    return refuse(SubjectShape::Uri);
                 };
                 if sub.contains('@') && !sub.contains('/') {
-                    return refuse("URI, not an email address".into());
+                    return refuse(SubjectShape::UriNotEmail);
                 }
                 match scheme_and_host(subject_domain) {
                     Some((s, h)) if s == scheme && h.eq_ignore_ascii_case(host) => plain(sub.to_string(), SanKind::Uri),
-                    _ => refuse(format!("URI on {subject_domain}, the domain this issuer is bound to")),
+                    _ => refuse(SubjectShape::UriOn(subject_domain.clone())),
                 }
             }
             IssuerKind::Spiffe { trust_domain } => {
                 let (domain, path) = spiffe_id(sub).map_err(|why| TokenError::BadSubject(sub.to_string(), why))?;
                 if domain != trust_domain || path.is_empty() {
-                    return Err(TokenError::BadSubject(sub.to_string(), format!("SPIFFE ID with a path in the trust domain {trust_domain}")));
+                    return Err(TokenError::BadSubject(sub.to_string(), SubjectShape::SpiffeIn(trust_domain.clone())));
                 }
                 plain(sub.to_string(), SanKind::Uri)
             }
             IssuerKind::Username { subject_domain } => {
                 if sub.contains('!') {
-                    return Err(TokenError::BadSubject(sub.to_string(), "user name without '!'".into()));
+                    return Err(TokenError::BadSubject(sub.to_string(), SubjectShape::UserName));
                 }
                 if sub.contains('@') {
-                    return Err(TokenError::BadSubject(sub.to_string(), "user name, not an email address".into()));
+                    return Err(TokenError::BadSubject(sub.to_string(), SubjectShape::UserNameNotEmail));
                 }
                 plain(format!("{sub}!{subject_domain}"), SanKind::Username)
             }
@@ -190,7 +189,7 @@ fn scheme_and_host(url: &str) -> Option<(&str, &str)> {
 
 /// Fulcio's rule for a subject domain: the same host as the issuer, or the same last two
 /// labels (so `https://accounts.example.com` may vouch for `https://ci.example.com`).
-fn allowed_domain(subject: &str, issuer: &str) -> Result<(), String> {
+fn allowed_domain(subject: &str, issuer: &str) -> Result<(), IssuerError> {
     if subject.eq_ignore_ascii_case(issuer) {
         return Ok(());
     }
@@ -200,23 +199,21 @@ fn allowed_domain(subject: &str, issuer: &str) -> Result<(), String> {
     };
     match (tail(subject), tail(issuer)) {
         (Some(s), Some(i)) if s == i => Ok(()),
-        _ => Err(format!(
-            "the subject domain {subject} is not in the issuer's domain {issuer}: an issuer may only vouch for names under its own second-level domain"
-        )),
+        _ => Err(IssuerError::ForeignDomain { subject: subject.to_string(), issuer: issuer.to_string() }),
     }
 }
 
 /// The trust domain and path of a SPIFFE ID (the SPIFFE ID standard, §2).
-fn spiffe_id(id: &str) -> Result<(&str, &str), String> {
-    let rest = id.strip_prefix("spiffe://").ok_or("SPIFFE ID (spiffe://trust-domain/path)")?;
+fn spiffe_id(id: &str) -> Result<(&str, &str), SubjectShape> {
+    let rest = id.strip_prefix("spiffe://").ok_or(SubjectShape::SpiffeId)?;
     let (domain, path) = rest.split_once('/').map_or((rest, ""), |(d, p)| (d, p));
     if domain.is_empty() || !domain.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_')) {
-        return Err("SPIFFE ID whose trust domain is lower-case letters, digits, '.', '-' and '_'".into());
+        return Err(SubjectShape::SpiffeTrustDomain);
     }
     if !path.is_empty()
         && path.split('/').any(|seg| seg.is_empty() || seg == "." || seg == ".." || !seg.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')))
     {
-        return Err("SPIFFE ID whose path segments are letters, digits, '.', '-' and '_', none empty, '.' or '..'".into());
+        return Err(SubjectShape::SpiffePath);
     }
     Ok((domain, path))
 }
@@ -240,9 +237,9 @@ mod tests {
             let err = principal(&kind, json!({"sub": bad})).unwrap_err();
             assert!(matches!(err, TokenError::BadSubject(..)), "{bad}: {err}");
         }
-        assert!(IssuerKind::Uri { subject_domain: "ci.example.com".into() }.check("https://issuer.example.com").unwrap_err().contains("scheme"));
-        assert!(IssuerKind::Uri { subject_domain: "https://example.org".into() }.check("https://issuer.example.com").unwrap_err().contains("second-level"));
-        assert!(IssuerKind::Uri { subject_domain: "http://ci.example.com".into() }.check("https://issuer.example.com").unwrap_err().contains("scheme"));
+        assert!(IssuerKind::Uri { subject_domain: "ci.example.com".into() }.check("https://issuer.example.com").unwrap_err().to_string().contains("scheme"));
+        assert!(IssuerKind::Uri { subject_domain: "https://example.org".into() }.check("https://issuer.example.com").unwrap_err().to_string().contains("second-level"));
+        assert!(IssuerKind::Uri { subject_domain: "http://ci.example.com".into() }.check("https://issuer.example.com").unwrap_err().to_string().contains("scheme"));
     }
 
     #[test]

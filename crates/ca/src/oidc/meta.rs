@@ -6,6 +6,8 @@
 //! another host (`https://evil.example/?https://oidc.eks…`) or past a label boundary. The
 //! whole URL must match.
 
+use super::error::IssuerError;
+
 /// The longest issuer URL tried against a pattern; longer ones match nothing.
 pub const MAX_ISSUER_LEN: usize = 512;
 
@@ -18,17 +20,17 @@ pub struct MetaPattern {
 
 impl MetaPattern {
     /// `Err` says why `pattern` is not a meta-issuer pattern.
-    pub fn new(pattern: &str) -> Result<MetaPattern, String> {
+    pub fn new(pattern: &str) -> Result<MetaPattern, IssuerError> {
         if !pattern.contains('*') {
-            return Err(format!("{pattern:?} has no `*`; it is a plain issuer URL"));
+            return Err(IssuerError::NotAPattern(pattern.to_string()));
         }
         if pattern.contains("**") {
-            return Err(format!("{pattern:?}: two stars side by side match nothing more than one"));
+            return Err(IssuerError::DoubleStar(pattern.to_string()));
         }
-        let host_and_after = pattern.split_once("://").map(|(_, rest)| rest).ok_or_else(|| format!("{pattern:?} must start with https://"))?;
+        let host_and_after = pattern.split_once("://").map(|(_, rest)| rest).ok_or_else(|| IssuerError::PatternScheme(pattern.to_string()))?;
         let host = host_and_after.split('/').next().unwrap_or(host_and_after);
         if host == "*" || (host.starts_with("*.") && host.matches('.').count() < 2) {
-            return Err(format!("{pattern:?}: a star may not stand for the whole host or its registrable domain"));
+            return Err(IssuerError::StarHost(pattern.to_string()));
         }
         Ok(MetaPattern { pattern: pattern.to_string(), pieces: pattern.split('*').map(str::to_string).collect() })
     }

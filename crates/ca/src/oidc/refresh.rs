@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::error::KeySetError;
 use super::jwks::KeySet;
 use super::verify::KeySource;
 
 /// `source`, called at most once per `interval`. Concurrent callers wait for the call in
 /// flight and share its outcome.
 pub fn rate_limited(source: KeySource, interval: Duration) -> KeySource {
-    let last: Mutex<Option<(Instant, Result<KeySet, String>)>> = Mutex::new(None);
+    let last: Mutex<Option<(Instant, Result<KeySet, KeySetError>)>> = Mutex::new(None);
     Arc::new(move || {
         let mut last = last.lock();
         if let Some((at, outcome)) = last.as_ref() {
@@ -42,7 +43,7 @@ mod tests {
         let counter = calls.clone();
         let source: KeySource = Arc::new(move || {
             counter.fetch_add(1, Ordering::SeqCst);
-            outcome.map(|jwks| KeySet::from_json(jwks).unwrap()).map_err(str::to_string)
+            outcome.map(|jwks| KeySet::from_json(jwks).unwrap()).map_err(|why| KeySetError::Fetch { why: why.to_string() })
         });
         (source, calls)
     }
@@ -59,7 +60,7 @@ mod tests {
         let (source, calls) = counting(Err("issuer down"));
         let limited = rate_limited(source, Duration::from_secs(3600));
         for _ in 0..3 {
-            assert_eq!(limited().err().as_deref(), Some("issuer down"), "errors are remembered too");
+            assert_eq!(limited().err().map(|e| e.to_string()).as_deref(), Some("issuer down"), "errors are remembered too");
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::error::IssuerError;
 use super::kind::IssuerKind;
 use crate::ci::{providers, CiProvider};
 
@@ -31,9 +32,9 @@ pub const TYPES: &str = "email, uri, spiffe, username, kubernetes, chainguard-id
 impl IssuerSpec {
     /// The issuer's kind. `providers` are CI providers the config defines (they override
     /// the built-in ones of the same name). `Err` says what is wrong and what to write.
-    pub fn kind(&self, providers: &BTreeMap<String, CiProvider>) -> Result<IssuerKind, String> {
-        let needs = |what: Option<&String>, key: &str, example: &str| {
-            what.filter(|s| !s.is_empty()).cloned().ok_or_else(|| format!("a {} issuer needs {key} (for example {example})", self.kind))
+    pub fn kind(&self, providers: &BTreeMap<String, CiProvider>) -> Result<IssuerKind, IssuerError> {
+        let needs = |what: Option<&String>, key: &'static str, example: &'static str| {
+            what.filter(|s| !s.is_empty()).cloned().ok_or_else(|| IssuerError::Needs { kind: self.kind.clone(), key, example })
         };
         let kind = match self.kind.as_str() {
             "email" => IssuerKind::Email { skip_email_verification: self.skip_email_verification },
@@ -43,20 +44,20 @@ impl IssuerSpec {
             "kubernetes" => IssuerKind::Kubernetes,
             "chainguard-identity" => IssuerKind::Chainguard,
             "ci-provider" => {
-                let name = self.ci_provider.as_deref().ok_or("a ci-provider issuer needs ci_provider (for example \"gitlab-pipeline\")")?;
+                let name = self.ci_provider.as_deref().ok_or(IssuerError::NoCiProvider)?;
                 IssuerKind::Ci(Arc::new(self.provider(name, providers)?))
             }
             name if providers.contains_key(name) || providers::NAMES.contains(&name) => IssuerKind::Ci(Arc::new(self.provider(name, providers)?)),
-            other => return Err(format!("type {other:?} is not an issuer type; expected {TYPES}")),
+            other => return Err(IssuerError::UnknownType(other.to_string())),
         };
         if self.skip_email_verification && !matches!(kind, IssuerKind::Email { .. }) {
-            return Err("skip_email_verification applies only to email issuers".into());
+            return Err(IssuerError::SkipEmailVerification);
         }
         if self.ci_provider.is_some() && !matches!(kind, IssuerKind::Ci(_)) {
-            return Err(format!("ci_provider applies only to ci-provider issuers, not {}", self.kind));
+            return Err(IssuerError::CiProviderOnly(self.kind.clone()));
         }
         if !self.ci_defaults.is_empty() && !matches!(kind, IssuerKind::Ci(_)) {
-            return Err(format!("ci_defaults apply only to CI provider issuers, not {}", self.kind));
+            return Err(IssuerError::CiDefaultsOnly(self.kind.clone()));
         }
         if !self.url.contains('*') {
             kind.check(&self.url)?;
@@ -64,16 +65,15 @@ impl IssuerSpec {
         Ok(kind)
     }
 
-    fn provider(&self, name: &str, defined: &BTreeMap<String, CiProvider>) -> Result<CiProvider, String> {
+    fn provider(&self, name: &str, defined: &BTreeMap<String, CiProvider>) -> Result<CiProvider, IssuerError> {
         let mut provider = match defined.get(name) {
             Some(p) => p.clone(),
             None => {
-                let builtin = providers::builtin(name)
-                    .ok_or_else(|| format!("ci provider {name:?} is neither defined in the config nor one of {}", providers::NAMES.join(", ")))?;
+                let builtin = providers::builtin(name).ok_or_else(|| IssuerError::UnknownCiProvider(name.to_string()))?;
                 // The built-in templates' base URL is the public service's; a self-hosted
                 // GitHub or GitLab is the issuer's own host. Fulcio needs a provider of its
                 // own for each; here the issuer's URL says it.
-                let builtin = builtin.map_err(|e| e.to_string())?;
+                let builtin = builtin?;
                 match name {
                     "github-workflow" if !self.url.contains('*') => builtin.with_default("url", &providers::github_base_url(&self.url)),
                     "gitlab-pipeline" if !self.url.contains('*') => builtin.with_default("url", self.url.trim_end_matches('/')),
@@ -100,22 +100,22 @@ mod tests {
     fn each_type_and_what_it_needs() {
         let none = BTreeMap::new();
         assert!(matches!(spec("email").kind(&none), Ok(IssuerKind::Email { skip_email_verification: false })));
-        assert!(spec("uri").kind(&none).unwrap_err().contains("subject_domain"));
-        assert!(spec("spiffe").kind(&none).unwrap_err().contains("trust_domain"));
-        assert!(spec("username").kind(&none).unwrap_err().contains("subject_domain"));
-        assert!(spec("ci-provider").kind(&none).unwrap_err().contains("ci_provider"));
-        assert!(spec("jenkins").kind(&none).unwrap_err().contains("not an issuer type"));
+        assert!(spec("uri").kind(&none).unwrap_err().to_string().contains("subject_domain"));
+        assert!(spec("spiffe").kind(&none).unwrap_err().to_string().contains("trust_domain"));
+        assert!(spec("username").kind(&none).unwrap_err().to_string().contains("subject_domain"));
+        assert!(spec("ci-provider").kind(&none).unwrap_err().to_string().contains("ci_provider"));
+        assert!(spec("jenkins").kind(&none).unwrap_err().to_string().contains("not an issuer type"));
         let uri = IssuerSpec { subject_domain: Some("https://ci.example.com".into()), ..spec("uri") };
         assert!(matches!(uri.kind(&none), Ok(IssuerKind::Uri { .. })));
         let foreign = IssuerSpec { subject_domain: Some("https://ci.example.org".into()), ..spec("uri") };
-        assert!(foreign.kind(&none).unwrap_err().contains("second-level"));
+        assert!(foreign.kind(&none).unwrap_err().to_string().contains("second-level"));
         let ci = IssuerSpec { ci_provider: Some("circleci-job".into()), ..spec("ci-provider") };
         assert!(matches!(ci.kind(&none), Ok(IssuerKind::Ci(p)) if p.name == "circleci-job"));
         assert!(matches!(spec("gitlab-pipeline").kind(&none), Ok(IssuerKind::Ci(p)) if p.name == "gitlab-pipeline"));
         let skip = IssuerSpec { skip_email_verification: true, ..spec("kubernetes") };
-        assert!(skip.kind(&none).unwrap_err().contains("only to email"));
+        assert!(skip.kind(&none).unwrap_err().to_string().contains("only to email"));
         let stray = IssuerSpec { ci_provider: Some("gitlab-pipeline".into()), ..spec("email") };
-        assert!(stray.kind(&none).unwrap_err().contains("only to ci-provider"));
+        assert!(stray.kind(&none).unwrap_err().to_string().contains("only to ci-provider"));
     }
 
     #[test]

@@ -14,14 +14,14 @@ use jsonwebtoken::{Algorithm, Validation};
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
-use super::error::TokenError;
+use super::error::{KeySetError, TokenError};
 use super::jwks::KeySet;
 use super::kind::{IssuerKind, SanKind};
 use super::meta::MetaPattern;
 use crate::ci::CiExtension;
 
 /// Fetches a fresh key set for an issuer (OIDC discovery, a file, or the dev issuer).
-pub type KeySource = Arc<dyn Fn() -> Result<KeySet, String> + Send + Sync>;
+pub type KeySource = Arc<dyn Fn() -> Result<KeySet, KeySetError> + Send + Sync>;
 
 /// Makes the key source of one concrete issuer that a meta-issuer pattern matched.
 pub type KeySourceFor = Arc<dyn Fn(&str) -> KeySource + Send + Sync>;
@@ -145,10 +145,11 @@ impl TokenVerifier {
                 *window = (std::time::Instant::now(), 0);
             }
             if window.1 >= NEW_MATCHES_PER_MINUTE {
-                return Err(TokenError::KeysUnavailable(format!(
-                    "{url} matches {}, but {NEW_MATCHES_PER_MINUTE} new issuers were taken up from meta-issuer patterns in the last minute; try again in a minute",
-                    meta.pattern.as_str()
-                )));
+                return Err(TokenError::KeysUnavailable(KeySetError::NewIssuers {
+                    url: url.to_string(),
+                    pattern: meta.pattern.as_str().to_string(),
+                    limit: NEW_MATCHES_PER_MINUTE,
+                }));
             }
             window.1 += 1;
         }

@@ -163,7 +163,7 @@ impl ScopeArgs {
     fn scope(self) -> Result<signet_guard::TokenScope, String> {
         let scope = signet_guard::TokenScope { routes: self.routes, logs: self.logs, networks: self.networks, identities: self.identities };
         let routes: Vec<(http::Method, &str)> = signet_server::api::route_list().into_iter().map(|(m, t, _)| (m, t)).collect();
-        scope.validate(&routes)?;
+        scope.validate(&routes).map_err(|e| e.to_string())?;
         Ok(scope)
     }
 }
@@ -250,7 +250,7 @@ fn role_table(config: Option<&std::path::Path>) -> Result<signet_guard::Roles, S
         None => Ok(signet_guard::Roles::default()),
         Some(path) => {
             let cfg = signet_server::Config::load(Some(path)).map_err(|e| e.to_string())?;
-            signet_guard::Roles::with_custom(&cfg.guard.roles)
+            signet_guard::Roles::with_custom(&cfg.guard.roles).map_err(|e| e.to_string())
         }
     }
 }
@@ -361,7 +361,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
             };
             let local = open(&dir)?.lift(&client).map_err(|e| e.to_string())?;
             let shared = match &redis {
-                Some(url) => signet_guard::shared::SharedLimits::lift(url, redis_ca.as_deref(), &client)?,
+                Some(url) => signet_guard::shared::SharedLimits::lift(url, redis_ca.as_deref(), &client).map_err(|e| e.to_string())?,
                 None => false,
             };
             if !local && !shared {
@@ -406,7 +406,7 @@ fn execute(cmd: Admin) -> Result<ExitCode, String> {
                 _ => {
                     let cfg = signet_server::Config::load(config.as_deref()).map_err(|e| e.to_string())?;
                     let homes = signet_server::shards::KeyHomes::of(&cfg.keys);
-                    signet_server::shards::rotation_report(&signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log, &homes)?)
+                    signet_server::shards::rotation_report(&signet_server::shards::rotate(&dir.data_dir, dir.storage.as_deref(), &log, &homes).map_err(|e| e.to_string())?)
                 }
             };
             outln!("{report}");

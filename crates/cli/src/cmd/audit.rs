@@ -74,7 +74,7 @@ fn place(data_dir: &Path, shared: &Shared) -> Result<audit::Place, String> {
     if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
         return Err(format!("--storage {url:?}: the audit chain leaves the data dir only for PostgreSQL (postgres://…)"));
     }
-    let chain = signet_server::anchor::chain_name_of(data_dir, shared.chain.as_deref())?;
+    let chain = signet_server::anchor::chain_name_of(data_dir, shared.chain.as_deref()).map_err(|e| e.to_string())?;
     audit::Place::postgres(data_dir, url, &chain).map_err(|e| e.to_string())
 }
 
@@ -202,7 +202,7 @@ fn anchors_hold(data_dir: &Path, root: &TrustedRoot, anchors: &[(&Path, &Anchor)
 
 /// The instance's trusted root, as clients read it.
 fn trusted_root(data_dir: &Path) -> Result<TrustedRoot, String> {
-    let instance = signet_server::trust::instance(data_dir, None)?;
+    let instance = signet_server::trust::instance(data_dir, None).map_err(|e| e.to_string())?;
     let root_json = serde_json::to_vec(&instance.trusted_root()).map_err(|e| e.to_string())?;
     TrustedRoot::from_json(&root_json).map_err(|e| format!("the instance's trusted root: {e}"))
 }

@@ -71,7 +71,7 @@ pub fn run(args: Args) -> ExitCode {
     };
     let mut report = Report::default();
     // Outside --dev a config must name its public URL; doctor checks the rest either way.
-    let valid = cfg.tuf.validate().map_err(|e| e.to_string()).and_then(|()| cfg.guard.validate());
+    let valid = cfg.tuf.validate().map_err(|e| e.to_string()).and_then(|()| cfg.guard.validate().map_err(|e| e.to_string()));
     match valid {
         Ok(()) => report.ok(&format!("config {}", args.instance.config.as_ref().map_or("(defaults)".into(), |p| p.display().to_string()))),
         Err(e) => {
@@ -283,7 +283,7 @@ fn certificates(cfg: &signet_server::config::Config, report: &mut Report) {
 fn scheduled_rotations(data: &Path, report: &mut Report) {
     let mut rotations = match signet_server::rotate::read(data) {
         Ok(r) => r,
-        Err(e) => return report.fail(&e),
+        Err(e) => return report.fail(&e.to_string()),
     };
     for authority in signet_server::rotate::Authority::ALL {
         let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.clone()) else { continue };
@@ -308,7 +308,7 @@ fn restored(cfg: &signet_server::Config, report: &mut Report) {
     match signet_server::restore::marker(&cfg.data_dir) {
         Ok(None) => {}
         Ok(Some(marker)) => report.fail(&marker.refusal(&cfg.data_dir)),
-        Err(e) => report.fail(&e),
+        Err(e) => report.fail(&e.to_string()),
     }
 }
 
@@ -360,7 +360,7 @@ fn seal_key(data: &Path, url: &str, report: &mut Report) {
     };
     let ours = match sealed::SealKey::load(data) {
         Ok(k) => k.map(|k| k.id().to_string()),
-        Err(e) => return report.fail(&e),
+        Err(e) => return report.fail(&e.to_string()),
     };
     let file = sealed::path(data);
     match (ours, shared) {

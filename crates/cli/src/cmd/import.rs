@@ -91,8 +91,8 @@ fn rekor(args: RekorArgs) -> Result<(), String> {
     }
     let source = Source { url: base.clone(), tree_id: args.tree_id, spki: signet_core::b64::encode(&block.der), origin, key_name: key_name.clone() };
 
-    let target = Target::hold(&cfg.data_dir, cfg.storage.as_deref())?;
-    target.claim(&source)?;
+    let target = Target::hold(&cfg.data_dir, cfg.storage.as_deref()).map_err(|e| e.to_string())?;
+    target.claim(&source).map_err(|e| e.to_string())?;
     let storage = target.storage();
     let started = Instant::now();
     let mut copy = match Import::open(storage.clone(), IMPORTED_LOG) {
@@ -118,7 +118,7 @@ fn rekor(args: RekorArgs) -> Result<(), String> {
         }
     }
     let (spki, name) = (block.der.clone(), key_name.clone());
-    copy.finish(&note, move |note| signet_core::note::verify(note, &name, &spki).map_err(|e| e.to_string())).map_err(|e| e.to_string())?;
+    copy.finish(&note, move |note| signet_core::note::verify(note, &name, &spki)).map_err(|e| e.to_string())?;
     register(&cfg, &target, &source, size, started, size - resumed, &block.der)
 }
 
@@ -132,7 +132,7 @@ fn register(cfg: &signet_server::Config, target: &Target, source: &Source, size:
         0 => signet_server::shards::now(),
         n => storage.entry(IMPORTED_LOG, n - 1).map_err(|e| e.to_string())?.map_or(0, |e| e.integrated_time),
     };
-    let rotated = target.register(&cfg.data_dir, &homes, source, size, last_time + 1)?;
+    let rotated = target.register(&cfg.data_dir, &homes, source, size, last_time + 1).map_err(|e| e.to_string())?;
     let (base, rate) = (&source.url, copied as f64 / copied_in.as_secs_f64().max(1e-9));
     outln!(
         "{}",
@@ -236,7 +236,7 @@ fn fetch_chunk(http: &Http, url: &str, tree_id: i64, key: &PublicKey, a: u64, b:
             if !(a..b).contains(&index) {
                 return Err(format!("asked for entries {a}..{b}, got entry {index}"));
             }
-            by_index.insert(index, check(uuid, &served, index, tree_id, key)?);
+            by_index.insert(index, check(uuid, &served, index, tree_id, key).map_err(|e| e.to_string())?);
         }
     }
     (a..b).map(|i| by_index.remove(&i).ok_or_else(|| format!("the Rekor did not answer entry {i}"))).collect()

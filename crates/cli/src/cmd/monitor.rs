@@ -89,7 +89,7 @@ fn build(a: &Args) -> Result<Monitor, String> {
     if a.logs.is_empty() && a.v1_logs.is_empty() && a.ct_logs.is_empty() {
         return Err("give at least one --log URL (a tile log), --rekor-v1 URL or --ct URL".into());
     }
-    let watch = WatchList::load(&a.watch)?;
+    let watch = WatchList::load(&a.watch).map_err(|e| e.to_string())?;
     let trust = match &a.ca_file {
         Some(f) => signet_tls::Trust::PemFile(f.clone()),
         None => signet_tls::Trust::Platform,
@@ -100,7 +100,7 @@ fn build(a: &Args) -> Result<Monitor, String> {
     let mut given = Vec::new();
     for k in &a.log_keys {
         let (url, file) = k.split_once('=').ok_or_else(|| format!("--log-key {k:?} is not URL=FILE"))?;
-        given.push((url.trim_end_matches('/').to_string(), monitor::keys::from_pem_file(std::path::Path::new(file))?));
+        given.push((url.trim_end_matches('/').to_string(), monitor::keys::from_pem_file(std::path::Path::new(file)).map_err(|e| e.to_string())?));
     }
     let mut logs = Vec::new();
     let all = a.logs.iter().map(|u| (u, Api::Tiles)).chain(a.v1_logs.iter().map(|u| (u, Api::V1))).chain(a.ct_logs.iter().map(|u| (u, Api::Ct)));
@@ -141,7 +141,7 @@ fn build(a: &Args) -> Result<Monitor, String> {
     Ok(Monitor {
         logs,
         watch,
-        store: monitor::state::Store::open(&a.state)?,
+        store: monitor::state::Store::open(&a.state).map_err(|e| e.to_string())?,
         alerts: Alerts::new(a.webhook.clone().map(|u| (u, fetcher.clone().with_timeout(Duration::from_secs(10)))), metrics),
         workers,
         interval: Duration::from_secs(a.interval.max(1)),

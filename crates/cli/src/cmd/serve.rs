@@ -83,7 +83,7 @@ pub fn run(args: Args, log_format: signet_server::logging::Format) -> ExitCode {
     let tracing = cfg.as_ref().map(|c| c.tracing.clone()).unwrap_or_default();
     if let Err(e) = signet_server::logging::init_serving(log_format, &tracing) {
         signet_server::logging::init(log_format);
-        fatal(log_format, &e);
+        fatal(log_format, &e.to_string());
         return ExitCode::from(2);
     }
     let mut cfg = match cfg {

@@ -1,6 +1,7 @@
 //! A batch's fate, and who waits on it: requests holding their answer as a future
-//! ([`Receipt`]), and connections holding their answers' bytes ([`HeldOutput`], which
-//! [`super::gate::OutputGate`] is). The writer tells each batch once ([`BatchDone`]).
+//! ([`Receipt`]), and connections holding their answers' bytes ([`HeldOutput`]: the server's
+//! connections are, and hand themselves to the audit layer as a [`HoldsOutput`] request
+//! extension). The writer tells each batch once ([`BatchDone`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +19,13 @@ pub trait HeldOutput: Send + Sync {
     /// The batch of `signal` is told: its bytes go, or the connection ends.
     fn release(&self, signal: &BatchSignal, durable: bool);
 }
+
+/// A request's connection, able to hold what it writes next until a batch is told: put in
+/// each HTTP/1 request's extensions by the server when the audit log is on. Holding the bytes
+/// rather than the answer's future spares the connection task a second poll when the batch
+/// commits (docs/performance.md, "The measurements behind the code's shape").
+#[derive(Clone)]
+pub struct HoldsOutput(pub Arc<dyn HeldOutput>);
 
 /// The fate of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,12 +102,17 @@ impl Drop for BatchDone {
     }
 }
 
-/// A batch of one's receipt, and the writer's word on it (true: durable); returns what the
-/// writer's side returns (the held answers it refused).
-#[cfg(test)]
-pub(super) fn test_batch() -> (Receipt, impl FnOnce(bool) -> u64) {
-    let done = BatchDone::new();
-    (Receipt(done.0.clone()), move |durable| done.tell(if durable { Outcome::Durable } else { Outcome::Failed }))
+/// For the tests of a [`HeldOutput`] (the server's connections) and of this module.
+#[doc(hidden)]
+pub mod testing {
+    use super::{BatchDone, Outcome, Receipt};
+
+    /// A batch of one's receipt, and the writer's word on it (true: durable); returns what the
+    /// writer's side returns (the held answers it refused).
+    pub fn batch() -> (Receipt, impl FnOnce(bool) -> u64) {
+        let done = BatchDone::new();
+        (Receipt(done.0.clone()), move |durable| done.tell(if durable { Outcome::Durable } else { Outcome::Failed }))
+    }
 }
 
 /// A queued record's claim on its batch (closed mode): a future of whether it is durable.
@@ -111,16 +124,16 @@ impl Receipt {
         self.await
     }
 
-    /// Over HTTP/1: holds whatever `gate`'s connection writes from now on until the batch is
-    /// told, rather than the answer's future ([`super::gate`]). None when held; else whether
-    /// the record is already durable.
-    pub fn hold_output<G: HeldOutput + 'static>(&self, gate: &Arc<G>) -> Option<bool> {
+    /// Over HTTP/1: holds whatever `holder`'s connection writes from now on until the batch
+    /// is told, rather than the answer's future. None when held; else whether the record is
+    /// already durable.
+    pub fn hold_output(&self, holder: &HoldsOutput) -> Option<bool> {
         let signal = &self.0;
         if signal.outcome() == Outcome::Pending {
             let mut waiters = signal.waiters.lock();
             if signal.outcome() == Outcome::Pending {
-                gate.hold(signal.clone());
-                waiters.gates.push(gate.clone() as Arc<dyn HeldOutput>);
+                holder.0.hold(signal.clone());
+                waiters.gates.push(holder.0.clone());
                 return None;
             }
         }

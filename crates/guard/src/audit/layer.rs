@@ -8,9 +8,15 @@
 //! ran cannot undo what the handler did: its answer is withheld, and the log entry or
 //! certificate stands in its own transparency log.
 //!
-//! The caller is named as the rate limiter names it ([`crate::client`]): its API token's id
-//! when it presented a valid one, else its IP. A token is never recorded, only its id.
-//! A tower service rather than an axum `from_fn`: it adds no allocation to the request.
+//! The caller is named as the rate limiter names it ([`crate::client`]): by the
+//! [`Identity`] that authn put on the answer (an API token's id, or a mapped client
+//! certificate), else by its address. This layer authenticates nothing itself: a request that
+//! never reached authn (refused before it, or with the guard off) is named by its address. A
+//! token is never recorded, only its id.
+//!
+//! Over HTTP/1 the server's connection may hold the answer's bytes rather than this layer its
+//! future ([`HoldsOutput`]). A tower service rather than an axum `from_fn`: it adds no
+//! allocation to the request.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -25,39 +31,36 @@ use axum::response::Response;
 use http::{Method, Request, StatusCode};
 use tower::{Layer, Service};
 
-use super::batch::Receipt;
+use super::batch::{HoldsOutput, Receipt};
 use super::chain::{now_ms, AuditLog};
 use super::queue::{Entry, QueueFull};
 use super::UNAVAILABLE;
-use super::gate::ConnGate;
 use super::record::PathText;
 use super::Did;
 use crate::identity::{Identity, Principal};
-use crate::client::{bearer, ClientKey};
+use crate::client::{ClientKey, Keying};
 use crate::mtls::ClientCertificate;
-use crate::guard::Guard;
 use crate::config::AuditMode;
 use crate::refuse::{refuse, Refusal};
-use crate::roles::Role;
 
-/// The log, and the guard to recognise API tokens.
+/// The log, and how a request's address becomes a client key.
 #[derive(Clone)]
 pub struct AuditLayer {
     pub log: Arc<AuditLog>,
-    pub guard: Arc<Guard>,
+    pub keying: Arc<Keying>,
 }
 
 impl<S> Layer<S> for AuditLayer {
     type Service = Audited<S>;
     fn layer(&self, inner: S) -> Audited<S> {
-        Audited { log: self.log.clone(), guard: self.guard.clone(), inner }
+        Audited { log: self.log.clone(), keying: self.keying.clone(), inner }
     }
 }
 
 #[derive(Clone)]
 pub struct Audited<S> {
     log: Arc<AuditLog>,
-    guard: Arc<Guard>,
+    keying: Arc<Keying>,
     inner: S,
 }
 
@@ -73,28 +76,20 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
         let refused = self.log.refusing();
-        let (client, role, cert, identity) = client_of(&self.guard, &request);
-        // The authn layer inside takes an identity it finds rather than authenticating the
-        // token again (a SHA-256 and a lookup saved per request). Only where it would have
-        // found the same one itself, and only when it is in the stack.
-        if let Some(identity) = identity.filter(|_| self.guard.config.active()) {
-            request.extensions_mut().insert(identity);
-        }
         let pending = Pending {
             log: self.log.clone(),
             start: Instant::now(),
-            client,
-            role,
-            cert,
+            address: self.keying.key_of(&request),
+            cert: request.extensions().get::<ClientCertificate>().and_then(|c| c.sans().first()).map(|s| Arc::from(s.as_str())),
             route: request.extensions().get::<MatchedPath>().cloned(),
             method: request.method().clone(),
             path: PathText::new(request.uri().path()),
             request_id: request.extensions().get::<signet_core::request_id::RequestId>().copied(),
             // HTTP/2 multiplexes answers on one stream of bytes: there the future is held.
             gate: match request.version() {
-                http::Version::HTTP_10 | http::Version::HTTP_11 => request.extensions().get::<ConnGate>().cloned(),
+                http::Version::HTTP_10 | http::Version::HTTP_11 => request.extensions().get::<HoldsOutput>().cloned(),
                 _ => None,
             },
         };
@@ -108,14 +103,15 @@ where
 struct Pending {
     log: Arc<AuditLog>,
     start: Instant,
-    client: ClientKey,
-    role: Option<Role>,
+    /// The client's address as a key: the caller's name when no identity comes back.
+    address: ClientKey,
+    /// The connection's client certificate's first SAN, if it presented one.
     cert: Option<Arc<str>>,
     route: Option<MatchedPath>,
     method: Method,
     path: PathText,
     request_id: Option<signet_core::request_id::RequestId>,
-    gate: Option<ConnGate>,
+    gate: Option<HoldsOutput>,
 }
 
 pin_project_lite::pin_project! {
@@ -164,20 +160,26 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             (None, None) => return Poll::Ready(Ok(unavailable_anyway())),
         };
         let Some(p) = this.pending.take() else { return Poll::Ready(Ok(response)) };
+        let who = response.extensions().get::<Identity>();
+        let cert = match who {
+            // The SAN that `[guard.mtls]` mapped, rather than the certificate's first.
+            Some(Identity { principal: Principal::Certificate(san), .. }) => Some(san.clone()),
+            _ => p.cert,
+        };
         let queued = p.log.record(Entry {
             time_ms: now_ms(),
-            client: p.client,
+            client: who.map_or(p.address, |w| w.principal.client_key()),
             method: p.method,
             path: p.path,
             status: response.status().as_u16(),
             micros: p.start.elapsed().as_micros() as u64,
             request_id: p.request_id,
-            role: p.role,
+            role: who.map(|w| w.role.clone()),
             route: p.route,
             reason: response.extensions().get::<Refusal>().map(|r| r.0),
             oidc: response.extensions().get::<super::Oidc>().cloned(),
             did: response.extensions().get::<Did>().cloned(),
-            cert: p.cert,
+            cert,
         });
         match queued {
             // Best-effort, or already the 503: out it goes.
@@ -185,7 +187,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Recorded<F> {
             Ok(Some(_)) if gated => Poll::Ready(Ok(response)),
             // Over HTTP/1 the connection's stream holds the answer's bytes instead ([`super::gate`]).
             Ok(Some(durable)) if p.gate.is_some() => {
-                let failed = p.gate.as_ref().is_some_and(|gate| durable.hold_output(&gate.0) == Some(false));
+                let failed = p.gate.as_ref().is_some_and(|holder| durable.hold_output(holder) == Some(false));
                 Poll::Ready(Ok(if failed { unavailable(&p.log) } else { response }))
             }
             Ok(Some(mut durable)) => {
@@ -217,28 +219,4 @@ fn unavailable_anyway() -> Response {
         UNAVAILABLE,
         Some(1),
     )
-}
-
-/// Who the request comes from, as the layers inside will name it: its API token, else the
-/// client certificate `[guard.mtls]` maps, else its address; with its role, and the
-/// certificate's SAN when the connection presented one. Last, the identity the authn layer
-/// would attach: a valid token's, or without a token the mapped certificate's (never when a
-/// token was sent and did not authenticate: that is authn's 401 to give).
-fn client_of<B>(guard: &Guard, request: &Request<B>) -> (ClientKey, Option<Role>, Option<Arc<str>>, Option<Identity>) {
-    let certificate = request.extensions().get::<ClientCertificate>();
-    let by_certificate = certificate.and_then(|c| guard.certificate_identity(c));
-    let san = match &by_certificate {
-        Some(Identity { principal: Principal::Certificate(san), .. }) => Some(san.clone()),
-        _ => certificate.and_then(|c| c.sans().first()).map(|s| Arc::from(s.as_str())),
-    };
-    match bearer(request).and_then(|t| guard.authenticate(t)) {
-        Some(Ok(identity)) => (identity.principal.client_key(), Some(identity.role.clone()), san, Some(identity)),
-        sent => match by_certificate {
-            Some(identity) => {
-                let attach = sent.is_none().then(|| identity.clone());
-                (identity.principal.client_key(), Some(identity.role), san, attach)
-            }
-            None => (guard.keying.key_of(request), None, san, None),
-        },
-    }
 }

@@ -4,7 +4,8 @@
 //! - [`record`]: what a record holds and how it is chained: each record's hash is
 //!   SHA-256(previous hash ‖ the record's JSON), starting from 32 zero bytes.
 //! - [`place`]: where a chain is kept: [`Place::Sqlite`] or [`Place::Postgres`] ([`postgres`]).
-//! - [`batch`]: a batch's fate and who waits on it: receipts and held connections.
+//! - [`batch`]: a batch's fate and who waits on it: receipts, and connections that hold
+//!   their answers' bytes ([`HoldsOutput`], which the server's connections fill).
 //! - [`chain`]: [`AuditLog`], which takes records from the request path through a bounded
 //!   queue ([`queue`]) and writes them in batches from a thread of its own ([`writer`]), each
 //!   record a JSON line ([`encode`]), into `audit.sqlite` or PostgreSQL ([`sink`]).
@@ -24,7 +25,6 @@ pub mod anchor;
 pub mod batch;
 pub mod chain;
 pub mod encode;
-pub mod gate;
 pub mod layer;
 pub mod place;
 pub mod postgres;
@@ -35,10 +35,9 @@ pub mod sink;
 pub mod verify;
 pub mod writer;
 
-pub use batch::Receipt;
+pub use batch::{HoldsOutput, Receipt};
 pub use chain::AuditLog;
 pub use queue::AuditStats;
-pub use gate::{ConnGate, OutputGate};
 pub use layer::AuditLayer;
 pub use place::Place;
 pub use record::{Anchor, Did, Oidc, Record};
@@ -48,5 +47,5 @@ pub use verify::{tail, verify, verify_all, verify_file, Verified, VerifyError};
 pub const FILE: &str = "audit.sqlite";
 
 /// What a request gets when its record cannot be kept (closed mode): the layer's 503, and the
-/// one a held connection is sent ([`gate`]).
+/// one a held connection is sent.
 pub const UNAVAILABLE: &str = "the audit log cannot record this request, so it is not answered; retry when the audit store recovers";

@@ -48,19 +48,29 @@ pub(super) enum Sink {
 
 impl Sink {
     /// Stores records `first..=last`, borrowed: the writer reuses its buffers batch after batch.
-    pub(super) fn insert(&mut self, first: u64, last: u64, records: &[u8], hashes: &[u8]) -> Result<(), String> {
+    pub(super) fn insert(&mut self, first: u64, last: u64, records: &[u8], hashes: &[u8]) -> Result<(), InsertError> {
         match self {
             Sink::Sqlite(conn) => conn
                 .prepare_cached("INSERT INTO audit(first_seq, last_seq, records, hashes) VALUES (?1, ?2, ?3, ?4)")
                 .and_then(|mut insert| insert.execute(params![first as i64, last as i64, records, hashes]))
                 .map(drop)
-                .map_err(|e| e.to_string()),
+                .map_err(InsertError::Sqlite),
             // The query runs on the pool's runtime, which takes its parameters owned.
             Sink::Postgres(db) => {
-                db.insert(Batch { first, last, records: records.to_vec(), hashes: hashes.to_vec() }).map_err(|e| e.to_string())
+                db.insert(Batch { first, last, records: records.to_vec(), hashes: hashes.to_vec() }).map_err(InsertError::Postgres)
             }
         }
     }
+}
+
+/// Why a batch was not stored: the writer logs it (beside the place) and counts its records
+/// as lost.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum InsertError {
+    #[error(transparent)]
+    Sqlite(rusqlite::Error),
+    #[error(transparent)]
+    Postgres(StoreError),
 }
 
 /// The chain's head from its newest batch; where it starts when it holds none (every

@@ -3,6 +3,9 @@
 //! The point is cost: a banned client gets a 403 from one map lookup, before token checks,
 //! rate-limit buckets or handlers. Strikes use a fixed window per client (count, window
 //! start), which is all a threshold needs and costs one map entry per misbehaving client.
+//!
+//! - [`layer`]: the tower layer that refuses banned clients and counts strikes.
+//! - [`Bans`], [`Strikes`]: the state it keeps, in the [`crate::Guard`].
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -11,6 +14,8 @@ use dashmap::DashMap;
 use crate::client::ClientKey;
 use crate::config::BanConfig;
 use crate::store::BanRecord;
+
+pub mod layer;
 
 /// The bans in force, as the server sees them (its own, and the store's).
 #[derive(Default)]
@@ -21,9 +26,14 @@ pub struct Bans {
 }
 
 impl Bans {
+    /// No ban in force anywhere: the common case, one atomic load.
+    pub fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Relaxed) == 0
+    }
+
     /// Until when (unix seconds) `client` is banned, if it is at `now`.
     pub fn banned_until(&self, client: &ClientKey, now: u64) -> Option<u64> {
-        if self.len.load(Ordering::Relaxed) == 0 {
+        if self.is_empty() {
             return None;
         }
         self.until.get(client).map(|u| *u).filter(|u| *u > now)

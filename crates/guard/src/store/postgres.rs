@@ -27,6 +27,11 @@ pub struct PgStore {
     pg: Pg,
 }
 
+/// A row of `table` that does not read back as what it holds.
+fn corrupt(table: &str, what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { path: format!("PostgreSQL {table}"), what: what.to_string() }
+}
+
 /// The guard's tables, versions 4 and 6 of [`signet_db::migrations::REGISTRY`].
 pub const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -102,16 +107,15 @@ impl PgStore {
                 .await
                 .map_err(pg)
         })?;
-        let corrupt = |what: String| StoreError::Corrupt { path: "PostgreSQL guard_tokens".into(), what };
         rows.iter()
             .map(|r| {
                 let name: String = r.try_get(1).map_err(pg)?;
                 let hash: Vec<u8> = r.try_get(3).map_err(pg)?;
                 Ok(TokenRecord {
-                    scope: parse_scope(&name, r.try_get::<_, Option<String>>(7).map_err(pg)?.as_deref()).map_err(corrupt)?,
-                    id: r.try_get::<_, String>(0).map_err(pg)?.parse().map_err(corrupt)?,
-                    role: r.try_get::<_, String>(2).map_err(pg)?.parse().map_err(corrupt)?,
-                    hash: hash.try_into().map_err(|_| corrupt(format!("token {name}: hash is not 32 bytes")))?,
+                    scope: parse_scope("PostgreSQL guard_tokens", &name, r.try_get::<_, Option<String>>(7).map_err(pg)?.as_deref())?,
+                    id: r.try_get::<_, String>(0).map_err(pg)?.parse().map_err(|e| corrupt("guard_tokens", e))?,
+                    role: r.try_get::<_, String>(2).map_err(pg)?.parse().map_err(|e| corrupt("guard_tokens", e))?,
+                    hash: hash.try_into().map_err(|_| corrupt("guard_tokens", format!("token {name}: hash is not 32 bytes")))?,
                     name,
                     created: r.try_get::<_, i64>(4).map_err(pg)? as u64,
                     expires: r.try_get::<_, Option<i64>>(5).map_err(pg)?.map(|e| e as u64),
@@ -144,7 +148,7 @@ impl PgStore {
         if revoked.is_some() {
             return Err(StoreError::Revoked(name_or_id.into()));
         }
-        let new = token::with_new_secret(id.parse().map_err(|what| StoreError::Corrupt { path: "PostgreSQL guard_tokens".into(), what })?);
+        let new = token::with_new_secret(id.parse().map_err(|e| corrupt("guard_tokens", e))?);
         let (hash, expires) = (new.hash.to_vec(), ttl_secs.map(|t| now().saturating_add(t) as i64));
         let updated = self.block(move |c| async move {
             // The version moves with the change, so every instance rereads the tokens.
@@ -170,7 +174,7 @@ impl PgStore {
             .map(|r| {
                 let client: String = r.try_get(0).map_err(pg)?;
                 Ok(BanRecord {
-                    client: client.parse().map_err(|what| StoreError::Corrupt { path: "PostgreSQL guard_bans".into(), what })?,
+                    client: client.parse().map_err(|e| corrupt("guard_bans", e))?,
                     reason: r.try_get(1).map_err(pg)?,
                     since: r.try_get::<_, i64>(2).map_err(pg)? as u64,
                     until: r.try_get::<_, i64>(3).map_err(pg)? as u64,

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::client::ClientKey;
+use crate::error::StoreError;
 use crate::roles::Role;
 use crate::scope::TokenScope;
 use crate::token::TokenId;
@@ -59,12 +60,17 @@ pub(crate) fn scope_column(scope: &TokenScope) -> Option<String> {
     (!scope.is_unlimited()).then(|| serde_json::to_string(scope).unwrap_or_default())
 }
 
-/// A stored scope. One that does not parse makes the store corrupt rather than the token
-/// unlimited.
-pub(crate) fn parse_scope(token: &str, stored: Option<&str>) -> Result<Arc<TokenScope>, String> {
+/// A stored scope, of token `token` in the store at `path`. One that does not parse makes the
+/// store corrupt rather than the token unlimited.
+pub(crate) fn parse_scope(path: &str, token: &str, stored: Option<&str>) -> Result<Arc<TokenScope>, StoreError> {
     match stored {
         None => Ok(Arc::default()),
-        Some(text) => serde_json::from_str(text).map(Arc::new).map_err(|e| format!("token {token}: scope {text:?} does not parse: {e}")),
+        Some(text) => serde_json::from_str(text).map(Arc::new).map_err(|source| StoreError::CorruptScope {
+            path: path.to_string(),
+            token: token.to_string(),
+            scope: text.to_string(),
+            source,
+        }),
     }
 }
 

@@ -39,31 +39,52 @@ pub struct Verification {
     pub signed_entry_timestamp: Option<String>,
 }
 
+/// Why a served entry is not copied: it is not the entry asked for, or not as the log
+/// signed it. Each names the entry (its index, and its UUID when it says which).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CopyError {
+    #[error("entry {uuid} names log {named}, not {expected} (the key given)")]
+    OtherLog { uuid: String, named: String, expected: String },
+    #[error("asked for entry {asked}, got entry {got} ({uuid})")]
+    OtherIndex { uuid: String, asked: u64, got: u64 },
+    #[error("entry {index}: its body is not base64: {source}")]
+    Body { index: u64, source: base64::DecodeError },
+    #[error("entry {index}: its UUID {uuid} is not its body's leaf hash {leaf} in tree {tree_id:016x}")]
+    Uuid { index: u64, uuid: String, leaf: String, tree_id: i64 },
+    #[error("entry {index} ({uuid}) has no signedEntryTimestamp")]
+    NoSet { index: u64, uuid: String },
+    #[error("entry {index}: its signedEntryTimestamp is not base64: {source}")]
+    SetEncoding { index: u64, source: base64::DecodeError },
+    #[error("entry {index} ({uuid}): its signedEntryTimestamp does not verify with the log's key")]
+    SetSignature { index: u64, uuid: String },
+}
+
 /// `served` (under `uuid`), checked to be entry `index` of tree `tree_id` of the log whose
 /// key is `key`, as it will be stored.
-pub fn check(uuid: &str, served: &Served, index: u64, tree_id: i64, key: &PublicKey) -> Result<CopiedEntry, String> {
+pub fn check(uuid: &str, served: &Served, index: u64, tree_id: i64, key: &PublicKey) -> Result<CopiedEntry, CopyError> {
     let log_id = hex::encode(sha256(&key.spki_der));
     if !served.log_id.eq_ignore_ascii_case(&log_id) {
-        return Err(format!("entry {uuid} names log {}, not {log_id} (the key given)", served.log_id));
+        return Err(CopyError::OtherLog { uuid: uuid.to_string(), named: served.log_id.clone(), expected: log_id });
     }
     if served.log_index != index {
-        return Err(format!("asked for entry {index}, got entry {} ({uuid})", served.log_index));
+        return Err(CopyError::OtherIndex { uuid: uuid.to_string(), asked: index, got: served.log_index });
     }
-    let body = b64::decode(&served.body).map_err(|e| format!("entry {index}: its body is not base64: {e}"))?;
+    let body = b64::decode(&served.body).map_err(|source| CopyError::Body { index, source })?;
     let leaf = crate::merkle::leaf_hash(&body);
     let leaf_hex = hex::encode(leaf);
     let named = uuid.to_ascii_lowercase();
     if named != leaf_hex && named != super::v1::entry_uuid(tree_id, &leaf) {
-        return Err(format!("entry {index}: its UUID {uuid} is not its body's leaf hash {leaf_hex} in tree {tree_id:016x}"));
+        return Err(CopyError::Uuid { index, uuid: uuid.to_string(), leaf: leaf_hex, tree_id });
     }
     let set = served
         .verification
         .as_ref()
         .and_then(|v| v.signed_entry_timestamp.as_deref())
-        .ok_or_else(|| format!("entry {index} ({uuid}) has no signedEntryTimestamp"))?;
-    let set = b64::decode(set).map_err(|e| format!("entry {index}: its signedEntryTimestamp is not base64: {e}"))?;
+        .ok_or_else(|| CopyError::NoSet { index, uuid: uuid.to_string() })?;
+    let set = b64::decode(set).map_err(|source| CopyError::SetEncoding { index, source })?;
     key.verify_message(&super::v1::set_payload(&body, served.integrated_time, &served.log_id, index), &set)
-        .map_err(|_| format!("entry {index} ({uuid}): its signedEntryTimestamp does not verify with the log's key"))?;
+        .map_err(|_| CopyError::SetSignature { index, uuid: uuid.to_string() })?;
     let keys = stored_keys(&body);
     let attestation = served_attestation(served, &body);
     // With the statement at hand, an intoto entry is found by its subject, as an append's is.
@@ -181,16 +202,16 @@ mod tests {
         let other = Signer::generate(Algorithm::EcdsaP256Sha256).unwrap();
         let mut forged = served(&other, &e.body, 5);
         forged.log_id = hex::encode(key.key_id());
-        assert!(check(&uuid, &forged, 5, 77, &public).unwrap_err().contains("does not verify"));
-        assert!(check(&uuid, &served(&other, &e.body, 5), 5, 77, &public).unwrap_err().contains("names log"));
-        assert!(check(&uuid, &served(&key, &e.body, 6), 5, 77, &public).unwrap_err().contains("asked for entry 5"));
-        assert!(check(&uuid, &served(&key, &e.body, 5), 5, 78, &public).unwrap_err().contains("UUID"));
+        assert!(check(&uuid, &forged, 5, 77, &public).unwrap_err().to_string().contains("does not verify"));
+        assert!(check(&uuid, &served(&other, &e.body, 5), 5, 77, &public).unwrap_err().to_string().contains("names log"));
+        assert!(check(&uuid, &served(&key, &e.body, 6), 5, 77, &public).unwrap_err().to_string().contains("asked for entry 5"));
+        assert!(check(&uuid, &served(&key, &e.body, 5), 5, 78, &public).unwrap_err().to_string().contains("UUID"));
         let mut moved = served(&key, &e.body, 5);
         moved.integrated_time += 1;
-        assert!(check(&uuid, &moved, 5, 77, &public).unwrap_err().contains("does not verify"), "the SET covers the time");
+        assert!(check(&uuid, &moved, 5, 77, &public).unwrap_err().to_string().contains("does not verify"), "the SET covers the time");
         let mut unsigned = served(&key, &e.body, 5);
         unsigned.verification = None;
-        assert!(check(&uuid, &unsigned, 5, 77, &public).unwrap_err().contains("no signedEntryTimestamp"));
+        assert!(check(&uuid, &unsigned, 5, 77, &public).unwrap_err().to_string().contains("no signedEntryTimestamp"));
     }
 
     #[test]

@@ -26,7 +26,7 @@ mod url;
 
 pub use postgres::{read_meta as read_shared_meta, Lease, PostgresStorage, TufFile};
 pub use sqlite::{memory_used as sqlite_memory_used, SqliteStorage};
-pub use url::{migrate, open, schema_version, shard_records, StorageUrl};
+pub use url::{migrate, open, schema_version, shard_records, StorageUrl, UrlError};
 
 use std::sync::Arc;
 

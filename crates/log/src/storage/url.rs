@@ -5,6 +5,18 @@ use std::sync::Arc;
 
 use super::{PostgresStorage, ShardRecords, SqliteStorage, Storage, StorageError};
 
+/// Why a `storage` setting names no backend signet has. A URL in it has its password hidden.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlError {
+    #[error("storage \"sqlite://\" names no file; expected sqlite://PATH")]
+    NoFile,
+    #[error("{0}; expected postgres://USER@HOST:PORT/DATABASE[?sslmode=require[&sslrootcert=PATH]]")]
+    Postgres(#[source] signet_db::DbError),
+    #[error("storage {0:?} is not supported; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE")]
+    Unsupported(String),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageUrl {
     /// `sqlite://PATH`, or the default `signet.sqlite` under the data dir.
@@ -15,25 +27,22 @@ pub enum StorageUrl {
 
 impl StorageUrl {
     /// Parses a setting; `None` is the default under `data_dir`.
-    pub fn parse(setting: Option<&str>, data_dir: &Path) -> Result<StorageUrl, String> {
+    pub fn parse(setting: Option<&str>, data_dir: &Path) -> Result<StorageUrl, UrlError> {
         let Some(url) = setting else {
             return Ok(StorageUrl::Sqlite(data_dir.join("signet.sqlite")));
         };
         if let Some(path) = url.strip_prefix("sqlite://") {
             if path.is_empty() {
-                return Err("storage \"sqlite://\" names no file; expected sqlite://PATH".into());
+                return Err(UrlError::NoFile);
             }
             return Ok(StorageUrl::Sqlite(PathBuf::from(path)));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // Parsed now (TLS settings included), so that a bad URL is a configuration error.
-            signet_db::pg::Target::parse(url).map_err(|e| format!("{e}; expected postgres://USER@HOST:PORT/DATABASE[?sslmode=require[&sslrootcert=PATH]]"))?;
+            signet_db::pg::Target::parse(url).map_err(UrlError::Postgres)?;
             return Ok(StorageUrl::Postgres(url.to_string()));
         }
-        Err(format!(
-            "storage {:?} is not supported; expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE",
-            signet_db::pg::redact(url)
-        ))
+        Err(UrlError::Unsupported(signet_db::pg::redact(url)))
     }
 
     /// For messages: the URL without a password.
@@ -103,7 +112,7 @@ mod tests {
         assert_eq!(StorageUrl::parse(None, dir).unwrap(), StorageUrl::Sqlite("/data/signet.sqlite".into()));
         assert_eq!(StorageUrl::parse(Some("sqlite:///x/y.db"), dir).unwrap(), StorageUrl::Sqlite("/x/y.db".into()));
         assert!(matches!(StorageUrl::parse(Some("postgres://u@127.0.0.1:5432/db"), dir), Ok(StorageUrl::Postgres(_))));
-        let e = StorageUrl::parse(Some("mysql://u:pw@h/db"), dir).unwrap_err();
+        let e = StorageUrl::parse(Some("mysql://u:pw@h/db"), dir).unwrap_err().to_string();
         assert!(e.contains("expected sqlite://PATH or postgres://") && !e.contains("pw"), "{e}");
         assert!(StorageUrl::parse(Some("sqlite://"), dir).is_err());
         assert!(StorageUrl::parse(Some("postgres://u@h:notaport/db"), dir).is_err());

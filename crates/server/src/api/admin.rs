@@ -50,7 +50,8 @@ pub struct RotateRequest {
 /// the log online (see [`crate::shards`]) and answers what `signet admin log rotate` prints.
 /// The trust documents served from then on list the new key.
 pub async fn rotate_log(State(state): State<Arc<AppState>>, Typed(request): Typed<RotateRequest>) -> Result<Json<Value>, ApiError> {
-    let kind = crate::shards::Kind::parse(&request.log).map_err(|why| ApiError::bad_request(why).at("log"))?;
+    let kind = crate::shards::Kind::parse(&request.log)
+        .ok_or_else(|| ApiError::bad_request(crate::shards::ShardError::UnknownLog { name: request.log.clone() }.to_string()).at("log"))?;
     if request.prepare {
         return prepare_log(state, kind).await;
     }
@@ -150,8 +151,8 @@ pub struct LiftRequest {
 /// bare address): lifted here at once, in the store for every instance that shares it, and
 /// in Redis when limits are shared there.
 pub async fn lift_ban(State(state): State<Arc<AppState>>, Typed(request): Typed<LiftRequest>) -> Result<Json<Value>, ApiError> {
-    let client: signet_guard::client::ClientKey = request.client.parse().map_err(|why: String| ApiError::bad_request(format!("client: {why}")).at("client"))?;
-    let here = state.guard.lift(&client).map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why))?;
+    let client: signet_guard::client::ClientKey = request.client.parse().map_err(|why| ApiError::bad_request(format!("client: {why}")).at("client"))?;
+    let here = state.guard.lift(&client).map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why.to_string()))?;
     let (redis, ca_file) = (state.guard.config.redis.url.clone(), state.guard.config.redis.ca_file.clone());
     let shared = match state.guard.shared.is_some() {
         false => None,

@@ -14,6 +14,7 @@ use signet_log::storage::StorageError;
 use signet_log::{merkle::ProofError, AppendError};
 
 use crate::metrics::Refusal;
+use crate::shards::active::OnlineRotationError;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -111,6 +112,19 @@ impl From<ProofError> for ApiError {
                 .because("storage_unavailable");
         }
         ApiError::bad_request(e.to_string()).because("proof_out_of_range")
+    }
+}
+
+/// An online rotation: 409 when another rotation or a missing seal key stands in the way, 503
+/// for a step that may succeed when retried, 500 for one that failed here.
+impl From<OnlineRotationError> for ApiError {
+    fn from(e: OnlineRotationError) -> Self {
+        let status = match e {
+            OnlineRotationError::NoSharedSeal | OnlineRotationError::RotatedMeanwhile => StatusCode::CONFLICT,
+            OnlineRotationError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
     }
 }
 

@@ -163,7 +163,7 @@ fn method_named(name: &str) -> Method {
 /// What the route matched as `(method, template)` needs, and its log: the guard's
 /// [`signet_guard::RouteTable`]. A lookup in a table made once, that allocates nothing.
 pub fn route_info(method: &Method, template: &str) -> Option<signet_guard::Route> {
-    route_needs(method, template).map(|needs| signet_guard::Route { needs, log: route_log(template) })
+    route_needs(method, template).map(|needs| signet_guard::Route { needs, log: route_log(template), admin: template.starts_with("/api/admin/") })
 }
 
 /// What the route matched as `(method, template)` needs.
@@ -201,10 +201,12 @@ pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>, serves: 
     let metrics = state.metrics.clone();
     let input = state.input_limits;
     let guard = state.guard.clone();
-    let audit = state.audit.clone().map(|log| signet_guard::audit::AuditLayer { log, guard: guard.clone() });
-    // The guard (docs/guard.md), when configured: authn outside, so that the rate limiter
-    // keys authenticated clients by token. Off, the stack carries no guard layer at all.
+    let audit = state.audit.clone().map(|log| signet_guard::audit::AuditLayer { log, keying: Arc::new(guard.keying.clone()) });
+    // The guard (docs/guard.md), when configured: bans outside authn, so that a banned client
+    // costs no token check; authn outside the rate limiter, so that it keys authenticated
+    // clients by token. Off, the stack carries no guard layer at all.
     let active = guard.config.active();
+    let bans = active.then(|| signet_guard::BanLayer::new(guard.clone()));
     let authn = active.then(|| signet_guard::AuthnLayer::new(guard.clone(), signet_guard::authn::Scope::Public, route_info));
     let limits = active.then(|| signet_guard::RateLimitLayer::new(guard.clone(), route_info));
     let admin_only = signet_guard::AuthnLayer::new(guard, signet_guard::authn::Scope::Admin, route_info);
@@ -217,13 +219,15 @@ pub fn router(state: Arc<AppState>, access: Arc<crate::access::Access>, serves: 
     // - audit: records what the layers inside refuse, as well as what they let through;
     // - metrics and the panic boundary, in one layer: a panic's 500 is counted and audited;
     // - validation, before any other layer reads the request;
-    // - authn, then rate limits.
+    // - bans, authn, then rate limits; the inner two mark refusals that count as strikes,
+    //   which the ban layer counts on the way out.
     let stack = tower::ServiceBuilder::new()
         .layer(crate::grpc::GrpcStatusLayer)
         .layer(crate::access::AccessLayer(access))
         .option_layer(audit)
         .layer(crate::panic::layer(metrics))
         .layer(signet_guard::ValidateLayer::new(input, body_class))
+        .option_layer(bans)
         .option_layer(authn)
         .option_layer(limits);
     let serves = serves.to_vec();

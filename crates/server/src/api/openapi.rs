@@ -20,8 +20,19 @@ use utoipa::openapi::RefOr;
 use utoipa::{PartialSchema, ToSchema};
 
 /// The document, made once: it depends on nothing but the code.
-static DOCUMENT: LazyLock<Result<Vec<u8>, String>> =
-    LazyLock::new(|| document().and_then(|d| serde_json::to_vec_pretty(&d).map_err(|e| e.to_string())));
+static DOCUMENT: LazyLock<Result<Vec<u8>, OpenApiError>> = LazyLock::new(|| document().and_then(|d| Ok(serde_json::to_vec_pretty(&d)?)));
+
+/// What is missing from the description (a bug: the test of every route catches it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenApiError {
+    #[error("{method} {template} is not described in api::openapi")]
+    Undescribed { method: Method, template: &'static str },
+    #[error("{method} {template}: no responses")]
+    NoResponses { method: Method, template: &'static str },
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
 
 pub async fn openapi_json() -> Response {
     match &*DOCUMENT {
@@ -32,18 +43,18 @@ pub async fn openapi_json() -> Response {
 }
 
 /// The whole description, or what is missing from it.
-pub fn document() -> Result<Value, String> {
+pub fn document() -> Result<Value, OpenApiError> {
     let mut paths = Map::new();
     // gRPC methods are described by their .proto (fulcio.proto), not by OpenAPI.
     for (method, template, needs) in super::route_list().into_iter().filter(|(_, t, _)| !crate::grpc::is_grpc_path(t)) {
         let method_name = method.as_str().to_ascii_lowercase();
-        let mut op = operation(&method, template).ok_or_else(|| format!("{method} {template} is not described in api::openapi"))?;
+        let Some(mut op) = operation(&method, template) else { return Err(OpenApiError::Undescribed { method, template }) };
         op["operationId"] = json!(operation_id(&method, template));
         op["security"] = security(template, needs);
         if let Needs::Permission(p) = needs {
             op["x-signet-permission"] = json!(p.name());
         }
-        let responses = op["responses"].as_object_mut().ok_or_else(|| format!("{method} {template}: no responses"))?;
+        let Some(responses) = op["responses"].as_object_mut() else { return Err(OpenApiError::NoResponses { method, template }) };
         responses.insert("default".into(), json!({"description": "An error: what was wrong, and what was expected.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}));
         let item = paths.entry(openapi_path(template)).or_insert_with(|| json!({}));
         item[method_name] = op;
@@ -94,7 +105,7 @@ fn security(template: &str, needs: Needs) -> Value {
 }
 
 /// The named schemas: the request types' (derived), and the responses' (below).
-fn schemas() -> Result<Value, String> {
+fn schemas() -> Result<Value, OpenApiError> {
     let mut derived: Vec<(String, RefOr<Schema>)> = Vec::new();
     fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
         out.push((T::name().into_owned(), <T as PartialSchema>::schema()));
@@ -112,7 +123,7 @@ fn schemas() -> Result<Value, String> {
     add::<super::admin::ReindexRequest>(&mut derived);
     let mut out = Map::new();
     for (name, schema) in derived {
-        out.insert(name, serde_json::to_value(schema).map_err(|e| e.to_string())?);
+        out.insert(name, serde_json::to_value(schema)?);
     }
     for (name, schema) in response_schemas() {
         out.insert(name.into(), schema);

@@ -18,7 +18,7 @@ impl CaSettings {
     pub fn intermediate_curve(&self) -> Result<Option<signet_ca::x509::CaCurve>, ConfigError> {
         self.intermediate_key
             .as_deref()
-            .map(|s| s.parse().map_err(|e: String| ConfigError::Invalid(format!("ca.intermediate_key: {e}"))))
+            .map(|s| s.parse().map_err(|e: signet_ca::x509::UnknownCurve| ConfigError::Invalid(format!("ca.intermediate_key: {e}"))))
             .transpose()
     }
 }

@@ -88,7 +88,7 @@ pub fn overlay<T: DeserializeOwned>(
         let mut tried = None;
         for value in [as_toml(&raw), Some(toml::Value::String(raw.clone()))].into_iter().flatten() {
             let mut candidate = table.clone();
-            set(&mut candidate, path, value).map_err(|why| ConfigError::Env { name: name.clone(), why })?;
+            set(&mut candidate, &name, path, value)?;
             match candidate.clone().try_into::<T>() {
                 Ok(_) => {
                     *table = candidate;
@@ -116,12 +116,13 @@ fn as_toml(raw: &str) -> Option<toml::Value> {
     (parsed.len() == 1).then(|| parsed.remove("v")).flatten()
 }
 
-fn set(table: &mut toml::Table, path: &[String], value: toml::Value) -> Result<(), String> {
-    let (last, tables) = path.split_last().ok_or("an empty key")?;
+/// Sets `path` (the key of variable `name`) to `value` in `table`.
+fn set(table: &mut toml::Table, name: &str, path: &[String], value: toml::Value) -> Result<(), ConfigError> {
+    let (last, tables) = path.split_last().ok_or_else(|| ConfigError::EnvEmptyKey { name: name.to_string() })?;
     let mut at = table;
     for segment in tables {
         let entry = at.entry(segment.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
-        at = entry.as_table_mut().ok_or_else(|| format!("{segment} is set in the config file as something other than a table"))?;
+        at = entry.as_table_mut().ok_or_else(|| ConfigError::EnvNotATable { name: name.to_string(), segment: segment.clone() })?;
     }
     at.insert(last.clone(), value);
     Ok(())

@@ -105,7 +105,7 @@ impl OidcSettings {
 
     /// The Fulcio config file's issuers and providers, if one is set.
     pub fn fulcio(&self) -> Result<Option<signet_ca::oidc::fulcio_config::FulcioConfig>, ConfigError> {
-        self.fulcio_config.as_deref().map(signet_ca::oidc::fulcio_config::read).transpose().map_err(ConfigError::Invalid)
+        self.fulcio_config.as_deref().map(signet_ca::oidc::fulcio_config::read).transpose().map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 }
 

@@ -2,6 +2,8 @@
 
 use serde::Deserialize;
 
+use super::error::TracingError;
+
 /// `[tracing]`: where spans go, and how many.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -41,24 +43,23 @@ impl Default for TracingSettings {
 
 impl TracingSettings {
     /// The collector's traces URL, or None when export is off.
-    pub fn traces_url(&self) -> Result<Option<String>, String> {
+    pub fn traces_url(&self) -> Result<Option<String>, TracingError> {
         let Some(endpoint) = self.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) else { return Ok(None) };
-        let uri: http::Uri = endpoint.parse().map_err(|e| format!("tracing.otlp_endpoint {endpoint:?} is not a URL: {e}"))?;
+        let named = || endpoint.to_string();
+        let uri: http::Uri = endpoint.parse().map_err(|source| TracingError::NotAUrl { endpoint: named(), source })?;
         match uri.scheme_str() {
             Some("http") | Some("https") => {}
-            _ => return Err(format!("tracing.otlp_endpoint {endpoint:?} must start with http:// or https://")),
+            _ => return Err(TracingError::Scheme { endpoint: named() }),
         }
-        let Some(authority) = uri.authority() else { return Err(format!("tracing.otlp_endpoint {endpoint:?} has no host")) };
+        let Some(authority) = uri.authority() else { return Err(TracingError::NoHost { endpoint: named() }) };
         if authority.as_str().contains('@') {
-            return Err(format!("tracing.otlp_endpoint {endpoint:?}: user info is not allowed; use an https endpoint"));
+            return Err(TracingError::UserInfo { endpoint: named() });
         }
         if uri.scheme_str() == Some("http") && !signet_tls::is_loopback_host(authority.host()) {
-            return Err(format!(
-                "tracing.otlp_endpoint {endpoint:?}: plain http is allowed only to loopback hosts (127.0.0.0/8, ::1, localhost); use https"
-            ));
+            return Err(TracingError::PlainHttp { endpoint: named() });
         }
         if uri.query().is_some() {
-            return Err(format!("tracing.otlp_endpoint {endpoint:?}: a query string is not allowed"));
+            return Err(TracingError::Query { endpoint: named() });
         }
         Ok(Some(match uri.path() {
             "" | "/" => format!("{}/v1/traces", endpoint.trim_end_matches('/')),
@@ -66,22 +67,23 @@ impl TracingSettings {
         }))
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), TracingError> {
         self.traces_url()?;
+        let out_of_range = |setting, expected, got: &dyn std::fmt::Display| TracingError::OutOfRange { setting, expected, got: got.to_string() };
         if !(0.0..=1.0).contains(&self.sample_ratio) {
-            return Err(format!("tracing.sample_ratio must be 0.0..=1.0, got {}", self.sample_ratio));
+            return Err(out_of_range("sample_ratio", "0.0..=1.0", &self.sample_ratio));
         }
         if self.service_name.is_empty() || self.service_name.len() > 128 {
-            return Err("tracing.service_name must be 1 to 128 characters".into());
+            return Err(TracingError::ServiceName);
         }
         if !(10..=60_000).contains(&self.export_interval_ms) {
-            return Err(format!("tracing.export_interval_ms must be 10..=60000, got {}", self.export_interval_ms));
+            return Err(out_of_range("export_interval_ms", "10..=60000", &self.export_interval_ms));
         }
         if !(1..=300).contains(&self.export_timeout_secs) {
-            return Err(format!("tracing.export_timeout_secs must be 1..=300, got {}", self.export_timeout_secs));
+            return Err(out_of_range("export_timeout_secs", "1..=300", &self.export_timeout_secs));
         }
         if !(1..=1_000_000).contains(&self.max_queue) {
-            return Err(format!("tracing.max_queue must be 1..=1000000, got {}", self.max_queue));
+            return Err(out_of_range("max_queue", "1..=1000000", &self.max_queue));
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The URLs the configuration names: a public URL's host, and where keys may be fetched from.
 
-use super::error::ConfigError;
+use super::error::{ConfigError, UrlError};
 
 /// Extracts the host from an http(s) URL: `https://log.example:8443/x` → `log.example`.
 pub fn host_of(url: &str) -> Result<String, ConfigError> {
@@ -24,12 +24,10 @@ pub fn host_of(url: &str) -> Result<String, ConfigError> {
 }
 
 /// An URL signet may fetch keys from: https, or http to a loopback host.
-pub fn check_url(url: &str) -> Result<(), String> {
-    let host = host_of(url).map_err(|_| format!("{url:?} must look like https://HOST[:PORT][/PATH]"))?;
+pub fn check_url(url: &str) -> Result<(), UrlError> {
+    let host = host_of(url).map_err(|_| UrlError::Shape { url: url.to_string() })?;
     if url.starts_with("http://") && !signet_tls::is_loopback_host(&host) {
-        return Err(format!(
-            "{url:?} is plain http; keys are fetched over https (plain http only for loopback hosts: 127.0.0.0/8, ::1, localhost)"
-        ));
+        return Err(UrlError::PlainHttp { url: url.to_string() });
     }
     Ok(())
 }

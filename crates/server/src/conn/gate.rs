@@ -1,4 +1,9 @@
-//! Holding an HTTP/1 answer's bytes, rather than its future, until its record is durable.
+//! Holding an HTTP/1 answer's bytes, rather than its future, until its audit record is durable.
+//!
+//! The connection's own mechanism, not the guard's: the audit layer knows only that a request
+//! may carry a [`HoldsOutput`](signet_guard::audit::batch::HoldsOutput) (a typed extension this module's gate fills) and asks it to hold
+//! what the connection writes next until a [`Receipt`](signet_guard::audit::Receipt)'s batch is
+//! told. Nothing in the guard touches a socket.
 //!
 //! In closed mode an answer must not leave before its record is on disk. Holding the answer's
 //! future costs a second poll of the whole connection task when the batch commits: hyper, every
@@ -23,11 +28,7 @@ use std::task::{Poll, Waker};
 
 use parking_lot::Mutex;
 
-use super::batch::{BatchSignal, HeldOutput};
-
-/// A connection's gate, put into each of its HTTP/1 requests' extensions by the server.
-#[derive(Clone)]
-pub struct ConnGate(pub Arc<OutputGate>);
+use signet_guard::audit::batch::{BatchSignal, HeldOutput};
 
 /// The bytes a connection's stream holds back, and how to send them when they may go.
 pub struct OutputGate {
@@ -67,9 +68,9 @@ struct Held {
 pub const HOLD_MAX: usize = 256 * 1024;
 
 /// The whole answer to a request whose batch failed, for a connection that then closes: the
-/// 503 the audit layer gives ([`super::layer`]), framed by hand.
+/// 503 the audit layer gives, framed by hand.
 fn refusal() -> Vec<u8> {
-    let body = serde_json::json!({"code": 503, "message": super::UNAVAILABLE}).to_string();
+    let body = serde_json::json!({"code": 503, "message": signet_guard::audit::UNAVAILABLE}).to_string();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -276,7 +277,12 @@ mod tests {
     use std::task::Waker;
 
     use super::*;
-    use crate::audit::batch::test_batch;
+    use signet_guard::audit::batch::testing::batch as test_batch;
+    use signet_guard::audit::batch::HoldsOutput;
+
+    fn holds(gate: &Arc<OutputGate>) -> HoldsOutput {
+        HoldsOutput(gate.clone())
+    }
 
     /// Drains what may go into `out`; the poll's value.
     fn drain(gate: &OutputGate, out: &mut Vec<u8>) -> Poll<io::Result<bool>> {
@@ -302,10 +308,10 @@ mod tests {
         let gate = OutputGate::new(None);
         let (first, tell_first) = test_batch();
         let (second, tell_second) = test_batch();
-        assert_eq!(first.hold_output(&gate), None);
+        assert_eq!(first.hold_output(&holds(&gate)), None);
         assert!(gate.busy());
         assert_eq!(write(&gate, b"one,"), Poll::Ready(Some(4)));
-        assert_eq!(second.hold_output(&gate), None);
+        assert_eq!(second.hold_output(&holds(&gate)), None);
         assert_eq!(write(&gate, b"two"), Poll::Ready(Some(3)));
         let mut out = Vec::new();
         assert!(matches!(drain(&gate, &mut out), Poll::Ready(Ok(true))));
@@ -325,18 +331,18 @@ mod tests {
         let gate = OutputGate::new(None);
         let (receipt, tell) = test_batch();
         tell(true);
-        assert_eq!(receipt.hold_output(&gate), Some(true));
+        assert_eq!(receipt.hold_output(&holds(&gate)), Some(true));
         assert!(!gate.busy());
         let (receipt, tell) = test_batch();
         tell(false);
-        assert_eq!(receipt.hold_output(&gate), Some(false));
+        assert_eq!(receipt.hold_output(&holds(&gate)), Some(false));
     }
 
     #[test]
     fn a_failed_batch_answers_503_and_ends_the_connection() {
         let gate = OutputGate::new(None);
         let (receipt, tell) = test_batch();
-        assert_eq!(receipt.hold_output(&gate), None);
+        assert_eq!(receipt.hold_output(&holds(&gate)), None);
         assert_eq!(write(&gate, b"HTTP/1.1 200 OK\r\n\r\nsigned"), Poll::Ready(Some(25)));
         assert_eq!(tell(false), 1, "one answer refused");
         let mut out = Vec::new();
@@ -360,7 +366,7 @@ mod tests {
         let gate = OutputGate::new(None);
         gate.note_backlog(true);
         let (receipt, tell) = test_batch();
-        assert_eq!(receipt.hold_output(&gate), None);
+        assert_eq!(receipt.hold_output(&holds(&gate)), None);
         assert_eq!(write(&gate, b"tail of the last answer"), Poll::Ready(Some(23)));
         tell(false);
         let mut out = Vec::new();
@@ -372,7 +378,7 @@ mod tests {
     fn a_connection_holds_at_most_hold_max() {
         let gate = OutputGate::new(None);
         let (receipt, tell) = test_batch();
-        assert_eq!(receipt.hold_output(&gate), None);
+        assert_eq!(receipt.hold_output(&holds(&gate)), None);
         let big = vec![7u8; HOLD_MAX + 1000];
         assert_eq!(write(&gate, &big), Poll::Ready(Some(HOLD_MAX)));
         assert_eq!(write(&gate, &big[HOLD_MAX..]), Poll::Pending, "the rest waits for the record");
@@ -389,7 +395,7 @@ mod tests {
         peer.set_nonblocking(true).unwrap();
         let gate = OutputGate::new(Some(ours.as_raw_fd()));
         let (receipt, tell) = test_batch();
-        assert_eq!(receipt.hold_output(&gate), None);
+        assert_eq!(receipt.hold_output(&holds(&gate)), None);
         assert_eq!(write(&gate, b"answer"), Poll::Ready(Some(6)));
         tell(true);
         let mut got = [0u8; 16];
@@ -398,7 +404,7 @@ mod tests {
         assert!(!gate.busy());
 
         let (receipt, tell) = test_batch();
-        assert_eq!(receipt.hold_output(&gate), None);
+        assert_eq!(receipt.hold_output(&holds(&gate)), None);
         assert_eq!(write(&gate, b"late"), Poll::Ready(Some(4)));
         gate.close();
         tell(true);

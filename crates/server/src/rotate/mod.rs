@@ -16,12 +16,14 @@
 //! the new one from then on. At its next start the server publishes them through TUF, so
 //! clients that update from it verify bundles from either side of the rotation.
 
+pub mod error;
 pub mod record;
 pub mod scheduled;
 pub mod shared;
 pub mod watch;
 
-pub use record::{instance_valid_from, manifest_path, read, Authority, Next, Retired, Rotated, Rotations};
+pub use error::{CurveError, RotateError};
+pub use record::{instance_valid_from, manifest_path, read, Authority, Next, RecordError, Retired, Rotated, Rotations};
 
 use std::path::Path;
 
@@ -64,9 +66,8 @@ fn old_window_end(authority: Authority, from: i64) -> i64 {
 /// Rotates `authority`'s key. `root_key` is the CA root key (kept offline after `signet
 /// init`: a file, or on a token); it must be the key of `ca/root.pem`. The data dir must not
 /// be in use.
-pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509::CaKey, new_key: NewKey) -> Result<Report, String> {
-    let _lock = crate::datadir::DataDirLock::acquire(data_dir)
-        .map_err(|e| format!("{e}; stop the server first for an offline rotation, or schedule one on the running instance with --at TIME"))?;
+pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509::CaKey, new_key: NewKey) -> Result<Report, RotateError> {
+    let _lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(RotateError::InUse)?;
     let _manifest = ManifestLock::take(data_dir)?;
     let ca = data_dir.join("ca");
     let (cert_file, key_file) = authority.files();
@@ -77,7 +78,7 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
 
     let mut rotations = read(data_dir)?;
     if let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.as_ref()) {
-        return Err(format!("a rotation of the {} is scheduled for {}; start the server to finish it before rotating again", authority.title(), next.from));
+        return Err(RotateError::Scheduled { authority, from: next.from.clone() });
     }
     let instance_start = record::instance_valid_from(&root_der)?;
     let stamp = now_unix();
@@ -93,8 +94,9 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
     // Then, each step atomic: the retired copy, the record of it, the new certificate and key.
     let retired_name = format!("retired/{}-{stamp}.pem", authority.name());
     let retired_path = ca.join(&retired_name);
-    files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
-    files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
+    files::ensure_private_dir(&ca.join("retired")).map_err(|source| RecordError::Io { path: ca.clone(), source })?;
+    files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old_cert).as_bytes(), 0o600)
+        .map_err(|source| RecordError::Io { path: retired_path.clone(), source })?;
     // A certificate issued just before the server stopped is logged after it starts again.
     let old_to = rfc3339(old_window_end(authority, stamp));
     let rotated = authority.record(&mut rotations).get_or_insert_with(|| Rotated::starting(old_from.clone()));
@@ -105,9 +107,10 @@ pub fn rotate(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509:
         NewKey::Elsewhere { source, .. } => source.to_string(),
     });
     write(data_dir, &rotations)?;
-    files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &new_cert).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", cert_path.display()))?;
+    files::write_atomic(&cert_path, pem::encode("CERTIFICATE", &new_cert).as_bytes(), 0o600).map_err(|source| RecordError::Io { path: cert_path.clone(), source })?;
     match pkcs8 {
-        Some(pkcs8) => files::write_atomic(&key_path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", key_path.display()))?,
+        Some(pkcs8) => files::write_atomic(&key_path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600)
+            .map_err(|source| RecordError::Io { path: key_path.clone(), source })?,
         // Onto a token or into KMS: the old key file, if it was one, could still sign.
         None => destroy(&key_path)?,
     }
@@ -131,62 +134,62 @@ struct Successor {
 /// Makes the new key (in memory, or on its token: nothing changes on disk if making it
 /// fails) and its certificate from the root. An intermediate keeps its curve, so that
 /// `ca.intermediate_key` stays true.
-fn successor(authority: Authority, root_key: &signet_ca::x509::CaKey, root_der: &[u8], old_cert: &[u8], new_key: &NewKey) -> Result<Successor, String> {
+fn successor(authority: Authority, root_key: &signet_ca::x509::CaKey, root_der: &[u8], old_cert: &[u8], new_key: &NewKey) -> Result<Successor, RotateError> {
     let algorithm = match authority {
         Authority::Tsa => signet_keys::Algorithm::EcdsaP256Sha256,
-        Authority::Intermediate => curve_of(old_cert).map_err(|e| format!("ca/{}: {e}", authority.files().0))?.algorithm(),
+        Authority::Intermediate => curve_of(old_cert).map_err(|source| RotateError::Curve { file: authority.files().0, source })?.algorithm(),
     };
     let (pkcs8, signer) = match new_key {
         NewKey::File => {
-            let pkcs8 = signet_keys::file::generate_pkcs8(algorithm).map_err(|e| format!("generating the new {} key: {e}", authority.name()))?;
-            let signer = signet_keys::Signer::from_pkcs8(&pkcs8, "the new key", &[algorithm]).map_err(|e| e.to_string())?;
+            let pkcs8 = signet_keys::file::generate_pkcs8(algorithm).map_err(|error| RotateError::Generate { authority, error })?;
+            let signer = signet_keys::Signer::from_pkcs8(&pkcs8, "the new key", &[algorithm])?;
             (Some(pkcs8), signer)
         }
         NewKey::Elsewhere { source, pkcs11 } => {
-            signet_keys::home::ensure(source, pkcs11, algorithm).map_err(|e| e.to_string())?;
-            (None, signet_keys::Signer::open(source, pkcs11, &[algorithm], false).map_err(|e| e.to_string())?)
+            signet_keys::home::ensure(source, pkcs11, algorithm)?;
+            (None, signet_keys::Signer::open(source, pkcs11, &[algorithm], false)?)
         }
     };
     let cert = match authority {
-        Authority::Tsa => signet_ca::tsa::Tsa::issue_certificate(root_key, root_der, signer.spki_der()).map_err(|e| e.to_string())?,
+        Authority::Tsa => signet_ca::tsa::Tsa::issue_certificate(root_key, root_der, signer.spki_der())?,
         Authority::Intermediate => {
-            let new_key = signet_ca::x509::CaKey::new(signer).map_err(|e| e.to_string())?;
-            signet_ca::authority::issue_intermediate(root_key, root_der, &new_key).map_err(|e| e.to_string())?
+            let new_key = signet_ca::x509::CaKey::new(signer)?;
+            signet_ca::authority::issue_intermediate(root_key, root_der, &new_key)?
         }
     };
     Ok(Successor { pkcs8, cert })
 }
 
 /// Removes a retired key file, if there is one.
-fn destroy(path: &Path) -> Result<(), String> {
+fn destroy(path: &Path) -> Result<(), RotateError> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("destroying the retired key {}: {e}", path.display())),
+        Err(source) => Err(RotateError::Destroy { path: path.to_path_buf(), source }),
     }
 }
 
 /// The key given must be the root certificate's, or what it issues would not chain.
-fn check_root_key(root_der: &[u8], root_key: &signet_ca::x509::CaKey) -> Result<(), String> {
-    let root_cert = <x509_cert::Certificate as der::Decode>::from_der(root_der).map_err(|e| format!("ca/root.pem: {e}"))?;
+fn check_root_key(root_der: &[u8], root_key: &signet_ca::x509::CaKey) -> Result<(), RotateError> {
+    let root_cert = <x509_cert::Certificate as der::Decode>::from_der(root_der).map_err(RecordError::Root)?;
     let root_spki = root_cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
     if root_key.curve() != signet_ca::x509::CaCurve::P384 {
-        return Err("the root key is not an ECDSA P-384 key (what `signet init` makes)".into());
+        return Err(RotateError::RootCurve);
     }
     if root_key.spki().subject_public_key.raw_bytes() != root_spki {
-        return Err("the root key given is not the key of ca/root.pem".into());
+        return Err(RotateError::NotTheRoot);
     }
     Ok(())
 }
 
 /// The curve of the key a CA certificate certifies.
-fn curve_of(cert_der: &[u8]) -> Result<signet_ca::x509::CaCurve, String> {
-    let cert = <x509_cert::Certificate as der::Decode>::from_der(cert_der).map_err(|e| e.to_string())?;
-    let spki = der::Encode::to_der(&cert.tbs_certificate.subject_public_key_info).map_err(|e| e.to_string())?;
+fn curve_of(cert_der: &[u8]) -> Result<signet_ca::x509::CaCurve, CurveError> {
+    let cert = <x509_cert::Certificate as der::Decode>::from_der(cert_der)?;
+    let spki = der::Encode::to_der(&cert.tbs_certificate.subject_public_key_info)?;
     use signet_core::pubkey::{KeyKind, PublicKey};
-    match PublicKey::from_spki(&spki).map_err(|e| e.to_string())?.kind {
+    match PublicKey::from_spki(&spki)?.kind {
         KeyKind::EcdsaP384 => Ok(signet_ca::x509::CaCurve::P384),
         KeyKind::EcdsaP256 => Ok(signet_ca::x509::CaCurve::P256),
-        other => Err(format!("it certifies a {other:?} key, not a P-256 or P-384 one")),
+        other => Err(CurveError::Unsupported(other)),
     }
 }

@@ -8,6 +8,28 @@ use der::Decode;
 use serde::{Deserialize, Serialize};
 use signet_core::{files, pem};
 
+/// What reading and writing the rotation record, and the certificates beside it, fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {source}", .path.display())]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{}: {source}", .path.display())]
+    Pem { path: PathBuf, source: pem::PemError },
+    /// A key recorded in `ca/rotations.json` (`path`).
+    #[error("{}: {source}", .path.display())]
+    KeySource { path: PathBuf, source: signet_keys::SourceError },
+    #[error("{given}: not an RFC 3339 time: {source}")]
+    Time { given: String, source: jiff::Error },
+    /// Encoding a record (a bug).
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("ca/root.pem: {0}")]
+    Root(#[source] der::Error),
+}
+
 /// `ca/rotations.json`: each rotated authority's retired certificates and its current start.
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -83,14 +105,14 @@ impl Rotated {
     }
 
     /// The current key's source, when a rotation chose it ([`Rotated::key`]).
-    pub fn key_source(&self, data_dir: &Path) -> Result<Option<signet_keys::KeySource>, String> {
+    pub fn key_source(&self, data_dir: &Path) -> Result<Option<signet_keys::KeySource>, RecordError> {
         self.key.as_deref().map(|k| key_source(data_dir, k)).transpose()
     }
 }
 
 /// A recorded key: a URI, or a path relative to the data dir.
-pub(crate) fn key_source(data_dir: &Path, recorded: &str) -> Result<signet_keys::KeySource, String> {
-    match recorded.parse::<signet_keys::KeySource>().map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))? {
+pub(crate) fn key_source(data_dir: &Path, recorded: &str) -> Result<signet_keys::KeySource, RecordError> {
+    match recorded.parse::<signet_keys::KeySource>().map_err(|source| RecordError::KeySource { path: manifest_path(data_dir), source })? {
         signet_keys::KeySource::File(p) if p.is_relative() => Ok(signet_keys::KeySource::File(data_dir.join(p))),
         other => Ok(other),
     }
@@ -110,18 +132,18 @@ pub fn manifest_path(data_dir: &Path) -> PathBuf {
 }
 
 /// The rotations so far (none when the file is absent).
-pub fn read(data_dir: &Path) -> Result<Rotations, String> {
+pub fn read(data_dir: &Path) -> Result<Rotations, RecordError> {
     let path = manifest_path(data_dir);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| RecordError::Json { path, source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Rotations::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(RecordError::Io { path, source }),
     }
 }
 
 /// Unix seconds of an RFC 3339 time, as `ca/rotations.json` records them.
-pub(crate) fn unix(rfc3339: &str) -> Result<i64, String> {
-    rfc3339.parse::<jiff::Timestamp>().map(|t| t.as_second()).map_err(|e| format!("{rfc3339}: not an RFC 3339 time: {e}"))
+pub(crate) fn unix(rfc3339: &str) -> Result<i64, RecordError> {
+    rfc3339.parse::<jiff::Timestamp>().map(|t| t.as_second()).map_err(|source| RecordError::Time { given: rfc3339.to_string(), source })
 }
 
 /// RFC 3339, whole seconds.
@@ -134,9 +156,9 @@ pub(crate) fn now_unix() -> i64 {
 }
 
 /// A DER certificate from a PEM file.
-pub(crate) fn read_der(p: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    Ok(pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", p.display()))?.der)
+pub(crate) fn read_der(p: &Path) -> Result<Vec<u8>, RecordError> {
+    let bytes = std::fs::read(p).map_err(|source| RecordError::Io { path: p.to_path_buf(), source })?;
+    Ok(pem::decode_first(&bytes).map_err(|source| RecordError::Pem { path: p.to_path_buf(), source })?.der)
 }
 
 /// Serialises changes to `ca/rotations.json` between `signet trust rotate` and a running
@@ -146,7 +168,7 @@ pub(crate) struct ManifestLock {
 }
 
 impl ManifestLock {
-    pub(crate) fn take(data_dir: &Path) -> Result<ManifestLock, String> {
+    pub(crate) fn take(data_dir: &Path) -> Result<ManifestLock, RecordError> {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::OpenOptionsExt;
         let path = data_dir.join("ca").join("rotations.lock");
@@ -157,19 +179,19 @@ impl ManifestLock {
             .truncate(false)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| RecordError::Io { path: path.clone(), source })?;
         // SAFETY: flock only reads the descriptor, which `file` keeps open.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(format!("{}: {}", path.display(), std::io::Error::last_os_error()));
+            return Err(RecordError::Io { path, source: std::io::Error::last_os_error() });
         }
         Ok(ManifestLock { _file: file })
     }
 }
 
 /// Writes `ca/rotations.json`.
-pub(crate) fn write(data_dir: &Path, rotations: &Rotations) -> Result<(), String> {
-    let manifest = serde_json::to_vec_pretty(rotations).map_err(|e| e.to_string())?;
-    files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|e| format!("{}: {e}", manifest_path(data_dir).display()))
+pub(crate) fn write(data_dir: &Path, rotations: &Rotations) -> Result<(), RecordError> {
+    let manifest = serde_json::to_vec_pretty(rotations)?;
+    files::write_atomic(&manifest_path(data_dir), &manifest, 0o600).map_err(|source| RecordError::Io { path: manifest_path(data_dir), source })
 }
 
 /// A rotation published ahead of the second it starts to sign.
@@ -190,7 +212,7 @@ pub struct Next {
 }
 
 impl Next {
-    pub fn from_unix(&self) -> Result<i64, String> {
+    pub fn from_unix(&self) -> Result<i64, RecordError> {
         unix(&self.from)
     }
 }
@@ -201,17 +223,17 @@ pub(super) fn next_files(authority: Authority) -> (String, String) {
     (format!("next/{}.pem", authority.name()), format!("keys/{key_stem}.next.pem"))
 }
 
-pub(super) fn write_cert(data_dir: &Path, name: &str, der: &[u8]) -> Result<(), String> {
+pub(super) fn write_cert(data_dir: &Path, name: &str, der: &[u8]) -> Result<(), RecordError> {
     let path = data_dir.join("ca").join(name);
     if let Some(dir) = path.parent() {
-        files::ensure_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        files::ensure_private_dir(dir).map_err(|source| RecordError::Io { path: dir.to_path_buf(), source })?;
     }
-    files::write_atomic(&path, pem::encode("CERTIFICATE", der).as_bytes(), 0o644).map_err(|e| format!("{}: {e}", path.display()))
+    files::write_atomic(&path, pem::encode("CERTIFICATE", der).as_bytes(), 0o644).map_err(|source| RecordError::Io { path, source })
 }
 
 /// When the instance's trust starts: its root certificate's notBefore (RFC 3339).
-pub fn instance_valid_from(root_der: &[u8]) -> Result<String, String> {
-    Ok(datetime_rfc3339(x509_cert::Certificate::from_der(root_der).map_err(|e| format!("ca/root.pem: {e}"))?.tbs_certificate.validity.not_before.to_date_time()))
+pub fn instance_valid_from(root_der: &[u8]) -> Result<String, RecordError> {
+    Ok(datetime_rfc3339(x509_cert::Certificate::from_der(root_der).map_err(RecordError::Root)?.tbs_certificate.validity.not_before.to_date_time()))
 }
 
 pub(crate) fn datetime_rfc3339(t: der::DateTime) -> String {

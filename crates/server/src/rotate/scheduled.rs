@@ -26,8 +26,9 @@ use std::time::Duration;
 
 use signet_core::{files, pem};
 
+use super::error::RotateError;
 use super::{NewKey, Report, Successor};
-use super::record::{now_unix, read, read_der, rfc3339, write, Authority, ManifestLock, Rotated};
+use super::record::{now_unix, read, read_der, rfc3339, write, Authority, ManifestLock, RecordError, Rotated};
 use crate::rotate::record::Next;
 use crate::rotate::record::next_files;
 use crate::rotate::record::write_cert;
@@ -41,15 +42,11 @@ pub const LEAD: Duration = Duration::from_secs(10);
 
 /// Schedules `authority`'s rotation for `from`; see the module's comment. `root_key` is the
 /// CA root key, as for [`super::rotate`]. The data dir may be in use.
-pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509::CaKey, new_key: &NewKey, from: jiff::Timestamp) -> Result<Report, String> {
+pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x509::CaKey, new_key: &NewKey, from: jiff::Timestamp) -> Result<Report, RotateError> {
     let from = from.as_second();
     let earliest = now_unix() + LEAD.as_secs() as i64;
     if from < earliest {
-        return Err(format!(
-            "--at {} is less than {} s away: every instance must publish the new key before it signs; give a later time",
-            rfc3339(from),
-            LEAD.as_secs()
-        ));
+        return Err(RotateError::TooSoon { at: rfc3339(from), lead_secs: LEAD.as_secs() });
     }
     let ca = data_dir.join("ca");
     let (cert_file, _) = authority.files();
@@ -59,7 +56,7 @@ pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x50
     let _manifest = ManifestLock::take(data_dir)?;
     let mut rotations = read(data_dir)?;
     if let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.as_ref()) {
-        return Err(format!("a rotation of the {} is already scheduled for {}; schedule the next after it", authority.title(), next.from));
+        return Err(RotateError::AlreadyScheduled { authority, from: next.from.clone() });
     }
     let Successor { pkcs8, cert } = super::successor(authority, root_key, &root_der, &old_cert, new_key)?;
     let (cert_name, key_file) = next_files(authority);
@@ -67,11 +64,11 @@ pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x50
     let key = match (&pkcs8, new_key) {
         (Some(pkcs8), _) => {
             let path = data_dir.join(&key_file);
-            files::write_atomic(&path, pem::encode("PRIVATE KEY", pkcs8).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", path.display()))?;
+            files::write_atomic(&path, pem::encode("PRIVATE KEY", pkcs8).as_bytes(), 0o600).map_err(|source| RecordError::Io { path, source })?;
             key_file
         }
         (None, NewKey::Elsewhere { source, .. }) => source.to_string(),
-        (None, NewKey::File) => return Err("a new file key was not made (a bug)".into()),
+        (None, NewKey::File) => return Err(RotateError::NoFileKey),
     };
     write_cert(data_dir, &cert_name, &cert)?;
     let instance_start = super::record::instance_valid_from(&root_der)?;
@@ -93,7 +90,7 @@ pub fn schedule(data_dir: &Path, authority: Authority, root_key: &signet_ca::x50
 /// `ca/retired/` with its window, the new one in its place, its key where the old one was
 /// (a file key; the old file is destroyed). Each step can be run again: a promotion cut
 /// short finishes at the next call.
-pub fn promote_due(data_dir: &Path, now: i64) -> Result<Vec<Authority>, String> {
+pub fn promote_due(data_dir: &Path, now: i64) -> Result<Vec<Authority>, RotateError> {
     let _manifest = ManifestLock::take(data_dir)?;
     let mut rotations = read(data_dir)?;
     let mut promoted = Vec::new();
@@ -112,7 +109,7 @@ pub fn promote_due(data_dir: &Path, now: i64) -> Result<Vec<Authority>, String> 
     Ok(promoted)
 }
 
-fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &Next) -> Result<(), String> {
+fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &Next) -> Result<(), RotateError> {
     let ca = data_dir.join("ca");
     let (cert_file, key_file) = authority.files();
     let retired_name = format!("retired/{}-{}.pem", authority.name(), next.from_unix()?);
@@ -120,8 +117,9 @@ fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &
     // Copied once: a rerun finds the new certificate in ca/<cert_file> already.
     if !retired_path.exists() {
         let old = read_der(&ca.join(cert_file))?;
-        files::ensure_private_dir(&ca.join("retired")).map_err(|e| format!("{}: {e}", ca.display()))?;
-        files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", retired_path.display()))?;
+        files::ensure_private_dir(&ca.join("retired")).map_err(|source| RecordError::Io { path: ca.clone(), source })?;
+        files::write_atomic(&retired_path, pem::encode("CERTIFICATE", &old).as_bytes(), 0o600)
+            .map_err(|source| RecordError::Io { path: retired_path.clone(), source })?;
     }
     let next_cert = ca.join(&next.cert);
     if next_cert.exists() {
@@ -133,7 +131,7 @@ fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &
         signet_keys::KeySource::File(from) if from.starts_with(data_dir) => {
             // The new key file takes the old one's place, which destroys it.
             if from.exists() {
-                std::fs::rename(&from, &key_path).map_err(|e| format!("{} to {}: {e}", from.display(), key_path.display()))?;
+                std::fs::rename(&from, &key_path).map_err(|source| RotateError::Move { from: from.clone(), to: key_path.clone(), source })?;
             }
             format!("keys/{key_file}")
         }
@@ -153,7 +151,7 @@ fn promote(data_dir: &Path, authority: Authority, rotated: &mut Rotated, next: &
     Ok(())
 }
 /// Records that this instance published `authority`'s scheduled rotation from `from`.
-pub(super) fn mark_published(data_dir: &Path, authority: Authority, from: i64) -> Result<(), String> {
+pub(super) fn mark_published(data_dir: &Path, authority: Authority, from: i64) -> Result<(), RotateError> {
     let _manifest = ManifestLock::take(data_dir)?;
     let mut rotations = read(data_dir)?;
     let Some(next) = authority.record(&mut rotations).as_mut().and_then(|r| r.next.as_mut()) else { return Ok(()) };
@@ -161,12 +159,12 @@ pub(super) fn mark_published(data_dir: &Path, authority: Authority, from: i64) -
         return Ok(());
     }
     next.published = Some(rfc3339(now_unix()));
-    write(data_dir, &rotations)
+    Ok(write(data_dir, &rotations)?)
 }
 
 /// At start, before the keys are opened: a rotation another instance of the database
 /// scheduled, then every one whose second has come, promoted.
-pub fn at_start(store: Option<(&dyn signet_log::storage::Storage, Option<&crate::shards::sealed::SealKey>)>, data_dir: &Path) -> Result<(), String> {
+pub fn at_start(store: Option<(&dyn signet_log::storage::Storage, Option<&crate::shards::sealed::SealKey>)>, data_dir: &Path) -> Result<(), RotateError> {
     if !super::record::manifest_path(data_dir).parent().is_some_and(Path::exists) {
         return Ok(());
     }
@@ -183,7 +181,7 @@ pub fn at_start(store: Option<(&dyn signet_log::storage::Storage, Option<&crate:
 
 /// The scheduled rotations not yet due, with their first second, for the hand-overs a
 /// start sets up before anything signs.
-pub fn pending(data_dir: &Path) -> Result<Vec<(Authority, i64)>, String> {
+pub fn pending(data_dir: &Path) -> Result<Vec<(Authority, i64)>, RecordError> {
     let mut rotations = read(data_dir)?;
     let mut out = Vec::new();
     for authority in Authority::ALL {

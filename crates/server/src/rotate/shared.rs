@@ -8,8 +8,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use signet_core::{files, hash::sha256, pem};
 
+use super::error::RotateError;
 use super::record::{next_files, write_cert, Next};
-use super::record::{read, read_der, write, Authority, ManifestLock, Rotated};
+use super::record::{read, read_der, write, Authority, ManifestLock, RecordError, Rotated};
 
 /// The database's record of a rotation, for the instances that did not schedule it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,7 +47,7 @@ fn number(rotations: &mut super::record::Rotations, authority: Authority) -> usi
 /// On shared storage: puts this data dir's scheduled rotation into the database for the
 /// other instances, unless it is there already. Another rotation under the same number
 /// (scheduled through another instance) is refused.
-pub fn offer_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crate::shards::sealed::SealKey>, data_dir: &Path, authority: Authority) -> Result<(), String> {
+pub fn offer_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crate::shards::sealed::SealKey>, data_dir: &Path, authority: Authority) -> Result<(), RotateError> {
     let mut rotations = read(data_dir)?;
     let n = number(&mut rotations, authority);
     let Some(next) = authority.record(&mut rotations).as_ref().and_then(|r| r.next.clone()) else { return Ok(()) };
@@ -55,13 +56,11 @@ pub fn offer_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crat
     let current = read_der(&data_dir.join("ca").join(authority.files().0))?;
     let key = match super::record::key_source(data_dir, &next.key)? {
         signet_keys::KeySource::File(path) => {
-            let seal = seal.ok_or_else(|| {
-                "this instance cannot hand the new key to the others: its keys/shard-seal.key is missing or is not the one the database's instances share (its start-up log says which)".to_string()
-            })?;
-            let block = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let pkcs8 = pem::decode_first(&block).map_err(|e| format!("{}: {e}", path.display()))?.der;
+            let seal = seal.ok_or(RotateError::CannotHand)?;
+            let block = std::fs::read(&path).map_err(|source| RecordError::Io { path: path.clone(), source })?;
+            let pkcs8 = pem::decode_first(&block).map_err(|source| RecordError::Pem { path, source })?.der;
             let sealed = seal.seal(&name, &pkcs8)?;
-            SharedKey::Sealed(serde_json::from_slice(&sealed).map_err(|e| e.to_string())?)
+            SharedKey::Sealed(serde_json::from_slice(&sealed).map_err(RecordError::Encode)?)
         }
         _ => SharedKey::Uri(next.key.clone()),
     };
@@ -72,24 +71,19 @@ pub fn offer_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crat
         from: next.from.clone(),
         old_to: next.old_to.clone(),
     };
-    let bytes = serde_json::to_vec(&ours).map_err(|e| e.to_string())?;
-    let stored = store.get_or_init_meta(&name, &bytes).map_err(|e| e.to_string())?;
-    let theirs: Shared = serde_json::from_slice(&stored).map_err(|e| format!("the database's {name}: {e}"))?;
+    let bytes = serde_json::to_vec(&ours).map_err(RecordError::Encode)?;
+    let stored = store.get_or_init_meta(&name, &bytes)?;
+    let theirs: Shared = serde_json::from_slice(&stored).map_err(|source| RotateError::StoredJson { name, source })?;
     // A seal is randomised: the same rotation offered twice differs only there.
     if theirs.cert != ours.cert || theirs.from != ours.from {
-        return Err(format!(
-            "the database already holds rotation {n} of the {}, scheduled through another instance for {}: this data dir's, for {}, cannot be handed on; remove it (ca/rotations.json's \"next\") and let this instance take the database's",
-            authority.title(),
-            theirs.from,
-            ours.from
-        ));
+        return Err(RotateError::OtherScheduled { number: n, authority, theirs: theirs.from, ours: ours.from });
     }
     Ok(())
 }
 
 /// On shared storage: takes a rotation another instance scheduled into this data dir, as
 /// if scheduled here. True if it took one.
-pub fn adopt_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crate::shards::sealed::SealKey>, data_dir: &Path, authority: Authority) -> Result<bool, String> {
+pub fn adopt_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crate::shards::sealed::SealKey>, data_dir: &Path, authority: Authority) -> Result<bool, RotateError> {
     let _manifest = ManifestLock::take(data_dir)?;
     let mut rotations = read(data_dir)?;
     if authority.record(&mut rotations).as_ref().is_some_and(|r| r.next.is_some()) {
@@ -97,27 +91,22 @@ pub fn adopt_shared(store: &dyn signet_log::storage::Storage, seal: Option<&crat
     }
     let n = number(&mut rotations, authority);
     let name = shared_name(authority, n);
-    let Some(bytes) = store.meta(&name).map_err(|e| e.to_string())? else { return Ok(false) };
-    let shared: Shared = serde_json::from_slice(&bytes).map_err(|e| format!("the database's {name}: {e}"))?;
+    let Some(bytes) = store.meta(&name)? else { return Ok(false) };
+    let shared: Shared = serde_json::from_slice(&bytes).map_err(|source| RotateError::StoredJson { name: name.clone(), source })?;
     let (cert_file, _) = authority.files();
     let current = read_der(&data_dir.join("ca").join(cert_file))?;
     if shared.follows != hex::encode(sha256(&current)) {
-        return Err(format!(
-            "the database holds rotation {n} of the {}, which follows another certificate than this data dir's ca/{cert_file}: this data dir missed an earlier rotation; copy ca/ and keys/ from an instance that has it",
-            authority.title()
-        ));
+        return Err(RotateError::MissedRotation { number: n, authority });
     }
-    let cert = pem::decode_first(shared.cert.as_bytes()).map_err(|e| format!("the database's {name}: {e}"))?.der;
+    let cert = pem::decode_first(shared.cert.as_bytes()).map_err(|source| RotateError::StoredPem { name: name.clone(), source })?.der;
     let (cert_name, key_file) = next_files(authority);
     let key = match shared.key {
         SharedKey::Uri(uri) => uri,
         SharedKey::Sealed(record) => {
-            let seal = seal.ok_or_else(|| {
-                format!("the {}'s new key is sealed in the database, but this data dir's keys/shard-seal.key is missing or is not the one its instances share: copy theirs here", authority.title())
-            })?;
+            let seal = seal.ok_or(RotateError::SealedWithoutSealKey { authority })?;
             let pkcs8 = seal.open(&name, record.to_string().as_bytes())?;
             let path = data_dir.join(&key_file);
-            files::write_atomic(&path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600).map_err(|e| format!("{}: {e}", path.display()))?;
+            files::write_atomic(&path, pem::encode("PRIVATE KEY", &pkcs8).as_bytes(), 0o600).map_err(|source| RecordError::Io { path, source })?;
             key_file
         }
     };

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::error::RotateError;
 use super::scheduled::{mark_published, promote_due, LOOK_EVERY};
 use super::record::Next;
 use super::shared::{adopt_shared, offer_shared};
@@ -30,7 +31,7 @@ pub fn watch(state: Arc<AppState>, w: Watch) -> tokio::task::JoinHandle<()> {
         let mut failing: [Option<String>; 2] = [None, None];
         let mut prepared_failing: Option<String> = None;
         loop {
-            match crate::shards::prepared::follow_all(&state).await {
+            match crate::shards::prepared::follow_all(&state).await.map_err(|e| e.to_string()) {
                 Ok(true) => crate::api::rekor_v1::republish(&state).await,
                 Ok(false) => prepared_failing = None,
                 Err(e) => {
@@ -41,7 +42,8 @@ pub fn watch(state: Arc<AppState>, w: Watch) -> tokio::task::JoinHandle<()> {
                 }
             }
             for (i, authority) in Authority::ALL.into_iter().enumerate() {
-                let looked = look(&state, &w, authority, &mut published[i]).await;
+                // As text: a cause is logged once, not at every look.
+                let looked = look(&state, &w, authority, &mut published[i]).await.map_err(|e| e.to_string());
                 match looked {
                     Ok(()) => failing[i] = None,
                     Err(e) => {
@@ -57,7 +59,7 @@ pub fn watch(state: Arc<AppState>, w: Watch) -> tokio::task::JoinHandle<()> {
     })
 }
 
-async fn look(state: &Arc<AppState>, w: &Arc<Watch>, authority: Authority, published: &mut Option<i64>) -> Result<(), String> {
+async fn look(state: &Arc<AppState>, w: &Arc<Watch>, authority: Authority, published: &mut Option<i64>) -> Result<(), RotateError> {
     let next = {
         let w = w.clone();
         blocking(move || {
@@ -67,7 +69,7 @@ async fn look(state: &Arc<AppState>, w: &Arc<Watch>, authority: Authority, publi
                 }
             }
             let mut rotations = read(&w.data_dir)?;
-            Ok(authority.record(&mut rotations).as_ref().and_then(|r| r.next.clone()))
+            Ok::<_, RotateError>(authority.record(&mut rotations).as_ref().and_then(|r| r.next.clone()))
         })
         .await?
     };
@@ -111,21 +113,22 @@ async fn look(state: &Arc<AppState>, w: &Arc<Watch>, authority: Authority, publi
 }
 
 /// Opens the new key and hands over to it at `from`.
-fn load(state: &AppState, w: &Watch, authority: Authority, next: &Next, from: i64) -> Result<(), String> {
+fn load(state: &AppState, w: &Watch, authority: Authority, next: &Next, from: i64) -> Result<(), RotateError> {
     let source = super::record::key_source(&w.data_dir, &next.key)?;
     let cert = read_der(&w.data_dir.join("ca").join(&next.cert))?;
     match authority {
         Authority::Tsa => {
             let key = signet_keys::Signer::open(&source, &w.pkcs11, &[signet_keys::Algorithm::EcdsaP256Sha256], false)
-                .map_err(|e| format!("the new TSA key {source}: {e}"))?;
+                .map_err(|error| RotateError::NewTsaKey { key: source.clone(), error })?;
             let current = state.tsa.now();
-            let tsa = signet_ca::tsa::Tsa::new(Arc::new(key), cert, current.root_der()).map_err(|e| e.to_string())?.counting_with(&current);
+            let tsa = signet_ca::tsa::Tsa::new(Arc::new(key), cert, current.root_der())?.counting_with(&current);
             state.tsa.hand_over_at(from, tsa);
         }
         Authority::Intermediate => {
             let curve = super::curve_of(&cert)?;
-            let key = signet_ca::x509::CaKey::open(&source, &w.pkcs11, curve, false).map_err(|e| format!("the new intermediate key {source}: {e}"))?;
-            let next = state.ca.authority().successor(key, cert).map_err(|e| e.to_string())?;
+            let key = signet_ca::x509::CaKey::open(&source, &w.pkcs11, curve, false)
+                .map_err(|error| RotateError::NewIntermediateKey { key: source.clone(), error })?;
+            let next = state.ca.authority().successor(key, cert)?;
             state.ca.hand_over_at(from, Arc::new(next));
         }
     }

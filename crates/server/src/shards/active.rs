@@ -19,16 +19,15 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use axum::http::StatusCode;
 use signet_keys::Signer;
 use signet_log::shards::Shard;
 use signet_log::{Log, Role};
 
+use super::error::ShardError;
 use super::kind::Kind;
 use super::rotation::Rotated;
-use super::opener::ShardOpener;
+use super::opener::{FollowError, ShardOpener};
 use super::opener::CATCH_UP;
-use crate::api::error::ApiError;
 
 /// What an [`ActiveShard`] serves now.
 pub struct Current {
@@ -57,34 +56,60 @@ pub struct ActiveShard {
 }
 
 /// Runs `f` on a blocking thread (the registry's and the keys' files and queries).
-pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?
+pub(crate) async fn blocking<T, E>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, E>
+where
+    T: Send + 'static,
+    E: From<tokio::task::JoinError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(E::from)?
 }
 
-/// A rotation on shared storage without the seal key the other instances share (409).
-pub(crate) fn no_shared_seal() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "this instance cannot hand a new shard's key to the others: its keys/shard-seal.key is missing, or is not the one the database's other instances share (its start-up log says which); copy theirs here and restart, or rotate through another instance",
-    )
+/// Why an online rotation (`POST /api/admin/log/rotate`) did not happen, or did not finish:
+/// the step, and its cause. Its HTTP status is `api::error`'s to decide.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OnlineRotationError {
+    /// On shared storage, without the seal key the other instances share.
+    #[error("this instance cannot hand a new shard's key to the others: its keys/shard-seal.key is missing, or is not the one the database's other instances share (its start-up log says which); copy theirs here and restart, or rotate through another instance")]
+    NoSharedSeal,
+    /// The registry is longer than what this instance serves.
+    #[error("another instance rotated the log a moment ago; this instance serves its new shard within a second. Rotate again if you meant to rotate twice")]
+    RotatedMeanwhile,
+    /// A step that failed here: rotating again does not help until its cause is fixed.
+    #[error("{step}: {cause}")]
+    Failed { step: &'static str, cause: Cause },
+    /// A step that may succeed when retried.
+    #[error("{step}: {cause}")]
+    Unavailable { step: &'static str, cause: Cause },
 }
 
-/// A rotation that found the registry longer than what this instance serves (409).
-pub(crate) fn rotated_meanwhile() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "another instance rotated the log a moment ago; this instance serves its new shard within a second. Rotate again if you meant to rotate twice",
-    )
+/// What failed in a step of an online rotation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Cause {
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    /// Freezing the log, or catching up with it.
+    #[error(transparent)]
+    Append(#[from] signet_log::AppendError),
+    #[error(transparent)]
+    Follow(#[from] FollowError),
+    /// The rotation is recorded; a restart opens the new log.
+    #[error("{0}; restart signet to finish it")]
+    Restart(#[source] FollowError),
+    /// `what`: "log" or "shard".
+    #[error("no new {what}")]
+    NoNew { what: &'static str },
 }
 
-/// A rotation step that failed here (500).
-pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
+/// A rotation step that failed here.
+pub(crate) fn internal(step: &'static str, cause: impl Into<Cause>) -> OnlineRotationError {
+    OnlineRotationError::Failed { step, cause: cause.into() }
 }
 
-/// A rotation step that may succeed when retried (503).
-pub(crate) fn unavailable(what: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{what}: {e}"))
+/// A rotation step that may succeed when retried.
+pub(crate) fn unavailable(step: &'static str, cause: impl Into<Cause>) -> OnlineRotationError {
+    OnlineRotationError::Unavailable { step, cause: cause.into() }
 }
 
 impl ActiveShard {
@@ -124,7 +149,7 @@ impl ActiveShard {
     }
 
     /// Rotates the log online: freezes it and serves a new one under a new key.
-    pub async fn rotate(&self) -> Result<Rotated, ApiError> {
+    pub async fn rotate(&self) -> Result<Rotated, OnlineRotationError> {
         match self.opener.shared.is_some() {
             false => self.rotate_alone().await,
             true => self.rotate_shared().await,
@@ -132,7 +157,7 @@ impl ActiveShard {
     }
 
     /// On storage this instance alone writes.
-    async fn rotate_alone(&self) -> Result<Rotated, ApiError> {
+    async fn rotate_alone(&self) -> Result<Rotated, OnlineRotationError> {
         let kind = self.kind;
         let _exclusive = self.appending.write().await;
         let current = self.current();
@@ -160,10 +185,13 @@ impl ActiveShard {
                 return Err(internal("recording the rotation", e));
             }
         };
-        let rotated = super::rotation::rotated_of(kind, &list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
-        let log = self.opener.open_active(kind, &rotated.active, key.clone()).await.map_err(|e| {
-            unavailable("the rotation is recorded, but the new log did not open", format!("{e}; restart signet to finish it"))
-        })?;
+        let rotated = super::rotation::rotated_of(kind, &list, &data_dir, &self.opener.homes)
+            .ok_or_else(|| internal("recording the rotation", Cause::NoNew { what: "log" }))?;
+        let log = self
+            .opener
+            .open_active(kind, &rotated.active, key.clone())
+            .await
+            .map_err(|e| unavailable("the rotation is recorded, but the new log did not open", Cause::Restart(e)))?;
         self.serve(Current { log, key, registry: list }).await;
         tracing::info!(log = kind.cli_name(), frozen = rotated.frozen.number, size, active = rotated.active.number, "rotated the {} log", kind.title());
         Ok(rotated)
@@ -171,11 +199,11 @@ impl ActiveShard {
 
     /// On storage several instances share: this instance freezes the tree in the database,
     /// seals the new key there and records the next shard; the others follow within a look.
-    async fn rotate_shared(&self) -> Result<Rotated, ApiError> {
+    async fn rotate_shared(&self) -> Result<Rotated, OnlineRotationError> {
         let kind = self.kind;
         let seal = self.opener.seal.clone();
         if seal.is_none() && !self.opener.homes.elsewhere(kind) {
-            return Err(no_shared_seal());
+            return Err(OnlineRotationError::NoSharedSeal);
         }
         // Serve whatever another instance rotated to first, so that this rotation starts there.
         self.follow_rotations().await.map_err(|e| unavailable("serving an earlier rotation first", e))?;
@@ -184,7 +212,7 @@ impl ActiveShard {
         let store = self.opener.storage.clone();
         let list = self.stored_registry(&current).await.map_err(|e| unavailable("reading the shard registry", e))?;
         if list.len() != current.registry.len() {
-            return Err(rotated_meanwhile());
+            return Err(OnlineRotationError::RotatedMeanwhile);
         }
         let (_, key) = {
             let (store, data_dir, list, homes) = (store.clone(), self.opener.data_dir.clone(), list.clone(), self.opener.homes.clone());
@@ -201,7 +229,7 @@ impl ActiveShard {
         let id = old.storage_id();
         let frozen = {
             let store = store.clone();
-            blocking(move || store.freeze(id).map_err(|e| e.to_string())).await
+            blocking(move || store.freeze(id).map_err(ShardError::from)).await
         };
         let size = match frozen {
             Ok(size) => size,
@@ -225,7 +253,8 @@ impl ActiveShard {
                 .await
                 .map_err(|e| internal("recording the rotation (the log is frozen: rotate again to finish)", e))?
         };
-        let rotated = super::rotation::rotated_of(kind, &list, &self.opener.data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new log"))?;
+        let rotated = super::rotation::rotated_of(kind, &list, &self.opener.data_dir, &self.opener.homes)
+            .ok_or_else(|| internal("recording the rotation", Cause::NoNew { what: "log" }))?;
         let key = Arc::new(key);
         let log = self.opener.open_active(kind, &rotated.active, key.clone()).await.map_err(|e| {
             unavailable("the rotation is recorded, but this instance could not open the new log yet (it retries within a second)", e)
@@ -236,25 +265,25 @@ impl ActiveShard {
     }
 
     /// The registry as storage has it, from `current`'s shard 0.
-    async fn stored_registry(&self, current: &Current) -> Result<Vec<Shard>, String> {
-        let Some(zero) = current.registry.first() else { return Err("the log has no shards".into()) };
+    async fn stored_registry(&self, current: &Current) -> Result<Vec<Shard>, ShardError> {
+        let Some(zero) = current.registry.first() else { return Err(ShardError::NoShards) };
         let zero = Shard { frozen: None, ..zero.clone() };
         let (store, name) = (self.opener.storage.clone(), self.kind.registry_name());
-        blocking(move || signet_log::shards::load(store.as_ref(), name, zero).map_err(|e| e.to_string())).await
+        blocking(move || signet_log::shards::load(store.as_ref(), name, zero).map_err(ShardError::from)).await
     }
 
     /// On shared storage: serves the log another instance's rotation made, if this instance
     /// does not serve it yet. True when it changed what it serves.
-    pub async fn follow_rotations(&self) -> Result<bool, String> {
+    pub async fn follow_rotations(&self) -> Result<bool, FollowError> {
         if self.opener.shared.is_none() {
             return Ok(false);
         }
         let kind = self.kind;
         let current = self.current();
-        let Some(active) = current.registry.last() else { return Err("the log has no shards".into()) };
+        let Some(active) = current.registry.last() else { return Err(ShardError::NoShards.into()) };
         let moved = {
             let (store, active) = (self.opener.storage.clone(), active.clone());
-            blocking(move || signet_log::shards::moved_on(store.as_ref(), kind.registry_name(), &active).map_err(|e| e.to_string())).await?
+            blocking(move || signet_log::shards::moved_on(store.as_ref(), kind.registry_name(), &active).map_err(ShardError::from)).await?
         };
         if !moved {
             return Ok(false);
@@ -263,7 +292,7 @@ impl ActiveShard {
         let Some(frozen) = list.get(current.registry.len() - 1).and_then(|s| s.frozen) else {
             return match list.len() == current.registry.len() {
                 true => Ok(false),
-                false => Err(format!("storage lists shards past shard {}, which it does not list as frozen", active.number)),
+                false => Err(ShardError::NotFrozen { number: active.number }.into()),
             };
         };
         if list.len() == current.registry.len() {
@@ -272,15 +301,9 @@ impl ActiveShard {
         }
         // Stop appending to the frozen log before taking the lock that appends hold: a
         // follower's appends wait for entries that will never come until this answers them.
-        let head = current.log.follow_until(frozen.size, CATCH_UP).await.map_err(|e| e.to_string())?;
+        let head = current.log.follow_until(frozen.size, CATCH_UP).await.map_err(ShardError::from)?;
         if head.checkpoint.size != frozen.size {
-            return Err(format!(
-                "{} shard {} was frozen at size {}, but this instance's tree of it has size {}",
-                kind.title(),
-                active.number,
-                frozen.size,
-                head.checkpoint.size
-            ));
+            return Err(ShardError::Behind { kind, number: active.number, frozen: frozen.size, held: head.checkpoint.size }.into());
         }
         let _exclusive = self.appending.write().await;
         if !Arc::ptr_eq(&current, &self.current()) {
@@ -289,11 +312,7 @@ impl ActiveShard {
         // Only the newest is served; a shard frozen in between (two rotations in one look)
         // is checked like any frozen one, at the next start.
         let Some(newest) = list.last().filter(|s| s.frozen.is_none()).cloned() else {
-            return Err(format!(
-                "the {} log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log {}` again to finish it",
-                kind.title(),
-                kind.cli_name()
-            ));
+            return Err(ShardError::CutShort { kind }.into());
         };
         let key = {
             let (store, seal, data_dir, shard) = (self.opener.storage.clone(), self.opener.seal.clone(), self.opener.data_dir.clone(), newest.clone());
@@ -328,7 +347,7 @@ impl ActiveShard {
         // told to retry.
         if let Some(queue) = self.opener.shared.clone() {
             let id = old.log.storage_id();
-            match blocking(move || signet_log::storage::Queue::discard(queue.as_ref(), id).map_err(|e| e.to_string())).await {
+            match blocking(move || signet_log::storage::Queue::discard(queue.as_ref(), id).map_err(ShardError::from)).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(log = id, dropped = n, "dropped entries queued for the frozen log (their appends were told to retry)"),
                 Err(e) => tracing::warn!(log = id, error = %e, "could not clear the frozen log's queue"),

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use signet_keys::{Algorithm, AwsKmsUri, KeySource, Pkcs11Settings, Signer};
 
+use super::error::ShardError;
 use super::kind::Kind;
 
 #[derive(Clone, Default)]
@@ -56,13 +57,13 @@ impl KeyHomes {
     }
 
     /// Where shard `number` (after 0) of `kind` keeps its key.
-    pub fn place(&self, kind: Kind, data_dir: &Path, number: u32) -> Result<Place, String> {
+    pub fn place(&self, kind: Kind, data_dir: &Path, number: u32) -> Result<Place, ShardError> {
         let Some((_, zero)) = self.zero.iter().find(|(k, _)| *k == kind) else { return Ok(Place::File(super::kind::key_path(kind, data_dir, number))) };
         let suffix = format!("-shard-{number}");
         Ok(Place::Elsewhere(match zero {
             KeySource::Pkcs11(uri) => {
                 let Some(object) = &uri.object else {
-                    return Err(format!("{zero}: name the {} key by its object (object=…), so that its shards' keys can be named beside it", kind.title()));
+                    return Err(ShardError::NoObject { zero: zero.clone(), kind });
                 };
                 let mut next = uri.clone();
                 next.object = Some(format!("{object}{suffix}"));
@@ -79,21 +80,20 @@ impl KeyHomes {
     }
 
     /// The key at `place`, made there first when `make` is set and it is not there.
-    pub fn open(&self, place: &Place, make: bool) -> Result<Signer, String> {
+    pub fn open(&self, place: &Place, make: bool) -> Result<Signer, ShardError> {
         let p256 = Algorithm::EcdsaP256Sha256;
-        match place {
+        Ok(match place {
             Place::File(path) => match make {
                 true => Signer::load_or_generate(path, p256),
                 false => Signer::open(&KeySource::File(path.clone()), &self.pkcs11, &[p256], false),
-            }
-            .map_err(|e| e.to_string()),
+            }?,
             Place::Elsewhere(source) => {
                 if make {
-                    signet_keys::home::ensure(source, &self.pkcs11, p256).map_err(|e| format!("making {source}: {e}"))?;
+                    signet_keys::home::ensure(source, &self.pkcs11, p256).map_err(|error| ShardError::Making { key: source.clone(), error })?;
                 }
-                Signer::open(source, &self.pkcs11, &[p256], false).map_err(|e| e.to_string())
+                Signer::open(source, &self.pkcs11, &[p256], false)?
             }
-        }
+        })
     }
 }
 
@@ -116,6 +116,6 @@ mod tests {
         assert_eq!(homes.place(Kind::Ct, dir, 1).unwrap().to_string(), "awskms:///alias/signet-ct-shard-1");
         let by_id: KeySource = "pkcs11:token=signet;id=%01".parse().unwrap();
         let homes = KeyHomes::new([(Kind::Ct, Some(&by_id)), (Kind::RekorV2, None), (Kind::RekorV1, None)], Pkcs11Settings::default());
-        assert!(homes.place(Kind::Ct, dir, 1).unwrap_err().contains("object="));
+        assert!(homes.place(Kind::Ct, dir, 1).unwrap_err().to_string().contains("object="));
     }
 }

@@ -13,8 +13,9 @@
 use std::path::Path;
 
 use signet_log::shards::{self};
-use signet_log::storage::{Storage, StorageError};
+use signet_log::storage::Storage;
 
+use super::error::ShardError;
 use super::rotation::hold_offline;
 use super::kind::Kind;
 use super::homes::KeyHomes;
@@ -30,7 +31,7 @@ pub struct Target {
 
 impl Target {
     /// Holds the data dir or database: no server may run on it meanwhile.
-    pub fn hold(data_dir: &Path, storage: Option<&str>) -> Result<Target, String> {
+    pub fn hold(data_dir: &Path, storage: Option<&str>) -> Result<Target, ShardError> {
         Ok(Target { offline: hold_offline(data_dir, storage, "signet import rekor", "")? })
     }
 
@@ -40,25 +41,16 @@ impl Target {
 
     /// Claims the Rekor v1 log for `source`: refused when it has entries of its own, or
     /// another import claimed it. Claiming again for the same source (a rerun) is allowed.
-    pub fn claim(&self, source: &Source) -> Result<(), String> {
+    pub fn claim(&self, source: &Source) -> Result<(), ShardError> {
         let store = self.offline.store.as_ref();
-        let err = |e: StorageError| e.to_string();
         let kind = Kind::RekorV1;
-        if record(store).map_err(err)?.is_none()
-            && (store.latest_checkpoint(kind.zero_log()).map_err(err)?.is_some() || shards::is_frozen(store, kind.registry_name(), 0).map_err(err)?)
-        {
-            return Err(
-                "this store's Rekor v1 log has been created (a server ran on it): entries are imported only into a log that has none, since log indices are handed out once. Import into a new data dir (or database), then start the server on it"
-                    .into(),
-            );
+        if record(store)?.is_none() && (store.latest_checkpoint(kind.zero_log())?.is_some() || shards::is_frozen(store, kind.registry_name(), 0)?) {
+            return Err(ShardError::LogCreated);
         }
-        let json = serde_json::to_vec(source).map_err(|e| e.to_string())?;
-        let stored: Source = serde_json::from_slice(&store.get_or_init_meta(RECORD, &json).map_err(err)?).map_err(|e| format!("{RECORD}: {e}"))?;
+        let json = serde_json::to_vec(source)?;
+        let stored: Source = serde_json::from_slice(&store.get_or_init_meta(RECORD, &json)?).map_err(ShardError::ImportRecord)?;
         if stored.tree_id != source.tree_id || stored.spki != source.spki {
-            return Err(format!(
-                "this store holds an import of tree {} from {} already; it takes one, and this is tree {}",
-                stored.tree_id, stored.url, source.tree_id
-            ));
+            return Err(ShardError::OtherImport { stored_tree: stored.tree_id, stored_url: stored.url, tree: source.tree_id });
         }
         Ok(())
     }
@@ -66,18 +58,18 @@ impl Target {
     /// After the copy is finished at `size` entries: shard 0 frozen there, its key valid
     /// until `valid_to` (Unix seconds), and shard 1, signet's own log, started after it with
     /// a new key. Finishing twice changes nothing.
-    pub fn register(&self, data_dir: &Path, homes: &KeyHomes, source: &Source, size: u64, valid_to: i64) -> Result<Rotated, String> {
+    pub fn register(&self, data_dir: &Path, homes: &KeyHomes, source: &Source, size: u64, valid_to: i64) -> Result<Rotated, ShardError> {
         let kind = Kind::RekorV1;
         let store = self.offline.store.as_ref();
-        let err = |e: StorageError| e.to_string();
-        let zero = shard_of(store, source).map_err(err)?;
-        shards::freeze(store, kind.registry_name(), &zero, size, valid_to).map_err(err)?;
-        let list = super::registry::registry(kind, store, &[]).map_err(err)?;
+        let zero = shard_of(store, source)?;
+        shards::freeze(store, kind.registry_name(), &zero, size, valid_to)?;
+        let list = super::registry::registry(kind, store, &[])?;
         if let Some(rotated) = super::rotation::rotated_of(kind, &list, data_dir, homes) {
             return Ok(rotated);
         }
         // A new data dir has no keys directory yet (the server makes it at its first start).
-        signet_core::files::ensure_private_dir(&data_dir.join("keys")).map_err(|e| format!("{}: {e}", data_dir.join("keys").display()))?;
+        let keys = data_dir.join("keys");
+        signet_core::files::ensure_private_dir(&keys).map_err(|source| ShardError::Io { path: keys.clone(), source })?;
         let key = match &self.offline.url {
             signet_log::storage::StorageUrl::Postgres(_) => {
                 let seal = super::keys::seal_key_for(store, data_dir)?;
@@ -86,7 +78,7 @@ impl Target {
             signet_log::storage::StorageUrl::Sqlite(_) => super::keys::next_key_of(kind, data_dir, homes, &list)?.2,
         };
         let list = super::rotation::record_rotation_of(kind, store, data_dir, list, size, &key)?;
-        super::rotation::rotated_of(kind, &list, data_dir, homes).ok_or_else(|| "the import recorded no shard after the copy".into())
+        super::rotation::rotated_of(kind, &list, data_dir, homes).ok_or(ShardError::ImportNoShard)
     }
 }
 
@@ -117,14 +109,14 @@ mod tests {
         target.claim(&source).unwrap();
         target.claim(&source).unwrap();
         let other = Source { tree_id: 43, ..source.clone() };
-        assert!(target.claim(&other).unwrap_err().contains("holds an import of tree 42"));
-        let why = unfinished(target.storage().as_ref()).unwrap().unwrap();
+        assert!(target.claim(&other).unwrap_err().to_string().contains("holds an import of tree 42"));
+        let why = unfinished(target.storage().as_ref()).unwrap().unwrap().to_string();
         assert!(why.contains("has not finished") && why.contains("signet import rekor"), "{why}");
         assert!(shard_zero(target.storage().as_ref()).unwrap_err().to_string().contains(&why));
 
         let rotated = target.register(dir.path(), &KeyHomes::default(), &source, 0, 1_700_000_000).unwrap();
         assert_eq!((rotated.frozen.number, rotated.active.number, rotated.active.start), (0, 1, 0));
-        assert_eq!(unfinished(target.storage().as_ref()).unwrap(), None);
+        assert!(unfinished(target.storage().as_ref()).unwrap().is_none());
         let zero = shard_zero(target.storage().as_ref()).unwrap().unwrap();
         assert_eq!((zero.log_id, zero.tree_id), (IMPORTED_LOG, 42));
         assert_eq!(zero.imported, Some(Imported { origin: "rekor.example - 42".into(), key_name: "rekor.example".into() }));
@@ -149,6 +141,6 @@ mod tests {
             checkpoint: signet_log::storage::StoredCheckpoint { size: 0, note: "x\n".into() },
         };
         store.commit(&batch).unwrap();
-        assert!(target.claim(&source()).unwrap_err().contains("has been created"));
+        assert!(target.claim(&source()).unwrap_err().to_string().contains("has been created"));
     }
 }

@@ -6,6 +6,7 @@ use signet_core::b64;
 use signet_keys::Signer;
 use signet_log::shards::{self, Imported, Shard};
 
+use super::error::ShardError;
 use super::kind::Kind;
 use signet_log::storage::{LogId, Storage, StorageError};
 
@@ -50,28 +51,24 @@ pub(super) fn shard_of(storage: &dyn Storage, source: &Source) -> Result<Shard, 
 }
 
 /// Why no server may start on `storage` yet: an import under way, with the command that
-/// finishes it; `None` when there is none.
-pub fn unfinished(storage: &dyn Storage) -> Result<Option<String>, StorageError> {
+/// finishes it ([`ShardError::ImportUnfinished`]); `None` when there is none.
+pub fn unfinished(storage: &dyn Storage) -> Result<Option<ShardError>, StorageError> {
     let Some(source) = record(storage)? else { return Ok(None) };
-    Ok((!shards::is_frozen(storage, Kind::RekorV1.registry_name(), 0)?).then(|| {
-        format!(
-            "the Rekor v1 log is being imported from {} (tree {}) and the import has not finished: run the same `signet import rekor` again to finish it",
-            source.url, source.tree_id
-        )
-    }))
+    Ok((!shards::is_frozen(storage, Kind::RekorV1.registry_name(), 0)?)
+        .then_some(ShardError::ImportUnfinished { url: source.url, tree_id: source.tree_id }))
 }
 
 /// Shard 0 of the Rekor v1 log when it was imported; an error while the import is unfinished.
 pub fn shard_zero(storage: &dyn Storage) -> Result<Option<Shard>, StorageError> {
     if let Some(why) = unfinished(storage)? {
-        return Err(StorageError::Corrupt(why));
+        return Err(StorageError::Corrupt(why.to_string()));
     }
     let Some(source) = record(storage)? else { return Ok(None) };
     shard_of(storage, &source).map(Some)
 }
 
 /// The key a frozen, imported shard is served under: its public half alone.
-pub fn public_key(shard: &Shard) -> Result<Signer, String> {
+pub fn public_key(shard: &Shard) -> Result<Signer, ShardError> {
     Signer::public_only(&shard.spki, "this shard was copied from another Rekor (signet import rekor): only its public key is here, and it signs nothing")
-        .map_err(|e| format!("the imported Rekor v1 shard's key: {e}"))
+        .map_err(ShardError::ImportedKey)
 }

@@ -1,6 +1,7 @@
 //! A shard's signing key: made for the next shard, offered and taken over the database on
 //! PostgreSQL (sealed), kept on disk, found for the active shard.
 
+use crate::shards::error::ShardError;
 use crate::shards::homes::KeyHomes;
 use crate::shards::kind::Kind;
 use crate::shards::kind::key_path;
@@ -11,24 +12,47 @@ use signet_log::storage::Storage;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Shard 0's public key as this data dir knows it: the public file every start writes (the
+/// private key may be on a token, or a file elsewhere), else the private key file of a data
+/// dir from before; `None` if neither is here.
+pub fn zero_spki(kind: Kind, data_dir: &Path) -> Result<Option<Vec<u8>>, ShardError> {
+    let public = kind.zero_public_path(data_dir);
+    if let Ok(bytes) = std::fs::read(&public) {
+        let block = signet_core::pem::decode_first(&bytes).map_err(|source| ShardError::Pem { path: public.clone(), source })?;
+        return match block.label.as_str() {
+            "PUBLIC KEY" => Ok(Some(block.der)),
+            other => Err(ShardError::NotPublicKey { path: public, found: other.to_string() }),
+        };
+    }
+    let path = kind.zero_key_path(data_dir);
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256)?.spki_der().to_vec()))
+}
+
+/// Writes shard 0's public key beside the keys, unless it is there already as it is.
+pub fn keep_zero_public(kind: Kind, data_dir: &Path, key: &Signer) -> Result<(), ShardError> {
+    let path = kind.zero_public_path(data_dir);
+    let pem = key.public_pem();
+    if std::fs::read_to_string(&path).is_ok_and(|there| there == pem) {
+        return Ok(());
+    }
+    signet_core::files::write_atomic(&path, pem.as_bytes(), 0o644).map_err(|source| ShardError::Write { path, source })
+}
+
 /// A later shard's key (a file, or beside shard 0's: [`KeyHomes`]), checked against the one
 /// its record names.
-pub fn shard_key(kind: Kind, data_dir: &Path, homes: &KeyHomes, shard: &Shard) -> Result<Arc<Signer>, String> {
+pub fn shard_key(kind: Kind, data_dir: &Path, homes: &KeyHomes, shard: &Shard) -> Result<Arc<Signer>, ShardError> {
     let place = homes.place(kind, data_dir, shard.number)?;
     if let super::homes::Place::File(path) = &place {
         if !path.exists() {
-            return Err(format!(
-                "{} is missing: the key of {} shard {} (made by `signet admin log rotate --log {}`); copy it from the instance that rotated the log",
-                path.display(),
-                kind.title(),
-                shard.number,
-                kind.cli_name()
-            ));
+            return Err(ShardError::MissingKey { path: path.clone(), kind, number: shard.number });
         }
     }
     let key = homes.open(&place, false)?;
     if key.spki_der() != shard.spki {
-        return Err(format!("{place} is not the key {} shard {} was started with", kind.title(), shard.number));
+        return Err(ShardError::NotTheKey { key: place.to_string(), kind, number: shard.number });
     }
     Ok(Arc::new(key))
 }
@@ -39,18 +63,18 @@ pub fn sealed_key_name(kind: Kind, number: u32) -> String {
 }
 
 /// Writes shard `number`'s key file from its PKCS#8, or checks the one there is the same key.
-pub(crate) fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Result<Signer, String> {
+pub(crate) fn keep_key_file(kind: Kind, data_dir: &Path, number: u32, pkcs8: &[u8]) -> Result<Signer, ShardError> {
     let path = key_path(kind, data_dir, number);
-    let key = Signer::from_pkcs8(pkcs8, &path.display().to_string(), &[signet_keys::Algorithm::EcdsaP256Sha256]).map_err(|e| e.to_string())?;
+    let key = Signer::from_pkcs8(pkcs8, &path.display().to_string(), &[signet_keys::Algorithm::EcdsaP256Sha256])?;
     if path.exists() {
-        let there = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?;
+        let there = Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256)?;
         if there.spki_der() != key.spki_der() {
-            return Err(format!("{} is not the key {} shard {number} was started with", path.display(), kind.title()));
+            return Err(ShardError::NotTheKey { key: path.display().to_string(), kind, number });
         }
         return Ok(there);
     }
     let text = signet_core::pem::encode("PRIVATE KEY", pkcs8);
-    signet_core::files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    signet_core::files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|source| ShardError::Write { path, source })?;
     Ok(key)
 }
 
@@ -66,22 +90,21 @@ pub fn offer_next_key(
     data_dir: &Path,
     homes: &KeyHomes,
     list: &[Shard],
-) -> Result<(u32, Signer), String> {
+) -> Result<(u32, Signer), ShardError> {
     if homes.elsewhere(kind) {
         return next_key_of(kind, data_dir, homes, list).map(|(n, _, key)| (n, key));
     }
     let Some(seal) = seal else {
-        return Err("this data dir's keys/shard-seal.key is missing or is not the one the database's instances share".into());
+        return Err(ShardError::NoSealKey);
     };
     let number = list.last().map_or(1, |s| s.number + 1);
     if log_id(kind, number).is_none() {
-        return Err(full(kind));
+        return Err(ShardError::Full { kind });
     }
-    let made = signet_keys::file::generate_pkcs8(signet_keys::Algorithm::EcdsaP256Sha256)
-        .map_err(|_| "making the new shard's key failed".to_string())?;
+    let made = signet_keys::file::generate_pkcs8(signet_keys::Algorithm::EcdsaP256Sha256).map_err(ShardError::MakeKey)?;
     let name = sealed_key_name(kind, number);
     let ours = seal.seal(&name, &made)?;
-    let stored = store.get_or_init_meta(&name, &ours).map_err(|e| e.to_string())?;
+    let stored = store.get_or_init_meta(&name, &ours)?;
     let pkcs8 = seal.open(&name, &stored)?;
     Ok((number, keep_key_file(kind, data_dir, number, &pkcs8)?))
 }
@@ -95,26 +118,22 @@ pub fn take_key(
     data_dir: &Path,
     homes: &KeyHomes,
     shard: &Shard,
-) -> Result<Arc<Signer>, String> {
+) -> Result<Arc<Signer>, ShardError> {
     if homes.elsewhere(kind) || key_path(kind, data_dir, shard.number).exists() {
         return shard_key(kind, data_dir, homes, shard);
     }
     let name = sealed_key_name(kind, shard.number);
-    let Some(record) = store.meta(&name).map_err(|e| e.to_string())? else {
+    let Some(record) = store.meta(&name)? else {
         // Rotated offline, by hand: the key was never in storage.
         return shard_key(kind, data_dir, homes, shard);
     };
     let Some(seal) = seal else {
-        return Err(format!(
-            "{} shard {} is sealed in storage, but this data dir's keys/shard-seal.key is missing or is not the one this database's instances share (see the warning above): copy theirs here",
-            kind.title(),
-            shard.number
-        ));
+        return Err(ShardError::SealedWithoutSealKey { kind, number: shard.number });
     };
     let pkcs8 = seal.open(&name, &record)?;
-    let key = Signer::from_pkcs8(&pkcs8, &name, &[signet_keys::Algorithm::EcdsaP256Sha256]).map_err(|e| e.to_string())?;
+    let key = Signer::from_pkcs8(&pkcs8, &name, &[signet_keys::Algorithm::EcdsaP256Sha256])?;
     if key.spki_der() != shard.spki {
-        return Err(format!("the sealed key {name} is not the key {} shard {} was started with", kind.title(), shard.number));
+        return Err(ShardError::SealedNotTheKey { name, kind, number: shard.number });
     }
     keep_key_file(kind, data_dir, shard.number, &pkcs8).map(Arc::new)
 }
@@ -123,9 +142,9 @@ pub fn take_key(
 /// first to start records its own). `None`, with a warning, when this data dir has none or
 /// another than the database names: the instance serves, but can neither rotate online nor
 /// follow a rotation (`signet doctor` says so too).
-pub fn seal_key_for(store: &dyn Storage, data_dir: &Path) -> Result<Option<Arc<super::sealed::SealKey>>, String> {
+pub fn seal_key_for(store: &dyn Storage, data_dir: &Path) -> Result<Option<Arc<super::sealed::SealKey>>, ShardError> {
     let local = super::sealed::SealKey::load(data_dir)?;
-    let recorded = store.meta(super::sealed::SHARED_ID).map_err(|e| e.to_string())?;
+    let recorded = store.meta(super::sealed::SHARED_ID)?;
     match (local, recorded) {
         (None, Some(theirs)) => {
             tracing::warn!(
@@ -141,7 +160,7 @@ pub fn seal_key_for(store: &dyn Storage, data_dir: &Path) -> Result<Option<Arc<s
             };
             let shared = match recorded {
                 Some(r) => r,
-                None => store.get_or_init_meta(super::sealed::SHARED_ID, key.id().as_bytes()).map_err(|e| e.to_string())?,
+                None => store.get_or_init_meta(super::sealed::SHARED_ID, key.id().as_bytes())?,
             };
             if shared != key.id().as_bytes() {
                 tracing::warn!(
@@ -168,13 +187,9 @@ pub fn active_key(
     homes: &KeyHomes,
     list: &[Shard],
     zero_key: &Arc<Signer>,
-) -> Result<(Shard, Arc<Signer>), String> {
+) -> Result<(Shard, Arc<Signer>), ShardError> {
     let Some(active) = list.last().filter(|s| s.frozen.is_none()) else {
-        return Err(format!(
-            "the {} log's newest shard is frozen and none follows it: a rotation was cut short; run `signet admin log rotate --log {}` again to finish it",
-            kind.title(),
-            kind.cli_name()
-        ));
+        return Err(ShardError::CutShort { kind });
     };
     let key = match active.number {
         0 => zero_key.clone(),
@@ -183,22 +198,18 @@ pub fn active_key(
     Ok((active.clone(), key))
 }
 
-pub(crate) fn full(kind: Kind) -> String {
-    format!("the {} log has room for {} shards; it has them all", kind.title(), kind.room())
-}
-
 /// The key of the Rekor v1 shard after the last of `list` (see [`next_key_of`]).
-pub fn next_key(data_dir: &Path, homes: &KeyHomes, list: &[Shard]) -> Result<(u32, String, Signer), String> {
+pub fn next_key(data_dir: &Path, homes: &KeyHomes, list: &[Shard]) -> Result<(u32, String, Signer), ShardError> {
     next_key_of(Kind::RekorV1, data_dir, homes, list)
 }
 
 /// The key of the shard after the last of `list`, made if it is not there yet (so made before
 /// anything is frozen: a failure here changes nothing): a file, or beside shard 0's key on
 /// its token or in KMS ([`KeyHomes`]). Returns its number, where it is, and the key.
-pub fn next_key_of(kind: Kind, data_dir: &Path, homes: &KeyHomes, list: &[Shard]) -> Result<(u32, String, Signer), String> {
+pub fn next_key_of(kind: Kind, data_dir: &Path, homes: &KeyHomes, list: &[Shard]) -> Result<(u32, String, Signer), ShardError> {
     let number = list.last().map_or(1, |s| s.number + 1);
     if log_id(kind, number).is_none() {
-        return Err(full(kind));
+        return Err(ShardError::Full { kind });
     }
     let place = homes.place(kind, data_dir, number)?;
     let key = homes.open(&place, true)?;

@@ -1,7 +1,6 @@
 //! Which log a shard belongs to ([`Kind`]): its names, storage namespaces and key files, and
-//! shard 0's identity (its tree ID, its public key).
+//! shard 0's tree ID (its public key: [`super::keys::zero_spki`]).
 
-use signet_keys::Signer;
 use signet_log::storage::LogId;
 use signet_log::storage::Storage;
 use signet_log::storage::StorageError;
@@ -19,13 +18,13 @@ pub enum Kind {
 impl Kind {
     pub const ALL: [Kind; 3] = [Kind::RekorV1, Kind::RekorV2, Kind::Ct];
 
-    /// `--log` of `signet admin log rotate`.
-    pub fn parse(name: &str) -> Result<Kind, String> {
+    /// `--log` of `signet admin log rotate`; `None` names no log ([`super::error::ShardError::UnknownLog`]).
+    pub fn parse(name: &str) -> Option<Kind> {
         match name {
-            "rekor-v1" => Ok(Kind::RekorV1),
-            "rekor-v2" => Ok(Kind::RekorV2),
-            "ct" => Ok(Kind::Ct),
-            _ => Err(format!("--log {name:?}: expected rekor-v1, rekor-v2 or ct")),
+            "rekor-v1" => Some(Kind::RekorV1),
+            "rekor-v2" => Some(Kind::RekorV2),
+            "ct" => Some(Kind::Ct),
+            _ => None,
         }
     }
 
@@ -84,35 +83,6 @@ impl Kind {
     pub fn zero_public_path(self, data_dir: &Path) -> PathBuf {
         data_dir.join("keys").join(format!("{}.pub.pem", self.cli_name()))
     }
-}
-
-/// Shard 0's public key as this data dir knows it: the public file every start writes (the
-/// private key may be on a token, or a file elsewhere), else the private key file of a data
-/// dir from before; `None` if neither is here.
-pub fn zero_spki(kind: Kind, data_dir: &Path) -> Result<Option<Vec<u8>>, String> {
-    let public = kind.zero_public_path(data_dir);
-    if let Ok(bytes) = std::fs::read(&public) {
-        let block = signet_core::pem::decode_first(&bytes).map_err(|e| format!("{}: {e}", public.display()))?;
-        return match block.label.as_str() {
-            "PUBLIC KEY" => Ok(Some(block.der)),
-            other => Err(format!("{}: expected a PUBLIC KEY block, found {other}", public.display())),
-        };
-    }
-    let path = kind.zero_key_path(data_dir);
-    if !path.exists() {
-        return Ok(None);
-    }
-    Ok(Some(Signer::load_or_generate(&path, signet_keys::Algorithm::EcdsaP256Sha256).map_err(|e| e.to_string())?.spki_der().to_vec()))
-}
-
-/// Writes shard 0's public key beside the keys, unless it is there already as it is.
-pub fn keep_zero_public(kind: Kind, data_dir: &Path, key: &Signer) -> Result<(), String> {
-    let path = kind.zero_public_path(data_dir);
-    let pem = key.public_pem();
-    if std::fs::read_to_string(&path).is_ok_and(|there| there == pem) {
-        return Ok(());
-    }
-    signet_core::files::write_atomic(&path, pem.as_bytes(), 0o644).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 /// The registry's name for the Rekor v1 log.

@@ -18,6 +18,7 @@
 //! A Rekor v1 log may begin with a tree copied from another Rekor ([`import`]).
 
 pub mod active;
+pub mod error;
 pub mod keys;
 pub mod kind;
 pub mod opener;
@@ -32,9 +33,10 @@ pub mod imported;
 pub mod prepared;
 pub mod sealed;
 
+pub use error::{NotCreated, ShardError};
 pub use homes::KeyHomes;
-pub use keys::{active_key, next_key, next_key_of, offer_next_key, seal_key_for, sealed_key_name, shard_key, take_key};
-pub use kind::{keep_zero_public, key_path, log_id, now, tree_id_zero, zero_spki, KIND, Kind, SHARD_ZERO_LOG};
+pub use keys::{active_key, keep_zero_public, next_key, next_key_of, offer_next_key, seal_key_for, sealed_key_name, shard_key, take_key, zero_spki};
+pub use kind::{key_path, log_id, now, tree_id_zero, KIND, Kind, SHARD_ZERO_LOG};
 pub use opener::{CATCH_UP, ShardOpener};
 pub use public::{read_public, write_public, PublicShard};
 pub use registry::registry;
@@ -100,6 +102,6 @@ mod tests {
             ]
         );
         std::fs::write(dir.path().join(PUBLIC_FILE), "{").unwrap();
-        assert!(read_public(dir.path(), Kind::RekorV1).unwrap_err().contains("log-shards.json"));
+        assert!(read_public(dir.path(), Kind::RekorV1).unwrap_err().to_string().contains("log-shards.json"));
     }
 }

@@ -1,6 +1,7 @@
 //! Opening a log's shard: its config, genesis entry and batches, and on shared storage the
 //! catching up with shards another instance made.
 
+use crate::shards::error::ShardError;
 use crate::shards::homes::KeyHomes;
 use crate::shards::kind::Kind;
 use signet_keys::Signer;
@@ -48,7 +49,7 @@ impl ShardOpener {
         let genesis = |made: Result<(Vec<u8>, String), signet_log::rekor::EntryError>| match shard.frozen {
             None => made
                 .map(|(body, digest)| Some(signet_log::Genesis { body, digest: Some(digest.into_bytes()) }))
-                .map_err(|e| crate::StartError::Genesis(e.to_string())),
+                .map_err(crate::StartError::GenesisEntry),
             Some(_) => Ok(None),
         };
         let host = self.host.clone();
@@ -134,12 +135,7 @@ impl ShardOpener {
         if let Some(frozen) = shard.frozen {
             let size = log.head().checkpoint.size;
             if size != frozen.size {
-                return Err(crate::StartError::Shards(format!(
-                    "{} shard {} was frozen at size {}, but its stored tree has size {size}",
-                    kind.title(),
-                    shard.number,
-                    frozen.size
-                )));
+                return Err(ShardError::FrozenAt { kind, number: shard.number, frozen: frozen.size, stored: size }.into());
             }
         }
         Ok(log)
@@ -148,23 +144,37 @@ impl ShardOpener {
     /// Opens a new active shard after a rotation: as its sequencer when this instance holds
     /// the lease (which writes a Rekor log's genesis entry), else once the sequencer has made
     /// it, waiting at most [`CATCH_UP`].
-    pub async fn open_active(&self, kind: Kind, shard: &Shard, key: Arc<Signer>) -> Result<signet_log::Log, String> {
+    pub async fn open_active(&self, kind: Kind, shard: &Shard, key: Arc<Signer>) -> Result<signet_log::Log, FollowError> {
         let deadline = tokio::time::Instant::now() + CATCH_UP;
         loop {
             if self.shared.is_none() || crate::lease::holding() {
                 break;
             }
-            let made = self.storage.latest_checkpoint_async(shard.log_id).await.map_err(|e| e.to_string())?;
+            let made = self.storage.latest_checkpoint_async(shard.log_id).await.map_err(ShardError::from)?;
             if made.is_some() {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!("the sequencer has not made {} shard {} within {CATCH_UP:?}", kind.title(), shard.number));
+                return Err(FollowError::NotMade { kind, number: shard.number });
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        let log = self.open_kind(kind, shard, key).await.map_err(|e| e.to_string())?;
-        log.genesis_written().await.map_err(|e| e.to_string())?;
+        let log = self.open_kind(kind, shard, key).await.map_err(|e| FollowError::Open(Box::new(e)))?;
+        log.genesis_written().await.map_err(ShardError::from)?;
         Ok(log)
     }
+}
+
+/// Why this instance does not serve a new shard yet: one another instance's rotation made,
+/// or its own rotation's.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FollowError {
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    #[error("the sequencer has not made {} shard {number} within {:?}", .kind.title(), CATCH_UP)]
+    NotMade { kind: Kind, number: u32 },
+    /// The shard's log did not open, as it would not at a start.
+    #[error(transparent)]
+    Open(Box<crate::StartError>),
 }

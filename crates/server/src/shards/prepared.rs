@@ -22,6 +22,7 @@ use signet_core::b64;
 use signet_log::shards::Shard;
 use signet_log::storage::Storage;
 
+use super::error::ShardError;
 use super::kind::Kind;
 use super::homes::KeyHomes;
 
@@ -46,29 +47,29 @@ fn file(data_dir: &Path) -> PathBuf {
 }
 
 /// This data dir's copy: each log's prepared key, by registry name.
-pub fn read_local(data_dir: &Path) -> Result<BTreeMap<String, Prepared>, String> {
+pub fn read_local(data_dir: &Path) -> Result<BTreeMap<String, Prepared>, ShardError> {
     let path = file(data_dir);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}; `signet serve` takes it again from storage", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| ShardError::PreparedJson { path, source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(ShardError::Io { path, source }),
     }
 }
 
 /// The key prepared for the shard after `last` (the number of the newest shard listed), if
 /// any: what the trust documents list beside it.
-pub fn listed_after(data_dir: &Path, kind: Kind, last: u32) -> Result<Option<Prepared>, String> {
+pub fn listed_after(data_dir: &Path, kind: Kind, last: u32) -> Result<Option<Prepared>, ShardError> {
     Ok(read_local(data_dir)?.remove(kind.registry_name()).filter(|p| p.number > last))
 }
 
-fn keep_local(data_dir: &Path, kind: Kind, prepared: &Prepared) -> Result<bool, String> {
+fn keep_local(data_dir: &Path, kind: Kind, prepared: &Prepared) -> Result<bool, ShardError> {
     let mut all = read_local(data_dir).unwrap_or_default();
     if all.get(kind.registry_name()) == Some(prepared) {
         return Ok(false);
     }
     all.insert(kind.registry_name().to_string(), prepared.clone());
-    let text = serde_json::to_vec_pretty(&all).map_err(|e| e.to_string())?;
-    signet_core::files::write_atomic(&file(data_dir), &text, 0o644).map_err(|e| format!("{}: {e}", file(data_dir).display()))?;
+    let text = serde_json::to_vec_pretty(&all)?;
+    signet_core::files::write_atomic(&file(data_dir), &text, 0o644).map_err(|source| ShardError::Io { path: file(data_dir), source })?;
     Ok(true)
 }
 
@@ -84,17 +85,17 @@ pub fn prepare(
     data_dir: &Path,
     homes: &KeyHomes,
     list: &[Shard],
-) -> Result<Prepared, String> {
+) -> Result<Prepared, ShardError> {
     let (number, key) = match shared {
         true => super::keys::offer_next_key(kind, store, seal, data_dir, homes, list)?,
         false => super::keys::next_key_of(kind, data_dir, homes, list).map(|(n, _, key)| (n, key))?,
     };
     let ours = Prepared { number, spki: b64::encode(key.spki_der()), from: super::kind::now() };
     let name = meta_name(kind, number);
-    let stored = store.get_or_init_meta(&name, &serde_json::to_vec(&ours).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let prepared: Prepared = serde_json::from_slice(&stored).map_err(|e| format!("storage's {name}: {e}"))?;
+    let stored = store.get_or_init_meta(&name, &serde_json::to_vec(&ours)?)?;
+    let prepared: Prepared = serde_json::from_slice(&stored).map_err(|source| ShardError::StoredJson { name: name.clone(), source })?;
     if prepared.spki != ours.spki {
-        return Err(format!("storage's {name} names another key than the one prepared for {} shard {number}", kind.title()));
+        return Err(ShardError::PreparedOther { name, kind, number });
     }
     keep_local(data_dir, kind, &prepared)?;
     Ok(prepared)
@@ -102,27 +103,27 @@ pub fn prepare(
 
 /// On shared storage: takes the key another instance prepared for the shard after the last
 /// of `list` into this data dir. True if that changed what the trust documents list.
-pub fn follow(kind: Kind, store: &dyn Storage, data_dir: &Path, list: &[Shard]) -> Result<bool, String> {
+pub fn follow(kind: Kind, store: &dyn Storage, data_dir: &Path, list: &[Shard]) -> Result<bool, ShardError> {
     let number = list.last().map_or(1, |s| s.number + 1);
     let name = meta_name(kind, number);
-    let Some(stored) = store.meta(&name).map_err(|e| e.to_string())? else { return Ok(false) };
-    let prepared: Prepared = serde_json::from_slice(&stored).map_err(|e| format!("storage's {name}: {e}"))?;
+    let Some(stored) = store.meta(&name)? else { return Ok(false) };
+    let prepared: Prepared = serde_json::from_slice(&stored).map_err(|source| ShardError::StoredJson { name, source })?;
     keep_local(data_dir, kind, &prepared)
 }
 
 /// [`prepare`] for a running instance, after `list` (the shards it serves).
-pub async fn prepare_online(kind: Kind, opener: &super::opener::ShardOpener, list: Vec<Shard>) -> Result<Prepared, String> {
+pub async fn prepare_online(kind: Kind, opener: &super::opener::ShardOpener, list: Vec<Shard>) -> Result<Prepared, ShardError> {
     let (store, shared, seal, data_dir, homes) =
         (opener.storage.clone(), opener.shared.is_some(), opener.seal.clone(), opener.data_dir.clone(), opener.homes.clone());
     if shared && seal.is_none() && !homes.elsewhere(kind) {
-        return Err("this instance cannot hand the new key to the others: its keys/shard-seal.key is missing, or is not the one the database's other instances share (its start-up log says which); copy theirs here and restart, or prepare through another instance".into());
+        return Err(ShardError::CannotHandPrepared);
     }
     super::active::blocking(move || prepare(kind, store.as_ref(), shared, seal.as_deref(), &data_dir, &homes, &list)).await
 }
 
 /// On shared storage, for each log this instance serves: [`follow`]. True if any changed
 /// what the trust documents list.
-pub async fn follow_all(state: &crate::state::AppState) -> Result<bool, String> {
+pub async fn follow_all(state: &crate::state::AppState) -> Result<bool, ShardError> {
     let opener = state.rekor_v1.opener();
     if opener.shared.is_none() {
         return Ok(false);

@@ -2,6 +2,7 @@
 //! documents are made from.
 
 use signet_core::b64;
+use crate::shards::error::ShardError;
 use crate::shards::kind::Kind;
 use crate::shards::kind::PUBLIC_FILE;
 use serde_json::Value;
@@ -40,22 +41,25 @@ pub fn write_public(data_dir: &Path, kind: Kind, shards: &[Shard]) -> std::io::R
 
 /// `kind`'s shard list in `<data dir>/log-shards.json`, if the file lists it (files written
 /// before the CT and Rekor v2 logs rotated list only rekor_v1).
-pub fn read_public(data_dir: &Path, kind: Kind) -> Result<Option<Vec<PublicShard>>, String> {
+pub fn read_public(data_dir: &Path, kind: Kind) -> Result<Option<Vec<PublicShard>>, ShardError> {
     let path = data_dir.join(PUBLIC_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => return Err(ShardError::Io { path, source }),
     };
-    let bad = |why: &str| format!("{}: {why}; `signet serve` rewrites it at start", path.display());
-    let v: Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|source| ShardError::PublicJson { path: path.clone(), source })?;
     let Some(list) = v.get(kind.registry_name()) else { return Ok(None) };
-    let list = list.as_array().ok_or_else(|| bad(&format!("{} is not a list", kind.registry_name())))?;
+    let list = list.as_array().ok_or_else(|| ShardError::PublicNotAList { path: path.clone(), kind })?;
     list.iter()
         .map(|s| {
-            let spki = s.get("spki").and_then(Value::as_str).and_then(|k| b64::decode(k).ok()).ok_or_else(|| bad("a shard without spki"))?;
+            let spki = s
+                .get("spki")
+                .and_then(Value::as_str)
+                .and_then(|k| b64::decode(k).ok())
+                .ok_or_else(|| ShardError::PublicNoSpki { path: path.clone() })?;
             Ok(PublicShard { spki, valid_from: s.get("valid_from").and_then(Value::as_i64), valid_to: s.get("valid_to").and_then(Value::as_i64) })
         })
-        .collect::<Result<Vec<_>, String>>()
+        .collect::<Result<Vec<_>, ShardError>>()
         .map(Some)
 }

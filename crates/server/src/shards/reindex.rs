@@ -13,6 +13,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use signet_log::{reindex, Log};
 
+use super::error::ShardError;
+
 /// The job's state on this instance, as `GET /api/admin/log/reindex` shows it.
 #[derive(Clone, Serialize)]
 pub struct Status {
@@ -87,7 +89,7 @@ impl Reindexing {
                 Err(why) => {
                     s.state = "failed";
                     tracing::warn!(error = %why, "reindex: stopped; a run started again resumes where this one stopped");
-                    s.error = Some(why);
+                    s.error = Some(why.to_string());
                 }
             }
         });
@@ -95,21 +97,21 @@ impl Reindexing {
     }
 }
 
-fn run(status: &Mutex<Status>, shards: &[(i64, Log)]) -> Result<(), String> {
-    for (tree_id, log) in shards {
+fn run(status: &Mutex<Status>, shards: &[(i64, Log)]) -> Result<(), ShardError> {
+    for &(tree_id, ref log) in shards {
         let size = log.durable_size();
-        let mut from = reindex::cursor(log).map_err(|e| format!("reading shard {tree_id}'s cursor: {e}"))?;
+        let mut from = reindex::cursor(log).map_err(|source| ShardError::ReindexCursor { tree_id, source })?;
         let at = {
             let mut s = status.lock();
             s.shards.push(ShardStatus { tree_id: tree_id.to_string(), from, through: from, tree_size: size, missing: 0, indexed: 0 });
             s.shards.len() - 1
         };
         while from < size {
-            let step = reindex::step(log, from, size).map_err(|e| format!("shard {tree_id}, entries from {from}: {e}"))?;
+            let step = reindex::step(log, from, size).map_err(|source| ShardError::ReindexStep { tree_id, from, source })?;
             if step.through <= from {
                 // The shard holds fewer durable entries than its size said (a follower's
                 // head moved back cannot happen; a storage answer short of it can).
-                return Err(format!("shard {tree_id} stopped at {from} of {size} entries"));
+                return Err(ShardError::ReindexShort { tree_id, from, size });
             }
             from = step.through;
             let mut s = status.lock();

@@ -2,15 +2,16 @@
 //! the rotation's record, and the proof that no instance runs meanwhile ([`Offline`]).
 
 use signet_core::b64;
+use crate::config::ConfigError;
+use crate::shards::error::{NotCreated, ShardError};
 use crate::shards::homes::KeyHomes;
-use crate::shards::keys::{full, next_key_of, offer_next_key};
+use crate::shards::keys::{next_key_of, offer_next_key};
 use crate::shards::keys::seal_key_for;
+use crate::shards::keys::zero_spki;
 use crate::shards::kind::Kind;
-use crate::shards::kind::PUBLIC_FILE;
 use crate::shards::kind::key_path;
 use crate::shards::kind::log_id;
 use crate::shards::kind::now;
-use crate::shards::kind::zero_spki;
 use crate::shards::public::write_public;
 use crate::shards::registry::registry;
 use serde_json::Value;
@@ -35,7 +36,7 @@ pub struct Rotated {
 }
 
 /// [`record_rotation_of`] for Rekor v1 (its online rotation).
-pub fn record_rotation(store: &dyn Storage, data_dir: &Path, list: Vec<Shard>, final_size: u64, key: &Signer) -> Result<Vec<Shard>, String> {
+pub fn record_rotation(store: &dyn Storage, data_dir: &Path, list: Vec<Shard>, final_size: u64, key: &Signer) -> Result<Vec<Shard>, ShardError> {
     record_rotation_of(Kind::RekorV1, store, data_dir, list, final_size, key)
 }
 
@@ -49,15 +50,15 @@ pub fn record_rotation_of(
     mut list: Vec<Shard>,
     final_size: u64,
     key: &Signer,
-) -> Result<Vec<Shard>, String> {
+) -> Result<Vec<Shard>, ShardError> {
     let name = kind.registry_name();
-    let Some(mut active) = list.pop() else { return Err("the log has no shards".into()) };
+    let Some(mut active) = list.pop() else { return Err(ShardError::NoShards) };
     if active.frozen.is_none() {
         // One second past now: whatever was integrated before the freeze falls inside the window.
-        active.frozen = Some(shards::freeze(store, name, &active, final_size, now() + 1).map_err(|e| e.to_string())?);
+        active.frozen = Some(shards::freeze(store, name, &active, final_size, now() + 1)?);
     }
     let number = active.number + 1;
-    let id = log_id(kind, number).ok_or_else(|| full(kind))?;
+    let id = log_id(kind, number).ok_or(ShardError::Full { kind })?;
     let proposed = Shard {
         number,
         log_id: id,
@@ -71,16 +72,13 @@ pub fn record_rotation_of(
         frozen: None,
         imported: None,
     };
-    let next = shards::start(store, name, &active, &proposed).map_err(|e| e.to_string())?;
+    let next = shards::start(store, name, &active, &proposed)?;
     if next.spki != proposed.spki {
-        return Err(format!(
-            "{} is not the key shard {number} was started with (an earlier rotation made another)",
-            key_path(kind, data_dir, number).display()
-        ));
+        return Err(ShardError::StartedWithOther { path: key_path(kind, data_dir, number), number });
     }
     list.push(active);
     list.push(next);
-    write_public(data_dir, kind, &list).map_err(|e| format!("{PUBLIC_FILE}: {e}"))?;
+    write_public(data_dir, kind, &list).map_err(ShardError::PublicWrite)?;
     Ok(list)
 }
 
@@ -106,7 +104,7 @@ pub fn rotated(list: &[Shard], data_dir: &Path, homes: &KeyHomes) -> Option<Rota
 
 pub(crate) fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path, homes: &KeyHomes) -> Option<Rotated> {
     let [.., frozen, active] = list else { return None };
-    let key = homes.place(kind, data_dir, active.number).map_or_else(|e| e, |p| p.to_string());
+    let key = homes.place(kind, data_dir, active.number).map_or_else(|e| e.to_string(), |p| p.to_string());
     Some(Rotated { kind, frozen: frozen.clone(), active: active.clone(), key })
 }
 
@@ -115,10 +113,11 @@ pub(crate) fn rotated_of(kind: Kind, list: &[Shard], data_dir: &Path, homes: &Ke
 /// (a Rekor log with a genesis entry of its own); old shards stay in storage. Rerunning a
 /// rotation that was cut short finishes it; rerunning a finished one starts yet another
 /// shard. (A running instance rotates online: `POST /api/admin/log/rotate`.)
-pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str, homes: &KeyHomes) -> Result<Rotated, String> {
-    match rotate_kind(data_dir, storage, Kind::parse(log)?, homes)? {
+pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str, homes: &KeyHomes) -> Result<Rotated, ShardError> {
+    let kind = Kind::parse(log).ok_or_else(|| ShardError::UnknownLog { name: log.to_string() })?;
+    match rotate_kind(data_dir, storage, kind, homes)? {
         Rotation::Done(rotated) => Ok(rotated),
-        Rotation::NotCreated(why) => Err(why),
+        Rotation::NotCreated(why) => Err(why.into()),
     }
 }
 
@@ -127,7 +126,7 @@ pub fn rotate(data_dir: &Path, storage: Option<&str>, log: &str, homes: &KeyHome
 pub enum Rotation {
     Done(Rotated),
     /// The log was never created here, so there is nothing to rotate (why, for the operator).
-    NotCreated(String),
+    NotCreated(NotCreated),
 }
 
 /// The sequencer lease an offline rotation holds on PostgreSQL, given up when it ends: the
@@ -157,18 +156,18 @@ pub(crate) struct Offline {
 
 /// Takes what [`Offline`] holds, for `command` (`signet admin log rotate`); `hint` follows
 /// "stop the server first" when a server holds the data dir.
-pub(crate) fn hold_offline(data_dir: &Path, storage: Option<&str>, command: &str, hint: &str) -> Result<Offline, String> {
-    let url = StorageUrl::parse(storage, data_dir)?;
+pub(crate) fn hold_offline(data_dir: &Path, storage: Option<&str>, command: &'static str, hint: &'static str) -> Result<Offline, ShardError> {
+    let url = StorageUrl::parse(storage, data_dir).map_err(|e| ConfigError::Invalid(e.to_string()))?;
     Ok(match &url {
         StorageUrl::Sqlite(_) => {
-            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|e| format!("{e} (stop the server first{hint})"))?;
-            Offline { _lock: Some(lock), _lease: None, store: signet_log::storage::open(&url).map_err(|e| e.to_string())?, url }
+            let lock = crate::datadir::DataDirLock::acquire(data_dir).map_err(|source| ShardError::Locked { source, hint })?;
+            Offline { _lock: Some(lock), _lease: None, store: signet_log::storage::open(&url)?, url }
         }
         StorageUrl::Postgres(u) => {
-            let pg = Arc::new(signet_log::storage::PostgresStorage::open(u).map_err(|e| e.to_string())?);
-            let Some(lease) = pg.acquire_lease(command, crate::lease::TTL).map_err(|e| e.to_string())? else {
+            let pg = Arc::new(signet_log::storage::PostgresStorage::open(u)?);
+            let Some(lease) = pg.acquire_lease(command, crate::lease::TTL)? else {
                 let holder = pg.lease_holder().ok().flatten().unwrap_or_else(|| "another instance".into());
-                return Err(format!("{holder} holds the sequencer lease: stop every instance of this database first (`{command}` runs offline)"));
+                return Err(ShardError::LeaseHeld { holder, command });
             };
             Offline { _lock: None, _lease: Some(HeldLease { pg: pg.clone(), lease }), store: pg, url }
         }
@@ -176,25 +175,21 @@ pub(crate) fn hold_offline(data_dir: &Path, storage: Option<&str>, command: &str
 }
 
 /// [`rotate`] of one log, telling a log that was never created apart from a failure.
-pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind, homes: &KeyHomes) -> Result<Rotation, String> {
+pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind, homes: &KeyHomes) -> Result<Rotation, ShardError> {
     let online = ", or rotate it online: signet admin log rotate --url URL --token ADMIN_TOKEN";
     // Hold off every server for the whole rotation (see the module's comment).
     let offline = hold_offline(data_dir, storage, "signet admin log rotate", online)?;
     let (store, url) = (offline.store.clone(), offline.url.clone());
     // Its public half is enough: shard 0's private key may be on a token. An imported shard
     // 0's is in its record.
-    let imported = kind == Kind::RekorV1 && super::imported::record(store.as_ref()).map_err(|e| e.to_string())?.is_some();
+    let imported = kind == Kind::RekorV1 && super::imported::record(store.as_ref())?.is_some();
     let Some(zero_spki) = zero_spki(kind, data_dir)?.or_else(|| imported.then(Vec::new)) else {
-        return Ok(Rotation::NotCreated(format!(
-            "{} does not exist, nor its public half {}: rotate on the data dir of the instance that made the log",
-            kind.zero_key_path(data_dir).display(),
-            kind.zero_public_path(data_dir).display()
-        )));
+        return Ok(Rotation::NotCreated(NotCreated::NoZeroKey { key: kind.zero_key_path(data_dir), public: kind.zero_public_path(data_dir) }));
     };
-    let list = registry(kind, store.as_ref(), &zero_spki).map_err(|e| e.to_string())?;
-    let Some(active) = list.last() else { return Err("the log has no shards".into()) };
-    if active.frozen.is_none() && store.latest_checkpoint(active.log_id).map_err(|e| e.to_string())?.is_none() {
-        return Ok(Rotation::NotCreated(format!("the {} log has not been created yet: start `signet serve` on it once first", kind.title())));
+    let list = registry(kind, store.as_ref(), &zero_spki)?;
+    let Some(active) = list.last() else { return Err(ShardError::NoShards) };
+    if active.frozen.is_none() && store.latest_checkpoint(active.log_id)?.is_none() {
+        return Ok(Rotation::NotCreated(NotCreated::NeverServed { kind }));
     }
     // On shared storage the new key is sealed there too, so that every instance with this
     // data dir's seal key takes it at its next start; without one it is copied by hand.
@@ -209,10 +204,10 @@ pub fn rotate_kind(data_dir: &Path, storage: Option<&str>, kind: Kind, homes: &K
     // Frozen in storage too (idempotent), so that no commit can grow it past its record.
     let size = match active.frozen {
         Some(f) => f.size,
-        None => store.freeze(active.log_id).map_err(|e| e.to_string())?,
+        None => store.freeze(active.log_id)?,
     };
     let list = record_rotation_of(kind, store.as_ref(), data_dir, list, size, &key)?;
-    rotated_of(kind, &list, data_dir, homes).map(Rotation::Done).ok_or_else(|| "the rotation recorded no new shard".into())
+    rotated_of(kind, &list, data_dir, homes).map(Rotation::Done).ok_or(ShardError::NoNewShard)
 }
 
 /// The rotations a crash (or a lost connection) cut short, one line each, from what storage
@@ -242,17 +237,12 @@ pub fn unfinished_rotations(found: &signet_log::storage::ShardRecords) -> Vec<St
 /// The frozen shards of `list`, checked against storage: each stored tree has the size it was
 /// frozen at. (A frozen CT or Rekor v2 log is not opened: its entries and final checkpoint
 /// stay in storage, and bundles carry their own proofs.)
-pub fn check_frozen(kind: Kind, storage: &dyn Storage, list: &[Shard]) -> Result<(), String> {
+pub fn check_frozen(kind: Kind, storage: &dyn Storage, list: &[Shard]) -> Result<(), ShardError> {
     for shard in list {
         let Some(frozen) = shard.frozen else { continue };
-        let size = storage.latest_checkpoint(shard.log_id).map_err(|e| e.to_string())?.map_or(0, |c| c.size);
+        let size = storage.latest_checkpoint(shard.log_id)?.map_or(0, |c| c.size);
         if size != frozen.size {
-            return Err(format!(
-                "{} shard {} was frozen at size {}, but its stored tree has size {size}",
-                kind.title(),
-                shard.number,
-                frozen.size
-            ));
+            return Err(ShardError::FrozenAt { kind, number: shard.number, frozen: frozen.size, stored: size });
         }
     }
     Ok(())

@@ -24,6 +24,48 @@ const LABEL: &str = "SIGNET SHARD SEAL KEY";
 /// The storage meta key that records which seal key the database's instances share.
 pub const SHARED_ID: &str = "shard_seal.key_id";
 
+/// What reading the seal key, or sealing and opening a shard key with it, fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    #[error("the system's random source failed")]
+    Random,
+    #[error("making {}: {source}", .path.display())]
+    MakeDir { path: PathBuf, source: std::io::Error },
+    #[error("reading {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("writing {}: {source}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("{} is not a shard seal key: {source}", .path.display())]
+    NotPem { path: PathBuf, source: pem::PemError },
+    #[error("{} is not a shard seal key: expected a SIGNET SHARD SEAL KEY block of 32 bytes", .path.display())]
+    NotASealKey { path: PathBuf },
+    #[error("an AES-256 key is 32 bytes")]
+    KeySize,
+    #[error("sealing failed")]
+    Sealing,
+    #[error("the sealed key {name} in storage is unusable: {why}")]
+    Unusable { name: String, #[source] why: Unusable },
+    #[error("{name} is sealed with shard seal key {by}, but this data dir's keys/shard-seal.key is {ours}: copy keys/shard-seal.key from an instance of this database")]
+    OtherSealKey { name: String, by: String, ours: String },
+}
+
+/// What is wrong with a sealed key's record in storage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unusable {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0} is missing")]
+    Missing(&'static str),
+    #[error("nonce is not 12 bytes of base64")]
+    Nonce,
+    #[error("sealed is not base64")]
+    NotBase64,
+    #[error("it does not open with this data dir's seal key (altered, or sealed for another record)")]
+    DoesNotOpen,
+}
+
 /// The key that seals shard keys in the database.
 pub struct SealKey {
     key: LessSafeKey,
@@ -43,38 +85,37 @@ pub fn path(data_dir: &Path) -> PathBuf {
 
 impl SealKey {
     /// The data dir's seal key, made (0600) if it has none.
-    pub fn load_or_make(data_dir: &Path) -> Result<SealKey, String> {
+    pub fn load_or_make(data_dir: &Path) -> Result<SealKey, SealError> {
         if let Some(key) = Self::load(data_dir)? {
             return Ok(key);
         }
         let mut bytes = [0u8; 32];
-        SystemRandom::new().fill(&mut bytes).map_err(|_| "the system's random source failed".to_string())?;
+        SystemRandom::new().fill(&mut bytes).map_err(|_| SealError::Random)?;
         let file = path(data_dir);
         if let Some(dir) = file.parent() {
-            files::ensure_private_dir(dir).map_err(|e| format!("making {}: {e}", dir.display()))?;
+            files::ensure_private_dir(dir).map_err(|source| SealError::MakeDir { path: dir.to_path_buf(), source })?;
         }
-        files::write_atomic(&file, pem::encode(LABEL, &bytes).as_bytes(), 0o600).map_err(|e| format!("writing {}: {e}", file.display()))?;
+        files::write_atomic(&file, pem::encode(LABEL, &bytes).as_bytes(), 0o600).map_err(|source| SealError::Write { path: file.clone(), source })?;
         Self::from_bytes(&bytes)
     }
 
     /// The data dir's seal key, if it has one.
-    pub fn load(data_dir: &Path) -> Result<Option<SealKey>, String> {
+    pub fn load(data_dir: &Path) -> Result<Option<SealKey>, SealError> {
         let file = path(data_dir);
         let text = match std::fs::read(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("reading {}: {e}", file.display())),
+            Err(source) => return Err(SealError::Read { path: file, source }),
         };
-        let bad = |why: String| format!("{} is not a shard seal key: {why}", file.display());
-        let block = pem::decode_first(&text).map_err(|e| bad(e.to_string()))?;
+        let block = pem::decode_first(&text).map_err(|source| SealError::NotPem { path: file.clone(), source })?;
         if block.label != LABEL || block.der.len() != 32 {
-            return Err(bad(format!("expected a {LABEL} block of 32 bytes")));
+            return Err(SealError::NotASealKey { path: file });
         }
         Self::from_bytes(&block.der).map(Some)
     }
 
-    fn from_bytes(bytes: &[u8]) -> Result<SealKey, String> {
-        let key = UnboundKey::new(&AES_256_GCM, bytes).map_err(|_| "an AES-256 key is 32 bytes".to_string())?;
+    fn from_bytes(bytes: &[u8]) -> Result<SealKey, SealError> {
+        let key = UnboundKey::new(&AES_256_GCM, bytes).map_err(|_| SealError::KeySize)?;
         // A name for the key that reveals nothing of it: the first 8 bytes of a hash of it,
         // under a label of its own.
         let mut named = b"signet shard seal key id\0".to_vec();
@@ -89,35 +130,32 @@ impl SealKey {
     }
 
     /// Seals `secret` for the record `name`: the JSON value to store.
-    pub fn seal(&self, name: &str, secret: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn seal(&self, name: &str, secret: &[u8]) -> Result<Vec<u8>, SealError> {
         let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new().fill(&mut nonce).map_err(|_| "the system's random source failed".to_string())?;
+        SystemRandom::new().fill(&mut nonce).map_err(|_| SealError::Random)?;
         let mut sealed = secret.to_vec();
         self.key
             .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(name.as_bytes()), &mut sealed)
-            .map_err(|_| "sealing failed".to_string())?;
+            .map_err(|_| SealError::Sealing)?;
         Ok(json!({"seal_key": self.id, "nonce": b64::encode(nonce), "sealed": b64::encode(&sealed)}).to_string().into_bytes())
     }
 
     /// Opens what [`SealKey::seal`] made for the record `name`.
-    pub fn open(&self, name: &str, record: &[u8]) -> Result<Vec<u8>, String> {
-        let bad = |why: &str| format!("the sealed key {name} in storage is unusable: {why}");
-        let v: Value = serde_json::from_slice(record).map_err(|e| bad(&e.to_string()))?;
-        let field = |f: &str| v.get(f).and_then(Value::as_str).ok_or_else(|| bad(&format!("{f} is missing")));
+    pub fn open(&self, name: &str, record: &[u8]) -> Result<Vec<u8>, SealError> {
+        let bad = |why: Unusable| SealError::Unusable { name: name.to_string(), why };
+        let v: Value = serde_json::from_slice(record).map_err(|e| bad(e.into()))?;
+        let field = |f: &'static str| v.get(f).and_then(Value::as_str).ok_or_else(|| bad(Unusable::Missing(f)));
         let by = field("seal_key")?;
         if by != self.id {
-            return Err(format!(
-                "{name} is sealed with shard seal key {by}, but this data dir's keys/{FILE} is {}: copy keys/{FILE} from an instance of this database",
-                self.id
-            ));
+            return Err(SealError::OtherSealKey { name: name.to_string(), by: by.to_string(), ours: self.id.clone() });
         }
         let nonce: [u8; NONCE_LEN] =
-            b64::decode(field("nonce")?).ok().and_then(|n| n.try_into().ok()).ok_or_else(|| bad("nonce is not 12 bytes of base64"))?;
-        let mut sealed = b64::decode(field("sealed")?).map_err(|_| bad("sealed is not base64"))?;
+            b64::decode(field("nonce")?).ok().and_then(|n| n.try_into().ok()).ok_or_else(|| bad(Unusable::Nonce))?;
+        let mut sealed = b64::decode(field("sealed")?).map_err(|_| bad(Unusable::NotBase64))?;
         let opened = self
             .key
             .open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(name.as_bytes()), &mut sealed)
-            .map_err(|_| bad("it does not open with this data dir's seal key (altered, or sealed for another record)"))?;
+            .map_err(|_| bad(Unusable::DoesNotOpen))?;
         Ok(opened.to_vec())
     }
 }
@@ -142,20 +180,20 @@ mod tests {
         // Another data dir's key is named, and refused.
         let other = SealKey::load_or_make(b.path()).unwrap();
         assert_ne!(other.id(), key.id());
-        let e = other.open("rekor_v1.shard.1.key", &record).unwrap_err();
+        let e = other.open("rekor_v1.shard.1.key", &record).unwrap_err().to_string();
         assert!(e.contains(key.id()) && e.contains(other.id()) && e.contains("copy keys/shard-seal.key"), "{e}");
 
         // Bound to its record: moved to another shard's, it does not open.
-        assert!(key.open("rekor_v1.shard.2.key", &record).unwrap_err().contains("does not open"));
+        assert!(key.open("rekor_v1.shard.2.key", &record).unwrap_err().to_string().contains("does not open"));
         // Altered, it does not open.
         let mut v: Value = serde_json::from_slice(&record).unwrap();
         let mut sealed = b64::decode(v["sealed"].as_str().unwrap()).unwrap();
         sealed[0] ^= 1;
         v["sealed"] = json!(b64::encode(&sealed));
-        assert!(key.open("rekor_v1.shard.1.key", v.to_string().as_bytes()).unwrap_err().contains("does not open"));
-        assert!(key.open("rekor_v1.shard.1.key", b"{").unwrap_err().contains("unusable"));
+        assert!(key.open("rekor_v1.shard.1.key", v.to_string().as_bytes()).unwrap_err().to_string().contains("does not open"));
+        assert!(key.open("rekor_v1.shard.1.key", b"{").unwrap_err().to_string().contains("unusable"));
 
         std::fs::write(path(b.path()), "not a key").unwrap();
-        assert!(SealKey::load(b.path()).unwrap_err().contains("is not a shard seal key"));
+        assert!(SealKey::load(b.path()).unwrap_err().to_string().contains("is not a shard seal key"));
     }
 }

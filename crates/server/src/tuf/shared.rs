@@ -17,6 +17,16 @@ use signet_trust::tuf::Files;
 /// How often an instance that does not sign looks for a new generation (one row read).
 pub(super) const POLL_EVERY: Duration = Duration::from_secs(1);
 
+/// What reading the database's TUF repository fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PullError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("the database's TUF repository: {0}")]
+    Files(#[source] signet_trust::tuf::TufError),
+}
+
 pub(super) struct Shared {
     pg: Arc<PostgresStorage>,
     /// The database's repository as last read or written here: its generation and files.
@@ -46,15 +56,15 @@ impl Shared {
     }
 
     /// Reads what was stored since the last read, if anything was; the files as they now are.
-    pub(super) async fn pull(&self) -> Result<Option<Arc<Files>>, String> {
+    pub(super) async fn pull(&self) -> Result<Option<Arc<Files>>, PullError> {
         let (held, files) = self.table();
-        if self.pg.tuf_generation().await.map_err(|e| e.to_string())? == held {
+        if self.pg.tuf_generation().await? == held {
             return Ok(None);
         }
-        let (generation, changed) = self.pg.tuf_files_since(held).await.map_err(|e| e.to_string())?;
+        let (generation, changed) = self.pg.tuf_files_since(held).await?;
         let mut files = (*files).clone();
         for f in changed {
-            files.insert(&f.name, Bytes::from(f.bytes)).map_err(|e| format!("the database's TUF repository: {e}"))?;
+            files.insert(&f.name, Bytes::from(f.bytes)).map_err(PullError::Files)?;
         }
         let files = Arc::new(files);
         *self.table.lock() = (generation, files.clone());

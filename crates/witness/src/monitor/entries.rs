@@ -11,7 +11,8 @@
 use der::{Decode, Encode};
 use serde::Deserialize;
 use signet_core::ctleaf::LeafEntry;
-use signet_core::{b64, hash::sha256, pem};
+use signet_core::pem::{self, PemError};
+use signet_core::{b64, hash::sha256};
 use x509_cert::certificate::TbsCertificate;
 use x509_cert::der::oid::{AssociatedOid, ObjectIdentifier};
 use x509_cert::ext::pkix::name::GeneralName;
@@ -21,6 +22,38 @@ use x509_cert::ext::pkix::SubjectAltName;
 /// (github.com/sigstore/fulcio docs/oid-info.md)
 const ISSUER_V2: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.8");
 const ISSUER_V1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.1");
+
+/// Why an entry could not be read: it is counted as unparsed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryError {
+    #[error("not a Rekor entry body: {0}")]
+    NotABody(#[source] serde_json::Error),
+    /// The body's kind and version, and the field of `spec` it lacks.
+    #[error("{kind} {version} without spec.{field}")]
+    NoSpec { kind: &'static str, version: &'static str, field: &'static str },
+    #[error("entry kind {kind} {version} is not one the monitor reads")]
+    UnknownKind { kind: String, version: String },
+    #[error("digest algorithm {0:?} is unknown")]
+    DigestAlgorithm(String),
+    /// What is not: the digest, certificate, public key or verifier.
+    #[error("{0} is not base64")]
+    NotBase64(&'static str),
+    #[error("verifier holds neither a certificate nor a public key")]
+    NoVerifier,
+    #[error("verifier is not PEM: {0}")]
+    NotPem(#[source] PemError),
+    #[error("verifier is a PEM {0:?}")]
+    PemLabel(String),
+    #[error("not an RFC 6962 MerkleTreeLeaf of an X.509 or precert entry")]
+    NotCtLeaf,
+    /// What does not parse: the certificate, the precertificate TBS, or one of its extensions.
+    #[error("{what} does not parse: {source}")]
+    Der { what: &'static str, source: der::Error },
+    /// The key's SubjectPublicKeyInfo cannot be encoded again (to fingerprint it).
+    #[error(transparent)]
+    Spki(der::Error),
+}
 
 /// A Subject Alternative Name of a signing certificate.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -144,82 +177,82 @@ struct DsseSignatureV1 {
 
 /// Reads an entry body. `Err` names why it could not be read (unknown kind, bad JSON, a
 /// certificate that does not parse).
-pub fn parse(body: &[u8]) -> Result<Facts, String> {
-    let b: Body = serde_json::from_slice(body).map_err(|e| format!("not a Rekor entry body: {e}"))?;
+pub fn parse(body: &[u8]) -> Result<Facts, EntryError> {
+    let b: Body = serde_json::from_slice(body).map_err(EntryError::NotABody)?;
     let mut facts = Facts { kind: format!("{} {}", b.kind, b.api_version), ..Facts::default() };
     let spec = b.spec;
     match (b.kind.as_str(), b.api_version.as_str()) {
         ("hashedrekord", "0.0.2") => {
-            let hr = spec.hashed_rekord_v002.ok_or("hashedrekord 0.0.2 without spec.hashedRekordV002")?;
+            let hr = spec.hashed_rekord_v002.ok_or(EntryError::NoSpec { kind: "hashedrekord", version: "0.0.2", field: "hashedRekordV002" })?;
             facts.digests.push(digest_v2(&hr.data)?);
             facts.signers.push(signer_v2(&hr.signature.verifier)?);
         }
         ("dsse", "0.0.2") => {
-            let d = spec.dsse_v002.ok_or("dsse 0.0.2 without spec.dsseV002")?;
+            let d = spec.dsse_v002.ok_or(EntryError::NoSpec { kind: "dsse", version: "0.0.2", field: "dsseV002" })?;
             facts.digests.push(digest_v2(&d.payload_hash)?);
             for s in &d.signatures {
                 facts.signers.push(signer_v2(&s.verifier)?);
             }
         }
         ("hashedrekord", "0.0.1") => {
-            let hash = spec.data.ok_or("hashedrekord 0.0.1 without spec.data")?.hash;
+            let hash = spec.data.ok_or(EntryError::NoSpec { kind: "hashedrekord", version: "0.0.1", field: "data" })?.hash;
             facts.digests.push(format!("{}:{}", hash.algorithm.to_ascii_lowercase(), hash.value.to_ascii_lowercase()));
-            let key = spec.signature.ok_or("hashedrekord 0.0.1 without spec.signature")?.public_key.content;
+            let key = spec.signature.ok_or(EntryError::NoSpec { kind: "hashedrekord", version: "0.0.1", field: "signature" })?.public_key.content;
             facts.signers.push(signer_pem(&key)?);
         }
         ("dsse", "0.0.1") => {
-            let hash = spec.payload_hash.ok_or("dsse 0.0.1 without spec.payloadHash")?;
+            let hash = spec.payload_hash.ok_or(EntryError::NoSpec { kind: "dsse", version: "0.0.1", field: "payloadHash" })?;
             facts.digests.push(format!("{}:{}", hash.algorithm.to_ascii_lowercase(), hash.value.to_ascii_lowercase()));
             for s in spec.signatures.unwrap_or_default() {
                 facts.signers.push(signer_pem(&s.verifier)?);
             }
         }
-        (kind, version) => return Err(format!("entry kind {kind} {version} is not one the monitor reads")),
+        (kind, version) => return Err(EntryError::UnknownKind { kind: kind.to_string(), version: version.to_string() }),
     }
     Ok(facts)
 }
 
 /// A v2 digest as `sha256:<hex>`: the algorithm enum's name in Rekor v1 spelling.
-fn digest_v2(d: &DigestV2) -> Result<String, String> {
+fn digest_v2(d: &DigestV2) -> Result<String, EntryError> {
     let alg = match d.algorithm.as_str() {
         "SHA2_256" => "sha256",
         "SHA2_384" => "sha384",
         "SHA2_512" => "sha512",
-        other => return Err(format!("digest algorithm {other:?} is unknown")),
+        other => return Err(EntryError::DigestAlgorithm(other.to_string())),
     };
-    let bytes = b64::decode(&d.digest).map_err(|_| "digest is not base64".to_string())?;
+    let bytes = b64::decode(&d.digest).map_err(|_| EntryError::NotBase64("digest"))?;
     Ok(format!("{alg}:{}", hex::encode(bytes)))
 }
 
-fn signer_v2(v: &VerifierV2) -> Result<Signer, String> {
+fn signer_v2(v: &VerifierV2) -> Result<Signer, EntryError> {
     match (&v.x509_certificate, &v.public_key) {
-        (Some(c), _) => certificate(&b64::decode(&c.raw_bytes).map_err(|_| "certificate is not base64".to_string())?),
+        (Some(c), _) => certificate(&b64::decode(&c.raw_bytes).map_err(|_| EntryError::NotBase64("certificate"))?),
         (None, Some(k)) => {
-            let spki = b64::decode(&k.raw_bytes).map_err(|_| "public key is not base64".to_string())?;
+            let spki = b64::decode(&k.raw_bytes).map_err(|_| EntryError::NotBase64("public key"))?;
             Ok(Signer { key_sha256: sha256(&spki), ..Signer::default() })
         }
-        (None, None) => Err("verifier holds neither a certificate nor a public key".into()),
+        (None, None) => Err(EntryError::NoVerifier),
     }
 }
 
 /// A v1 verifier: base64 of a PEM certificate or public key.
-fn signer_pem(content: &str) -> Result<Signer, String> {
-    let text = b64::decode(content).map_err(|_| "verifier is not base64".to_string())?;
-    let block = pem::decode_first(&text).map_err(|e| format!("verifier is not PEM: {e}"))?;
+fn signer_pem(content: &str) -> Result<Signer, EntryError> {
+    let text = b64::decode(content).map_err(|_| EntryError::NotBase64("verifier"))?;
+    let block = pem::decode_first(&text).map_err(EntryError::NotPem)?;
     match block.label.as_str() {
         "CERTIFICATE" => certificate(&block.der),
         "PUBLIC KEY" => Ok(Signer { key_sha256: sha256(&block.der), ..Signer::default() }),
-        other => Err(format!("verifier is a PEM {other:?}")),
+        _ => Err(EntryError::PemLabel(block.label)),
     }
 }
 
 /// Reads a CT log's entry (an RFC 6962 `MerkleTreeLeaf`): the certificate or precertificate
 /// it logs, as the signer of a Rekor entry is read.
-pub fn parse_ct_leaf(leaf: &[u8]) -> Result<Facts, String> {
-    let (kind, signer) = match signet_core::ctleaf::leaf_entry(leaf).ok_or("not an RFC 6962 MerkleTreeLeaf of an X.509 or precert entry")? {
+pub fn parse_ct_leaf(leaf: &[u8]) -> Result<Facts, EntryError> {
+    let (kind, signer) = match signet_core::ctleaf::leaf_entry(leaf).ok_or(EntryError::NotCtLeaf)? {
         LeafEntry::X509(der) => ("ct x509_entry", certificate(der)?),
         LeafEntry::Precert { tbs } => {
-            let tbs = TbsCertificate::from_der(tbs).map_err(|e| format!("precertificate TBS does not parse: {e}"))?;
+            let tbs = TbsCertificate::from_der(tbs).map_err(|source| EntryError::Der { what: "precertificate TBS", source })?;
             ("ct precert_entry", tbs_signer(&tbs)?)
         }
     };
@@ -227,19 +260,19 @@ pub fn parse_ct_leaf(leaf: &[u8]) -> Result<Facts, String> {
 }
 
 /// A certificate's identities, its Fulcio issuer, and its key's fingerprint.
-pub fn certificate(der_bytes: &[u8]) -> Result<Signer, String> {
-    let cert = x509_cert::Certificate::from_der(der_bytes).map_err(|e| format!("certificate does not parse: {e}"))?;
+pub fn certificate(der_bytes: &[u8]) -> Result<Signer, EntryError> {
+    let cert = x509_cert::Certificate::from_der(der_bytes).map_err(|source| EntryError::Der { what: "certificate", source })?;
     tbs_signer(&cert.tbs_certificate)
 }
 
-fn tbs_signer(tbs: &TbsCertificate) -> Result<Signer, String> {
-    let spki = tbs.subject_public_key_info.to_der().map_err(|e| e.to_string())?;
+fn tbs_signer(tbs: &TbsCertificate) -> Result<Signer, EntryError> {
+    let spki = tbs.subject_public_key_info.to_der().map_err(EntryError::Spki)?;
     let mut signer = Signer { key_sha256: sha256(&spki), is_certificate: true, ..Signer::default() };
     let mut legacy_issuer = None;
     for ext in tbs.extensions.iter().flatten() {
         let value = ext.extn_value.as_bytes();
         if ext.extn_id == SubjectAltName::OID {
-            let names = SubjectAltName::from_der(value).map_err(|e| format!("subjectAltName does not parse: {e}"))?;
+            let names = SubjectAltName::from_der(value).map_err(|source| EntryError::Der { what: "subjectAltName", source })?;
             signer.sans.extend(names.0.into_iter().filter_map(|n| match n {
                 GeneralName::Rfc822Name(s) => Some(San::Email(s.to_string())),
                 GeneralName::UniformResourceIdentifier(s) => Some(San::Uri(s.to_string())),
@@ -247,7 +280,7 @@ fn tbs_signer(tbs: &TbsCertificate) -> Result<Signer, String> {
                 _ => None,
             }));
         } else if ext.extn_id == ISSUER_V2 {
-            let s = der::asn1::Utf8StringRef::from_der(value).map_err(|e| format!("OIDC issuer extension does not parse: {e}"))?;
+            let s = der::asn1::Utf8StringRef::from_der(value).map_err(|source| EntryError::Der { what: "OIDC issuer extension", source })?;
             signer.issuer = Some(s.as_str().to_string());
         } else if ext.extn_id == ISSUER_V1 {
             legacy_issuer = std::str::from_utf8(value).ok().map(str::to_string);

@@ -15,9 +15,10 @@ use signet_core::note::Checkpoint;
 use signet_core::pubkey::PublicKey;
 
 use super::alert::{Alert, Alerts, Kind};
+use super::error::MonitorError;
 use super::scan::Scan;
 use super::source::Source;
-use super::state::{LogState, Seen, Store};
+use super::state::{LogState, Seen, StateError, Store};
 use super::watch::WatchList;
 
 /// How often progress is saved during a long catch-up (and always after a match).
@@ -76,7 +77,7 @@ pub struct Ctx<'a> {
 
 /// Polls `log` once. `Err` is a failure to fetch or to keep state (retried next poll);
 /// what the log did wrong comes back as alerts and `problem`.
-pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
+pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, MonitorError> {
     let url = log.source.id();
     let mut state = ctx.store.load(url)?;
     if let Some(why) = &state.broken {
@@ -150,14 +151,14 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
     let mut polled = Polled { size: cp.size, ..Polled::default() };
     let mut range = state.range()?;
     if range.size() > cp.size {
-        return Err(format!("state file: {} entries read, more than the checkpoint's {}", range.size(), cp.size));
+        return Err(StateError::AheadOfCheckpoint { read: range.size(), size: cp.size }.into());
     }
     let (from, started) = (range.size(), Instant::now());
     let mut saved = Instant::now();
     let scan = Scan { source: &log.source, watch: ctx.watch, size: cp.size, offset, workers: ctx.workers };
     let scanned = scan.run(from, cp.size, |page| {
         if page.start != range.size() {
-            return Err(format!("page at {} read out of order (at {})", page.start, range.size()));
+            return Err(MonitorError::OutOfOrder { start: page.start, at: range.size() });
         }
         for leaf in &page.leaves {
             range.push(*leaf);
@@ -201,12 +202,12 @@ pub fn poll(log: &Followed, ctx: &Ctx) -> Result<Polled, String> {
 
 /// Why `cp` cannot follow what `state` saw, if it cannot (`Err` only when the proof could
 /// not be fetched).
-fn check_against(state: &LogState, cp: &Checkpoint, log: &Followed) -> Result<Option<String>, String> {
+fn check_against(state: &LogState, cp: &Checkpoint, log: &Followed) -> Result<Option<String>, MonitorError> {
     if let Some(origin) = state.origin.as_ref().filter(|o| **o != cp.origin) {
         return Ok(Some(format!("origin changed from {origin:?} to {:?}: this is another log, or a rotated shard", cp.origin)));
     }
     let Some(old) = &state.checkpoint else { return Ok(None) };
-    let old_root = hex::decode(&old.root).ok().and_then(|r| <[u8; 32]>::try_from(r).ok()).ok_or("state file: root is not 32 bytes of hex")?;
+    let old_root = hex::decode(&old.root).ok().and_then(|r| <[u8; 32]>::try_from(r).ok()).ok_or(StateError::Root)?;
     if cp.size < old.size {
         return Ok(Some(format!("the tree shrank: a checkpoint of size {} after one of size {}", cp.size, old.size)));
     }

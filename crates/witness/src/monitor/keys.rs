@@ -4,11 +4,53 @@
 //! A log the monitor holds no key for is refused up front: following a log whose
 //! signatures cannot be checked would prove nothing.
 
+use std::path::{Path, PathBuf};
+
 use serde::Deserialize;
 use signet_core::hash::{sha256, Hash};
 use signet_core::note::{Checkpoint, NoteError, SignedNote};
-use signet_core::pubkey::{HashAlg, PublicKey};
+use signet_core::pem::PemError;
+use signet_core::pubkey::{HashAlg, KeyError, PublicKey};
 use signet_verify::trust_root::{LogKey, TrustedRoot};
+
+/// Why a log's key file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyFileError {
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: {source}", path.display())]
+    Pem { path: PathBuf, source: PemError },
+    #[error("{}: PEM {label:?}; expected PUBLIC KEY", path.display())]
+    Label { path: PathBuf, label: String },
+    #[error("{}: {source}", path.display())]
+    Key { path: PathBuf, source: KeyError },
+}
+
+/// Why a checkpoint (or a CT log's signed tree head) is not trusted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Untrusted {
+    #[error(transparent)]
+    Note(#[from] NoteError),
+    #[error("the signature line of {name:?} by a trusted key does not verify")]
+    BadSignature { name: String },
+    #[error("no signature line under {name:?} by any of the {keys} trusted key(s) for this log")]
+    NoSignature { name: String, keys: usize },
+    #[error("not a signed tree head: {0}")]
+    NotTreeHead(#[source] serde_json::Error),
+    #[error("sha256_root_hash is not 32 bytes of base64")]
+    RootHash,
+    #[error("tree_head_signature is not base64")]
+    SignatureNotBase64,
+    #[error("tree_head_signature is shorter than its header")]
+    SignatureTooShort,
+    /// The DigitallySigned header: its hash algorithm and length, and the signature's length.
+    #[error("tree_head_signature: hash algorithm {hash} and length {length}; expected SHA-256 (4) and {actual}")]
+    SignatureHeader { hash: u8, length: u16, actual: usize },
+    #[error("the tree head's signature does not verify with any of the {keys} trusted key(s) for this log")]
+    TreeHeadSignature { keys: usize },
+}
 
 /// The trusted root's keys for the log at `url`: those of every tlog (for a CT log, every
 /// ctlog) whose `baseUrl` is `url` or a prefix of it at a path boundary (signet's v2 tiles
@@ -26,13 +68,13 @@ pub fn from_trusted_root(root: &TrustedRoot, url: &str, ct: bool) -> Vec<PublicK
 }
 
 /// A PEM public key (SubjectPublicKeyInfo) from a file.
-pub fn from_pem_file(path: &std::path::Path) -> Result<PublicKey, String> {
-    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let block = signet_core::pem::decode_first(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn from_pem_file(path: &Path) -> Result<PublicKey, KeyFileError> {
+    let text = std::fs::read(path).map_err(|source| KeyFileError::Read { path: path.to_path_buf(), source })?;
+    let block = signet_core::pem::decode_first(&text).map_err(|source| KeyFileError::Pem { path: path.to_path_buf(), source })?;
     if block.label != "PUBLIC KEY" {
-        return Err(format!("{}: PEM {:?}; expected PUBLIC KEY", path.display(), block.label));
+        return Err(KeyFileError::Label { path: path.to_path_buf(), label: block.label });
     }
-    PublicKey::from_spki(&block.der).map_err(|e| format!("{}: {e}", path.display()))
+    PublicKey::from_spki(&block.der).map_err(|source| KeyFileError::Key { path: path.to_path_buf(), source })
 }
 
 /// The name a log signs its checkpoints under: the origin, without Rekor v1's
@@ -46,8 +88,8 @@ fn signer_name(origin: &str) -> &str {
 
 /// Verifies `note` with any of `keys`; the checkpoint it holds and the key that signed it,
 /// or why it is not trusted.
-pub fn verify<'k>(note: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, &'k PublicKey), String> {
-    let parsed = SignedNote::parse(note).map_err(|e| e.to_string())?;
+pub fn verify<'k>(note: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, &'k PublicKey), Untrusted> {
+    let parsed = SignedNote::parse(note)?;
     let name = signer_name(&parsed.checkpoint.origin);
     let mut bad = false;
     for key in keys {
@@ -58,8 +100,8 @@ pub fn verify<'k>(note: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, &'k 
         }
     }
     Err(match bad {
-        true => format!("the signature line of {name:?} by a trusted key does not verify"),
-        false => format!("no signature line under {name:?} by any of the {} trusted key(s) for this log", keys.len()),
+        true => Untrusted::BadSignature { name: name.to_string() },
+        false => Untrusted::NoSignature { name: name.to_string(), keys: keys.len() },
     })
 }
 
@@ -75,17 +117,15 @@ struct SignedTreeHead {
 /// Verifies a CT log's signed tree head (§3.5, the JSON `get-sth` serves) with any of
 /// `keys`: the tree it signs, as a checkpoint whose origin is the log's ID (base64 of its
 /// key's SHA-256, as CT names logs), and the key that signed it.
-pub fn verify_sth<'k>(json: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, &'k PublicKey), String> {
-    let sth: SignedTreeHead = serde_json::from_str(json).map_err(|e| format!("not a signed tree head: {e}"))?;
-    let root: Hash = signet_core::b64::decode(&sth.sha256_root_hash)
-        .ok()
-        .and_then(|r| r.try_into().ok())
-        .ok_or("sha256_root_hash is not 32 bytes of base64")?;
+pub fn verify_sth<'k>(json: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, &'k PublicKey), Untrusted> {
+    let sth: SignedTreeHead = serde_json::from_str(json).map_err(Untrusted::NotTreeHead)?;
+    let root: Hash = signet_core::b64::decode(&sth.sha256_root_hash).ok().and_then(|r| r.try_into().ok()).ok_or(Untrusted::RootHash)?;
     // DigitallySigned: hash and signature algorithm, a 2-byte length, the signature.
-    let signed = signet_core::b64::decode(&sth.tree_head_signature).map_err(|_| "tree_head_signature is not base64")?;
-    let (header, signature) = signed.split_at_checked(4).ok_or("tree_head_signature is shorter than its header")?;
-    if header[0] != 4 || usize::from(u16::from_be_bytes([header[2], header[3]])) != signature.len() {
-        return Err(format!("tree_head_signature: hash algorithm {} and length {}; expected SHA-256 (4) and {}", header[0], u16::from_be_bytes([header[2], header[3]]), signature.len()));
+    let signed = signet_core::b64::decode(&sth.tree_head_signature).map_err(|_| Untrusted::SignatureNotBase64)?;
+    let (header, signature) = signed.split_at_checked(4).ok_or(Untrusted::SignatureTooShort)?;
+    let length = u16::from_be_bytes([header[2], header[3]]);
+    if header[0] != 4 || usize::from(length) != signature.len() {
+        return Err(Untrusted::SignatureHeader { hash: header[0], length, actual: signature.len() });
     }
     let mut data = Vec::with_capacity(50);
     data.extend_from_slice(&[0, 1]); // v1, tree_hash
@@ -95,7 +135,7 @@ pub fn verify_sth<'k>(json: &str, keys: &'k [PublicKey]) -> Result<(Checkpoint, 
     let key = keys
         .iter()
         .find(|k| k.verify_with_hash(HashAlg::Sha256, &data, signature).is_ok())
-        .ok_or_else(|| format!("the tree head's signature does not verify with any of the {} trusted key(s) for this log", keys.len()))?;
+        .ok_or(Untrusted::TreeHeadSignature { keys: keys.len() })?;
     let origin = signet_core::b64::encode(sha256(&key.spki_der));
     Ok((Checkpoint { origin, size: sth.tree_size, root_hash: root }, key))
 }
@@ -126,7 +166,7 @@ mod tests {
         let (cp, by) = verify_sth(&good.to_string(), &keys).unwrap();
         assert_eq!((cp.size, cp.root_hash, by.spki_der.as_slice()), (7, [9; 32], key.spki_der()));
         assert_eq!(cp.origin, signet_core::b64::encode(sha256(key.spki_der())), "the CT log ID");
-        assert!(verify_sth(&good.to_string(), &keys[..1]).unwrap_err().contains("does not verify"));
+        assert!(verify_sth(&good.to_string(), &keys[..1]).unwrap_err().to_string().contains("does not verify"));
         for (field, value) in [("tree_size", serde_json::json!(8)), ("timestamp", serde_json::json!(1)), ("sha256_root_hash", serde_json::json!(signet_core::b64::encode([8u8; 32])))] {
             let mut forged = good.clone();
             forged[field] = value;

@@ -14,10 +14,12 @@
 //! - [`follow`]: one log's poll: checkpoint, consistency, entries.
 //! - [`state`]: what is remembered between runs.
 //! - [`kind`]: what an alert is about.
+//! - [`error`]: why a poll failed (retried at the next one).
 //! - [`alert`] and [`metrics`]: where alerts go.
 
 pub mod alert;
 pub mod entries;
+pub mod error;
 pub mod follow;
 pub mod keys;
 pub mod kind;
@@ -31,6 +33,7 @@ pub mod watch;
 use std::time::Duration;
 
 pub use alert::{Alert, Alerts};
+pub use error::MonitorError;
 pub use kind::Kind;
 pub use follow::{Followed, Keys};
 pub use source::{Api, Source};

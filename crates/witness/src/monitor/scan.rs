@@ -9,7 +9,8 @@ use signet_core::merkle::leaf_hash;
 
 use super::alert::EntryAlert;
 use super::entries::{self, San};
-use super::source::Source;
+use super::error::MonitorError;
+use super::source::{Source, SourceError};
 use super::watch::WatchList;
 
 /// Pages each worker takes per round.
@@ -38,7 +39,7 @@ pub struct Scan<'a> {
 impl Scan<'_> {
     /// Reads `from..to`, handing each page to `consume` in order. Stops at the first
     /// failure (of a fetch, or of `consume`), after consuming every page before it.
-    pub fn run(&self, from: u64, to: u64, mut consume: impl FnMut(Page) -> Result<(), String>) -> Result<(), String> {
+    pub fn run(&self, from: u64, to: u64, mut consume: impl FnMut(Page) -> Result<(), MonitorError>) -> Result<(), MonitorError> {
         let page = self.source.page();
         let mut bounds = Vec::new();
         let mut at = from;
@@ -50,7 +51,7 @@ impl Scan<'_> {
         let workers = self.workers.max(1);
         for round in bounds.chunks(workers * PAGES_PER_WORKER) {
             let next = AtomicUsize::new(0);
-            let mut results: Vec<Option<Result<Page, String>>> = (0..round.len()).map(|_| None).collect();
+            let mut results: Vec<Option<Result<Page, SourceError>>> = (0..round.len()).map(|_| None).collect();
             std::thread::scope(|s| {
                 let handles: Vec<_> = (0..workers.min(round.len()))
                     .map(|_| {
@@ -79,16 +80,16 @@ impl Scan<'_> {
                 }
             });
             for r in results {
-                consume(r.unwrap_or_else(|| Err("a page was not read".into()))?)?;
+                consume(r.ok_or(MonitorError::PageNotRead)??)?;
             }
         }
         Ok(())
     }
 
-    fn read(&self, start: u64, end: u64) -> Result<Page, String> {
+    fn read(&self, start: u64, end: u64) -> Result<Page, SourceError> {
         let bodies = self.source.entries(start, end, self.size, self.offset)?;
         if bodies.len() as u64 != end - start {
-            return Err(format!("{}: asked for entries {start}..{end}, got {}", self.source.url, bodies.len()));
+            return Err(SourceError::PageSize { url: self.source.url.clone(), start, end, got: bodies.len() });
         }
         let bytes = bodies.iter().map(|b| b.len() as u64).sum();
         let mut page = Page { start, leaves: Vec::with_capacity(bodies.len()), hits: Vec::new(), unparsed: 0, bytes };

@@ -6,9 +6,9 @@
 use bytes::Bytes;
 use serde::Deserialize;
 use signet_core::hash::Hash;
-use signet_log::remote::TileNodes;
+use signet_log::remote::{RemoteError, TileNodes};
 use signet_log::tiles::{format_index, TILE_WIDTH};
-use signet_tls::Fetcher;
+use signet_tls::{FetchError, Fetcher};
 
 /// The most a checkpoint may weigh (a note with a few dozen cosignatures is ~4 KiB).
 const MAX_CHECKPOINT: usize = 64 << 10;
@@ -18,6 +18,61 @@ const MAX_BUNDLE: usize = 256 * (2 + 65_535);
 const V1_RETRIEVE: u64 = 10;
 /// Entries asked of one CT `get-entries` (a log may answer fewer: RFC 6962 §4.6).
 const CT_PAGE: u64 = 256;
+
+/// Why a log's checkpoint, proof or entries could not be fetched, or what fetched is not
+/// what was asked for. `url` is what was fetched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The request could not be built (a URL that is not one).
+    #[error(transparent)]
+    Request(#[from] http::Error),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("{method} {url}: answered HTTP {status}; expected 200")]
+    Status { method: &'static str, url: String, status: u16 },
+    #[error("{url} is not UTF-8")]
+    NotUtf8 { url: String },
+    #[error("{url}: {source}")]
+    Json { url: String, source: serde_json::Error },
+    #[error("POST {url}: {source}")]
+    PostJson { url: String, source: serde_json::Error },
+    #[error("{url}: shard sizes overflow")]
+    ShardsOverflow { url: String },
+    /// A tile of the new tree could not be fetched or read.
+    #[error(transparent)]
+    Tiles(Box<RemoteError<SourceError>>),
+    /// `path` is the proof's path under the log's URL.
+    #[error("{path}: hash {hash:?} is not 32 bytes of {encoding}")]
+    ProofHash { path: String, hash: String, encoding: &'static str },
+    #[error("{url}: {got} entries; expected 1 to {most}")]
+    CtEntries { url: String, got: usize, most: u64 },
+    #[error("{url}: entry {index}'s leaf_input is not base64")]
+    LeafInput { url: String, index: u64 },
+    #[error("{url}: {source}")]
+    Bundle { url: String, source: BundleError },
+    #[error("{url}: {got} entries, expected {width}")]
+    ShortBundle { url: String, got: usize, width: u64 },
+    #[error("POST {url}: entry {index} body is not base64")]
+    EntryBody { url: String, index: u64 },
+    #[error("POST {url}: entry {index} is missing from the answer")]
+    MissingEntry { url: String, index: u64 },
+    /// `url` is the log's.
+    #[error("{url}: asked for entries {start}..{end}, got {got}")]
+    PageSize { url: String, start: u64, end: u64, got: usize },
+}
+
+/// Why bytes are not a C2SP entry bundle.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleError {
+    #[error("truncated length prefix")]
+    TruncatedLength,
+    #[error("entry is shorter than its length prefix")]
+    ShortEntry,
+    #[error("more than 256 entries")]
+    TooMany,
+}
 
 /// The API a log is followed through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,23 +122,23 @@ impl Source {
         }
     }
 
-    fn get(&self, fetcher: &Fetcher, path: &str) -> Result<Bytes, String> {
+    fn get(&self, fetcher: &Fetcher, path: &str) -> Result<Bytes, SourceError> {
         let url = format!("{}/{path}", self.url);
-        let request = http::Request::get(&url).body(Bytes::new()).map_err(|e| e.to_string())?;
-        let response = fetcher.send(&url, request).map_err(|e| e.to_string())?;
+        let request = http::Request::get(&url).body(Bytes::new())?;
+        let response = fetcher.send(&url, request)?;
         match response.status() {
             http::StatusCode::OK => Ok(response.into_body()),
-            s => Err(format!("GET {url}: answered HTTP {}; expected 200", s.as_u16())),
+            s => Err(SourceError::Status { method: "GET", url, status: s.as_u16() }),
         }
     }
 
     /// The log's latest checkpoint, as the signed note text, and (v1) the virtual index of
     /// its tree's entry 0: the sizes of the frozen shards before it.
-    pub fn checkpoint(&self) -> Result<(String, u64), String> {
+    pub fn checkpoint(&self) -> Result<(String, u64), SourceError> {
         match self.api {
             Api::Tiles => {
                 let bytes = self.get(&self.fetcher, "checkpoint")?;
-                let note = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}/checkpoint is not UTF-8", self.url))?;
+                let note = String::from_utf8(bytes.to_vec()).map_err(|_| SourceError::NotUtf8 { url: format!("{}/checkpoint", self.url) })?;
                 Ok((note, 0))
             }
             Api::V1 => {
@@ -100,14 +155,15 @@ impl Source {
                     tree_size: u64,
                 }
                 let bytes = self.get(&self.fetcher, "api/v1/log")?;
-                let info: Info = serde_json::from_slice(&bytes).map_err(|e| format!("{}/api/v1/log: {e}", self.url))?;
+                let url = || format!("{}/api/v1/log", self.url);
+                let info: Info = serde_json::from_slice(&bytes).map_err(|source| SourceError::Json { url: url(), source })?;
                 let offset = info.inactive_shards.iter().try_fold(0u64, |a, s| a.checked_add(s.tree_size));
-                Ok((info.signed_tree_head, offset.ok_or_else(|| format!("{}/api/v1/log: shard sizes overflow", self.url))?))
+                Ok((info.signed_tree_head, offset.ok_or_else(|| SourceError::ShardsOverflow { url: url() })?))
             }
             // The signed tree head's JSON, as served: `keys::verify_sth` reads and checks it.
             Api::Ct => {
                 let bytes = self.get(&self.fetcher, "ct/v1/get-sth")?;
-                let sth = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}/ct/v1/get-sth is not UTF-8", self.url))?;
+                let sth = String::from_utf8(bytes.to_vec()).map_err(|_| SourceError::NotUtf8 { url: format!("{}/ct/v1/get-sth", self.url) })?;
                 Ok((sth, 0))
             }
         }
@@ -115,11 +171,11 @@ impl Source {
 
     /// The consistency proof from size `old` to `new` (0 < old < new), as the log serves it
     /// (v1) or as built from the new tree's tiles (tile logs serve no proofs).
-    pub fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String> {
+    pub fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, SourceError> {
         match self.api {
             Api::Tiles => {
                 let fetch = |path: &str| self.get(&self.fetcher.clone().with_max_bytes(8192), path).map(|b| b.to_vec());
-                TileNodes::new(new, &fetch).consistency_proof(old)
+                TileNodes::new(new, &fetch).consistency_proof(old).map_err(|e| SourceError::Tiles(Box::new(e)))
             }
             Api::V1 => {
                 #[derive(Deserialize)]
@@ -128,11 +184,13 @@ impl Source {
                 }
                 let path = format!("api/v1/log/proof?firstSize={old}&lastSize={new}");
                 let bytes = self.get(&self.fetcher, &path)?;
-                let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+                let proof: Proof = serde_json::from_slice(&bytes).map_err(|source| SourceError::Json { url: format!("{}/{path}", self.url), source })?;
                 proof
                     .hashes
                     .iter()
-                    .map(|h| hex::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()).ok_or_else(|| format!("{path}: hash {h:?} is not 32 bytes of hex")))
+                    .map(|h| {
+                        hex::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()).ok_or_else(|| SourceError::ProofHash { path: path.clone(), hash: h.clone(), encoding: "hex" })
+                    })
                     .collect()
             }
             Api::Ct => {
@@ -142,12 +200,15 @@ impl Source {
                 }
                 let path = format!("ct/v1/get-sth-consistency?first={old}&second={new}");
                 let bytes = self.get(&self.fetcher, &path)?;
-                let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+                let proof: Proof = serde_json::from_slice(&bytes).map_err(|source| SourceError::Json { url: format!("{}/{path}", self.url), source })?;
                 proof
                     .consistency
                     .iter()
                     .map(|h| {
-                        signet_core::b64::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()).ok_or_else(|| format!("{path}: hash {h:?} is not 32 bytes of base64"))
+                        signet_core::b64::decode(h)
+                            .ok()
+                            .and_then(|b| <Hash>::try_from(b).ok())
+                            .ok_or_else(|| SourceError::ProofHash { path: path.clone(), hash: h.clone(), encoding: "base64" })
                     })
                     .collect()
             }
@@ -156,7 +217,7 @@ impl Source {
 
     /// The bodies of entries `start..end` of the tree of `size` leaves; `start..end` lies
     /// within one page. `offset` (v1 only) is the virtual index of the tree's entry 0.
-    pub fn entries(&self, start: u64, end: u64, size: u64, offset: u64) -> Result<Vec<Vec<u8>>, String> {
+    pub fn entries(&self, start: u64, end: u64, size: u64, offset: u64) -> Result<Vec<Vec<u8>>, SourceError> {
         match self.api {
             Api::Tiles => self.bundle(start, end, size),
             Api::V1 => {
@@ -182,7 +243,7 @@ impl Source {
 
     /// `get-entries` from `start` up to `end` (exclusive): the `leaf_input`s of at least one
     /// entry, at most the page asked for.
-    fn ct_entries(&self, start: u64, end: u64) -> Result<Vec<Vec<u8>>, String> {
+    fn ct_entries(&self, start: u64, end: u64) -> Result<Vec<Vec<u8>>, SourceError> {
         #[derive(Deserialize)]
         struct Entries {
             entries: Vec<Entry>,
@@ -193,18 +254,19 @@ impl Source {
         }
         let path = format!("ct/v1/get-entries?start={start}&end={}", end - 1);
         let bytes = self.get(&self.bundles, &path)?;
-        let page: Entries = serde_json::from_slice(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+        let url = || format!("{}/{path}", self.url);
+        let page: Entries = serde_json::from_slice(&bytes).map_err(|source| SourceError::Json { url: url(), source })?;
         if page.entries.is_empty() || page.entries.len() as u64 > end - start {
-            return Err(format!("{}/{path}: {} entries; expected 1 to {}", self.url, page.entries.len(), end - start));
+            return Err(SourceError::CtEntries { url: url(), got: page.entries.len(), most: end - start });
         }
         page.entries
             .iter()
             .enumerate()
-            .map(|(i, e)| signet_core::b64::decode(&e.leaf_input).map_err(|_| format!("{}/{path}: entry {}'s leaf_input is not base64", self.url, start + i as u64)))
+            .map(|(i, e)| signet_core::b64::decode(&e.leaf_input).map_err(|_| SourceError::LeafInput { url: url(), index: start + i as u64 }))
             .collect()
     }
 
-    fn bundle(&self, start: u64, end: u64, size: u64) -> Result<Vec<Vec<u8>>, String> {
+    fn bundle(&self, start: u64, end: u64, size: u64) -> Result<Vec<Vec<u8>>, SourceError> {
         let tile = start / TILE_WIDTH;
         let width = (size - tile * TILE_WIDTH).min(TILE_WIDTH);
         let mut path = format!("tile/entries/{}", format_index(tile));
@@ -212,17 +274,17 @@ impl Source {
             path.push_str(&format!(".p/{width}"));
         }
         let bytes = self.get(&self.bundles, &path)?;
-        let entries = split_bundle(&bytes).map_err(|e| format!("{}/{path}: {e}", self.url))?;
+        let entries = split_bundle(&bytes).map_err(|source| SourceError::Bundle { url: format!("{}/{path}", self.url), source })?;
         // A full bundle may answer for a partial one; fewer entries than asked for may not.
         if (entries.len() as u64) < width {
-            return Err(format!("{}/{path}: {} entries, expected {width}", self.url, entries.len()));
+            return Err(SourceError::ShortBundle { url: format!("{}/{path}", self.url), got: entries.len(), width });
         }
         let from = (start - tile * TILE_WIDTH) as usize;
         let to = (end - tile * TILE_WIDTH) as usize;
         Ok(entries.get(from..to).map(|s| s.iter().map(|e| e.to_vec()).collect()).unwrap_or_default())
     }
 
-    fn v1_entries(&self, start: u64, end: u64, offset: u64) -> Result<Vec<Vec<u8>>, String> {
+    fn v1_entries(&self, start: u64, end: u64, offset: u64) -> Result<Vec<Vec<u8>>, SourceError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Entry {
@@ -234,37 +296,36 @@ impl Source {
         let body = serde_json::json!({ "logIndexes": indexes }).to_string();
         let request = http::Request::post(&url)
             .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Bytes::from(body))
-            .map_err(|e| e.to_string())?;
-        let response = self.bundles.send(&url, request).map_err(|e| e.to_string())?;
+            .body(Bytes::from(body))?;
+        let response = self.bundles.send(&url, request)?;
         if response.status() != http::StatusCode::OK {
-            return Err(format!("POST {url}: answered HTTP {}; expected 200", response.status().as_u16()));
+            return Err(SourceError::Status { method: "POST", url, status: response.status().as_u16() });
         }
         let found: Vec<std::collections::HashMap<String, Entry>> =
-            serde_json::from_slice(response.body()).map_err(|e| format!("POST {url}: {e}"))?;
+            serde_json::from_slice(response.body()).map_err(|source| SourceError::PostJson { url: url.clone(), source })?;
         let mut by_index: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
         for e in found.into_iter().flat_map(|m| m.into_values()) {
-            let body = signet_core::b64::decode(&e.body).map_err(|_| format!("POST {url}: entry {} body is not base64", e.log_index))?;
+            let body = signet_core::b64::decode(&e.body).map_err(|_| SourceError::EntryBody { url: url.clone(), index: e.log_index })?;
             by_index.insert(e.log_index, body);
         }
         indexes
             .iter()
-            .map(|i| by_index.remove(i).ok_or_else(|| format!("POST {url}: entry {i} is missing from the answer")))
+            .map(|i| by_index.remove(i).ok_or_else(|| SourceError::MissingEntry { url: url.clone(), index: *i }))
             .collect()
     }
 }
 
 /// The entries of a C2SP entry bundle: each a big-endian u16 length, then that many bytes.
-pub fn split_bundle(mut bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub fn split_bundle(mut bytes: &[u8]) -> Result<Vec<&[u8]>, BundleError> {
     let mut out = Vec::with_capacity(TILE_WIDTH as usize);
     while !bytes.is_empty() {
-        let (len, rest) = bytes.split_first_chunk::<2>().ok_or("truncated length prefix")?;
+        let (len, rest) = bytes.split_first_chunk::<2>().ok_or(BundleError::TruncatedLength)?;
         let len = u16::from_be_bytes(*len) as usize;
-        let (entry, after) = rest.split_at_checked(len).ok_or("entry is shorter than its length prefix")?;
+        let (entry, after) = rest.split_at_checked(len).ok_or(BundleError::ShortEntry)?;
         out.push(entry);
         bytes = after;
         if out.len() > TILE_WIDTH as usize {
-            return Err("more than 256 entries".into());
+            return Err(BundleError::TooMany);
         }
     }
     Ok(out)

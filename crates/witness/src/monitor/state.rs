@@ -12,6 +12,29 @@ use signet_core::hash::{sha256, Hash};
 
 use super::range::Range;
 
+/// Why the state of a log cannot be read or kept.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    #[error("state dir {}: {source}", path.display())]
+    Dir { path: PathBuf, source: std::io::Error },
+    /// The file could not be read or written.
+    #[error("state file {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("state file {}: {source}", path.display())]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error(transparent)]
+    Serialize(serde_json::Error),
+    #[error("state file: range holds a hash that is not 32 bytes of hex")]
+    RangeHash,
+    #[error("state file: range does not fit its size")]
+    RangeSize,
+    #[error("state file: root is not 32 bytes of hex")]
+    Root,
+    #[error("state file: {read} entries read, more than the checkpoint's {size}")]
+    AheadOfCheckpoint { read: u64, size: u64 },
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogState {
@@ -55,14 +78,14 @@ pub struct Seen {
 }
 
 impl LogState {
-    pub fn range(&self) -> Result<Range, String> {
+    pub fn range(&self) -> Result<Range, StateError> {
         let peaks = self
             .range
             .iter()
             .map(|h| hex::decode(h).ok().and_then(|b| <Hash>::try_from(b).ok()))
             .collect::<Option<Vec<Hash>>>()
-            .ok_or("state file: range holds a hash that is not 32 bytes of hex")?;
-        Range::from_parts(self.range_size, peaks).ok_or_else(|| "state file: range does not fit its size".to_string())
+            .ok_or(StateError::RangeHash)?;
+        Range::from_parts(self.range_size, peaks).ok_or(StateError::RangeSize)
     }
 
     pub fn set_range(&mut self, range: &Range) {
@@ -77,8 +100,8 @@ pub struct Store {
 }
 
 impl Store {
-    pub fn open(dir: &Path) -> Result<Store, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("state dir {}: {e}", dir.display()))?;
+    pub fn open(dir: &Path) -> Result<Store, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir { path: dir.to_path_buf(), source })?;
         Ok(Store { dir: dir.to_path_buf() })
     }
 
@@ -94,19 +117,19 @@ impl Store {
         self.dir.join(format!("{readable}-{}.json", &hex::encode(sha256(url.as_bytes()))[..12]))
     }
 
-    pub fn load(&self, url: &str) -> Result<LogState, String> {
+    pub fn load(&self, url: &str) -> Result<LogState, StateError> {
         let path = self.path(url);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("state file {}: {e}", path.display())),
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StateError::Parse { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LogState { url: url.to_string(), ..LogState::default() }),
-            Err(e) => Err(format!("state file {}: {e}", path.display())),
+            Err(source) => Err(StateError::Io { path, source }),
         }
     }
 
-    pub fn save(&self, state: &LogState) -> Result<(), String> {
+    pub fn save(&self, state: &LogState) -> Result<(), StateError> {
         let path = self.path(&state.url);
-        let bytes = serde_json::to_vec_pretty(state).map_err(|e| e.to_string())?;
-        signet_core::files::write_atomic(&path, &bytes, 0o644).map_err(|e| format!("state file {}: {e}", path.display()))
+        let bytes = serde_json::to_vec_pretty(state).map_err(StateError::Serialize)?;
+        signet_core::files::write_atomic(&path, &bytes, 0o644).map_err(|source| StateError::Io { path, source })
     }
 }
 

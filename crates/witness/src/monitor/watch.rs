@@ -12,11 +12,38 @@
 //! know is an error that names it: a typo must not silently watch nothing.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::entries::{Facts, San};
+
+/// Why a watch list is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// Not TOML, or a key the format does not know (its message, without the position).
+    #[error("{}", .0.message())]
+    Toml(#[source] toml::de::Error),
+    #[error("san_regex: {0}")]
+    SanRegex(#[source] regex::Error),
+    #[error("keys: {0:?} is not sha256:<64 hex digits>")]
+    Key(String),
+    #[error("digests: {0:?} is not <algorithm>:<hex>, e.g. sha256:…")]
+    Digest(String),
+    #[error("watches nothing: give at least one of emails, uris, san_regex, issuers, keys, digests")]
+    Empty,
+}
+
+/// Why a watch file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchFileError {
+    #[error("watch file {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("watch file {}: {source}", path.display())]
+    Invalid { path: PathBuf, source: WatchError },
+}
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -53,16 +80,16 @@ pub struct WatchList {
 }
 
 impl WatchList {
-    pub fn load(path: &Path) -> Result<WatchList, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("watch file {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("watch file {}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<WatchList, WatchFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WatchFileError::Read { path: path.to_path_buf(), source })?;
+        Self::parse(&text).map_err(|source| WatchFileError::Invalid { path: path.to_path_buf(), source })
     }
 
-    pub fn parse(text: &str) -> Result<WatchList, String> {
-        let f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    pub fn parse(text: &str) -> Result<WatchList, WatchError> {
+        let f: File = toml::from_str(text).map_err(WatchError::Toml)?;
         let san_regex = match f.san_regex.is_empty() {
             true => None,
-            false => Some(regex::RegexSet::new(&f.san_regex).map_err(|e| format!("san_regex: {e}"))?),
+            false => Some(regex::RegexSet::new(&f.san_regex).map_err(WatchError::SanRegex)?),
         };
         let keys = f
             .keys
@@ -71,7 +98,7 @@ impl WatchList {
                 k.strip_prefix("sha256:")
                     .and_then(|h| hex::decode(h).ok())
                     .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                    .ok_or_else(|| format!("keys: {k:?} is not sha256:<64 hex digits>"))
+                    .ok_or_else(|| WatchError::Key(k.clone()))
             })
             .collect::<Result<_, _>>()?;
         let digests = f
@@ -81,7 +108,7 @@ impl WatchList {
                 Some((alg, hex)) if !alg.is_empty() && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
                     Ok(d.to_ascii_lowercase())
                 }
-                _ => Err(format!("digests: {d:?} is not <algorithm>:<hex>, e.g. sha256:…")),
+                _ => Err(WatchError::Digest(d.clone())),
             })
             .collect::<Result<_, _>>()?;
         let list = WatchList {
@@ -93,7 +120,7 @@ impl WatchList {
             digests,
         };
         if list.is_empty() {
-            return Err("watches nothing: give at least one of emails, uris, san_regex, issuers, keys, digests".into());
+            return Err(WatchError::Empty);
         }
         Ok(list)
     }
@@ -171,9 +198,9 @@ mod tests {
 
     #[test]
     fn bad_files_are_refused_with_the_reason() {
-        assert!(WatchList::parse("").unwrap_err().contains("watches nothing"));
-        assert!(WatchList::parse("email = [\"a@b\"]").unwrap_err().contains("email"));
-        assert!(WatchList::parse("san_regex = ['(']").unwrap_err().contains("san_regex"));
-        assert!(WatchList::parse("keys = ['abc']").unwrap_err().contains("keys"));
+        assert!(WatchList::parse("").unwrap_err().to_string().contains("watches nothing"));
+        assert!(WatchList::parse("email = [\"a@b\"]").unwrap_err().to_string().contains("email"));
+        assert!(WatchList::parse("san_regex = ['(']").unwrap_err().to_string().contains("san_regex"));
+        assert_eq!(WatchList::parse("keys = ['abc']").unwrap_err().to_string(), r#"keys: "abc" is not sha256:<64 hex digits>"#);
     }
 }

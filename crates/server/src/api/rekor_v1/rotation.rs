@@ -23,9 +23,9 @@ use std::time::Duration;
 use signet_log::Role;
 
 use super::{RekorV1, Shard, Shards};
-use crate::api::error::ApiError;
-use crate::shards::active::{blocking, internal, no_shared_seal, rotated_meanwhile, unavailable};
-use crate::shards::{self, Kind, Rotated, CATCH_UP};
+use crate::shards::active::{blocking, internal, unavailable, Cause, OnlineRotationError};
+use crate::shards::opener::FollowError;
+use crate::shards::{self, Kind, Rotated, ShardError, CATCH_UP};
 use crate::state::AppState;
 
 /// How often each instance on shared storage looks for a rotation another instance made.
@@ -34,7 +34,7 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(500);
 impl RekorV1 {
     /// Rotates the log online: freezes the active shard and starts the next, with a new key.
     /// Reads of every shard go on throughout.
-    pub async fn rotate(&self) -> Result<Rotated, ApiError> {
+    pub async fn rotate(&self) -> Result<Rotated, OnlineRotationError> {
         match self.opener.shared.is_some() {
             false => self.rotate_alone().await,
             true => self.rotate_shared().await,
@@ -43,7 +43,7 @@ impl RekorV1 {
 
     /// On storage this instance alone writes: appends that arrive meanwhile wait (a batch, a
     /// few milliseconds), then go to the new shard.
-    async fn rotate_alone(&self) -> Result<Rotated, ApiError> {
+    async fn rotate_alone(&self) -> Result<Rotated, OnlineRotationError> {
         let _exclusive = self.appending.write().await;
         let current = self.current();
         let (store, data_dir, list) = (self.opener.storage.clone(), self.opener.data_dir.clone(), current.registry.clone());
@@ -69,10 +69,12 @@ impl RekorV1 {
                 return Err(internal("recording the rotation", e));
             }
         };
-        let rotated = shards::rotated(&list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
-        let log = self.opener.open(&rotated.active, key).await.map_err(|e| {
-            unavailable("the rotation is recorded, but the new shard did not open", format!("{e}; restart signet to finish it"))
-        })?;
+        let rotated = shards::rotated(&list, &data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", Cause::NoNew { what: "shard" }))?;
+        let log = self
+            .opener
+            .open(&rotated.active, key)
+            .await
+            .map_err(|e| unavailable("the rotation is recorded, but the new shard did not open", Cause::Restart(FollowError::Open(Box::new(e)))))?;
         log.genesis_written().await.map_err(|e| unavailable("the rotation is recorded, but the new shard's first entry failed", e))?;
         let mut frozen = current.frozen.clone();
         frozen.push(old);
@@ -83,10 +85,10 @@ impl RekorV1 {
 
     /// On storage several instances share. This instance freezes the tree in the database,
     /// seals the new key there and records the next shard; the others follow within a look.
-    async fn rotate_shared(&self) -> Result<Rotated, ApiError> {
+    async fn rotate_shared(&self) -> Result<Rotated, OnlineRotationError> {
         let seal = self.opener.seal.clone();
         if seal.is_none() && !self.opener.homes.elsewhere(Kind::RekorV1) {
-            return Err(no_shared_seal());
+            return Err(OnlineRotationError::NoSharedSeal);
         }
         // Serve whatever another instance rotated to first, so that this rotation starts from
         // the newest shard.
@@ -96,7 +98,7 @@ impl RekorV1 {
         let store = self.opener.storage.clone();
         let list = self.stored_registry(&current).await.map_err(|e| unavailable("reading the shard registry", e))?;
         if list.len() != current.registry.len() {
-            return Err(rotated_meanwhile());
+            return Err(OnlineRotationError::RotatedMeanwhile);
         }
         let number = {
             let (store, data_dir, list, homes) = (store.clone(), self.opener.data_dir.clone(), list.clone(), self.opener.homes.clone());
@@ -112,7 +114,7 @@ impl RekorV1 {
         let id = old.log.storage_id();
         let frozen = {
             let store = store.clone();
-            blocking(move || store.freeze(id).map_err(|e| e.to_string())).await
+            blocking(move || store.freeze(id).map_err(ShardError::from)).await
         };
         let size = match frozen {
             Ok(size) => size,
@@ -137,7 +139,8 @@ impl RekorV1 {
             blocking(move || shards::record_rotation(store.as_ref(), &data_dir, list, size, &key).map(|l| (l, key))).await
         };
         let (list, key) = list.map_err(|e| internal("recording the rotation (the shard is frozen: rotate again to finish)", e))?;
-        let rotated = shards::rotated(&list, &self.opener.data_dir, &self.opener.homes).ok_or_else(|| internal("recording the rotation", "no new shard"))?;
+        let rotated = shards::rotated(&list, &self.opener.data_dir, &self.opener.homes)
+            .ok_or_else(|| internal("recording the rotation", Cause::NoNew { what: "shard" }))?;
         let log = self
             .opener
             .open_active(Kind::RekorV1, &rotated.active, Arc::new(key))
@@ -151,24 +154,24 @@ impl RekorV1 {
     }
 
     /// The registry as storage has it, from `current`'s shard 0.
-    async fn stored_registry(&self, current: &Shards) -> Result<Vec<signet_log::shards::Shard>, String> {
-        let Some(zero) = current.registry.first() else { return Err("the log has no shards".into()) };
+    async fn stored_registry(&self, current: &Shards) -> Result<Vec<signet_log::shards::Shard>, ShardError> {
+        let Some(zero) = current.registry.first() else { return Err(ShardError::NoShards) };
         let zero = signet_log::shards::Shard { frozen: None, ..zero.clone() };
         let store = self.opener.storage.clone();
-        blocking(move || signet_log::shards::load(store.as_ref(), shards::KIND, zero).map_err(|e| e.to_string())).await
+        blocking(move || signet_log::shards::load(store.as_ref(), shards::KIND, zero).map_err(ShardError::from)).await
     }
 
     /// On shared storage: serves the shards that another instance's rotation made, if there
     /// are any this instance does not serve yet. True when it changed what it serves.
-    pub async fn follow_rotations(&self) -> Result<bool, String> {
+    pub async fn follow_rotations(&self) -> Result<bool, FollowError> {
         if self.opener.shared.is_none() {
             return Ok(false);
         }
         let current = self.current();
-        let Some(active) = current.registry.last() else { return Err("the log has no shards".into()) };
+        let Some(active) = current.registry.last() else { return Err(ShardError::NoShards.into()) };
         let moved = {
             let (store, active) = (self.opener.storage.clone(), active.clone());
-            blocking(move || signet_log::shards::moved_on(store.as_ref(), shards::KIND, &active).map_err(|e| e.to_string())).await?
+            blocking(move || signet_log::shards::moved_on(store.as_ref(), shards::KIND, &active).map_err(ShardError::from)).await?
         };
         if !moved {
             return Ok(false);
@@ -179,7 +182,7 @@ impl RekorV1 {
             return Ok(false);
         }
         let Some(frozen) = frozen_now else {
-            return Err(format!("storage lists shards past shard {}, which it does not list as frozen", active.number));
+            return Err(ShardError::NotFrozen { number: active.number }.into());
         };
         if list.len() == current.registry.len() {
             // Frozen with nothing after it yet: a rotation under way (its next record follows
@@ -190,12 +193,9 @@ impl RekorV1 {
         // Stop appending to the frozen shard before taking the lock that appends hold: a
         // follower's appends wait for entries that will never come until this answers them.
         let old = current.active.clone();
-        let head = old.log.follow_until(frozen.size, CATCH_UP).await.map_err(|e| e.to_string())?;
+        let head = old.log.follow_until(frozen.size, CATCH_UP).await.map_err(ShardError::from)?;
         if head.checkpoint.size != frozen.size {
-            return Err(format!(
-                "shard {} was frozen at size {}, but this instance's tree of it has size {}",
-                active.number, frozen.size, head.checkpoint.size
-            ));
+            return Err(ShardError::ShardBehind { number: active.number, frozen: frozen.size, held: head.checkpoint.size }.into());
         }
         let _exclusive = self.appending.write().await;
         if !Arc::ptr_eq(&current, &self.current()) {
@@ -211,7 +211,7 @@ impl RekorV1 {
                 blocking(move || shards::take_key(Kind::RekorV1, store.as_ref(), seal.as_deref(), &data_dir, &homes, &shard)).await?
             };
             let log = match shard.frozen {
-                Some(_) => self.opener.open(shard, key).await.map_err(|e| e.to_string())?,
+                Some(_) => self.opener.open(shard, key).await.map_err(|e| FollowError::Open(Box::new(e)))?,
                 None => self.opener.open_active(Kind::RekorV1, shard, key).await?,
             };
             let served = Shard::new(log, shard.tree_id, shard.start);
@@ -221,10 +221,7 @@ impl RekorV1 {
             }
         }
         let Some(active) = served_active else {
-            return Err(format!(
-                "shard {} is frozen and no shard follows it: a rotation was cut short; run `signet admin log rotate --log rekor-v1` again to finish it",
-                list.last().map_or(0, |s| s.number)
-            ));
+            return Err(ShardError::ShardCutShort { number: list.last().map_or(0, |s| s.number) }.into());
         };
         let number = list.last().map_or(0, |s| s.number);
         self.serve(Shards { active, frozen: served_frozen, registry: list }).await;
@@ -251,7 +248,7 @@ impl RekorV1 {
         // What this instance queued into the frozen shard is logged nowhere: its appends were
         // told to retry.
         if let (Some(queue), Some(id)) = (self.opener.shared.clone(), frozen) {
-            match blocking(move || signet_log::storage::Queue::discard(queue.as_ref(), id).map_err(|e| e.to_string())).await {
+            match blocking(move || signet_log::storage::Queue::discard(queue.as_ref(), id).map_err(ShardError::from)).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(log = id, dropped = n, "dropped entries queued for the frozen shard (their appends were told to retry)"),
                 Err(e) => tracing::warn!(log = id, error = %e, "could not clear the frozen shard's queue"),
@@ -277,7 +274,8 @@ pub fn watch(state: Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
                 _ = v2.frozen_in_storage() => true,
                 _ = ct.frozen_in_storage() => true,
             };
-            let v1_looked = state.rekor_v1.follow_rotations().await;
+            // As text: `/readyz` says it, and a cause is logged once.
+            let v1_looked = state.rekor_v1.follow_rotations().await.map_err(|e| e.to_string());
             let mut changed = matches!(v1_looked, Ok(true));
             let v1_behind = match &v1_looked {
                 Ok(_) => (!state.rekor_v1.log().is_running()).then(|| cut_short(Kind::RekorV1)),
@@ -286,7 +284,7 @@ pub fn watch(state: Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
             *state.rekor_v1.behind.lock() = v1_behind;
             let mut looks = vec![(Kind::RekorV1, v1_looked)];
             for log in [&state.rekor_v2, &state.ct] {
-                let looked = log.follow_rotations().await;
+                let looked = log.follow_rotations().await.map_err(|e| e.to_string());
                 changed |= matches!(looked, Ok(true));
                 *log.behind.lock() = match &looked {
                     Ok(_) => (!log.log().is_running()).then(|| cut_short(log.kind())),
