@@ -7,7 +7,13 @@
 //! nothing. A versioned file, once stored, never changes: only `timestamp.json` and
 //! `root.json` (the copy of the newest root) are replaced.
 
-use super::*;
+use std::future::Future;
+
+use crate::storage::StorageError;
+use super::fence::{check_fence, Lease};
+use super::commit::COMMIT_DEADLINE;
+use super::pool::{classify, writer};
+use super::PostgresStorage;
 
 /// One published file: its name under `/tuf/` and its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
