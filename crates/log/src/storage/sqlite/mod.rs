@@ -7,9 +7,14 @@
 //! - `readers`: the pool of read-only connections and their snapshots, and SQLite's errors as
 //!   the store's.
 //! - [`keys`]: the lookup index by leaf hash, digest, identity and signer's key, in a file of its own.
+//! - `schema`: the tables and their migrations, and `signet doctor`'s looks.
+//! - `rows`: an entry's row id, and the entry reads' statements and decoders.
 
+#[macro_use]
+mod rows;
 mod keys;
 mod readers;
+mod schema;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,11 +24,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
-use signet_db::sqlite::{self as db, Checkpoints, Durability, Migration};
+use signet_db::sqlite::{self as db, Checkpoints, Durability};
 
 use super::*;
 use keys::{KeyIndex, SearchKind};
 use readers::{backend, from_db, stable_plans, Reader, Readers, READER_CACHE_KIB};
+use rows::{attach, entry_keys, hash_column, row_id, stored_entry, ENTRY_BY_ID, MAX_INDEX};
+pub use schema::{schema_version, shard_records};
+use schema::MIGRATIONS;
 
 pub struct SqliteStorage {
     /// The schema versions this open applied (empty when the file was current).
@@ -40,113 +48,6 @@ pub struct SqliteStorage {
 /// the memory map too. A larger cache only kept written pages nobody reads again, filling for
 /// half an hour at the soak's rate (it was 128 MiB).
 const WRITER_CACHE_KIB: u32 = 16 * 1024;
-
-/// Indices stay below 2^48 so the log id fits above them in a row id.
-const MAX_INDEX: u64 = 1 << 48;
-
-/// Entries of all logs share one table; the log id sits in the top bits of the row id.
-fn row_id(log: LogId, index: u64) -> i64 {
-    // `+`, not `|`: a range end of MAX_INDEX is the next log's first row.
-    ((log as i64) << 48) + index as i64
-}
-
-/// `entry_keys` is small and scanned at startup; `entry_bodies` holds the bulk and everything
-/// an entry read needs, so that a read is one B-tree descent (the leaf hash is recomputed
-/// from the body). Both are append-only rowid tables, so a commit dirties only the pages at
-/// their ends. `entry_bodies.integrated_time` came later: rows written before it are NULL
-/// there and read it from `entry_keys`.
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS entry_keys(
-    id INTEGER PRIMARY KEY,
-    leaf_hash BLOB NOT NULL,
-    digest BLOB,
-    integrated_time INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entry_bodies(id INTEGER PRIMARY KEY, body BLOB NOT NULL, stamp BLOB, integrated_time INTEGER);
-CREATE TABLE IF NOT EXISTS tiles(
-    log INTEGER NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hashes BLOB NOT NULL,
-    PRIMARY KEY(log, level, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS checkpoints(log INTEGER PRIMARY KEY, size INTEGER NOT NULL, note TEXT NOT NULL);
-";
-
-/// The schema versions (`PRAGMA user_version`). Version 1 is the layout above; databases made
-/// before versions were kept have user_version 0 and the tables already, which `IF NOT EXISTS`
-/// and the column check make a no-op for.
-/// The schema version of the SQLite store at `path`, and the newest this build knows,
-/// read without changing anything (`signet doctor`).
-pub fn schema_version(path: &Path) -> Result<(i32, i32), StorageError> {
-    if !path.exists() {
-        return Err(StorageError::Backend(format!("{} does not exist; `signet serve` or `signet migrate` creates it", path.display())));
-    }
-    let have = db::schema_version(path).map_err(from_db)?;
-    Ok((have, db::newest(MIGRATIONS)))
-}
-
-/// [`super::shard_records`] on SQLite: the records alone (it freezes nothing in storage).
-pub fn shard_records(path: &Path) -> Result<super::ShardRecords, StorageError> {
-    if !path.exists() {
-        return Ok(super::ShardRecords::default());
-    }
-    let fail = |e: rusqlite::Error| StorageError::Backend(format!("{}: {e}", path.display()));
-    let conn = db::open_inspect(path).map_err(from_db)?;
-    let mut st = conn.prepare("SELECT key, value FROM meta WHERE key LIKE '%.shard.%' ORDER BY key").map_err(fail)?;
-    let records = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(fail)?.collect::<rusqlite::Result<_>>().map_err(fail)?;
-    Ok(super::ShardRecords { records, frozen: Vec::new() })
-}
-
-const MIGRATIONS: &[Migration] = &[
-    Migration { version: 1, apply: |tx| {
-        tx.execute_batch(SCHEMA)?;
-        add_integrated_time(tx)
-    } },
-    // Full leaf tiles with their inner levels ([`LeafTile`]), keyed like the entries (row_id of
-    // the tile's index). A rowid table: each row is 16 KiB, and they are only ever appended.
-    Migration { version: 2, apply: |tx| tx.execute_batch("CREATE TABLE IF NOT EXISTS leaf_tiles(id INTEGER PRIMARY KEY, nodes BLOB NOT NULL);") },
-    // The signing identity an entry is searchable by. Entries logged before have NULL there:
-    // they are found by digest only (nothing re-reads old bodies to fill it in).
-    Migration { version: 3, apply: |tx| add_key_column(tx, "identity") },
-    // The signer's key an entry is searchable by (rekor-cli `search --public-key`), likewise
-    // NULL for the entries before.
-    Migration { version: 4, apply: |tx| add_key_column(tx, "public_key") },
-    // intoto entries' attestations, one row per content (`NewEntry::attestation`); an entry
-    // row names its own by digest. A rowid table: rows run to the attestation limit (100 KiB
-    // by default), too long for a WITHOUT ROWID table's B-tree.
-    Migration { version: 5, apply: |tx| {
-        let has: bool = tx.query_row("SELECT count(*) FROM pragma_table_info('entry_bodies') WHERE name = 'attestation'", [], |r| {
-            r.get::<_, i64>(0).map(|n| n > 0)
-        })?;
-        if !has {
-            tx.execute_batch("ALTER TABLE entry_bodies ADD COLUMN attestation BLOB")?;
-        }
-        tx.execute_batch("CREATE TABLE IF NOT EXISTS attestations(digest BLOB NOT NULL UNIQUE, data BLOB NOT NULL)")
-    } },
-];
-
-/// Adds the search key column `entry_keys.<column>` (schema versions 3 and 4).
-fn add_key_column(conn: &Connection, column: &str) -> rusqlite::Result<()> {
-    let has: bool = conn.query_row("SELECT count(*) FROM pragma_table_info('entry_keys') WHERE name = ?1", [column], |r| {
-        r.get::<_, i64>(0).map(|n| n > 0)
-    })?;
-    if !has {
-        conn.execute_batch(&format!("ALTER TABLE entry_keys ADD COLUMN {column} BLOB"))?;
-    }
-    Ok(())
-}
-
-/// Adds `entry_bodies.integrated_time` to a database made by the first release.
-fn add_integrated_time(conn: &Connection) -> rusqlite::Result<()> {
-    let has_time: bool = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('entry_bodies') WHERE name = 'integrated_time'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has_time {
-        conn.execute_batch("ALTER TABLE entry_bodies ADD COLUMN integrated_time INTEGER")?;
-    }
-    Ok(())
-}
 
 /// How often the checkpointer copies the WAL into the database. Often, so that each copy is
 /// small: the copy ends with an fsync of the database file, and the commits' WAL fsyncs queue
@@ -344,65 +245,6 @@ impl Drop for SqliteStorage {
         self.keys.stop();
         self.stop.store(true, Ordering::Relaxed);
     }
-}
-
-/// Entry rows from `entry_bodies` alone, except for rows older than its `integrated_time`
-/// column (COALESCE evaluates the subquery only for those); a row's attestation by [`attach`].
-/// A macro, so that each statement is a constant that the statement cache finds without
-/// formatting a string per read.
-macro_rules! entry_select {
-    ($where:literal) => {
-        concat!(
-            "SELECT b.id, b.body, b.stamp, ",
-            "COALESCE(b.integrated_time, (SELECT k.integrated_time FROM entry_keys k WHERE k.id = b.id)), b.attestation ",
-            "FROM entry_bodies b ",
-            $where
-        )
-    };
-}
-const ENTRY_BY_ID: &str = entry_select!("WHERE b.id = ?1");
-
-/// The columns [`entry_keys`] reads, in its order.
-macro_rules! ENTRY_KEYS {
-    () => {
-        "SELECT leaf_hash, digest, identity, public_key FROM entry_keys"
-    };
-}
-use ENTRY_KEYS;
-
-/// `leaf_hash, digest, identity, public_key` of an `entry_keys` row.
-fn entry_keys(r: &rusqlite::Row<'_>) -> rusqlite::Result<EntryKeys> {
-    Ok(EntryKeys { leaf_hash: hash_column(r, 0)?, digest: r.get(1)?, identity: r.get(2)?, public_key: r.get(3)? })
-}
-
-fn hash_column(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Hash> {
-    let v: Vec<u8> = row.get(i)?;
-    v.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(i, "leaf_hash".into(), rusqlite::types::Type::Blob))
-}
-
-/// An entry row, and the digest of the attestation it names, for [`attach`].
-fn stored_entry(log: LogId, row: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredEntry, Option<Vec<u8>>)> {
-    let id: i64 = row.get(0)?;
-    let body: Vec<u8> = row.get(1)?;
-    let entry = StoredEntry {
-        index: (id - row_id(log, 0)) as u64,
-        leaf_hash: crate::merkle::leaf_hash(&body),
-        integrated_time: row.get(3)?,
-        body,
-        stamp: row.get(2)?,
-        attestation: None,
-    };
-    Ok((entry, row.get(4)?))
-}
-
-/// The entry with the attestation its row names, read on the same snapshot. A second
-/// statement rather than a subquery in the entry's: a read of an entry without one (most)
-/// then costs nothing more than before attestations were kept.
-fn attach(c: &Connection, (mut entry, digest): (StoredEntry, Option<Vec<u8>>)) -> rusqlite::Result<StoredEntry> {
-    if let Some(digest) = digest {
-        entry.attestation = c.prepare_cached("SELECT data FROM attestations WHERE digest = ?1")?.query_row([digest], |r| r.get(0)).optional()?;
-    }
-    Ok(entry)
 }
 
 impl Storage for SqliteStorage {
@@ -737,7 +579,7 @@ mod tests {
         {
             // The schema of the first release: no entry_bodies.integrated_time.
             let c = Connection::open(&path).unwrap();
-            c.execute_batch(&SCHEMA.replace(", integrated_time INTEGER);", ");")).unwrap();
+            c.execute_batch(&schema::SCHEMA.replace(", integrated_time INTEGER);", ");")).unwrap();
             c.execute("INSERT INTO entry_keys(id, leaf_hash, digest, integrated_time) VALUES (?1, ?2, NULL, 77)",
                 params![row_id(1, 0), &crate::merkle::leaf_hash(b"old")[..]]).unwrap();
             c.execute("INSERT INTO entry_bodies(id, body, stamp) VALUES (?1, ?2, NULL)", params![row_id(1, 0), &b"old"[..]]).unwrap();
