@@ -8,6 +8,7 @@ mod common;
 
 mod audit;
 mod backup;
+mod bench_cost;
 mod bench_gates;
 mod bench_micro;
 mod bench_transport;

@@ -22,6 +22,7 @@ pub fn result(workload: &str, rps: f64, p99: f64, errors: &[(&str, u64)]) -> Loa
         by_kind: Default::default(),
         soak: None,
         disk: None,
+        server_cpu: None,
         http: "1.1".into(),
         streams: None,
         new_connection: false,

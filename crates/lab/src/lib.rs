@@ -6,6 +6,9 @@
 //! - [`txn`]: transactions of several requests: `sign`, `verify` and `mixed`.
 //! - [`preset`]: `--preset low|medium|high|stress|soak`.
 //! - [`soak`]: sampling the server process during a soak, and the growth verdict.
+//! - [`server_cpu`]: the server's own CPU per operation over a run (`--server-pid`).
+//! - [`cost`]: the server's CPU per operation against its crypto floor, and where the rest
+//!   goes (`signet bench cost`).
 //! - [`result`]: the JSON result and the printed table.
 //! - [`transport`]: HTTP/1.1 or HTTP/2, keep-alive or a new connection per request; the
 //!   clients the workers send through.
@@ -30,6 +33,7 @@
 
 pub mod compare;
 pub mod conn;
+pub mod cost;
 pub mod crypto;
 pub mod dial;
 pub mod disk;
@@ -46,6 +50,7 @@ pub mod preset;
 pub mod report;
 pub mod result;
 pub mod scale;
+pub mod server_cpu;
 pub mod soak;
 pub mod table;
 pub mod tlsbench;

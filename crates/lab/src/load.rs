@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use crate::conn::{Conn, ConnError};
 use crate::dial::{Dialer, Setup};
 use crate::result::{Bucket, KindResult, Latency, LoadResult, Second};
+use crate::server_cpu::{CpuTime, ServerCpu};
 use crate::transport::{Client, HttpVersion, Transport, TransportError};
 use crate::txn::{self, SeedError, Transactions, TxnError, TxnFailure, TxnSpec};
 use crate::workload::{RequestMaker, Workload};
@@ -48,6 +49,9 @@ pub struct LoadSpec {
     pub rng_seed: u64,
     /// Sample the server process during the run (`--preset soak`).
     pub soak: Option<SoakSpec>,
+    /// The server's process: its CPU over the measured window, per answered operation
+    /// ([`crate::server_cpu`]).
+    pub server_pid: Option<u32>,
     /// Sample the disk's `fdatasync` latency in this directory during the run.
     pub disk_probe: Option<std::path::PathBuf>,
     /// Arrivals sent at the same rate before `duration` starts, and not recorded: the
@@ -271,6 +275,9 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     if let Some(soak) = spec.soak {
         crate::soak::read_proc(soak.pid).map_err(|source| SpecError::ServerPid { pid: soak.pid, source })?;
     }
+    if let Some(pid) = spec.server_pid {
+        CpuTime::of(pid).map_err(|source| SpecError::ServerPid { pid, source })?;
+    }
     let driver = if spec.workload.is_transaction() {
         let seeded = if spec.workload == Workload::Sign {
             Vec::new()
@@ -331,6 +338,13 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         let (driver, timeout, recorder) = (driver.clone(), spec.timeout, recorder.clone());
         workers.push(tokio::spawn(async move { worker(client, k as u64, stride, schedule, driver, timeout, recorder).await }));
     }
+    // The server's CPU from the first measured arrival: the warm-up's is not billed.
+    let cpu_from = spec.server_pid.map(|pid| {
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_from).await;
+            CpuTime::of(pid).ok()
+        })
+    });
     let soak = spec.soak.map(|s| {
         let (stop, stopped) = tokio::sync::oneshot::channel();
         (s, stop, tokio::spawn(crate::soak::sample(s.pid, start, stopped)))
@@ -359,6 +373,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
     for w in workers {
         w.await.map_err(SpecError::Worker)?;
     }
+    let cpu_to = spec.server_pid.and_then(|pid| CpuTime::of(pid).ok());
     let mut recorder = std::mem::replace(&mut *lock(&recorder), Recorder::new(spec.timeout));
     recorder.close_seconds_before(u64::MAX);
     let Recorder { total: total_hist, closed_seconds: per_second, errors, ok, expired: dropped, by_kind: kinds, connect, handshake, .. } =
@@ -383,6 +398,13 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
         None => None,
     };
     let elapsed = measure_from.elapsed().as_secs_f64().max(spec.duration.as_secs_f64());
+    let server_cpu = match (spec.server_pid, cpu_from) {
+        (Some(pid), Some(from)) => match (from.await.map_err(SpecError::Worker)?, cpu_to) {
+            (Some(before), Some(after)) => ServerCpu::between(pid, before, after, ok, elapsed),
+            _ => None,
+        },
+        _ => None,
+    };
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
@@ -410,6 +432,7 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, LoadError> {
             .collect(),
         soak,
         disk,
+        server_cpu,
         http: spec.transport.http.name().to_string(),
         streams: (spec.transport.http == HttpVersion::Http2 && !spec.transport.new_connection).then_some(spec.transport.streams),
         new_connection: spec.transport.new_connection,

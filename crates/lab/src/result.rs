@@ -124,6 +124,9 @@ pub struct LoadResult {
     /// `--disk-probe DIR`: the disk's own `fdatasync` latency during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<crate::disk::DiskReport>,
+    /// `--server-pid PID`: the server's own CPU per answered operation over the measured window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<crate::server_cpu::ServerCpu>,
     /// `1.1` or `2` (`--http`).
     #[serde(default = "http_1_1")]
     pub http: String,
@@ -276,6 +279,9 @@ impl LoadResult {
         }
         if let Some(soak) = &self.soak {
             s.push_str(&soak.summary());
+        }
+        if let Some(cpu) = &self.server_cpu {
+            s.push_str(&cpu.summary());
         }
         if let Some(d) = &self.disk {
             s.push_str(&format!(

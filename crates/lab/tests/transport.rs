@@ -118,6 +118,7 @@ fn spec(target: String, connections: usize, transport: Transport) -> LoadSpec {
         seed_entries: 0,
         rng_seed: 1,
         soak: None,
+        server_pid: None,
         disk_probe: None,
         warmup: Duration::ZERO,
         transport,

@@ -27,6 +27,8 @@ enum What {
     Gonogo(super::bench_gates::GonogoArgs),
     /// Print a summary table of load results and optionally write an HTML page with charts.
     Report(super::bench_gates::ReportArgs),
+    /// The server's CPU per operation against the crypto floor of the operation, in one run.
+    Cost(super::bench_cost::Args),
     /// Crypto micro-benchmarks: aws-lc-rs beside OpenSSL (libssl 3), median ops/s of interleaved repeats.
     Crypto(super::bench_crypto::Args),
     /// Criterion micro-benchmarks of the crates (core, log, ca), by suite or id filter; `--list` names them.
@@ -102,7 +104,8 @@ struct LoadArgs {
     /// Seed of the per-arrival choices (sign or verify; which digest).
     #[arg(long, default_value_t = 1)]
     rng_seed: u64,
-    /// The server's process ID, sampled every second during `--preset soak` (from /proc).
+    /// The server's process ID: its CPU per answered operation over the measured window is
+    /// reported (from /proc), and `--preset soak` samples it every second.
     #[arg(long)]
     server_pid: Option<u32>,
     /// Soak: RSS or fd growth above this percentage (first to last tenth of the run) is "growth".
@@ -124,6 +127,7 @@ pub fn run(args: Args) -> ExitCode {
         What::Compare(a) => super::bench_gates::compare(a),
         What::Gonogo(a) => super::bench_gates::gonogo(a),
         What::Report(a) => super::bench_gates::report(a),
+        What::Cost(a) => super::bench_cost::run(a),
         What::Crypto(a) => super::bench_crypto::run(a),
         What::Micro(a) => super::bench_micro::run(a),
         What::Tls(a) => super::bench_tls::run(a),
@@ -149,7 +153,6 @@ fn load(a: LoadArgs) -> ExitCode {
         }
         (Some(Preset::Soak), Some(pid)) => Some(SoakSpec { pid, threshold_pct: a.soak_growth_pct }),
         (Some(Preset::Soak), None) => return usage("--preset soak needs --server-pid PID (the signet serve process to sample)".into()),
-        (_, Some(_)) => return usage("--server-pid is only used with --preset soak".into()),
         _ => None,
     };
     if !(r.duration > 0.0 && r.duration <= 86_400.0) || !(a.timeout > 0.0 && a.timeout <= 600.0) {
@@ -194,6 +197,7 @@ fn load(a: LoadArgs) -> ExitCode {
         seed_entries: a.seed,
         rng_seed: a.rng_seed,
         soak,
+        server_pid: a.server_pid,
         disk_probe: a.disk_probe,
         warmup: Duration::from_secs_f64(a.warmup),
         transport,

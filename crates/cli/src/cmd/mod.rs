@@ -10,6 +10,8 @@ pub mod bench_gates;
 #[cfg(feature = "lab")]
 pub mod bench_tls;
 #[cfg(feature = "lab")]
+pub mod bench_cost;
+#[cfg(feature = "lab")]
 pub mod bench_crypto;
 #[cfg(feature = "lab")]
 pub mod bench_micro;

@@ -113,12 +113,12 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&CaseResult)) -> Result<Report
 }
 
 /// The first three fields of /proc/loadavg (Linux only).
-fn loadavg() -> Option<String> {
+pub(crate) fn loadavg() -> Option<String> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     Some(text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
-fn cpu_model() -> Option<String> {
+pub(crate) fn cpu_model() -> Option<String> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("model name"))?;
     Some(line.split_once(':')?.1.trim().to_string())
