@@ -7,7 +7,8 @@
 //! Criterion is re-exported so that suites and the runner agree on one version.
 //!
 //! - [`fixture`]: realistic signed inputs (a P-256 key, a certificate, a signature).
-//! - [`suite`]: this crate's suite: RFC 8785 canonical JSON.
+//! - [`suite`]: this crate's suite: RFC 8785 canonical JSON, and a request's key parsed and
+//!   checked.
 
 pub mod fixture;
 
@@ -72,13 +73,45 @@ pub fn main(suite: Suite) {
 pub fn suite() -> Suite {
     Suite {
         name: "core",
-        about: "shared building blocks: RFC 8785 canonical JSON",
-        benches: vec![Bench {
-            id: "core/jcs/hashedrekord",
-            about: "RFC 8785 canonical bytes of a hashedrekord 0.0.1 body with a P-256 certificate (from a serde_json::Value)",
-            run: jcs_hashedrekord,
-        }],
+        about: "shared building blocks: RFC 8785 canonical JSON, public keys",
+        benches: vec![
+            Bench {
+                id: "core/jcs/hashedrekord",
+                about: "RFC 8785 canonical bytes of a hashedrekord 0.0.1 body with a P-256 certificate (from a serde_json::Value)",
+                run: jcs_hashedrekord,
+            },
+            Bench {
+                id: "core/pubkey/parse_and_verify_digest",
+                about: "a P-256 key from its SPKI (as an append's key arrives), then its signature over a SHA-256 digest checked",
+                run: pubkey_parse_and_verify,
+            },
+            Bench {
+                id: "core/pubkey/verify_digest",
+                about: "the same check with the key already parsed: the difference is what parsing costs",
+                run: pubkey_verify,
+            },
+        ],
     }
+}
+
+fn pubkey_parse_and_verify(c: &mut Criterion, bench: &Bench) {
+    use crate::pubkey::{HashAlg, PublicKey};
+    let s = fixture::SignedArtifact::new(b"micro-benchmark artifact");
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            let key = PublicKey::from_spki(std::hint::black_box(&s.spki_der)).expect("the fixture's key parses");
+            key.verify_digest(HashAlg::Sha256, &s.digest, &s.signature).expect("the fixture's signature verifies")
+        })
+    });
+}
+
+fn pubkey_verify(c: &mut Criterion, bench: &Bench) {
+    use crate::pubkey::{HashAlg, PublicKey};
+    let s = fixture::SignedArtifact::new(b"micro-benchmark artifact");
+    let key = PublicKey::from_spki(&s.spki_der).expect("the fixture's key parses");
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| key.verify_digest(HashAlg::Sha256, std::hint::black_box(&s.digest), &s.signature).expect("the fixture's signature verifies"))
+    });
 }
 
 fn jcs_hashedrekord(c: &mut Criterion, bench: &Bench) {
