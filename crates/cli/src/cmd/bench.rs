@@ -215,12 +215,8 @@ fn load(a: LoadArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(path) = a.json {
-        let text = serde_json::to_string_pretty(&result).expect("result serializes");
-        if let Err(e) = std::fs::write(&path, text) {
-            errln!("signet bench load: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if !super::bench_json::write_json("load", a.json.as_deref(), &result) {
+        return ExitCode::FAILURE;
     }
     out!("{}", result.table());
     ExitCode::SUCCESS

@@ -39,12 +39,8 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(path) = a.json {
-        let text = serde_json::to_string_pretty(&report).expect("report serializes");
-        if let Err(e) = std::fs::write(&path, text) {
-            errln!("signet bench crypto: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if !super::bench_json::write_json("crypto", a.json.as_deref(), &report) {
+        return ExitCode::FAILURE;
     }
     out!("{}", report.table());
     ExitCode::SUCCESS

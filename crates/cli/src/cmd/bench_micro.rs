@@ -45,12 +45,8 @@ pub fn run(a: Args) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    if let Some(path) = a.json {
-        let text = serde_json::to_string_pretty(&report).expect("report serializes");
-        if let Err(e) = std::fs::write(&path, text) {
-            errln!("signet bench micro: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if !super::bench_json::write_json("micro", a.json.as_deref(), &report) {
+        return ExitCode::FAILURE;
     }
     outln!();
     out!("{}", report.table());

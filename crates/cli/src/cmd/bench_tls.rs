@@ -300,12 +300,8 @@ fn compare(c: CompareArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(path) = &c.common.json {
-        let text = serde_json::to_string_pretty(&report).expect("report serializes");
-        if let Err(e) = std::fs::write(path, text) {
-            errln!("signet bench tls compare: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if !super::bench_json::write_json("tls compare", c.common.json.as_deref(), &report) {
+        return ExitCode::FAILURE;
     }
     match tlsbench::compare::judge(&report, &c.a, &c.b, &criteria) {
         Ok(verdict) => {
@@ -337,12 +333,8 @@ fn backends(a: BackendArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(path) = a.json {
-        let text = serde_json::to_string_pretty(&report).expect("report serializes");
-        if let Err(e) = std::fs::write(&path, text) {
-            errln!("signet bench tls: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if !super::bench_json::write_json("tls", a.json.as_deref(), &report) {
+        return ExitCode::FAILURE;
     }
     out!("{}", report.tables());
     ExitCode::SUCCESS

@@ -8,6 +8,8 @@ pub mod bench;
 #[cfg(feature = "lab")]
 pub mod bench_gates;
 #[cfg(feature = "lab")]
+pub mod bench_json;
+#[cfg(feature = "lab")]
 pub mod bench_tls;
 #[cfg(feature = "lab")]
 pub mod bench_cost;

@@ -159,13 +159,8 @@ impl CostReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::floor::Primitive;
+    use crate::cost::floor::example_primitives as primitives;
     use crate::fixture::result;
-
-    fn primitives() -> Primitives {
-        let p = |id, us| Primitive { id, label: id, us, spread: 0.0 };
-        Primitives { sign: p("p256-sign", 20.0), verify: p("p256-verify", 50.0), hash: p("sha256", 1.0) }
-    }
 
     #[test]
     fn the_table_shows_cost_floor_overhead_and_layers() {
