@@ -123,6 +123,13 @@ impl Tuf {
         &self.repo
     }
 
+    /// After what a ceremony staged is served: `signet tuf publish --wait` returns on this.
+    fn forget_adopted(&self) {
+        if let Err(e) = self.repo.forget_adopted() {
+            tracing::warn!(error = %e, "removing the staged TUF metadata that is now published failed; it is removed at the next round");
+        }
+    }
+
     fn reload(&self) {
         match Files::load(self.repo.dir()) {
             Ok(files) => self.files.store(Arc::new(files)),
@@ -157,6 +164,7 @@ impl Tuf {
             None => {
                 if self.sign_refresh().await {
                     self.reload();
+                    self.forget_adopted();
                 }
             }
             Some(s) if s.holds_lease() => {
@@ -404,6 +412,7 @@ impl Tuf {
         match s.store(after).await {
             Ok(published) => {
                 self.files.store(published);
+                self.forget_adopted();
                 s.settled();
                 true
             }

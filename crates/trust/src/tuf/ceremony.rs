@@ -294,7 +294,8 @@ impl Repository {
         Ok(Signed { signed: targets, signatures: Vec::new() })
     }
 
-    fn staged_dir(&self) -> PathBuf {
+    /// Where `signet tuf publish` stages metadata for the server to adopt.
+    pub fn staged_dir(&self) -> PathBuf {
         self.dir().join(STAGED)
     }
 
@@ -408,7 +409,9 @@ impl Repository {
     /// snapshot or timestamp key it changed). Everything is checked before anything is written.
     /// Metadata that does not check out is moved aside (`.refused`, with a `.why`) and named in
     /// the error; staged metadata that needs a key this instance lacks stays for the next round.
-    /// Returns the names adopted.
+    /// Returns the names adopted. Their staged files stay until [`Repository::forget_adopted`]:
+    /// the server calls it once clients are served the new files, and `signet tuf publish
+    /// --wait` waits for that.
     pub async fn adopt_staged(&self, keys: &RoleKeys, expiry: &Expiry, now: jiff::Timestamp) -> Result<Vec<String>, TufError> {
         let staged = self.staged()?;
         if staged.is_empty() {
@@ -446,8 +449,8 @@ impl Repository {
             }
             Err(e) => return Err(e),
         };
-        let targets = live.iter().find_map(|(path, p)| match p {
-            Proposal::Targets(t) => Some((path, t)),
+        let targets = live.iter().find_map(|(_, p)| match p {
+            Proposal::Targets(t) => Some(t),
             Proposal::Root(_) => None,
         });
         // The snapshot and timestamp are signed here, with a key the new root names: check
@@ -469,19 +472,17 @@ impl Repository {
         }
 
         let mut adopted = Vec::new();
-        for (path, p) in live.iter().filter(|(_, p)| p.role() == Role::Root) {
+        for (_, p) in live.iter().filter(|(_, p)| p.role() == Role::Root) {
             let bytes = p.to_bytes()?;
             self.write(&p.file_name(), &bytes)?;
             self.write("root.json", &bytes)?;
-            let _ = std::fs::remove_file(path);
             adopted.push(p.file_name());
         }
-        if let Some((path, t)) = targets {
+        if let Some(t) = targets {
             let name = format!("{}.targets.json", t.signed.version);
             let bytes = Proposal::Targets(t.clone()).to_bytes()?;
             self.write(&name, &bytes)?;
             self.write_snapshot_chain(&root, keys, expiry, now, t.signed.version, &bytes, next(c.snapshot.signed.version), next(c.timestamp.signed.version)).await?;
-            let _ = std::fs::remove_file(path);
             adopted.push(name);
         }
         // Whatever the new root no longer accepts (its snapshot or timestamp key changed).
@@ -491,6 +492,29 @@ impl Repository {
             }
         }
         Ok(adopted)
+    }
+
+    /// Removes the staged files that are published (the current role's version is theirs or
+    /// newer); true if any was. Until then `signet tuf publish --wait` keeps waiting, so a
+    /// staged file gone means clients are served what it held.
+    pub fn forget_adopted(&self) -> Result<bool, TufError> {
+        let staged = self.staged()?;
+        if staged.is_empty() {
+            return Ok(false);
+        }
+        let c = self.current()?;
+        let mut forgot = false;
+        for (path, p) in staged {
+            let published = match p {
+                Proposal::Root(_) => c.root.signed.version.get(),
+                Proposal::Targets(_) => c.targets.signed.version.get(),
+            };
+            if p.version() <= published {
+                std::fs::remove_file(&path).map_err(|source| TufError::Io { path, source })?;
+                forgot = true;
+            }
+        }
+        Ok(forgot)
     }
 }
 

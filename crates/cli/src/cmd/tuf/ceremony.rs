@@ -298,13 +298,15 @@ fn wait_adopted(repo: &Repository, proposals: &[Proposal], wait: Duration) -> Ex
     let deadline = Instant::now() + wait;
     loop {
         for p in proposals {
-            let why = repo.dir().join("staged").join(format!("{}.refused.why", p.file_name()));
+            let why = repo.staged_dir().join(format!("{}.refused.why", p.file_name()));
             if let Ok(why) = std::fs::read_to_string(&why) {
                 errln!("signet tuf publish: the server refused {}: {}", p.file_name(), why.trim_end());
                 return ExitCode::FAILURE;
             }
         }
-        let done = repo.status().is_ok_and(|s| proposals.iter().all(|p| s.of(p.role()).0 >= p.version()));
+        // The server removes a staged file once clients are served what it held.
+        let served = proposals.iter().all(|p| !repo.staged_dir().join(p.file_name()).exists());
+        let done = served && repo.status().is_ok_and(|s| proposals.iter().all(|p| s.of(p.role()).0 >= p.version()));
         if done {
             outln!("published");
             return ExitCode::SUCCESS;

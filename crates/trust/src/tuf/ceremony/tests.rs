@@ -84,7 +84,11 @@ async fn root_and_targets_move_to_three_of_five_and_a_client_follows() {
     assert_eq!(client_reads(repo.dir()).await, b"{\"v\":1}", "staged metadata is not published");
     let adopted = repo.adopt_staged(&keys, &expiry, now).await.unwrap();
     assert_eq!(adopted, ["2.root.json", "2.targets.json"]);
+    // Staged until the server serves them and forgets them.
+    assert_eq!(repo.staged_stamp().len(), 2);
+    assert!(repo.forget_adopted().unwrap());
     assert!(repo.staged_stamp().is_empty());
+    assert!(!repo.forget_adopted().unwrap());
     assert_eq!(client_reads(repo.dir()).await, b"{\"v\":2}");
     assert_eq!(repo.role_key_ids(Role::Root).unwrap().0.len(), 5);
     assert_eq!(repo.role_key_ids(Role::Targets).unwrap().1, 3);
@@ -111,6 +115,10 @@ async fn root_and_targets_move_to_three_of_five_and_a_client_follows() {
     repo.stage(&resigned).unwrap();
     assert_eq!(repo.adopt_staged(&keys, &expiry, now).await.unwrap(), ["3.root.json"]);
     assert_eq!(repo.status().unwrap().root.0, 3);
+    // A server stopped before it forgot: the next round forgets what is published, adopts nothing.
+    assert_eq!(repo.staged_stamp().len(), 1);
+    assert!(repo.adopt_staged(&keys, &expiry, now).await.unwrap().is_empty());
+    assert!(repo.staged_stamp().is_empty());
     assert_eq!(client_reads(repo.dir()).await, b"{\"v\":2}");
 }
 
