@@ -1,8 +1,16 @@
-// kubecheck reads the manifests `helm template` renders (multi-document YAML, on stdin),
-// decodes each document strictly into its Kubernetes API type (an unknown or duplicated field
-// is an error, as the API server's strict field validation makes it), and prints them all as
-// one JSON array for the test to inspect. A kind it does not know is an error too: the chart
-// must not grow a resource that nothing checks.
+// kubecheck checks a Helm chart the way helm and the API server would, without helm's CLI
+// (whose build is most of what CI spent on tools): helm's own chart loader, template engine
+// and linter are linked here, so the Kubernetes packages compile once.
+//
+//	kubecheck lint CHART                                  # helm lint --strict CHART
+//	kubecheck render CHART [--namespace NS] [--set K=V]...  # helm template, then the check below
+//	kubecheck < manifests.yaml                            # the check alone
+//
+// The check decodes each document of a multi-document YAML stream strictly into its
+// Kubernetes API type (an unknown or duplicated field is an error, as the API server's strict
+// field validation makes it), and prints them all as one JSON array for the test to inspect.
+// A kind it does not know is an error too: the chart must not grow a resource that nothing
+// checks.
 package main
 
 import (
@@ -13,6 +21,13 @@ import (
 	"os"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/strvals"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -55,10 +70,107 @@ func object(apiVersion, kind string) (any, bool) {
 }
 
 func main() {
-	input, err := io.ReadAll(os.Stdin)
-	if err != nil {
-		fail("reading stdin: %v", err)
+	args := os.Args[1:]
+	if len(args) == 0 {
+		input, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fail("reading stdin: %v", err)
+		}
+		check(input)
+		return
 	}
+	switch args[0] {
+	case "lint":
+		if len(args) != 2 {
+			fail("usage: kubecheck lint CHART")
+		}
+		lintStrict(args[1])
+	case "render":
+		if len(args) < 2 {
+			fail("usage: kubecheck render CHART [--namespace NS] [--set K=V]...")
+		}
+		chart, namespace, sets := args[1], "default", []string{}
+		for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
+			if len(rest) < 2 {
+				fail("%s needs a value", rest[0])
+			}
+			switch rest[0] {
+			case "--namespace":
+				namespace = rest[1]
+			case "--set":
+				sets = append(sets, rest[1])
+			default:
+				fail("unknown option %s (expected --namespace or --set)", rest[0])
+			}
+		}
+		check(render(chart, namespace, sets))
+	default:
+		fail("unknown command %q (expected lint, render, or manifests on stdin)", args[0])
+	}
+}
+
+// lintStrict is `helm lint --strict`: a warning fails as an error does.
+func lintStrict(chart string) {
+	linter := lint.AllWithKubeVersion(chart, map[string]interface{}{}, "default", nil)
+	failed := false
+	for _, m := range linter.Messages {
+		fmt.Fprintln(os.Stderr, m.Error())
+		failed = failed || m.Severity >= support.WarningSev
+	}
+	if failed {
+		fail("%s: the chart has warnings or errors", chart)
+	}
+	fmt.Printf("%s: linted, no warnings\n", chart)
+}
+
+// render is `helm template signet CHART`: the manifests and hooks, as one YAML stream.
+func render(path, namespace string, sets []string) []byte {
+	chart, err := loader.Load(path)
+	if err != nil {
+		fail("loading %s: %v", path, err)
+	}
+	values := map[string]interface{}{}
+	for _, s := range sets {
+		if err := strvals.ParseInto(s, values); err != nil {
+			fail("--set %s: %v", s, err)
+		}
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(chart, values); err != nil {
+		fail("dependencies: %v", err)
+	}
+	caps := chartutil.DefaultCapabilities
+	if v := chart.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
+		fail("the chart requires kubeVersion %s, not %s", v, caps.KubeVersion.String())
+	}
+	release := chartutil.ReleaseOptions{Name: "signet", Namespace: namespace, Revision: 1, IsInstall: true}
+	top, err := chartutil.ToRenderValues(chart, values, release, caps)
+	if err != nil {
+		fail("values: %v", err)
+	}
+	files, err := engine.Engine{}.Render(chart, top)
+	if err != nil {
+		fail("rendering: %v", err)
+	}
+	for name := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
+	if err != nil {
+		fail("sorting the manifests: %v", err)
+	}
+	var out bytes.Buffer
+	for _, m := range manifests {
+		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
+	for _, h := range hooks {
+		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
+	}
+	return out.Bytes()
+}
+
+func check(input []byte) {
 	var out []json.RawMessage
 	for i, doc := range documents(input) {
 		var head struct {
@@ -82,7 +194,7 @@ func main() {
 		out = append(out, encoded)
 	}
 	if len(out) == 0 {
-		fail("no manifests on stdin")
+		fail("no manifests")
 	}
 	encoded, _ := json.Marshal(out)
 	os.Stdout.Write(append(encoded, '\n'))
