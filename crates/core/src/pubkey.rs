@@ -72,6 +72,28 @@ pub struct PublicKey {
     pub spki_der: Vec<u8>,
     /// The subjectPublicKey bits (the point, the RSAPublicKey, or the raw Ed25519 key).
     raw: Vec<u8>,
+    /// AWS-LC's parsed key, for the key's natural algorithm ([`natural_algorithm`]): parsed once
+    /// here, where it is checked, rather than again at every verification.
+    parsed: Parsed,
+}
+
+/// AWS-LC's parsed key. Verifying never changes it, so a panic cannot leave it half-changed:
+/// a `PublicKey` stays unwind-safe, as callers that verify under `catch_unwind` need.
+#[derive(Debug, Clone)]
+struct Parsed(signature::ParsedPublicKey);
+
+impl std::panic::UnwindSafe for Parsed {}
+impl std::panic::RefUnwindSafe for Parsed {}
+
+/// The algorithm a key is parsed for: the one it verifies with most (Fulcio's proof of
+/// possession, Rekor's hashedrekord over SHA-256, a P-384 key's SHA-384).
+fn natural_algorithm(kind: KeyKind) -> &'static dyn VerificationAlgorithm {
+    match kind {
+        KeyKind::EcdsaP256 => &signature::ECDSA_P256_SHA256_ASN1,
+        KeyKind::EcdsaP384 => &signature::ECDSA_P384_SHA384_ASN1,
+        KeyKind::Rsa { .. } => &signature::RSA_PKCS1_2048_8192_SHA256,
+        KeyKind::Ed25519 => &signature::ED25519,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,9 +147,10 @@ impl PublicKey {
         } else {
             return Err(KeyError::Unsupported(format!("algorithm {oid}")));
         };
-        let key = PublicKey { kind, spki_der: der_bytes.to_vec(), raw };
-        key.check_parses()?;
-        Ok(key)
+        // Points off the curve and the like are refused here, so a bad key is a 400 at parse time.
+        let parsed = signature::ParsedPublicKey::new(natural_algorithm(kind), der_bytes)
+            .map_err(|e| KeyError::Malformed(format!("key rejected: {e}")))?;
+        Ok(PublicKey { kind, spki_der: der_bytes.to_vec(), raw, parsed: Parsed(parsed) })
     }
 
     /// The subject public key of an X.509 certificate in DER.
@@ -147,19 +170,6 @@ impl PublicKey {
         &self.raw
     }
 
-    /// Rejects points off the curve and the like now, so a bad key is a 400 at parse time.
-    fn check_parses(&self) -> Result<(), KeyError> {
-        let alg: &'static dyn VerificationAlgorithm = match self.kind {
-            KeyKind::EcdsaP256 => &signature::ECDSA_P256_SHA256_ASN1,
-            KeyKind::EcdsaP384 => &signature::ECDSA_P384_SHA384_ASN1,
-            KeyKind::Rsa { .. } => &signature::RSA_PKCS1_2048_8192_SHA256,
-            KeyKind::Ed25519 => &signature::ED25519,
-        };
-        signature::ParsedPublicKey::new(alg, &self.spki_der)
-            .map(|_| ())
-            .map_err(|e| KeyError::Malformed(format!("key rejected: {e}")))
-    }
-
     /// Verifies `sig` over `digest` (the output of `hash`).
     pub fn verify_digest(&self, hash: HashAlg, digest_bytes: &[u8], sig: &[u8]) -> Result<(), KeyError> {
         if digest_bytes.len() != hash.len() {
@@ -171,8 +181,9 @@ impl PublicKey {
             )));
         }
         let d = Digest::import_less_safe(digest_bytes, hash.aws()).map_err(|_| KeyError::BadSignature)?;
-        let ok = match self.kind {
-            KeyKind::EcdsaP256 | KeyKind::EcdsaP384 => {
+        let ok = match (self.kind, hash) {
+            (KeyKind::EcdsaP256, HashAlg::Sha256) | (KeyKind::EcdsaP384, HashAlg::Sha384) => self.parsed.0.verify_digest_sig(&d, sig).is_ok(),
+            (KeyKind::EcdsaP256 | KeyKind::EcdsaP384, _) => {
                 let alg: &'static dyn VerificationAlgorithm = match (self.kind, hash) {
                     (KeyKind::EcdsaP256, HashAlg::Sha256) => &signature::ECDSA_P256_SHA256_ASN1,
                     (KeyKind::EcdsaP256, HashAlg::Sha384) => &signature::ECDSA_P256_SHA384_ASN1,
@@ -183,7 +194,11 @@ impl PublicKey {
                 };
                 signature::UnparsedPublicKey::new(alg, &self.spki_der).verify_digest(&d, sig).is_ok()
             }
-            KeyKind::Rsa { .. } => {
+            (KeyKind::Rsa { .. }, HashAlg::Sha256) => {
+                self.parsed.0.verify_digest_sig(&d, sig).is_ok()
+                    || signature::UnparsedPublicKey::new(&signature::RSA_PSS_2048_8192_SHA256, &self.spki_der).verify_digest(&d, sig).is_ok()
+            }
+            (KeyKind::Rsa { .. }, _) => {
                 let (pkcs1, pss): (&'static dyn VerificationAlgorithm, &'static dyn VerificationAlgorithm) = match hash {
                     HashAlg::Sha256 => (&signature::RSA_PKCS1_2048_8192_SHA256, &signature::RSA_PSS_2048_8192_SHA256),
                     HashAlg::Sha384 => (&signature::RSA_PKCS1_2048_8192_SHA384, &signature::RSA_PSS_2048_8192_SHA384),
@@ -192,7 +207,7 @@ impl PublicKey {
                 signature::UnparsedPublicKey::new(pkcs1, &self.spki_der).verify_digest(&d, sig).is_ok()
                     || signature::UnparsedPublicKey::new(pss, &self.spki_der).verify_digest(&d, sig).is_ok()
             }
-            KeyKind::Ed25519 => {
+            (KeyKind::Ed25519, _) => {
                 if hash != HashAlg::Sha512 {
                     return Err(KeyError::Mismatch(
                         "Ed25519 keys verify digests only as Ed25519ph, which needs a SHA-512 digest".into(),
@@ -214,13 +229,10 @@ impl PublicKey {
     /// SHA-384 for P-384, and pure Ed25519. This is how Fulcio checks a proof of possession.
     pub fn verify_message(&self, message: &[u8], sig: &[u8]) -> Result<(), KeyError> {
         let ok = match self.kind {
-            KeyKind::EcdsaP256 => verify_with(&signature::ECDSA_P256_SHA256_ASN1, &self.spki_der, message, sig),
-            KeyKind::EcdsaP384 => verify_with(&signature::ECDSA_P384_SHA384_ASN1, &self.spki_der, message, sig),
+            KeyKind::EcdsaP256 | KeyKind::EcdsaP384 | KeyKind::Ed25519 => self.parsed.0.verify_sig(message, sig).is_ok(),
             KeyKind::Rsa { .. } => {
-                verify_with(&signature::RSA_PKCS1_2048_8192_SHA256, &self.spki_der, message, sig)
-                    || verify_with(&signature::RSA_PSS_2048_8192_SHA256, &self.spki_der, message, sig)
+                self.parsed.0.verify_sig(message, sig).is_ok() || verify_with(&signature::RSA_PSS_2048_8192_SHA256, &self.spki_der, message, sig)
             }
-            KeyKind::Ed25519 => verify_with(&signature::ED25519, &self.raw, message, sig),
         };
         if ok {
             Ok(())
@@ -300,6 +312,8 @@ mod tests {
             assert_eq!(key.verify_with_hash(hash, b"other", sig.as_ref()), Err(KeyError::BadSignature));
             assert_eq!(key.verify_digest(hash, &sha(hash, b"other"), sig.as_ref()), Err(KeyError::BadSignature));
             assert!(matches!(key.verify_digest(hash, &[0; 20], sig.as_ref()), Err(KeyError::Mismatch(_))));
+            key.verify_message(b"artifact", sig.as_ref()).unwrap();
+            assert_eq!(key.verify_message(b"other", sig.as_ref()), Err(KeyError::BadSignature));
         }
     }
 
@@ -315,7 +329,15 @@ mod tests {
             let mut sig = vec![0; pair.public_modulus_len()];
             pair.sign(enc, &rng, b"x", &mut sig).unwrap();
             key.verify_digest(HashAlg::Sha256, &d, &sig).unwrap();
+            key.verify_message(b"x", &sig).unwrap();
             sig[10] ^= 1;
+            assert!(key.verify_digest(HashAlg::Sha256, &d, &sig).is_err());
+            assert!(key.verify_message(b"x", &sig).is_err());
+        }
+        for enc in [&signature::RSA_PKCS1_SHA384 as &dyn signature::RsaEncoding, &signature::RSA_PSS_SHA384] {
+            let mut sig = vec![0; pair.public_modulus_len()];
+            pair.sign(enc, &rng, b"x", &mut sig).unwrap();
+            key.verify_digest(HashAlg::Sha384, &sha(HashAlg::Sha384, b"x"), &sig).unwrap();
             assert!(key.verify_digest(HashAlg::Sha256, &d, &sig).is_err());
         }
     }
