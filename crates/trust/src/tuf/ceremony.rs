@@ -422,11 +422,7 @@ impl Repository {
         // wins; the rest is checked as `signet tuf publish` checked it.
         let mut live: Vec<(PathBuf, Proposal)> = Vec::new();
         for (path, p) in staged {
-            let published = match &p {
-                Proposal::Root(_) => c.root.signed.version.get(),
-                Proposal::Targets(_) => c.targets.signed.version.get(),
-            };
-            if p.version() <= published {
+            if is_published(&c, &p) {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
@@ -505,17 +501,22 @@ impl Repository {
         let c = self.current()?;
         let mut forgot = false;
         for (path, p) in staged {
-            let published = match p {
-                Proposal::Root(_) => c.root.signed.version.get(),
-                Proposal::Targets(_) => c.targets.signed.version.get(),
-            };
-            if p.version() <= published {
+            if is_published(&c, &p) {
                 std::fs::remove_file(&path).map_err(|source| TufError::Io { path, source })?;
                 forgot = true;
             }
         }
         Ok(forgot)
     }
+}
+
+/// True when `p`'s version, or a newer one, is the current one of its role.
+fn is_published(c: &Current, p: &Proposal) -> bool {
+    let current = match p {
+        Proposal::Root(_) => c.root.signed.version.get(),
+        Proposal::Targets(_) => c.targets.signed.version.get(),
+    };
+    p.version() <= current
 }
 
 #[cfg(test)]
