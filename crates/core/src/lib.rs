@@ -15,6 +15,7 @@
 //! - [`ctleaf`]: RFC 6962 `MerkleTreeLeaf`s, read (which certificate a CT leaf logs).
 //! - [`note`]: C2SP signed-note checkpoints: parsing and verification.
 //! - [`notekey`]: Ed25519 note verifier keys and what a cosignature signs (c2sp.org/tlog-cosignature).
+//! - [`verifications`]: the signature checks this thread made, by algorithm, for the lab's crypto floor.
 //! - [`wire`]: strictly typed JSON input, whose errors name the JSON path of the field.
 //! - `micro` (feature `micro`): criterion micro-benchmark suites and their registry.
 
@@ -35,4 +36,5 @@ pub mod notekey;
 pub mod pem;
 pub mod pubkey;
 pub mod request_id;
+pub mod verifications;
 pub mod wire;

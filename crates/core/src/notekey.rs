@@ -113,8 +113,12 @@ impl VerifierKey {
             return None;
         }
         let public = UnparsedPublicKey::new(&ED25519, &self.key);
+        let counted = || crate::verifications::count(crate::verifications::Algorithm::Ed25519);
         match self.kind {
-            NoteKeyType::Ed25519 => public.verify(text.as_bytes(), &sig.signature).ok().map(|_| 0),
+            NoteKeyType::Ed25519 => {
+                counted();
+                public.verify(text.as_bytes(), &sig.signature).ok().map(|_| 0)
+            }
             NoteKeyType::Cosignature => {
                 let (time, signature) = sig.signature.split_at_checked(8)?;
                 let time = u64::from_be_bytes(time.try_into().ok()?);
@@ -122,6 +126,7 @@ impl VerifierKey {
                 if time > i64::MAX as u64 || signature.len() != 64 {
                     return None;
                 }
+                counted();
                 public.verify(cosigned_message(time, text).as_bytes(), signature).ok().map(|_| time)
             }
         }

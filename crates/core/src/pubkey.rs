@@ -10,6 +10,8 @@ use der::asn1::{ObjectIdentifier, UintRef};
 use der::{Decode, Reader};
 use spki::SubjectPublicKeyInfoRef;
 
+use crate::verifications::{self, Algorithm};
+
 const EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 const P256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
 const P384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.34");
@@ -181,6 +183,7 @@ impl PublicKey {
             )));
         }
         let d = Digest::import_less_safe(digest_bytes, hash.aws()).map_err(|_| KeyError::BadSignature)?;
+        self.counted();
         let ok = match (self.kind, hash) {
             (KeyKind::EcdsaP256, HashAlg::Sha256) | (KeyKind::EcdsaP384, HashAlg::Sha384) => self.parsed.0.verify_digest_sig(&d, sig).is_ok(),
             (KeyKind::EcdsaP256 | KeyKind::EcdsaP384, _) => {
@@ -228,6 +231,7 @@ impl PublicKey {
     /// Verifies `sig` over `message` with the key's natural hash: SHA-256 for P-256 and RSA,
     /// SHA-384 for P-384, and pure Ed25519. This is how Fulcio checks a proof of possession.
     pub fn verify_message(&self, message: &[u8], sig: &[u8]) -> Result<(), KeyError> {
+        self.counted();
         let ok = match self.kind {
             KeyKind::EcdsaP256 | KeyKind::EcdsaP384 | KeyKind::Ed25519 => self.parsed.0.verify_sig(message, sig).is_ok(),
             KeyKind::Rsa { .. } => {
@@ -243,6 +247,15 @@ impl PublicKey {
 }
 
 impl PublicKey {
+    fn counted(&self) {
+        verifications::count(match self.kind {
+            KeyKind::EcdsaP256 => Algorithm::P256,
+            KeyKind::EcdsaP384 => Algorithm::P384,
+            KeyKind::Rsa { .. } => Algorithm::Rsa,
+            KeyKind::Ed25519 => Algorithm::Ed25519,
+        });
+    }
+
     /// Verifies `sig` over `message` hashed with an explicit `hash`, as X.509 and CMS
     /// signatures name it in their algorithm identifier. Ed25519 signs the message itself.
     pub fn verify_with_hash(&self, hash: HashAlg, message: &[u8], sig: &[u8]) -> Result<(), KeyError> {

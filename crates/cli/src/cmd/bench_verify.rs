@@ -17,6 +17,9 @@ pub struct Args {
     /// A peer's bench binary to run on the same manifest (e.g. .tools/bin/sgverify).
     #[arg(long)]
     peer: Option<PathBuf>,
+    /// Seconds each signature check of the crypto floor is timed, per repeat (5 repeats).
+    #[arg(long, default_value_t = 0.2)]
+    floor_seconds: f64,
     /// Write the machine-readable result here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -28,7 +31,10 @@ fn fail(why: impl std::fmt::Display) -> ExitCode {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    let report = match verify::run(&VerifySpec { manifest: a.manifest, iterations: a.iterations, peer: a.peer }) {
+    let Ok(floor_budget) = std::time::Duration::try_from_secs_f64(a.floor_seconds) else {
+        return fail(format!("--floor-seconds {}: expected a non-negative number of seconds", a.floor_seconds));
+    };
+    let report = match verify::run(&VerifySpec { manifest: a.manifest, iterations: a.iterations, peer: a.peer, floor_budget }) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };

@@ -5,6 +5,11 @@
 //! `{name, bundle, artifact, trusted_root, identity, issuer, key}` with paths relative to it.
 //! What is timed matches the peer: parsing the bundle JSON from memory and every check. The
 //! trusted root, policy and artifact are loaded once, as a long-running verifier would.
+//!
+//! Beside each time is the bundle's crypto floor ([`floor`]): the signature checks its
+//! verification made, each at the time one such check takes, measured in the same run.
+
+pub mod floor;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +19,10 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::Value;
 use signet_core::pubkey::HashAlg;
+use signet_core::verifications::Verifications;
 use signet_verify::{Artifact, Policy, Verifier, VerifyError};
+
+use floor::{CheckTimes, FloorError};
 
 /// What to time.
 #[derive(Debug, Clone)]
@@ -25,6 +33,8 @@ pub struct VerifySpec {
     pub iterations: usize,
     /// A peer's bench binary to run on the same manifest.
     pub peer: Option<PathBuf>,
+    /// Time budget of each repeat (5) of each check the floor is made of.
+    pub floor_budget: std::time::Duration,
 }
 
 /// What `bench verify` fails with: a manifest it cannot use, a bundle that does not verify,
@@ -58,6 +68,8 @@ pub enum VerifyBenchError {
     PeerFailed { bin: PathBuf, stderr: String },
     #[error("{}: output is not JSON: {source}", .bin.display())]
     PeerOutput { bin: PathBuf, source: serde_json::Error },
+    #[error("timing the crypto floor: {0}")]
+    Floor(#[from] FloorError),
 }
 
 struct Case {
@@ -68,6 +80,8 @@ struct Case {
     /// The key of its verifier: the trusted root's path.
     root: PathBuf,
     policy: Policy,
+    /// The signature checks one verification of it makes.
+    checks: Verifications,
     samples: Vec<u64>,
 }
 
@@ -78,6 +92,9 @@ pub struct BundleTimes {
     pub median_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
+    pub checks: Verifications,
+    /// The checks at this run's time for each ([`CheckTimes::floor_ns`]).
+    pub floor_ns: u64,
 }
 
 /// Signet's times, in the shape `sgverify bench` writes, so the two compare field by field.
@@ -89,11 +106,14 @@ pub struct Times {
     pub bundles: Vec<BundleTimes>,
     pub median_ns: u64,
     pub median_of_bundle_median_ns: u64,
+    pub median_of_bundle_floor_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
     pub signet: Times,
+    /// One check's time for each algorithm, measured in this run.
+    pub checks: CheckTimes,
     /// What the peer printed, as it printed it.
     pub peer: Option<Value>,
 }
@@ -102,8 +122,10 @@ pub struct VerifyReport {
 /// runs the peer on the same manifest.
 pub fn run(spec: &VerifySpec) -> Result<VerifyReport, VerifyBenchError> {
     let (mut cases, verifiers) = load(&spec.manifest)?;
-    for c in &cases {
+    for c in cases.iter_mut() {
+        Verifications::take();
         verify(&verifiers[&c.root], c).map_err(|source| VerifyBenchError::DoesNotVerify { case: c.name.clone(), source })?;
+        c.checks = Verifications::take();
     }
     for _ in 0..spec.iterations.max(1) {
         for c in cases.iter_mut() {
@@ -113,12 +135,13 @@ pub fn run(spec: &VerifySpec) -> Result<VerifyReport, VerifyBenchError> {
             assert!(ok, "a bundle that verified once stopped verifying");
         }
     }
-    let signet = times(&mut cases, spec.iterations);
+    let checks = CheckTimes::measure(spec.floor_budget, 5)?;
+    let signet = times(&mut cases, spec.iterations, &checks);
     let peer = match &spec.peer {
         Some(p) => Some(run_peer(p, &spec.manifest, spec.iterations)?),
         None => None,
     };
-    Ok(VerifyReport { signet, peer })
+    Ok(VerifyReport { signet, checks, peer })
 }
 
 fn verify(v: &Verifier, c: &Case) -> Result<(), VerifyError> {
@@ -161,7 +184,7 @@ fn load(manifest: &Path) -> Result<(Vec<Case>, HashMap<PathBuf, Verifier>), Veri
             None => (read(&artifact_path)?, None),
         };
         let bundle = read(&path(v, "bundle").ok_or_else(|| missing("bundle"))?)?;
-        cases.push(Case { name, bundle, artifact, digest, root, policy, samples: Vec::new() });
+        cases.push(Case { name, bundle, artifact, digest, root, policy, checks: Verifications::default(), samples: Vec::new() });
     }
     if cases.is_empty() {
         return Err(VerifyBenchError::NoCases { path: manifest.to_path_buf() });
@@ -178,15 +201,18 @@ fn median(xs: &mut [u64]) -> u64 {
     xs[xs.len() / 2]
 }
 
-fn times(cases: &mut [Case], iterations: usize) -> Times {
+fn times(cases: &mut [Case], iterations: usize, checks: &CheckTimes) -> Times {
     let mut all: Vec<u64> = cases.iter().flat_map(|c| c.samples.iter().copied()).collect();
-    let mut medians = Vec::new();
+    let (mut medians, mut floors) = (Vec::new(), Vec::new());
     let bundles = cases
         .iter_mut()
         .map(|c| {
             let m = median(&mut c.samples);
+            let floor_ns = checks.floor_ns(&c.checks);
             medians.push(m);
-            BundleTimes { name: c.name.clone(), median_ns: m, min_ns: c.samples[0], max_ns: c.samples[c.samples.len() - 1] }
+            floors.push(floor_ns);
+            let (min_ns, max_ns) = (c.samples[0], c.samples[c.samples.len() - 1]);
+            BundleTimes { name: c.name.clone(), median_ns: m, min_ns, max_ns, checks: c.checks, floor_ns }
         })
         .collect();
     Times {
@@ -196,6 +222,7 @@ fn times(cases: &mut [Case], iterations: usize) -> Times {
         bundles,
         median_ns: median(&mut all),
         median_of_bundle_median_ns: median(&mut medians),
+        median_of_bundle_floor_ns: median(&mut floors),
     }
 }
 
@@ -213,7 +240,9 @@ fn run_peer(bin: &Path, manifest: &Path, iterations: usize) -> Result<Value, Ver
 }
 
 impl VerifyReport {
-    /// Per bundle, signet's median beside the peer's and the ratio; then the two medians.
+    /// Per bundle, signet's median, its crypto floor and what is above it, beside the peer's
+    /// median and the ratio, and the checks the floor counts; then the two medians, and each
+    /// check's time in this run.
     pub fn table(&self) -> String {
         use std::fmt::Write as _;
         let ms = |ns: u64| ns as f64 / 1e6;
@@ -221,26 +250,24 @@ impl VerifyReport {
         let peer_of = |name: &str| -> Option<f64> {
             self.peer.as_ref()?["bundles"].as_array()?.iter().find(|b| b["name"].as_str() == Some(name)).map(|b| peer_ms(&b["median_ns"]))
         };
+        let peer_cells = |p: Option<f64>, s: f64| match p {
+            Some(p) => format!("{p:>10.3} {:>6.1}x", p / s),
+            None => format!("{:>10} {:>7}", "-", "-"),
+        };
         let mut out = String::new();
-        let _ = writeln!(out, "{:<52} {:>12} {:>12} {:>8}", "bundle", "signet ms", "peer ms", "ratio");
+        let _ = writeln!(out, "{:<44} {:>10} {:>9} {:>8} {:>10} {:>7}  checks", "bundle", "signet ms", "floor ms", "over ms", "peer ms", "ratio");
         for b in &self.signet.bundles {
-            let (s, name) = (ms(b.median_ns), b.name.as_str());
-            let _ = match peer_of(name) {
-                Some(p) => writeln!(out, "{name:<52} {s:>12.3} {p:>12.3} {:>7.1}x", p / s),
-                None => writeln!(out, "{name:<52} {s:>12.3} {:>12} {:>8}", "-", "-"),
-            };
+            let (s, f) = (ms(b.median_ns), ms(b.floor_ns));
+            let peer = peer_cells(peer_of(&b.name), s);
+            let _ = writeln!(out, "{:<44} {s:>10.3} {f:>9.3} {:>8.3} {peer}  {}", b.name, s - f, b.checks.describe());
         }
-        let overall = [
-            ("median over all samples", "median_ns", self.signet.median_ns),
-            ("median of bundle medians", "median_of_bundle_median_ns", self.signet.median_of_bundle_median_ns),
-        ];
-        for (label, key, ns) in overall {
-            let s = ms(ns);
-            let _ = match self.peer.as_ref().map(|p| peer_ms(&p[key])) {
-                Some(p) => writeln!(out, "{label:<52} {s:>12.3} {p:>12.3} {:>7.1}x", p / s),
-                None => writeln!(out, "{label:<52} {s:>12.3}"),
-            };
-        }
+        let all = ms(self.signet.median_ns);
+        let peer = peer_cells(self.peer.as_ref().map(|p| peer_ms(&p["median_ns"])), all);
+        let _ = writeln!(out, "{:<44} {all:>10.3} {:>9} {:>8} {peer}", "median over all samples", "-", "-");
+        let (m, f) = (ms(self.signet.median_of_bundle_median_ns), ms(self.signet.median_of_bundle_floor_ns));
+        let peer = peer_cells(self.peer.as_ref().map(|p| peer_ms(&p["median_of_bundle_median_ns"])), m);
+        let _ = writeln!(out, "{:<44} {m:>10.3} {f:>9.3} {:>8.3} {peer}", "median of bundle medians (and floors)", m - f);
+        let _ = writeln!(out, "\nOne check, timed in this run (aws-lc-rs, key parsed once, median of 5): {}.", self.checks.describe());
         out
     }
 }
@@ -268,20 +295,27 @@ mod tests {
     }
 
     #[test]
-    fn the_table_puts_the_peer_beside_signet() {
+    fn the_table_puts_the_floor_and_the_peer_beside_signet() {
+        let checks = Verifications { p256: 2, p384: 2, rsa: 0, ed25519: 1 };
         let signet = Times {
             client: "signet-verify",
             measures: "parse bundle JSON + verify",
             iterations: 1,
-            bundles: vec![BundleTimes { name: "a".into(), median_ns: 2_000_000, min_ns: 1, max_ns: 3 }],
+            bundles: vec![BundleTimes { name: "a".into(), median_ns: 2_000_000, min_ns: 1, max_ns: 3, checks, floor_ns: 540_000 }],
             median_ns: 2_000_000,
             median_of_bundle_median_ns: 2_000_000,
+            median_of_bundle_floor_ns: 540_000,
         };
-        let alone = VerifyReport { signet: signet.clone(), peer: None }.table();
-        assert_eq!(alone.lines().nth(1).unwrap(), format!("{:<52} {:>12.3} {:>12} {:>8}", "a", 2.0, "-", "-"));
+        let report = |peer| VerifyReport { signet: signet.clone(), checks: floor::tests::round(), peer };
+        let alone = report(None).table();
+        let row = alone.lines().nth(1).unwrap();
+        assert!(row.starts_with(&format!("{:<44} {:>10.3} {:>9.3} {:>8.3} {:>10} {:>7}", "a", 2.0, 0.54, 1.46, "-", "-")), "{alone}");
+        assert!(row.ends_with("  2 P-384 + 2 P-256 + 1 Ed25519"), "{alone}");
         let peer = serde_json::json!({"bundles": [{"name": "a", "median_ns": 6_000_000}], "median_ns": 6_000_000, "median_of_bundle_median_ns": 6_000_000});
-        let beside = VerifyReport { signet, peer: Some(peer) }.table();
-        assert!(beside.lines().nth(1).unwrap().ends_with("       2.000        6.000     3.0x"), "{beside}");
-        assert_eq!(beside.lines().count(), 4);
+        let beside = report(Some(peer)).table();
+        assert!(beside.lines().nth(1).unwrap().contains("      6.000    3.0x  2 P-384"), "{beside}");
+        assert!(beside.lines().nth(3).unwrap().contains("     2.000     0.540    1.460      6.000    3.0x"), "{beside}");
+        assert!(beside.ends_with("P-256 50.0 µs, P-384 200.0 µs, RSA-2048 20.0 µs, Ed25519 40.0 µs.\n"), "{beside}");
     }
+
 }
