@@ -59,7 +59,7 @@ impl Verifications {
     /// `2 P-384 + 2 P-256 + 1 Ed25519`, the larger counts first; `none` if nothing was checked.
     pub fn describe(&self) -> String {
         let mut parts = [(self.p384, "P-384"), (self.p256, "P-256"), (self.rsa, "RSA"), (self.ed25519, "Ed25519")];
-        parts.sort_by(|a, b| b.0.cmp(&a.0));
+        parts.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
         let named: Vec<String> = parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
         if named.is_empty() {
             "none".into()
