@@ -41,6 +41,9 @@ pub struct Args {
     /// Write the machine-readable result here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write the tables as a self-contained HTML page here.
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 fn usage(why: impl std::fmt::Display) -> ExitCode {
@@ -91,6 +94,13 @@ pub fn run(a: Args) -> ExitCode {
     if !super::bench_json::write_json("cost", a.json.as_deref(), &report) {
         return ExitCode::FAILURE;
     }
-    out!("{}", report.table());
+    let table = report.table();
+    if let Some(path) = &a.html {
+        if let Err(e) = std::fs::write(path, signet_lab::report::tables_html("signet bench cost", &table)) {
+            errln!("signet bench cost: --html {}: cannot write: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    out!("{table}");
     ExitCode::SUCCESS
 }

@@ -93,3 +93,52 @@ pub fn page(results: &[(String, String, &LoadResult)]) -> String {
     out.push_str("</body>\n</html>\n");
     out
 }
+
+/// A page of `markdown` as the lab's tables print it: each run of `|` lines becomes a table
+/// (its second line, the `|---|` rule, dropped), and every other non-empty line a paragraph.
+/// The figures are the printed table's, character for character.
+pub fn tables_page(title: &str, markdown: &str) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n\
+         <style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
+        t = escape(title)
+    );
+    let cells = |line: &str| -> Vec<String> {
+        let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+        inner.split('|').map(|c| escape(c.trim())).collect()
+    };
+    let mut rows_seen = 0;
+    for line in markdown.lines() {
+        let is_row = line.trim_start().starts_with('|');
+        if !is_row && rows_seen > 0 {
+            out.push_str("</table>\n");
+            rows_seen = 0;
+        }
+        if is_row {
+            if rows_seen == 0 {
+                out.push_str("<table>\n");
+            }
+            rows_seen += 1;
+            let row = cells(line);
+            if rows_seen == 2 && row.iter().all(|c| !c.is_empty() && c.chars().all(|ch| ch == '-' || ch == ':')) {
+                continue;
+            }
+            let tag = if rows_seen == 1 { "th" } else { "td" };
+            out.push_str("<tr>");
+            for c in row {
+                let _ = write!(out, "<{tag}>{c}</{tag}>");
+            }
+            out.push_str("</tr>\n");
+        } else if !line.trim().is_empty() {
+            let _ = writeln!(out, "<p>{}</p>", escape(line.trim()));
+        }
+    }
+    if rows_seen > 0 {
+        out.push_str("</table>\n");
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+

@@ -42,6 +42,12 @@ pub fn html(results: &[(String, LoadResult)]) -> String {
     html::page(&rows)
 }
 
+/// A self-contained page of a lab's markdown output (tables and lines), as `bench cost --html`
+/// writes it.
+pub fn tables_html(title: &str, markdown: &str) -> String {
+    html::tables_page(title, markdown)
+}
+
 /// The markdown summary table for `results` (file label, result).
 pub fn table(results: &[(String, LoadResult)]) -> String {
     let rows: Vec<(String, &LoadResult)> = results.iter().map(|(f, r)| (f.clone(), r)).collect();
@@ -51,6 +57,17 @@ pub fn table(results: &[(String, LoadResult)]) -> String {
 #[cfg(test)]
 mod tests {
     use hdrhistogram::Histogram;
+
+    #[test]
+    fn a_markdown_table_becomes_an_html_table_and_lines_paragraphs() {
+        let md = "| Operation | µs |\n|---|---|\n| v1-append | 180.0 |\n| <b> | 1 |\n\nThe floor's primitives: P-256 & more.\n";
+        let page = super::tables_html("signet bench cost", md);
+        assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<title>signet bench cost</title>"), "{page}");
+        assert!(page.contains("<table>\n<tr><th>Operation</th><th>µs</th></tr>\n<tr><td>v1-append</td><td>180.0</td></tr>\n<tr><td>&lt;b&gt;</td><td>1</td></tr>\n</table>\n"), "{page}");
+        assert!(page.contains("<p>The floor&#39;s primitives: P-256 &amp; more.</p>"), "{page}");
+        assert!(!page.contains("---"), "{page}");
+        assert!(page.ends_with("</body>\n</html>\n"));
+    }
 
     use super::*;
     use crate::fixture::result;
