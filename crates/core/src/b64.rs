@@ -10,12 +10,12 @@ pub fn encode(data: impl AsRef<[u8]>) -> String {
     STANDARD.encode(data)
 }
 
-/// Appends the standard, padded base64 of `data` to `out`.
+/// Appends the standard, padded base64 of `data` to the text `out` (a JSON answer being written).
 pub fn push(out: &mut String, data: &[u8]) {
     STANDARD.encode_string(data, out);
 }
 
-/// Appends the standard, padded base64 of `data` to `out`.
+/// Appends the standard, padded base64 of `data` to the bytes `out` (a payload being signed).
 pub fn encode_into(data: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
     out.resize(start + data.len().div_ceil(3) * 4, 0);
