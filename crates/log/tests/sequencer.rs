@@ -191,6 +191,47 @@ async fn a_panic_while_preparing_costs_one_batch() {
     signet_core::merkle::verify_inclusion(&signet_log::merkle::leaf_hash(b"two"), 1, 2, &proof, &root).unwrap();
 }
 
+/// A full batch's SETs are signed on several threads (issue 46): each entry's SET is still
+/// its own, over its body, time and index, and a panic on a helper thread costs that batch
+/// only, as on the sequencer's own thread.
+#[tokio::test]
+async fn a_large_batchs_sets_are_each_signed_for_their_own_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
+    let stamper = Arc::new(signet_log::rekor::v1::SetSigner::new(key.clone()));
+    let cfg = LogConfig { batch: BatchPolicy { max_entries: 256, max_delay: Duration::from_millis(300) }, ..config(Some(stamper)) };
+    let log = Log::open(cfg, storage).await.unwrap();
+
+    let bodies: Vec<Vec<u8>> = (0..200).map(|i| format!("entry {i}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_slice()).collect();
+    let log_id = hex::encode(key.key_id());
+    let mut sizes = std::collections::HashSet::new();
+    for (body, answer) in refs.iter().zip(futures_join(&log, &refs).await) {
+        let Ok(Sequenced::New { index, integrated_time, stamp: Some(set), checkpoint }) = answer else { panic!("expected a stamped entry, got {answer:?}") };
+        sizes.insert(checkpoint.checkpoint.size);
+        let payload = signet_log::rekor::v1::set_payload(body, integrated_time, &log_id, index);
+        assert!(signet_keys::Algorithm::EcdsaP256Sha256.verify(key.spki_der(), &payload, &set), "entry {index}'s SET");
+    }
+    assert!(sizes.len() < 10, "the 200 entries came in a few large batches, not {} small ones", sizes.len());
+
+    // A stamper that panics on a helper thread's share of a large batch.
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
+    let cfg = LogConfig { batch: BatchPolicy { max_entries: 256, max_delay: Duration::from_millis(300) }, ..config(Some(Arc::new(PanickyStamper))) };
+    let log = Log::open(cfg, storage).await.unwrap();
+    // Last, so that on a machine with two or more cores it falls in a helper thread's share.
+    let fine: Vec<Vec<u8>> = (0..199).map(|i| format!("fine {i}").into_bytes()).collect();
+    let mut bodies: Vec<&[u8]> = fine.iter().map(|b| b.as_slice()).collect();
+    bodies.push(b"boom");
+    let answers = futures_join(&log, &bodies).await;
+    assert!(answers.iter().any(|a| matches!(a, Err(AppendError::Aborted))), "the batch with the panic was aborted");
+    assert!(answers.iter().all(|a| matches!(a, Err(AppendError::Aborted) | Ok(Sequenced::New { .. }))), "{answers:?}");
+    let logged = answers.iter().filter(|a| a.is_ok()).count() as u64;
+    assert_eq!(log.head().checkpoint.size, logged, "only the batches without the panic were logged");
+    assert!(matches!(log.append(b"after".to_vec(), None).await, Ok(Sequenced::New { index, .. }) if index == logged));
+}
+
 /// Issue 17 item 14: an entry whose batch failed to commit is neither in flight nor present
 /// afterwards, and appending it again logs it.
 #[tokio::test]

@@ -52,6 +52,28 @@ pub fn rekor_v2(c: &mut Criterion, bench: &Bench) {
     });
 }
 
+/// A full batch's SETs (256 v1 entries), on one thread and spread over the cores as the
+/// sequencer spreads them: their ratio is how much of a batch's serial stage the cores take.
+fn batch_sets(c: &mut Criterion, bench: &Bench, threads: usize) {
+    use crate::shared::Stamper;
+    let stamper = v1::SetSigner::new(Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).expect("P-256 key")));
+    let body = super::v1_body();
+    let bodies = vec![body; 256];
+    measure(c, bench, Opts::default(), |b| {
+        b.iter(|| {
+            signet_core::cpu::fan_out(&bodies, threads, 32, |i, body: &Vec<u8>| stamper.stamp(1_000 + i as u64, 1_700_000_000, body)).expect("signs")
+        })
+    });
+}
+
+pub fn sets_256_one_thread(c: &mut Criterion, bench: &Bench) {
+    batch_sets(c, bench, 1)
+}
+
+pub fn sets_256(c: &mut Criterion, bench: &Bench) {
+    batch_sets(c, bench, signet_core::cpu::cores())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,8 @@ pub fn suite() -> Suite {
             b("log/checkpoint/sign", "sign a C2SP checkpoint note with ECDSA P-256", entries::checkpoint_sign),
             b("log/checkpoint/verify", "parse a signed checkpoint note and verify its ECDSA P-256 signature", entries::checkpoint_verify),
             b("log/rekor_v1/parse_verify", "Rekor v1 hashedrekord request: JSON bytes to canonical body, P-256 certificate signature verified", entries::rekor_v1),
+            b("log/rekor_v1/sets_256_one_thread", "the SETs of a full batch (256 entries), signed one after another on one thread", entries::sets_256_one_thread),
+            b("log/rekor_v1/sets_256", "the SETs of a full batch (256 entries), spread over the cores as the sequencer signs them", entries::sets_256),
             b("log/rekor_v2/parse_canonical_body", "Rekor v2 hashedRekordRequestV002: JSON bytes to canonical body (JCS), signature verified", entries::rekor_v2),
             b("log/sqlite/commit_256", "durable SQLite commit of a 256-entry batch with its tiles and checkpoint; times the disk's fsync ($TMPDIR)", storage::commit),
             b("log/sqlite/entry_read", "SQLite point read of one entry (body and SET) among 16,384", storage::entry_read),
