@@ -318,7 +318,13 @@ mod tests {
         full.oidc = Some(super::super::Oidc { issuer: "https://issuer.example".into(), subject: "a\"b@example.com".into() });
         full.did = Some(super::super::Did::Stamped { serial: "01".into() });
         full.cert = Some("spiffe://example.org/ci".into());
-        for e in [entry("/healthz", 200), full] {
+        // Every string field with the bytes JSON escapes (the writer's slow path must agree too).
+        let mut odd = entry("/a\"b\\c\u{1}\u{7f}\t/é", 400);
+        odd.reason = Some("quote\"d");
+        odd.cert = Some("spiffe://x/\"\n".into());
+        odd.route = None;
+        odd.oidc = Some(super::super::Oidc { issuer: "https://i\\x".into(), subject: "\u{0}".into() });
+        for e in [entry("/healthz", 200), full, odd] {
             let mut out = Vec::new();
             encode(42, &e, &mut out).unwrap();
             assert_eq!(String::from_utf8(out.clone()).unwrap(), String::from_utf8(encode_owned(42, &e)).unwrap());
