@@ -115,8 +115,15 @@ mod tests {
 /// `CanonicalValue`), so that the same key or certificate finds it however its PEM was
 /// wrapped. `label` is `PUBLIC KEY` or `CERTIFICATE`.
 pub fn public_key_index(label: &str, der: &[u8]) -> String {
-    let mut key = String::from("sha256:");
-    signet_core::hexfmt::push(&mut key, &signet_core::hash::sha256(signet_core::pem::encode(label, der).as_bytes()));
+    public_key_index_of_pem(&signet_core::pem::encode(label, der))
+}
+
+/// [`public_key_index`] of a PEM already written by [`signet_core::pem::encode`] (a canonical
+/// body holds it, so an append need not write it twice).
+pub fn public_key_index_of_pem(pem: &str) -> String {
+    let mut key = String::with_capacity(7 + 64);
+    key.push_str("sha256:");
+    signet_core::hexfmt::push(&mut key, &signet_core::hash::sha256(pem.as_bytes()));
     key
 }
 

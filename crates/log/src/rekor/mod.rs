@@ -22,7 +22,7 @@ pub mod v1;
 pub mod v2;
 
 pub use crate::storage::Attestation;
-pub use identity::{certificate_identity, email_key, identity_key, public_key_index, stored_keys, StoredKeys};
+pub use identity::{certificate_identity, email_key, identity_key, public_key_index, public_key_index_of_pem, stored_keys, StoredKeys};
 
 /// A Rekor v1 entry of any kind, verified and ready to append.
 #[derive(Debug, Clone)]

@@ -151,19 +151,27 @@ pub fn verify(request: &ProposedEntry) -> Result<VerifiedEntry, EntryError> {
     let identity = (block.label == "CERTIFICATE").then(|| super::certificate_identity(&block.der)).flatten();
     let hex_value = hex::encode(digest);
     let canonical_key = signet_core::pem::encode(&block.label, &block.der);
-    let body = canonical_body(alg_name, &hex_value, &b64::encode(sig), &b64::encode(canonical_key));
-    let public_key = super::public_key_index(&block.label, &block.der);
+    let body = canonical_body(alg_name, &hex_value, sig, canonical_key.as_bytes());
+    let public_key = super::public_key_index_of_pem(&canonical_key);
     Ok(VerifiedEntry { body, digest_key: format!("{alg_name}:{hex_value}"), identity, public_key, attestation: None })
 }
 
 /// The RFC 8785 form of a hashedrekord 0.0.1 body, written directly: every value is an
 /// algorithm name, hex or base64, none of which JSON escapes, and the keys are in sorted order.
-/// A test holds it equal to `jcs::to_vec` of the same document.
-fn canonical_body(alg: &str, hex_value: &str, sig_b64: &str, key_b64: &str) -> Vec<u8> {
-    format!(
-        r#"{{"apiVersion":"0.0.1","kind":"hashedrekord","spec":{{"data":{{"hash":{{"algorithm":"{alg}","value":"{hex_value}"}}}},"signature":{{"content":"{sig_b64}","publicKey":{{"content":"{key_b64}"}}}}}}}}"#
-    )
-    .into_bytes()
+/// The signature and the key's PEM are base64'd in place. A test holds it equal to
+/// `jcs::to_vec` of the same document.
+fn canonical_body(alg: &str, hex_value: &str, sig: &[u8], key_pem: &[u8]) -> Vec<u8> {
+    let mut out = String::with_capacity(160 + hex_value.len() + (sig.len() + key_pem.len()) * 4 / 3 + 8);
+    out.push_str(r#"{"apiVersion":"0.0.1","kind":"hashedrekord","spec":{"data":{"hash":{"algorithm":""#);
+    out.push_str(alg);
+    out.push_str(r#"","value":""#);
+    out.push_str(hex_value);
+    out.push_str(r#""}},"signature":{"content":""#);
+    b64::push(&mut out, sig);
+    out.push_str(r#"","publicKey":{"content":""#);
+    b64::push(&mut out, key_pem);
+    out.push_str(r#""}}}}"#);
+    out.into_bytes()
 }
 
 /// Signs Signed Entry Timestamps: ECDSA over the canonical JSON of
@@ -359,7 +367,8 @@ pub(crate) mod tests {
 
     #[test]
     fn direct_canonical_body_equals_jcs() {
-        let direct = canonical_body("sha256", "ab", "c2ln", "a2V5");
+        // "c2ln" and "a2V5" are base64 of "sig" and "key".
+        let direct = canonical_body("sha256", "ab", b"sig", b"key");
         let via_jcs = jcs::to_vec(&json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
             "data": {"hash": {"algorithm": "sha256", "value": "ab"}},
             "signature": {"content": "c2ln", "publicKey": {"content": "a2V5"}}}}));
