@@ -24,5 +24,5 @@ pub use algorithm::Algorithm;
 pub use error::{HsmError, KeyError};
 pub use home::KeyHome;
 pub use note::NoteSigner;
-pub use signer::{signatures_made, Signer};
+pub use signer::{signatures_made, Signer, Spread};
 pub use source::{AwsKmsUri, KeySource, Pkcs11Settings, Pkcs11Uri, SourceError};

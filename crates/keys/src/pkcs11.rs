@@ -163,6 +163,11 @@ fn slot(module: &Module, uri: &Pkcs11Uri) -> Result<Slot, Pkcs11Error> {
 }
 
 impl Key {
+    /// The most sessions this key signs through at once.
+    pub fn sessions(&self) -> usize {
+        self.sessions.max
+    }
+
     fn new(uri: &Pkcs11Uri, settings: &Pkcs11Settings, max: usize) -> Result<Key, Pkcs11Error> {
         let (module, pin) = locate(uri, settings)?;
         Ok(Key { uri: uri.clone(), module, pin, sessions: Pool { state: Mutex::default(), freed: Condvar::new(), max } })

@@ -9,6 +9,17 @@ use crate::file::{self, Pair};
 use crate::source::{KeySource, Pkcs11Settings};
 use crate::{awskms, pkcs11, Algorithm, KeyError};
 
+/// How a batch of signatures with one key is best spread over threads: up to `threads` at
+/// once, each taking at least `per_thread` (see [`Signer::spread`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spread {
+    pub threads: usize,
+    pub per_thread: usize,
+}
+
+/// KMS signatures in flight at once per batch: each is a round trip, not this process's CPU.
+const KMS_IN_FLIGHT: usize = 16;
+
 /// A private key that signs, and its public half.
 pub struct Signer {
     backend: Backend,
@@ -132,6 +143,19 @@ impl Signer {
 
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
+    }
+
+    /// How to spread a batch of signatures (a log batch's SETs). A key in memory costs this
+    /// process's CPU: one thread per core, and enough signatures per thread (32, ~0.7 ms) to
+    /// pay for its start. A token's or a KMS's signature is a wait (milliseconds): as many at
+    /// once as the token has sessions or KMS takes requests, from the first signature on.
+    pub fn spread(&self) -> Spread {
+        match &self.backend {
+            Backend::Memory(_) => Spread { threads: signet_core::cpu::cores(), per_thread: 32 },
+            Backend::Pkcs11(key) => Spread { threads: key.sessions().max(1), per_thread: 1 },
+            Backend::AwsKms(_) => Spread { threads: KMS_IN_FLIGHT, per_thread: 1 },
+            Backend::PublicOnly(_) => Spread { threads: 1, per_thread: 1 },
+        }
     }
 
     /// Whether the private key is held outside this process, on a token or in a KMS (it

@@ -21,7 +21,7 @@ fn module() -> PathBuf {
 /// its tokens when the module is first initialised, once per process: every test's token is
 /// made then, in one directory.
 fn token(label: &str) -> Pkcs11Settings {
-    const TOKENS: [&str; 3] = ["all-kinds", "witness", "busy"];
+    const TOKENS: [&str; 4] = ["all-kinds", "witness", "busy", "spread"];
     assert!(TOKENS.contains(&label), "add {label} to TOKENS");
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
@@ -73,6 +73,27 @@ fn every_algorithm_is_made_on_the_token_and_signs_there() {
         let err = Signer::open(&KeySource::Pkcs11(uri), &settings, &[other], false).unwrap_err();
         assert!(matches!(err, KeyError::WrongAlgorithm { .. }), "{err}");
         assert!(err.to_string().contains(&format!("is {alg}")), "{err}");
+    }
+}
+
+/// A batch of signatures (a log batch's SETs) is spread as the key's nature calls for: over
+/// the cores for a key in memory, over its sessions for a key on a token, from the first
+/// signature on, since each one waits on the token.
+#[test]
+fn a_batch_of_signatures_spreads_over_cores_in_memory_and_sessions_on_a_token() {
+    let memory = Signer::generate(Algorithm::EcdsaP256Sha256).unwrap();
+    assert_eq!(memory.spread(), signet_keys::Spread { threads: signet_core::cpu::cores(), per_thread: 32 });
+    let settings = token("spread");
+    let uri = uri("spread", "key");
+    Key::ensure(&uri, &settings, Algorithm::EcdsaP256Sha256).unwrap();
+    let on_token = Signer::open(&KeySource::Pkcs11(uri), &settings, &[Algorithm::EcdsaP256Sha256], false).unwrap();
+    assert_eq!(on_token.spread(), signet_keys::Spread { threads: settings.sessions, per_thread: 1 });
+    // Spread that wide, every signature still verifies, each for its own message.
+    let messages: Vec<Vec<u8>> = (0..12).map(|i| format!("entry {i}").into_bytes()).collect();
+    let spread = on_token.spread();
+    let sigs = signet_core::cpu::fan_out(&messages, spread.threads, spread.per_thread, |_, m| on_token.sign(m)).unwrap();
+    for (m, sig) in messages.iter().zip(&sigs) {
+        assert!(Algorithm::EcdsaP256Sha256.verify(on_token.spki_der(), m, sig));
     }
 }
 
@@ -212,6 +233,12 @@ fn keys_in_aws_kms_are_made_there_sign_there_and_a_kms_away_is_transient() {
             let sig = key.sign(message).unwrap();
             assert!(alg.verify(key.spki_der(), message, &sig), "{alg}");
         }
+        // Many at once, as a log batch's SETs are made: each signature is a round trip of its own.
+        let spread = key.spread();
+        assert!(spread.threads > signet_core::cpu::cores() && spread.per_thread == 1, "{spread:?}");
+        let messages: Vec<Vec<u8>> = (0..40).map(|i| format!("entry {i}").into_bytes()).collect();
+        let sigs = signet_core::cpu::fan_out(&messages, spread.threads, spread.per_thread, |_, m| key.sign(m)).unwrap();
+        assert!(messages.iter().zip(&sigs).all(|(m, sig)| alg.verify(key.spki_der(), m, sig)), "{alg}");
         let err = Signer::open(&source(alias), &none, &[Algorithm::Ed25519], false).unwrap_err();
         assert!(matches!(err, KeyError::WrongAlgorithm { .. }), "{err}");
     }

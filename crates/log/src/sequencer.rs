@@ -9,8 +9,8 @@
 //! Appends wait in a pool (a channel). The task gathers up to `max_entries` of them, or
 //! whatever arrived within `max_delay` of the first, drops entries the log already holds
 //! (on the CPU pool: a lookup in storage), appends the rest to the tree, signs one checkpoint
-//! and stamps each entry (the SET on Rekor v1; on the CPU pool again, a large batch's SETs spread
-//! over the cores), then writes the batch
+//! and stamps each entry (the SET on Rekor v1; on the CPU pool again, spread as the key allows:
+//! over the cores, a token's sessions or a KMS's round trips), then writes the batch
 //! in one durable commit and only then answers the waiting requests.
 //!
 //! The stages overlap: while one batch is being fsynced, the next is gathered, deduped and
@@ -47,10 +47,6 @@ pub fn panics() -> u64 {
 
 /// How many prepared batches may wait for their commit.
 const PIPELINE_DEPTH: usize = 2;
-
-/// The fewest SETs worth a thread of their own: 32 P-256 signatures take about 0.7 ms, a
-/// thread's start and join a few tens of µs.
-const STAMPS_PER_THREAD: usize = 32;
 
 /// The sequencer's task: runs until the pool is closed and everything taken from it is
 /// durable and answered, then hands its tree back (a frozen log may resume with it).
@@ -406,11 +402,15 @@ fn sign_batch(
         .map_err(signing_failed)?;
     let stamps: Vec<Option<Vec<u8>>> = match &shared.stamper {
         // The SETs are the batch's serial work: on one thread they would bound v1 appends at
-        // one core's signatures per second, whatever the machine.
-        Some(s) => signet_core::cpu::fan_out(fresh, signet_core::cpu::cores(), STAMPS_PER_THREAD, |i, p| {
-            s.stamp(old_size + i as u64, integrated_time, &p.body).map(Some)
-        })
-        .map_err(signing_failed)?,
+        // one core's signatures per second, whatever the machine, and at one round trip per
+        // entry with a key in a KMS.
+        Some(s) => {
+            let spread = s.spread();
+            signet_core::cpu::fan_out(fresh, spread.threads, spread.per_thread, |i, p| {
+                s.stamp(old_size + i as u64, integrated_time, &p.body).map(Some)
+            })
+            .map_err(signing_failed)?
+        }
         None => fresh.iter().map(|p| p.extra.clone()).collect(),
     };
     let mut entries = Vec::with_capacity(fresh.len());

@@ -16,6 +16,12 @@ use crate::tree::Tree;
 /// Signs something per entry at sequencing time, once its index and time are known.
 pub trait Stamper: Send + Sync + 'static {
     fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError>;
+
+    /// How a batch's stamps are spread over threads: by default one thread per core, at
+    /// least 32 stamps to a thread (a stamp is a signature made here, ~20 µs).
+    fn spread(&self) -> signet_keys::Spread {
+        signet_keys::Spread { threads: signet_core::cpu::cores(), per_thread: 32 }
+    }
 }
 
 pub(crate) struct Shared {

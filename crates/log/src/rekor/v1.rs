@@ -228,6 +228,12 @@ impl Stamper for SetSigner {
     fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError> {
         self.key.sign(&set_payload(body, integrated_time, &self.log_id_hex, self.start + index))
     }
+
+    /// As the key spreads its signatures: over the cores in memory, over its sessions on a
+    /// token, many at once in a KMS.
+    fn spread(&self) -> signet_keys::Spread {
+        self.key.spread()
+    }
 }
 
 /// The entry UUID Rekor hands out: the 16-hex tree ID followed by the 64-hex leaf hash.
