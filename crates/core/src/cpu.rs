@@ -67,43 +67,81 @@ where
 }
 
 /// `f` applied to each of `items`, results in the items' order, on up to `threads` threads
-/// (this one and scoped helpers), each taking a contiguous run of at least `min_per_thread`
-/// items: a thread costs about as much to start as a few signatures, so small batches stay on
-/// one. The first error (in item order) is returned; a panic in a helper is resumed here, as
-/// if this thread had panicked, so [`run`] still catches it. A helper that cannot be started
-/// leaves its run to this thread.
-pub fn fan_out<T, R, E, F>(items: &[T], threads: usize, min_per_thread: usize, f: F) -> Result<Vec<R>, E>
+/// (this one and helpers), each taking a contiguous run of at least `min_per_thread` items.
+/// The items come back with the results, in their order, whatever happened.
+///
+/// Inside a tokio runtime the helpers are the runtime's blocking threads, which live on
+/// between batches: a thread made for each batch cost more than the signatures it saved
+/// (its start, and aws-lc's state for a new thread, about a millisecond; issue 46). Outside
+/// one (tests, benches) they are threads of their own. The first error (in item order) is
+/// returned; a panic in a helper is resumed here, as if this thread had panicked, so [`run`]
+/// still catches it (the helper's items are lost with it). Not for a runtime worker: this
+/// thread waits for its helpers.
+pub fn fan_out<T, R, E, F>(mut items: Vec<T>, threads: usize, min_per_thread: usize, f: F) -> (Vec<T>, Result<Vec<R>, E>)
 where
-    T: Sync,
-    R: Send,
-    E: Send,
-    F: Fn(usize, &T) -> Result<R, E> + Sync,
+    T: Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+    F: Fn(usize, &T) -> Result<R, E> + Send + Sync + 'static,
 {
     let n = items.len();
     let threads = threads.min(n / min_per_thread.max(1)).max(1);
-    let run = |start: usize, part: &[T]| part.iter().enumerate().map(|(i, t)| f(start + i, t)).collect::<Result<Vec<R>, E>>();
+    let run = |f: &F, start: usize, part: &[T]| part.iter().enumerate().map(|(i, t)| f(start + i, t)).collect::<Result<Vec<R>, E>>();
     if threads == 1 {
-        return run(0, items);
+        let out = run(&f, 0, &items);
+        return (items, out);
     }
     let per = n.div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut helpers = Vec::with_capacity(threads - 1);
-        for start in (per..n).step_by(per) {
-            let part = &items[start..(start + per).min(n)];
-            let spawned = std::thread::Builder::new().name("signet-fan-out".into()).spawn_scoped(scope, move || run(start, part));
-            helpers.push(spawned.map_err(|_| (start, part)));
-        }
-        let mut out = run(0, &items[..per.min(n)])?;
-        out.reserve(n - out.len());
-        for helper in helpers {
-            let part = match helper {
-                Ok(handle) => handle.join().unwrap_or_else(|payload| std::panic::resume_unwind(payload)),
-                Err((start, part)) => run(start, part),
+    // The runs after the first, split off the end so that `items` keeps the first.
+    let mut rest = Vec::with_capacity(threads - 1);
+    while items.len() > per {
+        let start = (items.len() - 1) / per * per;
+        rest.push((start, items.split_off(start)));
+    }
+    rest.reverse();
+    let f = std::sync::Arc::new(f);
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    let helpers: Vec<_> = rest
+        .into_iter()
+        .map(|(start, part)| {
+            let f = f.clone();
+            let job = move || {
+                let out = run(&f, start, &part);
+                (part, out)
             };
-            out.extend(part?);
+            match &runtime {
+                Some(rt) => Helper::Pooled(rt.spawn_blocking(job)),
+                None => Helper::Thread(std::thread::spawn(job)),
+            }
+        })
+        .collect();
+    let mut out = run(&f, 0, &items);
+    for helper in helpers {
+        let joined = match helper {
+            Helper::Pooled(handle) => match runtime.as_ref().map(|rt| rt.block_on(handle)) {
+                Some(Ok(done)) => done,
+                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Cancelled, as the runtime shuts down: its items are gone, so this job fails as a
+                // panic would, and `run` turns it into an error.
+                _ => panic!("a helper of fan_out was cancelled: the runtime is shutting down"),
+            },
+            Helper::Thread(handle) => handle.join().unwrap_or_else(|payload| std::panic::resume_unwind(payload)),
+        };
+        let (part, result) = joined;
+        items.extend(part);
+        match (&mut out, result) {
+            (Ok(all), Ok(more)) => all.extend(more),
+            (Ok(_), Err(e)) => out = Err(e),
+            (Err(_), _) => {}
         }
-        Ok(out)
-    })
+    }
+    (items, out)
+}
+
+/// A helper of [`fan_out`]: on the runtime's blocking pool, or a thread of its own.
+enum Helper<T> {
+    Pooled(tokio::task::JoinHandle<T>),
+    Thread(std::thread::JoinHandle<T>),
 }
 
 fn panic_message(e: tokio::task::JoinError) -> String {
@@ -135,35 +173,56 @@ mod tests {
         assert_eq!(run(|| 1).await.unwrap(), 1);
     }
 
+    /// Which threads ran which items, for the fan-out tests.
+    fn spread_of(items: Vec<u64>, threads: usize, per: usize) -> (Vec<u64>, Vec<(u64, std::thread::ThreadId)>) {
+        let (items, out) = fan_out(items, threads, per, |i, &x| {
+            assert_eq!(i as u64, x, "the index passed is the item's own");
+            Ok::<_, ()>((x * 2, std::thread::current().id()))
+        });
+        (items, out.unwrap())
+    }
+
     #[test]
     fn fan_out_keeps_order_and_spreads_only_large_batches() {
-        let items: Vec<u64> = (0..1000).collect();
-        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
-        let out = fan_out(&items, 4, 100, |i, &x| {
-            threads.lock().unwrap().insert(std::thread::current().id());
-            assert_eq!(i as u64, x, "the index passed is the item's own");
-            Ok::<_, ()>(x * 2)
-        })
-        .unwrap();
-        assert_eq!(out, (0..1000).map(|x| x * 2).collect::<Vec<_>>());
-        assert_eq!(threads.lock().unwrap().len(), 4, "1,000 items at 100 per thread use all 4 threads");
+        let (items, out) = spread_of((0..1000).collect(), 4, 100);
+        assert_eq!(items, (0..1000).collect::<Vec<_>>(), "the items come back in order");
+        assert_eq!(out.iter().map(|r| r.0).collect::<Vec<_>>(), (0..1000).map(|x| x * 2).collect::<Vec<_>>());
+        let threads: std::collections::HashSet<_> = out.iter().map(|r| r.1).collect();
+        assert_eq!(threads.len(), 4, "1,000 items at 100 per thread use all 4 threads");
 
         // Below the minimum per thread, everything stays on the calling thread.
         let caller = std::thread::current().id();
-        let out = fan_out(&items[..150], 4, 100, |_, &x| Ok::<_, ()>((x, std::thread::current().id()))).unwrap();
-        assert!(out.iter().all(|(_, t)| *t == caller));
-        assert_eq!(out.len(), 150);
-        assert!(fan_out(&[] as &[u8], 4, 1, |_, _| Ok::<u8, ()>(0)).unwrap().is_empty());
+        let (_, out) = spread_of((0..150).collect(), 4, 100);
+        assert!(out.iter().all(|(_, t)| *t == caller) && out.len() == 150);
+        let (items, out) = fan_out(Vec::<u8>::new(), 4, 1, |_, _| Ok::<u8, ()>(0));
+        assert!(items.is_empty() && out.unwrap().is_empty());
+    }
+
+    #[test]
+    fn fan_out_in_a_runtime_reuses_its_blocking_threads() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).max_blocking_threads(8).build().unwrap();
+        let mut helpers = std::collections::HashSet::new();
+        for _ in 0..5 {
+            let (items, out) = rt.block_on(run(|| spread_of((0..64).collect(), 2, 8))).unwrap();
+            assert_eq!(items, (0..64).collect::<Vec<_>>());
+            let caller = out[0].1;
+            helpers.extend(out.iter().map(|r| r.1).filter(|t| *t != caller));
+        }
+        // Five batches, each with a helper, and the helpers are the pool's few threads, not five new ones.
+        assert!(!helpers.is_empty() && helpers.len() < 5, "{} helper threads for 5 batches", helpers.len());
     }
 
     #[test]
     fn fan_out_returns_the_first_error_and_resumes_a_helpers_panic() {
-        let items: Vec<u32> = (0..400).collect();
-        let err = fan_out(&items, 4, 10, |_, &x| if x == 250 || x == 390 { Err(x) } else { Ok(x) }).unwrap_err();
-        assert_eq!(err, 250, "the error of the earliest failing item");
-        let panicked = std::panic::catch_unwind(|| fan_out(&items, 4, 10, |_, &x| if x == 350 { panic!("item {x}") } else { Ok::<_, ()>(x) }));
-        let payload = panicked.unwrap_err();
-        assert_eq!(panic_text(&*payload), "item 350");
+        let (items, out) = fan_out((0..400u32).collect(), 4, 10, |_, &x| if x == 250 || x == 390 { Err(x) } else { Ok(x) });
+        assert_eq!(out.unwrap_err(), 250, "the error of the earliest failing item");
+        assert_eq!(items.len(), 400, "every item comes back with an error");
+        let panicked = std::panic::catch_unwind(|| fan_out((0..400u32).collect(), 4, 10, |_, &x| if x == 350 { panic!("item {x}") } else { Ok::<_, ()>(x) }));
+        assert_eq!(panic_text(&*panicked.unwrap_err()), "item 350");
+        // The same from the runtime's pool: the panic reaches `run`'s caller as its error.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+        let err = rt.block_on(run(|| fan_out((0..400u32).collect(), 4, 10, |_, &x| if x == 399 { panic!("item {x}") } else { Ok::<_, ()>(x) }))).unwrap_err();
+        assert_eq!(err.0, "item 399");
     }
 
     #[test]

@@ -86,13 +86,13 @@ fn a_batch_of_signatures_spreads_over_cores_in_memory_and_sessions_on_a_token() 
     let settings = token("spread");
     let uri = uri("spread", "key");
     Key::ensure(&uri, &settings, Algorithm::EcdsaP256Sha256).unwrap();
-    let on_token = Signer::open(&KeySource::Pkcs11(uri), &settings, &[Algorithm::EcdsaP256Sha256], false).unwrap();
+    let on_token = std::sync::Arc::new(Signer::open(&KeySource::Pkcs11(uri), &settings, &[Algorithm::EcdsaP256Sha256], false).unwrap());
     assert_eq!(on_token.spread(), signet_keys::Spread { threads: settings.sessions, per_thread: 1 });
     // Spread that wide, every signature still verifies, each for its own message.
     let messages: Vec<Vec<u8>> = (0..12).map(|i| format!("entry {i}").into_bytes()).collect();
-    let spread = on_token.spread();
-    let sigs = signet_core::cpu::fan_out(&messages, spread.threads, spread.per_thread, |_, m| on_token.sign(m)).unwrap();
-    for (m, sig) in messages.iter().zip(&sigs) {
+    let (spread, key) = (on_token.spread(), on_token.clone());
+    let (messages, sigs) = signet_core::cpu::fan_out(messages, spread.threads, spread.per_thread, move |_, m: &Vec<u8>| key.sign(m));
+    for (m, sig) in messages.iter().zip(&sigs.unwrap()) {
         assert!(Algorithm::EcdsaP256Sha256.verify(on_token.spki_der(), m, sig));
     }
 }
@@ -236,9 +236,11 @@ fn keys_in_aws_kms_are_made_there_sign_there_and_a_kms_away_is_transient() {
         // Many at once, as a log batch's SETs are made: each signature is a round trip of its own.
         let spread = key.spread();
         assert!(spread.threads > signet_core::cpu::cores() && spread.per_thread == 1, "{spread:?}");
+        let key = std::sync::Arc::new(key);
         let messages: Vec<Vec<u8>> = (0..40).map(|i| format!("entry {i}").into_bytes()).collect();
-        let sigs = signet_core::cpu::fan_out(&messages, spread.threads, spread.per_thread, |_, m| key.sign(m)).unwrap();
-        assert!(messages.iter().zip(&sigs).all(|(m, sig)| alg.verify(key.spki_der(), m, sig)), "{alg}");
+        let signer = key.clone();
+        let (messages, sigs) = signet_core::cpu::fan_out(messages, spread.threads, spread.per_thread, move |_, m: &Vec<u8>| signer.sign(m));
+        assert!(messages.iter().zip(&sigs.unwrap()).all(|(m, sig)| alg.verify(key.spki_der(), m, sig)), "{alg}");
         let err = Signer::open(&source(alias), &none, &[Algorithm::Ed25519], false).unwrap_err();
         assert!(matches!(err, KeyError::WrongAlgorithm { .. }), "{err}");
     }

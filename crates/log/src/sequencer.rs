@@ -405,11 +405,13 @@ fn sign_batch(
         // one core's signatures per second, whatever the machine, and at one round trip per
         // entry with a key in a KMS.
         Some(s) => {
-            let spread = s.spread();
-            signet_core::cpu::fan_out(fresh, spread.threads, spread.per_thread, |i, p| {
-                s.stamp(old_size + i as u64, integrated_time, &p.body).map(Some)
-            })
-            .map_err(signing_failed)?
+            let (spread, stamper) = (s.spread(), s.clone());
+            let (back, stamps) = signet_core::cpu::fan_out(std::mem::take(fresh), spread.threads, spread.per_thread, move |i, p: &Pending| {
+                stamper.stamp(old_size + i as u64, integrated_time, &p.body).map(Some)
+            });
+            // Back in place, so that a failure still answers every waiter.
+            *fresh = back;
+            stamps.map_err(signing_failed)?
         }
         None => fresh.iter().map(|p| p.extra.clone()).collect(),
     };
