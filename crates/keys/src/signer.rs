@@ -147,8 +147,8 @@ impl Signer {
 
     /// How to spread a batch of signatures (a log batch's SETs). A key in memory costs this
     /// process's CPU: one thread per core, and enough signatures per thread (32, ~0.7 ms) to
-    /// pay for its start. A token's or a KMS's signature is a wait (milliseconds): as many at
-    /// once as the token has sessions or KMS takes requests, from the first signature on.
+    /// pay for handing them over. A token's or a KMS's signature is a wait (milliseconds): as
+    /// many at once as the token has sessions or KMS takes requests, from the first signature on.
     pub fn spread(&self) -> Spread {
         match &self.backend {
             Backend::Memory(_) => Spread { threads: signet_core::cpu::cores(), per_thread: 32 },
