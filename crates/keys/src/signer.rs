@@ -17,6 +17,14 @@ pub struct Spread {
     pub per_thread: usize,
 }
 
+impl Spread {
+    /// For signatures made in this process (~20 µs each): one thread per core, and enough
+    /// signatures a thread (32, ~0.7 ms) to pay for handing them over.
+    pub fn on_cores() -> Spread {
+        Spread { threads: signet_core::cpu::cores(), per_thread: 32 }
+    }
+}
+
 /// KMS signatures in flight at once per batch: each is a round trip, not this process's CPU.
 const KMS_IN_FLIGHT: usize = 16;
 
@@ -146,12 +154,12 @@ impl Signer {
     }
 
     /// How to spread a batch of signatures (a log batch's SETs). A key in memory costs this
-    /// process's CPU: one thread per core, and enough signatures per thread (32, ~0.7 ms) to
-    /// pay for handing them over. A token's or a KMS's signature is a wait (milliseconds): as
-    /// many at once as the token has sessions or KMS takes requests, from the first signature on.
+    /// process's CPU ([`Spread::on_cores`]). A token's or a KMS's signature is a wait
+    /// (milliseconds): as many at once as the token has sessions or KMS takes requests, from
+    /// the first signature on.
     pub fn spread(&self) -> Spread {
         match &self.backend {
-            Backend::Memory(_) => Spread { threads: signet_core::cpu::cores(), per_thread: 32 },
+            Backend::Memory(_) => Spread::on_cores(),
             Backend::Pkcs11(key) => Spread { threads: key.sessions().max(1), per_thread: 1 },
             Backend::AwsKms(_) => Spread { threads: KMS_IN_FLIGHT, per_thread: 1 },
             Backend::PublicOnly(_) => Spread { threads: 1, per_thread: 1 },

@@ -17,10 +17,9 @@ use crate::tree::Tree;
 pub trait Stamper: Send + Sync + 'static {
     fn stamp(&self, index: u64, integrated_time: i64, body: &[u8]) -> Result<Vec<u8>, KeyError>;
 
-    /// How a batch's stamps are spread over threads: by default one thread per core, at
-    /// least 32 stamps to a thread (a stamp is a signature made here, ~20 µs).
+    /// How a batch's stamps are spread over threads: by default as signatures made here.
     fn spread(&self) -> signet_keys::Spread {
-        signet_keys::Spread { threads: signet_core::cpu::cores(), per_thread: 32 }
+        signet_keys::Spread::on_cores()
     }
 }
 

@@ -67,7 +67,7 @@ fn batch_sets(c: &mut Criterion, bench: &Bench, threads: usize) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().expect("a runtime");
         for batch in batches {
             let s = stamper.clone();
-            let job = move || signet_core::cpu::fan_out(batch, threads, 32, move |i, body: &Vec<u8>| s.stamp(1_000 + i as u64, 1_700_000_000, body));
+            let job = move || signet_core::cpu::fan_out(batch, threads, signet_keys::Spread::on_cores().per_thread, move |i, body: &Vec<u8>| s.stamp(1_000 + i as u64, 1_700_000_000, body));
             let (back, sets) = rt.block_on(rt.spawn_blocking(job)).expect("the job ran");
             assert_eq!(sets.expect("signs").len(), back.len());
             if to_bench.send(back).is_err() {
