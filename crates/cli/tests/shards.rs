@@ -661,6 +661,12 @@ fn a_running_instance_rotates_online_under_load_losing_nothing() {
         assert_eq!(metrics.contains(&label), tree != "x", "{label} in {metrics}");
     }
     assert!(metrics.contains("signet_log_tile_cache_lookups_total{log=\"ct\",result=\"hit\"}"), "{metrics}");
+    // Each shard kept the entries it committed: the reads back were answered from memory.
+    for tree in [info["inactiveShards"][0]["treeID"].as_str().unwrap(), info["treeID"].as_str().unwrap()] {
+        let label = format!("signet_log_entry_cache_lookups_total{{log=\"rekor_v1/{tree}\",result=\"hit\"}} ");
+        let hits: u64 = metrics.lines().find_map(|l| l.strip_prefix(label.as_str())).and_then(|v| v.parse().ok()).unwrap_or(0);
+        assert!(hits > 10, "{label}{hits} in {metrics}");
+    }
     // The trust documents list the new shard at once, without a restart.
     let root = get(&agent, &format!("{url}/trust/trusted_root.json")).unwrap().json();
     assert_eq!(root["tlogs"].as_array().unwrap().len(), 3);

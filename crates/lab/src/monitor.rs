@@ -246,6 +246,7 @@ async fn serve(dir: &Path, port: u16) -> Result<(String, tokio::task::JoinHandle
         stamper: None,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
         genesis: None,
         note_key: None,
     };

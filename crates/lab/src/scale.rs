@@ -226,6 +226,8 @@ async fn measure_async(spec: &ScaleSpec) -> Result<ScaleReport, ScaleError> {
         stamper: None,
         max_pending: 0,
         tile_cache: spec.tile_cache_mb.saturating_mul(64),
+        // The lookups time storage and the tile cache, not entries kept in memory.
+        entry_cache: 0,
         note_key: None,
         genesis: None,
     };

@@ -4,6 +4,7 @@
 //! - [`tree`]: the tree of one log: its right edge in memory, the rest in stored tiles.
 //! - `snapshot`: what readers see: the durable head and the tree as of it, swapped whole.
 //! - [`tilecache`]: the bounded cache of full tiles that proofs read.
+//! - [`entrycache`]: the bounded cache of entries committed or read lately, that reads look in first.
 //! - [`checkpoint`]: C2SP signed-note checkpoints.
 //! - [`tiles`]: C2SP tlog-tiles paths and entry bundles.
 //! - [`remote`]: another log's tree read through its tiles, for proofs a client builds.
@@ -28,6 +29,7 @@
 
 pub(crate) mod answers;
 pub mod checkpoint;
+pub mod entrycache;
 pub mod error;
 pub mod follow;
 pub mod import;
@@ -51,7 +53,7 @@ pub mod tiles;
 pub mod tree;
 
 pub use error::{AppendError, OpenError};
-pub use log::{Admission, DigestPage, Genesis, Leaf, Log, LogConfig, DEFAULT_TILE_CACHE};
+pub use log::{Admission, DigestPage, Genesis, Leaf, Log, LogConfig, DEFAULT_ENTRY_CACHE, DEFAULT_TILE_CACHE};
 pub use shared::Stamper;
 pub use follow::Role;
 pub use pipeline::{BatchPolicy, Sequenced};

@@ -38,6 +38,8 @@ pub struct LogConfig {
     pub max_pending: usize,
     /// How many full tiles (16 KiB each) the tree keeps in memory beside its right edge.
     pub tile_cache: usize,
+    /// Bytes of entries kept in memory for reads ([`crate::entrycache`]); 0 keeps none.
+    pub entry_cache: usize,
     /// An Ed25519 key that signs every checkpoint too, under the origin, for C2SP witnesses
     /// that verify only Ed25519 log keys (`[log.witnesses]`).
     pub note_key: Option<Arc<signet_keys::NoteSigner>>,
@@ -58,6 +60,9 @@ type Answer = oneshot::Receiver<Result<Sequenced, AppendError>>;
 
 /// [`LogConfig::tile_cache`] by default: 64 MiB, every tile of a million entries.
 pub const DEFAULT_TILE_CACHE: usize = 4096;
+
+/// [`LogConfig::entry_cache`] by default: 64 MiB, about 50,000 hashedrekord entries.
+pub const DEFAULT_ENTRY_CACHE: usize = 64 << 20;
 
 /// What an entry is searchable by, besides its leaf hash.
 #[derive(Debug, Clone, Default)]
@@ -182,6 +187,7 @@ impl Log {
             closing: Default::default(),
             frozen_in_storage: Default::default(),
             frozen_notice: Default::default(),
+            entry_cache: crate::entrycache::EntryCache::new(cfg.entry_cache),
         });
         let gate = Arc::new(Gate { count: Default::default(), limit: cfg.max_pending, refused: Default::default() });
         let (follower, parked) = match (&queue, role) {

@@ -35,7 +35,7 @@ use crate::pipeline::{gather, poll_opt, Base, BatchPolicy, Built, Commit, Dedupe
 use crate::reconcile;
 use crate::shared::Shared;
 use crate::tree::Tree;
-use crate::storage::{Batch, LeafTile, NewEntry, StorageError, StoredCheckpoint, Tile};
+use crate::storage::{Batch, LeafTile, NewEntry, StorageError, StoredCheckpoint, StoredEntry, Tile};
 use crate::tiles::TILE_WIDTH;
 
 /// Panics caught in the sequencer since the process started (served at `/metrics`).
@@ -281,8 +281,9 @@ impl Sequencer {
         reconcile::reconcile(self, work, Some(p), error).await;
     }
 
-    /// A committed batch: its checkpoint becomes the head, and its waiters are answered.
-    fn land(&mut self, p: Prepared) {
+    /// A committed batch: its checkpoint becomes the head, its entries go to the entry cache
+    /// (a client often reads back what it just logged), and its waiters are answered.
+    fn land(&mut self, mut p: Prepared) {
         let answers = p
             .batch
             .entries
@@ -292,6 +293,17 @@ impl Sequencer {
         let size = p.checkpoint.checkpoint.size;
         self.tree.settle(size);
         self.shared.publish(&self.tree, p.checkpoint.clone());
+        // The bodies move: past this point the batch's entries are needed for their indices
+        // and leaf hashes only.
+        let time = p.batch.integrated_time;
+        self.shared.entry_cache.put_all(p.batch.entries.iter_mut().map(|e| StoredEntry {
+            index: e.index,
+            leaf_hash: e.leaf_hash,
+            integrated_time: e.integrated_time.unwrap_or(time),
+            body: std::mem::take(&mut e.body),
+            stamp: e.stamp.take(),
+            attestation: e.attestation.take().map(|a| a.data),
+        }));
         land_answers(&self.shared, p, answers, size);
     }
 }

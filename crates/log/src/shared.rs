@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     /// log): appends are refused at once from then on, and [`Log::frozen_in_storage`] wakes.
     pub frozen_in_storage: std::sync::OnceLock<u64>,
     pub frozen_notice: tokio::sync::Notify,
+    /// Entries committed or read lately, which reads look in before storage.
+    pub entry_cache: crate::entrycache::EntryCache,
 }
 
 impl Shared {

@@ -22,6 +22,7 @@ fn config(key: &Arc<Signer>) -> LogConfig {
         stamper: None,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
         note_key: None,
         genesis: None,
     }
@@ -76,6 +77,17 @@ async fn a_follower_serves_reads_and_its_appends_are_logged_by_the_sequencer() {
     indices.dedup();
     assert_eq!(indices.len(), 40, "no index handed out twice");
     assert!(indices[0] >= 3);
+
+    // Read again, they come from the follower's memory: its first reads kept them. The
+    // sequencer kept them as it committed them, and both are what the database holds.
+    let (follower_hits, sequencer_hits) = (follower.entry_cache_stats().hits, sequencer.entry_cache_stats().hits);
+    for &i in &indices {
+        let again = follower.entry_async(i).await.unwrap();
+        assert_eq!(again, signet_log::storage::Storage::entry(store.as_ref(), 1, i).unwrap(), "entry {i}");
+        assert_eq!(sequencer.entry_async(i).await.unwrap(), again, "entry {i}");
+    }
+    assert_eq!(follower.entry_cache_stats().hits - follower_hits, 40);
+    assert_eq!(sequencer.entry_cache_stats().hits - sequencer_hits, 40);
 
     // A repeat is a duplicate, found by the follower or by the sequencer.
     let again = follower.append(b"on the follower 7".to_vec(), None).await.unwrap();

@@ -92,6 +92,7 @@ async fn a_copy_resumes_is_proven_and_serves_as_a_frozen_log() {
                 stamper: None,
                 max_pending: 0,
                 tile_cache: signet_log::DEFAULT_TILE_CACHE,
+                entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
                 note_key: None,
                 genesis: None,
             },

@@ -153,6 +153,7 @@ fn config(stamper: Option<Arc<dyn Stamper>>) -> LogConfig {
         stamper,
         max_pending: 0,
         tile_cache: signet_log::DEFAULT_TILE_CACHE,
+        entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
         note_key: None,
         genesis: None,
     }
@@ -264,6 +265,69 @@ async fn an_entry_whose_commit_failed_can_be_appended_again() {
     assert_eq!(log.entry(1).unwrap().map(|e| e.body.len()), Some(1));
     // And now they are duplicates.
     assert!(matches!(log.append(b"a".to_vec(), None).await.unwrap(), Sequenced::Duplicate { .. }));
+}
+
+/// Stamps each entry with its own index, so that a SET read back shows which index it was made for.
+struct IndexStamper;
+
+impl Stamper for IndexStamper {
+    fn stamp(&self, index: u64, _time: i64, _body: &[u8]) -> Result<Vec<u8>, KeyError> {
+        Ok(index.to_be_bytes().to_vec())
+    }
+}
+
+/// The entry cache holds what was committed, never a batch that failed: after a failed
+/// commit the same indices hold other entries, and every read, from memory or not, is what
+/// storage holds. Reads of what was just logged come from memory.
+#[tokio::test]
+async fn reads_of_just_logged_entries_come_from_memory_and_are_what_storage_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FlakyStorage::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap()));
+    let log = Log::open(config(Some(Arc::new(IndexStamper))), storage.clone()).await.unwrap();
+    log.append(b"first".to_vec(), None).await.unwrap();
+    storage.fail.store(true, Ordering::SeqCst);
+    assert!(futures_join(&log, &[b"a".as_slice(), b"b", b"c"]).await.iter().all(Result::is_err));
+    storage.fail.store(false, Ordering::SeqCst);
+    assert!(futures_join(&log, &[b"c".as_slice(), b"a", b"b"]).await.iter().all(Result::is_ok));
+    assert_eq!(log.head().checkpoint.size, 4);
+
+    let before = log.entry_cache_stats();
+    assert_eq!((before.entries, before.hits, before.misses), (4, 0, 0), "the landed batches are kept, the failed one is not");
+    for i in 0..4 {
+        let stored = storage.inner.entry(1, i).unwrap().unwrap();
+        assert_eq!(log.entry_async(i).await.unwrap().as_ref(), Some(&stored), "entry {i}");
+        assert_eq!(log.entry(i).unwrap().as_ref(), Some(&stored), "entry {i}");
+        assert_eq!(stored.stamp.as_deref(), Some(i.to_be_bytes().as_slice()));
+        assert_eq!(log.entry_by_leaf(&stored.leaf_hash).await.unwrap(), Some(stored));
+    }
+    assert_eq!(log.entries_async(0, 4).await.unwrap(), storage.inner.entries(1, 0, 4).unwrap());
+    let after = log.entry_cache_stats();
+    assert_eq!((after.hits, after.misses), (13, 0), "every read was answered from memory");
+    // Nothing past the head, whatever the cache holds.
+    assert_eq!(log.entry_async(4).await.unwrap(), None);
+}
+
+/// A log opened on entries it did not commit keeps what reads bring from storage; with no
+/// budget it keeps nothing and reads as before.
+#[tokio::test]
+async fn the_entry_cache_keeps_what_reads_bring_and_can_be_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(SqliteStorage::open(&dir.path().join("db.sqlite")).unwrap());
+    let key = Arc::new(Signer::generate(signet_keys::Algorithm::EcdsaP256Sha256).unwrap());
+    let log = Log::open(LogConfig { key: key.clone(), ..config(None) }, storage.clone()).await.unwrap();
+    futures_join(&log, &[b"x".as_slice(), b"y", b"z"]).await;
+    drop(log);
+
+    for (budget, hits) in [(signet_log::DEFAULT_ENTRY_CACHE, 2), (0, 0)] {
+        let log = Log::open(LogConfig { key: key.clone(), entry_cache: budget, ..config(None) }, storage.clone()).await.unwrap();
+        let first = log.entry_async(1).await.unwrap();
+        assert_eq!(first, storage.entry(1, 1).unwrap());
+        assert_eq!(log.entry_async(1).await.unwrap(), first);
+        assert_eq!(log.entry_by_leaf(&first.unwrap().leaf_hash).await.unwrap().map(|e| e.index), Some(1));
+        let s = log.entry_cache_stats();
+        assert_eq!((s.hits, s.entries), (hits, hits as usize / 2), "budget {budget}");
+        drop(log);
+    }
 }
 
 /// A commit that lands while its answer is lost (the database connection broke after COMMIT)

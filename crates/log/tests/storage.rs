@@ -366,6 +366,7 @@ async fn a_log_rebuilds_from_each_backend() {
             stamper: None,
             max_pending: 0,
             tile_cache: signet_log::DEFAULT_TILE_CACHE,
+            entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
             note_key: None,
             genesis: None,
         };

@@ -180,8 +180,10 @@ impl Config {
         if self.log.batch_max_delay_ms > 10_000 || self.log.ct_batch_max_delay_ms > 10_000 {
             return Err(ConfigError::Invalid("log.batch_max_delay_ms and log.ct_batch_max_delay_ms must be at most 10000".into()));
         }
-        if self.log.tile_cache_mb > 1 << 20 {
-            return Err(ConfigError::Invalid(format!("log.tile_cache_mb must be at most 1048576 (1 TiB), got {}", self.log.tile_cache_mb)));
+        for (name, mb) in [("log.tile_cache_mb", self.log.tile_cache_mb), ("log.entry_cache_mb", self.log.entry_cache_mb)] {
+            if mb > 1 << 20 {
+                return Err(ConfigError::Invalid(format!("{name} must be at most 1048576 (1 TiB), got {mb}")));
+            }
         }
         if self.limits.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid("limits.max_body_bytes must be at least 1024".into()));

@@ -171,6 +171,7 @@ impl AppState {
             },
             max_pending: cfg.log.max_pending_appends,
             tile_cache: tile_cache_tiles(cfg),
+            entry_cache: cfg.log.entry_cache_mb.saturating_mul(1 << 20),
             v2_note_key: cfg.log.witnesses.note_key(&cfg.data_dir, &cfg.keys.pkcs11(), &host)?,
         };
         let mut v1_frozen = Vec::new();

@@ -199,6 +199,7 @@ mod tests {
             stamper: None,
             max_pending: 0,
             tile_cache: 8,
+            entry_cache: 0,
             note_key: None,
             genesis: None,
         };

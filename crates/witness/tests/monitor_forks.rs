@@ -55,6 +55,7 @@ fn build(rt: &tokio::runtime::Runtime, dir: &Path, key: &Arc<Signer>, bodies: &[
             stamper: None,
             max_pending: 0,
             tile_cache: 16,
+            entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
             genesis: None,
             note_key: None,
         };

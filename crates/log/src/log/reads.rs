@@ -87,17 +87,25 @@ impl Log {
 
     // Reads run on the calling task. They are short, page-cache-served point reads, cheaper
     // than the thread handoff `spawn_blocking` would add; commits, which fsync, never run here.
+    // Each looks in the entry cache first (`crate::entrycache`).
 
     pub fn entry(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
         if index >= self.durable_size() {
             return Ok(None);
         }
-        self.shared.storage.entry(self.shared.id, index)
+        if let Some(e) = self.shared.entry_cache.get(index) {
+            return Ok(Some(e));
+        }
+        let found = self.shared.storage.entry(self.shared.id, index)?;
+        Ok(self.kept(found))
     }
 
     pub fn entries(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
         let size = self.durable_size();
         let count = count.min(size.saturating_sub(start));
+        if let Some(all) = self.shared.entry_cache.get_range(start, count) {
+            return Ok(all);
+        }
         self.shared.storage.entries(self.shared.id, start, count)
     }
 
@@ -111,14 +119,30 @@ impl Log {
                 return Ok(None);
             }
         }
-        self.shared.storage.entry_async(self.shared.id, index).await
+        if let Some(e) = self.shared.entry_cache.get(index) {
+            return Ok(Some(e));
+        }
+        let found = self.shared.storage.entry_async(self.shared.id, index).await?;
+        Ok(self.kept(found))
     }
 
     /// [`Log::entries`] from an async handler.
     pub async fn entries_async(&self, start: u64, count: u64) -> Result<Vec<StoredEntry>, StorageError> {
         let size = self.durable_size();
         let count = count.min(size.saturating_sub(start));
+        if let Some(all) = self.shared.entry_cache.get_range(start, count) {
+            return Ok(all);
+        }
         self.shared.storage.entries_async(self.shared.id, start, count).await
+    }
+
+    /// An entry read from storage, kept for the next read. Only one the head covers is
+    /// kept: storage may hold entries committed before this instance's head reaches them.
+    fn kept(&self, found: Option<StoredEntry>) -> Option<StoredEntry> {
+        if let Some(e) = found.as_ref().filter(|e| e.index < self.durable_size()) {
+            self.shared.entry_cache.put(e.clone());
+        }
+        found
     }
 
     /// The index of the durable entry with leaf hash `leaf`.
@@ -132,9 +156,17 @@ impl Log {
     /// The durable entry with leaf hash `leaf`.
     pub async fn entry_by_leaf(&self, leaf: &Hash) -> Result<Option<StoredEntry>, StorageError> {
         let size = self.durable_size();
+        if let Some(e) = self.shared.entry_cache.get_by_leaf(leaf).filter(|e| e.index < size) {
+            return Ok(Some(e));
+        }
         let found = self.shared.storage.entry_by_leaf_async(self.shared.id, *leaf).await?;
         // As in find_leaf: committed on shared storage, but not yet covered by this head.
-        Ok(found.filter(|e| e.index < size))
+        Ok(self.kept(found.filter(|e| e.index < size)))
+    }
+
+    /// What the log's entry cache holds, and how often reads found their entry there.
+    pub fn entry_cache_stats(&self) -> crate::entrycache::EntryCacheStats {
+        self.shared.entry_cache.stats()
     }
 
     /// One page of the durable entries with digest key `digest` (`sha256:<hex>`), oldest

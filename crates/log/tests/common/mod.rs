@@ -129,6 +129,7 @@ pub async fn open_log(storage: Arc<dyn Storage>) -> signet_log::Log {
             stamper: None,
             max_pending: 0,
             tile_cache: signet_log::DEFAULT_TILE_CACHE,
+            entry_cache: signet_log::DEFAULT_ENTRY_CACHE,
             note_key: None,
             genesis: None,
         },

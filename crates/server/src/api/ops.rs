@@ -11,7 +11,7 @@ use crate::state::AppState;
 /// `GET /metrics`: Prometheus text format (see [`crate::metrics`]).
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ([(axum::http::HeaderName, &'static str); 1], String) {
     let mut text = state.metrics.render();
-    tile_caches(&state, &mut text);
+    log_caches(&state, &mut text);
     if let Some(shared) = &state.guard.shared {
         use std::fmt::Write;
         let (checks, failures) = shared.counts();
@@ -183,14 +183,27 @@ fn services(state: &AppState, text: &mut String) {
     }
 }
 
-/// Each log's cache of full tiles (bounded by `log.tile_cache_mb`): what it holds and how
-/// often proofs found what they needed there.
-fn tile_caches(state: &AppState, text: &mut String) {
+/// Each log's caches: of full tiles (bounded by `log.tile_cache_mb`) and of entries (by
+/// `log.entry_cache_mb`), what they hold and how often proofs and reads found what they
+/// needed there.
+fn log_caches(state: &AppState, text: &mut String) {
     use std::fmt::Write;
     let shards = state.rekor_v1.current();
     let mut logs: Vec<(String, signet_log::Log)> = shards.logs().map(|(tree, log)| (format!("rekor_v1/{tree}"), log)).collect();
     logs.push(("rekor_v2".into(), state.rekor_v2.log()));
     logs.push(("ct".into(), state.ct.log()));
+    let entries: Vec<(&str, signet_log::entrycache::EntryCacheStats)> = logs.iter().map(|(name, log)| (name.as_str(), log.entry_cache_stats())).collect();
+    text.push_str("# HELP signet_log_entry_cache_bytes Bytes of entries a log keeps in memory for reads (at most log.entry_cache_mb each).\n");
+    text.push_str("# TYPE signet_log_entry_cache_bytes gauge\n");
+    for (name, s) in &entries {
+        let _ = writeln!(text, "signet_log_entry_cache_bytes{{log=\"{name}\"}} {}", s.bytes);
+    }
+    text.push_str("# HELP signet_log_entry_cache_lookups_total Entry reads, by whether the cache held the entry.\n");
+    text.push_str("# TYPE signet_log_entry_cache_lookups_total counter\n");
+    for (name, s) in &entries {
+        let _ = writeln!(text, "signet_log_entry_cache_lookups_total{{log=\"{name}\",result=\"hit\"}} {}", s.hits);
+        let _ = writeln!(text, "signet_log_entry_cache_lookups_total{{log=\"{name}\",result=\"miss\"}} {}", s.misses);
+    }
     let stats: Vec<(String, (usize, u64, u64))> = logs.into_iter().map(|(name, log)| (name, log.tile_cache_stats())).collect();
     text.push_str("# HELP signet_log_tile_cache_bytes Bytes of full tiles a log keeps in memory for proofs (at most log.tile_cache_mb each).\n");
     text.push_str("# TYPE signet_log_tile_cache_bytes gauge\n");

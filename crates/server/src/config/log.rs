@@ -19,12 +19,15 @@ pub struct LogSettings {
     /// MiB of full tiles each log keeps in memory for proofs into its older entries (16 KiB
     /// per 256 entries). The right edge of the tree is always in memory. See docs/log.md.
     pub tile_cache_mb: usize,
+    /// MiB of entries each log keeps in memory, those it committed or read lately, so that
+    /// reading one again does not go to storage (on PostgreSQL, a query). See docs/log.md.
+    pub entry_cache_mb: usize,
     /// Witnesses that cosign the Rekor v2 log's checkpoints (docs/witness.md); none by default.
     pub witnesses: LogWitnesses,
 }
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512, tile_cache_mb: 64, witnesses: Default::default() }
+        LogSettings { batch_max_entries: 256, batch_max_delay_ms: 10, ct_batch_max_delay_ms: 2, max_pending_appends: 512, tile_cache_mb: 64, entry_cache_mb: 64, witnesses: Default::default() }
     }
 }

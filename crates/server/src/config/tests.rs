@@ -39,6 +39,19 @@ fn env_overrides_and_errors() {
 }
 
 #[test]
+fn the_log_caches_are_bounded_and_the_entry_cache_can_be_off() {
+    assert_eq!(Config::default().log.entry_cache_mb, 64);
+    let c = Config::with_env("dev = true\n", &[("SIGNET_LOG_ENTRY_CACHE_MB", "0")]).unwrap();
+    assert_eq!(c.log.entry_cache_mb, 0);
+    c.validate().unwrap();
+    for key in ["tile_cache_mb", "entry_cache_mb"] {
+        let c = Config::with_env(&format!("dev = true\n[log]\n{key} = 2000000\n"), &[]).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(&format!("log.{key} must be at most 1048576")) && err.contains("2000000"), "{err}");
+    }
+}
+
+#[test]
 fn ca_intermediate_key_parses_strictly() {
     let c: Config = toml::from_str("[ca]\nintermediate_key = \"p384\"\n").unwrap();
     assert_eq!(c.ca.intermediate_curve().unwrap(), Some(signet_ca::x509::CaCurve::P384));

@@ -29,6 +29,8 @@ pub struct ShardOpener {
     pub ct_batch: signet_log::BatchPolicy,
     pub max_pending: usize,
     pub tile_cache: usize,
+    /// Bytes of entries each log keeps for reads (`log.entry_cache_mb`).
+    pub entry_cache: usize,
     /// The Rekor v2 log's checkpoints' second signature, for witnesses (`[log.witnesses]`).
     pub v2_note_key: Option<Arc<signet_keys::NoteSigner>>,
 }
@@ -68,6 +70,7 @@ impl ShardOpener {
                     batch: self.batch,
                     max_pending: self.max_pending,
                     tile_cache: self.tile_cache,
+                    entry_cache: self.entry_cache,
                     note_key: None,
                 }
             }
@@ -83,6 +86,7 @@ impl ShardOpener {
                     batch: self.batch,
                     max_pending: self.max_pending,
                     tile_cache: self.tile_cache,
+                    entry_cache: self.entry_cache,
                     note_key: None,
                 }
             }
@@ -98,6 +102,7 @@ impl ShardOpener {
                 stamper: None,
                 max_pending: self.max_pending,
                 tile_cache: self.tile_cache,
+                entry_cache: self.entry_cache,
                 note_key: self.v2_note_key.clone(),
             },
             // Its key names it (the SCTs' log ID); its checkpoints are internal.
@@ -115,6 +120,7 @@ impl ShardOpener {
                 max_pending: 0,
                 genesis: None,
                 tile_cache: self.tile_cache,
+                entry_cache: self.entry_cache,
                 note_key: None,
             },
         })
