@@ -94,7 +94,13 @@ impl EntryCache {
         }
         let found = {
             let inner = self.inner.lock();
-            (start..start.saturating_add(count)).map(|i| inner.by_index.get(&i).cloned()).collect::<Option<Vec<_>>>()
+            // Looked up before anything is copied: a range with a gap copies nothing.
+            let range = start..start.saturating_add(count);
+            if range.clone().all(|i| inner.by_index.contains_key(&i)) {
+                range.map(|i| inner.by_index.get(&i).cloned()).collect::<Option<Vec<_>>>()
+            } else {
+                None
+            }
         };
         self.count(found.is_some());
         found
