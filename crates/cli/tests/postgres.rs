@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use serde_json::json;
 
 fn signet(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_signet")).args(args).output().unwrap()
@@ -182,11 +183,15 @@ fn a_database_outage_costs_503s_and_heals_without_a_restart() {
 
     cluster.pg_ctl(&["stop"]);
     std::thread::sleep(Duration::from_millis(1500));
-    // Served from memory: the tree head.
+    // Served from memory: the tree head, and an entry the sequencer kept as it landed (the
+    // entry cache), with its proof.
     assert_eq!(get(&agent, &format!("{}/api/v1/log", server.url)).unwrap().status, 200);
-    // Needs the database: a clean 503 that says why, at once.
+    let kept = get(&agent, &format!("{}/api/v1/log/entries?logIndex=0", server.url)).unwrap();
+    assert_eq!(kept.status, 200, "{}", kept.text());
+    // Needs the database (the digest index): a clean 503 that says why, at once.
     let started = Instant::now();
-    let r = get(&agent, &format!("{}/api/v1/log/entries?logIndex=0", server.url)).unwrap();
+    let search = json!({"hash": format!("sha256:{}", "ab".repeat(32))});
+    let r = post_json(&agent, &format!("{}/api/v1/index/retrieve", server.url), &search).unwrap();
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("storage is unavailable"), "{}", r.text());
     assert!(started.elapsed() < Duration::from_secs(6), "the refusal took {:?}", started.elapsed());
